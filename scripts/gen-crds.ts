@@ -1,0 +1,47 @@
+// Writes the CRDs generated from src/api. `--check` (CI) only compares and exits 1 when the file
+// on disk is missing or differs, so a schema change cannot ship without its CRD.
+import { readFile, writeFile, mkdir } from 'node:fs/promises';
+import { dirname, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { renderSandboxRunCrdYaml } from '../src/api/v1alpha1/index.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+const outputs: Array<{ path: string; render: () => string }> = [
+  { path: resolve(repoRoot, 'crds/codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
+];
+
+async function readIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`Failed to read ${path}`, { cause: err });
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const check = argv.includes('--check');
+  let stale = 0;
+  for (const { path, render } of outputs) {
+    const wanted = render();
+    const onDisk = await readIfExists(path);
+    const name = relative(repoRoot, path);
+    if (onDisk === wanted) {
+      console.log(`${name} is up to date`);
+      continue;
+    }
+    if (check) {
+      stale++;
+      const what = onDisk === undefined ? 'is missing' : 'differs from what src/api generates';
+      console.error(`${name} ${what}. Run \`npm run gen:crds\` and commit the result.`);
+      continue;
+    }
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, wanted);
+    console.log(`Wrote ${name}`);
+  }
+  return stale === 0 ? 0 : 1;
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,77 @@
+// Condition types and reasons of a SandboxRun. Reasons are part of the API: clients, alerts and
+// the MCP gateway match on them, so each value is a stable CamelCase constant declared here and
+// never built from free text.
+import { z } from 'zod';
+
+/** True while the sandbox pod exists and is Ready to accept the code (exec). */
+export const CONDITION_READY = 'Ready';
+/** True once the run reached a terminal phase (Succeeded, Failed or TimedOut). */
+export const CONDITION_COMPLETE = 'Complete';
+
+export const Reasons = {
+  /** The sandbox pod was created; it is not scheduled or started yet. */
+  PodCreated: 'PodCreated',
+  /** The pod exists but is not Ready (scheduling, pulling the image, starting). */
+  PodPending: 'PodPending',
+  /** The pod is Ready and the code is executing in it. */
+  PodRunning: 'PodRunning',
+  /** The program exited with code 0. */
+  Succeeded: 'Succeeded',
+  /** The program exited with a non-zero code; see status.exitCode and status.stderr. */
+  NonZeroExit: 'NonZeroExit',
+  /** The run exceeded spec.timeoutSeconds (phase TimedOut); same word Jobs use for this. */
+  TimedOut: 'DeadlineExceeded',
+  /** The container was killed for exceeding its memory limit. */
+  OOMKilled: 'OOMKilled',
+  /** The pod failed for a reason outside the program (eviction, node loss, ...). */
+  PodFailed: 'PodFailed',
+  /** The sandbox image could not be pulled (missing, wrong name, no access). */
+  ImageNotFound: 'ImageNotFound',
+  /** No node could run the pod within the startup timeout (resources, taints, quota). */
+  Unschedulable: 'Unschedulable',
+  /** The spec is invalid or exceeds the administrator's limits; nothing was started. */
+  InvalidSpec: 'InvalidSpec',
+  /** The code could not be run through the exec API (connection or protocol failure). */
+  ExecFailed: 'ExecFailed',
+  /** The sandbox pod disappeared before the run finished. */
+  PodDeleted: 'PodDeleted',
+} as const;
+
+export type Reason = (typeof Reasons)[keyof typeof Reasons];
+
+export const ConditionStatusSchema = z.enum(['True', 'False', 'Unknown']);
+export type ConditionStatus = z.infer<typeof ConditionStatusSchema>;
+
+// Same shape and bounds as metav1.Condition so generic tooling (kubectl wait, kstatus) reads it.
+export const ConditionSchema = z.object({
+  type: z
+    .string()
+    .max(316)
+    .regex(
+      /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/,
+      { error: 'must be a CamelCase condition type, optionally prefixed with a DNS domain and /' },
+    )
+    .describe('Type of the condition in CamelCase, e.g. Ready or Complete.'),
+  status: ConditionStatusSchema.describe('Status of the condition: True, False or Unknown.'),
+  reason: z
+    .string()
+    .min(1)
+    .max(1024)
+    .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/, {
+      error: 'must be CamelCase: a letter, then letters, digits, _ , or :',
+    })
+    .describe('Machine-readable CamelCase reason for the last transition (see the Reasons list).'),
+  message: z
+    .string()
+    .max(32768)
+    .describe('Human-readable details about the last transition; may be empty.'),
+  lastTransitionTime: z.iso
+    .datetime({ offset: true })
+    .describe('When the condition last changed status (RFC 3339).'),
+  observedGeneration: z
+    .int()
+    .min(0)
+    .optional()
+    .describe('The metadata.generation the condition was computed from.'),
+});
+export type Condition = z.infer<typeof ConditionSchema>;

@@ -1,0 +1,197 @@
+// Builds the SandboxRun CustomResourceDefinition from the zod schemas, so enums, defaults,
+// bounds and descriptions (`kubectl explain`) cannot drift from what the code validates.
+// scripts/gen-crds.ts writes the result to crds/; nothing else should hand-edit it.
+import { stringify } from 'yaml';
+import { z } from 'zod';
+import {
+  API_VERSION,
+  GROUP,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  SandboxRunSpecSchema,
+  SandboxRunStatusSchema,
+  VERSION,
+} from './sandboxrun.js';
+
+/** A node of an OpenAPI v3 schema as plain JSON. */
+export type JsonSchema = { [key: string]: unknown };
+
+export interface PrinterColumn {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
+  jsonPath: string;
+  description: string;
+  priority?: number;
+}
+
+export interface CustomResourceDefinition {
+  apiVersion: 'apiextensions.k8s.io/v1';
+  kind: 'CustomResourceDefinition';
+  metadata: { name: string };
+  spec: {
+    group: string;
+    names: {
+      kind: string;
+      listKind: string;
+      plural: string;
+      singular: string;
+      shortNames: string[];
+      categories: string[];
+    };
+    scope: 'Namespaced';
+    versions: Array<{
+      name: string;
+      served: boolean;
+      storage: boolean;
+      subresources: { status: Record<string, never> };
+      additionalPrinterColumns: PrinterColumn[];
+      schema: { openAPIV3Schema: JsonSchema };
+    }>;
+  };
+}
+
+// JSON Schema keywords a structural Kubernetes schema cannot express. Failing loudly here
+// beats a CRD the API server rejects at install time.
+const FORBIDDEN_KEYS = ['$ref', '$defs', 'definitions', 'anyOf', 'oneOf', 'allOf', 'not', 'nullable'];
+
+function isPlainObject(v: unknown): v is JsonSchema {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Rewrites zod's OpenAPI 3.0 output into a Kubernetes structural schema node (see the zod→CRD
+ * notes in FIELD-NOTES.md). Pure; returns a new object.
+ */
+export function toStructural(node: JsonSchema, path = '$'): JsonSchema {
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (FORBIDDEN_KEYS.includes(key)) {
+      throw new Error(`Schema at ${path} uses "${key}", which a structural CRD schema cannot express`);
+    }
+    if (key === '$schema') continue;
+    out[key] = value;
+  }
+  // Kubernetes prunes unknown fields by default; `false` is not allowed, and `{}` means "keep
+  // anything", which Kubernetes spells x-kubernetes-preserve-unknown-fields.
+  if (out.additionalProperties === false) delete out.additionalProperties;
+  if (isPlainObject(out.additionalProperties) && Object.keys(out.additionalProperties).length === 0) {
+    delete out.additionalProperties;
+    out['x-kubernetes-preserve-unknown-fields'] = true;
+  }
+  // `.int()` adds the ±2^53 safe-integer bounds: noise in `kubectl explain`, not a real limit.
+  if (out.type === 'integer') {
+    if (out.minimum === Number.MIN_SAFE_INTEGER) delete out.minimum;
+    if (out.maximum === Number.MAX_SAFE_INTEGER) delete out.maximum;
+  }
+  // The API server validates `format: date-time` itself; zod's pattern for it is long and rejects
+  // valid RFC 3339 offsets that other clients may write.
+  if (out.format === 'date-time') delete out.pattern;
+  if (out.type === undefined && out['x-kubernetes-preserve-unknown-fields'] !== true) {
+    throw new Error(`Schema at ${path} has no type; every node of a structural schema needs one`);
+  }
+  if (isPlainObject(out.properties)) {
+    const props: JsonSchema = {};
+    for (const [name, child] of Object.entries(out.properties)) {
+      props[name] = toStructural(child as JsonSchema, `${path}.${name}`);
+    }
+    out.properties = props;
+  }
+  if (isPlainObject(out.items)) out.items = toStructural(out.items, `${path}[]`);
+  if (isPlainObject(out.additionalProperties)) {
+    out.additionalProperties = toStructural(out.additionalProperties, `${path}{}`);
+  }
+  return out;
+}
+
+function schemaOf(schema: z.ZodType, description: string, path: string): JsonSchema {
+  // io: 'input' so fields with defaults are optional (the API server fills them in).
+  const json = z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'input' }) as JsonSchema;
+  return { description, ...toStructural(json, path) };
+}
+
+/** The openAPIV3Schema of the SandboxRun CRD. */
+export function buildSandboxRunOpenApiSchema(): JsonSchema {
+  return {
+    type: 'object',
+    description:
+      'SandboxRun executes one piece of code in a fresh, hardened sandbox pod and records its output and exit status.',
+    properties: {
+      apiVersion: {
+        type: 'string',
+        description: `APIVersion defines the versioned schema of this representation of an object (${API_VERSION}).`,
+      },
+      kind: {
+        type: 'string',
+        description: `Kind is the REST resource this object represents (${SANDBOXRUN_KIND}).`,
+      },
+      metadata: { type: 'object' },
+      spec: schemaOf(SandboxRunSpecSchema, 'What to run: the code, its language and limits.', '$.spec'),
+      status: schemaOf(
+        SandboxRunStatusSchema,
+        'Observed state of the run, written by the controller.',
+        '$.status',
+      ),
+    },
+    required: ['spec'],
+  };
+}
+
+export const SANDBOXRUN_PRINTER_COLUMNS: PrinterColumn[] = [
+  { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Lifecycle phase of the run.' },
+  { name: 'Language', type: 'string', jsonPath: '.spec.language', description: 'Language of the code.' },
+  { name: 'Exit', type: 'integer', jsonPath: '.status.exitCode', description: 'Exit code of the program.' },
+  {
+    name: 'Duration(ms)',
+    type: 'integer',
+    jsonPath: '.status.durationMs',
+    description: 'Execution time in milliseconds.',
+  },
+  {
+    name: 'Reason',
+    type: 'string',
+    jsonPath: '.status.reason',
+    description: 'Reason of the current phase.',
+    priority: 1,
+  },
+  { name: 'Pod', type: 'string', jsonPath: '.status.podName', description: 'Sandbox pod.', priority: 1 },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' },
+];
+
+/** The SandboxRun CustomResourceDefinition as a plain object, ready to serialize or apply. */
+export function buildSandboxRunCrd(): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${SANDBOXRUN_PLURAL}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: SANDBOXRUN_KIND,
+        listKind: `${SANDBOXRUN_KIND}List`,
+        plural: SANDBOXRUN_PLURAL,
+        singular: SANDBOXRUN_KIND.toLowerCase(),
+        shortNames: ['sbr'],
+        categories: ['codemode'],
+      },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: SANDBOXRUN_PRINTER_COLUMNS,
+          schema: { openAPIV3Schema: buildSandboxRunOpenApiSchema() },
+        },
+      ],
+    },
+  };
+}
+
+export const CRD_FILE_HEADER = '# GENERATED from src/api by npm run gen:crds — DO NOT EDIT';
+
+/** The exact text of crds/codemode.dev_sandboxruns.yaml (deterministic: CI diffs it). */
+export function renderSandboxRunCrdYaml(): string {
+  // lineWidth 0: never fold long descriptions or patterns, so the output is stable and greppable.
+  return `${CRD_FILE_HEADER}\n${stringify(buildSandboxRunCrd(), { lineWidth: 0 })}`;
+}

@@ -1,0 +1,29 @@
+// Label keys the operator puts on the objects it creates. Selectors (the NetworkPolicy, the
+// controller's pod informer) depend on these exact strings, so they live in one place.
+
+/** Standard recommended label: who manages the object. */
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY_VALUE = 'codemode-operator';
+
+/**
+ * Set to `'true'` on every sandbox pod. The namespace's deny-all NetworkPolicy selects pods by
+ * this label, so a pod without it would run unprotected: only the pod builder may set it.
+ */
+export const LABEL_SANDBOX = 'codemode.dev/sandbox';
+export const SANDBOX_LABEL_VALUE = 'true';
+
+/**
+ * Name of the SandboxRun a pod belongs to. Label values are limited to 63 characters, so the
+ * value comes from `runLabelValue(runName)` in src/sandbox/names.ts (the name itself when short).
+ */
+export const LABEL_RUN = 'codemode.dev/run';
+
+/** The runtime (python, bash, sh, node) the pod runs; handy for `kubectl get pods -l`. */
+export const LABEL_RUNTIME = 'codemode.dev/runtime';
+
+/**
+ * Identity of the process that executes a SandboxRun. The gateway sets it on the runs it creates
+ * (so it can stream their output); a run created without it is claimed by the first replica that
+ * sets it with an optimistic-concurrency patch.
+ */
+export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';

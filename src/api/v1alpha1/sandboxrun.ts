@@ -1,0 +1,263 @@
+// SandboxRun: one execution of a piece of code in a fresh sandbox pod. These zod schemas are the
+// single source of truth: the CRD in crds/ is generated from them (crd.ts), and the controller
+// parses what it reads from the API server with them.
+import { z } from 'zod';
+import { ConditionSchema } from './conditions.js';
+
+export const GROUP = 'codemode.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const SANDBOXRUN_KIND = 'SandboxRun';
+export const SANDBOXRUN_PLURAL = 'sandboxruns';
+
+/** Upper bound of spec.code in bytes. The admin config may lower it, never raise it. */
+export const MAX_CODE_BYTES_HARD = 262144;
+/** Upper bound of spec.stdin in bytes. */
+export const MAX_STDIN_BYTES = 1048576;
+export const MAX_TIMEOUT_SECONDS_HARD = 3600;
+
+/**
+ * Kubernetes quantity with the suffixes the operator understands (m, k, Ki, Mi, Gi, Ti, M, G, T).
+ * Narrower than the API server's grammar on purpose (no exponents, no sign), and RE2-safe so the
+ * API server can enforce it too.
+ */
+export const QUANTITY_PATTERN = /^([0-9]+(\.[0-9]+)?|\.[0-9]+)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$/;
+const QUANTITY_HINT = 'a Kubernetes quantity such as 500m, 1, 1.5, 512Mi or 2Gi';
+
+export const LanguageSchema = z.enum(['python', 'bash', 'sh', 'node', 'javascript']);
+export type Language = z.infer<typeof LanguageSchema>;
+/** What actually runs: `javascript` is an alias of `node`. */
+export type Runtime = 'python' | 'bash' | 'sh' | 'node';
+
+export function normalizeLanguage(l: Language): Runtime {
+  return l === 'javascript' ? 'node' : l;
+}
+
+export const RunPhaseSchema = z.enum(['Pending', 'Running', 'Succeeded', 'Failed', 'TimedOut']);
+export type RunPhase = z.infer<typeof RunPhaseSchema>;
+
+const TERMINAL_PHASES: ReadonlySet<RunPhase> = new Set(['Succeeded', 'Failed', 'TimedOut']);
+
+/** A terminal phase never changes again: the controller only deletes the run after its TTL. */
+export function isTerminalPhase(p: RunPhase | undefined): boolean {
+  return p !== undefined && TERMINAL_PHASES.has(p);
+}
+
+function utf8Bytes(s: string): number {
+  return Buffer.byteLength(s, 'utf8');
+}
+
+const quantity = z.string().regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
+
+export const RunResourcesSchema = z.object({
+  cpu: quantity
+    .optional()
+    .describe(
+      "CPU limit of the run in cores, e.g. 500m or 1. Must not exceed the administrator's maximum; defaults to the administrator's default.",
+    ),
+  memory: quantity
+    .optional()
+    .describe(
+      "Memory limit of the run, e.g. 256Mi or 1Gi. Must not exceed the administrator's maximum; defaults to the administrator's default.",
+    ),
+});
+
+// A plain (non-strict) object of optional, additive fields: new optional fields such as
+// `session` or `profile` can be added later without invalidating stored objects, and older
+// controllers simply ignore them. No discriminated unions, so the CRD stays structural.
+export const SandboxRunSpecSchema = z.object({
+  language: LanguageSchema.default('python').describe(
+    'Language of the code: python, bash, sh, node or javascript (an alias of node).',
+  ),
+  code: z
+    .string()
+    .min(1)
+    .max(MAX_CODE_BYTES_HARD)
+    .refine((s) => utf8Bytes(s) <= MAX_CODE_BYTES_HARD, {
+      error: `must be at most ${MAX_CODE_BYTES_HARD} bytes (UTF-8)`,
+    })
+    .describe(
+      `Source code to execute. At most ${MAX_CODE_BYTES_HARD} bytes (UTF-8); the administrator may set a lower limit. The run executes it once; later changes have no effect.`,
+    ),
+  timeoutSeconds: z
+    .int()
+    .min(1)
+    .max(MAX_TIMEOUT_SECONDS_HARD)
+    .default(30)
+    .describe(
+      'Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator\'s maximum, which may be lower.',
+    ),
+  stdin: z
+    .string()
+    .max(MAX_STDIN_BYTES)
+    .refine((s) => utf8Bytes(s) <= MAX_STDIN_BYTES, {
+      error: `must be at most ${MAX_STDIN_BYTES} bytes (UTF-8)`,
+    })
+    .optional()
+    .describe(`Data fed to the program's standard input (at most ${MAX_STDIN_BYTES} bytes). Empty stdin when omitted.`),
+  resources: RunResourcesSchema.optional().describe(
+    'Resource limits of the sandbox container. Each must be within the administrator\'s bounds.',
+  ),
+  ttlSecondsAfterFinished: z
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      'Seconds after completion before the SandboxRun (and its pod) is deleted. Defaults to the administrator\'s setting (3600).',
+    ),
+});
+export type SandboxRunSpec = z.infer<typeof SandboxRunSpecSchema>;
+/** What a creator must provide (defaults not yet applied). */
+export type SandboxRunSpecInput = z.input<typeof SandboxRunSpecSchema>;
+
+const count = z.int().min(0);
+const timestamp = z.iso.datetime({ offset: true });
+
+export const SandboxRunStatusSchema = z.object({
+  phase: RunPhaseSchema.optional().describe(
+    'Lifecycle phase: Pending, Running, Succeeded, Failed or TimedOut. The last three are terminal.',
+  ),
+  conditions: z
+    .array(ConditionSchema.describe('One observation of the run, in the metav1.Condition format.'))
+    .optional()
+    .meta({
+      description: 'Latest observations of the run: Ready (sandbox pod ready) and Complete.',
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+    }),
+  observedGeneration: count
+    .optional()
+    .describe('The metadata.generation this status was computed from.'),
+  podName: z.string().optional().describe('Name of the sandbox pod that runs the code.'),
+  exitCode: z.int().optional().describe('Exit code of the program, when it ran to completion.'),
+  stdout: z
+    .string()
+    .optional()
+    .describe('Standard output of the program, cut at the administrator\'s cap (see truncated).'),
+  stderr: z
+    .string()
+    .optional()
+    .describe('Standard error of the program, cut at the administrator\'s cap (see truncated).'),
+  stdoutBytes: count.optional().describe('Size of the complete standard output in bytes, before any cut.'),
+  stderrBytes: count.optional().describe('Size of the complete standard error in bytes, before any cut.'),
+  truncated: z.boolean().optional().describe('True when stdout or stderr was cut at the cap.'),
+  startTime: timestamp.optional().describe('When the code started executing (RFC 3339).'),
+  completionTime: timestamp.optional().describe('When the run reached a terminal phase (RFC 3339).'),
+  durationMs: count.optional().describe('Execution time of the code in milliseconds.'),
+  reason: z
+    .string()
+    .optional()
+    .describe('Stable CamelCase reason of the current phase, e.g. NonZeroExit or OOMKilled.'),
+  message: z.string().optional().describe('Human-readable explanation of the current phase.'),
+});
+export type SandboxRunStatus = z.infer<typeof SandboxRunStatusSchema>;
+
+const OwnerReferenceSchema = z
+  .object({
+    apiVersion: z.string(),
+    kind: z.string(),
+    name: z.string(),
+    uid: z.string(),
+    controller: z.boolean().optional(),
+    blockOwnerDeletion: z.boolean().optional(),
+  })
+  .loose();
+
+// Loose: the API server owns metadata; we read the fields we need and keep the rest intact.
+export const ObjectMetaSchema = z
+  .object({
+    name: z.string().min(1),
+    namespace: z.string().optional(),
+    uid: z.string().optional(),
+    generation: z.int().optional(),
+    resourceVersion: z.string().optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+    annotations: z.record(z.string(), z.string()).optional(),
+    creationTimestamp: z.string().optional(),
+    deletionTimestamp: z.string().optional(),
+    ownerReferences: z.array(OwnerReferenceSchema).optional(),
+  })
+  .loose();
+
+export const SandboxRunSchema = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal(SANDBOXRUN_KIND),
+  metadata: ObjectMetaSchema,
+  spec: SandboxRunSpecSchema,
+  status: SandboxRunStatusSchema.optional(),
+});
+export type SandboxRun = z.infer<typeof SandboxRunSchema>;
+
+export type ParseSandboxRunResult =
+  | { ok: true; run: SandboxRun }
+  | { ok: false; message: string };
+
+/** Validates an object read from the API server (or built by a client) and applies defaults. */
+export function parseSandboxRun(obj: unknown): ParseSandboxRunResult {
+  const result = SandboxRunSchema.safeParse(obj, { reportInput: true });
+  if (result.success) return { ok: true, run: result.data };
+  return { ok: false, message: `Invalid SandboxRun: ${describeIssues(result.error.issues)}.` };
+}
+
+// Readable validation messages: "<path> <problem and what is allowed>", used for the API
+// (parseSandboxRun) and for configuration errors, instead of zod's developer-oriented text.
+const NOUNS: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'an integer',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'a list',
+};
+
+function sizeUnit(origin: string): string {
+  if (origin === 'string') return ' characters';
+  if (origin === 'array' || origin === 'set') return ' items';
+  return '';
+}
+
+/** One problem as a phrase, e.g. `must be at most 3600`, `is required (an integer)`. */
+export function describeIssue(issue: z.core.$ZodIssue): string {
+  // `input` is only reported with `reportInput: true`; otherwise fall back on zod's wording.
+  const missing = 'input' in issue ? issue.input === undefined : /received undefined$/.test(issue.message);
+  switch (issue.code) {
+    case 'invalid_type': {
+      const noun = NOUNS[issue.expected] ?? issue.expected;
+      return missing ? `is required (${noun})` : `must be ${noun}`;
+    }
+    case 'invalid_value': {
+      const allowed = issue.values.map((v) => JSON.stringify(v)).join(', ');
+      const rule = issue.values.length === 1 ? `must be ${allowed}` : `must be one of ${allowed}`;
+      return missing ? `is required and ${rule}` : rule;
+    }
+    case 'too_small': {
+      if (issue.origin === 'string' && Number(issue.minimum) === 1) return 'must not be empty';
+      const op = issue.inclusive === false ? 'greater than' : 'at least';
+      return `must be ${op} ${String(issue.minimum)}${sizeUnit(issue.origin)}`;
+    }
+    case 'too_big': {
+      const op = issue.inclusive === false ? 'less than' : 'at most';
+      return `must be ${op} ${String(issue.maximum)}${sizeUnit(issue.origin)}`;
+    }
+    case 'invalid_format':
+      if (issue.format === 'datetime') return 'must be an RFC 3339 date-time such as 2026-01-02T15:04:05Z';
+      // Every regex in src/api and src/config carries its own readable message.
+      return issue.format === 'regex' ? issue.message : `must be a valid ${issue.format}`;
+    default:
+      return issue.message;
+  }
+}
+
+export function formatIssuePath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else out += out === '' ? String(key) : `.${String(key)}`;
+  }
+  return out === '' ? '(object)' : out;
+}
+
+/** All problems as one sentence body: `spec.code must not be empty; spec.language must be ...`. */
+export function describeIssues(issues: ReadonlyArray<z.core.$ZodIssue>): string {
+  return issues.map((i) => `${formatIssuePath(i.path)} ${describeIssue(i)}`).join('; ');
+}

@@ -1,0 +1,300 @@
+// The configuration surface: every environment variable, its default, what it means and what
+// values are allowed. loadConfig parses with these schemas and the README table is generated
+// from them, so docs and behaviour cannot disagree.
+import { z } from 'zod';
+import {
+  MAX_CODE_BYTES_HARD,
+  MAX_TIMEOUT_SECONDS_HARD,
+  QUANTITY_PATTERN,
+} from '../api/v1alpha1/index.js';
+import { parseQuantity } from './quantity.js';
+
+export interface FieldDoc {
+  env: string;
+  /** Default as written in the docs; '' when there is none. */
+  default: string;
+  description: string;
+  /** What is allowed, appended to every error about this variable. */
+  allowed: string;
+}
+
+// Helm renders unset values as empty strings: blank means "use the default".
+function blankToUndefined(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  const trimmed = v.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+function docOf(doc: FieldDoc & { docDefault?: string }): FieldDoc {
+  return { env: doc.env, default: doc.docDefault ?? doc.default, description: doc.description, allowed: doc.allowed };
+}
+
+/** A variable with a default: always present in the parsed result. */
+function field<S extends z.ZodType<unknown, string>>(doc: FieldDoc, schema: S) {
+  return { doc: docOf(doc), schema: z.preprocess(blankToUndefined, schema.prefault(doc.default as z.input<S>)) };
+}
+
+/** A variable without a default: undefined when unset or blank. */
+function optionalField<S extends z.ZodType<unknown, string>>(doc: FieldDoc & { docDefault?: string }, schema: S) {
+  return { doc: docOf(doc), schema: z.preprocess(blankToUndefined, schema.optional()) };
+}
+
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]+$/, { error: 'must be a whole number' })
+    .transform(Number)
+    .pipe(z.int().min(min).max(max));
+
+const quantity = z
+  .string()
+  .regex(QUANTITY_PATTERN, { error: 'must be a Kubernetes quantity such as 500m, 1, 512Mi or 2Gi' })
+  // Checks run even after the pattern failed; that case is already reported by the regex.
+  .refine((q) => !QUANTITY_PATTERN.test(q) || parseQuantity(q) > 0, { error: 'must be greater than zero' });
+
+const dnsLabel = z
+  .string()
+  .max(63)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, {
+    error: 'must be a DNS-1123 label: lowercase letters, digits and -, starting and ending alphanumeric',
+  });
+
+const image = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/, {
+  error: 'must be a container image reference such as registry.example.com/sandbox:v1',
+});
+
+function commaList<T extends z.ZodType<string, string>>(item: T) {
+  return z
+    .string()
+    .transform((s) => s.split(',').map((p) => p.trim()).filter((p) => p !== ''))
+    .pipe(z.array(item));
+}
+
+const host = z
+  .string()
+  .transform((h) => h.toLowerCase())
+  .pipe(
+    z.string().regex(/^(\[[0-9a-f:.]+\]|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/, {
+      error: 'must be a host name or IP address without scheme or port, e.g. mcp.example.com or [::1]',
+    }),
+  );
+
+const ORIGIN_ERROR = 'must be an origin: scheme, host and optional port, no path (e.g. https://app.example.com)';
+const origin = z.string().transform((o, ctx) => {
+  const trimmed = o.replace(/\/$/, '');
+  let url: URL;
+  try {
+    url = new URL(trimmed);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: ORIGIN_ERROR, input: o });
+    return z.NEVER;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== trimmed.toLowerCase()) {
+    ctx.addIssue({ code: 'custom', message: ORIGIN_ERROR, input: o });
+    return z.NEVER;
+  }
+  return url.origin;
+});
+
+const timeoutAllowed = `an integer from 1 to ${MAX_TIMEOUT_SECONDS_HARD}`;
+const quantityAllowed = 'a Kubernetes quantity greater than zero (suffixes m, k, Ki, Mi, Gi, Ti, M, G, T)';
+
+function quantityField(env: string, def: string, description: string) {
+  return field({ env, default: def, description, allowed: quantityAllowed }, quantity);
+}
+
+function imageField(env: string, runtime: string) {
+  return optionalField(
+    {
+      env,
+      default: '',
+      docDefault: 'value of CODEMODE_SANDBOX_IMAGE',
+      description: `Sandbox image for ${runtime} runs.`,
+      allowed: 'a container image reference',
+    },
+    image,
+  );
+}
+
+export const FIELDS = {
+  namespace: field(
+    {
+      env: 'CODEMODE_NAMESPACE',
+      default: 'codemode',
+      description:
+        'Namespace where the gateway creates SandboxRuns and their pods; the controller watches only this namespace.',
+      allowed: 'a DNS-1123 label (at most 63 characters)',
+    },
+    dnsLabel,
+  ),
+  sandboxImage: field(
+    {
+      env: 'CODEMODE_SANDBOX_IMAGE',
+      default: 'codemode.local/sandbox:v1',
+      description: 'Default sandbox image for every runtime.',
+      allowed: 'a container image reference',
+    },
+    image,
+  ),
+  imagePython: imageField('CODEMODE_IMAGE_PYTHON', 'python'),
+  imageBash: imageField('CODEMODE_IMAGE_BASH', 'bash'),
+  imageSh: imageField('CODEMODE_IMAGE_SH', 'sh'),
+  imageNode: imageField('CODEMODE_IMAGE_NODE', 'node (and javascript)'),
+  imagePullPolicy: field(
+    {
+      env: 'CODEMODE_IMAGE_PULL_POLICY',
+      default: 'IfNotPresent',
+      description: 'imagePullPolicy of sandbox pods.',
+      allowed: 'Always, IfNotPresent or Never',
+    },
+    z.enum(['Always', 'IfNotPresent', 'Never']),
+  ),
+  defaultTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_DEFAULT_TIMEOUT_SECONDS',
+      default: '30',
+      description: 'Timeout of a run that does not ask for one.',
+      allowed: `${timeoutAllowed}, not above CODEMODE_MAX_TIMEOUT_SECONDS`,
+    },
+    int(1, MAX_TIMEOUT_SECONDS_HARD),
+  ),
+  maxTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_MAX_TIMEOUT_SECONDS',
+      default: '300',
+      description: 'Largest timeout a run may ask for.',
+      allowed: `${timeoutAllowed}, not below CODEMODE_DEFAULT_TIMEOUT_SECONDS`,
+    },
+    int(1, MAX_TIMEOUT_SECONDS_HARD),
+  ),
+  maxCodeBytes: field(
+    {
+      env: 'CODEMODE_MAX_CODE_BYTES',
+      default: String(MAX_CODE_BYTES_HARD),
+      description: 'Largest accepted code size in bytes (UTF-8).',
+      allowed: `an integer from 1 to ${MAX_CODE_BYTES_HARD} (the API's hard limit)`,
+    },
+    int(1, MAX_CODE_BYTES_HARD),
+  ),
+  outputCapChars: field(
+    {
+      env: 'CODEMODE_OUTPUT_CAP_CHARS',
+      default: '50000',
+      description: 'Characters of stdout and of stderr (each) kept in the result and in SandboxRun status.',
+      // Output is stored in the SandboxRun next to code and stdin; etcd caps objects at ~1.5 MiB.
+      allowed: 'an integer from 1 to 262144',
+    },
+    int(1, 262144),
+  ),
+  defaultCpu: quantityField('CODEMODE_DEFAULT_CPU', '1', 'CPU limit of a run that does not ask for one.'),
+  defaultMemory: quantityField('CODEMODE_DEFAULT_MEMORY', '512Mi', 'Memory limit of a run that does not ask for one.'),
+  maxCpu: quantityField('CODEMODE_MAX_CPU', '2', 'Largest CPU limit a run may ask for.'),
+  maxMemory: quantityField('CODEMODE_MAX_MEMORY', '2Gi', 'Largest memory limit a run may ask for.'),
+  cpuRequest: quantityField('CODEMODE_CPU_REQUEST', '100m', 'CPU request of sandbox pods (capped at the limit).'),
+  memoryRequest: quantityField(
+    'CODEMODE_MEMORY_REQUEST',
+    '128Mi',
+    'Memory request of sandbox pods (capped at the limit).',
+  ),
+  ephemeralStorageLimit: quantityField(
+    'CODEMODE_EPHEMERAL_STORAGE_LIMIT',
+    '1Gi',
+    'Ephemeral-storage limit of the sandbox container (logs and writable layers).',
+  ),
+  workspaceSizeLimit: quantityField(
+    'CODEMODE_WORKSPACE_SIZE_LIMIT',
+    '512Mi',
+    'Size limit of the /workspace emptyDir.',
+  ),
+  tmpSizeLimit: quantityField('CODEMODE_TMP_SIZE_LIMIT', '128Mi', 'Size limit of the /tmp emptyDir.'),
+  ttlSecondsAfterFinished: field(
+    {
+      env: 'CODEMODE_TTL_SECONDS_AFTER_FINISHED',
+      default: '3600',
+      description: 'Seconds a finished SandboxRun is kept when it does not set spec.ttlSecondsAfterFinished.',
+      allowed: 'an integer from 0 to 31536000 (one year)',
+    },
+    int(0, 31536000),
+  ),
+  podStartupTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_POD_STARTUP_TIMEOUT_SECONDS',
+      default: '120',
+      description: 'How long a sandbox pod may take to become ready before the run fails.',
+      allowed: 'an integer from 1 to 3600',
+    },
+    int(1, 3600),
+  ),
+  resyncSeconds: field(
+    {
+      env: 'CODEMODE_RESYNC_SECONDS',
+      default: '300',
+      description: 'Period of the controller\'s full resync of every SandboxRun.',
+      allowed: 'an integer from 1 to 86400',
+    },
+    int(1, 86400),
+  ),
+  runtimeClassName: optionalField(
+    {
+      env: 'CODEMODE_RUNTIME_CLASS',
+      default: '',
+      description: 'RuntimeClass of sandbox pods (e.g. gvisor); the cluster default when empty.',
+      allowed: 'a RuntimeClass name (DNS-1123 subdomain)',
+    },
+    z
+      .string()
+      .max(253)
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+        error: 'must be a DNS-1123 subdomain: lowercase letters, digits, - and .',
+      }),
+  ),
+  bindAddress: field(
+    {
+      env: 'CODEMODE_BIND_ADDRESS',
+      default: '127.0.0.1',
+      description: 'Address the MCP gateway listens on.',
+      allowed: 'an IP address or host name, e.g. 127.0.0.1, 0.0.0.0 or ::',
+    },
+    z.string().regex(/^[A-Za-z0-9.:%-]+$/, { error: 'must be an IP address or host name' }),
+  ),
+  port: field(
+    {
+      env: 'CODEMODE_PORT',
+      default: '8080',
+      description: 'Port the MCP gateway listens on (0 picks a free port).',
+      allowed: 'an integer from 0 to 65535',
+    },
+    int(0, 65535),
+  ),
+  allowedHosts: optionalField(
+    {
+      env: 'CODEMODE_ALLOWED_HOSTS',
+      default: '',
+      description:
+        'Comma-separated Host header names the gateway accepts (DNS-rebinding protection). Empty: localhost, 127.0.0.1 and [::1] only.',
+      allowed: 'a comma-separated list of host names or IP addresses, without scheme or port',
+    },
+    commaList(host),
+  ),
+  allowedOrigins: optionalField(
+    {
+      env: 'CODEMODE_ALLOWED_ORIGINS',
+      default: '',
+      description:
+        'Comma-separated browser Origins allowed to call the gateway; a request whose Origin header is not listed is refused (requests without Origin are unaffected).',
+      allowed: 'a comma-separated list of origins such as https://app.example.com',
+    },
+    commaList(origin),
+  ),
+  logLevel: field(
+    {
+      env: 'CODEMODE_LOG_LEVEL',
+      default: 'info',
+      description: 'Minimum level of the JSON logs.',
+      allowed: 'trace, debug, info, warn or error',
+    },
+    z.enum(['trace', 'debug', 'info', 'warn', 'error']),
+  ),
+};
+
+export type FieldKey = keyof typeof FIELDS;

@@ -1,0 +1,183 @@
+// The only reader of process.env. Configuration is parsed once at startup into a deeply frozen
+// object and passed down; nothing else looks at the environment, so tests pass a plain object.
+import { z } from 'zod';
+import { describeIssue } from '../api/v1alpha1/index.js';
+import type { Runtime } from '../api/v1alpha1/index.js';
+import { FIELDS } from './fields.js';
+import type { FieldKey } from './fields.js';
+import { parseQuantity } from './quantity.js';
+
+export { parseQuantity } from './quantity.js';
+
+/** Host names the gateway accepts when CODEMODE_ALLOWED_HOSTS is empty. */
+export const LOOPBACK_HOSTS: readonly string[] = Object.freeze(['localhost', '127.0.0.1', '[::1]']);
+
+export type ImagePullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+
+export interface Config {
+  readonly namespace: string;
+  readonly sandboxImage: string;
+  /** Image per runtime, already resolved (falls back to sandboxImage). */
+  readonly images: Readonly<Record<Runtime, string>>;
+  readonly imagePullPolicy: ImagePullPolicy;
+  readonly defaultTimeoutSeconds: number;
+  readonly maxTimeoutSeconds: number;
+  readonly maxCodeBytes: number;
+  /** Per stream (stdout and stderr each). */
+  readonly outputCapChars: number;
+  readonly defaultCpu: string;
+  readonly defaultMemory: string;
+  readonly maxCpu: string;
+  readonly maxMemory: string;
+  readonly cpuRequest: string;
+  readonly memoryRequest: string;
+  readonly ephemeralStorageLimit: string;
+  readonly workspaceSizeLimit: string;
+  readonly tmpSizeLimit: string;
+  readonly ttlSecondsAfterFinished: number;
+  readonly podStartupTimeoutSeconds: number;
+  readonly resyncSeconds: number;
+  readonly runtimeClassName?: string;
+  readonly bindAddress: string;
+  readonly port: number;
+  /** Lowercase host names without port; LOOPBACK_HOSTS when the variable is empty. */
+  readonly allowedHosts: readonly string[];
+  /** Normalized origins (`https://host[:port]`); empty means no browser origin is allowed. */
+  readonly allowedOrigins: readonly string[];
+  readonly logLevel: LogLevel;
+}
+
+export interface ConfigProblem {
+  env: string;
+  /** The raw value, undefined when unset. */
+  value: string | undefined;
+  problem: string;
+  allowed: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly ConfigProblem[]) {
+    super(formatProblems(problems));
+    this.name = 'ConfigError';
+  }
+}
+
+function formatProblems(problems: readonly ConfigProblem[]): string {
+  const lines = problems.map((p) => {
+    const shown =
+      p.value === undefined || p.value.trim() === ''
+        ? '(default)'
+        : JSON.stringify(p.value.length > 100 ? `${p.value.slice(0, 100)}…` : p.value);
+    return `  - ${p.env}=${shown} ${p.problem}. Allowed: ${p.allowed}.`;
+  });
+  const count = problems.length === 1 ? '1 problem' : `${problems.length} problems`;
+  return `Invalid configuration (${count}):\n${lines.join('\n')}`;
+}
+
+function shapeOf<T extends Record<string, { schema: z.ZodType }>>(
+  fields: T,
+): { [K in keyof T]: T[K]['schema'] } {
+  const entries = Object.entries(fields).map(([key, f]) => [key, f.schema]);
+  return Object.fromEntries(entries) as { [K in keyof T]: T[K]['schema'] };
+}
+
+const EnvSchema = z.object(shapeOf(FIELDS));
+type ParsedEnv = z.output<typeof EnvSchema>;
+
+// Relations between variables, checked only once every value is valid on its own (so the
+// comparisons never see a malformed quantity).
+function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
+  const issues: z.core.$ZodIssue[] = [];
+  const add = (key: FieldKey, message: string): void => {
+    issues.push({ code: 'custom', path: [key], message, input: undefined });
+  };
+  if (c.maxTimeoutSeconds < c.defaultTimeoutSeconds) {
+    add('maxTimeoutSeconds', `must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (${c.defaultTimeoutSeconds})`);
+  }
+  if (parseQuantity(c.defaultCpu) > parseQuantity(c.maxCpu)) {
+    add('defaultCpu', `must not exceed CODEMODE_MAX_CPU (${c.maxCpu})`);
+  }
+  if (parseQuantity(c.defaultMemory) > parseQuantity(c.maxMemory)) {
+    add('defaultMemory', `must not exceed CODEMODE_MAX_MEMORY (${c.maxMemory})`);
+  }
+  return issues;
+}
+
+function problemOf(issue: z.core.$ZodIssue, env: NodeJS.ProcessEnv): ConfigProblem {
+  const { doc } = FIELDS[issue.path[0] as FieldKey];
+  let problem = describeIssue(issue);
+  // List variables: say which entry is wrong.
+  if (typeof issue.path[1] === 'number' && 'input' in issue) {
+    problem = `entry ${JSON.stringify(issue.input)} ${problem}`;
+  }
+  return { env: doc.env, value: env[doc.env], problem, allowed: doc.allowed };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Reads every CODEMODE_* variable; throws ConfigError listing all bad variables at once. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const raw = Object.fromEntries(Object.entries(FIELDS).map(([key, f]) => [key, env[f.doc.env]]));
+  const result = EnvSchema.safeParse(raw, { reportInput: true });
+  const issues = result.success ? relationIssues(result.data) : result.error.issues;
+  if (!result.success || issues.length > 0) throw new ConfigError(issues.map((i) => problemOf(i, env)));
+  const c = result.data;
+  const config: Config = {
+    namespace: c.namespace,
+    sandboxImage: c.sandboxImage,
+    images: {
+      python: c.imagePython ?? c.sandboxImage,
+      bash: c.imageBash ?? c.sandboxImage,
+      sh: c.imageSh ?? c.sandboxImage,
+      node: c.imageNode ?? c.sandboxImage,
+    },
+    imagePullPolicy: c.imagePullPolicy,
+    defaultTimeoutSeconds: c.defaultTimeoutSeconds,
+    maxTimeoutSeconds: c.maxTimeoutSeconds,
+    maxCodeBytes: c.maxCodeBytes,
+    outputCapChars: c.outputCapChars,
+    defaultCpu: c.defaultCpu,
+    defaultMemory: c.defaultMemory,
+    maxCpu: c.maxCpu,
+    maxMemory: c.maxMemory,
+    cpuRequest: c.cpuRequest,
+    memoryRequest: c.memoryRequest,
+    ephemeralStorageLimit: c.ephemeralStorageLimit,
+    workspaceSizeLimit: c.workspaceSizeLimit,
+    tmpSizeLimit: c.tmpSizeLimit,
+    ttlSecondsAfterFinished: c.ttlSecondsAfterFinished,
+    podStartupTimeoutSeconds: c.podStartupTimeoutSeconds,
+    resyncSeconds: c.resyncSeconds,
+    ...(c.runtimeClassName === undefined ? {} : { runtimeClassName: c.runtimeClassName }),
+    bindAddress: c.bindAddress,
+    port: c.port,
+    allowedHosts: c.allowedHosts && c.allowedHosts.length > 0 ? c.allowedHosts : [...LOOPBACK_HOSTS],
+    allowedOrigins: c.allowedOrigins ?? [],
+    logLevel: c.logLevel,
+  };
+  return deepFreeze(config);
+}
+
+/** One row per variable, in a stable order; the README's configuration table comes from it. */
+export const CONFIG_DOCS: Array<{ env: string; default: string; description: string; allowed: string }> =
+  Object.values(FIELDS).map((f) => ({ ...f.doc }));
+
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|');
+}
+
+/** CONFIG_DOCS as a markdown table. */
+export function describeConfigMarkdown(): string {
+  const rows = CONFIG_DOCS.map(
+    (d) =>
+      `| \`${d.env}\` | ${d.default === '' ? '(empty)' : `\`${cell(d.default)}\``} | ${cell(d.description)} | ${cell(d.allowed)} |`,
+  );
+  return ['| Variable | Default | Description | Allowed |', '| --- | --- | --- | --- |', ...rows].join('\n') + '\n';
+}

@@ -1,0 +1,188 @@
+// The SandboxRun controller: informers on runs and on the sandbox pods, a work queue, and a
+// level-based reconcile that decides — from the object alone — what must happen next.
+// Who executes a run: the process whose identity is in the executor annotation. The gateway
+// sets it when it creates a run (no extra write); a run created with kubectl has none and is
+// claimed by whichever replica first sets it (optimistic concurrency on resourceVersion).
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import {
+  GROUP,
+  LABEL_MANAGED_BY,
+  LABEL_RUN,
+  MANAGED_BY_VALUE,
+  Reasons,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  isTerminalPhase,
+  parseSandboxRun,
+  type SandboxRun,
+} from '../api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import type { Metrics } from '../metrics/registry.js';
+import { ResilientInformer } from './informer.js';
+import type { ControllerOptions } from './options.js';
+import type { RunExecutor } from './run-executor.js';
+import { failedStatus, lostAfterMs, ttlRemainingMs } from './status.js';
+import { WorkQueue } from './workqueue.js';
+
+const CONTROLLER = 'sandboxrun';
+
+export interface RunControllerDeps {
+  clients: KubeClients;
+  opts: ControllerOptions;
+  log: Logger;
+  executor: RunExecutor;
+  runs: ResilientInformer<KubernetesObject>;
+  pods: ResilientInformer<V1Pod>;
+  metrics?: Metrics;
+  now?: () => Date;
+}
+
+export function runKey(ns: string, name: string): string {
+  return `${ns}/${name}`;
+}
+
+export class SandboxRunController {
+  readonly queue: WorkQueue;
+  private resync: NodeJS.Timeout | undefined;
+  private readonly now: () => Date;
+
+  constructor(private readonly d: RunControllerDeps) {
+    this.now = d.now ?? (() => new Date());
+    this.queue = new WorkQueue((key) => this.timedReconcile(key), {
+      workers: 8,
+      metrics: d.metrics?.queue(CONTROLLER),
+      onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
+    });
+    d.runs.onChange((obj) => this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? '')));
+    d.pods.onChange((pod) => {
+      const run = pod.metadata?.labels?.[LABEL_RUN];
+      if (run && pod.metadata?.namespace) this.queue.add(runKey(pod.metadata.namespace, run));
+    });
+  }
+
+  start(): void {
+    for (const obj of this.d.runs.list()) this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
+    // Level-based safety net: every object is looked at again periodically.
+    this.resync = setInterval(() => {
+      for (const obj of this.d.runs.list()) this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
+    }, this.d.opts.resyncSeconds * 1000);
+    this.resync.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.resync);
+    this.queue.stop();
+  }
+
+  private async timedReconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
+    const start = performance.now();
+    try {
+      const r = await this.reconcile(key);
+      this.d.metrics?.reconcile(CONTROLLER, r?.requeueAfterMs !== undefined ? 'requeue_after' : 'success', (performance.now() - start) / 1000);
+      return r;
+    } catch (err) {
+      this.d.metrics?.reconcile(CONTROLLER, 'error', (performance.now() - start) / 1000);
+      throw err;
+    }
+  }
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
+    const [ns = '', name = ''] = key.split('/');
+    const obj = this.d.runs.get(name, ns);
+    if (!obj || obj.metadata?.deletionTimestamp) return;
+    const parsed = parseSandboxRun(obj);
+    if (!parsed.ok) return this.rejectInvalid(obj, parsed.message);
+    const run = parsed.run;
+    const now = this.now();
+
+    if (isTerminalPhase(run.status?.phase)) {
+      const remaining = ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now) ?? 0;
+      if (remaining > 0) return { requeueAfterMs: remaining };
+      await this.deleteRun(ns, name);
+      return;
+    }
+    if (this.d.executor.isExecuting(run.metadata.uid ?? '')) return;
+
+    const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
+    if (executor === this.d.opts.identity) {
+      void this.d.executor.execute(run);
+      return;
+    }
+    if (executor !== undefined) {
+      // Another replica executes it. If that replica died, nobody will ever finish the run:
+      // after its whole time budget, declare it lost (claiming first so only one replica writes).
+      const remaining = lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now);
+      if (remaining > 0) return { requeueAfterMs: remaining };
+      const claimed = await this.claim(run);
+      if (!claimed) return;
+      const status = failedStatus(claimed, Reasons.ExecFailed, 'The gateway replica executing this run stopped before it finished. Run the code again.', now);
+      await this.d.executor.patchStatus(claimed, status, this.d.log);
+      return;
+    }
+    const claimed = await this.claim(run);
+    if (claimed) void this.d.executor.execute(claimed);
+  }
+
+  /** Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. */
+  private async claim(run: SandboxRun): Promise<SandboxRun | undefined> {
+    try {
+      const updated: unknown = await this.d.clients.custom.patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: run.metadata.namespace ?? '',
+          plural: SANDBOXRUN_PLURAL,
+          name: run.metadata.name,
+          body: {
+            metadata: {
+              resourceVersion: run.metadata.resourceVersion,
+              annotations: { [ANNOTATION_EXECUTOR]: this.d.opts.identity },
+            },
+          },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      const parsed = parseSandboxRun(updated);
+      return parsed.ok ? parsed.run : undefined;
+    } catch (err) {
+      if (isConflict(err) || isNotFound(err)) return undefined;
+      throw new Error(`Failed to claim SandboxRun ${run.metadata.namespace}/${run.metadata.name}`, { cause: err });
+    }
+  }
+
+  /** A stored object the schema rejects (e.g. written before a validation existed): record why. */
+  private async rejectInvalid(obj: KubernetesObject, message: string): Promise<void> {
+    const raw = obj as KubernetesObject & { status?: { phase?: string } };
+    if (raw.status?.phase === 'Failed') return;
+    const now = this.now().toISOString();
+    await this.d.clients.custom
+      .patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: obj.metadata?.namespace ?? '',
+          plural: SANDBOXRUN_PLURAL,
+          name: obj.metadata?.name ?? '',
+          body: { status: { phase: 'Failed', reason: Reasons.InvalidSpec, message, completionTime: now } },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      )
+      .catch((err: unknown) => this.d.log.warn({ err: apiErrorMessage(err) }, 'Failed to record an invalid SandboxRun'));
+  }
+
+  private async deleteRun(namespace: string, name: string): Promise<void> {
+    try {
+      await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name });
+      this.d.log.info({ sandboxrun: `${namespace}/${name}` }, 'Deleted finished SandboxRun after its TTL');
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+}
+
+export function podSelector(): string {
+  return `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}`;
+}

@@ -1,0 +1,350 @@
+// Executes one SandboxRun: sandbox pod → ready → one exec of the runner → final status.
+// Status is written at most twice (Running, only if the code is still executing after a short
+// delay, and the final result), the pod is deleted afterwards (single use), and output streams to
+// in-process subscribers while it runs. The caller's disconnect never cancels an execution.
+import { EventEmitter } from 'node:events';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import {
+  GROUP,
+  Reasons,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  normalizeLanguage,
+  type SandboxRun,
+  type SandboxRunStatus,
+} from '../api/v1alpha1/index.js';
+import { parseQuantity } from '../config/quantity.js';
+import { execInPod } from '../exec/exec.js';
+import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
+import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import type { OutputChunk, RunOutcome } from '../runs/types.js';
+import { buildRunPod } from '../sandbox/pod.js';
+import { podNameForRun } from '../sandbox/names.js';
+import type { EventRecorder } from './events.js';
+import type { ControllerOptions } from './options.js';
+import type { PodWatcher } from './pod-watcher.js';
+import type { NetworkPolicyGuard } from './network-policy.js';
+import {
+  classifyExecution,
+  completedStatus,
+  failedStatus,
+  runningStatus,
+  type Classification,
+  type Limits,
+} from './status.js';
+
+/** A run still executing after this long gets its Running status written. */
+const RUNNING_WRITE_DELAY_MS = 250;
+
+export interface RunMetricsSink {
+  runFinished(phase: string, reason: string, runtime: string, seconds: number): void;
+  runStarted(): void;
+  runEnded(): void;
+}
+
+interface Execution {
+  promise: Promise<RunOutcome>;
+  output: EventEmitter;
+}
+
+export interface RunExecutorDeps {
+  clients: KubeClients;
+  opts: ControllerOptions;
+  pods: PodWatcher;
+  policies: NetworkPolicyGuard;
+  events: EventRecorder;
+  log: Logger;
+  metrics?: RunMetricsSink;
+}
+
+/** Problems with a spec that the API schema cannot know (the administrator's limits). */
+export function checkAgainstLimits(run: SandboxRun, opts: ControllerOptions): string | undefined {
+  const problems: string[] = [];
+  if (run.spec.timeoutSeconds > opts.maxTimeoutSeconds) {
+    problems.push(`spec.timeoutSeconds=${run.spec.timeoutSeconds} is above the maximum ${opts.maxTimeoutSeconds}; use ${opts.maxTimeoutSeconds} or less`);
+  }
+  const bytes = Buffer.byteLength(run.spec.code, 'utf8');
+  if (bytes > opts.maxCodeBytes) {
+    problems.push(`spec.code is ${bytes} bytes, above the maximum ${opts.maxCodeBytes}; send smaller code or write data to files in steps`);
+  }
+  const cpu = run.spec.resources?.cpu;
+  if (cpu && parseQuantity(cpu) > parseQuantity(opts.maxCpu)) problems.push(`spec.resources.cpu=${cpu} is above the maximum ${opts.maxCpu}`);
+  const mem = run.spec.resources?.memory;
+  if (mem && parseQuantity(mem) > parseQuantity(opts.maxMemory)) problems.push(`spec.resources.memory=${mem} is above the maximum ${opts.maxMemory}`);
+  return problems.length ? `Invalid SandboxRun: ${problems.join('; ')}.` : undefined;
+}
+
+function minQuantity(a: string, b: string): string {
+  return parseQuantity(a) <= parseQuantity(b) ? a : b;
+}
+
+export class RunExecutor {
+  private readonly executions = new Map<string, Execution>();
+
+  constructor(private readonly d: RunExecutorDeps) {}
+
+  isExecuting(uid: string): boolean {
+    return this.executions.has(uid);
+  }
+
+  /** Starts (or joins) the execution of a run. Idempotent per run UID. */
+  execute(run: SandboxRun): Promise<RunOutcome> {
+    const uid = run.metadata.uid ?? '';
+    const existing = this.executions.get(uid);
+    if (existing) return existing.promise;
+    const output = new EventEmitter();
+    output.setMaxListeners(0);
+    const promise = this.run(run, output).finally(() => {
+      this.executions.delete(uid);
+      output.removeAllListeners();
+    });
+    this.executions.set(uid, { promise, output });
+    return promise;
+  }
+
+  /** Subscribes to a running execution's output; returns an unsubscribe function. */
+  subscribe(uid: string, listener: (chunk: OutputChunk) => void): () => void {
+    const ex = this.executions.get(uid);
+    if (!ex) return () => undefined;
+    ex.output.on('chunk', listener);
+    return () => ex.output.off('chunk', listener);
+  }
+
+  /** Waits for every execution in flight (graceful shutdown). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
+  }
+
+  private limits(run: SandboxRun): Limits {
+    return {
+      maxTimeoutSeconds: this.d.opts.maxTimeoutSeconds,
+      memoryLimit: run.spec.resources?.memory ?? this.d.opts.defaultMemory,
+      maxMemory: this.d.opts.maxMemory,
+    };
+  }
+
+  private async run(run: SandboxRun, output: EventEmitter): Promise<RunOutcome> {
+    const { opts } = this.d;
+    const ns = run.metadata.namespace ?? opts.namespace;
+    const name = run.metadata.name;
+    const log = this.d.log.child({ sandboxrun: `${ns}/${name}` });
+    const runtime = normalizeLanguage(run.spec.language);
+    const started = performance.now();
+    this.d.metrics?.runStarted();
+    try {
+      const invalid = checkAgainstLimits(run, opts);
+      if (invalid) {
+        return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
+      }
+      await this.d.policies.ensure(ns);
+      const podName = podNameForRun(name);
+      const pod = await this.createPod(run, podName, log);
+      if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
+
+      const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
+      if (state.kind !== 'ready') {
+        const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
+        const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;
+        const message =
+          state.kind === 'failed'
+            ? state.message
+            : `The sandbox pod did not start within ${opts.podStartupTimeoutSeconds}s (${state.message}). Try again later or ask the administrator to check the cluster's capacity.`;
+        this.deletePod(ns, podName, log);
+        return await this.finishEarly(run, reason, message, log);
+      }
+      return await this.execute_(run, ns, podName, runtime, output, log, started);
+    } catch (err) {
+      log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
+      return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
+    } finally {
+      this.d.metrics?.runEnded();
+    }
+  }
+
+  private async execute_(
+    run: SandboxRun,
+    ns: string,
+    podName: string,
+    runtime: ReturnType<typeof normalizeLanguage>,
+    output: EventEmitter,
+    log: Logger,
+    started: number,
+  ): Promise<RunOutcome> {
+    const { opts } = this.d;
+    const code = Buffer.from(run.spec.code, 'utf8');
+    const stdin = run.spec.stdin ? Buffer.from(run.spec.stdin, 'utf8') : Buffer.alloc(0);
+    const nonce = newNonce();
+    const startTime = new Date();
+    let finished = false;
+    let runningWrite: Promise<void> = Promise.resolve();
+    const runningTimer = setTimeout(() => {
+      if (finished) return;
+      runningWrite = this.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
+    }, RUNNING_WRITE_DELAY_MS);
+    this.d.events.record(
+      { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+      'Normal',
+      'Started',
+      'Execute',
+      `Executing ${runtime} code in pod ${podName}.`,
+    );
+
+    const result = await execInPod(this.d.clients.exec, {
+      namespace: ns,
+      pod: podName,
+      container: 'sandbox',
+      command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
+      stdin: Buffer.concat([code, stdin]),
+      capChars: opts.outputCapChars,
+      // The runner stops the program at its deadline; this only catches a lost connection.
+      watchdogMs: (run.spec.timeoutSeconds + KILL_GRACE_SECONDS + 15) * 1000,
+      onOutput: (stream, text) => output.emit('chunk', { stream, text } satisfies OutputChunk),
+    });
+    finished = true;
+    clearTimeout(runningTimer);
+    const end = new Date();
+
+    const trailer = parseTrailer(result.stderrTail, nonce);
+    const pod = this.d.pods.get(ns, podName);
+    const c: Classification = classifyExecution(
+      {
+        exitCode: trailer?.exitCode ?? result.exitCode,
+        timedOut: trailer?.timedOut ?? false,
+        oomKilled: trailer?.oomKilled ?? false,
+        runnerReported: trailer !== undefined,
+        execError: result.error,
+        watchdogFired: result.watchdogFired,
+        podGone: !pod || pod.metadata?.deletionTimestamp !== undefined,
+      },
+      run.spec.timeoutSeconds,
+      this.limits(run),
+    );
+    const stderrText = stripTrailer(result.stderr.text, nonce);
+    const captured = {
+      stdout: result.stdout.text,
+      stderr: stderrText,
+      stdoutBytes: result.stdout.byteCount,
+      stderrBytes: Math.max(0, result.stderr.byteCount - (trailer?.bytes ?? 0)),
+      truncated: result.stdout.truncated || (result.stderr.truncated && result.stderr.byteCount - (trailer?.bytes ?? 0) > Buffer.byteLength(stderrText)),
+    };
+    // Never leave a process behind: the pod is single-use and goes away with everything in it.
+    this.deletePod(ns, podName, log);
+    await runningWrite;
+    const status = completedStatus(run, c, captured, { start: startTime, end });
+    await this.patchStatus(run, status, log);
+    this.recordOutcome(run, ns, c);
+    this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
+    log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
+    return this.outcome(run, status);
+  }
+
+  private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed; message: string } }> {
+    const { opts } = this.d;
+    const ns = run.metadata.namespace ?? opts.namespace;
+    const runtime = normalizeLanguage(run.spec.language);
+    const cpuLimit = run.spec.resources?.cpu ?? opts.defaultCpu;
+    const memoryLimit = run.spec.resources?.memory ?? opts.defaultMemory;
+    const body = buildRunPod(run, {
+      image: opts.images[runtime],
+      imagePullPolicy: opts.imagePullPolicy,
+      cpuLimit,
+      memoryLimit,
+      cpuRequest: minQuantity(opts.cpuRequest, cpuLimit),
+      memoryRequest: minQuantity(opts.memoryRequest, memoryLimit),
+      ephemeralStorageLimit: opts.ephemeralStorageLimit,
+      workspaceSizeLimit: opts.workspaceSizeLimit,
+      tmpSizeLimit: opts.tmpSizeLimit,
+      activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+      runtimeClassName: opts.runtimeClassName,
+    });
+    try {
+      const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
+      log.debug({ pod: podName }, 'Created Pod');
+      return { pod };
+    } catch (err) {
+      if (statusOf(err) !== 409) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
+      // Deterministic name: it exists already. Adopt it only if it is ours.
+      const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });
+      const owner = existing.metadata?.ownerReferences?.find((o) => o.controller);
+      if (owner?.uid !== run.metadata.uid) {
+        return { failure: { reason: Reasons.PodFailed, message: `A pod named ${podName} exists and does not belong to this run.` } };
+      }
+      return { pod: existing };
+    }
+  }
+
+  private deletePod(namespace: string, name: string, log: Logger): void {
+    this.d.clients.core
+      .deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 })
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
+      });
+  }
+
+  private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger): Promise<RunOutcome> {
+    const status = failedStatus(run, reason, message, new Date());
+    await this.patchStatus(run, status, log);
+    this.recordOutcome(run, run.metadata.namespace ?? this.d.opts.namespace, { phase: 'Failed', reason, message });
+    this.d.metrics?.runFinished('Failed', reason, normalizeLanguage(run.spec.language), 0);
+    log.info({ phase: 'Failed', reason }, 'Finished SandboxRun');
+    return this.outcome(run, status);
+  }
+
+  private recordOutcome(run: SandboxRun, ns: string, c: Pick<Classification, 'phase' | 'reason' | 'message'>): void {
+    const target = { name: run.metadata.name, namespace: ns, uid: run.metadata.uid };
+    const type = c.phase === 'Succeeded' ? 'Normal' : 'Warning';
+    this.d.events.record(target, type, c.phase === 'TimedOut' ? 'TimedOut' : c.phase, 'Complete', c.message);
+  }
+
+  /**
+   * Merge-patches .status, retrying transient failures: a finished run must be recorded. A run
+   * deleted meanwhile is not an error.
+   */
+  async patchStatus(run: SandboxRun, status: SandboxRunStatus, log: Logger): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.d.clients.custom.patchNamespacedCustomObjectStatus(
+          {
+            group: GROUP,
+            version: VERSION,
+            namespace: run.metadata.namespace ?? this.d.opts.namespace,
+            plural: SANDBOXRUN_PLURAL,
+            name: run.metadata.name,
+            body: { status },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+        return;
+      } catch (err) {
+        if (isNotFound(err)) return;
+        const code = statusOf(err);
+        const retriable = code === undefined || code === 429 || code >= 500;
+        if (!retriable || attempt >= 5) {
+          log.error({ err: apiErrorMessage(err), attempt }, 'Failed to update SandboxRun status');
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+      }
+    }
+  }
+
+  private outcome(run: SandboxRun, s: SandboxRunStatus): RunOutcome {
+    const phase = s.phase === 'Succeeded' || s.phase === 'TimedOut' ? s.phase : 'Failed';
+    return {
+      runName: run.metadata.name,
+      namespace: run.metadata.namespace ?? this.d.opts.namespace,
+      phase,
+      exitCode: s.exitCode,
+      stdout: s.stdout ?? '',
+      stderr: s.stderr ?? '',
+      truncated: s.truncated ?? false,
+      stdoutBytes: s.stdoutBytes ?? 0,
+      stderrBytes: s.stderrBytes ?? 0,
+      durationMs: s.durationMs,
+      reason: s.reason,
+      message: s.message,
+    };
+  }
+}

@@ -1,0 +1,230 @@
+// Pure status computation for SandboxRuns: what the world looks like → what .status should say.
+// No I/O and time is a parameter, so every branch is a table test.
+import type { V1Pod } from '@kubernetes/client-node';
+import {
+  CONDITION_COMPLETE,
+  CONDITION_READY,
+  Reasons,
+  type Condition,
+  type Reason,
+  type RunPhase,
+  type SandboxRun,
+  type SandboxRunStatus,
+} from '../api/v1alpha1/index.js';
+
+export interface Limits {
+  maxTimeoutSeconds: number;
+  memoryLimit: string;
+  maxMemory: string;
+}
+
+/** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
+  const list = [...(conditions ?? [])];
+  const i = list.findIndex((c) => c.type === next.type);
+  const prev = i >= 0 ? list[i] : undefined;
+  const lastTransitionTime =
+    prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
+  const cond: Condition = { ...next, lastTransitionTime };
+  if (i >= 0) list[i] = cond;
+  else list.push(cond);
+  return list;
+}
+
+export function runningStatus(run: SandboxRun, podName: string, startTime: Date, now: Date): SandboxRunStatus {
+  const generation = run.metadata.generation;
+  return {
+    ...run.status,
+    phase: 'Running',
+    podName,
+    startTime: startTime.toISOString(),
+    observedGeneration: generation,
+    reason: Reasons.PodRunning,
+    message: 'The code is executing.',
+    conditions: setCondition(
+      run.status?.conditions,
+      { type: CONDITION_READY, status: 'True', reason: Reasons.PodRunning, message: 'Sandbox pod is ready.', observedGeneration: generation },
+      now,
+    ),
+  };
+}
+
+/** What the executor observed, reduced to facts (see classifyExecution). */
+export interface ExecutionFacts {
+  /** Exit code reported by the runner (or by the exec status when the runner could not report). */
+  exitCode?: number;
+  /** The runner saw its deadline expire. */
+  timedOut: boolean;
+  /** The kernel OOM-killed a process of the run. */
+  oomKilled: boolean;
+  /** The runner's trailer was found (the runner ran to its end). */
+  runnerReported: boolean;
+  /** The exec transport failed or the watchdog fired (no result from the pod). */
+  execError?: string;
+  watchdogFired: boolean;
+  /** The pod was gone or terminating when the exec ended. */
+  podGone: boolean;
+}
+
+export interface Classification {
+  phase: Extract<RunPhase, 'Succeeded' | 'Failed' | 'TimedOut'>;
+  reason: Reason;
+  message: string;
+  exitCode?: number;
+}
+
+export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, limits: Limits): Classification {
+  const timedOut: Classification = {
+    phase: 'TimedOut',
+    reason: Reasons.TimedOut,
+    message: `The code ran longer than timeoutSeconds=${timeoutSeconds} and was stopped. Make it faster or raise timeoutSeconds (maximum ${limits.maxTimeoutSeconds}).`,
+  };
+  if (f.runnerReported) {
+    if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
+    if (f.oomKilled && f.exitCode !== 0) {
+      return {
+        phase: 'Failed',
+        reason: Reasons.OOMKilled,
+        exitCode: f.exitCode,
+        message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed. Use less memory or request more with resources.memory (maximum ${limits.maxMemory}).`,
+      };
+    }
+    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: 'The program exited with code 0.' };
+    return {
+      phase: 'Failed',
+      reason: Reasons.NonZeroExit,
+      exitCode: f.exitCode,
+      message: `The program exited with code ${String(f.exitCode)}; see stderr.`,
+    };
+  }
+  if (f.watchdogFired) return timedOut;
+  if (f.podGone) {
+    return { phase: 'Failed', reason: Reasons.PodDeleted, message: 'The sandbox pod was deleted while the code ran. Run it again.' };
+  }
+  if (f.execError !== undefined) {
+    return { phase: 'Failed', reason: Reasons.ExecFailed, message: `The code could not be run in the sandbox: ${f.execError}. Run it again; if this repeats, tell the administrator.` };
+  }
+  // The runner died without its trailer (e.g. killed together with everything else).
+  return {
+    phase: 'Failed',
+    reason: f.exitCode === 137 ? Reasons.OOMKilled : Reasons.ExecFailed,
+    exitCode: f.exitCode,
+    message:
+      f.exitCode === 137
+        ? `The sandbox was killed (SIGKILL), most likely for exceeding its memory limit (${limits.memoryLimit}).`
+        : `The sandbox runner stopped unexpectedly (exit code ${String(f.exitCode)}). Run it again; if this repeats, tell the administrator.`,
+  };
+}
+
+export interface CapturedOutput {
+  stdout: string;
+  stderr: string;
+  stdoutBytes: number;
+  stderrBytes: number;
+  truncated: boolean;
+}
+
+export function completedStatus(
+  run: SandboxRun,
+  c: Classification,
+  out: CapturedOutput | undefined,
+  times: { start?: Date; end: Date },
+): SandboxRunStatus {
+  const generation = run.metadata.generation;
+  const startTime = run.status?.startTime ?? times.start?.toISOString();
+  const durationMs = startTime ? Math.max(0, times.end.getTime() - Date.parse(startTime)) : undefined;
+  let conditions = setCondition(
+    run.status?.conditions,
+    { type: CONDITION_COMPLETE, status: 'True', reason: c.reason, message: c.message, observedGeneration: generation },
+    times.end,
+  );
+  conditions = setCondition(
+    conditions,
+    { type: CONDITION_READY, status: 'False', reason: c.reason, message: 'The run is finished; its sandbox pod is released.', observedGeneration: generation },
+    times.end,
+  );
+  const status: SandboxRunStatus = {
+    ...run.status,
+    phase: c.phase,
+    reason: c.reason,
+    message: c.message,
+    observedGeneration: generation,
+    conditions,
+    completionTime: times.end.toISOString(),
+  };
+  if (startTime) status.startTime = startTime;
+  if (durationMs !== undefined) status.durationMs = durationMs;
+  if (c.exitCode !== undefined) status.exitCode = c.exitCode;
+  if (out) Object.assign(status, out);
+  return status;
+}
+
+/** A run that failed before its code could start (invalid spec, image, scheduling, pod failure). */
+export function failedStatus(run: SandboxRun, reason: Reason, message: string, now: Date): SandboxRunStatus {
+  return completedStatus(run, { phase: 'Failed', reason, message }, undefined, { end: now });
+}
+
+export type PodState =
+  | { kind: 'ready' }
+  | { kind: 'pending'; message: string }
+  | { kind: 'failed'; reason: Reason; message: string };
+
+const IMAGE_ERRORS = new Set(['ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
+
+/** Reads a sandbox pod's status: ready for exec, still starting, or never going to work. */
+export function podState(pod: V1Pod): PodState {
+  if (pod.metadata?.deletionTimestamp) {
+    return { kind: 'failed', reason: Reasons.PodDeleted, message: 'The sandbox pod is being deleted.' };
+  }
+  const phase = pod.status?.phase;
+  if (phase === 'Failed' || phase === 'Succeeded') {
+    const term = pod.status?.containerStatuses?.[0]?.state?.terminated;
+    if (term?.reason === 'OOMKilled') {
+      return { kind: 'failed', reason: Reasons.OOMKilled, message: 'The sandbox container was killed for exceeding its memory limit.' };
+    }
+    const why = pod.status?.reason === 'DeadlineExceeded' ? 'it reached its active deadline' : (pod.status?.message ?? term?.reason ?? 'the container stopped');
+    return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox pod stopped: ${why}.` };
+  }
+  for (const cs of pod.status?.containerStatuses ?? []) {
+    const waiting = cs.state?.waiting;
+    if (waiting?.reason && IMAGE_ERRORS.has(waiting.reason)) {
+      return {
+        kind: 'failed',
+        reason: Reasons.ImageNotFound,
+        message: `The sandbox image ${cs.image} could not be pulled (${waiting.reason}). Ask the administrator to check the image name (CODEMODE_SANDBOX_IMAGE) and that nodes can pull it.`,
+      };
+    }
+    if (waiting?.reason === 'CreateContainerConfigError' || waiting?.reason === 'CreateContainerError' || waiting?.reason === 'RunContainerError') {
+      return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox container could not start (${waiting.reason}: ${waiting.message ?? 'no details'}).` };
+    }
+  }
+  const ready = pod.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+  if (phase === 'Running' && ready) return { kind: 'ready' };
+  const sched = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  if (sched?.status === 'False' && sched.reason === 'Unschedulable') {
+    return { kind: 'pending', message: `Unschedulable: ${sched.message ?? 'no node fits the pod'}` };
+  }
+  return { kind: 'pending', message: `Pod is ${phase ?? 'being created'}.` };
+}
+
+/** Milliseconds until a finished run should be deleted (≤ 0: now). */
+export function ttlRemainingMs(run: SandboxRun, defaultTtlSeconds: number, now: Date): number | undefined {
+  const done = run.status?.completionTime;
+  if (!done) return undefined;
+  const ttl = run.spec.ttlSecondsAfterFinished ?? defaultTtlSeconds;
+  return Date.parse(done) + ttl * 1000 - now.getTime();
+}
+
+/**
+ * How long a run may stay non-terminal before any replica may declare it lost (its executor
+ * crashed): pod start-up allowance + the run's timeout + a margin. Pure time math.
+ */
+export function lostAfterMs(run: SandboxRun, podStartupTimeoutSeconds: number, now: Date): number {
+  const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
+  const budget = (podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60) * 1000;
+  return created + budget - now.getTime();
+}

@@ -1,0 +1,132 @@
+// One command in a pod through the Kubernetes exec API (websocket), with output capped in memory
+// while it streams, and a watchdog: the socket can close without ever sending a status, and
+// closing it does NOT stop the remote process (the caller must kill it from inside the pod).
+import { Readable, Writable } from 'node:stream';
+import type { Exec, V1Status } from '@kubernetes/client-node';
+import { CappedOutput, TailBuffer } from './output.js';
+
+export interface ExecRequest {
+  namespace: string;
+  pod: string;
+  container: string;
+  command: string[];
+  /** Bytes written to the process's stdin, then stdin is closed (half-close). */
+  stdin?: Buffer;
+  /** Characters kept per stream; the rest is counted, not kept. */
+  capChars: number;
+  /** Give up waiting after this long (the process may still run in the pod). */
+  watchdogMs: number;
+  onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
+}
+
+export interface ExecResult {
+  /** Exit code from the API's status; undefined when no status arrived. */
+  exitCode?: number;
+  stdout: CappedOutput;
+  stderr: CappedOutput;
+  /** The last bytes of stderr, uncut (for trailers written by our runner). */
+  stderrTail: Buffer;
+  /** Why no exit code is known: transport error, watchdog, or a Failure status that is not an exit. */
+  error?: string;
+  watchdogFired: boolean;
+  durationMs: number;
+}
+
+/** Tail kept for the runner trailer; larger than any trailer we write. */
+const TAIL_BYTES = 256;
+
+export function exitCodeFromStatus(status: V1Status): { exitCode?: number; error?: string } {
+  if (status.status === 'Success') return { exitCode: 0 };
+  if (status.reason === 'NonZeroExitCode') {
+    const cause = status.details?.causes?.find((c) => c.reason === 'ExitCode');
+    const code = Number(cause?.message);
+    if (Number.isInteger(code)) return { exitCode: code };
+  }
+  return { error: shortenExecError(status.message ?? status.reason ?? 'exec failed without a message') };
+}
+
+function sink(onChunk: (b: Buffer) => void): Writable {
+  return new Writable({
+    write(chunk: Buffer, _enc, cb): void {
+      onChunk(chunk);
+      cb();
+    },
+  });
+}
+
+export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResult> {
+  const started = performance.now();
+  const stdout = new CappedOutput(req.capChars);
+  const stderr = new CappedOutput(req.capChars);
+  const tail = new TailBuffer(TAIL_BYTES);
+  const outSink = sink((b) => {
+    const t = stdout.push(b);
+    if (t && req.onOutput) req.onOutput('stdout', t);
+  });
+  const errSink = sink((b) => {
+    tail.push(b);
+    const t = stderr.push(b);
+    if (t && req.onOutput) req.onOutput('stderr', t);
+  });
+
+  return new Promise<ExecResult>((resolve) => {
+    let done = false;
+    let socket: { close(): void; terminate?(): void } | undefined;
+    const finish = (r: { exitCode?: number; error?: string; watchdogFired?: boolean }): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      stdout.end();
+      stderr.end();
+      try {
+        socket?.close();
+      } catch {
+        // already closed
+      }
+      resolve({
+        ...r,
+        watchdogFired: r.watchdogFired ?? false,
+        stdout,
+        stderr,
+        stderrTail: tail.bytes,
+        durationMs: Math.round(performance.now() - started),
+      });
+    };
+    const timer = setTimeout(
+      () => finish({ error: `no result within ${req.watchdogMs} ms`, watchdogFired: true }),
+      req.watchdogMs,
+    );
+    const stdin = req.stdin === undefined ? null : Readable.from([req.stdin]);
+    exec
+      .exec(req.namespace, req.pod, req.container, req.command, outSink, errSink, stdin, false, (status) => {
+        // The status frame arrives after all output frames of the process.
+        finish(exitCodeFromStatus(status));
+      })
+      .then((ws) => {
+        socket = ws;
+        if (done) ws.close();
+        ws.on('close', (code: number, reason: Buffer) => {
+          // Give an in-flight status callback a tick to land first.
+          setImmediate(() => finish({ error: `exec stream closed without a status (code ${code} ${reason.toString()})` }));
+        });
+        ws.on('error', (err: Error) => finish({ error: `exec stream error: ${err.message}` }));
+      })
+      .catch((err: unknown) => finish({ error: `exec could not start: ${describeError(err)}` }));
+  });
+}
+
+/** Errors from the API server quote the whole exec URL (with our runner script): keep it short. */
+export function shortenExecError(message: string): string {
+  const short = message.replace(/"https?:\/\/[^"\s]*"/g, '"<kubelet exec URL>"');
+  return short.length > 300 ? `${short.slice(0, 297)}...` : short;
+}
+
+export function describeError(err: unknown): string {
+  if (err instanceof Error) return shortenExecError(err.message);
+  if (typeof err === 'object' && err !== null) {
+    const e = err as { message?: unknown; type?: unknown; target?: unknown };
+    if (typeof e.message === 'string') return e.message;
+    if (e.type === 'error') return 'websocket connection failed';
+  }
+  return String(err);
+}

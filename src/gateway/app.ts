@@ -1,0 +1,40 @@
+// HTTP wiring of the gateway: probes and the MCP endpoint. Transport only; tools live in tools/.
+//
+// /mcp is served by the SDK's createMcpHandler: it answers 2026-07-28 (per-request envelope)
+// traffic and, through its stateless legacy fallback, 2025-era clients (initialize handshake,
+// no session id). Both eras get a fresh McpServer per HTTP request, so no session lives in one
+// replica's memory and any replica can answer any request.
+import { Hono } from 'hono';
+import { createMcpHandler } from '@modelcontextprotocol/server';
+import { hostValidation } from './host-validation.js';
+import { buildMcpServer } from './server.js';
+import type { GatewayDeps } from './types.js';
+
+const MAX_MCP_BODY_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Creates the gateway app with /healthz, /readyz and /mcp. main.ts mounts further routes
+ * (/metrics) on the returned app.
+ */
+export function createApp(deps: GatewayDeps): Hono {
+  const logger = deps.logger.child({ component: 'gateway' });
+  const mcp = createMcpHandler(() => buildMcpServer(deps), {
+    // Room for the largest legal call (256 KiB code + 1 MiB stdin) even when JSON escaping of
+    // control characters inflates it; the SDK's 4 MiB default could refuse a valid request.
+    maxRequestBodySize: MAX_MCP_BODY_BYTES,
+    // Called for requests the SDK refused (bad content type, unknown protocol version, ...):
+    // client mistakes, so debug level; the client already got the error.
+    onerror: (err) => logger.debug({ err: err.message }, 'Rejected MCP request'),
+  });
+
+  const app = new Hono();
+  app.get('/healthz', (c) => c.text('ok'));
+  app.get('/readyz', (c) =>
+    deps.isReady()
+      ? c.text('ok')
+      : c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503),
+  );
+  app.use('/mcp', hostValidation(deps.options));
+  app.all('/mcp', (c) => mcp.fetch(c.req.raw));
+  return app;
+}

@@ -1,0 +1,33 @@
+// Builds the MCP server the gateway exposes. A fresh instance serves each HTTP request (see
+// app.ts), so this must stay cheap and must not hold state between requests.
+import { McpServer } from '@modelcontextprotocol/server';
+import { registerExecuteCode } from './tools/execute-code.js';
+import type { GatewayDeps } from './types.js';
+
+export const SERVER_NAME = 'codemode-operator';
+/** Kept equal to package.json's version by a unit test (no JSON import in the build output). */
+export const SERVER_VERSION = '0.1.0';
+
+export function serverInstructions(deps: GatewayDeps): string {
+  const { defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes } = deps.options;
+  return [
+    'codemode-operator runs code for you in hardened, short-lived Kubernetes sandbox pods.',
+    'Use the execute_code tool to run a complete program in python (default), bash, sh or node',
+    '(javascript). Each call starts from a clean sandbox with no network access; nothing',
+    'persists between calls, so include all the code a step needs and print the results you',
+    'want to read. A non-zero exit code is returned as a normal result with stderr; time-outs,',
+    'out-of-memory kills and refused requests come back as tool errors with a hint.',
+    `Limits: code up to ${maxCodeBytes} bytes; timeout_seconds defaults to`,
+    `${defaultTimeoutSeconds} and may be raised to ${maxTimeoutSeconds}. Every run is recorded`,
+    'as a SandboxRun resource named in the result.',
+  ].join(' ');
+}
+
+export function buildMcpServer(deps: GatewayDeps): McpServer {
+  const server = new McpServer(
+    { name: SERVER_NAME, version: SERVER_VERSION },
+    { instructions: serverInstructions(deps) },
+  );
+  registerExecuteCode(server, deps);
+  return server;
+}

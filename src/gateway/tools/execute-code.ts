@@ -1,0 +1,292 @@
+// The execute_code tool: validates the agent's request, hands it to the RunService (which records
+// it as a SandboxRun and waits for the result), streams output as progress notifications and turns
+// the outcome into a compact text result plus structuredContent.
+import { z } from 'zod';
+import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
+import { RunRequestError } from '../../runs/types.js';
+import type { OutputChunk, RunOutcome } from '../../runs/types.js';
+import type { GatewayDeps, GatewayOptions } from '../types.js';
+
+export const EXECUTE_CODE_TOOL = 'execute_code';
+
+export const ExecuteCodeOutputSchema = z.object({
+  run: z.string().describe('Name of the SandboxRun that recorded this execution.'),
+  namespace: z.string().describe('Namespace of the SandboxRun.'),
+  phase: z.enum(['Succeeded', 'Failed', 'TimedOut']).describe('Final phase of the run.'),
+  exit_code: z.int().optional().describe('Exit code of the program, when it exited on its own.'),
+  stdout: z.string().optional().describe('Standard output; omitted when empty.'),
+  stderr: z.string().optional().describe('Standard error; omitted when empty.'),
+  truncated: z.boolean().describe('True when stdout or stderr was cut at the output cap.'),
+  duration_ms: z.int().min(0).optional().describe('Wall-clock duration of the execution.'),
+  reason: z.string().optional().describe('Machine-readable reason when the run did not succeed.'),
+  message: z.string().optional().describe('What went wrong and what to do, when the run did not succeed.'),
+});
+export type ExecuteCodeOutput = z.infer<typeof ExecuteCodeOutputSchema>;
+
+function utf8Bytes(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
+}
+
+// The JSON Schema gets maxLength (characters) so clients see the bound; the byte check catches
+// multi-byte text under that length. Both report the same sentence with the actual size.
+function sizedText(field: string, maxBytes: number, hint: string): z.ZodString {
+  const tooLarge = (input: unknown): string =>
+    `${field} is ${utf8Bytes(String(input))} bytes (UTF-8); the limit is ${maxBytes} bytes. ${hint}`;
+  return z
+    .string()
+    .max(maxBytes, { error: (issue) => tooLarge(issue.input), abort: true })
+    .refine((text) => utf8Bytes(text) <= maxBytes, { error: (issue) => tooLarge(issue.input) });
+}
+
+function inputSchema(options: GatewayOptions) {
+  return z.object({
+    code: sizedText('code', options.maxCodeBytes, 'Send a shorter program, or generate bulky data inside the code.')
+      .min(1, { error: 'code is empty; send the program text to run.' })
+      .describe(`Complete program to run, at most ${options.maxCodeBytes} bytes (UTF-8).`),
+    language: LanguageSchema.default('python').describe(
+      'Language of the code: python (default), bash, sh, node or javascript (same as node).',
+    ),
+    timeout_seconds: z
+      .int()
+      .min(1)
+      .max(options.maxTimeoutSeconds, {
+        error: `timeout_seconds must be at most ${options.maxTimeoutSeconds}; split the work into shorter runs.`,
+      })
+      .optional()
+      .describe(
+        `Wall-clock limit in seconds (1-${options.maxTimeoutSeconds}); default ${options.defaultTimeoutSeconds}.`,
+      ),
+    stdin: sizedText('stdin', MAX_STDIN_BYTES, 'Send less input, or embed generated data in the code.')
+      .optional()
+      .describe(`Data fed to the program's standard input, at most ${MAX_STDIN_BYTES} bytes.`),
+  });
+}
+
+const DESCRIPTION =
+  'Run a program in a fresh, isolated sandbox with no network access and return its stdout, ' +
+  'stderr and exit code. A non-zero exit code is a normal result, not a tool error. Print what ' +
+  'you need to see; nothing persists between calls. Output streams as progress notifications ' +
+  'when the client sends a progress token.';
+
+/** A non-zero exit is the program's answer; only runs that did not finish normally are errors. */
+export function isRunError(outcome: RunOutcome): boolean {
+  if (outcome.phase === 'TimedOut') return true;
+  return outcome.phase === 'Failed' && outcome.reason !== Reasons.NonZeroExit;
+}
+
+function failureText(outcome: RunOutcome, timeoutSeconds: number, options: GatewayOptions): string {
+  if (outcome.phase === 'TimedOut') {
+    return (
+      `The run exceeded timeout_seconds=${timeoutSeconds}; make the code faster or raise ` +
+      `timeout_seconds (max ${options.maxTimeoutSeconds}).`
+    );
+  }
+  if (outcome.reason === Reasons.OOMKilled) {
+    return (
+      'The run was killed because it ran out of memory (OOMKilled). Use less memory: process ' +
+      'data in smaller pieces instead of loading it all at once.'
+    );
+  }
+  const why = outcome.message ?? 'The sandbox could not complete the run; try again.';
+  return `The run failed (${outcome.reason ?? 'unknown reason'}). ${why}`;
+}
+
+/**
+ * The text content of a result. Format (each part omitted when empty):
+ *
+ *   <failure sentence with a hint>      only when the run did not finish normally
+ *   stdout:\n<stdout>
+ *   stderr:\n<stderr>
+ *   exit code: <n>                      whenever the program exited on its own
+ *   (output truncated ...)              when a stream was cut at the cap
+ *
+ * Parts are separated by a blank line; one trailing newline of each stream is dropped because
+ * the separator already ends the line. structuredContent carries the exact streams.
+ */
+export function formatRunText(outcome: RunOutcome, failure?: string): string {
+  const parts: string[] = [];
+  if (failure !== undefined) parts.push(failure);
+  if (outcome.stdout !== '') parts.push(`stdout:\n${outcome.stdout.replace(/\n$/, '')}`);
+  if (outcome.stderr !== '') parts.push(`stderr:\n${outcome.stderr.replace(/\n$/, '')}`);
+  if (outcome.exitCode !== undefined) parts.push(`exit code: ${outcome.exitCode}`);
+  if (outcome.truncated) parts.push('(output truncated at the output cap; print less or write a summary)');
+  return parts.length > 0 ? parts.join('\n\n') : '(no output)';
+}
+
+export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
+  return {
+    run: outcome.runName,
+    namespace: outcome.namespace,
+    phase: outcome.phase,
+    ...(outcome.exitCode !== undefined && { exit_code: outcome.exitCode }),
+    ...(outcome.stdout !== '' && { stdout: outcome.stdout }),
+    ...(outcome.stderr !== '' && { stderr: outcome.stderr }),
+    truncated: outcome.truncated,
+    ...(outcome.durationMs !== undefined && { duration_ms: Math.max(0, Math.round(outcome.durationMs)) }),
+    ...(outcome.reason !== undefined && { reason: outcome.reason }),
+    ...(outcome.message !== undefined && { message: outcome.message }),
+  };
+}
+
+// Progress streaming: output chunks are coalesced for PROGRESS_INTERVAL_MS so a chatty program
+// sends at most ~20 notifications a second, each message is capped, and the whole stream has a
+// budget (the result carries the output anyway; progress is for watching a long run).
+const PROGRESS_INTERVAL_MS = 50;
+const PROGRESS_MESSAGE_MAX_CHARS = 4096;
+const PROGRESS_TOTAL_MAX_CHARS = 1024 * 1024;
+
+type SendProgress = (progress: number, message: string) => Promise<void>;
+
+/** Sends coalesced output chunks in order; stderr text is prefixed with `stderr: `. */
+export class ProgressReporter {
+  private pending = '';
+  private pendingStream: OutputChunk['stream'] | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private count = 0;
+  private budget = PROGRESS_TOTAL_MAX_CHARS;
+  private stopped = false;
+  private failed = false;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly send: SendProgress,
+    private readonly onSendError: (err: unknown) => void,
+  ) {}
+
+  push(chunk: OutputChunk): void {
+    if (this.stopped || chunk.text === '') return;
+    if (this.pendingStream !== undefined && this.pendingStream !== chunk.stream) this.flush();
+    this.pendingStream = chunk.stream;
+    // Keep only what can still be sent: a flood between two flushes must not grow memory.
+    if (this.pending.length <= PROGRESS_MESSAGE_MAX_CHARS) this.pending += chunk.text;
+    this.timer ??= setTimeout(() => this.flush(), PROGRESS_INTERVAL_MS);
+  }
+
+  /** Sends what is pending, waits until every notification was handed to the transport. */
+  async close(): Promise<void> {
+    this.flush();
+    this.stopped = true;
+    await this.chain;
+  }
+
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending === '' || this.stopped || this.budget <= 0) {
+      this.pending = '';
+      return;
+    }
+    let message = this.pendingStream === 'stderr' ? `stderr: ${this.pending}` : this.pending;
+    if (message.length > PROGRESS_MESSAGE_MAX_CHARS) {
+      message = `${message.slice(0, PROGRESS_MESSAGE_MAX_CHARS)}… (more output in the result)`;
+    }
+    this.pending = '';
+    this.budget -= message.length;
+    const progress = ++this.count;
+    // Chained so notifications leave in order; the first failure (client gone) stops the rest.
+    this.chain = this.chain
+      .then(() => (this.failed ? undefined : this.send(progress, message)))
+      .catch((err: unknown) => {
+        this.failed = true;
+        this.stopped = true;
+        this.onSendError(err);
+      });
+  }
+}
+
+function errorResult(text: string): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true };
+}
+
+// Fires when the MCP request is cancelled or the HTTP client goes away. The RunService stops
+// waiting but the run itself completes and stays recorded in its SandboxRun.
+function callerGone(ctx: ServerContext): AbortSignal {
+  const httpSignal = ctx.http?.req?.signal;
+  return httpSignal === undefined ? ctx.mcpReq.signal : AbortSignal.any([ctx.mcpReq.signal, httpSignal]);
+}
+
+type ExecuteCodeArgs = z.infer<ReturnType<typeof inputSchema>>;
+
+async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: ServerContext): Promise<CallToolResult> {
+  const { options } = deps;
+  const logger = deps.logger.child({ tool: EXECUTE_CODE_TOOL, requestId: ctx.mcpReq.id, language: args.language });
+  const timeoutSeconds = args.timeout_seconds ?? options.defaultTimeoutSeconds;
+  const signal = callerGone(ctx);
+  const progressToken = ctx.mcpReq._meta?.progressToken;
+  // Progress goes through the request's own context: it is tied to this request's response
+  // stream, which is the only channel a stateless server has to the client.
+  const progress =
+    progressToken === undefined
+      ? undefined
+      : new ProgressReporter(
+          (value, message) =>
+            ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: value, message } }),
+          (err) => logger.debug({ err }, 'Stopped sending progress'),
+        );
+  try {
+    const outcome = await deps.runService.execute(
+      {
+        language: args.language,
+        code: args.code,
+        timeoutSeconds,
+        ...(args.stdin !== undefined && { stdin: args.stdin }),
+      },
+      { signal, ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }) },
+    );
+    // Everything streamed must reach the client before the result closes the response.
+    await progress?.close();
+    logger.info(
+      {
+        run: outcome.runName,
+        namespace: outcome.namespace,
+        phase: outcome.phase,
+        reason: outcome.reason,
+        clientGone: signal.aborted,
+      },
+      'Completed run',
+    );
+    const failure = isRunError(outcome) ? failureText(outcome, timeoutSeconds, options) : undefined;
+    return {
+      content: [{ type: 'text', text: formatRunText(outcome, failure) }],
+      structuredContent: toStructured(outcome),
+      ...(failure !== undefined && { isError: true }),
+    };
+  } catch (err) {
+    await progress?.close();
+    if (err instanceof RunRequestError) {
+      logger.info({ reason: err.message }, 'Refused run request');
+      return errorResult(`${err.message}\n${err.hint}`);
+    }
+    if (signal.aborted) {
+      logger.info('Stopped waiting for run: the client went away; the run continues');
+      return errorResult('The request was cancelled; the run continues and is recorded in its SandboxRun.');
+    }
+    logger.error({ err }, 'Failed to execute run');
+    return errorResult(
+      'The run could not be executed because of an internal error in codemode-operator. Try again; ' +
+        'if it keeps failing, ask the administrator to check the operator logs.',
+    );
+  }
+}
+
+export function registerExecuteCode(server: McpServer, deps: GatewayDeps): void {
+  server.registerTool(
+    EXECUTE_CODE_TOOL,
+    {
+      title: 'Execute code',
+      description: DESCRIPTION,
+      inputSchema: inputSchema(deps.options),
+      outputSchema: ExecuteCodeOutputSchema,
+      annotations: {
+        title: 'Execute code',
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: false,
+        // The sandbox has no network: a run cannot reach anything outside it.
+        openWorldHint: false,
+      },
+    },
+    (args, ctx) => executeCode(deps, args, ctx),
+  );
+}

@@ -1,0 +1,31 @@
+// What the gateway needs from the rest of the process. main.ts maps the global Config onto the
+// narrow GatewayOptions so the gateway (and its tests) never depend on settings they do not use.
+import type { Logger } from 'pino';
+import type { RunService } from '../runs/types.js';
+
+export interface GatewayOptions {
+  /**
+   * Host header values accepted on /mcp besides the loopback names (DNS-rebinding protection).
+   * A bare name (`codemode.example.com`) matches any port; `name:port` matches that port only.
+   */
+  allowedHosts: readonly string[];
+  /**
+   * Origin header values accepted on /mcp besides loopback origins. A full origin
+   * (`https://app.example.com`) must match exactly; a bare hostname matches any scheme and port.
+   */
+  allowedOrigins: readonly string[];
+  /** Timeout applied when the agent does not send timeout_seconds. */
+  defaultTimeoutSeconds: number;
+  /** Largest timeout_seconds an agent may ask for. */
+  maxTimeoutSeconds: number;
+  /** Largest submitted code (and stdin), in UTF-8 bytes. */
+  maxCodeBytes: number;
+}
+
+export interface GatewayDeps {
+  runService: RunService;
+  options: GatewayOptions;
+  logger: Logger;
+  /** True once the process can serve runs (caches synced, not draining); drives /readyz. */
+  isReady(): boolean;
+}

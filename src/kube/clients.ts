@@ -1,0 +1,73 @@
+// The Kubernetes API clients every part of the process shares (one KubeConfig, one HTTP agent).
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  EventsV1Api,
+  Exec,
+  KubeConfig,
+  NetworkingV1Api,
+} from '@kubernetes/client-node';
+
+export interface KubeClients {
+  kc: KubeConfig;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  networking: NetworkingV1Api;
+  events: EventsV1Api;
+  coordination: CoordinationV1Api;
+  exec: Exec;
+}
+
+/** Loads the in-cluster config, $KUBECONFIG or ~/.kube/config (client-node's default order). */
+export function loadKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  if (!kc.getCurrentCluster()) {
+    throw new Error(
+      'No Kubernetes cluster configured: set KUBECONFIG, run in a pod, or start the local test cluster with `npm run cluster:up`.',
+    );
+  }
+  return kc;
+}
+
+export function makeClients(kc: KubeConfig): KubeClients {
+  return {
+    kc,
+    core: kc.makeApiClient(CoreV1Api),
+    custom: kc.makeApiClient(CustomObjectsApi),
+    networking: kc.makeApiClient(NetworkingV1Api),
+    events: kc.makeApiClient(EventsV1Api),
+    coordination: kc.makeApiClient(CoordinationV1Api),
+    exec: new Exec(kc),
+  };
+}
+
+/** HTTP status of an ApiException (or undefined for transport errors). */
+export function statusOf(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+export function isNotFound(err: unknown): boolean {
+  return statusOf(err) === 404;
+}
+
+export function isConflict(err: unknown): boolean {
+  return statusOf(err) === 409;
+}
+
+/** A readable one-line message from an ApiException, whose body is a JSON string. */
+export function apiErrorMessage(err: unknown): string {
+  const e = err as { body?: unknown; message?: unknown } | null;
+  if (e && typeof e.body === 'string') {
+    try {
+      const body = JSON.parse(e.body) as { message?: string };
+      if (body.message) return body.message;
+    } catch {
+      // not JSON
+    }
+  }
+  if (e && typeof e.message === 'string') return e.message.split('\n')[0] ?? e.message;
+  return String(err);
+}

@@ -1,0 +1,114 @@
+// Prometheus metrics on a private registry. Names follow controller-runtime where a dashboard
+// expects them; every label value comes from a closed set (phases, reasons, runtimes, results) —
+// never run names, pod names, sessions or users.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { QueueMetrics } from '../controller/workqueue.js';
+import type { RunMetricsSink } from '../controller/run-executor.js';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+export interface Metrics {
+  registry: Registry;
+  runs: RunMetricsSink;
+  queue(controller: string): QueueMetrics;
+  reconcile(controller: string, result: 'success' | 'error' | 'requeue_after', seconds: number): void;
+  toolCall(tool: string, outcome: 'ok' | 'error', seconds: number): void;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const runsTotal = new Counter({
+    name: 'codemode_runs_total',
+    help: 'Finished SandboxRuns by phase, reason and runtime.',
+    labelNames: ['phase', 'reason', 'runtime'] as const,
+    registers: [registry],
+  });
+  const runDuration = new Histogram({
+    name: 'codemode_run_duration_seconds',
+    help: 'Time from the start of execution handling to the recorded result, by runtime and phase.',
+    labelNames: ['runtime', 'phase'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const runsActive = new Gauge({ name: 'codemode_runs_active', help: 'Runs executing in this process.', registers: [registry] });
+  const reconcileTotal = new Counter({
+    name: 'controller_runtime_reconcile_total',
+    help: 'Total number of reconciliations per controller.',
+    labelNames: ['controller', 'result'] as const,
+    registers: [registry],
+  });
+  const reconcileErrors = new Counter({
+    name: 'controller_runtime_reconcile_errors_total',
+    help: 'Total number of reconciliation errors per controller.',
+    labelNames: ['controller'] as const,
+    registers: [registry],
+  });
+  const reconcileTime = new Histogram({
+    name: 'controller_runtime_reconcile_time_seconds',
+    help: 'Length of time per reconciliation per controller.',
+    labelNames: ['controller'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const wqDepth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue.', labelNames: ['name'] as const, registers: [registry] });
+  const wqAdds = new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames: ['name'] as const, registers: [registry] });
+  const wqRetries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'] as const, registers: [registry] });
+  const wqQueue = new Histogram({
+    name: 'workqueue_queue_duration_seconds',
+    help: 'How long in seconds an item stays in workqueue before being requested.',
+    labelNames: ['name'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const wqWork = new Histogram({
+    name: 'workqueue_work_duration_seconds',
+    help: 'How long in seconds processing an item from workqueue takes.',
+    labelNames: ['name'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const toolCalls = new Counter({
+    name: 'codemode_mcp_tool_calls_total',
+    help: 'MCP tool calls by tool and outcome.',
+    labelNames: ['tool', 'outcome'] as const,
+    registers: [registry],
+  });
+  const toolLatency = new Histogram({
+    name: 'codemode_mcp_tool_call_duration_seconds',
+    help: 'MCP tool call latency by tool.',
+    labelNames: ['tool'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+
+  return {
+    registry,
+    runs: {
+      runFinished(phase, reason, runtime, seconds): void {
+        runsTotal.inc({ phase, reason, runtime });
+        if (seconds > 0) runDuration.observe({ runtime, phase }, seconds);
+      },
+      runStarted: () => runsActive.inc(),
+      runEnded: () => runsActive.dec(),
+    },
+    queue(name): QueueMetrics {
+      return {
+        adds: () => wqAdds.inc({ name }),
+        retries: () => wqRetries.inc({ name }),
+        depth: (n) => wqDepth.set({ name }, n),
+        queueDuration: (s) => wqQueue.observe({ name }, s),
+        workDuration: (s) => wqWork.observe({ name }, s),
+      };
+    },
+    reconcile(controller, result, seconds): void {
+      reconcileTotal.inc({ controller, result });
+      if (result === 'error') reconcileErrors.inc({ controller });
+      reconcileTime.observe({ controller }, seconds);
+    },
+    toolCall(tool, outcome, seconds): void {
+      toolCalls.inc({ tool, outcome });
+      toolLatency.observe({ tool }, seconds);
+    },
+  };
+}

@@ -1,0 +1,103 @@
+// Wires the Kubernetes side of the process: informers, the run executor and the controller.
+// Kept apart from main.ts so tests and benchmarks can start a whole operator in-process.
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION } from './api/v1alpha1/index.js';
+import type { Config } from './config/index.js';
+import { EventRecorder } from './controller/events.js';
+import { ResilientInformer } from './controller/informer.js';
+import { NetworkPolicyGuard } from './controller/network-policy.js';
+import type { ControllerOptions } from './controller/options.js';
+import { PodWatcher } from './controller/pod-watcher.js';
+import { RunExecutor } from './controller/run-executor.js';
+import { SandboxRunController, podSelector } from './controller/run-controller.js';
+import { apiErrorMessage, isNotFound, type KubeClients } from './kube/clients.js';
+import type { Metrics } from './metrics/registry.js';
+import { KubeRunService } from './runs/kube-run-service.js';
+
+export interface Operator {
+  identity: string;
+  executor: RunExecutor;
+  controller: SandboxRunController;
+  runService: KubeRunService;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Unique per process; the executor annotation on runs this process executes. */
+export function newIdentity(): string {
+  return `${hostname().slice(0, 40)}-${randomBytes(4).toString('hex')}`;
+}
+
+export function controllerOptions(config: Config, identity: string): ControllerOptions {
+  return { ...config, images: { ...config.images }, identity };
+}
+
+export function createOperator(config: Config, clients: KubeClients, log: Logger, metrics?: Metrics): Operator {
+  const identity = newIdentity();
+  const opts = controllerOptions(config, identity);
+  const ns = config.namespace;
+  const runs = new ResilientInformer<KubernetesObject>(
+    clients.kc,
+    `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXRUN_PLURAL}`,
+    () =>
+      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL }) as Promise<
+        KubernetesListObject<KubernetesObject>
+      >,
+    log.child({ informer: 'sandboxruns' }),
+  );
+  const pods = new ResilientInformer<V1Pod>(
+    clients.kc,
+    `/api/v1/namespaces/${ns}/pods`,
+    () => clients.core.listNamespacedPod({ namespace: ns, labelSelector: podSelector() }),
+    log.child({ informer: 'pods' }),
+    podSelector(),
+  );
+  const executor = new RunExecutor({
+    clients,
+    opts,
+    pods: new PodWatcher(pods),
+    policies: new NetworkPolicyGuard(clients, log),
+    events: new EventRecorder(clients.events, identity, log),
+    log: log.child({ controller: 'sandboxrun' }),
+    metrics: metrics?.runs,
+  });
+  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics });
+  const runService = new KubeRunService(clients, executor, {
+    namespace: ns,
+    identity,
+    defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+    maxTimeoutSeconds: config.maxTimeoutSeconds,
+    maxCodeBytes: config.maxCodeBytes,
+  });
+
+  return {
+    identity,
+    executor,
+    controller,
+    runService,
+    async start(): Promise<void> {
+      try {
+        await runs.start();
+      } catch (err) {
+        if (isNotFound(err)) {
+          throw new Error(
+            `The SandboxRun CRD is not installed in this cluster. Install it with: kubectl apply -f crds/ (or helm install).`,
+            { cause: err },
+          );
+        }
+        throw new Error(`Cannot list SandboxRuns in namespace ${ns}: ${apiErrorMessage(err)}`, { cause: err });
+      }
+      await pods.start();
+      controller.start();
+    },
+    async stop(): Promise<void> {
+      controller.stop();
+      await executor.drain();
+      await runs.stop();
+      await pods.stop();
+    },
+  };
+}

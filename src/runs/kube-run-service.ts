@@ -1,0 +1,90 @@
+// RunService on Kubernetes: each execute_code call becomes a SandboxRun object (the record that
+// survives restarts and is visible with kubectl), executed by this process's RunExecutor so the
+// output can stream back while it runs.
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, parseSandboxRun } from '../api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
+import type { RunExecutor } from '../controller/run-executor.js';
+import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
+import { generateRunName } from '../sandbox/names.js';
+import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
+
+export interface KubeRunServiceOptions {
+  namespace: string;
+  identity: string;
+  defaultTimeoutSeconds: number;
+  maxTimeoutSeconds: number;
+  maxCodeBytes: number;
+}
+
+export class KubeRunService implements RunService {
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly executor: RunExecutor,
+    private readonly opts: KubeRunServiceOptions,
+  ) {}
+
+  async execute(req: ExecuteRequest, options: ExecuteOptions = {}): Promise<RunOutcome> {
+    const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
+    if (timeoutSeconds > this.opts.maxTimeoutSeconds) {
+      throw new RunRequestError(
+        `timeout_seconds=${timeoutSeconds} is above the maximum of ${this.opts.maxTimeoutSeconds}.`,
+        `Use timeout_seconds of at most ${this.opts.maxTimeoutSeconds}.`,
+      );
+    }
+    const bytes = Buffer.byteLength(req.code, 'utf8');
+    if (bytes > this.opts.maxCodeBytes) {
+      throw new RunRequestError(
+        `The code is ${bytes} bytes; the maximum is ${this.opts.maxCodeBytes}.`,
+        'Send smaller code: split the work into several calls or generate data inside the sandbox.',
+      );
+    }
+    const body = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      metadata: {
+        name: generateRunName(),
+        namespace: this.opts.namespace,
+        labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE },
+        annotations: { [ANNOTATION_EXECUTOR]: this.opts.identity },
+      },
+      spec: {
+        language: req.language,
+        code: req.code,
+        timeoutSeconds,
+        ...(req.stdin !== undefined ? { stdin: req.stdin } : {}),
+      },
+    };
+    let created: unknown;
+    try {
+      created = await this.clients.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.opts.namespace,
+        plural: SANDBOXRUN_PLURAL,
+        body,
+      });
+    } catch (err) {
+      throw new Error(`Failed to create SandboxRun in namespace ${this.opts.namespace}: ${apiErrorMessage(err)}`, { cause: err });
+    }
+    const parsed = parseSandboxRun(created);
+    if (!parsed.ok) throw new Error(`The API server returned an unexpected SandboxRun: ${parsed.message}`);
+    const run = parsed.run;
+    // Subscribe before the first output can be produced: execute() only starts the work.
+    const done = this.executor.execute(run);
+    const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
+    try {
+      if (!options.signal) return await done;
+      // The caller went away: stop waiting. The run itself goes on and records its result.
+      const signal = options.signal;
+      return await Promise.race([
+        done,
+        new Promise<never>((_, reject) => {
+          if (signal.aborted) reject(signal.reason);
+          signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+        }),
+      ]);
+    } finally {
+      unsubscribe();
+    }
+  }
+}

@@ -1,0 +1,62 @@
+// The contract between the gateway (MCP tools) and the code that executes runs.
+// The gateway never talks to Kubernetes directly for a run: it asks a RunService.
+import type { Language, RunPhase } from '../api/v1alpha1/index.js';
+
+/** What a caller asks to execute. Already validated by the tool's input schema. */
+export interface ExecuteRequest {
+  language: Language;
+  code: string;
+  timeoutSeconds?: number;
+  stdin?: string;
+}
+
+/** A piece of output as it streams, before the run finishes. */
+export interface OutputChunk {
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+export interface ExecuteOptions {
+  /** Called for each output chunk while the run executes (best effort, in order per stream). */
+  onOutput?: (chunk: OutputChunk) => void;
+  /**
+   * Aborted when the caller goes away. The run itself is NOT cancelled by this: it completes and
+   * is recorded in its SandboxRun; only the waiting stops.
+   */
+  signal?: AbortSignal;
+}
+
+/** The final, recorded result of a run (mirrors SandboxRun.status). */
+export interface RunOutcome {
+  runName: string;
+  namespace: string;
+  phase: Extract<RunPhase, 'Succeeded' | 'Failed' | 'TimedOut'>;
+  exitCode?: number;
+  stdout: string;
+  stderr: string;
+  /** True when stdout or stderr was cut at the configured cap. */
+  truncated: boolean;
+  stdoutBytes: number;
+  stderrBytes: number;
+  durationMs?: number;
+  /** Stable reason from src/api (e.g. TimedOut, OOMKilled, NonZeroExit) when not Succeeded. */
+  reason?: string;
+  /** A sentence the user can act on, when not Succeeded. */
+  message?: string;
+}
+
+/** A request the service refuses before creating anything (bad input, over a limit). */
+export class RunRequestError extends Error {
+  constructor(
+    message: string,
+    /** What to do instead, shown to the agent. */
+    readonly hint: string,
+  ) {
+    super(message);
+    this.name = 'RunRequestError';
+  }
+}
+
+export interface RunService {
+  execute(request: ExecuteRequest, options?: ExecuteOptions): Promise<RunOutcome>;
+}

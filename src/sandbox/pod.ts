@@ -1,0 +1,146 @@
+// The sandbox pod: a locked-down container that only sleeps. The code never appears in the pod
+// spec; it arrives later through the exec API, so nothing user-controlled reaches the kubelet.
+import type { V1Container, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
+import {
+  API_VERSION,
+  LABEL_MANAGED_BY,
+  LABEL_RUN,
+  LABEL_RUNTIME,
+  LABEL_SANDBOX,
+  MANAGED_BY_VALUE,
+  SANDBOX_LABEL_VALUE,
+  SANDBOXRUN_KIND,
+  normalizeLanguage,
+} from '../api/v1alpha1/index.js';
+import type { SandboxRun } from '../api/v1alpha1/index.js';
+import { parseQuantity } from '../config/quantity.js';
+import { podNameForRun, runLabelValue } from './names.js';
+
+export const SANDBOX_CONTAINER = 'sandbox';
+export const WORKSPACE_DIR = '/workspace';
+export const TMP_DIR = '/tmp';
+/** `nobody`: exists in every base image and owns nothing. */
+export const SANDBOX_UID = 65534;
+/** Small on purpose: scheduling should not reserve disk a run rarely uses. */
+export const EPHEMERAL_STORAGE_REQUEST = '64Mi';
+
+/** Everything the controller decides from config + run; the builder adds no policy of its own. */
+export interface PodBuildOptions {
+  image: string;
+  imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
+  cpuLimit: string;
+  memoryLimit: string;
+  cpuRequest: string;
+  memoryRequest: string;
+  ephemeralStorageLimit: string;
+  workspaceSizeLimit: string;
+  tmpSizeLimit: string;
+  activeDeadlineSeconds: number;
+  runtimeClassName?: string;
+}
+
+// A request above its limit makes the API server reject the pod; cap it instead so a small
+// per-run limit (e.g. memory 64Mi with the default 128Mi request) still works.
+function atMost(request: string, limit: string): string {
+  return parseQuantity(request) > parseQuantity(limit) ? limit : request;
+}
+
+function containerSecurityContext(): V1SecurityContext {
+  return {
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    capabilities: { drop: ['ALL'] },
+    runAsNonRoot: true,
+    runAsUser: SANDBOX_UID,
+    runAsGroup: SANDBOX_UID,
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+function sandboxContainer(opts: PodBuildOptions): V1Container {
+  return {
+    name: SANDBOX_CONTAINER,
+    image: opts.image,
+    imagePullPolicy: opts.imagePullPolicy,
+    // Keeps the pod alive; each piece of code is started later with exec.
+    command: ['sleep', 'infinity'],
+    workingDir: WORKSPACE_DIR,
+    env: [
+      { name: 'HOME', value: WORKSPACE_DIR },
+      { name: 'TMPDIR', value: TMP_DIR },
+      { name: 'PYTHONUNBUFFERED', value: '1' },
+      { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
+    ],
+    securityContext: containerSecurityContext(),
+    resources: {
+      requests: {
+        cpu: atMost(opts.cpuRequest, opts.cpuLimit),
+        memory: atMost(opts.memoryRequest, opts.memoryLimit),
+        'ephemeral-storage': atMost(EPHEMERAL_STORAGE_REQUEST, opts.ephemeralStorageLimit),
+      },
+      limits: {
+        cpu: opts.cpuLimit,
+        memory: opts.memoryLimit,
+        'ephemeral-storage': opts.ephemeralStorageLimit,
+      },
+    },
+    volumeMounts: [
+      { name: 'workspace', mountPath: WORKSPACE_DIR },
+      { name: 'tmp', mountPath: TMP_DIR },
+    ],
+  };
+}
+
+/** The pod that runs `run`. Pure: same inputs, same object (the controller may diff it). */
+export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
+  const { name, namespace, uid } = run.metadata;
+  if (uid === undefined || uid === '') {
+    // Without a uid the owner reference is invalid and garbage collection would never delete
+    // the pod: build only from objects read back from the API server.
+    throw new Error(`SandboxRun ${namespace ?? ''}/${name} has no metadata.uid; read it from the API server first`);
+  }
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: podNameForRun(name),
+      namespace,
+      labels: {
+        [LABEL_MANAGED_BY]: MANAGED_BY_VALUE,
+        // The deny-all NetworkPolicy selects this label: it must be on every sandbox pod.
+        [LABEL_SANDBOX]: SANDBOX_LABEL_VALUE,
+        [LABEL_RUN]: runLabelValue(name),
+        [LABEL_RUNTIME]: normalizeLanguage(run.spec.language),
+      },
+      ownerReferences: [
+        { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name, uid, controller: true, blockOwnerDeletion: true },
+      ],
+    },
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      hostNetwork: false,
+      hostPID: false,
+      hostIPC: false,
+      // Nothing to flush: `sleep` and the run's processes can die at once.
+      terminationGracePeriodSeconds: 1,
+      activeDeadlineSeconds: opts.activeDeadlineSeconds,
+      ...(opts.runtimeClassName === undefined ? {} : { runtimeClassName: opts.runtimeClassName }),
+      securityContext: {
+        runAsUser: SANDBOX_UID,
+        runAsGroup: SANDBOX_UID,
+        // Makes the emptyDir volumes writable by the non-root user.
+        fsGroup: SANDBOX_UID,
+        runAsNonRoot: true,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [sandboxContainer(opts)],
+      volumes: [
+        { name: 'workspace', emptyDir: { sizeLimit: opts.workspaceSizeLimit } },
+        { name: 'tmp', emptyDir: { sizeLimit: opts.tmpSizeLimit } },
+      ],
+    },
+  };
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prints each component's state and, when the API answers, the node. Exit 0 only if all run.
+source "$(dirname "$0")/lib.sh"
+
+ok=true
+for name in "${COMPONENTS[@]}"; do
+  if running "$name"; then
+    printf '%-24s running (pid %s)\n' "$name" "$(pid_of "$name")"
+  else
+    printf '%-24s stopped\n' "$name"
+    ok=false
+  fi
+done
+echo "kubeconfig: $KUBECONFIG_OUT"
+echo "logs:       $LOGS"
+if running kube-apiserver && [[ -x "$BIN_K8S/kubectl" ]]; then
+  kubectl_ get nodes -o wide 2>/dev/null || ok=false
+fi
+$ok

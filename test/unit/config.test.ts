@@ -1,0 +1,202 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CONFIG_DOCS,
+  ConfigError,
+  LOOPBACK_HOSTS,
+  describeConfigMarkdown,
+  loadConfig,
+  parseQuantity,
+} from '../../src/config/index.js';
+import type { Config } from '../../src/config/index.js';
+
+const IMAGE = 'codemode.local/sandbox:v1';
+
+function configError(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig defaults', () => {
+  it('needs no environment at all', () => {
+    expect(loadConfig({})).toEqual({
+      namespace: 'codemode',
+      sandboxImage: IMAGE,
+      images: { python: IMAGE, bash: IMAGE, sh: IMAGE, node: IMAGE },
+      imagePullPolicy: 'IfNotPresent',
+      defaultTimeoutSeconds: 30,
+      maxTimeoutSeconds: 300,
+      maxCodeBytes: 262144,
+      outputCapChars: 50000,
+      defaultCpu: '1',
+      defaultMemory: '512Mi',
+      maxCpu: '2',
+      maxMemory: '2Gi',
+      cpuRequest: '100m',
+      memoryRequest: '128Mi',
+      ephemeralStorageLimit: '1Gi',
+      workspaceSizeLimit: '512Mi',
+      tmpSizeLimit: '128Mi',
+      ttlSecondsAfterFinished: 3600,
+      podStartupTimeoutSeconds: 120,
+      resyncSeconds: 300,
+      bindAddress: '127.0.0.1',
+      port: 8080,
+      allowedHosts: ['localhost', '127.0.0.1', '[::1]'],
+      allowedOrigins: [],
+      logLevel: 'info',
+    } satisfies Config);
+  });
+
+  it('treats blank values as unset (Helm renders unset values as "")', () => {
+    expect(loadConfig({ CODEMODE_PORT: '', CODEMODE_NAMESPACE: '  ', CODEMODE_RUNTIME_CLASS: '' })).toEqual(
+      loadConfig({}),
+    );
+  });
+
+  it('is deeply frozen', () => {
+    const config = loadConfig({ CODEMODE_ALLOWED_HOSTS: 'a.example' });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.images)).toBe(true);
+    expect(Object.isFrozen(config.allowedHosts)).toBe(true);
+    expect(() => {
+      (config as { port: number }).port = 1;
+    }).toThrow(TypeError);
+    expect(LOOPBACK_HOSTS).toEqual(['localhost', '127.0.0.1', '[::1]']);
+  });
+});
+
+describe('loadConfig overrides', () => {
+  it.each<[string, string, Partial<Config>]>([
+    ['CODEMODE_NAMESPACE', 'sandboxes', { namespace: 'sandboxes' }],
+    ['CODEMODE_SANDBOX_IMAGE', 'r.io/s:2', { sandboxImage: 'r.io/s:2', images: { python: 'r.io/s:2', bash: 'r.io/s:2', sh: 'r.io/s:2', node: 'r.io/s:2' } }],
+    ['CODEMODE_IMAGE_PYTHON', 'py:3', { images: { python: 'py:3', bash: IMAGE, sh: IMAGE, node: IMAGE } }],
+    ['CODEMODE_IMAGE_BASH', 'b:1', { images: { python: IMAGE, bash: 'b:1', sh: IMAGE, node: IMAGE } }],
+    ['CODEMODE_IMAGE_SH', 's:1', { images: { python: IMAGE, bash: IMAGE, sh: 's:1', node: IMAGE } }],
+    ['CODEMODE_IMAGE_NODE', 'n@sha256:abc', { images: { python: IMAGE, bash: IMAGE, sh: IMAGE, node: 'n@sha256:abc' } }],
+    ['CODEMODE_IMAGE_PULL_POLICY', 'Never', { imagePullPolicy: 'Never' }],
+    ['CODEMODE_DEFAULT_TIMEOUT_SECONDS', '60', { defaultTimeoutSeconds: 60 }],
+    ['CODEMODE_MAX_TIMEOUT_SECONDS', '3600', { maxTimeoutSeconds: 3600 }],
+    ['CODEMODE_MAX_CODE_BYTES', '1024', { maxCodeBytes: 1024 }],
+    ['CODEMODE_OUTPUT_CAP_CHARS', '100', { outputCapChars: 100 }],
+    ['CODEMODE_DEFAULT_CPU', '500m', { defaultCpu: '500m' }],
+    ['CODEMODE_DEFAULT_MEMORY', '1Gi', { defaultMemory: '1Gi' }],
+    ['CODEMODE_MAX_CPU', '4', { maxCpu: '4' }],
+    ['CODEMODE_MAX_MEMORY', '8Gi', { maxMemory: '8Gi' }],
+    ['CODEMODE_CPU_REQUEST', '0.25', { cpuRequest: '0.25' }],
+    ['CODEMODE_MEMORY_REQUEST', '64Mi', { memoryRequest: '64Mi' }],
+    ['CODEMODE_EPHEMERAL_STORAGE_LIMIT', '2Gi', { ephemeralStorageLimit: '2Gi' }],
+    ['CODEMODE_WORKSPACE_SIZE_LIMIT', '1Gi', { workspaceSizeLimit: '1Gi' }],
+    ['CODEMODE_TMP_SIZE_LIMIT', '64Mi', { tmpSizeLimit: '64Mi' }],
+    ['CODEMODE_TTL_SECONDS_AFTER_FINISHED', '0', { ttlSecondsAfterFinished: 0 }],
+    ['CODEMODE_POD_STARTUP_TIMEOUT_SECONDS', '30', { podStartupTimeoutSeconds: 30 }],
+    ['CODEMODE_RESYNC_SECONDS', '60', { resyncSeconds: 60 }],
+    ['CODEMODE_RUNTIME_CLASS', 'gvisor', { runtimeClassName: 'gvisor' }],
+    ['CODEMODE_BIND_ADDRESS', '0.0.0.0', { bindAddress: '0.0.0.0' }],
+    ['CODEMODE_PORT', '0', { port: 0 }],
+    ['CODEMODE_ALLOWED_HOSTS', 'MCP.example.com, [::1],', { allowedHosts: ['mcp.example.com', '[::1]'] }],
+    [
+      'CODEMODE_ALLOWED_ORIGINS',
+      'https://App.example.com/,http://localhost:3000',
+      { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] },
+    ],
+    ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
+  ])('%s=%s', (env, value, expected) => {
+    expect(loadConfig({ [env]: value })).toMatchObject(expected);
+  });
+
+  it('documents every variable it reads', () => {
+    const envs = CONFIG_DOCS.map((d) => d.env);
+    expect(new Set(envs).size).toBe(envs.length);
+    for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
+    expect(envs).toHaveLength(29);
+  });
+});
+
+describe('loadConfig errors', () => {
+  it.each<[string, string, string]>([
+    ['CODEMODE_NAMESPACE', 'Bad_NS', 'must be a DNS-1123 label'],
+    ['CODEMODE_SANDBOX_IMAGE', 'has space', 'must be a container image reference'],
+    ['CODEMODE_IMAGE_PYTHON', '-bad', 'must be a container image reference'],
+    ['CODEMODE_IMAGE_PULL_POLICY', 'Sometimes', 'must be one of "Always", "IfNotPresent", "Never"'],
+    ['CODEMODE_DEFAULT_TIMEOUT_SECONDS', '0', 'must be at least 1'],
+    ['CODEMODE_MAX_TIMEOUT_SECONDS', '3601', 'must be at most 3600'],
+    ['CODEMODE_MAX_CODE_BYTES', '262145', 'must be at most 262144'],
+    ['CODEMODE_OUTPUT_CAP_CHARS', '1e3', 'must be a whole number'],
+    ['CODEMODE_DEFAULT_CPU', '1 core', 'must be a Kubernetes quantity'],
+    ['CODEMODE_MAX_MEMORY', '0', 'must be greater than zero'],
+    ['CODEMODE_CPU_REQUEST', '-1', 'must be a Kubernetes quantity'],
+    ['CODEMODE_MEMORY_REQUEST', '1Zi', 'must be a Kubernetes quantity'],
+    ['CODEMODE_EPHEMERAL_STORAGE_LIMIT', 'lots', 'must be a Kubernetes quantity'],
+    ['CODEMODE_WORKSPACE_SIZE_LIMIT', '1GB', 'must be a Kubernetes quantity'],
+    ['CODEMODE_TMP_SIZE_LIMIT', '0Mi', 'must be greater than zero'],
+    ['CODEMODE_TTL_SECONDS_AFTER_FINISHED', '-5', 'must be a whole number'],
+    ['CODEMODE_POD_STARTUP_TIMEOUT_SECONDS', 'soon', 'must be a whole number'],
+    ['CODEMODE_RESYNC_SECONDS', '0', 'must be at least 1'],
+    ['CODEMODE_RUNTIME_CLASS', 'gVisor', 'must be a DNS-1123 subdomain'],
+    ['CODEMODE_BIND_ADDRESS', 'http://0.0.0.0', 'must be an IP address or host name'],
+    ['CODEMODE_PORT', '65536', 'must be at most 65535'],
+    ['CODEMODE_ALLOWED_HOSTS', 'ok.example,bad host:80', 'entry "bad host:80" must be a host name'],
+    ['CODEMODE_ALLOWED_ORIGINS', 'https://a.example/path', 'entry "https://a.example/path" must be an origin'],
+    ['CODEMODE_LOG_LEVEL', 'loud', 'must be one of "trace", "debug", "info", "warn", "error"'],
+  ])('%s=%s', (env, value, problem) => {
+    const err = configError({ [env]: value });
+    expect(err.problems).toHaveLength(1);
+    expect(err.problems[0]).toMatchObject({ env, value });
+    expect(err.message).toContain(`${env}=${JSON.stringify(value)} ${problem}`);
+    expect(err.message).toContain(`Allowed: ${CONFIG_DOCS.find((d) => d.env === env)?.allowed}`);
+  });
+
+  it.each<[NodeJS.ProcessEnv, string]>([
+    [{ CODEMODE_MAX_TIMEOUT_SECONDS: '10' }, 'CODEMODE_MAX_TIMEOUT_SECONDS="10" must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (30)'],
+    [{ CODEMODE_MAX_CPU: '500m' }, 'CODEMODE_DEFAULT_CPU=(default) must not exceed CODEMODE_MAX_CPU (500m)'],
+    [{ CODEMODE_DEFAULT_MEMORY: '3Gi' }, 'CODEMODE_DEFAULT_MEMORY="3Gi" must not exceed CODEMODE_MAX_MEMORY (2Gi)'],
+  ])('checks relations between variables: %j', (env, message) => {
+    expect(configError(env).message).toContain(message);
+  });
+
+  it('reports every bad variable at once', () => {
+    const err = configError({ CODEMODE_PORT: 'x', CODEMODE_LOG_LEVEL: 'loud', CODEMODE_MAX_CPU: 'abc' });
+    expect(err.message).toMatch(/^Invalid configuration \(3 problems\):/);
+    expect(err.problems.map((p) => p.env).sort()).toEqual(['CODEMODE_LOG_LEVEL', 'CODEMODE_MAX_CPU', 'CODEMODE_PORT']);
+  });
+});
+
+describe('parseQuantity', () => {
+  it.each<[string, number]>([
+    ['1', 1],
+    ['2.5', 2.5],
+    ['.5', 0.5],
+    ['100m', 0.1],
+    ['1500m', 1.5],
+    ['1k', 1000],
+    ['1M', 1e6],
+    ['1G', 1e9],
+    ['1T', 1e12],
+    ['1Ki', 1024],
+    ['512Mi', 512 * 2 ** 20],
+    ['2Gi', 2 * 2 ** 30],
+    ['1Ti', 2 ** 40],
+  ])('%s → %d', (q, expected) => {
+    expect(parseQuantity(q)).toBeCloseTo(expected, 9);
+  });
+
+  it.each(['', 'abc', '1 Gi', '-1', '1e3', '1Pi', '1GB'])('rejects %j', (q) => {
+    expect(() => parseQuantity(q)).toThrow(/Invalid quantity/);
+  });
+});
+
+describe('describeConfigMarkdown', () => {
+  it('renders one row per variable', () => {
+    const lines = describeConfigMarkdown().trimEnd().split('\n');
+    expect(lines[0]).toBe('| Variable | Default | Description | Allowed |');
+    expect(lines).toHaveLength(CONFIG_DOCS.length + 2);
+    expect(lines).toContain(
+      '| `CODEMODE_PORT` | `8080` | Port the MCP gateway listens on (0 picks a free port). | an integer from 0 to 65535 |',
+    );
+  });
+});

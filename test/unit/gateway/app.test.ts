@@ -1,0 +1,50 @@
+// Probes and server identity of the gateway app, over real HTTP.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SERVER_NAME, SERVER_VERSION } from '../../../src/gateway/server.js';
+import { connectClient, startGateway } from './harness.js';
+import type { Gateway } from './harness.js';
+
+describe('gateway app', () => {
+  let gateway: Gateway;
+  beforeAll(async () => {
+    gateway = await startGateway();
+  });
+  afterAll(async () => {
+    await gateway.close();
+  });
+
+  it('answers /healthz with 200 ok', async () => {
+    const res = await fetch(new URL('/healthz', gateway.url));
+    expect([res.status, await res.text()]).toEqual([200, 'ok']);
+  });
+
+  it('answers /readyz with 503 and a reason until ready, then 200', async () => {
+    const notReady = await fetch(new URL('/readyz', gateway.url));
+    expect(notReady.status).toBe(503);
+    expect(await notReady.text()).toMatch(/^not ready: /);
+    gateway.setReady(true);
+    const ready = await fetch(new URL('/readyz', gateway.url));
+    expect([ready.status, await ready.text()]).toEqual([200, 'ok']);
+  });
+
+  it('keeps SERVER_VERSION equal to package.json', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+    expect(SERVER_VERSION).toBe(pkg.version);
+  });
+
+  it.each(['v1 (2025-era)', 'v2 (2026-07-28)'] as const)(
+    'identifies itself with instructions to the %s client',
+    async (kind) => {
+      const client = await connectClient(kind, gateway.url);
+      expect(client.serverInfo()).toMatchObject({ name: SERVER_NAME, version: SERVER_VERSION });
+      expect(client.instructions()).toContain('execute_code');
+      await client.close();
+    },
+  );
+
+  it('answers 2025-era session operations with 405: there are no sessions to resume', async () => {
+    const res = await fetch(gateway.url, { method: 'GET', headers: { accept: 'text/event-stream' } });
+    expect(res.status).toBe(405);
+  });
+});

@@ -1,0 +1,231 @@
+// execute_code through real MCP clients of both protocol eras against the real gateway over HTTP.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { RunRequestError } from '../../../src/runs/types.js';
+import { ExecuteCodeOutputSchema } from '../../../src/gateway/tools/execute-code.js';
+import { connectClient, outcome, sleep, startGateway, textOf } from './harness.js';
+import type { ClientKind, Gateway, TestClient } from './harness.js';
+
+interface JsonObjectSchema {
+  required?: string[];
+  properties: Record<string, Record<string, unknown>>;
+}
+
+const CLIENTS: ClientKind[] = ['v1 (2025-era)', 'v2 (2026-07-28)'];
+
+describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
+  let gateway: Gateway;
+  let client: TestClient;
+
+  beforeAll(async () => {
+    gateway = await startGateway();
+  });
+  afterAll(async () => {
+    await gateway.close();
+  });
+  beforeEach(() => {
+    gateway.service.behaviour = async (request) => outcome({ stdout: request.code });
+  });
+  afterEach(async () => {
+    await client?.close();
+    // No test may leak submitted code or output into the logs.
+    expect(gateway.logLines.join('')).not.toContain('SECRET-CODE');
+  });
+
+  async function connect(): Promise<TestClient> {
+    client = await connectClient(kind, gateway.url);
+    return client;
+  }
+
+  it('negotiates the expected protocol era', async () => {
+    const c = await connect();
+    if (kind === 'v1 (2025-era)') expect(c.protocolVersion).toBe('2025-11-25');
+    else expect([c.era, c.protocolVersion]).toEqual(['modern', '2026-07-28']);
+  });
+
+  it('lists execute_code with input schema, output schema and annotations', async () => {
+    const { tools } = await (await connect()).listTools();
+    expect(tools.map((t) => t.name)).toEqual(['execute_code']);
+    const tool = tools[0] as unknown as {
+      inputSchema: JsonObjectSchema;
+      outputSchema: JsonObjectSchema;
+      annotations: unknown;
+    };
+    expect(tool.inputSchema.required).toEqual(['code']);
+    expect(tool.inputSchema.properties.language?.enum).toEqual(['python', 'bash', 'sh', 'node', 'javascript']);
+    expect(tool.inputSchema.properties.language?.default).toBe('python');
+    expect(tool.inputSchema.properties.timeout_seconds).toMatchObject({ minimum: 1, maximum: 600 });
+    expect(tool.inputSchema.properties.timeout_seconds?.description).toContain('default 30');
+    expect(tool.inputSchema.properties.code?.maxLength).toBe(1000);
+    expect(tool.outputSchema.required).toEqual(expect.arrayContaining(['run', 'phase', 'truncated']));
+    expect(Object.keys(tool.outputSchema.properties)).toContain('exit_code');
+    expect(tool.annotations).toEqual({
+      title: 'Execute code',
+      readOnlyHint: false,
+      destructiveHint: false,
+      idempotentHint: false,
+      openWorldHint: false,
+    });
+  });
+
+  it('returns stdout as text and a structuredContent valid against the output schema', async () => {
+    const result = await (await connect()).callTool({ code: 'print("SECRET-CODE")' });
+    expect(result.isError ?? false).toBe(false);
+    expect(textOf(result)).toBe('stdout:\nprint("SECRET-CODE")\n\nexit code: 0');
+    const structured = ExecuteCodeOutputSchema.parse(result.structuredContent);
+    expect(structured).toEqual({
+      run: 'run-abc12',
+      namespace: 'codemode',
+      phase: 'Succeeded',
+      exit_code: 0,
+      stdout: 'print("SECRET-CODE")',
+      truncated: false,
+      duration_ms: 42,
+    });
+    const call = gateway.service.calls.at(-1);
+    expect(call?.request).toEqual({ language: 'python', code: 'print("SECRET-CODE")', timeoutSeconds: 30 });
+  });
+
+  it('reports a non-zero exit as a normal result, not a tool error', async () => {
+    gateway.service.behaviour = async () =>
+      outcome({ phase: 'Failed', reason: 'NonZeroExit', exitCode: 3, stdout: 'partial\n', stderr: 'boom\n' });
+    const result = await (await connect()).callTool({ code: 'exit 3', language: 'bash' });
+    expect(result.isError ?? false).toBe(false);
+    expect(textOf(result)).toBe('stdout:\npartial\n\nstderr:\nboom\n\nexit code: 3');
+    expect(result.structuredContent).toMatchObject({ phase: 'Failed', exit_code: 3, stderr: 'boom\n' });
+  });
+
+  it('reports a time-out as a tool error with a hint naming the limits', async () => {
+    gateway.service.behaviour = async () =>
+      outcome({ phase: 'TimedOut', reason: 'DeadlineExceeded', exitCode: undefined, stdout: 'tick\n' });
+    const result = await (await connect()).callTool({ code: 'while True: pass', timeout_seconds: 5 });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toBe(
+      'The run exceeded timeout_seconds=5; make the code faster or raise timeout_seconds (max 600).\n\nstdout:\ntick',
+    );
+    expect(ExecuteCodeOutputSchema.parse(result.structuredContent).phase).toBe('TimedOut');
+    expect(gateway.service.calls.at(-1)?.request.timeoutSeconds).toBe(5);
+  });
+
+  it('reports an OOM kill as a tool error with a hint', async () => {
+    gateway.service.behaviour = async () => outcome({ phase: 'Failed', reason: 'OOMKilled', exitCode: 137 });
+    const result = await (await connect()).callTool({ code: 'x = "a" * 10**12' });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/^The run was killed because it ran out of memory \(OOMKilled\)/);
+  });
+
+  it('refuses code over the byte limit with the limit and the actual size', async () => {
+    const before = gateway.service.calls.length;
+    // 600 characters, 1200 bytes: under maxLength, over the byte limit.
+    const result = await (await connect()).callTool({ code: 'é'.repeat(600) });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toContain('code is 1200 bytes (UTF-8); the limit is 1000 bytes');
+    expect(gateway.service.calls.length).toBe(before);
+  });
+
+  it('refuses an unknown language with the accepted values', async () => {
+    const result = await (await connect()).callTool({ code: 'puts 1', language: 'ruby' });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/language.*python.*bash.*sh.*node.*javascript/);
+  });
+
+  it('turns a RunRequestError into a tool error with its hint', async () => {
+    gateway.service.behaviour = async () => {
+      throw new RunRequestError('The namespace quota of runs is used up.', 'Wait for running runs to finish.');
+    };
+    const result = await (await connect()).callTool({ code: 'print(1)' });
+    expect(result).toMatchObject({ isError: true });
+    expect(textOf(result)).toBe('The namespace quota of runs is used up.\nWait for running runs to finish.');
+  });
+
+  it('hides unexpected errors behind a generic sentence and logs them', async () => {
+    gateway.service.behaviour = async () => {
+      throw new Error('etcd exploded at 0xdeadbeef');
+    };
+    const result = await (await connect()).callTool({ code: 'print(1)' });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/internal error in codemode-operator/);
+    expect(textOf(result)).not.toContain('etcd');
+    expect(gateway.logLines.some((l) => l.includes('Failed to execute run') && l.includes('etcd exploded'))).toBe(
+      true,
+    );
+  });
+
+  it('streams output as progress notifications that arrive before the result', async () => {
+    gateway.service.behaviour = async (_request, { onOutput }) => {
+      for (const text of ['one\n', 'two\n']) {
+        onOutput?.({ stream: 'stdout', text });
+        await sleep(120); // longer than the coalescing window: one notification each
+      }
+      onOutput?.({ stream: 'stderr', text: 'warn\n' });
+      await sleep(120);
+      return outcome({ stdout: 'one\ntwo\n', stderr: 'warn\n' });
+    };
+    const messages: Array<string | undefined> = [];
+    const result = await (await connect()).callTool({ code: 'print(1)' }, (m) => messages.push(m));
+    const seenBeforeResult = [...messages];
+    expect(seenBeforeResult).toEqual(['one\n', 'two\n', 'stderr: warn\n']);
+    expect(result.isError ?? false).toBe(false);
+  });
+
+  it('coalesces a burst of chunks into one notification and flushes it before the result', async () => {
+    gateway.service.behaviour = async (_request, { onOutput }) => {
+      for (let i = 0; i < 50; i++) onOutput?.({ stream: 'stdout', text: `${i},` });
+      return outcome(); // returns inside the coalescing window: close() must flush
+    };
+    const messages: Array<string | undefined> = [];
+    await (await connect()).callTool({ code: 'print(1)' }, (m) => messages.push(m));
+    expect(messages).toEqual([Array.from({ length: 50 }, (_, i) => `${i},`).join('')]);
+  });
+
+  it('sends no progress when the client did not ask for it', async () => {
+    gateway.service.behaviour = async (_request, { onOutput }) => {
+      expect(onOutput).toBeUndefined();
+      return outcome();
+    };
+    const result = await (await connect()).callTool({ code: 'print(1)' });
+    expect(result.isError ?? false).toBe(false);
+  });
+
+  it('keeps the run going when the client disconnects mid-call', async () => {
+    let started!: () => void;
+    const hasStarted = new Promise<void>((resolve) => (started = resolve));
+    gateway.service.behaviour = async (_request, { onOutput }) => {
+      started();
+      onOutput?.({ stream: 'stdout', text: 'working\n' });
+      await sleep(400); // the run ignores the caller going away, as the contract requires
+      onOutput?.({ stream: 'stdout', text: 'done\n' });
+      return outcome({ stdout: 'working\ndone\n' });
+    };
+    const c = await connect();
+    const pending = c.callTool({ code: 'SECRET-CODE' }, () => undefined).catch((err: unknown) => err);
+    await hasStarted;
+    await c.close();
+    await pending;
+    const call = gateway.service.calls.at(-1)!;
+    await expect.poll(() => call.options.signal?.aborted).toBe(true);
+    expect(await call.finished).toMatchObject({ phase: 'Succeeded', stdout: 'working\ndone\n' });
+    // The gateway is still healthy afterwards.
+    gateway.service.behaviour = async (request) => outcome({ stdout: request.code });
+    const again = await (await connect()).callTool({ code: 'after' });
+    expect(textOf(again)).toContain('after');
+  });
+
+  it('stops waiting quietly when the service gives up on a caller that went away', async () => {
+    let started!: () => void;
+    const hasStarted = new Promise<void>((resolve) => (started = resolve));
+    gateway.service.behaviour = (_request, { signal }) =>
+      new Promise((_resolve, reject) => {
+        started();
+        signal?.addEventListener('abort', () => reject(new Error('stopped waiting')));
+      });
+    const c = await connect();
+    const logsBefore = gateway.logLines.length;
+    const newLogs = (): string[] => gateway.logLines.slice(logsBefore);
+    const pending = c.callTool({ code: 'print(1)' }).catch((err: unknown) => err);
+    await hasStarted;
+    await c.close();
+    await pending;
+    await expect.poll(() => newLogs().some((l) => l.includes('the client went away'))).toBe(true);
+    expect(newLogs().some((l) => l.includes('Failed to execute run'))).toBe(false);
+  });
+});

@@ -1,0 +1,175 @@
+import { describe, expect, it } from 'vitest';
+import type { SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { buildRunPod } from '../../src/sandbox/pod.js';
+import type { PodBuildOptions } from '../../src/sandbox/pod.js';
+
+const SECRET_CODE = 'print("CODE-7f3a9c-must-not-leak")';
+const SECRET_STDIN = 'STDIN-42b1e0-must-not-leak';
+
+const run: SandboxRun = {
+  apiVersion: 'codemode.dev/v1alpha1',
+  kind: 'SandboxRun',
+  metadata: { name: 'run-abc123', namespace: 'codemode', uid: 'uid-1' },
+  spec: { language: 'javascript', code: SECRET_CODE, stdin: SECRET_STDIN, timeoutSeconds: 30 },
+};
+
+const opts: PodBuildOptions = {
+  image: 'codemode.local/sandbox:v1',
+  imagePullPolicy: 'IfNotPresent',
+  cpuLimit: '1',
+  memoryLimit: '512Mi',
+  cpuRequest: '100m',
+  memoryRequest: '128Mi',
+  ephemeralStorageLimit: '1Gi',
+  workspaceSizeLimit: '512Mi',
+  tmpSizeLimit: '128Mi',
+  activeDeadlineSeconds: 150,
+};
+
+/** Reads `a.b[0].c` from an object, so expectations can be written as a flat table. */
+function at(obj: unknown, path: string): unknown {
+  return path
+    .split(/\.|(?=\[)/)
+    .reduce<unknown>((cur, part) => {
+      if (cur === undefined || cur === null) return undefined;
+      const index = /^\[(\d+)\]$/.exec(part);
+      return (cur as Record<string, unknown>)[index ? Number(index[1]) : part];
+    }, obj);
+}
+
+const pod = buildRunPod(run, opts);
+
+describe('buildRunPod', () => {
+  it.each<[string, unknown]>([
+    // identity and ownership
+    ['metadata.name', 'sbr-run-abc123'],
+    ['metadata.namespace', 'codemode'],
+    [
+      'metadata.labels',
+      {
+        'app.kubernetes.io/managed-by': 'codemode-operator',
+        'codemode.dev/sandbox': 'true',
+        'codemode.dev/run': 'run-abc123',
+        'codemode.dev/runtime': 'node',
+      },
+    ],
+    [
+      'metadata.ownerReferences',
+      [
+        {
+          apiVersion: 'codemode.dev/v1alpha1',
+          kind: 'SandboxRun',
+          name: 'run-abc123',
+          uid: 'uid-1',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    ],
+    // pod-level hardening
+    ['spec.restartPolicy', 'Never'],
+    ['spec.automountServiceAccountToken', false],
+    ['spec.enableServiceLinks', false],
+    ['spec.hostNetwork', false],
+    ['spec.hostPID', false],
+    ['spec.hostIPC', false],
+    ['spec.terminationGracePeriodSeconds', 1],
+    ['spec.activeDeadlineSeconds', 150],
+    ['spec.dnsPolicy', undefined],
+    ['spec.runtimeClassName', undefined],
+    [
+      'spec.securityContext',
+      { runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+    ],
+    // the one container
+    ['spec.containers.length', 1],
+    ['spec.containers[0].name', 'sandbox'],
+    ['spec.containers[0].image', 'codemode.local/sandbox:v1'],
+    ['spec.containers[0].imagePullPolicy', 'IfNotPresent'],
+    ['spec.containers[0].command', ['sleep', 'infinity']],
+    ['spec.containers[0].args', undefined],
+    ['spec.containers[0].workingDir', '/workspace'],
+    [
+      'spec.containers[0].env',
+      [
+        { name: 'HOME', value: '/workspace' },
+        { name: 'TMPDIR', value: '/tmp' },
+        { name: 'PYTHONUNBUFFERED', value: '1' },
+        { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
+      ],
+    ],
+    ['spec.containers[0].securityContext.readOnlyRootFilesystem', true],
+    ['spec.containers[0].securityContext.allowPrivilegeEscalation', false],
+    ['spec.containers[0].securityContext.privileged', false],
+    ['spec.containers[0].securityContext.capabilities', { drop: ['ALL'] }],
+    ['spec.containers[0].securityContext.runAsNonRoot', true],
+    ['spec.containers[0].securityContext.runAsUser', 65534],
+    ['spec.containers[0].securityContext.seccompProfile', { type: 'RuntimeDefault' }],
+    ['spec.containers[0].stdin', undefined],
+    ['spec.containers[0].tty', undefined],
+    ['spec.containers[0].resources.requests', { cpu: '100m', memory: '128Mi', 'ephemeral-storage': '64Mi' }],
+    ['spec.containers[0].resources.limits', { cpu: '1', memory: '512Mi', 'ephemeral-storage': '1Gi' }],
+    [
+      'spec.containers[0].volumeMounts',
+      [
+        { name: 'workspace', mountPath: '/workspace' },
+        { name: 'tmp', mountPath: '/tmp' },
+      ],
+    ],
+    [
+      'spec.volumes',
+      [
+        { name: 'workspace', emptyDir: { sizeLimit: '512Mi' } },
+        { name: 'tmp', emptyDir: { sizeLimit: '128Mi' } },
+      ],
+    ],
+  ])('%s = %j', (path, expected) => {
+    expect(at(pod, path)).toEqual(expected);
+  });
+
+  it('contains nothing the user submitted', () => {
+    const text = JSON.stringify(pod);
+    expect(text).not.toContain('CODE-7f3a9c');
+    expect(text).not.toContain('STDIN-42b1e0');
+  });
+
+  it('is pure: the same inputs build the same pod', () => {
+    expect(buildRunPod(run, opts)).toEqual(pod);
+  });
+
+  it('sets the runtime class when configured', () => {
+    expect(buildRunPod(run, { ...opts, runtimeClassName: 'gvisor' }).spec?.runtimeClassName).toBe('gvisor');
+  });
+
+  it.each<[Partial<PodBuildOptions>, Record<string, string>]>([
+    [{ cpuLimit: '50m', memoryLimit: '64Mi' }, { cpu: '50m', memory: '64Mi', 'ephemeral-storage': '64Mi' }],
+    [{ ephemeralStorageLimit: '32Mi' }, { cpu: '100m', memory: '128Mi', 'ephemeral-storage': '32Mi' }],
+    [{ cpuRequest: '2', cpuLimit: '1' }, { cpu: '1', memory: '128Mi', 'ephemeral-storage': '64Mi' }],
+  ])('caps requests at the limits: %j', (override, requests) => {
+    const built = buildRunPod(run, { ...opts, ...override });
+    expect(built.spec?.containers[0]?.resources?.requests).toEqual(requests);
+  });
+
+  it.each<[string, string]>([
+    ['python', 'python'],
+    ['bash', 'bash'],
+    ['sh', 'sh'],
+    ['node', 'node'],
+  ])('labels a %s run with runtime %s', (language, runtime) => {
+    const built = buildRunPod({ ...run, spec: { ...run.spec, language: language as 'python' } }, opts);
+    expect(built.metadata?.labels?.['codemode.dev/runtime']).toBe(runtime);
+  });
+
+  it('keeps names and labels valid for a 200-character run name', () => {
+    const name = `r${'x'.repeat(199)}`;
+    const built = buildRunPod({ ...run, metadata: { ...run.metadata, name } }, opts);
+    expect(built.metadata?.name?.length).toBeLessThanOrEqual(63);
+    expect(built.metadata?.labels?.['codemode.dev/run']?.length).toBeLessThanOrEqual(63);
+    expect(built.metadata?.ownerReferences?.[0]?.name).toBe(name);
+  });
+
+  it('refuses a run without uid (the owner reference would be invalid)', () => {
+    const metadata = { ...run.metadata, uid: undefined };
+    expect(() => buildRunPod({ ...run, metadata }, opts)).toThrow(/has no metadata.uid/);
+  });
+});
