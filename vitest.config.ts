@@ -1,4 +1,10 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+
+// e2e tests talk to the local test cluster unless KUBECONFIG points elsewhere.
+const kubeconfig =
+  process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
 // Two projects: `unit` is pure logic (no cluster); `e2e` talks to the real test cluster
 // (test/cluster) and runs files one at a time because they share one small node.
@@ -16,6 +22,9 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts', 'test/cluster/**/*.test.ts'],
           fileParallelism: false,
+          env: { KUBECONFIG: kubeconfig },
+          // Memory tests compare the heap after a full collection.
+          execArgv: ['--expose-gc'],
           testTimeout: 120_000,
           hookTimeout: 300_000,
         },

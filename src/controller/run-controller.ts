@@ -9,9 +9,9 @@ import type { Logger } from 'pino';
 import {
   GROUP,
   LABEL_MANAGED_BY,
-  LABEL_RUN,
   MANAGED_BY_VALUE,
   Reasons,
+  SANDBOXRUN_KIND,
   SANDBOXRUN_PLURAL,
   VERSION,
   isTerminalPhase,
@@ -58,8 +58,9 @@ export class SandboxRunController {
     });
     d.runs.onChange((obj) => this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? '')));
     d.pods.onChange((pod) => {
-      const run = pod.metadata?.labels?.[LABEL_RUN];
-      if (run && pod.metadata?.namespace) this.queue.add(runKey(pod.metadata.namespace, run));
+      // The owner reference has the run's full name (the run label may be shortened to 63 chars).
+      const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === SANDBOXRUN_KIND);
+      if (owner && pod.metadata?.namespace) this.queue.add(runKey(pod.metadata.namespace, owner.name));
     });
   }
 

@@ -11,19 +11,30 @@ export class CappedOutput {
 
   constructor(private readonly capChars: number) {}
 
-  /** Adds raw bytes; returns the newly decoded text (for streaming), '' when nothing new. */
+  /**
+   * Adds raw bytes; returns the newly kept text (for streaming), '' when nothing new. Past the
+   * cap, bytes are only counted: not even decoded, so 1 GB of output costs no garbage either.
+   */
   push(chunk: Buffer): string {
     this.bytes += chunk.length;
-    const text = this.decoder.write(chunk);
+    if (this.cut) return '';
+    const room = this.capChars - this.kept.length;
+    // A UTF-8 character is at least one byte: decoding more than `room` bytes is never needed.
+    const part = chunk.length > room + 4 ? chunk.subarray(0, room + 4) : chunk;
+    const text = this.decoder.write(part);
+    const before = this.kept.length;
     this.keep(text);
-    return text;
+    if (part !== chunk) this.cut = true;
+    return this.kept.slice(before);
   }
 
   /** Flushes a trailing partial UTF-8 sequence. */
   end(): string {
+    if (this.cut) return '';
     const text = this.decoder.end();
+    const before = this.kept.length;
     this.keep(text);
-    return text;
+    return this.kept.slice(before);
   }
 
   private keep(text: string): void {

@@ -121,6 +121,9 @@ export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
+      // The pause container becomes PID 1 and reaps orphans: a process killed at the timeout
+      // whose parent already died must not stay behind as a zombie of `sleep`.
+      shareProcessNamespace: true,
       hostNetwork: false,
       hostPID: false,
       hostIPC: false,

@@ -70,6 +70,7 @@ describe('buildRunPod', () => {
     ['spec.restartPolicy', 'Never'],
     ['spec.automountServiceAccountToken', false],
     ['spec.enableServiceLinks', false],
+    ['spec.shareProcessNamespace', true],
     ['spec.hostNetwork', false],
     ['spec.hostPID', false],
     ['spec.hostIPC', false],
