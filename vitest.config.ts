@@ -20,12 +20,22 @@ export default defineConfig({
       {
         test: {
           name: 'e2e',
-          include: ['test/e2e/**/*.test.ts', 'test/cluster/**/*.test.ts'],
+          include: ['test/e2e/**/*.test.ts', 'test/cluster/cluster.test.ts'],
           fileParallelism: false,
           env: { KUBECONFIG: kubeconfig },
           // Memory tests compare the heap after a full collection.
           execArgv: ['--expose-gc'],
           testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        test: {
+          name: 'cluster-lifecycle',
+          include: ['test/cluster/lifecycle.test.ts'],
+          fileParallelism: false,
+          env: { KUBECONFIG: kubeconfig },
+          testTimeout: 300_000,
           hookTimeout: 300_000,
         },
       },

@@ -21,7 +21,7 @@ import {
 import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
-import { ResilientInformer } from './informer.js';
+import type { ResilientInformer } from './informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from './run-executor.js';
 import { failedStatus, lostAfterMs, ttlRemainingMs } from './status.js';

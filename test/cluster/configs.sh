@@ -7,8 +7,15 @@ IP="$(node_ip)"
 mkdir -p "$CLUSTER_DIR"/{containerd,cni/net.d,cni/ipam,kubelet,config} "$RUN/containerd"
 
 b64() { base64 -w0 < "$1"; }
+# write_file PATH: stdin → PATH, touching PATH only when the content changed. Running daemons
+# watch some of these files (kube-proxy exits when its config file is rewritten).
+write_file() {
+  local tmp="$1.new"
+  cat > "$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
 # A kubeconfig with embedded credentials, so it can be copied elsewhere and still work.
-cat > "$KUBECONFIG_OUT.tmp" <<YAML
+write_file "$KUBECONFIG_OUT" <<YAML
 apiVersion: v1
 kind: Config
 clusters:
@@ -26,10 +33,9 @@ contexts:
   context: { cluster: codemode-test, user: codemode-admin }
 current-context: codemode-test
 YAML
-mv "$KUBECONFIG_OUT.tmp" "$KUBECONFIG_OUT"
 chmod 600 "$KUBECONFIG_OUT"
 
-cat > "$CLUSTER_DIR/config/containerd.toml" <<TOML
+write_file "$CLUSTER_DIR/config/containerd.toml" <<TOML
 version = 2
 root = "$CLUSTER_DIR/containerd/root"
 state = "$CLUSTER_DIR/containerd/state"
@@ -53,7 +59,7 @@ state = "$CLUSTER_DIR/containerd/state"
     conf_dir = "$CLUSTER_DIR/cni/net.d"
 TOML
 
-cat > "$CLUSTER_DIR/cni/net.d/10-codemode.conflist" <<JSON
+write_file "$CLUSTER_DIR/cni/net.d/10-codemode.conflist" <<JSON
 {
   "cniVersion": "0.4.0",
   "name": "codemode",
@@ -76,7 +82,7 @@ cat > "$CLUSTER_DIR/cni/net.d/10-codemode.conflist" <<JSON
 }
 JSON
 
-cat > "$CLUSTER_DIR/config/kubelet.yaml" <<YAML
+write_file "$CLUSTER_DIR/config/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # These machines mount cgroup v1, which Kubernetes 1.34 refuses unless told otherwise.
@@ -105,7 +111,7 @@ evictionHard: { memory.available: "100Mi", nodefs.available: "1%", imagefs.avail
 staticPodPath: ""
 YAML
 
-cat > "$CLUSTER_DIR/config/kube-proxy.yaml" <<YAML
+write_file "$CLUSTER_DIR/config/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `npm test`: everything CI runs. Static checks and unit tests first (fast, no cluster), then the
+# real single-node cluster (built on first use — see test/cluster/), the end-to-end suites
+# against it, and finally the cluster scripts' own lifecycle test. Ends with one summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$PATH"
+REPORTS="$(mktemp -d)"
+trap 'rm -rf "$REPORTS"' EXIT
+
+node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<22||(a===22&&b<19)) { console.error(`Node ${process.version} is too old: run npm ci (it installs Node 22 into node_modules/.bin).`); process.exit(1) }'
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "static checks: types, lint, generated CRDs"
+tsc -p tsconfig.json --noEmit
+eslint .
+tsx scripts/gen-crds.ts --check
+
+run_vitest() {
+  local name="$1"; shift
+  vitest run "$@" --reporter=default --reporter=json --outputFile.json="$REPORTS/$name.json"
+}
+
+step "unit tests"
+run_vitest unit --project unit
+
+step "test cluster: bring up (first run builds Kubernetes, kube-router, Helm and images)"
+bash test/cluster/up.sh
+export KUBECONFIG="${CODEMODE_CACHE:-$HOME/.cache/codemode}/cluster/kubeconfig"
+"${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" apply --server-side --force-conflicts -f crds/ >/dev/null
+"${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" wait --for=condition=Established crd/sandboxruns.codemode.dev --timeout=60s >/dev/null
+
+step "end-to-end tests on the test cluster"
+status=0
+run_vitest e2e --project e2e || status=$?
+
+step "cluster lifecycle (down/up)"
+run_vitest lifecycle --project cluster-lifecycle || status=$?
+
+node test/summary.mjs "$REPORTS"/*.json
+exit "$status"
