@@ -31,6 +31,10 @@ export KUBECONFIG="${CODEMODE_CACHE:-$HOME/.cache/codemode}/cluster/kubeconfig"
 "${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" apply --server-side --force-conflicts -f crds/ >/dev/null
 "${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" wait --for=condition=Established crd/sandboxruns.codemode.dev --timeout=60s >/dev/null
 
+step "gateway image (built from this checkout, for the deploy/ manifest test)"
+bash test/cluster/images/build.sh gateway
+(source test/cluster/lib.sh && bash test/cluster/images/import.sh "$CONTAINERD_SOCK")
+
 step "end-to-end tests on the test cluster"
 status=0
 run_vitest e2e --project e2e || status=$?

@@ -19,7 +19,7 @@ const MAX_MCP_BODY_BYTES = 8 * 1024 * 1024;
 export function createApp(deps: GatewayDeps): Hono {
   const logger = deps.logger.child({ component: 'gateway' });
   const mcp = createMcpHandler(() => buildMcpServer(deps), {
-    // Room for the largest legal call (256 KiB code + 1 MiB stdin) even when JSON escaping of
+    // Room for the largest legal call (256 KiB code + 256 KiB stdin) even when JSON escaping of
     // control characters inflates it; the SDK's 4 MiB default could refuse a valid request.
     maxRequestBodySize: MAX_MCP_BODY_BYTES,
     // Called for requests the SDK refused (bad content type, unknown protocol version, ...):

@@ -129,7 +129,7 @@ describe('parseSandboxRun', () => {
     ['bad cpu', { code: 'x', resources: { cpu: '1 core' } }, 'spec.resources.cpu must be a Kubernetes quantity'],
     ['bad memory', { code: 'x', resources: { memory: '-1Gi' } }, 'spec.resources.memory must be a Kubernetes quantity'],
     ['negative ttl', { code: 'x', ttlSecondsAfterFinished: -1 }, 'spec.ttlSecondsAfterFinished must be at least 0'],
-    ['huge stdin', { code: 'x', stdin: 'a'.repeat(1048577) }, 'spec.stdin must be at most 1048576'],
+    ['huge stdin', { code: 'x', stdin: 'a'.repeat(262145) }, 'spec.stdin must be at most 262144'],
   ])('rejects %s', (_name, spec, expected) => {
     const result = parseSandboxRun(run(spec));
     expect(result.ok).toBe(false);

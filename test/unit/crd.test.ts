@@ -51,7 +51,7 @@ describe('SandboxRun CRD', () => {
     ['language', { type: 'string', default: 'python', enum: ['python', 'bash', 'sh', 'node', 'javascript'] }],
     ['code', { type: 'string', minLength: 1, maxLength: 262144 }],
     ['timeoutSeconds', { type: 'integer', default: 30, minimum: 1, maximum: 3600 }],
-    ['stdin', { type: 'string', maxLength: 1048576 }],
+    ['stdin', { type: 'string', maxLength: 262144 }],
     ['ttlSecondsAfterFinished', { type: 'integer', minimum: 0 }],
   ])('spec.%s carries its enum, default and bounds', (name, expected) => {
     expect(props(spec)[name]).toMatchObject(expected);

@@ -13,7 +13,9 @@ export const SANDBOXRUN_PLURAL = 'sandboxruns';
 /** Upper bound of spec.code in bytes. The admin config may lower it, never raise it. */
 export const MAX_CODE_BYTES_HARD = 262144;
 /** Upper bound of spec.stdin in bytes. */
-export const MAX_STDIN_BYTES = 1048576;
+// With 256 KiB of code and two capped output streams, one object stays well inside etcd's
+// 1.5 MiB request limit.
+export const MAX_STDIN_BYTES = 262144;
 export const MAX_TIMEOUT_SECONDS_HARD = 3600;
 
 /**

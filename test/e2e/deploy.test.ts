@@ -1,0 +1,65 @@
+// The shipped raw manifests (deploy/) with the locally built gateway image: the operator runs
+// in-cluster with only its namespaced RBAC, becomes Ready, and serves execute_code over MCP.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect } from './helpers/operator.js';
+
+const k = testKube();
+const ns = `deploy-${Date.now().toString(36)}`;
+const kubectl = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin/kubernetes-v1.34.9/kubectl');
+let forward: ChildProcess | undefined;
+let base = '';
+
+/** The manifest, moved into a throwaway namespace. */
+function manifests(): KubernetesObject[] {
+  return parseAllDocuments(readFileSync('deploy/codemode-operator.yaml', 'utf8')).map((d) => {
+    const obj = d.toJS() as KubernetesObject & { subjects?: Array<{ namespace?: string }> };
+    if (obj.kind === 'Namespace') obj.metadata = { ...obj.metadata, name: ns };
+    else obj.metadata = { ...obj.metadata, namespace: ns };
+    obj.subjects?.forEach((s) => (s.namespace = ns));
+    return obj;
+  });
+}
+
+beforeAll(async () => {
+  const api = KubernetesObjectApi.makeApiClient(k.kc);
+  for (const obj of manifests()) await api.create(obj);
+  await until(async () => {
+    const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/name=codemode-operator' });
+    return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  }, 120_000, 'the operator Deployment to be Ready');
+  forward = spawn(kubectl, ['port-forward', '-n', ns, 'svc/codemode-operator', ':8080'], { env: process.env });
+  base = await new Promise<string>((resolve, reject) => {
+    forward?.stdout?.on('data', (b: Buffer) => {
+      const m = /Forwarding from 127\.0\.0\.1:(\d+)/.exec(b.toString());
+      if (m) resolve(`http://127.0.0.1:${m[1]}`);
+    });
+    forward?.on('exit', (code) => reject(new Error(`kubectl port-forward exited with ${code}`)));
+  });
+});
+afterAll(async () => {
+  forward?.kill();
+  await deleteNamespace(k, ns);
+});
+
+describe('deploy/codemode-operator.yaml', () => {
+  it('serves execute_code from inside the cluster', async () => {
+    const client = await connect(`${base}/mcp`, 'current');
+    const r = await client.callTool('execute_code', { code: 'print(6 * 7)' });
+    await client.close();
+    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n', exit_code: 0 });
+  });
+
+  it('exposes Prometheus metrics with closed-set labels', async () => {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    expect(text).toMatch(/codemode_runs_total\{phase="Succeeded",reason="Succeeded",runtime="python"\} 1/);
+    expect(text).toContain('controller_runtime_reconcile_total');
+    expect(text).not.toMatch(/run-[a-z0-9]{10}/);
+  });
+});
