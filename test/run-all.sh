@@ -16,6 +16,7 @@ step "static checks: types, lint, generated CRDs"
 tsc -p tsconfig.json --noEmit
 eslint .
 tsx scripts/gen-crds.ts --check
+tsx scripts/gen-docs.ts --check
 
 run_vitest() {
   local name="$1"; shift
