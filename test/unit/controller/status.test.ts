@@ -1,0 +1,132 @@
+import { describe, expect, it } from 'vitest';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
+import {
+  classifyExecution,
+  completedStatus,
+  failedStatus,
+  lostAfterMs,
+  podState,
+  runningStatus,
+  setCondition,
+  ttlRemainingMs,
+  type ExecutionFacts,
+} from '../../../src/controller/status.js';
+
+const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi' };
+const now = new Date('2026-11-22T10:00:00.000Z');
+
+function run(status?: SandboxRun['status'], spec: Partial<SandboxRun['spec']> = {}): SandboxRun {
+  return {
+    apiVersion: 'codemode.dev/v1alpha1',
+    kind: 'SandboxRun',
+    metadata: { name: 'r', namespace: 'ns', uid: 'u1', generation: 1, creationTimestamp: '2026-11-22T09:59:00Z' },
+    spec: { language: 'python', code: 'print(1)', timeoutSeconds: 30, ...spec },
+    status,
+  };
+}
+
+const facts = (f: Partial<ExecutionFacts>): ExecutionFacts => ({ timedOut: false, oomKilled: false, runnerReported: true, watchdogFired: false, podGone: false, ...f });
+
+describe('classifyExecution', () => {
+  it.each([
+    ['exit 0', facts({ exitCode: 0 }), 'Succeeded', 'Succeeded', 0],
+    ['exit 2', facts({ exitCode: 2 }), 'Failed', 'NonZeroExit', 2],
+    ['runner saw the deadline', facts({ exitCode: 124, timedOut: true }), 'TimedOut', 'DeadlineExceeded', 124],
+    ['OOM kill', facts({ exitCode: 137, oomKilled: true }), 'Failed', 'OOMKilled', 137],
+    ['OOM of a child, program still exited 0', facts({ exitCode: 0, oomKilled: true }), 'Succeeded', 'Succeeded', 0],
+    ['watchdog, no trailer', facts({ runnerReported: false, watchdogFired: true, execError: 'no result' }), 'TimedOut', 'DeadlineExceeded', undefined],
+    ['pod deleted mid-run', facts({ runnerReported: false, podGone: true, execError: 'closed' }), 'Failed', 'PodDeleted', undefined],
+    ['exec transport failure', facts({ runnerReported: false, execError: 'connection refused' }), 'Failed', 'ExecFailed', undefined],
+    ['runner killed by SIGKILL', facts({ runnerReported: false, exitCode: 137 }), 'Failed', 'OOMKilled', 137],
+    ['runner died otherwise', facts({ runnerReported: false, exitCode: 125 }), 'Failed', 'ExecFailed', 125],
+  ])('%s', (_name, f, phase, reason, exitCode) => {
+    const c = classifyExecution(f, 30, limits);
+    expect(c).toMatchObject({ phase, reason });
+    expect(c.exitCode).toBe(exitCode);
+    expect(c.message.length).toBeGreaterThan(10);
+  });
+
+  it('says how to fix a timeout and an OOM kill', () => {
+    expect(classifyExecution(facts({ exitCode: 124, timedOut: true }), 5, limits).message).toMatch(/timeoutSeconds=5.*maximum 300/);
+    expect(classifyExecution(facts({ exitCode: 137, oomKilled: true }), 5, limits).message).toMatch(/512Mi.*resources.memory.*2Gi/);
+  });
+});
+
+describe('setCondition', () => {
+  const base = { type: 'Ready', status: 'True' as const, reason: 'PodRunning', message: '' };
+  it('adds, replaces, and keeps the transition time when the status is unchanged', () => {
+    const a = setCondition(undefined, base, new Date('2026-01-01T00:00:00Z'));
+    expect(a).toEqual([{ ...base, lastTransitionTime: '2026-01-01T00:00:00.000Z' }]);
+    const b = setCondition(a, { ...base, message: 'again' }, new Date('2026-01-02T00:00:00Z'));
+    expect(b[0]?.lastTransitionTime).toBe('2026-01-01T00:00:00.000Z');
+    const c = setCondition(b, { ...base, status: 'False' }, new Date('2026-01-03T00:00:00Z'));
+    expect(c).toHaveLength(1);
+    expect(c[0]?.lastTransitionTime).toBe('2026-01-03T00:00:00.000Z');
+  });
+});
+
+describe('status computation', () => {
+  it('running, then completed, keeps startTime and computes the duration', () => {
+    const started = new Date('2026-11-22T09:59:58.000Z');
+    const r1 = run(runningStatus(run(), 'sbr-r', started, started));
+    expect(r1.status).toMatchObject({ phase: 'Running', podName: 'sbr-r', observedGeneration: 1 });
+    const s = completedStatus(r1, { phase: 'Succeeded', reason: 'Succeeded', message: 'ok', exitCode: 0 }, { stdout: '1\n', stderr: '', stdoutBytes: 2, stderrBytes: 0, truncated: false }, { start: new Date(0), end: now });
+    expect(s).toMatchObject({ phase: 'Succeeded', exitCode: 0, stdout: '1\n', durationMs: 2000, startTime: started.toISOString(), completionTime: now.toISOString() });
+    expect(s.conditions?.map((c) => [c.type, c.status])).toEqual([
+      ['Ready', 'False'],
+      ['Complete', 'True'],
+    ]);
+  });
+
+  it('is a pure function: the same input gives the same status', () => {
+    const a = failedStatus(run(), 'InvalidSpec', 'bad', now);
+    const b = failedStatus(run(), 'InvalidSpec', 'bad', now);
+    expect(a).toEqual(b);
+    expect(a).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: 'bad' });
+  });
+});
+
+function pod(p: Partial<V1Pod['status']> & { deleting?: boolean }): V1Pod {
+  const { deleting, ...status } = p;
+  return { metadata: { name: 'p', ...(deleting ? { deletionTimestamp: now } : {}) }, status };
+}
+
+describe('podState', () => {
+  it.each([
+    ['ready', pod({ phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] }), 'ready', undefined],
+    ['running, not ready yet', pod({ phase: 'Running', conditions: [{ type: 'Ready', status: 'False' }] }), 'pending', undefined],
+    ['just created', pod({}), 'pending', undefined],
+    ['image missing', pod({ phase: 'Pending', containerStatuses: [{ name: 'sandbox', image: 'x:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImageNeverPull' } } }] }), 'failed', 'ImageNotFound'],
+    ['image pull backoff', pod({ phase: 'Pending', containerStatuses: [{ name: 'sandbox', image: 'x:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ImagePullBackOff' } } }] }), 'failed', 'ImageNotFound'],
+    ['oom killed', pod({ phase: 'Failed', containerStatuses: [{ name: 'sandbox', image: 'x', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, reason: 'OOMKilled' } } }] }), 'failed', 'OOMKilled'],
+    ['deadline', pod({ phase: 'Failed', reason: 'DeadlineExceeded' }), 'failed', 'PodFailed'],
+    ['being deleted', pod({ phase: 'Running', deleting: true }), 'failed', 'PodDeleted'],
+  ])('%s', (_name, p, kind, reason) => {
+    const s = podState(p);
+    expect(s.kind).toBe(kind);
+    if (reason) expect(s).toMatchObject({ reason });
+  });
+
+  it('explains an unschedulable pod', () => {
+    const s = podState(pod({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes: Insufficient memory' }] }));
+    expect(s).toEqual({ kind: 'pending', message: 'Unschedulable: 0/1 nodes: Insufficient memory' });
+  });
+});
+
+describe('time math', () => {
+  it.each([
+    ['not finished', undefined, undefined, undefined],
+    ['default TTL, just finished', '2026-11-22T10:00:00.000Z', undefined, 3_600_000],
+    ['spec TTL, expired', '2026-11-22T09:59:00.000Z', 30, -30_000],
+    ['TTL 0', '2026-11-22T10:00:00.000Z', 0, 0],
+  ])('ttlRemainingMs: %s', (_name, completionTime, ttl, expected) => {
+    const r = run(completionTime ? { phase: 'Succeeded', completionTime } : undefined, ttl === undefined ? {} : { ttlSecondsAfterFinished: ttl });
+    expect(ttlRemainingMs(r, 3600, now)).toBe(expected);
+  });
+
+  it('lostAfterMs: start-up allowance + timeout + a minute after creation', () => {
+    // created 09:59:00, budget 120 + 30 + 60 s → 10:02:30, i.e. 150 s after "now".
+    expect(lostAfterMs(run(), 120, now)).toBe(150_000);
+  });
+});

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { exitCodeFromStatus, shortenExecError } from '../../../src/exec/exec.js';
+import { RUNNER_SCRIPT, newNonce, parseTrailer, runnerCommand, stripTrailer } from '../../../src/exec/runner.js';
+
+const nonce = 'cm0123456789abcdef';
+
+describe('runnerCommand', () => {
+  it('passes only fixed words and numbers on the command line, never the code', () => {
+    const cmd = runnerCommand('python', 30, 1234, nonce);
+    expect(cmd).toEqual(['/bin/sh', '-c', RUNNER_SCRIPT, 'codemode-runner', 'python', '30', '1234', nonce]);
+  });
+
+  it('makes a new nonce every time', () => {
+    expect(newNonce()).not.toBe(newNonce());
+    expect(newNonce()).toMatch(/^cm[0-9a-f]{16}$/);
+  });
+});
+
+describe('parseTrailer', () => {
+  it.each([
+    [`out\x1e${nonce} 0 0 0\n`, { exitCode: 0, timedOut: false, oomKilled: false }],
+    [`\x1e${nonce} 3 0 0\n`, { exitCode: 3, timedOut: false, oomKilled: false }],
+    [`x\x1e${nonce} 124 1 0\n`, { exitCode: 124, timedOut: true, oomKilled: false }],
+    [`\x1e${nonce} 137 0 1\n`, { exitCode: 137, timedOut: false, oomKilled: true }],
+  ])('reads %j', (tail, expected) => {
+    expect(parseTrailer(Buffer.from(tail, 'latin1'), nonce)).toMatchObject(expected);
+  });
+
+  it.each([
+    ['no trailer', 'just stderr\n'],
+    ['another nonce (forged by the program)', `\x1ecmffffffffffffffff 0 0 0\n`],
+    ['text after the trailer', `\x1e${nonce} 0 0 0\nmore`],
+    ['cut trailer', `\x1e${nonce} 0 0`],
+  ])('ignores %s', (_what, tail) => {
+    expect(parseTrailer(Buffer.from(tail, 'latin1'), nonce)).toBeUndefined();
+  });
+
+  it('reports the trailer size so it can be taken off the byte count', () => {
+    expect(parseTrailer(Buffer.from(`err\n\x1e${nonce} 1 0 0\n`), nonce)?.bytes).toBe(`\x1e${nonce} 1 0 0\n`.length);
+  });
+});
+
+describe('stripTrailer', () => {
+  it.each([
+    [`boom\n\x1e${nonce} 1 0 0\n`, 'boom\n'],
+    [`boom\n\x1e${nonce.slice(0, 5)}`, 'boom\n'],
+    ['plain\n', 'plain\n'],
+    ['user \x1e record separator', 'user \x1e record separator'],
+  ])('%j → %j', (input, output) => {
+    expect(stripTrailer(input, nonce)).toBe(output);
+  });
+});
+
+describe('exitCodeFromStatus', () => {
+  it.each([
+    [{ status: 'Success' }, { exitCode: 0 }],
+    [{ status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: '42' }] } }, { exitCode: 42 }],
+    [{ status: 'Failure', reason: 'InternalError', message: 'container not found' }, { error: 'container not found' }],
+  ])('%j', (status, expected) => {
+    expect(exitCodeFromStatus(status)).toEqual(expected);
+  });
+});
+
+describe('shortenExecError', () => {
+  it('drops the exec URL (it quotes the whole runner script)', () => {
+    const msg = `error sending request: Post "https://node:10250/exec/ns/pod/c?command=${'x'.repeat(2000)}": dial tcp: no such host`;
+    expect(shortenExecError(msg)).toBe('error sending request: Post "<kubelet exec URL>": dial tcp: no such host');
+  });
+});
