@@ -3,12 +3,13 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderSandboxRunCrdYaml } from '../src/api/v1alpha1/index.js';
+import { renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml } from '../src/api/v1alpha1/index.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 const outputs: Array<{ path: string; render: () => string }> = [
   { path: resolve(repoRoot, 'crds/codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
+  { path: resolve(repoRoot, 'crds/codemode.dev_sandboxsessions.yaml'), render: renderSandboxSessionCrdYaml },
 ];
 
 async function readIfExists(path: string): Promise<string | undefined> {

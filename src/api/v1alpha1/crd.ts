@@ -1,4 +1,4 @@
-// Builds the SandboxRun CustomResourceDefinition from the zod schemas, so enums, defaults,
+// Builds the CustomResourceDefinitions (SandboxRun, SandboxSession) from the zod schemas, so enums, defaults,
 // bounds and descriptions (`kubectl explain`) cannot drift from what the code validates.
 // scripts/gen-crds.ts writes the result to crds/; nothing else should hand-edit it.
 import { stringify } from 'yaml';
@@ -12,6 +12,12 @@ import {
   SandboxRunStatusSchema,
   VERSION,
 } from './sandboxrun.js';
+import {
+  SANDBOXSESSION_KIND,
+  SANDBOXSESSION_PLURAL,
+  SandboxSessionSpecSchema,
+  SandboxSessionStatusSchema,
+} from './sandboxsession.js';
 
 /** A node of an OpenAPI v3 schema as plain JSON. */
 export type JsonSchema = { [key: string]: unknown };
@@ -109,12 +115,22 @@ function schemaOf(schema: z.ZodType, description: string, path: string): JsonSch
   return { description, ...toStructural(json, path) };
 }
 
-/** The openAPIV3Schema of the SandboxRun CRD. */
-export function buildSandboxRunOpenApiSchema(): JsonSchema {
+interface KindDefinition {
+  kind: string;
+  plural: string;
+  shortNames: string[];
+  description: string;
+  specSchema: z.ZodType;
+  specDescription: string;
+  statusSchema: z.ZodType;
+  statusDescription: string;
+  printerColumns: PrinterColumn[];
+}
+
+function openApiSchema(d: KindDefinition): JsonSchema {
   return {
     type: 'object',
-    description:
-      'SandboxRun executes one piece of code in a fresh, hardened sandbox pod and records its output and exit status.',
+    description: d.description,
     properties: {
       apiVersion: {
         type: 'string',
@@ -122,17 +138,43 @@ export function buildSandboxRunOpenApiSchema(): JsonSchema {
       },
       kind: {
         type: 'string',
-        description: `Kind is the REST resource this object represents (${SANDBOXRUN_KIND}).`,
+        description: `Kind is the REST resource this object represents (${d.kind}).`,
       },
       metadata: { type: 'object' },
-      spec: schemaOf(SandboxRunSpecSchema, 'What to run: the code, its language and limits.', '$.spec'),
-      status: schemaOf(
-        SandboxRunStatusSchema,
-        'Observed state of the run, written by the controller.',
-        '$.status',
-      ),
+      spec: schemaOf(d.specSchema, d.specDescription, '$.spec'),
+      status: schemaOf(d.statusSchema, d.statusDescription, '$.status'),
     },
     required: ['spec'],
+  };
+}
+
+function buildCrd(d: KindDefinition): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${d.plural}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: d.kind,
+        listKind: `${d.kind}List`,
+        plural: d.plural,
+        singular: d.kind.toLowerCase(),
+        shortNames: d.shortNames,
+        categories: ['codemode'],
+      },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: d.printerColumns,
+          schema: { openAPIV3Schema: openApiSchema(d) },
+        },
+      ],
+    },
   };
 }
 
@@ -157,35 +199,53 @@ export const SANDBOXRUN_PRINTER_COLUMNS: PrinterColumn[] = [
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' },
 ];
 
+const SANDBOXRUN_DEFINITION: KindDefinition = {
+  kind: SANDBOXRUN_KIND,
+  plural: SANDBOXRUN_PLURAL,
+  shortNames: ['sbr'],
+  description:
+    'SandboxRun executes one piece of code in a fresh, hardened sandbox pod (or in a SandboxSession) and records its output and exit status.',
+  specSchema: SandboxRunSpecSchema,
+  specDescription: 'What to run: the code, its language and limits.',
+  statusSchema: SandboxRunStatusSchema,
+  statusDescription: 'Observed state of the run, written by the controller.',
+  printerColumns: SANDBOXRUN_PRINTER_COLUMNS,
+};
+
+/** The openAPIV3Schema of the SandboxRun CRD. */
+export function buildSandboxRunOpenApiSchema(): JsonSchema {
+  return openApiSchema(SANDBOXRUN_DEFINITION);
+}
+
 /** The SandboxRun CustomResourceDefinition as a plain object, ready to serialize or apply. */
 export function buildSandboxRunCrd(): CustomResourceDefinition {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${SANDBOXRUN_PLURAL}.${GROUP}` },
-    spec: {
-      group: GROUP,
-      names: {
-        kind: SANDBOXRUN_KIND,
-        listKind: `${SANDBOXRUN_KIND}List`,
-        plural: SANDBOXRUN_PLURAL,
-        singular: SANDBOXRUN_KIND.toLowerCase(),
-        shortNames: ['sbr'],
-        categories: ['codemode'],
-      },
-      scope: 'Namespaced',
-      versions: [
-        {
-          name: VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: SANDBOXRUN_PRINTER_COLUMNS,
-          schema: { openAPIV3Schema: buildSandboxRunOpenApiSchema() },
-        },
-      ],
-    },
-  };
+  return buildCrd(SANDBOXRUN_DEFINITION);
+}
+
+export const SANDBOXSESSION_PRINTER_COLUMNS: PrinterColumn[] = [
+  { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Lifecycle phase of the session.' },
+  { name: 'Language', type: 'string', jsonPath: '.spec.language', description: 'Language of the interpreter.' },
+  { name: 'Runs', type: 'integer', jsonPath: '.status.runCount', description: 'Calls executed in the session.' },
+  { name: 'Last-Activity', type: 'date', jsonPath: '.status.lastActivityTime', description: 'Time since the last call.' },
+  { name: 'Expires', type: 'string', jsonPath: '.status.expiresAt', description: 'When an idle session is deleted.', priority: 1 },
+  { name: 'Pod', type: 'string', jsonPath: '.status.podName', description: 'Sandbox pod.', priority: 1 },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' },
+];
+
+/** The SandboxSession CustomResourceDefinition. */
+export function buildSandboxSessionCrd(): CustomResourceDefinition {
+  return buildCrd({
+    kind: SANDBOXSESSION_KIND,
+    plural: SANDBOXSESSION_PLURAL,
+    shortNames: ['sbs'],
+    description:
+      'SandboxSession keeps an interpreter alive in a hardened sandbox pod between calls; it is deleted when idle past idleTimeoutSeconds or older than maxLifetimeSeconds.',
+    specSchema: SandboxSessionSpecSchema,
+    specDescription: 'The interpreter language and the session\'s lifetime limits.',
+    statusSchema: SandboxSessionStatusSchema,
+    statusDescription: 'Observed state of the session, written by the controller and the gateway.',
+    printerColumns: SANDBOXSESSION_PRINTER_COLUMNS,
+  });
 }
 
 export const CRD_FILE_HEADER = '# GENERATED from src/api by npm run gen:crds — DO NOT EDIT';
@@ -194,4 +254,9 @@ export const CRD_FILE_HEADER = '# GENERATED from src/api by npm run gen:crds —
 export function renderSandboxRunCrdYaml(): string {
   // lineWidth 0: never fold long descriptions or patterns, so the output is stable and greppable.
   return `${CRD_FILE_HEADER}\n${stringify(buildSandboxRunCrd(), { lineWidth: 0 })}`;
+}
+
+/** The exact text of crds/codemode.dev_sandboxsessions.yaml. */
+export function renderSandboxSessionCrdYaml(): string {
+  return `${CRD_FILE_HEADER}\n${stringify(buildSandboxSessionCrd(), { lineWidth: 0 })}`;
 }

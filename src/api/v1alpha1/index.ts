@@ -1,5 +1,6 @@
 // Public surface of the codemode.dev/v1alpha1 API. Import from here, not from the files.
 export * from './sandboxrun.js';
+export * from './sandboxsession.js';
 export * from './conditions.js';
 export * from './labels.js';
 export * from './crd.js';

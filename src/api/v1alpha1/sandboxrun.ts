@@ -100,6 +100,16 @@ export const SandboxRunSpecSchema = z.object({
   resources: RunResourcesSchema.optional().describe(
     'Resource limits of the sandbox container. Each must be within the administrator\'s bounds.',
   ),
+  session: z
+    .string()
+    .max(253)
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+      error: 'must be the name of a SandboxSession in the same namespace',
+    })
+    .optional()
+    .describe(
+      'Name of a SandboxSession in the same namespace to run the code in, keeping its interpreter state. Its language must match. Without it, the code runs in a fresh single-use pod.',
+    ),
   ttlSecondsAfterFinished: z
     .int()
     .min(0)
