@@ -27,6 +27,7 @@ async function main(): Promise<void> {
 
   const app = createApp({
     runService: operator.runService,
+    sessions: operator.sessionService,
     logger: log,
     isReady: () => ready,
     options: {

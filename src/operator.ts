@@ -16,12 +16,20 @@ import { SandboxRunController, podSelector } from './controller/run-controller.j
 import { apiErrorMessage, isNotFound, type KubeClients } from './kube/clients.js';
 import type { Metrics } from './metrics/registry.js';
 import { KubeRunService } from './runs/kube-run-service.js';
+import { RuntimeConfigMapGuard } from './controller/runtime-guard.js';
+import { SandboxSessionController } from './controller/session-controller.js';
+import { KernelConnections } from './exec/kernel.js';
+import { findRuntimeDir, readRuntimeFiles } from './sessions/runtime-files.js';
+import { SessionService } from './sessions/service.js';
+import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 
 export interface Operator {
   identity: string;
   executor: RunExecutor;
   controller: SandboxRunController;
   runService: KubeRunService;
+  sessionService: SessionService;
+  sessionController: SandboxSessionController;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -55,29 +63,74 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log.child({ informer: 'pods' }),
     podSelector(),
   );
+  const policies = new NetworkPolicyGuard(clients, log);
+  const events = new EventRecorder(clients.events, identity, log);
   const executor = new RunExecutor({
     clients,
     opts,
     pods: new PodWatcher(pods),
-    policies: new NetworkPolicyGuard(clients, log),
-    events: new EventRecorder(clients.events, identity, log),
+    policies,
+    events,
     log: log.child({ controller: 'sandboxrun' }),
     metrics: metrics?.runs,
   });
   const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics });
+
+  const sessions = new ResilientInformer<KubernetesObject>(
+    clients.kc,
+    `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXSESSION_PLURAL}`,
+    () =>
+      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL }) as Promise<
+        KubernetesListObject<KubernetesObject>
+      >,
+    log.child({ informer: 'sandboxsessions' }),
+  );
+  const runtimeDir = findRuntimeDir();
+  const runtimeFiles = runtimeDir ? readRuntimeFiles(runtimeDir) : {};
+  if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
+  const sessionController = new SandboxSessionController({
+    clients,
+    opts,
+    log: log.child({ controller: 'sandboxsession' }),
+    sessions,
+    pods,
+    policies,
+    runtime: new RuntimeConfigMapGuard(clients, runtimeFiles, log),
+    runtimePaths: Object.keys(runtimeFiles),
+    events,
+    metrics,
+  });
+  const kernels = new KernelConnections(clients.exec);
+  const sessionService = new SessionService(
+    clients,
+    sessions,
+    kernels,
+    {
+      namespace: ns,
+      outputCapChars: config.outputCapChars,
+      maxFileBytes: config.maxFileBytes,
+      sessionMaxIdleTimeoutSeconds: config.sessionMaxIdleTimeoutSeconds,
+      sessionMaxLifetimeSeconds: config.sessionMaxLifetimeSeconds,
+      startupTimeoutSeconds: config.podStartupTimeoutSeconds,
+    },
+    log.child({ component: 'sessions' }),
+  );
+
   const runService = new KubeRunService(clients, executor, {
     namespace: ns,
     identity,
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     maxTimeoutSeconds: config.maxTimeoutSeconds,
     maxCodeBytes: config.maxCodeBytes,
-  });
+  }, sessionService);
 
   return {
     identity,
     executor,
     controller,
     runService,
+    sessionService,
+    sessionController,
     async start(): Promise<void> {
       try {
         await runs.start();
@@ -90,13 +143,25 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
         }
         throw new Error(`Cannot list SandboxRuns in namespace ${ns}: ${apiErrorMessage(err)}`, { cause: err });
       }
+      await sessions.start().catch((err: unknown) => {
+        throw new Error(
+          isNotFound(err)
+            ? 'The SandboxSession CRD is not installed in this cluster. Install it with: kubectl apply -f crds/'
+            : `Cannot list SandboxSessions in namespace ${ns}: ${apiErrorMessage(err)}`,
+          { cause: err },
+        );
+      });
       await pods.start();
       controller.start();
+      sessionController.start();
     },
     async stop(): Promise<void> {
       controller.stop();
+      sessionController.stop();
       await executor.drain();
+      kernels.closeAll();
       await runs.stop();
+      await sessions.stop();
       await pods.stop();
     },
   };

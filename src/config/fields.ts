@@ -286,6 +286,33 @@ export const FIELDS = {
     },
     commaList(origin),
   ),
+  sessionMaxIdleTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS',
+      default: '3600',
+      description: 'Largest idleTimeoutSeconds a session may ask for (sessions default to 600).',
+      allowed: 'an integer from 10 to 86400',
+    },
+    int(10, 86400),
+  ),
+  sessionMaxLifetimeSeconds: field(
+    {
+      env: 'CODEMODE_SESSION_MAX_LIFETIME_SECONDS',
+      default: '86400',
+      description: 'A session is deleted this long after its creation, busy or not (and no session may ask for more).',
+      allowed: 'an integer from 60 to 604800 (one week)',
+    },
+    int(60, 604800),
+  ),
+  maxFileBytes: field(
+    {
+      env: 'CODEMODE_MAX_FILE_BYTES',
+      default: '1048576',
+      description: 'Largest file read_file returns and write_file accepts, in bytes.',
+      allowed: 'an integer from 1 to 8388608',
+    },
+    int(1, 8388608),
+  ),
   logLevel: field(
     {
       env: 'CODEMODE_LOG_LEVEL',

@@ -45,6 +45,9 @@ export interface Config {
   readonly allowedHosts: readonly string[];
   /** Normalized origins (`https://host[:port]`); empty means no browser origin is allowed. */
   readonly allowedOrigins: readonly string[];
+  readonly sessionMaxIdleTimeoutSeconds: number;
+  readonly sessionMaxLifetimeSeconds: number;
+  readonly maxFileBytes: number;
   readonly logLevel: LogLevel;
 }
 
@@ -160,6 +163,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: c.port,
     allowedHosts: c.allowedHosts && c.allowedHosts.length > 0 ? c.allowedHosts : [...LOOPBACK_HOSTS],
     allowedOrigins: c.allowedOrigins ?? [],
+    sessionMaxIdleTimeoutSeconds: c.sessionMaxIdleTimeoutSeconds,
+    sessionMaxLifetimeSeconds: c.sessionMaxLifetimeSeconds,
+    maxFileBytes: c.maxFileBytes,
     logLevel: c.logLevel,
   };
   return deepFreeze(config);

@@ -25,4 +25,7 @@ export interface ControllerOptions {
   podStartupTimeoutSeconds: number;
   resyncSeconds: number;
   runtimeClassName?: string;
+  sessionMaxIdleTimeoutSeconds: number;
+  sessionMaxLifetimeSeconds: number;
+  maxFileBytes: number;
 }

@@ -130,3 +130,54 @@ export function describeError(err: unknown): string {
   }
   return String(err);
 }
+
+export interface RawExecResult {
+  exitCode?: number;
+  stdout: Buffer;
+  /** stdout was longer than maxStdoutBytes (the rest was dropped). */
+  overflow: boolean;
+  stderr: string;
+  error?: string;
+}
+
+/**
+ * One command with raw (binary) stdout, for file operations. stdout is kept up to
+ * maxStdoutBytes; stderr up to 4 KiB (it carries our scripts' error sentences).
+ */
+export function execRaw(exec: Exec, namespace: string, pod: string, container: string, command: string[], stdin: Buffer | undefined, maxStdoutBytes: number, watchdogMs = 30_000): Promise<RawExecResult> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let overflow = false;
+  let stderr = '';
+  const out = sink((b) => {
+    if (size + b.length > maxStdoutBytes) {
+      overflow = true;
+      const room = maxStdoutBytes - size;
+      if (room > 0) chunks.push(Buffer.from(b.subarray(0, room)));
+      size = maxStdoutBytes;
+      return;
+    }
+    chunks.push(Buffer.from(b));
+    size += b.length;
+  });
+  const err = sink((b) => {
+    if (stderr.length < 4096) stderr += b.toString('utf8');
+  });
+  return new Promise<RawExecResult>((resolve) => {
+    let done = false;
+    const finish = (r: { exitCode?: number; error?: string }): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve({ ...r, stdout: Buffer.concat(chunks), overflow, stderr });
+    };
+    const timer = setTimeout(() => finish({ error: `no result within ${watchdogMs} ms` }), watchdogMs);
+    exec
+      .exec(namespace, pod, container, command, out, err, stdin === undefined ? null : Readable.from([stdin]), false, (status) => finish(exitCodeFromStatus(status)))
+      .then((ws) => {
+        ws.on('close', () => setImmediate(() => finish({ error: 'exec stream closed without a status' })));
+        ws.on('error', (e: Error) => finish({ error: `exec stream error: ${e.message}` }));
+      })
+      .catch((e: unknown) => finish({ error: `exec could not start: ${describeError(e)}` }));
+  });
+}

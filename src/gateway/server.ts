@@ -2,6 +2,8 @@
 // app.ts), so this must stay cheap and must not hold state between requests.
 import { McpServer } from '@modelcontextprotocol/server';
 import { registerExecuteCode } from './tools/execute-code.js';
+import { registerFileTools } from './tools/files.js';
+import { registerSessionTools } from './tools/sessions.js';
 import type { GatewayDeps } from './types.js';
 
 export const SERVER_NAME = 'codemode-operator';
@@ -20,6 +22,13 @@ export function serverInstructions(deps: GatewayDeps): string {
     `Limits: code up to ${maxCodeBytes} bytes; timeout_seconds defaults to`,
     `${defaultTimeoutSeconds} and may be raised to ${maxTimeoutSeconds}. Every run is recorded`,
     'as a SandboxRun resource named in the result.',
+    ...(deps.sessions
+      ? [
+          'For multi-step work, create_session starts a persistent interpreter: pass its name as',
+          '`session` to execute_code (state persists) and use read_file, write_file and list_files',
+          'for its /workspace. Idle sessions are deleted; close_session when done.',
+        ]
+      : []),
   ].join(' ');
 }
 
@@ -29,5 +38,7 @@ export function buildMcpServer(deps: GatewayDeps): McpServer {
     { instructions: serverInstructions(deps) },
   );
   registerExecuteCode(server, deps);
+  registerSessionTools(server, deps);
+  registerFileTools(server, deps);
   return server;
 }

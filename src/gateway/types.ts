@@ -2,6 +2,7 @@
 // narrow GatewayOptions so the gateway (and its tests) never depend on settings they do not use.
 import type { Logger } from 'pino';
 import type { RunService } from '../runs/types.js';
+import type { SessionService } from '../sessions/service.js';
 
 export interface GatewayOptions {
   /**
@@ -24,6 +25,8 @@ export interface GatewayOptions {
 
 export interface GatewayDeps {
   runService: RunService;
+  /** Persistent sessions and their files; the session tools are offered only when present. */
+  sessions?: Pick<SessionService, 'create' | 'list' | 'close' | 'readFile' | 'writeFile' | 'listFiles'>;
   options: GatewayOptions;
   logger: Logger;
   /** True once the process can serve runs (caches synced, not draining); drives /readyz. */

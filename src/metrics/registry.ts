@@ -13,6 +13,7 @@ export interface Metrics {
   queue(controller: string): QueueMetrics;
   reconcile(controller: string, result: 'success' | 'error' | 'requeue_after', seconds: number): void;
   toolCall(tool: string, outcome: 'ok' | 'error', seconds: number): void;
+  sessionCollected(cause: 'idle' | 'lifetime'): void;
 }
 
 export function createMetrics(): Metrics {
@@ -82,8 +83,16 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  const sessionsCollected = new Counter({
+    name: 'codemode_sessions_collected_total',
+    help: 'SandboxSessions deleted by garbage collection, by cause.',
+    labelNames: ['cause'] as const,
+    registers: [registry],
+  });
+
   return {
     registry,
+    sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
     runs: {
       runFinished(phase, reason, runtime, seconds): void {
         runsTotal.inc({ phase, reason, runtime });

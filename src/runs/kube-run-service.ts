@@ -7,6 +7,8 @@ import type { RunExecutor } from '../controller/run-executor.js';
 import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
 import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
+import { kernelLanguage, normalizeLanguage, Reasons } from '../api/v1alpha1/index.js';
+import { SessionError, type SessionCallResult, type SessionService } from '../sessions/service.js';
 
 export interface KubeRunServiceOptions {
   namespace: string;
@@ -21,9 +23,11 @@ export class KubeRunService implements RunService {
     private readonly clients: KubeClients,
     private readonly executor: RunExecutor,
     private readonly opts: KubeRunServiceOptions,
+    private readonly sessions?: SessionService,
   ) {}
 
   async execute(req: ExecuteRequest, options: ExecuteOptions = {}): Promise<RunOutcome> {
+    if (req.session !== undefined) return this.executeInSession(req, req.session, options);
     const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
     if (timeoutSeconds > this.opts.maxTimeoutSeconds) {
       throw new RunRequestError(
@@ -86,5 +90,53 @@ export class KubeRunService implements RunService {
     } finally {
       unsubscribe();
     }
+  }
+
+  /**
+   * A call in a session goes straight to the session's interpreter: no SandboxRun is created (the
+   * session's status counts the calls), so the call costs no API write on its path.
+   */
+  private async executeInSession(req: ExecuteRequest, session: string, options: ExecuteOptions): Promise<RunOutcome> {
+    if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
+    const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
+    const info = this.sessions.list().find((s) => s.name === session);
+    if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
+      throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
+    }
+    try {
+      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined);
+      return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
+    } catch (err) {
+      if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);
+      throw err;
+    }
+  }
+}
+
+export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutSeconds: number): RunOutcome {
+  const base = {
+    runName: '',
+    session: r.session,
+    namespace,
+    stdout: r.stdout,
+    stderr: r.error && !r.stderr.includes(r.error.traceback) ? `${r.stderr}${r.error.traceback}` : r.stderr,
+    stdoutBytes: r.stdoutBytes,
+    stderrBytes: r.stderrBytes,
+    truncated: r.truncated,
+    durationMs: r.durationMs,
+    ...(r.result !== undefined && { result: r.result }),
+    ...(r.exitCode !== undefined && { exitCode: r.exitCode }),
+  };
+  switch (r.status) {
+    case 'ok':
+      return r.exitCode !== undefined && r.exitCode !== 0
+        ? { ...base, phase: 'Failed', reason: Reasons.NonZeroExit, message: `The command exited with code ${r.exitCode}.` }
+        : { ...base, phase: 'Succeeded' };
+    case 'error':
+      return { ...base, phase: 'Failed', reason: Reasons.Exception, message: `${r.error?.ename ?? 'Error'}: ${r.error?.evalue ?? ''}`.trim() };
+    case 'timeout':
+      return { ...base, phase: 'TimedOut', reason: Reasons.TimedOut, message: `The call ran longer than timeout_seconds=${timeoutSeconds} and was interrupted; the session keeps its state.` };
+    default:
+      return { ...base, phase: 'Failed', reason: Reasons.KernelLost, message: 'The call could not be interrupted at its timeout, so the session was stopped and its state is lost. Create a new session.' };
   }
 }

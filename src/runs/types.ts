@@ -8,6 +8,8 @@ export interface ExecuteRequest {
   code: string;
   timeoutSeconds?: number;
   stdin?: string;
+  /** Run in this SandboxSession's interpreter instead of a fresh pod. */
+  session?: string;
 }
 
 /** A piece of output as it streams, before the run finishes. */
@@ -28,7 +30,12 @@ export interface ExecuteOptions {
 
 /** The final, recorded result of a run (mirrors SandboxRun.status). */
 export interface RunOutcome {
+  /** The SandboxRun that recorded the run; empty for calls in a session (recorded in the session). */
   runName: string;
+  /** The session the code ran in, for session calls. */
+  session?: string;
+  /** repr of the last expression's value, for session calls (like a notebook cell). */
+  result?: string;
   namespace: string;
   phase: Extract<RunPhase, 'Succeeded' | 'Failed' | 'TimedOut'>;
   exitCode?: number;

@@ -24,10 +24,19 @@ function truncateWithHash(base: string, original: string): string {
  * sanitized, cut, and suffixed with 8 hex of sha256(runName), so distinct runs never collide.
  */
 export function podNameForRun(runName: string): string {
-  const plain = `${POD_PREFIX}${runName}`;
+  return podName(POD_PREFIX, runName);
+}
+
+/** `sbs-<sessionName>`, with the same rules as podNameForRun. */
+export function podNameForSession(sessionName: string): string {
+  return podName('sbs-', sessionName);
+}
+
+function podName(prefix: string, objectName: string): string {
+  const plain = `${prefix}${objectName}`;
   if (plain.length <= MAX_LABEL && DNS_LABEL.test(plain)) return plain;
-  const sanitized = `${POD_PREFIX}${runName.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`;
-  return truncateWithHash(sanitized, runName);
+  const sanitized = `${prefix}${objectName.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`;
+  return truncateWithHash(sanitized, objectName);
 }
 
 /**
@@ -43,6 +52,10 @@ const BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz';
 const RUN_SUFFIX_LEN = 10;
 
 /** `run-` + 10 random base36 characters (~51 bits): unique enough to create without a retry loop. */
+export function generateSessionName(): string {
+  return `session-${randomBytes(8).toString('hex').slice(0, 10)}`;
+}
+
 export function generateRunName(): string {
   let suffix = '';
   while (suffix.length < RUN_SUFFIX_LEN) {

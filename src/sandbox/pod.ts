@@ -1,6 +1,6 @@
 // The sandbox pod: a locked-down container that only sleeps. The code never appears in the pod
 // spec; it arrives later through the exec API, so nothing user-controlled reaches the kubelet.
-import type { V1Container, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
+import type { V1Container, V1OwnerReference, V1Pod, V1SecurityContext, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import {
   API_VERSION,
   LABEL_MANAGED_BY,
@@ -10,15 +10,20 @@ import {
   MANAGED_BY_VALUE,
   SANDBOX_LABEL_VALUE,
   SANDBOXRUN_KIND,
+  SANDBOXSESSION_KIND,
+  LABEL_SESSION,
+  kernelLanguage,
   normalizeLanguage,
 } from '../api/v1alpha1/index.js';
-import type { SandboxRun } from '../api/v1alpha1/index.js';
+import type { SandboxRun, SandboxSession } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
-import { podNameForRun, runLabelValue } from './names.js';
+import { podNameForRun, podNameForSession, runLabelValue } from './names.js';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_DIR = '/workspace';
 export const TMP_DIR = '/tmp';
+/** Where the runtime ConfigMap (session kernels) is mounted, read-only. */
+export const RUNTIME_DIR = '/codemode/runtime';
 /** `nobody`: exists in every base image and owns nothing. */
 export const SANDBOX_UID = 65534;
 /** Small on purpose: scheduling should not reserve disk a run rarely uses. */
@@ -58,13 +63,15 @@ function containerSecurityContext(): V1SecurityContext {
   };
 }
 
-function sandboxContainer(opts: PodBuildOptions): V1Container {
+/** Keeps a run pod alive; each piece of code is started later with exec. */
+const IDLE_COMMAND = ['sleep', 'infinity'];
+
+function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts: V1VolumeMount[]): V1Container {
   return {
     name: SANDBOX_CONTAINER,
     image: opts.image,
     imagePullPolicy: opts.imagePullPolicy,
-    // Keeps the pod alive; each piece of code is started later with exec.
-    command: ['sleep', 'infinity'],
+    command,
     workingDir: WORKSPACE_DIR,
     env: [
       { name: 'HOME', value: WORKSPACE_DIR },
@@ -88,34 +95,37 @@ function sandboxContainer(opts: PodBuildOptions): V1Container {
     volumeMounts: [
       { name: 'workspace', mountPath: WORKSPACE_DIR },
       { name: 'tmp', mountPath: TMP_DIR },
+      ...extraMounts,
     ],
   };
 }
 
-/** The pod that runs `run`. Pure: same inputs, same object (the controller may diff it). */
-export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
-  const { name, namespace, uid } = run.metadata;
-  if (uid === undefined || uid === '') {
-    // Without a uid the owner reference is invalid and garbage collection would never delete
-    // the pod: build only from objects read back from the API server.
-    throw new Error(`SandboxRun ${namespace ?? ''}/${name} has no metadata.uid; read it from the API server first`);
-  }
+interface SandboxPodParts {
+  name: string;
+  namespace: string | undefined;
+  labels: Record<string, string>;
+  owner: V1OwnerReference;
+  command: string[];
+  activeDeadlineSeconds: number;
+  extraVolumes?: V1Volume[];
+  extraMounts?: V1VolumeMount[];
+}
+
+// Every sandbox pod, run or session, is built here: one place for the hardening.
+function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: podNameForRun(name),
-      namespace,
+      name: parts.name,
+      namespace: parts.namespace,
       labels: {
         [LABEL_MANAGED_BY]: MANAGED_BY_VALUE,
         // The deny-all NetworkPolicy selects this label: it must be on every sandbox pod.
         [LABEL_SANDBOX]: SANDBOX_LABEL_VALUE,
-        [LABEL_RUN]: runLabelValue(name),
-        [LABEL_RUNTIME]: normalizeLanguage(run.spec.language),
+        ...parts.labels,
       },
-      ownerReferences: [
-        { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name, uid, controller: true, blockOwnerDeletion: true },
-      ],
+      ownerReferences: [parts.owner],
     },
     spec: {
       restartPolicy: 'Never',
@@ -129,7 +139,7 @@ export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
       hostIPC: false,
       // Nothing to flush: `sleep` and the run's processes can die at once.
       terminationGracePeriodSeconds: 1,
-      activeDeadlineSeconds: opts.activeDeadlineSeconds,
+      activeDeadlineSeconds: parts.activeDeadlineSeconds,
       ...(opts.runtimeClassName === undefined ? {} : { runtimeClassName: opts.runtimeClassName }),
       securityContext: {
         runAsUser: SANDBOX_UID,
@@ -139,11 +149,63 @@ export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
         runAsNonRoot: true,
         seccompProfile: { type: 'RuntimeDefault' },
       },
-      containers: [sandboxContainer(opts)],
+      containers: [sandboxContainer(opts, parts.command, parts.extraMounts ?? [])],
       volumes: [
         { name: 'workspace', emptyDir: { sizeLimit: opts.workspaceSizeLimit } },
         { name: 'tmp', emptyDir: { sizeLimit: opts.tmpSizeLimit } },
+        ...(parts.extraVolumes ?? []),
       ],
     },
   };
+}
+
+function requireUid(kind: string, meta: { name: string; namespace?: string; uid?: string }): string {
+  if (meta.uid === undefined || meta.uid === '') {
+    // Without a uid the owner reference is invalid and garbage collection would never delete
+    // the pod: build only from objects read back from the API server.
+    throw new Error(`${kind} ${meta.namespace ?? ''}/${meta.name} has no metadata.uid; read it from the API server first`);
+  }
+  return meta.uid;
+}
+
+/** The pod that runs `run`. Pure: same inputs, same object (the controller may diff it). */
+export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
+  const { name, namespace } = run.metadata;
+  const uid = requireUid(SANDBOXRUN_KIND, run.metadata);
+  return sandboxPod(
+    {
+      name: podNameForRun(name),
+      namespace,
+      labels: { [LABEL_RUN]: runLabelValue(name), [LABEL_RUNTIME]: normalizeLanguage(run.spec.language) },
+      owner: { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name, uid, controller: true, blockOwnerDeletion: true },
+      command: IDLE_COMMAND,
+      activeDeadlineSeconds: opts.activeDeadlineSeconds,
+    },
+    opts,
+  );
+}
+
+/** Name of the ConfigMap that carries runtime/ (the session kernels) into sandbox pods. */
+export const RUNTIME_CONFIGMAP = 'codemode-runtime';
+
+/**
+ * The pod that hosts a session's kernel: the kernel is the container's long-lived process,
+ * delivered read-only from the runtime ConfigMap so stock images work without a custom build.
+ */
+export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, kernelCommand: string[], runtimeItems: Array<{ key: string; path: string }>): V1Pod {
+  const { name, namespace } = session.metadata;
+  const uid = requireUid(SANDBOXSESSION_KIND, session.metadata);
+  return sandboxPod(
+    {
+      name: podNameForSession(name),
+      namespace,
+      labels: { [LABEL_SESSION]: runLabelValue(name), [LABEL_RUNTIME]: kernelLanguage(session.spec.language) },
+      owner: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name, uid, controller: true, blockOwnerDeletion: true },
+      command: kernelCommand,
+      activeDeadlineSeconds: opts.activeDeadlineSeconds,
+      extraVolumes: [{ name: 'runtime', configMap: { name: RUNTIME_CONFIGMAP, defaultMode: 0o444, items: runtimeItems } }],
+      extraMounts: [{ name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true }],
+    },
+    opts,
+  );
 }

@@ -48,6 +48,9 @@ describe('loadConfig defaults', () => {
       port: 8080,
       allowedHosts: ['localhost', '127.0.0.1', '[::1]'],
       allowedOrigins: [],
+      sessionMaxIdleTimeoutSeconds: 3600,
+      sessionMaxLifetimeSeconds: 86400,
+      maxFileBytes: 1048576,
       logLevel: 'info',
     } satisfies Config);
   });
@@ -113,7 +116,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(29);
+    expect(envs).toHaveLength(32);
   });
 });
 
@@ -125,6 +128,9 @@ describe('loadConfig errors', () => {
     ['CODEMODE_IMAGE_PULL_POLICY', 'Sometimes', 'must be one of "Always", "IfNotPresent", "Never"'],
     ['CODEMODE_DEFAULT_TIMEOUT_SECONDS', '0', 'must be at least 1'],
     ['CODEMODE_MAX_TIMEOUT_SECONDS', '3601', 'must be at most 3600'],
+    ['CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS', '5', 'must be at least 10'],
+    ['CODEMODE_SESSION_MAX_LIFETIME_SECONDS', 'forever', 'must be a whole number'],
+    ['CODEMODE_MAX_FILE_BYTES', '0', 'must be at least 1'],
     ['CODEMODE_MAX_CODE_BYTES', '262145', 'must be at most 262144'],
     ['CODEMODE_OUTPUT_CAP_CHARS', '1e3', 'must be a whole number'],
     ['CODEMODE_DEFAULT_CPU', '1 core', 'must be a Kubernetes quantity'],

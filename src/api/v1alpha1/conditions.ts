@@ -35,6 +35,10 @@ export const Reasons = {
   ExecFailed: 'ExecFailed',
   /** The sandbox pod disappeared before the run finished. */
   PodDeleted: 'PodDeleted',
+  /** Code in a session raised an exception; the traceback is in stderr (the session lives on). */
+  Exception: 'Exception',
+  /** The session's interpreter is gone (crashed, stuck past its timeout, or its pod deleted). */
+  KernelLost: 'KernelLost',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

@@ -27,3 +27,6 @@ export const LABEL_RUNTIME = 'codemode.dev/runtime';
  * sets it with an optimistic-concurrency patch.
  */
 export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';
+
+/** Name of the SandboxSession a pod belongs to (shortened like LABEL_RUN when too long). */
+export const LABEL_SESSION = 'codemode.dev/session';

@@ -11,7 +11,9 @@ import type { GatewayDeps, GatewayOptions } from '../types.js';
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
 export const ExecuteCodeOutputSchema = z.object({
-  run: z.string().describe('Name of the SandboxRun that recorded this execution.'),
+  run: z.string().optional().describe('Name of the SandboxRun that recorded this execution (absent for session calls).'),
+  session: z.string().optional().describe('The session the code ran in, when one was given.'),
+  result: z.string().optional().describe('In a session: repr of the value of the last expression, if any.'),
   namespace: z.string().describe('Namespace of the SandboxRun.'),
   phase: z.enum(['Succeeded', 'Failed', 'TimedOut']).describe('Final phase of the run.'),
   exit_code: z.int().optional().describe('Exit code of the program, when it exited on its own.'),
@@ -60,19 +62,28 @@ function inputSchema(options: GatewayOptions) {
     stdin: sizedText('stdin', MAX_STDIN_BYTES, 'Send less input, or embed generated data in the code.')
       .optional()
       .describe(`Data fed to the program's standard input, at most ${MAX_STDIN_BYTES} bytes.`),
+    session: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { error: 'session must be a session name returned by create_session.' })
+      .max(63)
+      .optional()
+      .describe(
+        'Run in this session (from create_session): variables, imports and files persist between calls. The language must match the session; without it the code runs in a fresh sandbox.',
+      ),
   });
 }
 
 const DESCRIPTION =
   'Run a program in a fresh, isolated sandbox with no network access and return its stdout, ' +
   'stderr and exit code. A non-zero exit code is a normal result, not a tool error. Print what ' +
-  'you need to see; nothing persists between calls. Output streams as progress notifications ' +
+  'you need to see; nothing persists between calls unless you pass a session from create_session. ' +
+  'Output streams as progress notifications ' +
   'when the client sends a progress token.';
 
 /** A non-zero exit is the program's answer; only runs that did not finish normally are errors. */
 export function isRunError(outcome: RunOutcome): boolean {
   if (outcome.phase === 'TimedOut') return true;
-  return outcome.phase === 'Failed' && outcome.reason !== Reasons.NonZeroExit;
+  return outcome.phase === 'Failed' && outcome.reason !== Reasons.NonZeroExit && outcome.reason !== Reasons.Exception;
 }
 
 function failureText(outcome: RunOutcome, timeoutSeconds: number, options: GatewayOptions): string {
@@ -109,6 +120,7 @@ export function formatRunText(outcome: RunOutcome, failure?: string): string {
   if (failure !== undefined) parts.push(failure);
   if (outcome.stdout !== '') parts.push(`stdout:\n${outcome.stdout.replace(/\n$/, '')}`);
   if (outcome.stderr !== '') parts.push(`stderr:\n${outcome.stderr.replace(/\n$/, '')}`);
+  if (outcome.result !== undefined) parts.push(`result: ${outcome.result}`);
   if (outcome.exitCode !== undefined) parts.push(`exit code: ${outcome.exitCode}`);
   if (outcome.truncated) parts.push('(output truncated at the output cap; print less or write a summary)');
   return parts.length > 0 ? parts.join('\n\n') : '(no output)';
@@ -116,7 +128,9 @@ export function formatRunText(outcome: RunOutcome, failure?: string): string {
 
 export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
   return {
-    run: outcome.runName,
+    ...(outcome.runName !== '' && { run: outcome.runName }),
+    ...(outcome.session !== undefined && { session: outcome.session }),
+    ...(outcome.result !== undefined && { result: outcome.result }),
     namespace: outcome.namespace,
     phase: outcome.phase,
     ...(outcome.exitCode !== undefined && { exit_code: outcome.exitCode }),
@@ -231,6 +245,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
         code: args.code,
         timeoutSeconds,
         ...(args.stdin !== undefined && { stdin: args.stdin }),
+        ...(args.session !== undefined && { session: args.session }),
       },
       { signal, ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }) },
     );

@@ -201,7 +201,7 @@ build_gateway() {
   rootfs_tar gateway "${GATEWAY_PACKAGES[@]}"
   # What `npm run build` (tsc -p tsconfig.build.json) and `npm ci` read.
   local inputs=() p
-  for p in src scripts package.json package-lock.json tsconfig.json tsconfig.build.json; do
+  for p in src scripts runtime package.json package-lock.json tsconfig.json tsconfig.build.json; do
     [[ -e "$REPO_ROOT/$p" ]] && inputs+=("$p")
   done
   src="$(cd "$REPO_ROOT" && find "${inputs[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum | cut -d' ' -f1)"
@@ -225,6 +225,8 @@ build_gateway() {
   unpack_rootfs "$ROOTFS_TAR" "$rootfs"
   mkdir -p "$rootfs/app" "$rootfs/usr/local/bin"
   cp -a "$REPO_ROOT/dist" "$rootfs/app/dist"
+  # The session kernels the operator ships to sandbox pods in a ConfigMap.
+  [[ -d "$REPO_ROOT/runtime" ]] && cp -a "$REPO_ROOT/runtime" "$rootfs/app/runtime"
   cp "$staging/package.json" "$rootfs/app/package.json"
   [[ -d "$staging/node_modules" ]] && cp -a "$staging/node_modules" "$rootfs/app/node_modules"
   install -m 0755 "$node_bin" "$rootfs/usr/local/bin/node"

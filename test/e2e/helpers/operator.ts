@@ -34,6 +34,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
   await operator.start();
   const app = createApp({
     runService: operator.runService,
+    sessions: operator.sessionService,
     logger: log,
     isReady: () => true,
     options: {

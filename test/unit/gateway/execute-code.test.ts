@@ -56,7 +56,9 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     expect(tool.inputSchema.properties.timeout_seconds).toMatchObject({ minimum: 1, maximum: 600 });
     expect(tool.inputSchema.properties.timeout_seconds?.description).toContain('default 30');
     expect(tool.inputSchema.properties.code?.maxLength).toBe(1000);
-    expect(tool.outputSchema.required).toEqual(expect.arrayContaining(['run', 'phase', 'truncated']));
+    expect(tool.outputSchema.required).toEqual(expect.arrayContaining(['namespace', 'phase', 'truncated']));
+    expect(tool.outputSchema.properties).toHaveProperty('run');
+    expect(tool.outputSchema.properties).toHaveProperty('session');
     expect(Object.keys(tool.outputSchema.properties)).toContain('exit_code');
     expect(tool.annotations).toEqual({
       title: 'Execute code',

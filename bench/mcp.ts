@@ -1,0 +1,64 @@
+// execute_code through a real MCP client (current protocol) against the in-process gateway.
+import { connect, type TestClient, type ToolResult } from '../test/e2e/helpers/operator.js';
+
+export const PRINT_1_CODE = 'print(1)';
+
+export interface TimedCall {
+  /** performance.now() at the call and at the reply. */
+  start: number;
+  end: number;
+  run?: string;
+}
+
+export interface McpLatency {
+  samples: number[];
+  calls: TimedCall[];
+  errors: number;
+  firstError?: string;
+}
+
+function check(r: ToolResult): string | undefined {
+  const s = r.structuredContent;
+  if (r.isError || s?.phase !== 'Succeeded' || s.stdout !== '1\n') {
+    return `execute_code did not print 1: ${JSON.stringify(s ?? r.content).slice(0, 300)}`;
+  }
+  return undefined;
+}
+
+/** One execute_code of `print(1)`; throws when the run did not succeed with the right output. */
+export async function timedExecuteCode(client: TestClient): Promise<TimedCall> {
+  const start = performance.now();
+  const r = await client.callTool('execute_code', { code: PRINT_1_CODE, language: 'python' });
+  const end = performance.now();
+  const problem = check(r);
+  if (problem) throw new Error(problem);
+  return { start, end, run: String(r.structuredContent?.run ?? '') };
+}
+
+/**
+ * Sequential execute_code calls from one client. `warmup` unrecorded calls come first (the first
+ * run in a namespace also checks the NetworkPolicy); `afterWarmup` runs between the two phases.
+ */
+export async function executeCodeLatency(url: string, n: number, opts: { warmup?: number; afterWarmup?: () => Promise<void> } = {}): Promise<McpLatency> {
+  const client = await connect(url, 'current');
+  const out: McpLatency = { samples: [], calls: [], errors: 0 };
+  const attempt = async (record: boolean): Promise<void> => {
+    try {
+      const call = await timedExecuteCode(client);
+      if (!record) return;
+      out.samples.push(call.end - call.start);
+      out.calls.push(call);
+    } catch (err) {
+      out.errors++;
+      out.firstError ??= String(err);
+    }
+  };
+  try {
+    for (let i = 0; i < (opts.warmup ?? 2); i++) await attempt(false);
+    await opts.afterWarmup?.();
+    for (let i = 0; i < n; i++) await attempt(true);
+  } finally {
+    await client.close();
+  }
+  return out;
+}

@@ -1,0 +1,81 @@
+// Gateway memory with many finished SandboxRuns in its namespace: seed terminal runs (create, then
+// the status subresource, in parallel batches), then measure a fresh operator + gateway process
+// (bench/rss-probe.ts, a child process so this process's own heap does not count).
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, parseSandboxRun } from '../src/api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
+import { completedStatus } from '../src/controller/status.js';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { TestKube } from '../test/e2e/helpers/kube.js';
+
+const BATCH = 25;
+/** The line rss-probe.ts prints its JSON on. */
+export const PROBE_PREFIX = 'RSS_PROBE ';
+
+export interface ProbeResult {
+  rssBeforeStart: number;
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+}
+
+async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
+  const name = `bench-done-${String(i).padStart(5, '0')}`;
+  const created = await k.custom.createNamespacedCustomObject({
+    group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL,
+    body: {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      metadata: { name, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE }, annotations: { [ANNOTATION_EXECUTOR]: 'bench-seed' } },
+      spec: { language: 'python', code: 'print(1)', timeoutSeconds: 30 },
+    },
+  });
+  const parsed = parseSandboxRun(created);
+  if (!parsed.ok) throw new Error(`Seeded SandboxRun ${ns}/${name} does not parse: ${parsed.message}`);
+  const end = new Date();
+  // The status a real `print(1)` run ends with, from the operator's own pure status function.
+  const status = completedStatus(
+    parsed.run,
+    { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: 'The program exited with code 0.' },
+    { stdout: '1\n', stderr: '', stdoutBytes: 2, stderrBytes: 0, truncated: false },
+    { start: new Date(end.getTime() - 120), end },
+  );
+  await k.custom.patchNamespacedCustomObjectStatus(
+    { group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name, body: { status } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+}
+
+/** Creates `count` finished runs, BATCH at a time; returns the seconds it took. */
+export async function seedFinishedRuns(k: TestKube, ns: string, count: number): Promise<number> {
+  const t0 = performance.now();
+  for (let i = 0; i < count; i += BATCH) {
+    await Promise.all(Array.from({ length: Math.min(BATCH, count - i) }, (_, j) => seedOne(k, ns, i + j)));
+  }
+  return (performance.now() - t0) / 1000;
+}
+
+export async function deleteSeededRuns(k: TestKube, ns: string): Promise<void> {
+  await k.custom.deleteCollectionNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
+}
+
+/** Runs bench/rss-probe.ts on `ns` in a child process (tsx) and returns what it measured. */
+export function probeRss(ns: string): Promise<ProbeResult> {
+  const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
+  const script = fileURLToPath(new URL('./rss-probe.ts', import.meta.url));
+  return new Promise((resolve, reject) => {
+    const child = spawn(tsx, [script, ns], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));
+      if (code !== 0 || !line) return reject(new Error(`rss-probe exited ${String(code)}: ${err.slice(-500)}`));
+      resolve(JSON.parse(line.slice(PROBE_PREFIX.length)) as ProbeResult);
+    });
+  });
+}

@@ -1,0 +1,218 @@
+// The SandboxSession controller: creates each session's kernel pod, reports whether the
+// interpreter is ready, and garbage-collects sessions that are idle or too old. GC is time math
+// on the session's status (lastActivityTime) plus requeueAfter — nothing lives only in memory.
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import {
+  GROUP,
+  Reasons,
+  SANDBOXSESSION_KIND,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  kernelLanguage,
+  parseSandboxSession,
+  type SandboxSession,
+  type SandboxSessionStatus,
+} from '../api/v1alpha1/index.js';
+import { kernelCommand } from '../exec/kernel.js';
+import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import type { Metrics } from '../metrics/registry.js';
+import { podNameForSession } from '../sandbox/names.js';
+import { buildSessionPod } from '../sandbox/pod.js';
+import { runtimeItems } from '../sandbox/runtime-configmap.js';
+import type { EventRecorder } from './events.js';
+import type { ResilientInformer } from './informer.js';
+import type { NetworkPolicyGuard } from './network-policy.js';
+import type { ControllerOptions } from './options.js';
+import type { RuntimeConfigMapGuard } from './runtime-guard.js';
+import { sessionExpiry } from './session-gc.js';
+import { SessionReasons, computeSessionStatus, sessionStatusChanged } from './session-status.js';
+import { WorkQueue } from './workqueue.js';
+
+const CONTROLLER = 'sandboxsession';
+
+export interface SessionControllerDeps {
+  clients: KubeClients;
+  opts: ControllerOptions;
+  log: Logger;
+  sessions: ResilientInformer<KubernetesObject>;
+  pods: ResilientInformer<V1Pod>;
+  policies: NetworkPolicyGuard;
+  runtime: RuntimeConfigMapGuard;
+  runtimePaths: readonly string[];
+  events: EventRecorder;
+  metrics?: Metrics;
+  now?: () => Date;
+}
+
+export class SandboxSessionController {
+  readonly queue: WorkQueue;
+  private resync: NodeJS.Timeout | undefined;
+  private readonly now: () => Date;
+
+  constructor(private readonly d: SessionControllerDeps) {
+    this.now = d.now ?? (() => new Date());
+    this.queue = new WorkQueue((key) => this.timed(key), {
+      workers: 4,
+      metrics: d.metrics?.queue(CONTROLLER),
+      onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
+    });
+    d.sessions.onChange((o) => this.queue.add(`${o.metadata?.namespace}/${o.metadata?.name}`));
+    d.pods.onChange((pod) => {
+      const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === SANDBOXSESSION_KIND);
+      if (owner && pod.metadata?.namespace) this.queue.add(`${pod.metadata.namespace}/${owner.name}`);
+    });
+  }
+
+  start(): void {
+    const all = (): void => this.d.sessions.list().forEach((o) => this.queue.add(`${o.metadata?.namespace}/${o.metadata?.name}`));
+    all();
+    this.resync = setInterval(all, this.d.opts.resyncSeconds * 1000);
+    this.resync.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.resync);
+    this.queue.stop();
+  }
+
+  private async timed(key: string): Promise<{ requeueAfterMs?: number } | void> {
+    const start = performance.now();
+    try {
+      const r = await this.reconcile(key);
+      this.d.metrics?.reconcile(CONTROLLER, r?.requeueAfterMs !== undefined ? 'requeue_after' : 'success', (performance.now() - start) / 1000);
+      return r;
+    } catch (err) {
+      this.d.metrics?.reconcile(CONTROLLER, 'error', (performance.now() - start) / 1000);
+      throw err;
+    }
+  }
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
+    const [ns = '', name = ''] = key.split('/');
+    const obj = this.d.sessions.get(name, ns);
+    if (!obj || obj.metadata?.deletionTimestamp) return;
+    const parsed = parseSandboxSession(obj);
+    if (!parsed.ok) {
+      await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: parsed.message });
+      return;
+    }
+    const session = parsed.session;
+    const now = this.now();
+    const { opts } = this.d;
+    const exp = sessionExpiry(session, opts.sessionMaxLifetimeSeconds, now);
+    if (exp.remainingMs <= 0) {
+      await this.collect(session, exp.cause);
+      return;
+    }
+    const podName = podNameForSession(name);
+    const invalid = this.checkLimits(session);
+    if (invalid) {
+      if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: invalid });
+      return { requeueAfterMs: exp.remainingMs };
+    }
+    let pod = this.d.pods.get(podName, ns);
+    const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
+    if (!pod && !terminal && session.status?.phase !== 'Ready') pod = await this.createPod(session, podName);
+
+    const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
+    const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
+    const next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
+    if (sessionStatusChanged(session.status, next)) {
+      await this.patchStatus(ns, name, next);
+      if (next.phase === 'Lost' || next.phase === 'Failed') {
+        this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
+      } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
+        this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', SessionReasons.KernelReady, 'Start', `The ${session.spec.language} interpreter is ready in pod ${podName}.`);
+      }
+    }
+    if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, podName);
+    const wake = next.phase === 'Pending' && startupLeft > 0 ? Math.min(startupLeft, exp.remainingMs) : exp.remainingMs;
+    return { requeueAfterMs: wake };
+  }
+
+  private checkLimits(s: SandboxSession): string | undefined {
+    const { opts } = this.d;
+    const problems: string[] = [];
+    if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds) problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
+    if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds) problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
+    return problems.length ? `Invalid SandboxSession: ${problems.join('; ')}.` : undefined;
+  }
+
+  private async createPod(session: SandboxSession, podName: string): Promise<V1Pod | undefined> {
+    const { opts } = this.d;
+    const ns = session.metadata.namespace ?? opts.namespace;
+    const language = kernelLanguage(session.spec.language);
+    await this.d.policies.ensure(ns);
+    await this.d.runtime.ensure(ns);
+    const body = buildSessionPod(
+      session,
+      {
+        image: opts.images[language],
+        imagePullPolicy: opts.imagePullPolicy,
+        cpuLimit: opts.defaultCpu,
+        memoryLimit: opts.defaultMemory,
+        cpuRequest: opts.cpuRequest,
+        memoryRequest: opts.memoryRequest,
+        ephemeralStorageLimit: opts.ephemeralStorageLimit,
+        workspaceSizeLimit: opts.workspaceSizeLimit,
+        tmpSizeLimit: opts.tmpSizeLimit,
+        // Backstop: the pod cannot outlive the session's maximum lifetime.
+        activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60,
+        runtimeClassName: opts.runtimeClassName,
+      },
+      kernelCommand(language),
+      runtimeItems(this.d.runtimePaths),
+    );
+    try {
+      const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
+      this.d.log.info({ sandboxsession: `${ns}/${session.metadata.name}`, pod: podName }, 'Created Pod');
+      return pod;
+    } catch (err) {
+      if (statusOf(err) === 409) return undefined; // the informer will show it
+      throw new Error(`Failed to create Pod ${ns}/${podName}: ${apiErrorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private async collect(session: SandboxSession, cause: 'idle' | 'lifetime'): Promise<void> {
+    const ns = session.metadata.namespace ?? '';
+    const name = session.metadata.name;
+    try {
+      await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name });
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    const reason = cause === 'idle' ? SessionReasons.IdleTimeout : SessionReasons.LifetimeExceeded;
+    const why = cause === 'idle' ? `idle for ${session.spec.idleTimeoutSeconds}s` : 'past its maximum lifetime';
+    this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', reason, 'Delete', `Deleted the session: ${why}.`);
+    this.d.metrics?.sessionCollected(cause);
+    this.d.log.info({ sandboxsession: `${ns}/${name}`, cause }, 'Deleted idle SandboxSession');
+  }
+
+  private deletePod(namespace: string, name: string): void {
+    this.d.clients.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch((err: unknown) => {
+      if (!isNotFound(err)) this.d.log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
+    });
+  }
+
+  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus, resourceVersion?: string): Promise<void> {
+    try {
+      await this.d.clients.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace,
+          plural: SANDBOXSESSION_PLURAL,
+          name,
+          body: { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,63 @@
+// Pure status computation for SandboxSessions.
+import type { V1Pod } from '@kubernetes/client-node';
+import { CONDITION_READY, Reasons, type SandboxSession, type SandboxSessionStatus } from '../api/v1alpha1/index.js';
+import { setCondition } from './status.js';
+import { podState } from './status.js';
+
+export const SessionReasons = {
+  /** The interpreter accepts calls. */
+  KernelReady: 'KernelReady',
+  /** The session's pod is starting. */
+  PodPending: Reasons.PodPending,
+  /** The interpreter or its pod is gone; state is lost. */
+  KernelLost: 'KernelLost',
+  /** Deleted after idleTimeoutSeconds without a call. */
+  IdleTimeout: 'IdleTimeout',
+  /** Deleted after maxLifetimeSeconds. */
+  LifetimeExceeded: 'LifetimeExceeded',
+} as const;
+
+/**
+ * What the session's status should say given its pod (undefined: not created yet / gone).
+ * `expiresAt` comes from the GC math; `now` stamps condition transitions.
+ */
+export function computeSessionStatus(session: SandboxSession, pod: V1Pod | undefined, podName: string, expiresAt: Date, startupExpired: boolean, now: Date): SandboxSessionStatus {
+  const prev = session.status ?? {};
+  const generation = session.metadata.generation;
+  const base = { ...prev, podName, observedGeneration: generation, expiresAt: expiresAt.toISOString() };
+  const cond = (status: 'True' | 'False', reason: string, message: string): SandboxSessionStatus['conditions'] =>
+    setCondition(prev.conditions, { type: CONDITION_READY, status, reason, message, observedGeneration: generation }, now);
+
+  if (prev.phase === 'Lost' || prev.phase === 'Failed') return { ...base, phase: prev.phase };
+  if (!pod) {
+    if (prev.phase === 'Ready') {
+      const message = 'The session\'s pod is gone, and its state with it. Create a new session.';
+      return { ...base, phase: 'Lost', reason: SessionReasons.KernelLost, message, conditions: cond('False', SessionReasons.KernelLost, message) };
+    }
+    return { ...base, phase: 'Pending', reason: SessionReasons.PodPending, message: 'Creating the session\'s pod.', conditions: cond('False', SessionReasons.PodPending, 'Creating the pod.') };
+  }
+  const s = podState(pod);
+  if (s.kind === 'ready') {
+    const message = 'The interpreter accepts calls.';
+    return { ...base, phase: 'Ready', reason: SessionReasons.KernelReady, message, conditions: cond('True', SessionReasons.KernelReady, message) };
+  }
+  if (s.kind === 'failed') {
+    const phase = prev.phase === 'Ready' ? 'Lost' : 'Failed';
+    return { ...base, phase, reason: s.reason, message: s.message, conditions: cond('False', s.reason, s.message) };
+  }
+  if (startupExpired) {
+    const message = `The session's pod did not start in time (${s.message}). Try again later or ask the administrator to check the cluster's capacity.`;
+    return { ...base, phase: 'Failed', reason: Reasons.Unschedulable, message, conditions: cond('False', Reasons.Unschedulable, message) };
+  }
+  return { ...base, phase: 'Pending', reason: SessionReasons.PodPending, message: s.message, conditions: cond('False', SessionReasons.PodPending, s.message) };
+}
+
+/** True when writing `next` would change what is stored (so no write happens otherwise). */
+export function sessionStatusChanged(prev: SandboxSessionStatus | undefined, next: SandboxSessionStatus): boolean {
+  return JSON.stringify(normalize(prev ?? {})) !== JSON.stringify(normalize(next));
+}
+
+function normalize(s: SandboxSessionStatus): unknown {
+  const keys = Object.keys(s).sort() as Array<keyof SandboxSessionStatus>;
+  return keys.map((k) => [k, s[k]]);
+}

@@ -1,0 +1,88 @@
+// read_file, write_file, list_files: a session's /workspace. Paths are relative to /workspace (or
+// absolute inside it); `..`, paths outside it and symlinks that leave it are refused.
+import { z } from 'zod';
+import type { McpServer } from '@modelcontextprotocol/server';
+import type { GatewayDeps } from '../types.js';
+import { errorResult, okResult, toolFailure } from './result.js';
+
+const session = z.string().min(1).describe('Session name from create_session.');
+const path = z.string().min(1).max(4096);
+const encoding = z.enum(['utf8', 'base64']).default('utf8');
+
+export function registerFileTools(server: McpServer, deps: GatewayDeps): void {
+  const sessions = deps.sessions;
+  if (!sessions) return;
+  const logger = deps.logger.child({ component: 'file-tools' });
+
+  server.registerTool(
+    'read_file',
+    {
+      title: 'Read file',
+      description: 'Read a file from a session\'s /workspace. encoding=base64 for binary files.',
+      inputSchema: z.object({ session, path: path.describe('Path relative to /workspace, e.g. results/out.csv.'), encoding: encoding.describe('utf8 (default) or base64.') }),
+      outputSchema: z.object({ path: z.string(), encoding: z.enum(['utf8', 'base64']), size: z.int(), content: z.string() }),
+      annotations: { title: 'Read file', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    async (args) => {
+      try {
+        const bytes = await sessions.readFile(args.session, args.path);
+        let content: string;
+        if (args.encoding === 'base64') content = bytes.toString('base64');
+        else {
+          content = new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: false });
+        }
+        return okResult(content, { path: args.path, encoding: args.encoding, size: bytes.length, content });
+      } catch (err) {
+        if (err instanceof TypeError) return errorResult(`${args.path} is not valid UTF-8 text; read it with encoding="base64".`);
+        return toolFailure(err, logger, 'read_file');
+      }
+    },
+  );
+
+  server.registerTool(
+    'write_file',
+    {
+      title: 'Write file',
+      description: 'Create or replace a file in a session\'s /workspace (parent directories are created). encoding=base64 for binary content.',
+      inputSchema: z.object({ session, path: path.describe('Path relative to /workspace.'), content: z.string().describe('File content, as text or base64.'), encoding: encoding.describe('utf8 (default) or base64.') }),
+      outputSchema: z.object({ path: z.string(), size: z.int() }),
+      annotations: { title: 'Write file', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    async (args) => {
+      if (args.encoding === 'base64' && !/^[A-Za-z0-9+/]*={0,2}$/.test(args.content.replace(/\s+/g, ''))) {
+        return errorResult('content is not valid base64; send base64 text, or use encoding="utf8" for plain text.');
+      }
+      try {
+        const bytes = args.encoding === 'base64' ? Buffer.from(args.content, 'base64') : Buffer.from(args.content, 'utf8');
+        const size = await sessions.writeFile(args.session, args.path, bytes);
+        return okResult(`Wrote ${size} bytes to ${args.path}.`, { path: args.path, size });
+      } catch (err) {
+        return toolFailure(err, logger, 'write_file');
+      }
+    },
+  );
+
+  server.registerTool(
+    'list_files',
+    {
+      title: 'List files',
+      description: 'List a directory of a session\'s /workspace (default: /workspace itself).',
+      inputSchema: z.object({ session, path: path.default('.').describe('Directory relative to /workspace; default ".".') }),
+      outputSchema: z.object({
+        path: z.string(),
+        entries: z.array(z.object({ name: z.string(), type: z.enum(['file', 'directory', 'symlink', 'other']), size: z.int() })),
+        truncated: z.boolean(),
+      }),
+      annotations: { title: 'List files', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    async (args) => {
+      try {
+        const { entries, truncated } = await sessions.listFiles(args.session, args.path);
+        const text = entries.length === 0 ? '(empty directory)' : entries.map((e) => `${e.type === 'directory' ? `${e.name}/` : e.name}\t${e.size}`).join('\n');
+        return okResult(truncated ? `${text}\n(first 1000 entries)` : text, { path: args.path, entries, truncated });
+      } catch (err) {
+        return toolFailure(err, logger, 'list_files');
+      }
+    },
+  );
+}

@@ -1,0 +1,297 @@
+// Sessions for the gateway: create (and wait until the interpreter is ready), list, close,
+// execute code in the session's kernel through a long-lived exec stream, and file operations.
+// Activity is written to the session's status (throttled, off the call's critical path), so
+// idle garbage collection works across gateway restarts and replicas.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import {
+  API_VERSION,
+  GROUP,
+  SANDBOXSESSION_KIND,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  kernelLanguage,
+  parseSandboxSession,
+  type SandboxSession,
+  type SessionLanguage,
+} from '../api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
+import type { ResilientInformer } from '../controller/informer.js';
+import { sessionExpiry } from '../controller/session-gc.js';
+import { KernelConnectionError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
+import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
+import { generateSessionName } from '../sandbox/names.js';
+import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
+import { workspacePath } from './paths.js';
+
+export interface SessionServiceOptions {
+  namespace: string;
+  outputCapChars: number;
+  maxFileBytes: number;
+  sessionMaxIdleTimeoutSeconds: number;
+  sessionMaxLifetimeSeconds: number;
+  /** How long create() waits for the interpreter. */
+  startupTimeoutSeconds: number;
+}
+
+export interface SessionInfo {
+  name: string;
+  language: SessionLanguage;
+  phase: string;
+  idleTimeoutSeconds: number;
+  runCount: number;
+  lastActivityTime?: string;
+  expiresAt?: string;
+  message?: string;
+}
+
+/** Refused or impossible request about a session, with what to do instead. */
+export class SessionError extends Error {
+  constructor(
+    message: string,
+    readonly hint: string,
+  ) {
+    super(message);
+    this.name = 'SessionError';
+  }
+}
+
+export interface SessionCall {
+  code: string;
+  timeoutSeconds: number;
+  stdin?: string;
+}
+
+export type SessionCallResult = KernelResult & { session: string };
+
+/** Writes at most one activity update per session per this interval. */
+const ACTIVITY_WRITE_INTERVAL_MS = 1000;
+
+export class SessionService {
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly activity = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
+
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly informer: ResilientInformer<KubernetesObject>,
+    private readonly kernels: KernelConnections,
+    private readonly opts: SessionServiceOptions,
+    private readonly log: Logger,
+  ) {
+    informer.onChange((o) => this.waiters.get(o.metadata?.name ?? '')?.forEach((w) => w()));
+  }
+
+  private get(name: string): SandboxSession | undefined {
+    const obj = this.informer.get(name, this.opts.namespace);
+    if (!obj) return undefined;
+    const p = parseSandboxSession(obj);
+    return p.ok ? p.session : undefined;
+  }
+
+  private require(name: string): SandboxSession {
+    const s = this.get(name);
+    if (!s) throw new SessionError(`There is no session "${name}".`, 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).');
+    return s;
+  }
+
+  info(s: SandboxSession): SessionInfo {
+    return {
+      name: s.metadata.name,
+      language: s.spec.language,
+      phase: s.status?.phase ?? 'Pending',
+      idleTimeoutSeconds: s.spec.idleTimeoutSeconds,
+      runCount: s.status?.runCount ?? 0,
+      ...(s.status?.lastActivityTime && { lastActivityTime: s.status.lastActivityTime }),
+      ...(s.status?.expiresAt && { expiresAt: s.status.expiresAt }),
+      ...(s.status?.message && { message: s.status.message }),
+    };
+  }
+
+  list(): SessionInfo[] {
+    return this.informer
+      .list(this.opts.namespace)
+      .map((o) => parseSandboxSession(o))
+      .filter((p): p is { ok: true; session: SandboxSession } => p.ok && !p.session.metadata.deletionTimestamp)
+      .map((p) => this.info(p.session))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal): Promise<SessionInfo> {
+    if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
+      throw new SessionError(`idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`, `Use at most ${this.opts.sessionMaxIdleTimeoutSeconds}.`);
+    }
+    const name = generateSessionName();
+    const body = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXSESSION_KIND,
+      metadata: { name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE } },
+      spec: { language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
+    };
+    try {
+      await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, body });
+    } catch (err) {
+      throw new Error(`Failed to create SandboxSession: ${apiErrorMessage(err)}`, { cause: err });
+    }
+    const s = await this.waitUntil(name, (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''), this.opts.startupTimeoutSeconds * 1000 + 5000, signal);
+    if (!s) throw new SessionError(`Session ${name} did not become ready in time.`, 'Try again later; the cluster may be short of capacity.');
+    if (s.status?.phase !== 'Ready') throw new SessionError(`Session ${name} could not start: ${s.status?.message ?? 'unknown reason'}`, 'Fix the cause above or ask the administrator.');
+    return this.info(s);
+  }
+
+  async close(name: string): Promise<boolean> {
+    const s = this.get(name);
+    try {
+      await this.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, name });
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+    if (s?.status?.podName) this.kernels.drop(this.opts.namespace, s.status.podName);
+    return true;
+  }
+
+  /** Runs code in the session's interpreter. Rejects with SessionError when it cannot. */
+  async execute(name: string, call: SessionCall, onOutput?: (stream: 'stdout' | 'stderr', text: string) => void): Promise<SessionCallResult> {
+    const s = this.readySession(name);
+    const pod = s.status?.podName as string;
+    this.noteActivity(s, 0);
+    let result: KernelResult;
+    try {
+      const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
+      result = await conn.exec({ code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) }, onOutput);
+    } catch (err) {
+      if (!(err instanceof KernelConnectionError)) throw err;
+      this.kernels.drop(this.opts.namespace, pod);
+      await this.markLost(s, err.message);
+      throw new SessionError(`Session ${name} was lost: ${err.message}. Its state is gone.`, 'Create a new session with create_session and run the setup again.');
+    }
+    if (result.status === 'lost') {
+      this.kernels.drop(this.opts.namespace, pod);
+      await this.markLost(s, 'the interpreter could not be interrupted at the timeout and was stopped');
+    }
+    this.noteActivity(s, 1);
+    return { ...result, session: name };
+  }
+
+  async readFile(name: string, path: string): Promise<Buffer> {
+    const s = this.readySession(name);
+    this.noteActivity(s, 0);
+    return readFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), this.opts.maxFileBytes);
+  }
+
+  async writeFile(name: string, path: string, content: Buffer): Promise<number> {
+    if (content.length > this.opts.maxFileBytes) {
+      throw new SessionError(`The content is ${content.length} bytes; the limit is ${this.opts.maxFileBytes}.`, 'Write smaller files, or generate large data inside the session with execute_code.');
+    }
+    const s = this.readySession(name);
+    this.noteActivity(s, 0);
+    return writeFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), content);
+  }
+
+  async listFiles(name: string, path: string): Promise<{ entries: FileEntry[]; truncated: boolean }> {
+    const s = this.readySession(name);
+    this.noteActivity(s, 0);
+    return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
+  }
+
+  private readySession(name: string): SandboxSession {
+    const s = this.require(name);
+    const phase = s.status?.phase;
+    if (phase === 'Ready' && s.status?.podName) return s;
+    if (phase === 'Lost' || phase === 'Failed') {
+      throw new SessionError(`Session ${name} is ${phase.toLowerCase()}: ${s.status?.message ?? 'its interpreter is gone'}.`, 'Create a new session with create_session.');
+    }
+    throw new SessionError(`Session ${name} is still starting.`, 'Wait a moment and call again.');
+  }
+
+  private async markLost(s: SandboxSession, why: string): Promise<void> {
+    await this.patchStatus(s.metadata.name, { phase: 'Lost', reason: 'KernelLost', message: `The interpreter is gone (${why}). Create a new session.` }).catch((err: unknown) =>
+      this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'),
+    );
+  }
+
+  /**
+   * Records activity in status.lastActivityTime (and runCount), at most once per interval per
+   * session and never on the call's critical path. Conflicting writers retry on the latest copy.
+   */
+  private noteActivity(s: SandboxSession, calls: number): void {
+    const name = s.metadata.name;
+    let a = this.activity.get(name);
+    if (!a) this.activity.set(name, (a = { calls: 0, writing: false, lastWrite: 0 }));
+    a.calls += calls;
+    if (a.timer || a.writing) return;
+    const wait = Math.max(0, a.lastWrite + ACTIVITY_WRITE_INTERVAL_MS - Date.now());
+    a.timer = setTimeout(() => void this.flushActivity(name), wait);
+    a.timer.unref();
+  }
+
+  private async flushActivity(name: string): Promise<void> {
+    const a = this.activity.get(name);
+    if (!a) return;
+    a.timer = undefined;
+    a.writing = true;
+    const calls = a.calls;
+    a.calls = 0;
+    try {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const s = this.get(name);
+        if (!s) break;
+        const now = new Date();
+        const next = { ...s, status: { ...s.status, lastActivityTime: now.toISOString() } };
+        const expiresAt = sessionExpiry(next, this.opts.sessionMaxLifetimeSeconds, now).expiresAt.toISOString();
+        try {
+          await this.patchStatus(name, { lastActivityTime: now.toISOString(), expiresAt, runCount: (s.status?.runCount ?? 0) + calls }, s.metadata.resourceVersion);
+          break;
+        } catch (err) {
+          if (!isConflict(err)) throw err;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    } catch (err) {
+      if (!isNotFound(err)) this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
+    } finally {
+      a.writing = false;
+      a.lastWrite = Date.now();
+      if (a.calls > 0) this.noteActivity(this.get(name) ?? ({ metadata: { name } } as SandboxSession), 0);
+      else this.activity.delete(name);
+    }
+  }
+
+  private async patchStatus(name: string, status: Record<string, unknown>, resourceVersion?: string): Promise<void> {
+    await this.clients.custom.patchNamespacedCustomObjectStatus(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: this.opts.namespace,
+        plural: SANDBOXSESSION_PLURAL,
+        name,
+        body: { ...(resourceVersion && { metadata: { resourceVersion } }), status },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  }
+
+  private waitUntil(name: string, done: (s: SandboxSession | undefined) => boolean, timeoutMs: number, signal?: AbortSignal): Promise<SandboxSession | undefined> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        const s = this.get(name);
+        if (done(s)) finish(s);
+      };
+      const finish = (s: SandboxSession | undefined): void => {
+        clearTimeout(timer);
+        this.waiters.get(name)?.delete(check);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(s);
+      };
+      const onAbort = (): void => finish(this.get(name));
+      const timer = setTimeout(() => finish(this.get(name)), timeoutMs);
+      let set = this.waiters.get(name);
+      if (!set) this.waiters.set(name, (set = new Set()));
+      set.add(check);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      check();
+    });
+  }
+}
