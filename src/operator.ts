@@ -115,6 +115,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     },
     log.child({ component: 'sessions' }),
   );
+  executor.setSessions(sessionService);
 
   const runService = new KubeRunService(clients, executor, {
     namespace: ns,

@@ -11,6 +11,7 @@ import {
   Reasons,
   SANDBOXRUN_PLURAL,
   VERSION,
+  kernelLanguage,
   normalizeLanguage,
   type SandboxRun,
   type SandboxRunStatus,
@@ -25,6 +26,8 @@ import { podNameForRun } from '../sandbox/names.js';
 import type { EventRecorder } from './events.js';
 import type { ControllerOptions } from './options.js';
 import type { PodWatcher } from './pod-watcher.js';
+import { sessionOutcome } from '../sessions/outcome.js';
+import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import {
   classifyExecution,
@@ -82,8 +85,14 @@ function minQuantity(a: string, b: string): string {
 
 export class RunExecutor {
   private readonly executions = new Map<string, Execution>();
+  private sessions: SessionService | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {}
+
+  /** Enables SandboxRun.spec.session (runs in a session's interpreter). */
+  setSessions(sessions: SessionService): void {
+    this.sessions = sessions;
+  }
 
   isExecuting(uid: string): boolean {
     return this.executions.has(uid);
@@ -138,6 +147,7 @@ export class RunExecutor {
       if (invalid) {
         return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
       }
+      if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const podName = podNameForRun(name);
       const pod = await this.createPod(run, podName, log);
@@ -238,6 +248,32 @@ export class RunExecutor {
     this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
     log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
     return this.outcome(run, status);
+  }
+
+  /** A SandboxRun with spec.session: the code runs in that session's interpreter. */
+  private async runInSession(run: SandboxRun, session: string, output: EventEmitter, log: Logger, started: number): Promise<RunOutcome> {
+    if (!this.sessions) return this.finishEarly(run, Reasons.InvalidSpec, 'Sessions are not available in this operator.', log);
+    const info = this.sessions.list().find((s) => s.name === session);
+    if (!info) return this.finishEarly(run, Reasons.InvalidSpec, `There is no SandboxSession "${session}" in this namespace; create it first.`, log);
+    if (kernelLanguage(info.language) !== normalizeLanguage(run.spec.language) && !(run.spec.language === 'sh' && info.language === 'bash')) {
+      return this.finishEarly(run, Reasons.InvalidSpec, `SandboxSession ${session} runs ${info.language}; spec.language is ${run.spec.language}.`, log);
+    }
+    const startTime = new Date();
+    try {
+      const r = await this.sessions.execute(session, { code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) }, (stream, text) =>
+        output.emit('chunk', { stream, text } satisfies OutputChunk),
+      );
+      const o = sessionOutcome(r, run.metadata.namespace ?? this.d.opts.namespace, run.spec.timeoutSeconds);
+      const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };
+      const status = completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() });
+      await this.patchStatus(run, status, log);
+      this.recordOutcome(run, run.metadata.namespace ?? this.d.opts.namespace, c);
+      this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
+      return { ...this.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
+    } catch (err) {
+      if (err instanceof SessionError) return this.finishEarly(run, Reasons.KernelLost, `${err.message} ${err.hint}`, log);
+      throw err;
+    }
   }
 
   private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed; message: string } }> {

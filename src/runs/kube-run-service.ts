@@ -7,8 +7,9 @@ import type { RunExecutor } from '../controller/run-executor.js';
 import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
 import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
-import { kernelLanguage, normalizeLanguage, Reasons } from '../api/v1alpha1/index.js';
-import { SessionError, type SessionCallResult, type SessionService } from '../sessions/service.js';
+import { kernelLanguage, normalizeLanguage } from '../api/v1alpha1/index.js';
+import { SessionError, type SessionService } from '../sessions/service.js';
+import { sessionOutcome } from '../sessions/outcome.js';
 
 export interface KubeRunServiceOptions {
   namespace: string;
@@ -110,33 +111,5 @@ export class KubeRunService implements RunService {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);
       throw err;
     }
-  }
-}
-
-export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutSeconds: number): RunOutcome {
-  const base = {
-    runName: '',
-    session: r.session,
-    namespace,
-    stdout: r.stdout,
-    stderr: r.error && !r.stderr.includes(r.error.traceback) ? `${r.stderr}${r.error.traceback}` : r.stderr,
-    stdoutBytes: r.stdoutBytes,
-    stderrBytes: r.stderrBytes,
-    truncated: r.truncated,
-    durationMs: r.durationMs,
-    ...(r.result !== undefined && { result: r.result }),
-    ...(r.exitCode !== undefined && { exitCode: r.exitCode }),
-  };
-  switch (r.status) {
-    case 'ok':
-      return r.exitCode !== undefined && r.exitCode !== 0
-        ? { ...base, phase: 'Failed', reason: Reasons.NonZeroExit, message: `The command exited with code ${r.exitCode}.` }
-        : { ...base, phase: 'Succeeded' };
-    case 'error':
-      return { ...base, phase: 'Failed', reason: Reasons.Exception, message: `${r.error?.ename ?? 'Error'}: ${r.error?.evalue ?? ''}`.trim() };
-    case 'timeout':
-      return { ...base, phase: 'TimedOut', reason: Reasons.TimedOut, message: `The call ran longer than timeout_seconds=${timeoutSeconds} and was interrupted; the session keeps its state.` };
-    default:
-      return { ...base, phase: 'Failed', reason: Reasons.KernelLost, message: 'The call could not be interrupted at its timeout, so the session was stopped and its state is lost. Create a new session.' };
   }
 }
