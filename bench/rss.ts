@@ -1,7 +1,11 @@
 // Gateway memory with many finished SandboxRuns in its namespace: seed terminal runs (create, then
 // the status subresource, in parallel batches), then measure a fresh operator + gateway process
-// (bench/rss-probe.ts, a child process so this process's own heap does not count).
+// (bench/rss-probe.ts, a child process so this process's own heap does not count), both with tsx
+// and compiled to plain JavaScript.
 import { spawn } from 'node:child_process';
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, parseSandboxRun } from '../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
@@ -19,6 +23,8 @@ export interface ProbeResult {
   heapUsed: number;
   heapTotal: number;
   external: number;
+  rssAfterGc: number;
+  heapUsedAfterGc: number;
 }
 
 async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
@@ -61,21 +67,46 @@ export async function deleteSeededRuns(k: TestKube, ns: string): Promise<void> {
   await k.custom.deleteCollectionNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
 }
 
-/** Runs bench/rss-probe.ts on `ns` in a child process (tsx) and returns what it measured. */
-export function probeRss(ns: string): Promise<ProbeResult> {
-  const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
-  const script = fileURLToPath(new URL('./rss-probe.ts', import.meta.url));
+export type ProbeMode = 'tsx' | 'compiled';
+
+/**
+ * Compiles the repository (no type check) to a temporary directory, so the probe can also run as
+ * plain JavaScript like the deployed gateway: tsx's on-the-fly compiler costs tens of MB of RSS.
+ */
+export async function compileProbe(): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const dir = await mkdtemp(join(tmpdir(), 'codemode-bench-'));
+  await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
+  await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
+  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  await run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json'), '--outDir', dir, '--noCheck', '--sourceMap', 'false']);
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+function run(cmd: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(tsx, [script, ns], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('error', reject);
-    child.on('close', (code) => {
-      const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));
-      if (code !== 0 || !line) return reject(new Error(`rss-probe exited ${String(code)}: ${err.slice(-500)}`));
-      resolve(JSON.parse(line.slice(PROBE_PREFIX.length)) as ProbeResult);
-    });
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${String(code)}: ${(err || out).slice(-500)}`))));
   });
+}
+
+/**
+ * Runs the probe on `ns` in a child process and returns what it measured: with tsx (as the
+ * bench itself runs), or compiled (`compiledDir` from compileProbe) with plain node.
+ */
+export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string): Promise<ProbeResult> {
+  const args =
+    mode === 'tsx'
+      ? [fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)), fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), ns]
+      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns];
+  // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
+  const out = await run(process.execPath, args);
+  const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));
+  if (!line) throw new Error(`rss-probe printed no result: ${out.slice(-500)}`);
+  return JSON.parse(line.slice(PROBE_PREFIX.length)) as ProbeResult;
 }

@@ -9,8 +9,8 @@ import { PRINT_1, TRUE, rawExecLatency, rawPodFloor, startTargetPod, type Latenc
 import { describeMachine, machineInfo } from './machine.js';
 import { executeCodeLatency } from './mcp.js';
 import { execSplit, profileColdCalls } from './profile.js';
-import { NO_POOL, NO_SESSIONS, computeRatios, renderResults, writeResults, type Latency, type Results } from './report.js';
-import { deleteSeededRuns, probeRss, seedFinishedRuns } from './rss.js';
+import { NO_POOL, NO_SESSIONS, computeRatios, renderResults, writeResults, type Latency, type Results, type RssPair } from './report.js';
+import { compileProbe, deleteSeededRuns, probeRss, seedFinishedRuns } from './rss.js';
 import { PodTimeline, ensureNetworkPolicy } from './sandbox-pod.js';
 import { rounded, summarize } from './stats.js';
 import { executeCodeThroughput, rawExecThroughput } from './throughput.js';
@@ -96,14 +96,22 @@ async function throughputSection(k: TestKube, s: BenchSettings, op: RunningOpera
 async function rssSection(k: TestKube, s: BenchSettings, nss: Namespaces, r: Results): Promise<void> {
   const ns = await nss.create('bench-rss');
   const count = scaled(s, s.finishedRuns, 10);
-  log('rss: probe on an empty namespace');
-  const empty = await probeRss(ns);
-  log(`rss: seeding ${count} finished SandboxRuns`);
-  const seedSeconds = await seedFinishedRuns(k, ns, count);
-  log('rss: probe with the finished runs');
-  const full = await probeRss(ns);
-  r.rss = { finishedRuns: count, seedSeconds: Math.round(seedSeconds * 10) / 10, emptyNamespace: empty, withFinishedRuns: full };
-  await deleteSeededRuns(k, ns);
+  log('rss: compiling the probe to plain JavaScript');
+  const compiled = await compileProbe();
+  try {
+    const probe = async (): Promise<RssPair> => ({ tsx: await probeRss(ns, 'tsx'), compiled: await probeRss(ns, 'compiled', compiled.dir) });
+    log('rss: probes on an empty namespace');
+    const empty = await probe();
+    log(`rss: seeding ${count} finished SandboxRuns`);
+    const seedSeconds = await seedFinishedRuns(k, ns, count);
+    log('rss: probes with the finished runs');
+    const full = await probe();
+    const perRun = Math.round((full.compiled.heapUsedAfterGc - empty.compiled.heapUsedAfterGc) / count);
+    r.rss = { finishedRuns: count, seedSeconds: Math.round(seedSeconds * 10) / 10, heapBytesPerFinishedRun: perRun, emptyNamespace: empty, withFinishedRuns: full };
+  } finally {
+    await compiled.remove();
+    await deleteSeededRuns(k, ns);
+  }
 }
 
 async function main(): Promise<void> {
@@ -172,6 +180,7 @@ async function main(): Promise<void> {
   const paths = await writeResults(r, table);
   process.stdout.write(`\ncodemode-operator bench, ${r.date}, scale ${s.scale}\n${describeMachine(machine)}\n\n${table}\n\n`);
   if (r.profile.cold) process.stdout.write(`cold execute_code phases (median ms): ${Object.entries(r.profile.cold.phasesMs).map(([p, v]) => `${p} ${v.median}`).join('; ')}\n`);
+  if (typeof r.rss !== 'string') process.stdout.write(`retained heap per finished SandboxRun (after GC, compiled): ${(r.rss.heapBytesPerFinishedRun / 1024).toFixed(1)} KiB\n`);
   if (r.profile.execSplit) process.stdout.write(`exec in a running pod (median ms): raw python3 ${r.profile.execSplit.rawPythonMs.median}, runner script ${r.profile.execSplit.runnerPythonMs.median}\n`);
   process.stdout.write(`\nwrote ${paths.join(' and ')}\n`);
 }

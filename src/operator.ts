@@ -21,6 +21,9 @@ import { SandboxSessionController } from './controller/session-controller.js';
 import { KernelConnections } from './exec/kernel.js';
 import { findRuntimeDir, readRuntimeFiles } from './sessions/runtime-files.js';
 import { SessionService } from './sessions/service.js';
+import { LeaderElector } from './controller/leader.js';
+import { WarmPool } from './controller/warm-pool.js';
+import { WorkQueue } from './controller/workqueue.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 
 export interface Operator {
@@ -88,14 +91,45 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const runtimeDir = findRuntimeDir();
   const runtimeFiles = runtimeDir ? readRuntimeFiles(runtimeDir) : {};
   if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
+  const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
+  const pool = new WarmPool({
+    clients,
+    opts,
+    size: runtimeDir ? config.warmPoolSize : 0,
+    pods,
+    policies,
+    runtime: runtimeGuard,
+    runtimePaths: Object.keys(runtimeFiles),
+    log: log.child({ component: 'warm-pool' }),
+    onClaim: (r) => metrics?.poolClaim(r),
+  });
+  // Only the leader keeps the pool at its size; every replica may claim from it.
+  const poolQueue = new WorkQueue(async () => {
+    if (elector.isLeader) await pool.refill();
+    return { requeueAfterMs: config.resyncSeconds * 1000 };
+  }, { workers: 1, metrics: metrics?.queue('warmpool') });
+  const elector = new LeaderElector(clients.coordination, {
+    namespace: ns,
+    name: 'codemode-operator-leader',
+    identity,
+    onChange: (leader) => {
+      metrics?.leader(leader);
+      if (leader) poolQueue.add('pool');
+    },
+  }, log.child({ component: 'leader-election' }));
+  pods.onChange(() => {
+    if (elector.isLeader) poolQueue.add('pool');
+  });
+  executor.setPool(pool);
   const sessionController = new SandboxSessionController({
+    pool,
     clients,
     opts,
     log: log.child({ controller: 'sandboxsession' }),
     sessions,
     pods,
     policies,
-    runtime: new RuntimeConfigMapGuard(clients, runtimeFiles, log),
+    runtime: runtimeGuard,
     runtimePaths: Object.keys(runtimeFiles),
     events,
     metrics,
@@ -155,8 +189,11 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await pods.start();
       controller.start();
       sessionController.start();
+      if (pool.enabled) elector.start();
     },
     async stop(): Promise<void> {
+      poolQueue.stop();
+      await elector.stop();
       controller.stop();
       sessionController.stop();
       await executor.drain();

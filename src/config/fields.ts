@@ -304,6 +304,15 @@ export const FIELDS = {
     },
     int(60, 604800),
   ),
+  warmPoolSize: field(
+    {
+      env: 'CODEMODE_WARM_POOL_SIZE',
+      default: '2',
+      description: 'Pre-started, ready sandbox pods (python kernel) kept waiting for runs and sessions; 0 disables the pool.',
+      allowed: 'an integer from 0 to 100',
+    },
+    int(0, 100),
+  ),
   maxFileBytes: field(
     {
       env: 'CODEMODE_MAX_FILE_BYTES',

@@ -48,6 +48,7 @@ export interface Config {
   readonly sessionMaxIdleTimeoutSeconds: number;
   readonly sessionMaxLifetimeSeconds: number;
   readonly maxFileBytes: number;
+  readonly warmPoolSize: number;
   readonly logLevel: LogLevel;
 }
 
@@ -166,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sessionMaxIdleTimeoutSeconds: c.sessionMaxIdleTimeoutSeconds,
     sessionMaxLifetimeSeconds: c.sessionMaxLifetimeSeconds,
     maxFileBytes: c.maxFileBytes,
+    warmPoolSize: c.warmPoolSize,
     logLevel: c.logLevel,
   };
   return deepFreeze(config);

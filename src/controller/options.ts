@@ -28,4 +28,5 @@ export interface ControllerOptions {
   sessionMaxIdleTimeoutSeconds: number;
   sessionMaxLifetimeSeconds: number;
   maxFileBytes: number;
+  warmPoolSize: number;
 }

@@ -7,8 +7,12 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
+  API_VERSION,
   GROUP,
+  LABEL_RUN,
+  LABEL_RUNTIME,
   Reasons,
+  SANDBOXRUN_KIND,
   SANDBOXRUN_PLURAL,
   VERSION,
   kernelLanguage,
@@ -26,6 +30,8 @@ import { podNameForRun } from '../sandbox/names.js';
 import type { EventRecorder } from './events.js';
 import type { ControllerOptions } from './options.js';
 import type { PodWatcher } from './pod-watcher.js';
+import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
+import { runLabelValue } from '../sandbox/names.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
@@ -86,12 +92,28 @@ function minQuantity(a: string, b: string): string {
 export class RunExecutor {
   private readonly executions = new Map<string, Execution>();
   private sessions: SessionService | undefined;
+  private pool: WarmPool | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {}
 
   /** Enables SandboxRun.spec.session (runs in a session's interpreter). */
   setSessions(sessions: SessionService): void {
     this.sessions = sessions;
+  }
+
+  /** Enables warm-pool claims for runs whose image and limits match the pool's pods. */
+  setPool(pool: WarmPool): void {
+    this.pool = pool;
+  }
+
+  /** A warm pod for this run, if the pool has one that fits (same image, default limits). */
+  private async claimWarm(run: SandboxRun): Promise<string | undefined> {
+    const { opts } = this.d;
+    const runtime = normalizeLanguage(run.spec.language);
+    if (!this.pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
+    const owner = { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name: run.metadata.name, uid: run.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
+    const pod = await this.pool.claim(owner, { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime }, opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60);
+    return pod?.metadata?.name;
   }
 
   isExecuting(uid: string): boolean {
@@ -149,6 +171,8 @@ export class RunExecutor {
       }
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
+      const warm = await this.claimWarm(run);
+      if (warm) return await this.execute_(run, ns, warm, normalizeLanguage(run.spec.language), output, log, started);
       const podName = podNameForRun(name);
       const pod = await this.createPod(run, podName, log);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);

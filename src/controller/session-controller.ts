@@ -5,7 +5,9 @@ import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
+  API_VERSION,
   GROUP,
+  LABEL_SESSION,
   Reasons,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
@@ -18,7 +20,8 @@ import {
 import { kernelCommand } from '../exec/kernel.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
-import { podNameForSession } from '../sandbox/names.js';
+import { podNameForSession, runLabelValue } from '../sandbox/names.js';
+import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
 import { buildSessionPod } from '../sandbox/pod.js';
 import { runtimeItems } from '../sandbox/runtime-configmap.js';
 import type { EventRecorder } from './events.js';
@@ -43,6 +46,7 @@ export interface SessionControllerDeps {
   runtimePaths: readonly string[];
   events: EventRecorder;
   metrics?: Metrics;
+  pool?: WarmPool;
   now?: () => Date;
 }
 
@@ -106,15 +110,21 @@ export class SandboxSessionController {
       await this.collect(session, exp.cause);
       return;
     }
-    const podName = podNameForSession(name);
+    // The session's pod: the one it owns (a claimed pool pod or its own), else the name it would get.
+    const owned = this.d.pods.list(ns).find((p) => p.metadata?.ownerReferences?.some((o) => o.controller && o.uid === session.metadata.uid));
+    let podName = owned?.metadata?.name ?? session.status?.podName ?? podNameForSession(name);
     const invalid = this.checkLimits(session);
     if (invalid) {
       if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: invalid });
       return { requeueAfterMs: exp.remainingMs };
     }
-    let pod = this.d.pods.get(podName, ns);
+    let pod = owned ?? this.d.pods.get(podName, ns);
     const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
-    if (!pod && !terminal && session.status?.phase !== 'Ready') pod = await this.createPod(session, podName);
+    if (!pod && !terminal && session.status?.phase !== 'Ready') {
+      pod = await this.claimWarm(session);
+      if (pod?.metadata?.name) podName = pod.metadata.name;
+      else pod = await this.createPod(session, podName);
+    }
 
     const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
@@ -138,6 +148,15 @@ export class SandboxSessionController {
     if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds) problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
     if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds) problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
     return problems.length ? `Invalid SandboxSession: ${problems.join('; ')}.` : undefined;
+  }
+
+  private async claimWarm(session: SandboxSession): Promise<V1Pod | undefined> {
+    const { opts, pool } = this.d;
+    const language = kernelLanguage(session.spec.language);
+    if (!pool?.enabled || language !== POOL_LANGUAGE) return undefined;
+    const owner = { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name: session.metadata.name, uid: session.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
+    const lifetime = session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds;
+    return pool.claim(owner, { [LABEL_SESSION]: runLabelValue(session.metadata.name) }, lifetime + 60);
   }
 
   private async createPod(session: SandboxSession, podName: string): Promise<V1Pod | undefined> {

@@ -14,6 +14,8 @@ export interface Metrics {
   reconcile(controller: string, result: 'success' | 'error' | 'requeue_after', seconds: number): void;
   toolCall(tool: string, outcome: 'ok' | 'error', seconds: number): void;
   sessionCollected(cause: 'idle' | 'lifetime'): void;
+  poolClaim(result: 'warm' | 'empty'): void;
+  leader(isLeader: boolean): void;
 }
 
 export function createMetrics(): Metrics {
@@ -90,8 +92,23 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  const poolClaims = new Counter({
+    name: 'codemode_warm_pool_claims_total',
+    help: 'Warm-pool claims: warm (a ready pod was taken) or empty (fell back to a cold pod).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const leaderStatus = new Gauge({
+    name: 'leader_election_master_status',
+    help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
+    labelNames: ['name'] as const,
+    registers: [registry],
+  });
+
   return {
     registry,
+    poolClaim: (result): void => void poolClaims.inc({ result }),
+    leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
     runs: {
       runFinished(phase, reason, runtime, seconds): void {

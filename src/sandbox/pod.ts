@@ -15,7 +15,7 @@ import {
   kernelLanguage,
   normalizeLanguage,
 } from '../api/v1alpha1/index.js';
-import type { SandboxRun, SandboxSession } from '../api/v1alpha1/index.js';
+import type { KernelLanguage, SandboxRun, SandboxSession } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
 import { podNameForRun, podNameForSession, runLabelValue } from './names.js';
 
@@ -101,12 +101,13 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
 }
 
 interface SandboxPodParts {
-  name: string;
+  name?: string;
+  generateName?: string;
   namespace: string | undefined;
   labels: Record<string, string>;
-  owner: V1OwnerReference;
+  owner?: V1OwnerReference;
   command: string[];
-  activeDeadlineSeconds: number;
+  activeDeadlineSeconds?: number;
   extraVolumes?: V1Volume[];
   extraMounts?: V1VolumeMount[];
 }
@@ -117,7 +118,8 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: parts.name,
+      ...(parts.name !== undefined && { name: parts.name }),
+      ...(parts.generateName !== undefined && { generateName: parts.generateName }),
       namespace: parts.namespace,
       labels: {
         [LABEL_MANAGED_BY]: MANAGED_BY_VALUE,
@@ -125,7 +127,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
         [LABEL_SANDBOX]: SANDBOX_LABEL_VALUE,
         ...parts.labels,
       },
-      ownerReferences: [parts.owner],
+      ...(parts.owner !== undefined && { ownerReferences: [parts.owner] }),
     },
     spec: {
       restartPolicy: 'Never',
@@ -139,7 +141,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       hostIPC: false,
       // Nothing to flush: `sleep` and the run's processes can die at once.
       terminationGracePeriodSeconds: 1,
-      activeDeadlineSeconds: parts.activeDeadlineSeconds,
+      ...(parts.activeDeadlineSeconds !== undefined && { activeDeadlineSeconds: parts.activeDeadlineSeconds }),
       ...(opts.runtimeClassName === undefined ? {} : { runtimeClassName: opts.runtimeClassName }),
       securityContext: {
         runAsUser: SANDBOX_UID,
@@ -207,5 +209,26 @@ export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, 
       extraMounts: [{ name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true }],
     },
     opts,
+  );
+}
+
+/** Label on warm-pool pods: `warm` while waiting, `claimed` once a run or session took it. */
+export const LABEL_POOL = 'codemode.dev/pool';
+
+/**
+ * A pre-started pod of the warm pool: a session kernel already running, no owner yet and no
+ * deadline. A claim sets both (and relabels it) with one optimistic-concurrency patch.
+ */
+export function buildPoolPod(namespace: string, language: KernelLanguage, opts: Omit<PodBuildOptions, 'activeDeadlineSeconds'>, kernelCommand: string[], runtimeItems: Array<{ key: string; path: string }>): V1Pod {
+  return sandboxPod(
+    {
+      generateName: `codemode-pool-${language}-`,
+      namespace,
+      labels: { [LABEL_POOL]: 'warm', [LABEL_RUNTIME]: language },
+      command: kernelCommand,
+      extraVolumes: [{ name: 'runtime', configMap: { name: RUNTIME_CONFIGMAP, defaultMode: 0o444, items: runtimeItems } }],
+      extraMounts: [{ name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true }],
+    },
+    { ...opts, activeDeadlineSeconds: 0 },
   );
 }

@@ -51,6 +51,7 @@ describe('loadConfig defaults', () => {
       sessionMaxIdleTimeoutSeconds: 3600,
       sessionMaxLifetimeSeconds: 86400,
       maxFileBytes: 1048576,
+      warmPoolSize: 2,
       logLevel: 'info',
     } satisfies Config);
   });
@@ -116,7 +117,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(32);
+    expect(envs).toHaveLength(33);
   });
 });
 

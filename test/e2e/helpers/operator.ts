@@ -26,6 +26,8 @@ export async function startOperator(namespace: string, env: Record<string, strin
     CODEMODE_IMAGE_PULL_POLICY: 'Never',
     CODEMODE_PORT: '0',
     CODEMODE_LOG_LEVEL: 'warn',
+    // Cold pods unless a test asks for the pool: tests then see deterministic pod names.
+    CODEMODE_WARM_POOL_SIZE: '0',
     ...env,
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
