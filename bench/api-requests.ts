@@ -13,11 +13,12 @@ export const WRITE_VERBS = new Set(['create', 'patch', 'update', 'delete', 'dele
 /**
  * Which of the operator's requests the execute_code reply waits for (read from
  * src/runs/kube-run-service.ts and src/controller/run-executor.ts). The status patch happens twice
- * when the code is still running after 250 ms (Running, then the result).
+ * when the code is still running after 250 ms (Running, then the result). The NetworkPolicy check
+ * happens once per namespace and process.
  */
-export const CRITICAL_PATH = new Set(['create sandboxruns', 'create pods', 'connect pods/exec', 'patch sandboxruns/status', 'get networkpolicies', 'create networkpolicies']);
-/** Fire-and-forget: issued during or after the run, never awaited by the call. */
-export const NOT_AWAITED = new Set(['delete pods', 'create events']);
+export const COLD_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'create pods', 'connect pods/exec', 'patch sandboxruns/status', 'get networkpolicies', 'create networkpolicies']);
+/** With the warm pool the Pod create is replaced by the claim (a patch of a ready pool pod). */
+export const WARM_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'patch pods', 'connect pods/exec', 'patch sandboxruns/status', 'get networkpolicies', 'create networkpolicies']);
 
 const SERVER_VERBS: Record<string, string> = {
   POST: 'create', PUT: 'update', PATCH: 'patch', APPLY: 'patch', DELETE: 'delete', DELETECOLLECTION: 'deletecollection',
@@ -133,6 +134,8 @@ export interface ApiRequestsResult {
   operatorWritesPerRun: number;
   criticalPathWritesPerRun: number;
   notAwaitedWritesPerRun: number;
+  /** What the critical path was taken to be (see COLD_CRITICAL_PATH). */
+  criticalPath: string[];
   /** Every client's requests per run on our resources (API server metrics). */
   apiserverPerRun: Counts;
   apiserverByVerbPerRun: Counts;
@@ -141,15 +144,17 @@ export interface ApiRequestsResult {
   otherClientsSeen: boolean;
 }
 
-export function summarizeApiRequests(runs: number, server: Counts, operator: Counts): ApiRequestsResult {
+/** Per-run figures; writes not on `critical` are fire-and-forget (pod delete, Events, pool refill). */
+export function summarizeApiRequests(runs: number, server: Counts, operator: Counts, critical: ReadonlySet<string>): ApiRequestsResult {
   const r = (x: number): number => Math.round((x / runs) * 100) / 100;
   const isWrite = (verb: string): boolean => WRITE_VERBS.has(verb);
   return {
     runs,
     operatorPerRun: perRun(operator, runs),
     operatorWritesPerRun: r(sumWhere(operator, isWrite)),
-    criticalPathWritesPerRun: r(sumWhere(operator, (v, k) => isWrite(v) && CRITICAL_PATH.has(k))),
-    notAwaitedWritesPerRun: r(sumWhere(operator, (v, k) => isWrite(v) && NOT_AWAITED.has(k))),
+    criticalPathWritesPerRun: r(sumWhere(operator, (v, k) => isWrite(v) && critical.has(k))),
+    notAwaitedWritesPerRun: r(sumWhere(operator, (v, k) => isWrite(v) && !critical.has(k))),
+    criticalPath: [...critical].filter((k) => WRITE_VERBS.has(k.split(' ')[0] ?? '')),
     apiserverPerRun: perRun(server, runs),
     apiserverByVerbPerRun: perRun(byVerb(server), runs),
     apiserverWritesPerRun: r(sumWhere(server, isWrite)),

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 // any KubeConfig is loaded (testKube() reads it lazily).
 process.env.KUBECONFIG ??= join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
-export const SECTIONS = ['floor', 'cold', 'throughput', 'rss'] as const;
+export const SECTIONS = ['floor', 'cold', 'warm', 'session', 'throughput', 'rss'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchSettings {
@@ -19,6 +19,8 @@ export interface BenchSettings {
   execSamples: number;
   podSamples: number;
   coldSamples: number;
+  warmSamples: number;
+  sessionSamples: number;
   throughputSeconds: number;
   finishedRuns: number;
 }
@@ -53,6 +55,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     execSamples: 200,
     podSamples: 40,
     coldSamples: 40,
+    warmSamples: 40,
+    sessionSamples: 200,
     throughputSeconds: 20,
     finishedRuns: 1000,
   };

@@ -26,25 +26,33 @@ function check(r: ToolResult): string | undefined {
 }
 
 /** One execute_code of `print(1)`; throws when the run did not succeed with the right output. */
-export async function timedExecuteCode(client: TestClient): Promise<TimedCall> {
+export async function timedExecuteCode(client: TestClient, extra: Record<string, unknown> = {}): Promise<TimedCall> {
   const start = performance.now();
-  const r = await client.callTool('execute_code', { code: PRINT_1_CODE, language: 'python' });
+  const r = await client.callTool('execute_code', { code: PRINT_1_CODE, language: 'python', ...extra });
   const end = performance.now();
   const problem = check(r);
   if (problem) throw new Error(problem);
   return { start, end, run: String(r.structuredContent?.run ?? '') };
 }
 
-/**
- * Sequential execute_code calls from one client. `warmup` unrecorded calls come first (the first
- * run in a namespace also checks the NetworkPolicy); `afterWarmup` runs between the two phases.
- */
-export async function executeCodeLatency(url: string, n: number, opts: { warmup?: number; afterWarmup?: () => Promise<void> } = {}): Promise<McpLatency> {
+export interface LatencyOptions {
+  /** Unrecorded calls first (the first run in a namespace also checks the NetworkPolicy). */
+  warmup?: number;
+  afterWarmup?: () => Promise<void>;
+  /** Awaited before every call, outside the timing (e.g. until the warm pool is full). */
+  beforeEach?: () => Promise<void>;
+  /** Extra execute_code arguments (e.g. a session). */
+  args?: Record<string, unknown>;
+}
+
+/** Sequential execute_code calls from one client. */
+export async function executeCodeLatency(url: string, n: number, opts: LatencyOptions = {}): Promise<McpLatency> {
   const client = await connect(url, 'current');
   const out: McpLatency = { samples: [], calls: [], errors: 0 };
   const attempt = async (record: boolean): Promise<void> => {
+    await opts.beforeEach?.();
     try {
-      const call = await timedExecuteCode(client);
+      const call = await timedExecuteCode(client, opts.args);
       if (!record) return;
       out.samples.push(call.end - call.start);
       out.calls.push(call);
@@ -61,4 +69,24 @@ export async function executeCodeLatency(url: string, n: number, opts: { warmup?
     await client.close();
   }
   return out;
+}
+
+/**
+ * The gateway's fixed cost: an execute_code the gateway refuses before any Kubernetes call (empty
+ * code), so the round trip is HTTP + MCP + a fresh McpServer + argument validation.
+ */
+export async function mcpRoundTrip(url: string, n: number): Promise<number[]> {
+  const client = await connect(url, 'current');
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < n + 3; i++) {
+      const t0 = performance.now();
+      const r = await client.callTool('execute_code', { code: '' });
+      if (!r.isError) throw new Error('an empty execute_code was not refused');
+      if (i >= 3) samples.push(performance.now() - t0);
+    }
+  } finally {
+    await client.close();
+  }
+  return samples;
 }

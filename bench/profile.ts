@@ -1,51 +1,115 @@
-// Where the time of a cold execute_code goes. Each call of a sequential batch is cut into phases
-// by timestamps taken in this process: the operator's own API requests (RequestTally), a watch on
-// the sandbox pods (PodTimeline) and the client's call/reply. No change to src/ is needed.
+// Where the time of an execute_code goes. Each call of a sequential batch is cut into phases by
+// timestamps taken in this process: the operator's own API requests (RequestTally), the round
+// trips of its main API calls (CallTimer), a watch on the sandbox pods (PodTimeline) and the
+// client's call/reply. No change to src/ is needed.
 import { execInPod } from '../src/exec/exec.js';
 import { newNonce, parseTrailer, runnerCommand } from '../src/exec/runner.js';
 import { podNameForRun } from '../src/sandbox/names.js';
+import type { KubeClients } from '../src/kube/clients.js';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
-import type { RequestTally } from './api-requests.js';
+import type { RequestTally, TalliedRequest } from './api-requests.js';
 import type { TimedCall } from './mcp.js';
-import type { PodTimeline } from './sandbox-pod.js';
+import type { PodTimeline, PodTimes } from './sandbox-pod.js';
 import { SANDBOX_CONTAINER } from './sandbox-pod.js';
 import { rounded, summarize, type Summary } from './stats.js';
 
-export const COLD_PHASES = [
-  'gateway → SandboxRun create sent',
-  'SandboxRun create → Pod create sent',
-  'Pod create → scheduled (watch)',
-  'scheduled → Ready → exec sent',
-  'exec (runner + print(1))',
-  'status patch → MCP reply',
-] as const;
+interface TimedApiCall {
+  key: string;
+  start: number;
+  end: number;
+}
 
-export interface ColdProfile {
+/** Round trips of chosen API client methods (instance wrappers; the library is untouched). */
+export class CallTimer {
+  readonly calls: TimedApiCall[] = [];
+
+  constructor(clients: KubeClients) {
+    this.wrap(clients.custom, 'createNamespacedCustomObject', 'create sandboxruns');
+    this.wrap(clients.custom, 'patchNamespacedCustomObjectStatus', 'patch sandboxruns/status');
+    this.wrap(clients.core, 'createNamespacedPod', 'create pods');
+    this.wrap(clients.core, 'patchNamespacedPod', 'patch pods');
+  }
+
+  private wrap(api: object, method: string, key: string): void {
+    const target = api as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const original = target[method]?.bind(api);
+    if (!original) return;
+    target[method] = async (...args: unknown[]): Promise<unknown> => {
+      const start = performance.now();
+      try {
+        return await original(...args);
+      } finally {
+        this.calls.push({ key, start, end: performance.now() });
+      }
+    };
+  }
+}
+
+interface CallView {
+  call: TimedCall;
+  reqs: TalliedRequest[];
+  timed: TimedApiCall[];
+  pod: PodTimes;
+}
+
+type Mark = [phaseEndingHere: string, at: (v: CallView) => number | undefined];
+
+const sent = (key: string) => (v: CallView): number | undefined => v.reqs.find((r) => r.key === key)?.t;
+const done = (key: string, last = false) => (v: CallView): number | undefined => (last ? v.timed.filter((c) => c.key === key).at(-1) : v.timed.find((c) => c.key === key))?.end;
+const lastSent = (key: string) => (v: CallView): number | undefined => v.timed.filter((c) => c.key === key).at(-1)?.start;
+
+/** Phases of a cold run (pool off): the operator creates, waits for and execs into a new pod. */
+export const COLD_MARKS: Mark[] = [
+  ['MCP request → SandboxRun create sent', sent('create sandboxruns')],
+  ['SandboxRun create round trip', done('create sandboxruns')],
+  ['executor → Pod create sent', sent('create pods')],
+  ['Pod create → scheduled (watch)', (v) => v.pod.scheduled],
+  // The operator's informer sees the pod Ready a few ms before this bench's watch does, so the
+  // exec request is the mark: the first sign the operator saw it.
+  ['scheduled → Ready → exec sent', sent('connect pods/exec')],
+  ['exec (runner script + print(1))', lastSent('patch sandboxruns/status')],
+  ['status patch round trip', done('patch sandboxruns/status', true)],
+  ['status patch done → MCP reply', (v) => v.call.end],
+];
+
+/** Phases of a warm run: the operator claims a ready pool pod with one patch and execs into it. */
+export const WARM_MARKS: Mark[] = [
+  ['MCP request → SandboxRun create sent', sent('create sandboxruns')],
+  ['SandboxRun create round trip', done('create sandboxruns')],
+  ['executor → claim patch sent', sent('patch pods')],
+  ['claim patch round trip', done('patch pods')],
+  ['claim → exec sent', sent('connect pods/exec')],
+  ['exec (runner script + print(1))', lastSent('patch sandboxruns/status')],
+  ['status patch round trip', done('patch sandboxruns/status', true)],
+  ['status patch done → MCP reply', (v) => v.call.end],
+];
+
+export interface PhaseProfile {
   phasesMs: Record<string, Summary>;
   /** Calls whose status was patched twice (Running, then the result): code ran > 250 ms. */
   twoStatusPatches: number;
   profiled: number;
 }
 
-export function profileColdCalls(calls: readonly TimedCall[], tally: RequestTally, pods: PodTimeline): ColdProfile {
-  const phases: number[][] = COLD_PHASES.map(() => []);
+export function profileCalls(calls: readonly TimedCall[], tally: RequestTally, timer: CallTimer, pods: PodTimeline | undefined, marks: readonly Mark[]): PhaseProfile {
+  const phases: number[][] = marks.map(() => []);
   let twoPatches = 0;
   let profiled = 0;
   for (const call of calls) {
-    const reqs = tally.between(call.start, call.end);
-    const first = (key: string): number | undefined => reqs.find((r) => r.key === key)?.t;
-    const patches = reqs.filter((r) => r.key === 'patch sandboxruns/status');
-    const times = pods.timesOf(podNameForRun(call.run ?? ''));
-    // The operator's own informer sees the pod Ready a few ms before this bench's watch does, so
-    // "Ready" is not a mark of its own: the exec request is the first sign the operator saw it.
-    const marks = [call.start, first('create sandboxruns'), first('create pods'), times.scheduled, first('connect pods/exec'), patches.at(-1)?.t, call.end];
-    if (marks.some((m) => m === undefined)) continue;
+    const v: CallView = {
+      call,
+      reqs: tally.between(call.start, call.end),
+      timed: timer.calls.filter((c) => c.start >= call.start && c.end <= call.end),
+      pod: pods?.timesOf(podNameForRun(call.run ?? '')) ?? {},
+    };
+    const at = [call.start, ...marks.map(([, f]) => f(v))];
+    if (at.some((m) => m === undefined)) continue;
     profiled++;
-    if (patches.length > 1) twoPatches++;
-    for (let i = 0; i < COLD_PHASES.length; i++) phases[i]?.push((marks[i + 1] as number) - (marks[i] as number));
+    if (v.reqs.filter((r) => r.key === 'patch sandboxruns/status').length > 1) twoPatches++;
+    for (let i = 0; i < marks.length; i++) phases[i]?.push((at[i + 1] as number) - (at[i] as number));
   }
   return {
-    phasesMs: Object.fromEntries(COLD_PHASES.map((p, i) => [p, rounded(summarize(phases[i] ?? []))])),
+    phasesMs: Object.fromEntries(marks.map(([p], i) => [p, rounded(summarize(phases[i] ?? []))])),
     twoStatusPatches: twoPatches,
     profiled,
   };

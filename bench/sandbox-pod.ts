@@ -87,6 +87,24 @@ export class PodTimeline {
     return this.informer.list(this.namespace).length;
   }
 
+  /** Ready pods with `label=value` not being deleted, from the watch cache (no API call). */
+  readyWith(label: string, value: string): number {
+    return this.informer
+      .list(this.namespace)
+      .filter((p) => p.metadata?.labels?.[label] === value && !p.metadata.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+      .length;
+  }
+
+  /** Resolves once `readyWith(label, value)` reaches `count`; false after `timeoutMs`. */
+  async untilReady(label: string, value: string, count: number, timeoutMs: number): Promise<boolean> {
+    const deadline = performance.now() + timeoutMs;
+    while (this.readyWith(label, value) < count) {
+      if (performance.now() > deadline) return false;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return true;
+  }
+
   /** Resolves once no sandbox pod is left in the namespace (or after `timeoutMs`). */
   async drained(timeoutMs: number): Promise<void> {
     const deadline = performance.now() + timeoutMs;

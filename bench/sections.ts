@@ -1,0 +1,162 @@
+// The bench's sections, each filling its slots of the results. Operators run in this process
+// (startOperator) on their own bench-* namespace, with instance hooks counting their API calls.
+import { startOperator, type RunningOperator } from '../test/e2e/helpers/operator.js';
+import { COLD_CRITICAL_PATH, RequestTally, WARM_CRITICAL_PATH, diff, parseRequestTotals, scrapeApiserver, summarizeApiRequests, type Counts } from './api-requests.js';
+import { failed, latency, log, sleep, type BenchContext } from './context.js';
+import { scaled } from './env.js';
+import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
+import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
+import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, profileCalls } from './profile.js';
+import type { Results, RssPair } from './report.js';
+import { compileProbe, deleteSeededRuns, probeRss, seedFinishedRuns } from './rss.js';
+import { PodTimeline } from './sandbox-pod.js';
+import { rounded, summarize } from './stats.js';
+import { executeCodeThroughput, rawExecThroughput } from './throughput.js';
+import { POOL_SIZE, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
+
+export const TARGET_POD = 'bench-target';
+/** Post-reply writes (pod delete, Events) land within this after the last reply. */
+const SETTLE_MS = 3000;
+
+export async function floorSection(ctx: BenchContext, pods: PodTimeline): Promise<void> {
+  const { k, s, r } = ctx;
+  const n = scaled(s, s.execSamples, 10);
+  log(`floor: raw exec python3 -c 'print(1)' × ${n}`);
+  r.rawExecPrint1 = latency(await rawExecLatency(k, pods.namespace, TARGET_POD, PRINT_1, n));
+  log(`floor: raw exec true × ${n}`);
+  r.rawExecTrue = latency(await rawExecLatency(k, pods.namespace, TARGET_POD, TRUE, n));
+  const m = scaled(s, s.podSamples);
+  log(`floor: raw pod create → Running → exec × ${m}`);
+  const f = await rawPodFloor(k, pods, m);
+  const phase = (key: 'createCall' | 'toScheduled' | 'toReady' | 'exec' | 'delete') => rounded(summarize(f.samples.map((x) => x[key])));
+  r.rawPodFloor = {
+    ...latency({ samples: f.samples.map((x) => x.total), errors: f.errors, firstError: f.firstError }),
+    phasesMs: { createCall: phase('createCall'), toScheduled: phase('toScheduled'), toReady: phase('toReady'), exec: phase('exec'), delete: phase('delete') },
+  };
+  log('profile: runner exec vs raw exec in one pod');
+  r.profile.execSplit = await execSplit(k, pods.namespace, TARGET_POD, scaled(s, 40));
+}
+
+interface Instrumented {
+  op: RunningOperator;
+  tally: RequestTally;
+  timer: CallTimer;
+  pods: PodTimeline;
+}
+
+/** An operator on a fresh namespace, with its API calls counted and its pods watched. */
+async function instrumentedOperator(ctx: BenchContext, prefix: string, env: Record<string, string>): Promise<Instrumented> {
+  const ns = await ctx.nss.create(prefix);
+  const op = await startOperator(ns, env);
+  ctx.stops.push(() => op.stop());
+  const pods = new PodTimeline(ctx.k, ns);
+  await pods.start();
+  ctx.stops.push(() => pods.stop());
+  return { op, tally: new RequestTally(op.clients.kc), timer: new CallTimer(op.clients), pods };
+}
+
+/** Runs `measure` with the API server's counters scraped around its recorded part. */
+async function withApiCounts<T extends McpLatency>(ctx: BenchContext, tally: RequestTally, measure: (o: LatencyOptions) => Promise<T>): Promise<{ lat: T; server: Counts; operator: Counts }> {
+  let before: Counts = {};
+  let from = 0;
+  const lat = await measure({
+    afterWarmup: async () => {
+      await sleep(SETTLE_MS);
+      before = parseRequestTotals(await scrapeApiserver(ctx.k.kc));
+      from = performance.now();
+    },
+  });
+  await sleep(SETTLE_MS);
+  const after = parseRequestTotals(await scrapeApiserver(ctx.k.kc));
+  return { lat, server: diff(after, before), operator: tally.countsBetween(from, performance.now()) };
+}
+
+/** Cold execute_code (pool off), its API requests and phases, then throughput on the same operator. */
+export async function coldSection(ctx: BenchContext, floorNs: string | undefined): Promise<void> {
+  const { s, r } = ctx;
+  // Pool off: every run creates its own pod.
+  const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-cold', { CODEMODE_WARM_POOL_SIZE: '0' });
+  if (s.sections.has('cold')) {
+    const n = scaled(s, s.coldSamples);
+    log(`cold: execute_code print(1) × ${n} (API server metrics scraped around the batch)`);
+    const m = await withApiCounts(ctx, tally, (o) => executeCodeLatency(op.url, n, o));
+    r.cold = latency(m.lat);
+    r.apiRequests.cold = summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH);
+    r.profile.cold = profileCalls(m.lat.calls, tally, timer, pods, COLD_MARKS);
+    log('profile: MCP round trip without Kubernetes');
+    r.profile.mcpRoundTripMs = rounded(summarize(await mcpRoundTrip(op.url, scaled(s, 100, 10))));
+  }
+  if (s.sections.has('throughput') && floorNs) await throughputSection(ctx, op.url, pods, floorNs);
+}
+
+async function throughputSection(ctx: BenchContext, url: string, coldPods: PodTimeline, floorNs: string): Promise<void> {
+  const { k, s, r } = ctx;
+  const windowMs = Math.max(2000, Math.round(s.throughputSeconds * 1000 * s.scale));
+  const t: Exclude<Results['throughput'], string> = { windowSeconds: windowMs / 1000, executeCode: [], rawExec: [] };
+  for (const c of s.concurrency) {
+    await coldPods.drained(60_000);
+    log(`throughput: cold execute_code, ${c} clients, ${windowMs / 1000} s`);
+    t.executeCode.push(await executeCodeThroughput(url, c, windowMs));
+    log(`throughput: raw exec to one pod, ${c} callers, ${windowMs / 1000} s`);
+    t.rawExec.push(await rawExecThroughput(k, floorNs, TARGET_POD, c, windowMs));
+  }
+  r.throughput = t;
+}
+
+/** Warm transient execute_code (pool on) and, on the same operator, session execute_code. */
+export async function warmSection(ctx: BenchContext): Promise<void> {
+  const { k, s, r } = ctx;
+  const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE) });
+  if (s.sections.has('warm')) {
+    try {
+      const n = scaled(s, s.warmSamples);
+      log(`warm: execute_code print(1) × ${n}, each with the pool full (${POOL_SIZE} ready pods)`);
+      const m = await withApiCounts(ctx, tally, (o) => warmLatency(op.url, pods, tally, n, o));
+      r.warmTransient = { ...latency(m.lat), coldFallbacks: m.lat.coldFallbacks };
+      r.apiRequests.warm = summarizeApiRequests(m.lat.calls.length + m.lat.coldFallbacks + m.lat.errors, m.server, m.operator, WARM_CRITICAL_PATH);
+      r.profile.warm = profileCalls(m.lat.calls, tally, timer, undefined, WARM_MARKS);
+    } catch (err) {
+      r.warmTransient = failed('warm', err);
+    }
+  }
+  if (s.sections.has('session')) {
+    const why = await sessionsUnavailable(k);
+    if (why) {
+      r.session = why;
+      log(`session: ${why}`);
+      return;
+    }
+    try {
+      const n = scaled(s, s.sessionSamples, 10);
+      log(`session: create_session, then execute_code print(1) × ${n} in it`);
+      const l = await sessionLatency(op.url, n);
+      r.session = { ...latency(l), createMs: Math.round(l.createMs) };
+    } catch (err) {
+      r.session = failed('session', err);
+    }
+  }
+}
+
+/** Gateway RSS on an empty namespace and with many finished runs, with tsx and compiled. */
+export async function rssSection(ctx: BenchContext): Promise<void> {
+  const { k, s, r } = ctx;
+  const ns = await ctx.nss.create('bench-rss');
+  const count = scaled(s, s.finishedRuns, 10);
+  log('rss: compiling the probe to plain JavaScript');
+  const compiled = await compileProbe();
+  try {
+    const probe = async (): Promise<RssPair> => ({ tsx: await probeRss(ns, 'tsx'), compiled: await probeRss(ns, 'compiled', compiled.dir) });
+    log('rss: probes on an empty namespace');
+    const empty = await probe();
+    log(`rss: seeding ${count} finished SandboxRuns`);
+    const seedSeconds = await seedFinishedRuns(k, ns, count);
+    log('rss: probes with the finished runs');
+    const full = await probe();
+    const perRun = Math.round((full.compiled.heapUsedAfterGc - empty.compiled.heapUsedAfterGc) / count);
+    r.rss = { finishedRuns: count, seedSeconds: Math.round(seedSeconds * 10) / 10, heapBytesPerFinishedRun: perRun, emptyNamespace: empty, withFinishedRuns: full };
+  } finally {
+    await compiled.remove();
+    await deleteSeededRuns(k, ns);
+    await ctx.nss.delete(ns);
+  }
+}

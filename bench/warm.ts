@@ -1,0 +1,72 @@
+// Warm transient execute_code (pool on) and session execute_code: the two paths that skip pod
+// start-up. Warm calls are measured with the pool full (the figure is "a warm pod was there");
+// a call that still went cold is counted, not mixed into the warm samples.
+import { ApiextensionsV1Api } from '@kubernetes/client-node';
+import { GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
+import { statusOf } from '../src/kube/clients.js';
+import { LABEL_POOL } from '../src/sandbox/pod.js';
+import type { TestKube } from '../test/e2e/helpers/kube.js';
+import { connect } from '../test/e2e/helpers/operator.js';
+import type { RequestTally } from './api-requests.js';
+import { executeCodeLatency, type LatencyOptions, type McpLatency } from './mcp.js';
+import type { PodTimeline } from './sandbox-pod.js';
+
+/** The operator's default pool size. */
+export const POOL_SIZE = 2;
+const FILL_TIMEOUT_MS = 180_000;
+
+export interface WarmLatency extends McpLatency {
+  /** Calls that found no ready pool pod and created one (excluded from `samples`). */
+  coldFallbacks: number;
+}
+
+export async function warmLatency(url: string, pods: PodTimeline, tally: RequestTally, n: number, opts: LatencyOptions = {}): Promise<WarmLatency> {
+  const full = async (): Promise<void> => {
+    if (!(await pods.untilReady(LABEL_POOL, 'warm', POOL_SIZE, FILL_TIMEOUT_MS))) {
+      throw new Error(`the warm pool did not reach ${POOL_SIZE} ready pods within ${FILL_TIMEOUT_MS / 1000} s`);
+    }
+  };
+  const lat = await executeCodeLatency(url, n, { ...opts, beforeEach: full });
+  // A claim is a patch of a pool pod; a call without one created its own pod.
+  const warm = lat.calls.map((c) => tally.between(c.start, c.end).some((r) => r.key === 'patch pods'));
+  return {
+    ...lat,
+    samples: lat.samples.filter((_, i) => warm[i]),
+    calls: lat.calls.filter((_, i) => warm[i]),
+    coldFallbacks: warm.filter((w) => !w).length,
+  };
+}
+
+/** Why sessions cannot be measured on this cluster, or undefined when they can. */
+export async function sessionsUnavailable(k: TestKube): Promise<string | undefined> {
+  try {
+    await k.kc.makeApiClient(ApiextensionsV1Api).readCustomResourceDefinition({ name: `${SANDBOXSESSION_PLURAL}.${GROUP}` });
+    return undefined;
+  } catch (err) {
+    if (statusOf(err) === 404) return 'n/a (SandboxSession CRD not installed on the cluster: kubectl apply -f crds/)';
+    throw err;
+  }
+}
+
+export interface SessionLatency extends McpLatency {
+  createMs: number;
+}
+
+/** create_session once, then sequential execute_code calls in it, then close_session. */
+export async function sessionLatency(url: string, n: number): Promise<SessionLatency> {
+  const client = await connect(url, 'current');
+  try {
+    const t0 = performance.now();
+    const created = await client.callTool('create_session', { language: 'python' });
+    const createMs = performance.now() - t0;
+    const session = created.structuredContent?.session;
+    if (created.isError || typeof session !== 'string') throw new Error(`create_session failed: ${JSON.stringify(created.content).slice(0, 300)}`);
+    try {
+      return { ...(await executeCodeLatency(url, n, { warmup: 3, args: { session } })), createMs };
+    } finally {
+      await client.callTool('close_session', { session });
+    }
+  } finally {
+    await client.close();
+  }
+}

@@ -1,0 +1,150 @@
+// Persistent sessions, idle garbage collection, the warm pool and workspace files, end to end on
+// the real cluster through MCP clients.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
+
+const k = testKube();
+let ns = '';
+let op: RunningOperator;
+let mcp: TestClient;
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'sessions');
+  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
+  mcp = await connect(op.url, 'current');
+});
+afterAll(async () => {
+  await mcp?.close();
+  await op?.stop();
+  await deleteNamespace(k, ns);
+});
+
+const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
+
+async function newSession(language = 'python', extra: Record<string, unknown> = {}): Promise<string> {
+  const r = await mcp.callTool('create_session', { language, ...extra });
+  expect(r.isError ?? false, JSON.stringify(r.content)).toBe(false);
+  expect(sc(r)).toMatchObject({ phase: 'Ready', language });
+  return String(sc(r).session);
+}
+
+const run = (session: string, code: string, extra: Record<string, unknown> = {}): Promise<ToolResult> =>
+  mcp.callTool('execute_code', { code, session, ...extra });
+
+describe('sessions', () => {
+  it('keeps variables, imports and functions between calls, and returns the last expression', async () => {
+    const s = await newSession();
+    expect(sc(await run(s, 'import math\nx = 41\ndef inc(v):\n    return v + 1'))).toMatchObject({ phase: 'Succeeded', session: s });
+    const r = await run(s, 'print(math.floor(2.5))\ninc(x)');
+    expect(sc(r)).toMatchObject({ phase: 'Succeeded', stdout: '2\n', result: '42' });
+    const err = await run(s, 'undefined_name + 1');
+    expect(err.isError ?? false).toBe(false);
+    expect(sc(err)).toMatchObject({ phase: 'Failed', reason: 'Exception' });
+    expect(String(sc(err).stderr)).toContain('NameError');
+    expect(sc(await run(s, 'x'))).toMatchObject({ result: '41' });
+  });
+
+  it('isolates two sessions from each other', async () => {
+    const [a, b] = await Promise.all([newSession(), newSession()]);
+    await run(a, 'secret = "only-in-a"');
+    const r = await run(b, 'print("secret" in globals())');
+    expect(sc(r)).toMatchObject({ stdout: 'False\n' });
+  });
+
+  it('interrupts a call at its timeout and keeps the session usable', async () => {
+    const s = await newSession();
+    await run(s, 'kept = 7');
+    const r = await run(s, 'while True: pass', { timeout_seconds: 2 });
+    expect(r.isError).toBe(true);
+    expect(sc(r)).toMatchObject({ phase: 'TimedOut' });
+    expect(sc(await run(s, 'kept * 6'))).toMatchObject({ phase: 'Succeeded', result: '42' });
+  });
+
+  it('persists the working directory and exported variables in bash sessions', async () => {
+    const s = await newSession('bash');
+    await run(s, 'mkdir -p /workspace/sub && cd /workspace/sub && export GREETING=hi', { language: 'bash' });
+    const r = await run(s, 'echo "$GREETING from $(pwd)"', { language: 'bash' });
+    expect(sc(r)).toMatchObject({ phase: 'Succeeded', stdout: 'hi from /workspace/sub\n' });
+  });
+
+  it('round-trips text and binary files and refuses paths outside /workspace', async () => {
+    const s = await newSession();
+    const w = await mcp.callTool('write_file', { session: s, path: 'data/notes.txt', content: 'héllo\n' });
+    expect(sc(w)).toMatchObject({ size: 7 });
+    expect(sc(await mcp.callTool('read_file', { session: s, path: 'data/notes.txt' }))).toMatchObject({ content: 'héllo\n' });
+    const bytes = Buffer.from([0, 1, 2, 250, 255]);
+    await mcp.callTool('write_file', { session: s, path: '/workspace/bin.dat', content: bytes.toString('base64'), encoding: 'base64' });
+    expect(sc(await mcp.callTool('read_file', { session: s, path: 'bin.dat', encoding: 'base64' }))).toMatchObject({ content: bytes.toString('base64'), size: 5 });
+    expect(sc(await run(s, 'open("/workspace/data/notes.txt").read()'))).toMatchObject({ result: "'héllo\\n'" });
+    const list = sc(await mcp.callTool('list_files', { session: s }));
+    expect(list.entries).toEqual(expect.arrayContaining([{ name: 'bin.dat', type: 'file', size: 5 }, expect.objectContaining({ name: 'data', type: 'directory' })]));
+
+    for (const path of ['../etc/passwd', '/etc/passwd', 'a/../../x']) {
+      const r = await mcp.callTool('read_file', { session: s, path });
+      expect(r.isError, path).toBe(true);
+      expect(r.content[0]?.text).toMatch(/workspace/);
+    }
+    await run(s, 'import os\nos.symlink("/etc", "/workspace/escape")');
+    const viaLink = await mcp.callTool('read_file', { session: s, path: 'escape/passwd' });
+    expect(viaLink.isError).toBe(true);
+    expect(viaLink.content[0]?.text).toMatch(/outside \/workspace/);
+    const writeViaLink = await mcp.callTool('write_file', { session: s, path: 'escape/evil', content: 'x' });
+    expect(writeViaLink.isError).toBe(true);
+  });
+
+  it('lists and closes sessions; a closed session says so', async () => {
+    const s = await newSession();
+    const listed = sc(await mcp.callTool('list_sessions', {})).sessions as Array<{ session: string }>;
+    expect(listed.map((x) => x.session)).toContain(s);
+    expect(sc(await mcp.callTool('close_session', { session: s }))).toMatchObject({ closed: true });
+    const r = await run(s, 'print(1)');
+    expect(r.isError).toBe(true);
+    expect(r.content[0]?.text).toMatch(/no session|create_session/);
+  });
+});
+
+describe('idle garbage collection', () => {
+  it('collects an idle session and its pod, even across a gateway restart', async () => {
+    const s = await newSession('python', { idle_timeout_seconds: 12 });
+    await run(s, 'y = 1');
+    const get = (): Promise<unknown> => k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: s }).catch(() => undefined);
+    const session = (await get()) as { status: { podName: string; lastActivityTime?: string } };
+    const podName = session.status.podName;
+    await until(async () => ((await get()) as { status: { lastActivityTime?: string } }).status.lastActivityTime !== undefined, 10_000, 'activity recorded in status');
+    // Restart the gateway: the session still works, and is still collected later.
+    await mcp.close();
+    await op.stop();
+    op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
+    mcp = await connect(op.url, 'current');
+    expect(sc(await run(s, 'y + 1'))).toMatchObject({ result: '2' });
+    await until(async () => (await get()) === undefined, 60_000, 'the idle session to be deleted');
+    await until(async () => !(await k.core.readNamespacedPod({ namespace: ns, name: podName }).then(() => true, () => false)), 60_000, 'its pod to be deleted');
+  });
+});
+
+describe('warm pool', () => {
+  it('runs 20 parallel runs against a pool of 5: 20 distinct pods, none stuck, pool refilled', async () => {
+    const ns2 = await createNamespace(k, 'pool');
+    const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '5' });
+    try {
+      const warm = async (): Promise<number> =>
+        (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+      await until(async () => (await warm()) === 5, 120_000, 'the pool to fill');
+      const clients = await Promise.all(Array.from({ length: 4 }, () => connect(op2.url, 'current')));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => (clients[i % 4] as TestClient).callTool('execute_code', { code: 'import socket\nprint(socket.gethostname())', timeout_seconds: 60 })),
+      );
+      await Promise.all(clients.map((c) => c.close()));
+      const hosts = results.map((r) => String(sc(r).stdout).trim());
+      expect(results.every((r) => sc(r).phase === 'Succeeded')).toBe(true);
+      expect(new Set(hosts).size).toBe(20);
+      expect(hosts.filter((h) => h.startsWith('codemode-pool-')).length).toBeGreaterThanOrEqual(5);
+      await until(async () => (await warm()) === 5, 120_000, 'the pool to refill');
+    } finally {
+      await op2.stop();
+      await deleteNamespace(k, ns2);
+    }
+  });
+});

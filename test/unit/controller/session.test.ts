@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { V1MicroTime, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
+import { canAcquire } from '../../../src/controller/leader.js';
+import { sessionExpiry } from '../../../src/controller/session-gc.js';
+import { computeSessionStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
+import { poolDelta } from '../../../src/controller/warm-pool.js';
+
+const now = new Date('2026-11-22T12:00:00.000Z');
+
+function session(status?: SandboxSession['status'], spec: Partial<SandboxSession['spec']> = {}, created = '2026-11-22T11:50:00.000Z'): SandboxSession {
+  return {
+    apiVersion: 'codemode.dev/v1alpha1',
+    kind: 'SandboxSession',
+    metadata: { name: 's', namespace: 'ns', uid: 'u', generation: 1, creationTimestamp: created },
+    spec: { language: 'python', idleTimeoutSeconds: 600, ...spec },
+    status,
+  };
+}
+
+describe('sessionExpiry (idle GC time math)', () => {
+  it.each([
+    ['never used: idle from creation', undefined, {}, 86400, '2026-11-22T12:00:00.000Z', 'idle', 0],
+    ['used 1 minute ago', { lastActivityTime: '2026-11-22T11:59:00.000Z' }, {}, 86400, '2026-11-22T12:09:00.000Z', 'idle', 540_000],
+    ['short idle timeout, long ago', { lastActivityTime: '2026-11-22T11:55:00.000Z' }, { idleTimeoutSeconds: 60 }, 86400, '2026-11-22T11:56:00.000Z', 'idle', -240_000],
+    ['lifetime comes first', { lastActivityTime: '2026-11-22T11:59:59.000Z' }, { maxLifetimeSeconds: 900 }, 86400, '2026-11-22T12:05:00.000Z', 'lifetime', 300_000],
+    ['admin lifetime as default', { lastActivityTime: '2026-11-22T11:59:59.000Z' }, {}, 700, '2026-11-22T12:01:40.000Z', 'lifetime', 100_000],
+  ])('%s', (_n, status, spec, defaultLifetime, expiresAt, cause, remaining) => {
+    const e = sessionExpiry(session(status, spec), defaultLifetime, now);
+    expect(e).toEqual({ expiresAt: new Date(expiresAt), cause, remainingMs: remaining });
+  });
+});
+
+const readyPod: V1Pod = { metadata: { name: 'p' }, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } };
+const pendingPod: V1Pod = { metadata: { name: 'p' }, status: { phase: 'Pending' } };
+const failedPod: V1Pod = { metadata: { name: 'p' }, status: { phase: 'Failed', reason: 'Evicted', message: 'evicted' } };
+const exp = new Date('2026-11-22T12:10:00.000Z');
+
+describe('computeSessionStatus', () => {
+  it.each([
+    ['no pod yet', undefined, undefined, false, 'Pending'],
+    ['pod starting', undefined, pendingPod, false, 'Pending'],
+    ['pod ready', undefined, readyPod, false, 'Ready'],
+    ['pod gone after ready', { phase: 'Ready' as const }, undefined, false, 'Lost'],
+    ['pod failed after ready', { phase: 'Ready' as const }, failedPod, false, 'Lost'],
+    ['pod failed before ready', undefined, failedPod, false, 'Failed'],
+    ['start-up took too long', undefined, pendingPod, true, 'Failed'],
+    ['lost stays lost', { phase: 'Lost' as const }, readyPod, false, 'Lost'],
+  ])('%s → %s', (_n, status, pod, startupExpired, phase) => {
+    const s = computeSessionStatus(session(status), pod, 'p', exp, startupExpired, now);
+    expect(s.phase).toBe(phase);
+    expect(s.expiresAt).toBe(exp.toISOString());
+    expect(s.podName).toBe('p');
+  });
+
+  it('writes nothing when nothing changed', () => {
+    const first = computeSessionStatus(session(), readyPod, 'p', exp, false, now);
+    const again = computeSessionStatus(session(first), readyPod, 'p', exp, false, new Date(now.getTime() + 5000));
+    expect(sessionStatusChanged(first, again)).toBe(false);
+    expect(sessionStatusChanged(first, { ...again, expiresAt: '2026-11-22T12:11:00.000Z' })).toBe(true);
+  });
+});
+
+describe('poolDelta', () => {
+  const warm = (phase: string, ready = true, deleting = false): V1Pod => ({
+    metadata: { labels: { 'codemode.dev/pool': 'warm' }, ...(deleting ? { deletionTimestamp: now } : {}) },
+    status: { phase, conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+  });
+  const claimed: V1Pod = { metadata: { labels: { 'codemode.dev/pool': 'claimed' } }, status: { phase: 'Running' } };
+  it.each([
+    ['empty pool', [], 3, 3],
+    ['full', [warm('Running'), warm('Running'), warm('Pending', false)], 3, 0],
+    ['claimed pods do not count', [warm('Running'), claimed, claimed], 3, 2],
+    ['failed and deleting pods do not count', [warm('Failed', false), warm('Running', true, true), warm('Running')], 2, 1],
+    ['too many', [warm('Running'), warm('Running'), warm('Running')], 1, -2],
+  ])('%s', (_n, pods, size, delta) => {
+    expect(poolDelta(pods as V1Pod[], size)).toBe(delta);
+  });
+});
+
+describe('canAcquire (leader election)', () => {
+  const lease = (holder: string, renewedSecondsAgo: number): V1Lease => ({
+    spec: { holderIdentity: holder, leaseDurationSeconds: 15, renewTime: new V1MicroTime(now.getTime() - renewedSecondsAgo * 1000) },
+  });
+  it.each([
+    ['no lease', undefined, true],
+    ['our own lease', lease('me', 1), true],
+    ['released lease', lease('', 1), true],
+    ['someone else, fresh', lease('other', 5), false],
+    ['someone else, expired', lease('other', 20), true],
+  ])('%s', (_n, l, expected) => {
+    expect(canAcquire(l, 'me', now)).toBe(expected);
+  });
+});
