@@ -1,0 +1,190 @@
+'use strict';
+// codemode session kernel for Node (runtime/README.md, runtime/PROTOCOL.md):
+//   node kernel.js --socket /tmp/.codemode/kernel.sock
+// Listens on a UNIX socket (mode 0600), serves framed requests from any number of clients (one
+// relay per gateway process), runs one call at a time; a request that arrives meanwhile gets an
+// immediate KernelBusy error. Node 18+, built-ins only.
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const util = require('node:util');
+const { Worker } = require('node:worker_threads');
+const { encode, FrameDecoder } = require('./framing.js');
+const { CallOutput } = require('./output.js');
+const { nowTicks, killStartedSince } = require('./procs.js');
+const { NodeSession, ExitRequest } = require('./session.js');
+
+const DEFAULT_TIMEOUT_MS = 30000;
+const DEFAULT_CAP_CHARS = 50000;
+const GRACE_MS = 2000;
+const EMPTY_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+
+function log(msg, fields = {}) {
+  // Diagnostics go to the container log (fd 2 directly: process.stderr is captured). Never code or output.
+  fs.writeSync(2, `${JSON.stringify({ msg, ...fields })}\n`);
+}
+
+const socketArg = process.argv.indexOf('--socket');
+const socketPath = socketArg >= 0 ? process.argv[socketArg + 1] : undefined;
+if (!socketPath) {
+  process.stderr.write('usage: kernel.js --socket PATH\n');
+  process.exit(2);
+}
+
+// --- Output and process plumbing: everything user code writes goes to the running call. ---
+let current = null; // CallOutput of the running call; output between calls is dropped
+let callStdin = { text: '', stream: null };
+
+for (const name of ['stdout', 'stderr']) {
+  process[name].write = function write(chunk, encoding, cb) {
+    if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    if (current) current.write(name, typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk);
+    if (cb) process.nextTick(cb);
+    return true;
+  };
+}
+// process.stdin is the call's `stdin` (a stream that ends after it); fd 0 itself is not redirected.
+Object.defineProperty(process, 'stdin', {
+  configurable: true,
+  get: () => callStdin.stream || (callStdin.stream = NodeSession.stdinStream(callStdin.text)),
+});
+process.exit = (code) => {
+  throw new ExitRequest(code);
+};
+// Warnings (deprecations, ...) go to the running call's stderr, except the kernel's own use of
+// the experimental vm import loader.
+process.removeAllListeners('warning');
+process.on('warning', (w) => {
+  if (current && !(w.name === 'ExperimentalWarning' && /\bvm\b/.test(w.message))) current.write('stderr', `${w.name}: ${w.message}\n`);
+});
+// Errors from timers or promises that outlive their call must not end the kernel.
+const uncaught = (err) => {
+  if (current) current.write('stderr', `Uncaught ${err && err.stack ? err.stack : util.inspect(err)}\n`);
+};
+process.on('uncaughtException', uncaught);
+process.on('unhandledRejection', uncaught);
+
+const io = { console: new console.Console({ stdout: process.stdout, stderr: process.stderr }) };
+const session = new NodeSession(io);
+const shared = new SharedArrayBuffer(4);
+const active = new Int32Array(shared);
+const watchdog = new Worker(path.join(__dirname, 'watchdog.js'), { workerData: { shared } });
+watchdog.unref();
+let busy = false;
+let seq = 0;
+
+async function execute(conn, req) {
+  const started = Date.now();
+  const call = new CallOutput(req.id, req.capChars, conn.send);
+  const sinceTicks = nowTicks();
+  current = call;
+  callStdin = { text: req.stdin || '', stream: null };
+  Atomics.store(active, 0, ++seq);
+  const handle = conn.sock._handle;
+  watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
+  let outcome;
+  try {
+    outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
+  } catch (err) {
+    log('Failed to run a call', { error: String(err) });
+    outcome = { status: 'error', error: { ename: 'KernelError', evalue: String(err), traceback: '' } };
+  } finally {
+    Atomics.store(active, 0, 0);
+    watchdog.postMessage({ op: 'end' });
+    current = null;
+  }
+  if (outcome.status === 'timeout') killStartedSince(process.pid, sinceTicks);
+  call.finish();
+  const { resultTruncated, ...rest } = outcome;
+  const fields = call.resultFields();
+  return { ...rest, ...fields, truncated: fields.truncated || Boolean(resultTruncated), durationMs: Date.now() - started };
+}
+
+function errorResult(ename, evalue) {
+  return { status: 'error', ...EMPTY_OUTPUT, durationMs: 0, error: { ename, evalue, traceback: '' } };
+}
+
+/** The validated exec request with defaults, or throws saying what is wrong. */
+function checkExec(msg) {
+  const timeoutMs = msg.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : msg.timeoutMs;
+  const capChars = msg.capChars === undefined ? DEFAULT_CAP_CHARS : msg.capChars;
+  if (typeof msg.code !== 'string') throw new Error('"code" must be a string');
+  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) throw new Error('"timeoutMs" must be a positive number');
+  if (!Number.isInteger(capChars) || capChars < 0) throw new Error('"capChars" must be a non-negative integer');
+  if (msg.stdin !== undefined && msg.stdin !== null && typeof msg.stdin !== 'string') throw new Error('"stdin" must be a string');
+  // vm's timeout must be an integer number of milliseconds.
+  return { ...msg, timeoutMs: Math.max(1, Math.round(timeoutMs)), capChars };
+}
+
+function dispatch(conn, msg) {
+  if (msg === null || typeof msg !== 'object' || typeof msg.id !== 'string') {
+    conn.send({ type: 'error', message: 'a request must be a JSON object with a string "id"' });
+    return;
+  }
+  const reply = (result) => conn.send({ ...result, id: msg.id, type: 'result' });
+  if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
+  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${JSON.stringify(msg.op)}; use "exec", "ping" or "reset"`));
+  let req = msg;
+  try {
+    if (msg.op === 'exec') req = checkExec(msg);
+  } catch (err) {
+    return reply(errorResult('ProtocolError', err.message));
+  }
+  if (busy) return reply(errorResult('KernelBusy', 'another call is running in this session; retry when it has finished'));
+  busy = true;
+  const run = req.op === 'exec' ? execute(conn, req) : resetSession();
+  run
+    .catch((err) => {
+      log('Failed to run a call', { error: String(err) });
+      return errorResult('KernelError', String(err));
+    })
+    .then((result) => {
+      busy = false; // free before replying, so the client's next request never sees it busy
+      reply(result);
+    });
+}
+
+async function resetSession() {
+  session.reset();
+  return { status: 'ok', ...EMPTY_OUTPUT, durationMs: 0 };
+}
+
+function serve(sock) {
+  const decoder = new FrameDecoder();
+  const conn = {
+    sock,
+    send(message) {
+      if (!sock.destroyed) sock.write(encode(message));
+    },
+  };
+  sock.on('data', (chunk) => {
+    let messages;
+    try {
+      messages = decoder.push(chunk);
+    } catch (err) {
+      conn.send({ type: 'error', message: err.message });
+      sock.destroy();
+      return;
+    }
+    for (const m of messages) dispatch(conn, m);
+  });
+  sock.on('error', () => undefined); // a client that went away; its running call still finishes
+}
+
+function listen(socketPath) {
+  fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
+  try {
+    fs.unlinkSync(socketPath);
+  } catch {
+    // no stale socket
+  }
+  const server = net.createServer(serve);
+  const umask = process.umask(0o177); // the socket file is created 0600
+  server.listen(socketPath, () => {
+    fs.chmodSync(socketPath, 0o600);
+    log('Started kernel', { language: 'node', socket: socketPath, pid: process.pid });
+  });
+  process.umask(umask);
+}
+
+listen(socketPath);

@@ -1,0 +1,177 @@
+'use strict';
+// The Node session: one persistent vm context; each call is a script run in it.
+//
+// Persistence (see runtime/README.md):
+// - Code without top-level `await` runs as a script. `var`, functions and classes persist;
+//   top-level `let`/`const` are rewritten to `var` (same columns) so they persist AND can be
+//   declared again by a later call (V8 keeps script-level let/const too, but a second
+//   `const x` would be a SyntaxError). The result is the script's completion value, i.e. the
+//   value of the last expression statement, as in the Node REPL.
+// - Code with top-level `await` runs inside an async function: its declarations are local to
+//   the call. Assign without a keyword (`data = await load()`) or to `globalThis` to keep values.
+//   The result is the last statement's value when it is an expression.
+const path = require('node:path');
+const util = require('node:util');
+const vm = require('node:vm');
+const { Readable } = require('node:stream');
+const { createRequire } = require('node:module');
+const { scan } = require('./scan.js');
+
+/** Thrown by the context's process.exit(): ends the call, not the kernel. */
+class ExitRequest extends Error {
+  constructor(code) {
+    super(`process.exit(${code === undefined ? '' : code}) was called`);
+    this.name = 'ProcessExit';
+    this.exitCode = code === undefined ? 0 : Number(code);
+  }
+}
+
+function makeContext(io) {
+  const sandbox = {};
+  const context = vm.createContext(sandbox, { name: 'codemode' });
+  // A fresh context has the JavaScript built-ins only: add Node's globals (process, Buffer,
+  // timers, URL, fetch, ...). They come from the kernel's realm: `instanceof` across realms is
+  // false (e.g. `Buffer.from('x') instanceof Uint8Array`), Array.isArray and util.inspect work.
+  const own = new Set(vm.runInContext('Object.getOwnPropertyNames(globalThis)', context));
+  for (const key of Object.getOwnPropertyNames(globalThis)) {
+    if (own.has(key) || key === 'global' || key === 'globalThis') continue;
+    Object.defineProperty(sandbox, key, Object.getOwnPropertyDescriptor(globalThis, key));
+  }
+  const cwdRequire = createRequire(path.join(process.cwd(), '[codemode]'));
+  Object.assign(sandbox, {
+    global: vm.runInContext('globalThis', context),
+    console: io.console,
+    require: cwdRequire,
+    module: { exports: {} },
+    __filename: path.join(process.cwd(), '[codemode]'),
+    __dirname: process.cwd(),
+  });
+  sandbox.exports = sandbox.module.exports;
+  return context;
+}
+
+// import() in cells, resolved from the working directory (Node 20.12+/21.7+; on older versions
+// import() in a cell fails with ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING: use require()).
+const IMPORT_OPTION = vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER ? { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER } : {};
+
+class NodeSession {
+  constructor(io) {
+    this.language = 'node';
+    this.io = io;
+    this.reset();
+  }
+
+  reset() {
+    this.context = makeContext(this.io);
+  }
+
+  /** Runs one cell; returns { status, result?, error? }. Sync timeouts come from vm's `timeout`. */
+  async run(code, filename, timeoutMs, cap) {
+    const compiled = this.compile(code, filename);
+    if (compiled.error) return { status: 'error', error: describeError(compiled.error, code, filename) };
+    const deadline = Date.now() + timeoutMs;
+    try {
+      let value = compiled.script.runInContext(this.context, { timeout: timeoutMs, displayErrors: false });
+      if (compiled.isAsync) value = await withDeadline(value, deadline - Date.now());
+      if (value === undefined) return { status: 'ok' };
+      const text = util.inspect(value);
+      return { status: 'ok', result: text.slice(0, cap), resultTruncated: text.length > cap };
+    } catch (err) {
+      if (err && err.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { status: 'timeout', error: timeoutError(timeoutMs) };
+      if (err === TIMED_OUT) return { status: 'timeout', error: timeoutError(timeoutMs) };
+      if (err instanceof ExitRequest) return err.exitCode === 0 ? { status: 'ok' } : { status: 'error', error: { ename: err.name, evalue: err.message, traceback: '' } };
+      return { status: 'error', error: describeError(err, code, filename) };
+    }
+  }
+
+  compile(code, filename) {
+    const options = { filename, ...IMPORT_OPTION };
+    const info = scan(code);
+    const attempts = [];
+    if (info && info.decls.length > 0) attempts.push(rewriteDeclarations(code, info.decls));
+    attempts.push(code);
+    let error; // ends up as the error of the code as written (the last attempt): the one that makes sense
+    for (const source of attempts) {
+      try {
+        return { script: new vm.Script(source, options), isAsync: false };
+      } catch (err) {
+        error = err;
+      }
+    }
+    // (`for await` fails with "Unexpected reserved word", so look at the code, not the message.)
+    if (!/\bawait\b/.test(code)) return { error };
+    // Top-level await: run the cell as the body of an async function, one line down (lineOffset
+    // keeps line numbers), with `return (...)` around the last statement when it is an expression.
+    const wrapped = (body) => `(async () => {\n${body}\n})()`;
+    for (const body of returnLastVariants(code, info)) {
+      try {
+        return { script: new vm.Script(wrapped(body), { ...options, lineOffset: -1 }), isAsync: true };
+      } catch {
+        // try the next split
+      }
+    }
+    try {
+      return { script: new vm.Script(wrapped(code), { ...options, lineOffset: -1 }), isAsync: true };
+    } catch {
+      return { error };
+    }
+  }
+
+  /** A Readable with the call's stdin (for process.stdin), created when first read. */
+  static stdinStream(text) {
+    return Readable.from(text ? [Buffer.from(text, 'utf8')] : []);
+  }
+}
+
+function rewriteDeclarations(code, decls) {
+  let out = code;
+  for (const { pos, kw } of [...decls].reverse()) out = out.slice(0, pos) + (kw === 'const' ? 'var  ' : 'var') + out.slice(pos + kw.length);
+  return out;
+}
+
+const STATEMENT_KEYWORD = /^(var|let|const|function|async\s+function|class|if|for|while|do|switch|try|throw|return|break|continue|import|export)\b|^[{;]/;
+
+/** Candidate bodies with `return (<last statement>)`, latest split first. */
+function* returnLastVariants(code, info) {
+  if (!info) return;
+  let end = code.length;
+  if (code[info.last] === ';') end = info.last;
+  const starts = info.starts.filter((s) => s < end).slice(-20).reverse();
+  for (const start of starts) {
+    const tail = code.slice(start, end);
+    if (STATEMENT_KEYWORD.test(tail)) return;
+    yield `${code.slice(0, start)}return (${tail}\n);${code.slice(end + 1)}`;
+  }
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+function withDeadline(promise, ms) {
+  let timer;
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(TIMED_OUT), Math.max(0, ms));
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+function timeoutError(timeoutMs) {
+  return { ename: 'Timeout', evalue: `the call ran past its timeout of ${timeoutMs} ms and was interrupted`, traceback: '' };
+}
+
+/** ename/evalue/traceback; the stack is cut at the first kernel frame, the failing line shown first. */
+function describeError(err, code, filename) {
+  const isError = err !== null && typeof err === 'object' && typeof err.stack === 'string';
+  if (!isError) return { ename: 'Uncaught', evalue: util.inspect(err), traceback: `Uncaught ${util.inspect(err)}` };
+  const lines = err.stack.split('\n');
+  const kernelFrame = lines.findIndex((l) => /^\s+at /.test(l) && !l.includes(filename) && (l.includes(__dirname) || /\(node:vm|node:internal\/vm|at Script\.runInContext/.test(l)));
+  let traceback = (kernelFrame >= 0 ? lines.slice(0, kernelFrame) : lines).join('\n');
+  const where = new RegExp(`${filename}:(\\d+)(?::(\\d+))?`).exec(traceback);
+  if (where && !/^\S+:\d+\n/.test(traceback)) {
+    // Like Node's uncaught-error output: the failing line and a caret above the stack.
+    const line = code.split('\n')[Number(where[1]) - 1];
+    if (line !== undefined) traceback = `${filename}:${where[1]}\n${line}\n${' '.repeat(Math.max(0, Number(where[2] || 1) - 1))}^\n\n${traceback}`;
+  }
+  return { ename: err.name || 'Error', evalue: err.message || '', traceback };
+}
+
+module.exports = { NodeSession, ExitRequest };

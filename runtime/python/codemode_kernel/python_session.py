@@ -1,0 +1,247 @@
+"""The Python session: one persistent namespace, notebook-style calls, fd-level output capture.
+
+- State: one `__main__` module namespace for the kernel's life (variables, imports, functions,
+  classes), registered as sys.modules["__main__"] so pickle and dataclasses find user classes.
+- A call whose last statement is an expression returns that expression's repr (None: no result).
+- Top-level `await` runs on one persistent event loop (background tasks advance only while a
+  later call runs the loop, as in a notebook).
+- Output: fds 1 and 2 are pipes for the kernel's whole life (see output.py); sys.stdout and
+  sys.stderr are line-buffered writers on them, so `print` and `os.system("echo hi")` keep their
+  relative order line by line.
+- Timeout: see watchdog.py and interrupt() below.
+"""
+import ast
+import asyncio
+import inspect
+import io
+import linecache
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import types
+
+from . import procs
+from .output import CallOutput, Pump, marker, new_token
+from .watchdog import INTERRUPT_GRACE_S, Watchdog
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+SYNC_TIMEOUT_S = 2.0
+
+
+class CallTimeout(BaseException):
+    """Raised in the main thread when a call runs past its timeout (BaseException: `except
+    Exception` in user code does not swallow it)."""
+
+
+CallTimeout.__module__ = "builtins"  # tracebacks end in "CallTimeout: ...", not a kernel path
+
+
+def new_namespace():
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
+class PythonSession:
+    language = "python"
+
+    def __init__(self, log_fd):
+        self._log = open(log_fd, "w", closefd=False)
+        self._main_thread = threading.main_thread().ident
+        self._calls = 0
+        self._in_user_code = False
+        self._interrupting = False
+        self._plumb_fds()
+        self._loop = asyncio.new_event_loop()
+        self.ns = new_namespace()
+        signal.signal(signal.SIGINT, self._on_sigint)
+        self._watchdog = Watchdog(self._log)
+        self._watchdog.start()
+
+    def _plumb_fds(self):
+        out_r, self._out_w = os.pipe()
+        err_r, self._err_w = os.pipe()
+        _stdin_from_devnull()
+        os.dup2(self._out_w, 1)
+        os.dup2(self._err_w, 2)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+        self._pump = Pump({"stdout": out_r, "stderr": err_r})
+        self._pump.start()
+
+    def reset(self):
+        self.ns = new_namespace()
+        self._loop.close()
+        self._loop = asyncio.new_event_loop()
+
+    def execute(self, req, send):
+        started = time.monotonic()
+        self._calls += 1
+        call = CallOutput(req["id"], req["capChars"], send)
+        timeout_s = req["timeoutMs"] / 1000.0
+        since = procs.now_ticks()
+        # Undo what an earlier call may have done to the process-wide plumbing.
+        os.dup2(self._out_w, 1)
+        os.dup2(self._err_w, 2)
+        sys.stdin = io.StringIO(req.get("stdin") or "")
+        # An earlier call (or a library it used) may have replaced the handler the timeout needs.
+        signal.signal(signal.SIGINT, self._on_sigint)
+        stdin_file = self._child_stdin(req.get("stdin"))
+        self._pump.attach(call)
+        killed = []
+
+        def interrupt():
+            first = not self._interrupting
+            self._interrupting = True
+            # Signal first: the /proc scan below is slow while a busy main thread holds the GIL,
+            # and quick once the main thread has stopped.
+            signal.pthread_kill(self._main_thread, signal.SIGINT)
+            if first:  # end what the call started, so a wait on it (e.g. os.system) returns
+                killed.extend(procs.kill_started_since(os.getpid(), since))
+
+        def give_up():
+            self._pump.detach()
+            call.finish()
+            send(dict(id=req["id"], type="result", status="lost", durationMs=_ms(started), **call.result_fields(),
+                      error={"ename": "KernelLost", "evalue": "the call could not be interrupted within %.0f s of its timeout" % INTERRUPT_GRACE_S, "traceback": ""}))
+            procs.kill_started_since(os.getpid(), since)
+            os._exit(3)
+
+        job = self._watchdog.arm(timeout_s, interrupt, give_up)
+        try:
+            outcome = self._run(req["code"], "<cell-%d>" % self._calls, req["capChars"])
+        finally:
+            self._watchdog.disarm()
+            self._interrupting = False
+            if stdin_file is not None:
+                _stdin_from_devnull()
+                stdin_file.close()
+        self._sync_output()
+        call.finish()
+        if killed:
+            procs.reap(killed)
+        if job.fired:
+            outcome["status"] = "timeout"
+            if outcome.get("error", {}).get("ename") != "CallTimeout":
+                outcome.pop("error", None)
+            outcome.pop("result", None)
+        fields = call.result_fields()
+        if outcome.pop("resultTruncated", False):
+            fields["truncated"] = True
+        return dict(durationMs=_ms(started), **fields, **outcome)
+
+    def _child_stdin(self, text):
+        """Child processes read the call's `stdin` from fd 0 too (otherwise /dev/null)."""
+        if not text:
+            return None
+        f = tempfile.TemporaryFile()
+        f.write(text.encode("utf-8"))
+        f.seek(0)
+        os.dup2(f.fileno(), 0)
+        return f
+
+    def _sync_output(self):
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except Exception:  # the user may have closed or replaced them; nothing to flush then
+                pass
+        token = new_token()
+        self._pump.expect(token)
+        try:
+            os.write(self._out_w, marker(token))
+            os.write(self._err_w, marker(token))
+        except OSError:
+            pass
+        self._pump.drain(token, SYNC_TIMEOUT_S)
+        self._pump.detach()
+
+    def _on_sigint(self, signum, frame):
+        # Only our watchdog sends SIGINT, and only user code may be interrupted.
+        if self._in_user_code and self._interrupting:
+            raise CallTimeout("the call ran past its timeout and was interrupted")
+
+    def _run(self, code, filename, cap):
+        """Runs one cell; returns {"status", "result"?, "error"?}."""
+        try:
+            tree = ast.parse(code, filename, "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+            expr = compile(last, filename, "eval", flags=flags, dont_inherit=True) if last else None
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as err:
+            return {"status": "error", "error": _error(err, None)}
+        # Tracebacks and inspect show the cell's source lines (mtime None: never invalidated).
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        asyncio.set_event_loop(self._loop)
+        try:
+            try:
+                self._in_user_code = True
+                self._eval(body)
+                value = self._eval(expr) if expr else None
+            finally:
+                self._in_user_code = False
+        except CallTimeout as err:
+            return {"status": "timeout", "error": _error(err, err.__traceback__)}
+        except SystemExit as err:
+            if err.code in (None, 0):
+                return {"status": "ok"}
+            return {"status": "error", "error": _error(err, err.__traceback__)}
+        except BaseException as err:
+            return {"status": "error", "error": _error(err, err.__traceback__)}
+        if value is None:
+            return {"status": "ok"}
+        try:
+            text = repr(value)
+        except Exception as err:
+            return {"status": "error", "error": _error(err, err.__traceback__)}
+        return {"status": "ok", "result": text[:cap], "resultTruncated": len(text) > cap}
+
+    def _eval(self, code):
+        value = eval(code, self.ns)
+        if not code.co_flags & inspect.CO_COROUTINE:
+            return value
+        task = self._loop.create_task(value)
+        try:
+            return self._loop.run_until_complete(task)
+        finally:
+            if not task.done():
+                # Interrupted: cancel the cell's task so it does not resume in a later call.
+                task.cancel()
+                try:
+                    self._loop.run_until_complete(task)
+                except BaseException:
+                    pass
+
+
+def _stdin_from_devnull():
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def _ms(started):
+    return int((time.monotonic() - started) * 1000)
+
+
+def _error(err, tb):
+    """ename/evalue/traceback, the traceback starting at the first cell frame, without kernel frames."""
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+        tb = tb.tb_next
+    frames = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            frames.append(tb)
+        tb = tb.tb_next
+    for a, b in zip(frames, frames[1:] + [None]):
+        a.tb_next = b
+    err.__traceback__ = frames[0] if frames else None
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    return {"ename": type(err).__name__, "evalue": str(err), "traceback": text}

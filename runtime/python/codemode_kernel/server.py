@@ -1,0 +1,172 @@
+"""The kernel's UNIX socket server: many clients (one relay per gateway process), one call at a time.
+
+Threads: an accept thread, one reader thread per connection (answers `ping` at once, even while a
+call runs), and the main thread, which runs calls: Python's signals, and so the timeout
+interrupt, only reach the main thread. A request that arrives while a call runs is answered at
+once with status "error" / ename "KernelBusy" (nothing waits in a queue, so a caller's own
+timeout always covers exactly its own call).
+"""
+import argparse
+import json
+import os
+import queue
+import socket
+import sys
+import threading
+
+from .framing import FrameReader, ProtocolError, encode
+
+DEFAULT_TIMEOUT_MS = 30000
+DEFAULT_CAP_CHARS = 50000
+EMPTY_OUTPUT = {"stdout": "", "stderr": "", "stdoutBytes": 0, "stderrBytes": 0, "truncated": False}
+
+
+def log(message, **fields):
+    # Kernel diagnostics go to the container log (the original stderr). Never code or output.
+    os.write(LOG_FD, (json.dumps(dict(msg=message, **fields)) + "\n").encode("utf-8"))
+
+
+LOG_FD = 2
+
+
+class Connection:
+    def __init__(self, sock):
+        self.sock = sock
+        self._lock = threading.Lock()
+        self._alive = True
+
+    def send(self, message):
+        """Thread-safe; a client that went away is ignored (the call still runs to its end)."""
+        data = encode(message)
+        with self._lock:
+            if not self._alive:
+                return
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                self._alive = False
+
+
+def error_result(ename, evalue):
+    return dict(status="error", durationMs=0, error={"ename": ename, "evalue": evalue, "traceback": ""}, **EMPTY_OUTPUT)
+
+
+def check_exec(msg):
+    """The validated exec request with defaults, or raises ValueError saying what is wrong."""
+    if not isinstance(msg.get("code"), str):
+        raise ValueError('"code" must be a string')
+    timeout = msg.get("timeoutMs", DEFAULT_TIMEOUT_MS)
+    cap = msg.get("capChars", DEFAULT_CAP_CHARS)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ValueError('"timeoutMs" must be a positive number')
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+        raise ValueError('"capChars" must be a non-negative integer')
+    if msg.get("stdin") is not None and not isinstance(msg["stdin"], str):
+        raise ValueError('"stdin" must be a string')
+    return dict(msg, timeoutMs=timeout, capChars=cap)
+
+
+class KernelServer:
+    def __init__(self, path, session):
+        self._path = path
+        self._session = session
+        self._calls = queue.Queue()
+        self._busy = threading.Lock()
+
+    def serve_forever(self):
+        listener = self._listen()
+        threading.Thread(target=self._accept, args=(listener,), name="codemode-accept", daemon=True).start()
+        log("Started kernel", language=self._session.language, socket=self._path, pid=os.getpid())
+        while True:
+            conn, msg = self._calls.get()
+            try:
+                if msg["op"] == "exec":
+                    result = self._session.execute(msg, conn.send)
+                else:
+                    self._session.reset()
+                    result = dict(status="ok", durationMs=0, **EMPTY_OUTPUT)
+            except Exception as err:  # a kernel bug: report it, keep serving
+                log("Failed to run a call", error=repr(err))
+                result = error_result("KernelError", repr(err))
+            # Free the kernel before replying, so a client's next request never sees it busy.
+            self._busy.release()
+            conn.send(dict(result, id=msg["id"], type="result"))
+
+    def _listen(self):
+        os.makedirs(os.path.dirname(self._path) or ".", mode=0o700, exist_ok=True)
+        try:
+            os.unlink(self._path)
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket file is created 0600, with no window where it is wider
+        try:
+            listener.bind(self._path)
+        finally:
+            os.umask(old)
+        listener.listen(16)
+        return listener
+
+    def _accept(self, listener):
+        while True:
+            sock, _ = listener.accept()
+            threading.Thread(target=self._serve, args=(Connection(sock),), name="codemode-conn", daemon=True).start()
+
+    def _serve(self, conn):
+        reader = FrameReader(conn.sock)
+        try:
+            while True:
+                msg = reader.read()
+                if msg is None:
+                    break
+                self._dispatch(conn, msg)
+        except ProtocolError as err:
+            conn.send({"type": "error", "message": str(err)})
+        except OSError:
+            pass
+        finally:
+            conn.sock.close()
+
+    def _dispatch(self, conn, msg):
+        if not isinstance(msg, dict) or not isinstance(msg.get("id"), str):
+            conn.send({"type": "error", "message": 'a request must be a JSON object with a string "id"'})
+            return
+        op, call_id = msg.get("op"), msg["id"]
+        if op == "ping":
+            busy = self._busy.locked()
+            conn.send({"id": call_id, "type": "pong", "language": self._session.language, "busy": busy, "pid": os.getpid()})
+            return
+        if op not in ("exec", "reset"):
+            conn.send(dict(error_result("ProtocolError", 'unknown op %r; use "exec", "ping" or "reset"' % op), id=call_id, type="result"))
+            return
+        try:
+            msg = check_exec(msg) if op == "exec" else msg
+        except ValueError as err:
+            conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
+            return
+        if not self._busy.acquire(blocking=False):
+            conn.send(dict(error_result("KernelBusy", "another call is running in this session; retry when it has finished"), id=call_id, type="result"))
+            return
+        self._calls.put((conn, msg))
+
+
+def main(argv):
+    global LOG_FD
+    parser = argparse.ArgumentParser(description="codemode session kernel (runtime/README.md)")
+    parser.add_argument("--socket", required=True, help="UNIX socket path, e.g. /tmp/.codemode/kernel.sock")
+    parser.add_argument("--language", choices=("python", "bash"), default="python")
+    args = parser.parse_args(argv)
+    # Keep the real stderr for diagnostics: in Python mode fds 1/2 become the capture pipes.
+    LOG_FD = os.dup(2)
+    os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
+    if args.language == "bash":
+        from .bash_session import BashSession
+        session = BashSession(os.path.dirname(os.path.abspath(args.socket)))
+    else:
+        from .python_session import PythonSession
+        session = PythonSession(LOG_FD)
+    sys.dont_write_bytecode = False  # see kernel.py
+    try:
+        KernelServer(args.socket, session).serve_forever()
+    except KeyboardInterrupt:
+        sys.exit(130)

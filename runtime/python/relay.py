@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Relay between an exec stream and the kernel's socket (runtime/README.md).
+
+    python3 relay.py /tmp/.codemode/kernel.sock
+
+Copies stdin to the socket and the socket to stdout, byte for byte (frames pass through
+untouched). Exits when either side closes. Exit codes: 0 closed, 2 usage, 3 cannot connect.
+"""
+import os
+import select
+import socket
+import sys
+
+
+def main(path):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError as err:
+        sys.stderr.write("relay: cannot connect to the kernel at %s: %s\n" % (path, err))
+        return 3
+    stdin, stdout, peer = sys.stdin.fileno(), sys.stdout.fileno(), sock.fileno()
+    while True:
+        for fd in select.select([stdin, peer], [], [])[0]:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                return 0
+            if fd == stdin:
+                sock.sendall(data)
+            else:
+                while data:
+                    data = data[os.write(stdout, data):]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: relay.py SOCKET_PATH\n")
+        sys.exit(2)
+    try:
+        sys.exit(main(sys.argv[1]))
+    except (BrokenPipeError, ConnectionResetError):
+        sys.exit(0)

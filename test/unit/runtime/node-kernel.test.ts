@@ -1,0 +1,135 @@
+// The Node session kernel (runtime/node), through its relay.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSession, type RelayClient } from './harness.js';
+
+describe('node kernel', () => {
+  let session: Awaited<ReturnType<typeof startSession>>;
+  let client: RelayClient;
+  beforeAll(async () => {
+    session = await startSession('node');
+    client = session.client;
+  });
+  afterAll(() => session.stop());
+
+  it('answers ping', async () => {
+    expect((await client.ping()).frame).toMatchObject({ type: 'pong', language: 'node', busy: false });
+  });
+
+  it('keeps var, let, const, functions and classes across calls', async () => {
+    await client.exec('var a = 1\nlet b = 2\nconst c = 3\nfunction add(x, y) { return x + y }\nclass Box { constructor(v) { this.v = v } }');
+    expect((await client.exec('add(a, b) + c + new Box(4).v')).frame).toMatchObject({ status: 'ok', result: '10' });
+  });
+
+  it('lets a later call declare the same let/const again', async () => {
+    expect((await client.exec('const c = 30; let b = 20; c + b')).frame).toMatchObject({ status: 'ok', result: '50' });
+    expect((await client.exec('c')).frame.result).toBe('30');
+  });
+
+  // The let/const rewrite must leave strings, templates, regexes, comments and blocks alone.
+  it.each([
+    ['a string mentioning const', "const s1 = 'const x = 1; {'; s1.length", '14'],
+    ['a template with a substitution', 'const t1 = `a ${ { v: 1 }.v } const`\nt1', "'a 1 const'"],
+    ['a regex with quotes and braces', 'const r1 = /["{]const/\nr1.test(\'"const\')', 'true'],
+    ['a comment', '/* const c1 = 1 */ const c2 = 2 // const c3\nc2', '2'],
+    ['a block-scoped const', 'const outer = 1\n{ const inner = 2 }\ntypeof inner', "'undefined'"],
+    ['a for loop let', 'let n1 = 0\nfor (let i = 0; i < 3; i++) n1 += i\nn1', '3'],
+  ])('runs code with %s and can run it again', async (_name, code, expected) => {
+    expect((await client.exec(code)).frame).toMatchObject({ status: 'ok', result: expected });
+    expect((await client.exec(code)).frame).toMatchObject({ status: 'ok', result: expected });
+  });
+
+  it.each([
+    ['a number', '1 + 2', '3'],
+    ['a string (inspected)', "'x'.repeat(3)", "'xxx'"],
+    ['an object', '({ k: [1, 2] })', '{ k: [ 1, 2 ] }'],
+    ['undefined (no result)', 'undefined', undefined],
+    ['a declaration (no result)', 'var q = 1', undefined],
+  ])('returns the last expression value: %s', async (_name, code, expected) => {
+    const { frame } = await client.exec(code);
+    expect(frame.status).toBe('ok');
+    expect(frame.result).toBe(expected);
+  });
+
+  it('captures console and process.stdout per call', async () => {
+    const { frame } = await client.exec("console.log('hi', { a: 1 }); console.error('oops'); process.stdout.write('raw')");
+    expect(frame).toMatchObject({ stdout: 'hi { a: 1 }\nraw', stderr: 'oops\n' });
+    expect((await client.exec("console.log('next')")).frame).toMatchObject({ stdout: 'next\n', stderr: '' });
+  });
+
+  it('reports an exception with the failing line', async () => {
+    const { frame } = await client.exec("function fail() {\n  throw new TypeError('bad input')\n}\nfail()");
+    expect(frame.status).toBe('error');
+    expect(frame.error).toMatchObject({ ename: 'TypeError', evalue: 'bad input' });
+    expect(frame.error?.traceback).toContain("throw new TypeError('bad input')");
+    expect(frame.error?.traceback).toMatch(/at fail \(cell-\d+:2:9\)/);
+    expect(frame.error?.traceback).not.toContain('runtime/node');
+  });
+
+  it('supports top-level await, returning the last expression', async () => {
+    const { frame } = await client.exec('await new Promise((r) => setTimeout(r, 10))\nconst local = 21\nlocal * 2;');
+    expect(frame).toMatchObject({ status: 'ok', result: '42' });
+    // Declarations in an await call are local to it; assignments without a keyword persist.
+    await client.exec('kept = await Promise.resolve(5)');
+    expect((await client.exec('[typeof local, kept]')).frame.result).toBe("[ 'undefined', 5 ]");
+  });
+
+  it('streams console output of async code while it runs', async () => {
+    const { frame, outputs, at } = await client.exec('for (let i = 0; i < 4; i++) { console.log(i); await new Promise((r) => setTimeout(r, 100)) }');
+    expect(frame.stdout).toBe('0\n1\n2\n3\n');
+    expect(at - (outputs[0]?.at ?? at)).toBeGreaterThan(200);
+  });
+
+  it('feeds stdin to process.stdin', async () => {
+    const code = "let s = ''\nfor await (const chunk of process.stdin) s += chunk\ns";
+    expect((await client.exec(code, { stdin: 'abc' })).frame.result).toBe("'abc'");
+  });
+
+  it('does not end the kernel on process.exit', async () => {
+    expect((await client.exec('process.exit(2)')).frame).toMatchObject({ status: 'error', error: { ename: 'ProcessExit' } });
+    expect((await client.exec('a')).frame.result).toBe('1');
+  });
+
+  it.each([
+    ['a synchronous loop', 'while (true) {}'],
+    ['a pending promise', 'await new Promise(() => {})'],
+    ['a blocking child process', "require('child_process').execSync('sleep 100')"],
+  ])('times out %s and keeps the session', async (_name, code) => {
+    const { frame } = await client.exec(code, { timeoutMs: 300 });
+    expect(frame.status).toBe('timeout');
+    expect(frame.durationMs).toBeLessThan(2000);
+    expect((await client.exec('a + 1')).frame.result).toBe('2');
+  });
+});
+
+describe('node kernel with two relays', () => {
+  it('shares state, answers busy during a call, and resets on request', async () => {
+    const { kernel, client, stop } = await startSession('node');
+    const other = await kernel.connect();
+    try {
+      await client.exec('shared = 1');
+      expect((await other.exec('shared + 1')).frame.result).toBe('2');
+      const running = client.exec("await new Promise((r) => setTimeout(r, 300)); 'done'");
+      await new Promise((r) => setTimeout(r, 50));
+      expect((await other.exec('1')).frame).toMatchObject({ status: 'error', error: { ename: 'KernelBusy' } });
+      expect((await running).frame.result).toBe("'done'");
+      expect((await other.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
+      expect((await client.exec('typeof shared')).frame.result).toBe("'undefined'");
+    } finally {
+      await other.close();
+      await stop();
+    }
+  });
+});
+
+describe('node kernel that cannot interrupt a call', () => {
+  it('replies lost and exits when a loop runs after an await', async () => {
+    const { kernel, client, stop } = await startSession('node');
+    try {
+      const { frame } = await client.exec('await null\nwhile (true) {}', { timeoutMs: 200 });
+      expect(frame).toMatchObject({ status: 'lost', error: { ename: 'KernelLost' } });
+      await kernel.exited;
+    } finally {
+      await stop();
+    }
+  }, 20_000);
+});

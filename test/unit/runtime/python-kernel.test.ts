@@ -1,0 +1,175 @@
+// The Python session kernel (runtime/python), driven through its relay like the gateway does.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Kernel, processExists, startSession, type RelayClient } from './harness.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((res) => setTimeout(res, ms));
+
+describe('python kernel', () => {
+  let session: Awaited<ReturnType<typeof startSession>>;
+  let client: RelayClient;
+  beforeAll(async () => {
+    session = await startSession('python');
+    client = session.client;
+  });
+  afterAll(() => session.stop());
+
+  it('answers ping', async () => {
+    const { frame } = await client.ping();
+    expect(frame).toMatchObject({ type: 'pong', language: 'python', busy: false });
+  });
+
+  it('keeps variables, imports and functions across calls', async () => {
+    await client.exec('x = 41\nimport math\ndef double(v):\n    return 2 * v');
+    expect((await client.exec('x + 1')).frame).toMatchObject({ status: 'ok', result: '42' });
+    expect((await client.exec('double(math.floor(2.5))')).frame.result).toBe('4');
+    expect((await client.exec('__name__')).frame.result).toBe("'__main__'");
+  });
+
+  it.each([
+    ['an expression', '1 + 2', '3'],
+    ['a string', '"a" * 3', "'aaa'"],
+    ['None (no result)', 'None', undefined],
+    ['an assignment (no result)', 'y = 5', undefined],
+    ['a print call (no result)', 'print("p")', undefined],
+  ])('returns the repr of the last expression: %s', async (_name, code, expected) => {
+    const { frame } = await client.exec(code);
+    expect(frame.status).toBe('ok');
+    expect(frame.result).toBe(expected);
+  });
+
+  it('captures stdout and stderr per call, including child processes, without leaking', async () => {
+    const first = (await client.exec('import os, sys\nprint("one")\nprint("warn", file=sys.stderr)\nos.system("echo child; echo child-err >&2")')).frame;
+    expect(first).toMatchObject({ status: 'ok', stdout: 'one\nchild\n', stderr: 'warn\nchild-err\n', stdoutBytes: 10, stderrBytes: 15, result: '0' });
+    // Output of a thread that outlives its call is dropped, not given to the next call.
+    await client.exec('import threading\nthreading.Timer(0.05, lambda: print("late")).start()');
+    await sleep(200);
+    const second = (await client.exec('print("two")')).frame;
+    expect(second).toMatchObject({ stdout: 'two\n', stderr: '' });
+  });
+
+  it('feeds stdin to input() and to child processes', async () => {
+    expect((await client.exec('input()', { stdin: 'hello\n' })).frame.result).toBe("'hello'");
+    expect((await client.exec('import subprocess\nsubprocess.run(["cat"]).returncode', { stdin: 'piped' })).frame.stdout).toBe('piped');
+  });
+
+  it('reports an exception with a traceback of the user code only', async () => {
+    const { frame } = await client.exec('def fail():\n    raise ValueError("bad value")\nfail()');
+    expect(frame.status).toBe('error');
+    expect(frame.error).toMatchObject({ ename: 'ValueError', evalue: 'bad value' });
+    expect(frame.error?.traceback).toContain('raise ValueError("bad value")');
+    expect(frame.error?.traceback).toMatch(/File "<cell-\d+>", line 2, in fail/);
+    expect(frame.error?.traceback).not.toContain('codemode_kernel');
+  });
+
+  it('reports a syntax error', async () => {
+    const { frame } = await client.exec('x = = 1');
+    expect(frame.error).toMatchObject({ ename: 'SyntaxError' });
+    expect(frame.error?.traceback).toContain('x = = 1');
+  });
+
+  it.each([
+    ['sys.exit(0) is a success', 'import sys\nsys.exit(0)', 'ok'],
+    ['sys.exit(2) is an error', 'import sys\nsys.exit(2)', 'error'],
+  ])('does not end the kernel on SystemExit: %s', async (_name, code, status) => {
+    expect((await client.exec(code)).frame.status).toBe(status);
+    expect((await client.exec('x')).frame.result).toBe('41');
+  });
+
+  it('supports top-level await on a persistent event loop', async () => {
+    expect((await client.exec('import asyncio\nawait asyncio.sleep(0.01)\n5')).frame).toMatchObject({ status: 'ok', result: '5' });
+    expect((await client.exec('async def get():\n    return 6\nawait get()')).frame.result).toBe('6');
+  });
+
+  it('caps kept output and counts every byte', async () => {
+    const { frame, outputs } = await client.exec('print("x" * 100000)\nprint("é" * 10, file=__import__("sys").stderr)', { capChars: 1000 });
+    expect(frame.stdout).toBe('x'.repeat(1000));
+    expect(frame).toMatchObject({ stdoutBytes: 100001, stderr: 'é'.repeat(10) + '\n', stderrBytes: 21, truncated: true });
+    // Streamed text is capped the same way.
+    expect(outputs.filter((o) => o.stream === 'stdout').map((o) => o.text).join('')).toBe(frame.stdout);
+  });
+
+  it('streams output while the call runs, coalescing writes', async () => {
+    const slow = await client.exec('import time\nfor i in range(5):\n    print(i)\n    time.sleep(0.1)');
+    expect(slow.outputs.length).toBeGreaterThanOrEqual(2);
+    expect(slow.at - (slow.outputs[0]?.at ?? slow.at)).toBeGreaterThan(250);
+    expect(slow.outputs.map((o) => o.text).join('')).toBe('0\n1\n2\n3\n4\n');
+    const loop = await client.exec('for i in range(20000):\n    print(i)');
+    expect(loop.outputs.length).toBeLessThan(50);
+    expect(loop.outputs.map((o) => o.text).join('')).toBe(loop.frame.stdout);
+  });
+
+  it('interrupts a busy loop at the timeout and keeps the session', async () => {
+    const { frame } = await client.exec('while True:\n    pass', { timeoutMs: 300 });
+    expect(frame.status).toBe('timeout');
+    expect(frame.error?.traceback).toMatch(/while True:|pass/); // the line depends on the Python version
+    expect((await client.exec('x + 1')).frame).toMatchObject({ status: 'ok', result: '42' });
+  });
+
+  it('interrupts an awaiting call at the timeout and keeps the event loop usable', async () => {
+    expect((await client.exec('import asyncio\nawait asyncio.sleep(100)', { timeoutMs: 300 })).frame.status).toBe('timeout');
+    expect((await client.exec('await asyncio.sleep(0.01)\n7')).frame.result).toBe('7');
+  });
+
+  it('kills (and reaps) the processes a timed-out call started', async () => {
+    const { frame } = await client.exec('import subprocess, time\np = subprocess.Popen(["sleep", "100"])\nprint(p.pid, flush=True)\ntime.sleep(100)', { timeoutMs: 300 });
+    expect(frame.status).toBe('timeout');
+    const pid = Number(frame.stdout.trim());
+    expect(pid).toBeGreaterThan(0);
+    expect(processExists(pid)).toBe(false);
+    expect((await client.exec('x')).frame.result).toBe('41');
+  });
+
+  it('shares one state between two relays and answers busy to the second caller', async () => {
+    const other = await session.kernel.connect();
+    try {
+      await client.exec('shared = 1');
+      expect((await other.exec('shared + 1')).frame.result).toBe('2');
+      const running = client.exec('import time\ntime.sleep(0.5)\n"done"');
+      await sleep(100);
+      expect((await other.ping()).frame.busy).toBe(true);
+      const busy = (await other.exec('1')).frame;
+      expect(busy).toMatchObject({ status: 'error', error: { ename: 'KernelBusy' } });
+      expect((await running).frame.result).toBe("'done'");
+      expect((await other.exec('shared')).frame.result).toBe('1');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it.each([
+    ['an unknown op', { op: 'nope' }, /unknown op/],
+    ['exec without code', { op: 'exec' }, /"code" must be a string/],
+    ['a negative timeout', { op: 'exec', code: '1', timeoutMs: -1 }, /"timeoutMs"/],
+  ])('rejects %s with a ProtocolError', async (_name, message, evalue) => {
+    const { frame } = await client.request(message);
+    expect(frame).toMatchObject({ type: 'result', status: 'error', error: { ename: 'ProtocolError' } });
+    expect((frame as { error: { evalue: string } }).error.evalue).toMatch(evalue);
+  });
+
+  it('resets the namespace on request', async () => {
+    const other = await Kernel.start('python');
+    try {
+      const c = await other.connect();
+      await c.exec('gone = 1');
+      expect((await c.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
+      expect((await c.exec('gone')).frame.error?.ename).toBe('NameError');
+      await c.close();
+    } finally {
+      await other.stop();
+    }
+  });
+});
+
+describe('python kernel that cannot interrupt a call', () => {
+  it('replies lost and exits when the code ignores the interrupt', async () => {
+    const { kernel, client, stop } = await startSession('python');
+    try {
+      const { frame } = await client.exec('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("spinning", flush=True)\nwhile True:\n    pass', { timeoutMs: 200 });
+      expect(frame).toMatchObject({ status: 'lost', stdout: 'spinning\n', error: { ename: 'KernelLost' } });
+      expect(await kernel.exited).toBe(3);
+      await client.closed;
+    } finally {
+      await stop();
+    }
+  }, 20_000);
+});
