@@ -2,6 +2,7 @@
 // printed next to the figures (information, never assertions).
 import { mkdir, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import type { ApiFloor } from './api-floor.js';
 import type { ApiRequestsResult } from './api-requests.js';
 import type { PodFloorSample } from './floor.js';
 import type { MachineInfo } from './machine.js';
@@ -37,7 +38,17 @@ export interface Results {
   apiRequests: { cold: ApiRequestsResult | string; warm: ApiRequestsResult | string };
   rss: { finishedRuns: number; seedSeconds: number; heapBytesPerFinishedRun: number; emptyNamespace: RssPair; withFinishedRuns: RssPair } | string;
   rss100Sessions: string;
-  profile: { cold?: PhaseProfile; warm?: PhaseProfile; execSplit?: ExecSplit; mcpRoundTripMs?: Summary };
+  profile: {
+    cold?: PhaseProfile;
+    warm?: PhaseProfile;
+    coldApiRoundTripsMs?: Record<string, Summary>;
+    warmApiRoundTripsMs?: Record<string, Summary>;
+    /** Runs of the cold batch whose pod the operator created twice (the run executed twice). */
+    coldRunsExecutedTwice?: number;
+    execSplit?: ExecSplit;
+    mcpRoundTripMs?: Summary;
+    apiRequest?: ApiFloor;
+  };
   ratios: Record<string, number | null>;
 }
 
@@ -142,13 +153,25 @@ export function summaryLines(r: Results): string[] {
     lines.push(`${name} phases, median ms (${p.profiled} calls; ${p.twoStatusPatches} with a Running status patch too):`);
     for (const [phase, s] of Object.entries(p.phasesMs)) lines.push(`  ${phase.padEnd(40)} ${String(s.median).padStart(7)}   p95 ${s.p95}`);
   };
+  const trips = (name: string, t: Record<string, Summary> | undefined): void => {
+    if (t) lines.push(`${name} API round trips, median ms: ${Object.entries(t).map(([k, v]) => `${k} ${v.median} (n=${v.n})`).join(', ')}`);
+  };
   phases('cold execute_code', r.profile.cold);
+  trips('cold', r.profile.coldApiRoundTripsMs);
+  if (r.profile.coldRunsExecutedTwice) {
+    lines.push(`WARNING: ${r.profile.coldRunsExecutedTwice} of ${typeof r.cold === 'string' ? '?' : r.cold.ms.n + r.cold.errors} cold runs were executed twice (their pod was created twice): see docs/performance.md`);
+  }
   phases('warm execute_code', r.profile.warm);
+  trips('warm', r.profile.warmApiRoundTripsMs);
   if (typeof r.rawPodFloor !== 'string') {
     const f = r.rawPodFloor.phasesMs;
     lines.push(`raw pod floor, median ms from create: create call ${f.createCall.median}, scheduled ${f.toScheduled.median}, Ready ${f.toReady.median}; first exec ${f.exec.median}; delete call ${f.delete.median}`);
   }
   if (r.profile.execSplit) lines.push(`exec in a running pod, median ms: raw python3 -c ${r.profile.execSplit.rawPythonMs.median}, runner script + python ${r.profile.execSplit.runnerPythonMs.median}`);
+  if (r.profile.apiRequest) {
+    const a = r.profile.apiRequest;
+    lines.push(`one API GET, median ms: client-node (new TLS connection each) ${a.clientNodeGetMs.median}, kept-alive HTTPS ${a.keepAliveGetMs.median}`);
+  }
   if (r.profile.mcpRoundTripMs) lines.push(`MCP round trip without Kubernetes (refused empty code), median ${r.profile.mcpRoundTripMs.median} ms, p95 ${r.profile.mcpRoundTripMs.p95} ms`);
   if (typeof r.session !== 'string') lines.push(`create_session: ${r.session.createMs} ms`);
   for (const mode of ['cold', 'warm'] as const) {
@@ -157,6 +180,9 @@ export function summaryLines(r: Results): string[] {
     const fmt = (c: Record<string, number>): string => Object.entries(c).sort().map(([k, v]) => `${k} ${v}`).join(', ');
     lines.push(`API requests per ${mode} run, operator: ${fmt(a.operatorPerRun)}`);
     lines.push(`API requests per ${mode} run, API server (all clients): ${fmt(a.apiserverPerRun)}`);
+    // Every execution is one exec: more execs than runs means some runs were executed again.
+    const extra = Math.round(((a.operatorPerRun['connect pods/exec'] ?? 0) - 1) * a.runs);
+    if (extra > 0) lines.push(`WARNING: ${extra} more execs than ${a.runs} ${mode} runs: some runs were executed twice (see docs/performance.md)`);
   }
   if (typeof r.rss !== 'string') lines.push(`retained heap per finished SandboxRun (after GC, compiled): ${(r.rss.heapBytesPerFinishedRun / 1024).toFixed(1)} KiB`);
   return lines;

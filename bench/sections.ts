@@ -1,18 +1,19 @@
 // The bench's sections, each filling its slots of the results. Operators run in this process
 // (startOperator) on their own bench-* namespace, with instance hooks counting their API calls.
 import { startOperator, type RunningOperator } from '../test/e2e/helpers/operator.js';
+import { apiRequestFloor } from './api-floor.js';
 import { COLD_CRITICAL_PATH, RequestTally, WARM_CRITICAL_PATH, diff, parseRequestTotals, scrapeApiserver, summarizeApiRequests, type Counts } from './api-requests.js';
 import { failed, latency, log, sleep, type BenchContext } from './context.js';
 import { scaled } from './env.js';
 import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
-import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, profileCalls } from './profile.js';
+import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, podsCreatedTwice, profileCalls, roundTrips } from './profile.js';
 import type { Results, RssPair } from './report.js';
 import { compileProbe, deleteSeededRuns, probeRss, seedFinishedRuns } from './rss.js';
 import { PodTimeline } from './sandbox-pod.js';
 import { rounded, summarize } from './stats.js';
 import { executeCodeThroughput, rawExecThroughput } from './throughput.js';
-import { POOL_SIZE, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
+import { POOL_SIZE, kernelsUnavailable, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
 
 export const TARGET_POD = 'bench-target';
 /** Post-reply writes (pod delete, Events) land within this after the last reply. */
@@ -33,6 +34,8 @@ export async function floorSection(ctx: BenchContext, pods: PodTimeline): Promis
     ...latency({ samples: f.samples.map((x) => x.total), errors: f.errors, firstError: f.firstError }),
     phasesMs: { createCall: phase('createCall'), toScheduled: phase('toScheduled'), toReady: phase('toReady'), exec: phase('exec'), delete: phase('delete') },
   };
+  log('profile: one API request, client-node vs kept-alive connection');
+  r.profile.apiRequest = await apiRequestFloor(k, scaled(s, 100, 10));
   log('profile: runner exec vs raw exec in one pod');
   r.profile.execSplit = await execSplit(k, pods.namespace, TARGET_POD, scaled(s, 40));
 }
@@ -56,7 +59,7 @@ async function instrumentedOperator(ctx: BenchContext, prefix: string, env: Reco
 }
 
 /** Runs `measure` with the API server's counters scraped around its recorded part. */
-async function withApiCounts<T extends McpLatency>(ctx: BenchContext, tally: RequestTally, measure: (o: LatencyOptions) => Promise<T>): Promise<{ lat: T; server: Counts; operator: Counts }> {
+async function withApiCounts<T extends McpLatency>(ctx: BenchContext, tally: RequestTally, measure: (o: LatencyOptions) => Promise<T>): Promise<{ lat: T; server: Counts; operator: Counts; from: number; to: number }> {
   let before: Counts = {};
   let from = 0;
   const lat = await measure({
@@ -68,7 +71,8 @@ async function withApiCounts<T extends McpLatency>(ctx: BenchContext, tally: Req
   });
   await sleep(SETTLE_MS);
   const after = parseRequestTotals(await scrapeApiserver(ctx.k.kc));
-  return { lat, server: diff(after, before), operator: tally.countsBetween(from, performance.now()) };
+  const to = performance.now();
+  return { lat, server: diff(after, before), operator: tally.countsBetween(from, to), from, to };
 }
 
 /** Cold execute_code (pool off), its API requests and phases, then throughput on the same operator. */
@@ -83,6 +87,8 @@ export async function coldSection(ctx: BenchContext, floorNs: string | undefined
     r.cold = latency(m.lat);
     r.apiRequests.cold = summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH);
     r.profile.cold = profileCalls(m.lat.calls, tally, timer, pods, COLD_MARKS);
+    r.profile.coldApiRoundTripsMs = roundTrips(timer, m.from, m.to);
+    r.profile.coldRunsExecutedTwice = podsCreatedTwice(timer, m.from, m.to).length;
     log('profile: MCP round trip without Kubernetes');
     r.profile.mcpRoundTripMs = rounded(summarize(await mcpRoundTrip(op.url, scaled(s, 100, 10))));
   }
@@ -106,6 +112,13 @@ async function throughputSection(ctx: BenchContext, url: string, coldPods: PodTi
 /** Warm transient execute_code (pool on) and, on the same operator, session execute_code. */
 export async function warmSection(ctx: BenchContext): Promise<void> {
   const { k, s, r } = ctx;
+  const noKernels = kernelsUnavailable();
+  if (noKernels) {
+    log(`warm, session: ${noKernels}`);
+    if (s.sections.has('warm')) r.warmTransient = r.apiRequests.warm = noKernels;
+    if (s.sections.has('session')) r.session = noKernels;
+    return;
+  }
   const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE) });
   if (s.sections.has('warm')) {
     try {
@@ -115,6 +128,7 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
       r.warmTransient = { ...latency(m.lat), coldFallbacks: m.lat.coldFallbacks };
       r.apiRequests.warm = summarizeApiRequests(m.lat.calls.length + m.lat.coldFallbacks + m.lat.errors, m.server, m.operator, WARM_CRITICAL_PATH);
       r.profile.warm = profileCalls(m.lat.calls, tally, timer, undefined, WARM_MARKS);
+      r.profile.warmApiRoundTripsMs = roundTrips(timer, m.from, m.to);
     } catch (err) {
       r.warmTransient = failed('warm', err);
     }

@@ -5,6 +5,7 @@ import { ApiextensionsV1Api } from '@kubernetes/client-node';
 import { GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
 import { statusOf } from '../src/kube/clients.js';
 import { LABEL_POOL } from '../src/sandbox/pod.js';
+import { findRuntimeDir } from '../src/sessions/runtime-files.js';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
 import { connect } from '../test/e2e/helpers/operator.js';
 import type { RequestTally } from './api-requests.js';
@@ -37,8 +38,18 @@ export async function warmLatency(url: string, pods: PodTimeline, tally: Request
   };
 }
 
+/**
+ * Why neither the warm pool nor sessions can work here, or undefined. Both start pods running the
+ * session kernel from runtime/; without it the operator sets the pool size to 0.
+ */
+export function kernelsUnavailable(): string | undefined {
+  return findRuntimeDir() ? undefined : 'n/a (runtime/, the session kernels, is not in this checkout: no warm pool, no sessions)';
+}
+
 /** Why sessions cannot be measured on this cluster, or undefined when they can. */
 export async function sessionsUnavailable(k: TestKube): Promise<string | undefined> {
+  const kernels = kernelsUnavailable();
+  if (kernels) return kernels;
   try {
     await k.kc.makeApiClient(ApiextensionsV1Api).readCustomResourceDefinition({ name: `${SANDBOXSESSION_PLURAL}.${GROUP}` });
     return undefined;
