@@ -5,17 +5,35 @@
 
 Copies stdin to the socket and the socket to stdout, byte for byte (frames pass through
 untouched). Exits when either side closes. Exit codes: 0 closed, 2 usage, 3 cannot connect.
+A pod is Ready as soon as its container started, possibly before the kernel listens: the relay
+waits up to CONNECT_WAIT_S for the socket.
 """
 import os
 import select
 import socket
 import sys
+import time
+
+CONNECT_WAIT_S = 10.0
+
+
+def connect(path):
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def main(path):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(path)
+        sock = connect(path)
     except OSError as err:
         sys.stderr.write("relay: cannot connect to the kernel at %s: %s\n" % (path, err))
         return 3

@@ -15,6 +15,7 @@ import sys
 import threading
 
 from .framing import FrameReader, ProtocolError, encode
+from .oneshot import OneShot, check_run
 
 DEFAULT_TIMEOUT_MS = 30000
 DEFAULT_CAP_CHARS = 50000
@@ -67,9 +68,10 @@ def check_exec(msg):
 
 
 class KernelServer:
-    def __init__(self, path, session):
+    def __init__(self, path, session, oneshot):
         self._path = path
         self._session = session
+        self._oneshot = oneshot
         self._calls = queue.Queue()
         self._busy = threading.Lock()
 
@@ -80,7 +82,10 @@ class KernelServer:
         while True:
             conn, msg = self._calls.get()
             try:
-                if msg["op"] == "exec":
+                if msg["op"] == "run":
+                    result = self._oneshot.run(msg, conn.send)
+                elif msg["op"] == "exec":
+                    self._oneshot.discard()
                     result = self._session.execute(msg, conn.send)
                 else:
                     self._session.reset()
@@ -136,11 +141,14 @@ class KernelServer:
             busy = self._busy.locked()
             conn.send({"id": call_id, "type": "pong", "language": self._session.language, "busy": busy, "pid": os.getpid()})
             return
-        if op not in ("exec", "reset"):
-            conn.send(dict(error_result("ProtocolError", 'unknown op %r; use "exec", "ping" or "reset"' % op), id=call_id, type="result"))
+        if op not in ("exec", "run", "reset"):
+            conn.send(dict(error_result("ProtocolError", 'unknown op %r; use "exec", "run", "ping" or "reset"' % op), id=call_id, type="result"))
             return
         try:
-            msg = check_exec(msg) if op == "exec" else msg
+            if op in ("exec", "run"):
+                msg = check_exec(msg)
+            if op == "run":
+                check_run(msg)
         except ValueError as err:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
             return
@@ -155,6 +163,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description="codemode session kernel (runtime/README.md)")
     parser.add_argument("--socket", required=True, help="UNIX socket path, e.g. /tmp/.codemode/kernel.sock")
     parser.add_argument("--language", choices=("python", "bash"), default="python")
+    parser.add_argument("--prestart", action="store_true", help="start a python3 interpreter ahead for one \"run\" (warm pool pods)")
     args = parser.parse_args(argv)
     # Keep the real stderr for diagnostics: in Python mode fds 1/2 become the capture pipes.
     LOG_FD = os.dup(2)
@@ -167,6 +176,6 @@ def main(argv):
         session = PythonSession(LOG_FD)
     sys.dont_write_bytecode = False  # see kernel.py
     try:
-        KernelServer(args.socket, session).serve_forever()
+        KernelServer(args.socket, session, OneShot(args.prestart)).serve_forever()
     except KeyboardInterrupt:
         sys.exit(130)

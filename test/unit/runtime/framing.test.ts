@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FrameDecoder, encodeFrame } from './framing.js';
+import { FrameDecoder, encodeFrame } from '../../../src/exec/framing.js';
 import { RUNTIME_DIR } from './harness.js';
 
 const messages = [{ id: '1', op: 'ping' }, { id: '2', op: 'exec', code: 'print("héllo ✓ 🎉")\n' }, { id: '3', text: '' }];

@@ -2,12 +2,12 @@
 // UNIX socket and talks to it exactly as the gateway does in a pod: through a relay process's
 // stdin/stdout, with the framing of runtime/PROTOCOL.md.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { FrameDecoder, encodeFrame } from './framing.js';
+import { FrameDecoder, encodeFrame } from '../../../src/exec/framing.js';
 
 export const RUNTIME_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../../runtime');
 export type Language = 'python' | 'bash' | 'node';
@@ -59,9 +59,9 @@ export interface ExecOptions {
 const PYTHON = 'python3';
 const NODE = process.env.CODEMODE_TEST_NODE ?? process.execPath;
 
-function kernelCommand(language: Language, socket: string): [string, string[]] {
-  if (language === 'node') return [NODE, [join(RUNTIME_DIR, 'node/kernel.js'), '--socket', socket]];
-  return [PYTHON, [join(RUNTIME_DIR, 'python/kernel.py'), '--socket', socket, '--language', language]];
+function kernelCommand(language: Language, socket: string, extra: readonly string[]): [string, string[]] {
+  if (language === 'node') return [NODE, [join(RUNTIME_DIR, 'node/kernel.js'), '--socket', socket, ...extra]];
+  return [PYTHON, [join(RUNTIME_DIR, 'python/kernel.py'), '--socket', socket, '--language', language, ...extra]];
 }
 
 export class Kernel {
@@ -79,10 +79,10 @@ export class Kernel {
   }
 
   /** Starts a kernel in a fresh temp directory and waits for its "Started kernel" log line. */
-  static async start(language: Language): Promise<Kernel> {
+  static async start(language: Language, extraArgs: readonly string[] = []): Promise<Kernel> {
     const dir = mkdtempSync(join(tmpdir(), 'codemode-kernel-'));
     const socket = join(dir, 'run', 'kernel.sock');
-    const [cmd, args] = kernelCommand(language, socket);
+    const [cmd, args] = kernelCommand(language, socket, extraArgs);
     const proc = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
     const kernel = new Kernel(language, socket, dir, proc);
     try {
@@ -166,6 +166,11 @@ export class RelayClient {
     return this.request({ op: 'exec', code, timeoutMs: 10_000, ...options }) as Promise<Reply<ResultFrame>>;
   }
 
+  /** A one-shot run: the code as a fresh program (op "run", warm pool pods). */
+  run(language: string, code: string, options: ExecOptions = {}): Promise<Reply<ResultFrame & { timedOut: boolean; oomKilled: boolean }>> {
+    return this.request({ op: 'run', language, code, timeoutMs: 10_000, ...options }) as Promise<Reply<ResultFrame & { timedOut: boolean; oomKilled: boolean }>>;
+  }
+
   /** Sends any request (an `id` is added) and resolves with its result or pong. */
   request(message: Record<string, unknown>): Promise<Reply<ResultFrame | PongFrame>> {
     const id = `r${this.nextId++}`;
@@ -201,8 +206,8 @@ export class RelayClient {
 }
 
 /** Starts a kernel plus one relay; `stop` tears both down. */
-export async function startSession(language: Language): Promise<{ kernel: Kernel; client: RelayClient; stop(): Promise<void> }> {
-  const kernel = await Kernel.start(language);
+export async function startSession(language: Language, extraArgs: readonly string[] = []): Promise<{ kernel: Kernel; client: RelayClient; stop(): Promise<void> }> {
+  const kernel = await Kernel.start(language, extraArgs);
   const client = await kernel.connect();
   return {
     kernel,
@@ -215,6 +220,16 @@ export async function startSession(language: Language): Promise<{ kernel: Kernel
 }
 
 /** True when a process with this pid exists (a zombie counts: it was not reaped). */
+/** Alive and not a zombie (an orphan waits for whichever init reaps it; it no longer runs). */
+export function processRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
 export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -1,0 +1,266 @@
+"""One-shot runs (op "run"): the code runs as a fresh program, as it would in a cold sandbox pod.
+
+A warm pool pod serves exactly one transient run and is then deleted. Its kernel does what the
+runner script does in a cold pod: starts the program in its own process group with the code in
+a private file (never on a command line), feeds its stdin, streams its capped output, stops the
+whole group at the deadline (TERM, then KILL after a grace), and reports the exit code, whether
+it timed out and whether the memory cgroup killed something meanwhile.
+
+A Python interpreter is started ahead of time (`prestart`), blocked reading its code from a
+pipe, so a python run skips interpreter start-up (~15-30 ms).
+"""
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .output import CallOutput
+
+KILL_GRACE_S = 1.0
+POLL_S = 0.05  # how often the pump checks whether the program exited
+LANGUAGES = ("python", "bash", "sh", "node")
+EXIT_TIMED_OUT = 124  # what coreutils `timeout` (the cold runner) reports
+
+# Runs in the prestarted interpreter: imports what it needs first, then blocks until the code
+# arrives on fd argv[1]. The program runs in a fresh namespace as __main__; a traceback shows
+# the user's code (from linecache), not this bootstrap.
+BOOTSTRAP = r"""
+import linecache, os, sys, traceback
+def _codemode_run():
+    fd = int(sys.argv[1])
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    src = b"".join(chunks).decode("utf-8", "surrogateescape")
+    path = sys.argv[2]
+    sys.argv = [path]
+    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
+    g = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}
+    try:
+        exec(compile(src, path, "exec"), g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb)
+        sys.stderr.flush()
+        sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1)
+_codemode_run()
+"""
+
+PROGRAM_PATH = "/workspace/main.py"
+
+
+def workdir():
+    return "/workspace" if os.path.isdir("/workspace") and os.access("/workspace", os.W_OK) else tempfile.gettempdir()
+
+
+def oom_kills():
+    """The memory cgroup's OOM-kill count (v1 or v2), 0 when unreadable."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def check_run(msg):
+    """Raises ValueError when a run request names no language this kernel can start."""
+    if msg.get("language") not in LANGUAGES:
+        raise ValueError('"language" must be one of %s' % ", ".join(LANGUAGES))
+
+
+class Prestarted:
+    """A python3 interpreter waiting for its code on a pipe."""
+
+    def __init__(self):
+        code_r, self._code_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-u", "-c", BOOTSTRAP, str(code_r), PROGRAM_PATH],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(code_r,), cwd=workdir(), start_new_session=True,
+            )
+        finally:
+            os.close(code_r)
+
+    def send_code(self, code):
+        def write():
+            try:
+                _write_all(self._code_w, code)
+            except OSError:
+                pass
+            finally:
+                os.close(self._code_w)
+        _background(write)
+
+    def discard(self):
+        _killpg(self.proc, signal.SIGKILL)
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()
+        try:
+            os.close(self._code_w)
+        except OSError:
+            pass
+
+
+class OneShot:
+    """Runs `run` requests; owns the prestarted interpreter, if any."""
+
+    def __init__(self, prestart):
+        self._ready = None
+        if prestart:
+            try:
+                self._ready = Prestarted()
+            except OSError:
+                self._ready = None  # no python3 to prestart: runs start one on demand
+
+    def discard(self):
+        """The pod became a session's: the prestarted interpreter will never be used."""
+        if self._ready is not None:
+            self._ready.discard()
+            self._ready = None
+
+    def run(self, req, send):
+        started = time.monotonic()
+        call = CallOutput(req["id"], req["capChars"], send)
+        code = req["code"].encode("utf-8", "surrogateescape")
+        oom_before = oom_kills()
+        scratch = None
+        if req["language"] == "python" and self._ready is not None:
+            pre, self._ready = self._ready, None
+            proc = pre.proc
+            pre.send_code(code)
+        else:
+            scratch = tempfile.mkdtemp(prefix=".codemode.")
+            path = os.path.join(scratch, "main." + {"python": "py", "node": "js"}.get(req["language"], "sh"))
+            with open(path, "wb") as f:
+                f.write(code)
+            argv = {"python": [sys.executable, "-u"], "node": ["node"], "bash": ["bash"], "sh": ["sh"]}[req["language"]]
+            try:
+                proc = subprocess.Popen(argv + [path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir(), start_new_session=True)
+            except OSError as err:
+                _rmtree(scratch)
+                return dict(status="ok", exitCode=127, timedOut=False, oomKilled=False, durationMs=_ms(started),
+                            stdout="", stderr="codemode: cannot start %s: %s\n" % (argv[0], err.strerror),
+                            stdoutBytes=0, stderrBytes=0, truncated=False)
+        stdin = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
+        _background(lambda: _feed(proc.stdin, stdin))
+        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0)
+        rc = proc.wait()
+        _killpg(proc, signal.SIGKILL)  # whatever the program left running goes with it
+        call.finish()
+        if scratch:
+            _rmtree(scratch)
+        exit_code = EXIT_TIMED_OUT if timed_out else (rc if rc >= 0 else 128 - rc)
+        result = dict(status="timeout" if timed_out else "ok", exitCode=exit_code, timedOut=timed_out,
+                      oomKilled=oom_kills() > oom_before, durationMs=_ms(started))
+        result.update(call.result_fields())
+        return result
+
+
+def _pump(proc, call, deadline):
+    """Reads both pipes until they close; stops the group at the deadline. True if it had to.
+
+    Once the program exits, whatever it left running in its group is killed (the pod is
+    single-use), so a background child holding the pipes cannot keep the run open. A process
+    that left the group (setsid) and holds a pipe is given up on once the group is dead.
+    """
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
+    sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+    open_streams = 2
+    timed_out = False
+    kill_at = None
+    group_killed = False
+    while open_streams:
+        now = time.monotonic()
+        if not timed_out and not group_killed and now >= deadline:
+            timed_out = True
+            _killpg(proc, signal.SIGTERM)
+            kill_at = now + KILL_GRACE_S
+        if kill_at is not None and now >= kill_at:
+            _killpg(proc, signal.SIGKILL)
+            kill_at, group_killed = None, True
+        waits = [POLL_S]
+        tick = call.tick()
+        if tick is not None:
+            waits.append(tick)
+        if kill_at is not None:
+            waits.append(kill_at - now)
+        elif not timed_out:
+            waits.append(deadline - now)
+        events = sel.select(max(0.0, min(waits)))
+        for key, _ in events:
+            data = os.read(key.fileobj.fileno(), 65536)
+            if data:
+                call.feed(key.data, data)
+            else:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                open_streams -= 1
+        if proc.poll() is not None:
+            if not group_killed:
+                _killpg(proc, signal.SIGKILL)
+                kill_at, group_killed = None, True
+            elif not events:
+                break  # only processes outside the group still hold a pipe
+    for key in list(sel.get_map().values()):
+        sel.unregister(key.fileobj)
+        key.fileobj.close()
+    sel.close()
+    return timed_out
+
+
+def _killpg(proc, sig):
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _feed(pipe, data):
+    try:
+        if data:
+            pipe.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the program exited without reading all of it, as `cmd < file` allows
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _background(fn):
+    threading.Thread(target=fn, name="codemode-feed", daemon=True).start()
+
+
+def _rmtree(path):
+    import shutil
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _ms(started):
+    return int(round((time.monotonic() - started) * 1000))

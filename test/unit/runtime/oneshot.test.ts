@@ -1,0 +1,90 @@
+// One-shot runs (op "run") in the python kernel, as a warm pool pod serves a transient run: a
+// fresh program per run, exit codes, stdin, capped streamed output, and the deadline.
+import { afterEach, describe, expect, it } from 'vitest';
+import { processRunning, startSession } from './harness.js';
+
+type Session = Awaited<ReturnType<typeof startSession>>;
+
+describe('one-shot runs in the python kernel', () => {
+  let session: Session | undefined;
+  afterEach(async () => {
+    await session?.stop();
+    session = undefined;
+  });
+  const start = async (prestart = true): Promise<Session> => (session = await startSession('python', prestart ? ['--prestart'] : []));
+
+  it('runs python in the prestarted interpreter as __main__, in a fresh namespace', async () => {
+    const { client } = await start();
+    const { frame } = await client.run('python', 'import sys\nprint(__name__, sys.argv[0])\nprint(sorted(k for k in globals() if not k.startswith("__")))');
+    expect(frame).toMatchObject({ status: 'ok', exitCode: 0, timedOut: false, oomKilled: false, stderr: '' });
+    expect(frame.stdout).toBe('__main__ /workspace/main.py\n[\'sys\']\n');
+  });
+
+  it('starts an interpreter on demand when none was prestarted, and for a second run', async () => {
+    const { client } = await start(false);
+    expect((await client.run('python', 'print(6 * 7)')).frame).toMatchObject({ status: 'ok', exitCode: 0, stdout: '42\n' });
+    expect((await client.run('python', 'print("again")')).frame).toMatchObject({ exitCode: 0, stdout: 'again\n' });
+  });
+
+  it.each([
+    ['sys.exit(3)', 'import sys\nsys.exit(3)', 3],
+    ['an exception', 'x = 1\nraise ValueError("bad value")', 1],
+    ['a syntax error', 'print(1', 1],
+  ])('reports the exit code of %s', async (_name, code, exitCode) => {
+    const { client } = await start();
+    const { frame } = await client.run('python', code);
+    expect(frame).toMatchObject({ status: 'ok', exitCode, timedOut: false });
+  });
+
+  it('shows the user code in a traceback, not the bootstrap', async () => {
+    const { client } = await start();
+    const { frame } = await client.run('python', 'def fail():\n    raise ValueError("bad value")\nfail()');
+    expect(frame.exitCode).toBe(1);
+    expect(frame.stderr).toContain('File "/workspace/main.py", line 2, in fail');
+    expect(frame.stderr).toContain('raise ValueError("bad value")');
+    expect(frame.stderr).toContain('ValueError: bad value');
+    expect(frame.stderr).not.toContain('<string>');
+  });
+
+  it('feeds stdin and runs bash, sh and node programs', async () => {
+    const { client } = await start();
+    expect((await client.run('python', 'import sys\nprint(sys.stdin.read().upper())', { stdin: 'piped' })).frame.stdout).toBe('PIPED\n');
+    expect((await client.run('bash', 'read x; echo "got $x"; exit 4', { stdin: 'hi\n' })).frame).toMatchObject({ exitCode: 4, stdout: 'got hi\n' });
+    expect((await client.run('sh', 'echo err >&2; false')).frame).toMatchObject({ exitCode: 1, stderr: 'err\n' });
+    expect((await client.run('node', 'console.log([1, 2].map((x) => x * 2).join(","))')).frame).toMatchObject({ exitCode: 0, stdout: '2,4\n' });
+  });
+
+  it('caps kept output, counts every byte and streams what it keeps', async () => {
+    const { client } = await start();
+    const { frame, outputs } = await client.run('python', 'import sys\nsys.stdout.write("x" * 100000)', { capChars: 1000 });
+    expect(frame).toMatchObject({ exitCode: 0, stdoutBytes: 100000, truncated: true });
+    expect(frame.stdout).toBe('x'.repeat(1000));
+    expect(outputs.map((o) => o.text).join('')).toBe('x'.repeat(1000));
+  });
+
+  it('stops the program and everything it started at the deadline', async () => {
+    const { client } = await start();
+    const { frame } = await client.run('bash', 'sleep 60 & echo $!; sleep 60', { timeoutMs: 500 });
+    expect(frame).toMatchObject({ status: 'timeout', timedOut: true, exitCode: 124 });
+    const child = Number(frame.stdout.trim());
+    expect(child).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(processRunning(child)).toBe(false);
+  });
+
+  it('ends the run when the program exits, killing what it left in the background', async () => {
+    const { client } = await start();
+    const t0 = performance.now();
+    const { frame } = await client.run('bash', 'sleep 60 & echo $!', { timeoutMs: 20_000 });
+    expect(frame).toMatchObject({ status: 'ok', exitCode: 0, timedOut: false });
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(processRunning(Number(frame.stdout.trim()))).toBe(false);
+  });
+
+  it('refuses a language it cannot start', async () => {
+    const { client } = await start();
+    const { frame } = await client.run('ruby', 'puts 1');
+    expect(frame).toMatchObject({ status: 'error', error: { ename: 'ProtocolError' } });
+  });
+});
