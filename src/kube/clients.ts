@@ -31,7 +31,28 @@ export function loadKubeConfig(): KubeConfig {
   return kc;
 }
 
+/**
+ * client-node 2.0.1 builds a new undici Agent for every API request (in
+ * applySecurityAuthentication), so every call pays a new TCP + TLS handshake and leaves a
+ * connection behind. One dispatcher per cluster and user keeps connections alive and reused.
+ * Credentials in headers (tokens) are still read per request; only the transport is shared.
+ */
+export function reuseConnections(kc: KubeConfig): void {
+  const target = kc as unknown as { createDispatcher?: (cluster: unknown, options: unknown) => unknown; codemodeReused?: boolean };
+  const original = target.createDispatcher;
+  if (typeof original !== 'function' || target.codemodeReused) return;
+  const cache = new Map<string, unknown>();
+  target.createDispatcher = (cluster: unknown, options: unknown): unknown => {
+    const c = cluster as { name?: string; server?: string } | null;
+    const key = `${c?.name ?? ''}|${c?.server ?? ''}|${kc.getCurrentUser()?.name ?? ''}`;
+    if (!cache.has(key)) cache.set(key, original.call(kc, cluster, options));
+    return cache.get(key);
+  };
+  target.codemodeReused = true;
+}
+
 export function makeClients(kc: KubeConfig): KubeClients {
+  reuseConnections(kc);
   return {
     kc,
     core: kc.makeApiClient(CoreV1Api),
