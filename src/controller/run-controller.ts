@@ -53,6 +53,7 @@ export class SandboxRunController {
     this.now = d.now ?? (() => new Date());
     this.queue = new WorkQueue((key) => this.timedReconcile(key), {
       workers: 8,
+      startPaused: true,
       metrics: d.metrics?.queue(CONTROLLER),
       onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
     });
@@ -66,6 +67,7 @@ export class SandboxRunController {
 
   start(): void {
     for (const obj of this.d.runs.list()) this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
+    this.queue.start();
     // Level-based safety net: every object is looked at again periodically.
     this.resync = setInterval(() => {
       for (const obj of this.d.runs.list()) this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));

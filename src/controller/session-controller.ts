@@ -59,6 +59,7 @@ export class SandboxSessionController {
     this.now = d.now ?? (() => new Date());
     this.queue = new WorkQueue((key) => this.timed(key), {
       workers: 4,
+      startPaused: true,
       metrics: d.metrics?.queue(CONTROLLER),
       onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
     });
@@ -72,6 +73,7 @@ export class SandboxSessionController {
   start(): void {
     const all = (): void => this.d.sessions.list().forEach((o) => this.queue.add(`${o.metadata?.namespace}/${o.metadata?.name}`));
     all();
+    this.queue.start();
     this.resync = setInterval(all, this.d.opts.resyncSeconds * 1000);
     this.resync.unref();
   }

@@ -17,6 +17,11 @@ export interface WorkQueueOptions {
   maxDelayMs?: number;
   metrics?: QueueMetrics;
   onError?: (key: string, err: unknown) => void;
+  /**
+   * Hold keys until start(): a controller must not reconcile before every informer it reads
+   * has listed (a pod not yet in the cache would look deleted).
+   */
+  startPaused?: boolean;
 }
 
 export class WorkQueue {
@@ -30,11 +35,20 @@ export class WorkQueue {
   private active = 0;
   private stopped = false;
   private idleWaiters: Array<() => void> = [];
+  private paused: boolean;
 
   constructor(
     private readonly handler: Handler,
     private readonly opts: WorkQueueOptions,
-  ) {}
+  ) {
+    this.paused = opts.startPaused ?? false;
+  }
+
+  /** Starts processing keys held since construction (startPaused). */
+  start(): void {
+    this.paused = false;
+    this.pump();
+  }
 
   add(key: string): void {
     if (this.stopped) return;
@@ -95,7 +109,7 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    while (!this.stopped && this.active < this.opts.workers && this.queue.length > 0) {
+    while (!this.stopped && !this.paused && this.active < this.opts.workers && this.queue.length > 0) {
       const key = this.queue.shift() as string;
       this.queued.delete(key);
       this.processing.add(key);

@@ -118,7 +118,8 @@ describe('idle garbage collection', () => {
     await op.stop();
     op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
     mcp = await connect(op.url, 'current');
-    expect(sc(await run(s, 'y + 1'))).toMatchObject({ result: '2' });
+    const after = await run(s, 'y + 1');
+    expect(sc(after), JSON.stringify(after.content)).toMatchObject({ result: '2' });
     await until(async () => (await get()) === undefined, 60_000, 'the idle session to be deleted');
     await until(async () => !(await k.core.readNamespacedPod({ namespace: ns, name: podName }).then(() => true, () => false)), 60_000, 'its pod to be deleted');
   });

@@ -4,6 +4,19 @@ import { WorkQueue } from '../../../src/controller/workqueue.js';
 const tick = (ms = 5): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('WorkQueue', () => {
+  it('holds keys until start() when created paused, deduped', async () => {
+    const seen: string[] = [];
+    const q = new WorkQueue(async (k) => void seen.push(k), { workers: 2, startPaused: true });
+    q.add('a');
+    q.add('b');
+    q.add('a');
+    await tick(20);
+    expect(seen).toEqual([]);
+    q.start();
+    await q.idle();
+    expect(seen).toEqual(['a', 'b']);
+  });
+
   it('dedupes a key added many times while queued', async () => {
     const seen: string[] = [];
     const q = new WorkQueue(
