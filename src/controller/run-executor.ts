@@ -22,10 +22,11 @@ import {
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
 import { execInPod } from '../exec/exec.js';
+import { KernelConnectionError, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import type { OutputChunk, RunOutcome } from '../runs/types.js';
-import { buildRunPod } from '../sandbox/pod.js';
+import { SANDBOX_CONTAINER, buildRunPod } from '../sandbox/pod.js';
 import { podNameForRun } from '../sandbox/names.js';
 import type { EventRecorder } from './events.js';
 import type { ControllerOptions } from './options.js';
@@ -35,17 +36,27 @@ import { runLabelValue } from '../sandbox/names.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
+import { RecentKeys } from './recent.js';
 import {
   classifyExecution,
   completedStatus,
   failedStatus,
   runningStatus,
   type Classification,
+  type ExecutionFacts,
   type Limits,
 } from './status.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
+/** How long a finished run is remembered, so late events for it never execute it again. */
+const FINISHED_MEMORY_MS = 10 * 60_000;
+
+/** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
+interface Executed {
+  facts: ExecutionFacts;
+  captured: { stdout: string; stderr: string; stdoutBytes: number; stderrBytes: number; truncated: boolean };
+}
 
 export interface RunMetricsSink {
   runFinished(phase: string, reason: string, runtime: string, seconds: number): void;
@@ -91,8 +102,12 @@ function minQuantity(a: string, b: string): string {
 
 export class RunExecutor {
   private readonly executions = new Map<string, Execution>();
+  private readonly finished = new RecentKeys(FINISHED_MEMORY_MS);
+  /** Writes that go on after the caller has its result (final status, pod delete, Events). */
+  private readonly settling = new Set<Promise<void>>();
   private sessions: SessionService | undefined;
   private pool: WarmPool | undefined;
+  private kernels: KernelConnections | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {}
 
@@ -101,9 +116,13 @@ export class RunExecutor {
     this.sessions = sessions;
   }
 
-  /** Enables warm-pool claims for runs whose image and limits match the pool's pods. */
-  setPool(pool: WarmPool): void {
+  /**
+   * Enables warm-pool claims for runs whose image and limits match the pool's pods; the code
+   * then runs through the pod's kernel, over a stream opened before the claim.
+   */
+  setPool(pool: WarmPool, kernels: KernelConnections): void {
     this.pool = pool;
+    this.kernels = kernels;
   }
 
   /** A warm pod for this run, if the pool has one that fits (same image, default limits). */
@@ -116,8 +135,9 @@ export class RunExecutor {
     return pod?.metadata?.name;
   }
 
+  /** Executing now, or finished so recently that the informer may not show its status yet. */
   isExecuting(uid: string): boolean {
-    return this.executions.has(uid);
+    return this.executions.has(uid) || this.finished.has(uid);
   }
 
   /** Starts (or joins) the execution of a run. Idempotent per run UID. */
@@ -128,6 +148,7 @@ export class RunExecutor {
     const output = new EventEmitter();
     output.setMaxListeners(0);
     const promise = this.run(run, output).finally(() => {
+      this.finished.add(uid);
       this.executions.delete(uid);
       output.removeAllListeners();
     });
@@ -146,6 +167,7 @@ export class RunExecutor {
   /** Waits for every execution in flight (graceful shutdown). */
   async drain(): Promise<void> {
     await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
+    await Promise.allSettled([...this.settling]);
   }
 
   private limits(run: SandboxRun): Limits {
@@ -172,7 +194,7 @@ export class RunExecutor {
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run);
-      if (warm) return await this.execute_(run, ns, warm, normalizeLanguage(run.spec.language), output, log, started);
+      if (warm) return await this.execute_(run, ns, warm, runtime, output, log, started, 'kernel');
       const podName = podNameForRun(name);
       const pod = await this.createPod(run, podName, log);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
@@ -188,7 +210,7 @@ export class RunExecutor {
         this.deletePod(ns, podName, log);
         return await this.finishEarly(run, reason, message, log);
       }
-      return await this.execute_(run, ns, podName, runtime, output, log, started);
+      return await this.execute_(run, ns, podName, runtime, output, log, started, 'runner');
     } catch (err) {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
       return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
@@ -197,6 +219,11 @@ export class RunExecutor {
     }
   }
 
+  /**
+   * Executes the code in a ready pod and returns the outcome as soon as it is known: the final
+   * status write, the pod's deletion and the Events go on in the background (drain() waits),
+   * so the caller's reply does not wait for them.
+   */
   private async execute_(
     run: SandboxRun,
     ns: string,
@@ -205,11 +232,8 @@ export class RunExecutor {
     output: EventEmitter,
     log: Logger,
     started: number,
+    via: 'runner' | 'kernel',
   ): Promise<RunOutcome> {
-    const { opts } = this.d;
-    const code = Buffer.from(run.spec.code, 'utf8');
-    const stdin = run.spec.stdin ? Buffer.from(run.spec.stdin, 'utf8') : Buffer.alloc(0);
-    const nonce = newNonce();
     const startTime = new Date();
     let finished = false;
     let runningWrite: Promise<void> = Promise.resolve();
@@ -224,54 +248,104 @@ export class RunExecutor {
       'Execute',
       `Executing ${runtime} code in pod ${podName}.`,
     );
-
-    const result = await execInPod(this.d.clients.exec, {
-      namespace: ns,
-      pod: podName,
-      container: 'sandbox',
-      command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
-      stdin: Buffer.concat([code, stdin]),
-      capChars: opts.outputCapChars,
-      // The runner stops the program at its deadline; this only catches a lost connection.
-      watchdogMs: (run.spec.timeoutSeconds + KILL_GRACE_SECONDS + 15) * 1000,
-      onOutput: (stream, text) => output.emit('chunk', { stream, text } satisfies OutputChunk),
-    });
+    const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
+    const executed = via === 'kernel' ? await this.viaKernel(run, ns, podName, runtime, onOutput) : await this.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
     const end = new Date();
+    const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
+    const status = completedStatus(run, c, executed.captured, { start: startTime, end });
+    this.settle(
+      (async () => {
+        // Never leave a process behind: the pod is single-use and goes away with everything in it.
+        this.deletePod(ns, podName, log);
+        await runningWrite;
+        await this.patchStatus(run, status, log);
+        this.recordOutcome(run, ns, c);
+        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
+        log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
+      })(),
+    );
+    return this.outcome(run, status);
+  }
 
+  private settle(p: Promise<void>): void {
+    const tracked = p.catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run')).finally(() => this.settling.delete(tracked));
+    this.settling.add(tracked);
+  }
+
+  /** A cold pod: one exec of the runner script, the code on its stdin. */
+  private async viaRunner(run: SandboxRun, ns: string, podName: string, runtime: ReturnType<typeof normalizeLanguage>, onOutput: (stream: 'stdout' | 'stderr', text: string) => void): Promise<Executed> {
+    const code = Buffer.from(run.spec.code, 'utf8');
+    const stdin = run.spec.stdin ? Buffer.from(run.spec.stdin, 'utf8') : Buffer.alloc(0);
+    const nonce = newNonce();
+    const result = await execInPod(this.d.clients.exec, {
+      namespace: ns,
+      pod: podName,
+      container: SANDBOX_CONTAINER,
+      command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
+      stdin: Buffer.concat([code, stdin]),
+      capChars: this.d.opts.outputCapChars,
+      // The runner stops the program at its deadline; this only catches a lost connection.
+      watchdogMs: (run.spec.timeoutSeconds + KILL_GRACE_SECONDS + 15) * 1000,
+      onOutput,
+    });
     const trailer = parseTrailer(result.stderrTail, nonce);
-    const pod = this.d.pods.get(ns, podName);
-    const c: Classification = classifyExecution(
-      {
+    const stderrText = stripTrailer(result.stderr.text, nonce);
+    return {
+      facts: {
         exitCode: trailer?.exitCode ?? result.exitCode,
         timedOut: trailer?.timedOut ?? false,
         oomKilled: trailer?.oomKilled ?? false,
         runnerReported: trailer !== undefined,
         execError: result.error,
         watchdogFired: result.watchdogFired,
-        podGone: !pod || pod.metadata?.deletionTimestamp !== undefined,
+        podGone: this.podGone(ns, podName),
       },
-      run.spec.timeoutSeconds,
-      this.limits(run),
-    );
-    const stderrText = stripTrailer(result.stderr.text, nonce);
-    const captured = {
-      stdout: result.stdout.text,
-      stderr: stderrText,
-      stdoutBytes: result.stdout.byteCount,
-      stderrBytes: Math.max(0, result.stderr.byteCount - (trailer?.bytes ?? 0)),
-      truncated: result.stdout.truncated || (result.stderr.truncated && result.stderr.byteCount - (trailer?.bytes ?? 0) > Buffer.byteLength(stderrText)),
+      captured: {
+        stdout: result.stdout.text,
+        stderr: stderrText,
+        stdoutBytes: result.stdout.byteCount,
+        stderrBytes: Math.max(0, result.stderr.byteCount - (trailer?.bytes ?? 0)),
+        truncated: result.stdout.truncated || (result.stderr.truncated && result.stderr.byteCount - (trailer?.bytes ?? 0) > Buffer.byteLength(stderrText)),
+      },
     };
-    // Never leave a process behind: the pod is single-use and goes away with everything in it.
-    this.deletePod(ns, podName, log);
-    await runningWrite;
-    const status = completedStatus(run, c, captured, { start: startTime, end });
-    await this.patchStatus(run, status, log);
-    this.recordOutcome(run, ns, c);
-    this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
-    log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
-    return this.outcome(run, status);
+  }
+
+  /** A claimed warm pod: the kernel runs the code as a fresh program (op "run"). */
+  private async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: ReturnType<typeof normalizeLanguage>, onOutput: (stream: 'stdout' | 'stderr', text: string) => void): Promise<Executed> {
+    const empty = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+    try {
+      if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
+      const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+      const r = await conn.run(
+        { language: runtime, code: run.spec.code, timeoutMs: run.spec.timeoutSeconds * 1000, capChars: this.d.opts.outputCapChars, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) },
+        onOutput,
+      );
+      const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
+      return {
+        facts: {
+          exitCode: r.exitCode,
+          timedOut: r.timedOut ?? r.status === 'timeout',
+          oomKilled: r.oomKilled ?? false,
+          runnerReported: reported,
+          execError: reported ? undefined : `${r.error?.ename ?? 'KernelError'}: ${r.error?.evalue ?? r.status}`,
+          watchdogFired: false,
+          podGone: this.podGone(ns, podName),
+        },
+        captured: { stdout: r.stdout, stderr: r.stderr, stdoutBytes: r.stdoutBytes, stderrBytes: r.stderrBytes, truncated: r.truncated },
+      };
+    } catch (err) {
+      if (!(err instanceof KernelConnectionError)) throw err;
+      return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: empty };
+    } finally {
+      this.kernels?.drop(ns, podName);
+    }
+  }
+
+  private podGone(ns: string, podName: string): boolean {
+    const pod = this.d.pods.get(ns, podName);
+    return !pod || pod.metadata?.deletionTimestamp !== undefined;
   }
 
   /** A SandboxRun with spec.session: the code runs in that session's interpreter. */
