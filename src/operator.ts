@@ -92,7 +92,9 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const runtimeFiles = runtimeDir ? readRuntimeFiles(runtimeDir) : {};
   if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
+  const kernels = new KernelConnections(clients.exec);
   const pool = new WarmPool({
+    kernels,
     clients,
     opts,
     size: runtimeDir ? config.warmPoolSize : 0,
@@ -120,7 +122,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   pods.onChange(() => {
     if (elector.isLeader) poolQueue.add('pool');
   });
-  executor.setPool(pool);
+  executor.setPool(pool, kernels);
   const sessionController = new SandboxSessionController({
     pool,
     clients,
@@ -134,7 +136,6 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     events,
     metrics,
   });
-  const kernels = new KernelConnections(clients.exec);
   const sessionService = new SessionService(
     clients,
     sessions,

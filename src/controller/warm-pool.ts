@@ -6,9 +6,9 @@ import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
-import { kernelCommand } from '../exec/kernel.js';
+import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
-import { LABEL_POOL, buildPoolPod } from '../sandbox/pod.js';
+import { LABEL_POOL, SANDBOX_CONTAINER, buildPoolPod } from '../sandbox/pod.js';
 import { runtimeItems } from '../sandbox/runtime-configmap.js';
 import type { ResilientInformer } from './informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
@@ -28,6 +28,11 @@ export interface WarmPoolDeps {
   runtimePaths: readonly string[];
   log: Logger;
   onClaim?: (result: 'warm' | 'empty') => void;
+  /**
+   * When set, this process opens a kernel stream to every ready pool pod ahead of any claim, so
+   * a run that claims one pays no exec set-up (~60 ms) on its path.
+   */
+  kernels?: KernelConnections;
 }
 
 export function poolSelector(): string {
@@ -45,7 +50,19 @@ export function poolDelta(pods: readonly V1Pod[], size: number): number {
 export class WarmPool {
   private refilling = false;
 
-  constructor(private readonly d: WarmPoolDeps) {}
+  constructor(private readonly d: WarmPoolDeps) {
+    const kernels = d.kernels;
+    if (!kernels || d.size <= 0) return;
+    d.pods.onChange((p) => {
+      const ns = p.metadata?.namespace;
+      const name = p.metadata?.name;
+      if (ns !== d.opts.namespace || !name || !isWarm(p) || podState(p).kind !== 'ready') return;
+      kernels.get(ns, name, SANDBOX_CONTAINER, POOL_LANGUAGE).catch((err: unknown) => d.log.debug({ pod: name, err: apiErrorMessage(err) }, 'Could not connect to a pool pod yet'));
+    });
+    d.pods.onDelete((p) => {
+      if (p.metadata?.namespace && p.metadata.name) kernels.drop(p.metadata.namespace, p.metadata.name);
+    });
+  }
 
   get enabled(): boolean {
     return this.d.size > 0;
@@ -86,7 +103,7 @@ export class WarmPool {
             tmpSizeLimit: opts.tmpSizeLimit,
             runtimeClassName: opts.runtimeClassName,
           },
-          kernelCommand(POOL_LANGUAGE),
+          kernelCommand(POOL_LANGUAGE, { prestart: true }),
           runtimeItems(this.d.runtimePaths),
         );
         await this.d.clients.core.createNamespacedPod({ namespace: ns, body });

@@ -10,10 +10,13 @@ import { FrameDecoder, encodeFrame } from './framing.js';
 export const RUNTIME_MOUNT = '/codemode/runtime';
 export const KERNEL_SOCKET = '/tmp/.codemode/kernel.sock';
 
-/** The kernel the pod runs as its main process. */
-export function kernelCommand(language: KernelLanguage): string[] {
+/**
+ * The kernel the pod runs as its main process. `prestart` (warm pool pods): the python kernel
+ * starts an interpreter ahead for the one transient run the pod may serve.
+ */
+export function kernelCommand(language: KernelLanguage, options: { prestart?: boolean } = {}): string[] {
   if (language === 'node') return ['node', `${RUNTIME_MOUNT}/node/kernel.js`, '--socket', KERNEL_SOCKET];
-  return ['python3', `${RUNTIME_MOUNT}/python/kernel.py`, '--socket', KERNEL_SOCKET, '--language', language];
+  return ['python3', `${RUNTIME_MOUNT}/python/kernel.py`, '--socket', KERNEL_SOCKET, '--language', language, ...(options.prestart ? ['--prestart'] : [])];
 }
 
 /** The relay each gateway process execs once per pod to reach the kernel's socket. */
@@ -29,6 +32,11 @@ export interface KernelExecRequest {
   stdin?: string;
 }
 
+/** A one-shot run (op "run"): the code as a fresh program, for a transient run in a pool pod. */
+export interface KernelRunRequest extends KernelExecRequest {
+  language: 'python' | 'bash' | 'sh' | 'node';
+}
+
 export interface KernelResult {
   status: 'ok' | 'error' | 'timeout' | 'lost';
   stdout: string;
@@ -40,6 +48,10 @@ export interface KernelResult {
   exitCode?: number;
   error?: { ename: string; evalue: string; traceback: string };
   durationMs: number;
+  /** Only for "run": the deadline stopped the program. */
+  timedOut?: boolean;
+  /** Only for "run": the memory cgroup killed a process during the run. */
+  oomKilled?: boolean;
 }
 
 type OutputFrame = { id: string; type: 'output'; stream: 'stdout' | 'stderr'; text: string };
@@ -111,9 +123,18 @@ export class KernelConnection {
   }
 
   /** Runs code in the kernel. Rejects with KernelConnectionError when the stream breaks. */
-  async exec(req: KernelExecRequest, onOutput?: (stream: 'stdout' | 'stderr', text: string) => void): Promise<KernelResult> {
-    // The kernel interrupts the code at timeoutMs; the extra time covers its grace period.
-    const r = (await this.send({ op: 'exec', ...req }, req.timeoutMs + 15_000, onOutput)) as ResultFrame;
+  exec(req: KernelExecRequest, onOutput?: Pending['onOutput']): Promise<KernelResult> {
+    return this.call('exec', req, onOutput);
+  }
+
+  /** Runs code as a fresh program (python kernels). Rejects with KernelConnectionError when the stream breaks. */
+  run(req: KernelRunRequest, onOutput?: Pending['onOutput']): Promise<KernelResult> {
+    return this.call('run', req, onOutput);
+  }
+
+  private async call(op: 'exec' | 'run', req: KernelExecRequest, onOutput?: Pending['onOutput']): Promise<KernelResult> {
+    // The kernel stops the code at timeoutMs; the extra time covers its grace period.
+    const r = (await this.send({ op, ...req }, req.timeoutMs + 15_000, onOutput)) as ResultFrame;
     const { id: _id, type: _type, ...result } = r;
     return result;
   }

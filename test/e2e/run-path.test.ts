@@ -1,8 +1,8 @@
 // The core path end to end: MCP execute_code → SandboxRun → hardened pod → exec → result, with
 // real MCP clients of both protocol eras against an operator running on the real test cluster.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
-import { createNamespace, deleteNamespace, testKube } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type Era, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -24,6 +24,19 @@ afterAll(async () => {
 });
 
 const text = (r: ToolResult): string => r.content.map((c) => c.text ?? '').join('\n');
+
+/**
+ * The run's object once its final status is written: the caller gets its result first, the
+ * status write follows a few ms later.
+ */
+async function finishedRun<T extends { status?: { phase?: string } }>(namespace: string, name: string): Promise<T> {
+  let run: T | undefined;
+  await until(async () => {
+    run = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name })) as T;
+    return ['Succeeded', 'Failed', 'TimedOut'].includes(run.status?.phase ?? '');
+  }, 10_000, `SandboxRun ${name} to record its result`);
+  return run as T;
+}
 const client = (era: Era): TestClient => clients[era] as TestClient;
 
 describe.each(['2025', 'current'] as const)('execute_code over MCP (%s protocol client)', (era) => {
@@ -59,7 +72,7 @@ describe('execute_code behaviour', () => {
     expect(r.isError).toBe(true);
     expect(r.structuredContent).toMatchObject({ phase: 'TimedOut', reason: 'DeadlineExceeded' });
     expect(text(r)).toMatch(/timeout/i);
-    const run = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: String(r.structuredContent?.run) })) as { status: { phase: string; durationMs: number } };
+    const run = await finishedRun<{ status: { phase: string; durationMs: number } }>(ns, String(r.structuredContent?.run));
     expect(run.status.phase).toBe('TimedOut');
     expect(run.status.durationMs).toBeGreaterThanOrEqual(2000);
   });
@@ -82,7 +95,7 @@ describe('execute_code behaviour', () => {
 
     expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', truncated: true });
     expect(String(r.structuredContent?.stdout).length).toBeLessThanOrEqual(20_000);
-    const run = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: String(r.structuredContent?.run) })) as { status: { stdoutBytes: number; truncated: boolean } };
+    const run = await finishedRun<{ status: { phase: string; stdoutBytes: number; truncated: boolean } }>(ns, String(r.structuredContent?.run));
     expect(run.status).toMatchObject({ stdoutBytes: 40 * 1024 * 1024, truncated: true });
     // Holding the output would retain > 40 MB (80 MB as UTF-16 strings). What is retained after
     // the run is the capped 20,000 characters and a few caches — not a function of output size.
@@ -101,5 +114,75 @@ describe('execute_code behaviour', () => {
     const firstProgress = events.findIndex((e) => e.startsWith('progress:') && e.includes('tick 0'));
     expect(firstProgress).toBeGreaterThanOrEqual(0);
     expect(firstProgress).toBeLessThan(events.indexOf('result'));
+  });
+});
+
+// With a warm pool the code runs through the claimed pod's kernel (op "run") instead of the
+// runner exec: the same behaviour, checked on pods that are provably pool pods.
+describe('execute_code on warm pool pods', () => {
+  let poolNs = '';
+  let poolOp: RunningOperator;
+  let mcp: TestClient;
+  beforeAll(async () => {
+    poolNs = await createNamespace(k, 'run-warm');
+    poolOp = await startOperator(poolNs, { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_OUTPUT_CAP_CHARS: '20000' });
+    mcp = await connect(poolOp.url, 'current');
+  });
+  afterAll(async () => {
+    await mcp?.close();
+    await poolOp?.stop();
+    await deleteNamespace(k, poolNs);
+  });
+  beforeEach(async () => {
+    await until(async () => {
+      const pods = await k.core.listNamespacedPod({ namespace: poolNs, labelSelector: 'codemode.dev/pool=warm' });
+      return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    }, 120_000, 'a ready pool pod');
+  });
+  const onPoolPod = (r: ToolResult): void => expect(String(r.structuredContent?.stdout)).toMatch(/^codemode-pool-python-/);
+
+  it('runs python with stdin in a pool pod', async () => {
+    const r = await mcp.callTool('execute_code', { code: 'import socket, sys\nprint(socket.gethostname())\nprint(sys.stdin.read().upper())', stdin: 'hello' });
+    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', exit_code: 0 });
+    onPoolPod(r);
+    expect(String(r.structuredContent?.stdout)).toMatch(/\nHELLO\n$/);
+  });
+
+  it.each([
+    { language: 'bash', code: 'hostname; echo oops >&2; exit 3', phase: 'Failed', exit_code: 3, stderr: 'oops\n' },
+    { language: 'node', code: 'console.log(require("os").hostname()); process.exitCode = 0', phase: 'Succeeded', exit_code: 0, stderr: undefined },
+  ])('runs $language in a pool pod with its exit code', async ({ language, code, phase, exit_code, stderr }) => {
+    const r = await mcp.callTool('execute_code', { code, language });
+    expect(r.structuredContent).toMatchObject({ phase, exit_code });
+    onPoolPod(r);
+    if (stderr) expect(r.structuredContent?.stderr).toBe(stderr);
+  });
+
+  it('stops an infinite loop and its children at the timeout and records TimedOut', async () => {
+    const r = await mcp.callTool('execute_code', { code: 'import os, socket\nprint(socket.gethostname(), flush=True)\nos.fork()\nwhile True: pass', timeout_seconds: 2 });
+    expect(r.isError).toBe(true);
+    expect(r.structuredContent).toMatchObject({ phase: 'TimedOut', reason: 'DeadlineExceeded' });
+    onPoolPod(r);
+    const run = await finishedRun<{ status: { phase: string; durationMs: number } }>(poolNs, String(r.structuredContent?.run));
+    expect(run.status.phase).toBe('TimedOut');
+    expect(run.status.durationMs).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('streams progress before the result and caps large output', async () => {
+    const events: string[] = [];
+    const r = await mcp.callTool(
+      'execute_code',
+      { code: 'import socket, sys, time\nprint(socket.gethostname(), flush=True)\ntime.sleep(0.5)\nsys.stdout.write("x" * 5_000_000)' },
+      (p) => events.push(`progress:${p.message ?? ''}`),
+    );
+    events.push('result');
+    onPoolPod(r);
+    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', truncated: true });
+    expect(String(r.structuredContent?.stdout).length).toBe(20_000);
+    const firstProgress = events.findIndex((e) => e.includes('codemode-pool-python-'));
+    expect(firstProgress).toBeGreaterThanOrEqual(0);
+    expect(firstProgress).toBeLessThan(events.indexOf('result'));
+    const run = await finishedRun<{ status: { phase: string; stdoutBytes: number } }>(poolNs, String(r.structuredContent?.run));
+    expect(run.status.stdoutBytes).toBeGreaterThan(5_000_000);
   });
 });
