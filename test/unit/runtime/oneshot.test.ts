@@ -36,6 +36,24 @@ describe('one-shot runs in the python kernel', () => {
     expect(frame).toMatchObject({ status: 'ok', exitCode, timedOut: false });
   });
 
+  // The prestarted interpreter leaves with os._exit after doing by hand what interpreter exit does
+  // that a program can see: its runs must end exactly like a plain `python3 -u main.py` (the run
+  // after the first, for which the kernel starts an interpreter on demand).
+  it.each([
+    ['sys.exit with a message', 'import sys\nsys.exit("bye")'],
+    ['sys.exit(None)', 'import sys\nprint("a")\nsys.exit(None)'],
+    ['sys.exit(256)', 'import sys\nsys.exit(256)'],
+    ['an atexit handler', 'import atexit\natexit.register(lambda: print("at exit"))\nprint("main")'],
+    ['a non-daemon thread still running', 'import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()\nprint("main done")'],
+    ['output without a newline on both streams', 'import sys\nsys.stdout.write("out")\nsys.stderr.write("err")'],
+  ])('ends a prestarted run like a plain interpreter: %s', async (_name, code) => {
+    const { client } = await start();
+    const pick = (f: { exitCode?: number; stdout?: string; stderr?: string }): Record<string, unknown> => ({ exitCode: f.exitCode, stdout: f.stdout, stderr: f.stderr });
+    const prestarted = pick((await client.run('python', code)).frame);
+    const plain = pick((await client.run('python', code)).frame);
+    expect(prestarted).toEqual(plain);
+  });
+
   it('shows the user code in a traceback, not the bootstrap', async () => {
     const { client } = await start();
     const { frame } = await client.run('python', 'def fail():\n    raise ValueError("bad value")\nfail()');
