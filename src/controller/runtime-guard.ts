@@ -15,6 +15,10 @@ export class RuntimeConfigMapGuard {
   ) {}
 
   ensure(namespace: string): Promise<void> {
+    // Never write an empty ConfigMap: it would break the kernels of other replicas' pods too.
+    if (Object.keys(this.files).length === 0) {
+      return Promise.reject(new Error('This operator has no session kernels (runtime/ was not found next to its code), so it cannot start session or pool pods; run it from a checkout or the gateway image, which carry runtime/.'));
+    }
     let p = this.ensured.get(namespace);
     if (!p) {
       p = this.ensureOnce(namespace).catch((err: unknown) => {

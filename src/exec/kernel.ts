@@ -197,6 +197,11 @@ export class KernelConnection {
   }
 }
 
+/** Pauses before the retries of a failed KernelConnection.open. */
+const OPEN_RETRY_DELAYS_MS = [200, 800];
+/** Only an open that failed this fast is retried. */
+const OPEN_RETRY_WITHIN_MS = 5_000;
+
 /** One connection per pod per process, opened on first use and replaced when it breaks. */
 export class KernelConnections {
   private readonly conns = new Map<string, Promise<KernelConnection>>();
@@ -219,13 +224,33 @@ export class KernelConnections {
     void c?.then((conn) => conn.close()).catch(() => undefined);
   }
 
+  /**
+   * A failed open is retried a few times: nothing but a ping has reached the kernel then, so a
+   * retry cannot run code twice. Under load the kubelet can refuse the first exec into a container
+   * it reported Ready a moment earlier ("container not found"); a pod that is really gone fails
+   * every attempt.
+   */
+  private async openRetrying(namespace: string, pod: string, container: string, language: KernelLanguage): Promise<KernelConnection> {
+    for (let attempt = 0; ; attempt++) {
+      const started = performance.now();
+      try {
+        return await KernelConnection.open(this.exec, namespace, pod, container, language);
+      } catch (err) {
+        const delay = OPEN_RETRY_DELAYS_MS[attempt];
+        // A kernel that did not answer for seconds is not retried: it is hung, not refused.
+        if (!(err instanceof KernelConnectionError) || delay === undefined || performance.now() - started > OPEN_RETRY_WITHIN_MS) throw err;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
   closeAll(): void {
     for (const c of this.conns.values()) void c.then((conn) => conn.close()).catch(() => undefined);
     this.conns.clear();
   }
 
   private reopen(key: string, namespace: string, pod: string, container: string, language: KernelLanguage): Promise<KernelConnection> {
-    const p = KernelConnection.open(this.exec, namespace, pod, container, language);
+    const p = this.openRetrying(namespace, pod, container, language);
     this.conns.set(key, p);
     p.catch(() => {
       if (this.conns.get(key) === p) this.conns.delete(key);
