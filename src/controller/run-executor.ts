@@ -1,6 +1,6 @@
 // Executes one SandboxRun: sandbox pod → ready → one exec of the runner → final status.
-// Status is written at most twice (Running, only if the code is still executing after a short
-// delay, and the final result), the pod is deleted afterwards (single use), and output streams to
+// Status is written at most twice (Running, with a Started Event, only if the code is still
+// executing after a short delay, and the final result), the pod is deleted afterwards (single use), and output streams to
 // in-process subscribers while it runs. The caller's disconnect never cancels an execution.
 import { EventEmitter } from 'node:events';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -237,17 +237,13 @@ export class RunExecutor {
     const startTime = new Date();
     let finished = false;
     let runningWrite: Promise<void> = Promise.resolve();
+    // A short run costs no write while it executes: the Running status and the Started Event are
+    // written only for code still executing after RUNNING_WRITE_DELAY_MS.
     const runningTimer = setTimeout(() => {
       if (finished) return;
       runningWrite = this.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
+      this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Normal', 'Started', 'Execute', `Executing ${runtime} code in pod ${podName}.`);
     }, RUNNING_WRITE_DELAY_MS);
-    this.d.events.record(
-      { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
-      'Normal',
-      'Started',
-      'Execute',
-      `Executing ${runtime} code in pod ${podName}.`,
-    );
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed = via === 'kernel' ? await this.viaKernel(run, ns, podName, runtime, onOutput) : await this.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
@@ -257,6 +253,8 @@ export class RunExecutor {
     const status = completedStatus(run, c, executed.captured, { start: startTime, end });
     this.settle(
       (async () => {
+        // After the reply has gone out: building and sending requests costs milliseconds of CPU.
+        await new Promise((r) => setImmediate(r));
         // Never leave a process behind: the pod is single-use and goes away with everything in it.
         this.deletePod(ns, podName, log);
         await runningWrite;
@@ -339,7 +337,8 @@ export class RunExecutor {
       if (!(err instanceof KernelConnectionError)) throw err;
       return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: empty };
     } finally {
-      this.kernels?.drop(ns, podName);
+      // Closing the stream waits until the reply has gone out; the pod is deleted anyway.
+      setImmediate(() => this.kernels?.drop(ns, podName));
     }
   }
 

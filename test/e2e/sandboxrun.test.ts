@@ -54,7 +54,8 @@ async function podExists(name: string): Promise<boolean> {
 
 describe('SandboxRun without the gateway', () => {
   it('runs an applied object and reports in .status, with Events', async () => {
-    await apply('applied', { language: 'bash', code: 'echo "applied $((1+1))"' });
+    // Still executing after 250 ms: a Started Event too (short runs get only the outcome's Event).
+    await apply('applied', { language: 'bash', code: 'sleep 1; echo "applied $((1+1))"' });
     const run = await finished('applied');
     expect(run.status).toMatchObject({ phase: 'Succeeded', exitCode: 0, stdout: 'applied 2\n', reason: 'Succeeded', observedGeneration: 1 });
     expect(run.status?.conditions?.find((c) => c.type === 'Complete')).toMatchObject({ status: 'True', reason: 'Succeeded' });
