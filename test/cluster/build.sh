@@ -12,7 +12,7 @@ build_module() {
   if [[ -f "$out/.complete" ]]; then
     return 0
   fi
-  log "building $name with Go (first run only; Kubernetes takes ~7-10 min on 2 cores)"
+  log "building $name with Go (first run only, cached afterwards; on 2 cores Kubernetes takes ~10 min, kube-router and Helm ~3 min each)"
   local start=$SECONDS
   mkdir -p "$out"
   (cd "$CLUSTER_SRC/go/$dir" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out/" "$@") \
