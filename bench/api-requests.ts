@@ -5,6 +5,7 @@
 //   is exact about our writes and lets the profile put them on a time line.
 import https from 'node:https';
 import type { KubeConfig, RequestContext } from '@kubernetes/client-node';
+import type { WritesBeforeReply } from './profile.js';
 
 /** The resources a run touches (sessions soon); everything else the API server counts is ignored. */
 export const RESOURCES = new Set(['sandboxruns', 'sandboxsessions', 'pods', 'events', 'networkpolicies']);
@@ -12,13 +13,20 @@ export const WRITE_VERBS = new Set(['create', 'patch', 'update', 'delete', 'dele
 
 /**
  * Which of the operator's requests the execute_code reply waits for (read from
- * src/runs/kube-run-service.ts and src/controller/run-executor.ts). The status patch happens twice
- * when the code is still running after 250 ms (Running, then the result). The NetworkPolicy check
- * happens once per namespace and process.
+ * src/runs/kube-run-service.ts, src/controller/run-executor.ts and src/controller/warm-pool.ts).
+ * The outcome is returned as soon as it is known: the final status patch, the pod delete and the
+ * completion Event follow in the background, and a Running status patch (code still running
+ * after 250 ms) is not awaited either. The NetworkPolicy check happens once per namespace and
+ * process (so ~0 per run in a batch). Cold: the pod is watched until Ready through the informer
+ * (no request of its own), then one exec of the runner script.
  */
-export const COLD_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'create pods', 'connect pods/exec', 'patch sandboxruns/status', 'get networkpolicies', 'create networkpolicies']);
-/** With the warm pool the Pod create is replaced by the claim (a patch of a ready pool pod). */
-export const WARM_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'patch pods', 'connect pods/exec', 'patch sandboxruns/status', 'get networkpolicies', 'create networkpolicies']);
+export const COLD_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'get networkpolicies', 'create networkpolicies', 'create pods', 'connect pods/exec']);
+/**
+ * Warm: the claim (a patch of a ready pool pod, guarded by resourceVersion) replaces the pod create,
+ * and the code goes as one framed request over the kernel stream the operator opened when the pool
+ * pod became ready: no exec on the run's path.
+ */
+export const WARM_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'get networkpolicies', 'create networkpolicies', 'patch pods']);
 
 const SERVER_VERBS: Record<string, string> = {
   POST: 'create', PUT: 'update', PATCH: 'patch', APPLY: 'patch', DELETE: 'delete', DELETECOLLECTION: 'deletecollection',
@@ -108,7 +116,8 @@ export class RequestTally {
       this.requests.push({ t: performance.now(), key: classifyUrl(ctx.getHttpMethod(), ctx.getUrl()) });
       return auth(ctx);
     };
-    // The exec websocket is the only user of applyToHTTPSOptions in the operator.
+    // The exec websocket is the only user of applyToHTTPSOptions in the operator: a cold run's
+    // runner exec, or a kernel relay stream (pool pods when they become ready, sessions).
     const https_ = kc.applyToHTTPSOptions.bind(kc);
     kc.applyToHTTPSOptions = (opts): Promise<void> => {
       this.requests.push({ t: performance.now(), key: 'connect pods/exec' });
@@ -142,9 +151,14 @@ export interface ApiRequestsResult {
   apiserverWritesPerRun: number;
   /** The API server saw more SandboxRun/Pod creates than we sent: others shared the cluster. */
   otherClientsSeen: boolean;
+  /** Measured per call (CallTimer): writes for the run completed before the reply (see writesBeforeReply). */
+  measuredBeforeReply?: WritesBeforeReply;
 }
 
-/** Per-run figures; writes not on `critical` are fire-and-forget (pod delete, Events, pool refill). */
+/**
+ * Per-run figures; writes not on `critical` are not awaited by the reply (final and Running status
+ * patches, pod delete, Events, pool refill).
+ */
 export function summarizeApiRequests(runs: number, server: Counts, operator: Counts, critical: ReadonlySet<string>): ApiRequestsResult {
   const r = (x: number): number => Math.round((x / runs) * 100) / 100;
   const isWrite = (verb: string): boolean => WRITE_VERBS.has(verb);

@@ -23,6 +23,7 @@ export interface BenchSettings {
   sessionSamples: number;
   throughputSeconds: number;
   finishedRuns: number;
+  liveSessions: number;
 }
 
 function parseScale(raw: string | undefined): number {
@@ -59,6 +60,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     sessionSamples: 200,
     throughputSeconds: 20,
     finishedRuns: 1000,
+    liveSessions: 100,
   };
 }
 

@@ -6,7 +6,7 @@ import type { ApiFloor } from './api-floor.js';
 import type { ApiRequestsResult } from './api-requests.js';
 import type { PodFloorSample } from './floor.js';
 import type { MachineInfo } from './machine.js';
-import type { ExecSplit, PhaseProfile } from './profile.js';
+import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
 import type { ProbeResult } from './rss.js';
 import { renderTable, type Cell, type Summary } from './stats.js';
 import type { ThroughputLevel } from './throughput.js';
@@ -31,20 +31,25 @@ export interface Results {
   rawExecPrint1: Latency | string;
   rawExecTrue: Latency | string;
   rawPodFloor: (Latency & { phasesMs: Record<keyof Omit<PodFloorSample, 'total'>, Summary> }) | string;
-  warmTransient: (Latency & { coldFallbacks: number }) | string;
+  warmTransient: (Latency & { coldFallbacks: number; streamWaitTimeouts?: number }) | string;
   session: (Latency & { createMs: number }) | string;
   cold: Latency | string;
-  throughput: { windowSeconds: number; executeCode: ThroughputLevel[]; rawExec: ThroughputLevel[] } | string;
+  throughput: { windowSeconds: number; executeCode: ThroughputLevel[]; rawExec: ThroughputLevel[]; session?: ThroughputLevel[] | string } | string;
   apiRequests: { cold: ApiRequestsResult | string; warm: ApiRequestsResult | string };
   rss: { finishedRuns: number; seedSeconds: number; heapBytesPerFinishedRun: number; emptyNamespace: RssPair; withFinishedRuns: RssPair } | string;
-  rss100Sessions: string;
+  rss100Sessions: (ProbeResult & { finishedRuns: number; openSeconds: number }) | string;
   profile: {
     cold?: PhaseProfile;
     warm?: PhaseProfile;
+    /** The kernel part of warm calls ("claim done → MCP reply"), from the relay stream's frames. */
+    warmKernel?: KernelSplit;
+    /** Round trips of the operator's calls over the whole batch, post-reply ones included. */
     coldApiRoundTripsMs?: Record<string, Summary>;
     warmApiRoundTripsMs?: Record<string, Summary>;
     /** Runs of the cold batch whose pod the operator created twice (the run executed twice). */
     coldRunsExecutedTwice?: number;
+    /** Runs of the warm batch that claimed two pool pods (the run executed twice). */
+    warmRunsExecutedTwice?: number;
     execSplit?: ExecSplit;
     mcpRoundTripMs?: Summary;
     apiRequest?: ApiFloor;
@@ -55,8 +60,10 @@ export interface Results {
 const ratio = (a: number | undefined, b: number | undefined): number | null =>
   a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0 ? null : Math.round((a / b) * 100) / 100;
 const median = (l: Latency | string): number | undefined => (typeof l === 'string' ? undefined : l.ms.median);
-const level = (t: Results['throughput'], kind: 'executeCode' | 'rawExec', c: number): ThroughputLevel | undefined =>
-  typeof t === 'string' ? undefined : t[kind].find((l) => l.concurrency === c);
+const level = (t: Results['throughput'], kind: 'executeCode' | 'rawExec' | 'session', c: number): ThroughputLevel | undefined => {
+  const levels = typeof t === 'string' ? undefined : t[kind];
+  return typeof levels === 'string' ? undefined : levels?.find((l) => l.concurrency === c);
+};
 
 export function computeRatios(r: Results): Record<string, number | null> {
   const rawExec = median(r.rawExecPrint1);
@@ -65,6 +72,7 @@ export function computeRatios(r: Results): Record<string, number | null> {
     sessionVsRawExec: ratio(median(r.session), rawExec),
     coldVsPodFloor: ratio(median(r.cold), median(r.rawPodFloor)),
     throughput16VsRawExec16: ratio(level(r.throughput, 'executeCode', 16)?.runsPerSecond, level(r.throughput, 'rawExec', 16)?.runsPerSecond),
+    sessionThroughput16VsRawExec16: ratio(level(r.throughput, 'session', 16)?.runsPerSecond, level(r.throughput, 'rawExec', 16)?.runsPerSecond),
   };
 }
 
@@ -95,6 +103,11 @@ function throughputRows(r: Results): Cell[][] {
     const at16 = e.concurrency === 16;
     rows.push(row('throughput cold execute_code', e, x(vs), at16 ? '≥ 0.7× raw exec' : '', at16 ? meets(vs !== null && vs >= 0.7) : ''));
   }
+  const sessions = r.throughput.session;
+  if (typeof sessions === 'string') rows.push(notMeasured('throughput session execute_code', sessions));
+  for (const e of typeof sessions === 'string' ? [] : (sessions ?? [])) {
+    rows.push(row('throughput session execute_code (a session per client)', e, x(ratio(e.runsPerSecond, level(r.throughput, 'rawExec', e.concurrency)?.runsPerSecond))));
+  }
   for (const e of r.throughput.rawExec) rows.push(row('throughput raw exec', e, 'floor'));
   return rows;
 }
@@ -102,8 +115,12 @@ function throughputRows(r: Results): Cell[][] {
 function apiRow(mode: 'cold' | 'warm', api: ApiRequestsResult | string): Cell[][] {
   const name = `API writes/run on the hot path, ${mode}`;
   if (typeof api === 'string') return [notMeasured(name, api, '≤ 2 on the hot path')];
+  const measured = api.measuredBeforeReply;
   return [
-    [`${name} (operator; ${api.operatorWritesPerRun} in all)`, api.criticalPathWritesPerRun, '', '', String(api.runs), '', '', '≤ 2 on the hot path', meets(api.criticalPathWritesPerRun <= 2)],
+    [`${name} (by the code; operator ${api.operatorWritesPerRun} in all)`, api.criticalPathWritesPerRun, '', '', String(api.runs), '', '', '≤ 2 on the hot path', meets(api.criticalPathWritesPerRun <= 2)],
+    ...(measured && measured.calls > 0
+      ? [[`API writes/run done before the reply, ${mode} (measured per call; upper bound)`, measured.perCall.median, measured.perCall.p95, measured.perCall.p99, String(measured.calls), '', '', '', ''] as Cell[]]
+      : []),
     [`API writes/run seen by the API server, ${mode} (all clients${api.otherClientsSeen ? ', OTHERS ACTIVE' : ''})`, api.apiserverWritesPerRun, '', '', String(api.runs), '', '', '', ''],
   ];
 }
@@ -119,6 +136,12 @@ function rssRows(r: Results): Cell[][] {
     const label = mode === 'compiled' ? 'plain node, as deployed' : 'under tsx';
     return [`gateway RSS, ${rss.finishedRuns} finished runs, ${label} (empty ns: ${mb(rss.emptyNamespace[mode].rss)})`, mb(full), '', '', '1', '', '', target, mode === 'compiled' ? meets(full <= 200e6) : ''];
   });
+}
+
+function rssSessionsRow(live: Results['rss100Sessions']): Cell[] {
+  const target = '≤ 200 MB (+1,000 runs)';
+  if (typeof live === 'string') return notMeasured('gateway RSS, 100 live sessions', live, target);
+  return [`gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node`, `${(live.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, meets(live.rss <= 200e6)];
 }
 
 export const HEADER = ['figure (latency in ms)', 'median', 'p95', 'p99', 'n', 'rate', 'vs floor', 'target (brief)', 'meets'];
@@ -137,7 +160,7 @@ export function tableRows(r: Results): Cell[][] {
     ...apiRow('cold', r.apiRequests.cold),
     ...apiRow('warm', r.apiRequests.warm),
     ...rssRows(r),
-    notMeasured('gateway RSS, 100 live sessions', r.rss100Sessions, '≤ 200 MB (+1,000 runs)'),
+    rssSessionsRow(r.rss100Sessions),
   ];
 }
 
@@ -148,43 +171,73 @@ export function renderResults(r: Results): string {
 /** The profile and breakdowns printed under the table. */
 export function summaryLines(r: Results): string[] {
   const lines: string[] = [];
+  const fmt = (c: Record<string, number>): string => Object.entries(c).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(', ');
+  const phaseLine = (phase: string, s: Summary, indent = '  '): string => `${indent}${phase.padEnd(48 - indent.length)} ${String(s.median).padStart(7)}   p95 ${s.p95}`;
   const phases = (name: string, p: PhaseProfile | undefined): void => {
     if (!p) return;
-    lines.push(`${name} phases, median ms (${p.profiled} calls; ${p.twoStatusPatches} with a Running status patch too):`);
-    for (const [phase, s] of Object.entries(p.phasesMs)) lines.push(`  ${phase.padEnd(40)} ${String(s.median).padStart(7)}   p95 ${s.p95}`);
+    lines.push(`${name} phases, median ms (${p.profiled} calls; ${p.runningStatusPatches} with a Running status patch too):`);
+    for (const [phase, s] of Object.entries(p.phasesMs)) lines.push(phaseLine(phase, s));
+    const skipped = Object.entries(p.skipped);
+    if (skipped.length) lines.push(`WARNING: ${name}: calls left out of the phases for a missing mark: ${skipped.map(([m, n]) => `${n} × "${m}"`).join(', ')}`);
   };
   const trips = (name: string, t: Record<string, Summary> | undefined): void => {
-    if (t) lines.push(`${name} API round trips, median ms: ${Object.entries(t).map(([k, v]) => `${k} ${v.median} (n=${v.n})`).join(', ')}`);
+    if (t) lines.push(`${name} API round trips over the batch (final status patch, pod delete, completion Event: after the reply; connect: to the open websocket), median ms: ${Object.entries(t).map(([k, v]) => `${k} ${v.median} (n=${v.n})`).join(', ')}`);
   };
   phases('cold execute_code', r.profile.cold);
   trips('cold', r.profile.coldApiRoundTripsMs);
-  if (r.profile.coldRunsExecutedTwice) {
-    lines.push(`WARNING: ${r.profile.coldRunsExecutedTwice} of ${typeof r.cold === 'string' ? '?' : r.cold.ms.n + r.cold.errors} cold runs were executed twice (their pod was created twice): see docs/performance.md`);
-  }
   phases('warm execute_code', r.profile.warm);
+  const kernel = r.profile.warmKernel;
+  if (kernel) {
+    lines.push(`  of which, from the kernel stream's frames (${kernel.calls} calls; stream ready before the claim in ${kernel.streamReadyBeforeClaim}, opened on the call's path in ${kernel.streamOpenedOnPath}):`);
+    for (const [phase, s] of Object.entries(kernel.phasesMs)) lines.push(phaseLine(phase, s, '    '));
+  }
   trips('warm', r.profile.warmApiRoundTripsMs);
+  if (typeof r.warmTransient !== 'string' && r.warmTransient.streamWaitTimeouts) {
+    lines.push(`WARNING: ${r.warmTransient.streamWaitTimeouts} warm calls were made before the operator's kernel stream to every ready pool pod had answered (STREAM_TIMEOUT_MS, bench/warm.ts)`);
+  }
+  // A run executed twice: its pod created twice (cold), or two pool pods claimed for it (warm).
+  const twice = (n: number | undefined, of: Latency | string, how: string): string => `${n ?? '?'} of ${typeof of === 'string' ? '?' : of.ms.n + of.errors} (${how})`;
+  if (r.profile.coldRunsExecutedTwice !== undefined || r.profile.warmRunsExecutedTwice !== undefined) {
+    const parts = [
+      ...(r.profile.coldRunsExecutedTwice !== undefined ? [`cold ${twice(r.profile.coldRunsExecutedTwice, r.cold, 'pod created twice')}`] : []),
+      ...(r.profile.warmRunsExecutedTwice !== undefined ? [`warm ${twice(r.profile.warmRunsExecutedTwice, r.warmTransient, 'two pool pods claimed')}`] : []),
+    ];
+    const any = (r.profile.coldRunsExecutedTwice ?? 0) + (r.profile.warmRunsExecutedTwice ?? 0) > 0;
+    lines.push(`${any ? 'WARNING: ' : ''}runs executed twice: ${parts.join('; ')}`);
+  }
   if (typeof r.rawPodFloor !== 'string') {
     const f = r.rawPodFloor.phasesMs;
     lines.push(`raw pod floor, median ms from create: create call ${f.createCall.median}, scheduled ${f.toScheduled.median}, Ready ${f.toReady.median}; first exec ${f.exec.median}; delete call ${f.delete.median}`);
   }
-  if (r.profile.execSplit) lines.push(`exec in a running pod, median ms: raw python3 -c ${r.profile.execSplit.rawPythonMs.median}, runner script + python ${r.profile.execSplit.runnerPythonMs.median}`);
+  if (r.profile.execSplit) lines.push(`exec in a running pod, median ms: raw python3 -c ${r.profile.execSplit.rawPythonMs.median}, cold path's runner script + python ${r.profile.execSplit.runnerPythonMs.median}`);
   if (r.profile.apiRequest) {
     const a = r.profile.apiRequest;
-    lines.push(`one API GET, median ms: client-node (new TLS connection each) ${a.clientNodeGetMs.median}, kept-alive HTTPS ${a.keepAliveGetMs.median}`);
+    lines.push(
+      `one API GET, median ms: client-node as shipped (new TCP+TLS connection each; the bench's floors) ${a.clientNodeGetMs.median}, client-node with reuseConnections (the operator) ${a.reusedClientNodeGetMs.median}, one kept-alive HTTPS connection ${a.keepAliveGetMs.median}`,
+    );
   }
   if (r.profile.mcpRoundTripMs) lines.push(`MCP round trip without Kubernetes (refused empty code), median ${r.profile.mcpRoundTripMs.median} ms, p95 ${r.profile.mcpRoundTripMs.p95} ms`);
   if (typeof r.session !== 'string') lines.push(`create_session: ${r.session.createMs} ms`);
   for (const mode of ['cold', 'warm'] as const) {
     const a = r.apiRequests[mode];
     if (typeof a === 'string') continue;
-    const fmt = (c: Record<string, number>): string => Object.entries(c).sort().map(([k, v]) => `${k} ${v}`).join(', ');
-    lines.push(`API requests per ${mode} run, operator: ${fmt(a.operatorPerRun)}`);
+    lines.push(`API writes per ${mode} run on the hot path (by the code): ${a.criticalPath.join(', ')} (NetworkPolicy: once per namespace)`);
+    if (a.measuredBeforeReply) lines.push(`API writes per ${mode} run done before the reply (measured, ${a.measuredBeforeReply.calls} calls): ${fmt(a.measuredBeforeReply.byKey)}`);
+    const execs = mode === 'warm' ? ' (connect pods/exec: kernel streams to the new pool pods, opened before any claim)' : '';
+    lines.push(`API requests per ${mode} run, operator: ${fmt(a.operatorPerRun)}${execs}`);
     lines.push(`API requests per ${mode} run, API server (all clients): ${fmt(a.apiserverPerRun)}`);
-    // Every execution is one exec: more execs than runs means some runs were executed again.
-    const extra = Math.round(((a.operatorPerRun['connect pods/exec'] ?? 0) - 1) * a.runs);
-    if (extra > 0) lines.push(`WARNING: ${extra} more execs than ${a.runs} ${mode} runs: some runs were executed twice (see docs/performance.md)`);
+    // A cold run is one exec: more execs than runs means some runs were executed again. (Warm
+    // runs use no exec; their execs are kernel streams to new pool pods.)
+    const extra = mode === 'cold' ? Math.round(((a.operatorPerRun['connect pods/exec'] ?? 0) - 1) * a.runs) : 0;
+    if (extra > 0) lines.push(`WARNING: ${extra} more execs than ${a.runs} cold runs: some runs were executed twice (see docs/performance.md)`);
   }
   if (typeof r.rss !== 'string') lines.push(`retained heap per finished SandboxRun (after GC, compiled): ${(r.rss.heapBytesPerFinishedRun / 1024).toFixed(1)} KiB`);
+  const live = r.rss100Sessions;
+  if (typeof live !== 'string' && typeof r.rss !== 'string' && live.sessions > 0) {
+    const perSession = (live.rss - r.rss.withFinishedRuns.compiled.rss) / live.sessions;
+    const heapPerSession = (live.heapUsedAfterGc - r.rss.withFinishedRuns.compiled.heapUsedAfterGc) / live.sessions;
+    lines.push(`per live session (kernel stream open, compiled): RSS ${(perSession / 1024).toFixed(0)} KiB, retained heap ${(heapPerSession / 1024).toFixed(1)} KiB; ${live.sessions} sessions opened in ${live.openSeconds} s`);
+  }
   return lines;
 }
 

@@ -1,19 +1,46 @@
 // Child process of bench/rss.ts: starts a whole operator + gateway on one namespace, waits for the
-// informers to sync and the first reconcile of every object, and prints its memory as one JSON line.
-// Usage: tsx bench/rss-probe.ts <namespace>
+// informers to sync and the first reconcile of every object, optionally opens live sessions (each a
+// kernel pod with the gateway's exec stream to it, used once), and prints its memory as one JSON line.
+// Usage: tsx bench/rss-probe.ts <namespace> [sessions]
 import './env.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { startOperator } from '../test/e2e/helpers/operator.js';
+import { startOperator, type RunningOperator } from '../test/e2e/helpers/operator.js';
 import { PROBE_PREFIX } from './rss.js';
 
 const SETTLE_MS = 3000;
+/** Sessions created at once: the node starts pods in parallel, the API server takes the writes. */
+const SESSION_BATCH = 10;
+/**
+ * Sessions only here: each is a pod, and the default requests (100m CPU) would fit ~15 on a
+ * 2-core node. What is measured is the gateway's memory per live session, not the pods' size.
+ */
+const SESSION_ENV = { CODEMODE_CPU_REQUEST: '1m', CODEMODE_MEMORY_REQUEST: '16Mi' };
+
+/** Opens `n` python sessions and runs one call in each, so every kernel stream is open and used. */
+async function openSessions(op: RunningOperator, n: number): Promise<string[]> {
+  const names: string[] = [];
+  for (let i = 0; i < n; i += SESSION_BATCH) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(SESSION_BATCH, n - i) }, async () => {
+        const info = await op.operator.sessionService.create('python', undefined);
+        const r = await op.operator.sessionService.execute(info.name, { code: 'x = 1\nx', timeoutSeconds: 30 });
+        if (r.status !== 'ok') throw new Error(`session ${info.name}: the first call ended ${r.status}`);
+        return info.name;
+      }),
+    );
+    names.push(...batch);
+  }
+  return names;
+}
 
 async function main(): Promise<void> {
   const ns = process.argv[2];
-  if (!ns) throw new Error('usage: tsx bench/rss-probe.ts <namespace>');
+  const sessions = Number(process.argv[3] ?? '0');
+  if (!ns || !Number.isInteger(sessions) || sessions < 0) throw new Error('usage: tsx bench/rss-probe.ts <namespace> [sessions]');
   const before = process.memoryUsage().rss;
-  const op = await startOperator(ns);
+  const op = await startOperator(ns, sessions > 0 ? SESSION_ENV : {});
+  const opened = await openSessions(op, sessions);
   // start() resolves once both informer caches are filled; give the controller's first pass over
   // every object (it requeues finished runs for their TTL) time to finish. `rss` is read before
   // any forced collection: what the process holds in normal operation.
@@ -27,7 +54,7 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
   const g = process.memoryUsage();
-  const result = { rssBeforeStart: before, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rssAfterGc: g.rss, heapUsedAfterGc: g.heapUsed };
+  const result = { sessions: opened.length, rssBeforeStart: before, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rssAfterGc: g.rss, heapUsedAfterGc: g.heapUsed };
   process.stdout.write(`${PROBE_PREFIX}${JSON.stringify(result)}\n`);
   await op.stop();
 }

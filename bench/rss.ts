@@ -7,7 +7,7 @@ import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, parseSandboxRun } from '../src/api/v1alpha1/index.js';
+import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, parseSandboxRun } from '../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
 import { completedStatus } from '../src/controller/status.js';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -18,6 +18,8 @@ const BATCH = 25;
 export const PROBE_PREFIX = 'RSS_PROBE ';
 
 export interface ProbeResult {
+  /** Live sessions the probe opened (each used once) before it measured. */
+  sessions: number;
   rssBeforeStart: number;
   rss: number;
   heapUsed: number;
@@ -67,6 +69,11 @@ export async function deleteSeededRuns(k: TestKube, ns: string): Promise<void> {
   await k.custom.deleteCollectionNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
 }
 
+/** The probe's sessions outlive it (they are cluster state); their pods go with them. */
+export async function deleteSessions(k: TestKube, ns: string): Promise<void> {
+  await k.custom.deleteCollectionNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL });
+}
+
 export type ProbeMode = 'tsx' | 'compiled';
 
 /**
@@ -78,6 +85,8 @@ export async function compileProbe(): Promise<{ dir: string; remove: () => Promi
   const dir = await mkdtemp(join(tmpdir(), 'codemode-bench-'));
   await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
   await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
+  // The session kernels are found next to the code (src/sessions/runtime-files.ts).
+  await symlink(join(root, 'runtime'), join(dir, 'runtime'));
   const tsc = join(root, 'node_modules/typescript/bin/tsc');
   await run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json'), '--outDir', dir, '--noCheck', '--sourceMap', 'false']);
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
@@ -97,13 +106,14 @@ function run(cmd: string, args: string[]): Promise<string> {
 
 /**
  * Runs the probe on `ns` in a child process and returns what it measured: with tsx (as the
- * bench itself runs), or compiled (`compiledDir` from compileProbe) with plain node.
+ * bench itself runs), or compiled (`compiledDir` from compileProbe) with plain node; with
+ * `sessions` live sessions opened by the probe's gateway before it measures.
  */
-export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string): Promise<ProbeResult> {
+export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string, sessions = 0): Promise<ProbeResult> {
   const args =
     mode === 'tsx'
-      ? [fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)), fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), ns]
-      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns];
+      ? [fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)), fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), ns, String(sessions)]
+      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
   const out = await run(process.execPath, args);
   const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));

@@ -87,12 +87,17 @@ export class PodTimeline {
     return this.informer.list(this.namespace).length;
   }
 
-  /** Ready pods with `label=value` not being deleted, from the watch cache (no API call). */
-  readyWith(label: string, value: string): number {
+  /** Names of the ready pods with `label=value` not being deleted, from the watch cache (no API call). */
+  readyNamesWith(label: string, value: string): string[] {
     return this.informer
       .list(this.namespace)
       .filter((p) => p.metadata?.labels?.[label] === value && !p.metadata.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
-      .length;
+      .map((p) => p.metadata?.name ?? '');
+  }
+
+  /** Ready pods with `label=value` not being deleted, from the watch cache (no API call). */
+  readyWith(label: string, value: string): number {
+    return this.readyNamesWith(label, value).length;
   }
 
   /** Resolves once `readyWith(label, value)` reaches `count`; false after `timeoutMs`. */

@@ -7,16 +7,16 @@ import { failed, latency, log, sleep, type BenchContext } from './context.js';
 import { scaled } from './env.js';
 import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
-import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, podsCreatedTwice, profileCalls, roundTrips } from './profile.js';
+import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, kernelSplit, podsCreatedTwice, profileCalls, roundTrips, runsClaimedTwice, writesBeforeReply } from './profile.js';
 import type { Results, RssPair } from './report.js';
-import { compileProbe, deleteSeededRuns, probeRss, seedFinishedRuns } from './rss.js';
+import { compileProbe, deleteSeededRuns, deleteSessions, probeRss, seedFinishedRuns } from './rss.js';
 import { PodTimeline } from './sandbox-pod.js';
 import { rounded, summarize } from './stats.js';
-import { executeCodeThroughput, rawExecThroughput } from './throughput.js';
+import { executeCodeThroughput, openSessions, rawExecThroughput, type ThroughputLevel } from './throughput.js';
 import { POOL_SIZE, kernelsUnavailable, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
 
 export const TARGET_POD = 'bench-target';
-/** Post-reply writes (pod delete, Events) land within this after the last reply. */
+/** Post-reply writes (final status patch, pod delete, Events) land within this after the last reply. */
 const SETTLE_MS = 3000;
 
 export async function floorSection(ctx: BenchContext, pods: PodTimeline): Promise<void> {
@@ -34,9 +34,9 @@ export async function floorSection(ctx: BenchContext, pods: PodTimeline): Promis
     ...latency({ samples: f.samples.map((x) => x.total), errors: f.errors, firstError: f.firstError }),
     phasesMs: { createCall: phase('createCall'), toScheduled: phase('toScheduled'), toReady: phase('toReady'), exec: phase('exec'), delete: phase('delete') },
   };
-  log('profile: one API request, client-node vs kept-alive connection');
+  log('profile: one API GET, client-node as shipped vs with reuseConnections vs one kept-alive connection');
   r.profile.apiRequest = await apiRequestFloor(k, scaled(s, 100, 10));
-  log('profile: runner exec vs raw exec in one pod');
+  log('profile: cold-path runner exec vs raw exec in one pod');
   r.profile.execSplit = await execSplit(k, pods.namespace, TARGET_POD, scaled(s, 40));
 }
 
@@ -52,10 +52,13 @@ async function instrumentedOperator(ctx: BenchContext, prefix: string, env: Reco
   const ns = await ctx.nss.create(prefix);
   const op = await startOperator(ns, env);
   ctx.stops.push(() => op.stop());
+  // Hooks first: the pool starts filling, and its kernel streams opening, as soon as it started.
+  const tally = new RequestTally(op.clients.kc);
+  const timer = new CallTimer(op.clients);
   const pods = new PodTimeline(ctx.k, ns);
   await pods.start();
   ctx.stops.push(() => pods.stop());
-  return { op, tally: new RequestTally(op.clients.kc), timer: new CallTimer(op.clients), pods };
+  return { op, tally, timer, pods };
 }
 
 /** Runs `measure` with the API server's counters scraped around its recorded part. */
@@ -85,7 +88,7 @@ export async function coldSection(ctx: BenchContext, floorNs: string | undefined
     log(`cold: execute_code print(1) × ${n} (API server metrics scraped around the batch)`);
     const m = await withApiCounts(ctx, tally, (o) => executeCodeLatency(op.url, n, o));
     r.cold = latency(m.lat);
-    r.apiRequests.cold = summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH);
+    r.apiRequests.cold = { ...summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH), measuredBeforeReply: writesBeforeReply(m.lat.calls, timer) };
     r.profile.cold = profileCalls(m.lat.calls, tally, timer, pods, COLD_MARKS);
     r.profile.coldApiRoundTripsMs = roundTrips(timer, m.from, m.to);
     r.profile.coldRunsExecutedTwice = podsCreatedTwice(timer, m.from, m.to).length;
@@ -107,6 +110,32 @@ async function throughputSection(ctx: BenchContext, url: string, coldPods: PodTi
     t.rawExec.push(await rawExecThroughput(k, floorNs, TARGET_POD, c, windowMs));
   }
   r.throughput = t;
+  t.session = await sessionThroughput(ctx, windowMs);
+}
+
+/**
+ * The same clients, each calling in its own session: runs that start no pod. A dedicated operator
+ * whose pods request 5m CPU, so one session per client fits on a small node at every level.
+ */
+async function sessionThroughput(ctx: BenchContext, windowMs: number): Promise<ThroughputLevel[] | string> {
+  const noSessions = await sessionsUnavailable(ctx.k);
+  if (noSessions) return noSessions;
+  try {
+    const ns = await ctx.nss.create('bench-sthr');
+    const op = await startOperator(ns, { CODEMODE_CPU_REQUEST: '5m', CODEMODE_MEMORY_REQUEST: '32Mi' });
+    ctx.stops.push(() => op.stop());
+    const most = Math.max(...ctx.s.concurrency);
+    log(`throughput: opening ${most} sessions`);
+    const sessions = await openSessions(op.url, most);
+    const levels: ThroughputLevel[] = [];
+    for (const c of ctx.s.concurrency) {
+      log(`throughput: session execute_code, ${c} clients, ${windowMs / 1000} s`);
+      levels.push(await executeCodeThroughput(op.url, c, windowMs, sessions));
+    }
+    return levels;
+  } catch (err) {
+    return failed('session throughput', err);
+  }
 }
 
 /** Warm transient execute_code (pool on) and, on the same operator, session execute_code. */
@@ -123,12 +152,17 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
   if (s.sections.has('warm')) {
     try {
       const n = scaled(s, s.warmSamples);
-      log(`warm: execute_code print(1) × ${n}, each with the pool full (${POOL_SIZE} ready pods)`);
-      const m = await withApiCounts(ctx, tally, (o) => warmLatency(op.url, pods, tally, n, o));
-      r.warmTransient = { ...latency(m.lat), coldFallbacks: m.lat.coldFallbacks };
-      r.apiRequests.warm = summarizeApiRequests(m.lat.calls.length + m.lat.coldFallbacks + m.lat.errors, m.server, m.operator, WARM_CRITICAL_PATH);
+      log(`warm: execute_code print(1) × ${n}, each with the pool full (${POOL_SIZE} ready pods, kernel streams open)`);
+      const m = await withApiCounts(ctx, tally, (o) => warmLatency(op.url, pods, tally, timer, n, o));
+      r.warmTransient = { ...latency(m.lat), coldFallbacks: m.lat.coldFallbacks, streamWaitTimeouts: m.lat.streamWaitTimeouts };
+      r.apiRequests.warm = {
+        ...summarizeApiRequests(m.lat.calls.length + m.lat.coldFallbacks + m.lat.errors, m.server, m.operator, WARM_CRITICAL_PATH),
+        measuredBeforeReply: writesBeforeReply(m.lat.calls, timer),
+      };
       r.profile.warm = profileCalls(m.lat.calls, tally, timer, undefined, WARM_MARKS);
+      r.profile.warmKernel = kernelSplit(m.lat.calls, timer);
       r.profile.warmApiRoundTripsMs = roundTrips(timer, m.from, m.to);
+      r.profile.warmRunsExecutedTwice = runsClaimedTwice(timer, m.from, m.to).length;
     } catch (err) {
       r.warmTransient = failed('warm', err);
     }
@@ -168,8 +202,18 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
     const full = await probe();
     const perRun = Math.round((full.compiled.heapUsedAfterGc - empty.compiled.heapUsedAfterGc) / count);
     r.rss = { finishedRuns: count, seedSeconds: Math.round(seedSeconds * 10) / 10, heapBytesPerFinishedRun: perRun, emptyNamespace: empty, withFinishedRuns: full };
+    const sessions = scaled(s, s.liveSessions, 2);
+    log(`rss: probe (compiled) opening ${sessions} live sessions, with the finished runs`);
+    try {
+      const t0 = performance.now();
+      const live = await probeRss(ns, 'compiled', compiled.dir, sessions);
+      r.rss100Sessions = { ...live, finishedRuns: count, openSeconds: Math.round((performance.now() - t0) / 100) / 10 };
+    } catch (err) {
+      r.rss100Sessions = failed('rss with sessions', err);
+    }
   } finally {
     await compiled.remove();
+    await deleteSessions(k, ns).catch(() => undefined);
     await deleteSeededRuns(k, ns);
     await ctx.nss.delete(ns);
   }

@@ -56,21 +56,49 @@ export async function closedLoop(concurrency: number, windowMs: number, calls: r
   };
 }
 
-/** execute_code(`print(1)`) from `concurrency` MCP clients, each with its own connection. */
-export async function executeCodeThroughput(url: string, concurrency: number, windowMs: number): Promise<ThroughputLevel> {
+/**
+ * execute_code(`print(1)`) from `concurrency` MCP clients, each with its own connection; with
+ * `sessions`, client i calls in sessions[i] (one interpreter each: calls in one session queue).
+ */
+export async function executeCodeThroughput(url: string, concurrency: number, windowMs: number, sessions?: readonly string[]): Promise<ThroughputLevel> {
+  if (sessions && sessions.length < concurrency) throw new Error(`${concurrency} clients need ${concurrency} sessions, got ${sessions.length}`);
   const clients: TestClient[] = [];
   try {
     for (let i = 0; i < concurrency; i++) clients.push(await connect(url, 'current'));
     return await closedLoop(
       concurrency,
       windowMs,
-      clients.map((c) => async () => {
-        const call = await timedExecuteCode(c);
+      clients.map((c, i) => async () => {
+        const call = await timedExecuteCode(c, sessions ? { session: sessions[i] } : {});
         return call.end - call.start;
       }),
     );
   } finally {
     await Promise.allSettled(clients.map((c) => c.close()));
+  }
+}
+
+const SESSION_BATCH = 8;
+
+/** `n` python sessions opened with create_session over MCP, SESSION_BATCH at a time. */
+export async function openSessions(url: string, n: number): Promise<string[]> {
+  const client = await connect(url, 'current');
+  const names: string[] = [];
+  try {
+    for (let i = 0; i < n; i += SESSION_BATCH) {
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(SESSION_BATCH, n - i) }, async () => {
+          const r = await client.callTool('create_session', { language: 'python' });
+          const session = r.structuredContent?.session;
+          if (r.isError || typeof session !== 'string') throw new Error(`create_session failed: ${JSON.stringify(r.content).slice(0, 300)}`);
+          return session;
+        }),
+      );
+      names.push(...batch);
+    }
+    return names;
+  } finally {
+    await client.close();
   }
 }
 
