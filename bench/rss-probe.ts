@@ -5,7 +5,7 @@
 import './env.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { startOperator, type RunningOperator } from '../test/e2e/helpers/operator.js';
+import { startOperator, type RunningOperator } from '../test/e2e/helpers/start-operator.js';
 import { PROBE_PREFIX } from './rss.js';
 
 const SETTLE_MS = 3000;
