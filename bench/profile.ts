@@ -88,18 +88,22 @@ export class CallTimer {
     const target = api as Record<string, (...args: unknown[]) => Promise<unknown>>;
     const original = target[method]?.bind(api);
     if (!original) return;
-    target[method] = async (...args: unknown[]): Promise<unknown> => {
+    target[method] = (...args: unknown[]): Promise<unknown> => {
       const p = args[0] as CallParams | undefined;
-      const start = performance.now();
-      let ok = false;
-      try {
-        const r = await original(...args);
-        ok = true;
-        return r;
-      } finally {
-        this.calls.push({ key, name: objectName(p), about: aboutRun(p), start, end: performance.now(), ok });
-      }
+      return this.timed({ key, name: objectName(p), about: aboutRun(p) }, performance.now(), () => original(...args));
     };
+  }
+
+  /** Runs `call` and records its round trip, from `start`, and whether it succeeded. */
+  private async timed<T>(what: Pick<TimedApiCall, 'key' | 'name' | 'about'>, start: number, call: () => Promise<T>): Promise<T> {
+    let ok = false;
+    try {
+      const r = await call();
+      ok = true;
+      return r;
+    } finally {
+      this.calls.push({ ...what, start, end: performance.now(), ok });
+    }
   }
 
   /**
@@ -110,7 +114,7 @@ export class CallTimer {
   private wrapExec(clients: KubeClients): void {
     const exec = clients.exec as unknown as { exec: (...args: unknown[]) => Promise<unknown> };
     const original = exec.exec.bind(clients.exec);
-    exec.exec = async (...args: unknown[]): Promise<unknown> => {
+    exec.exec = (...args: unknown[]): Promise<unknown> => {
       const pod = str(args[1]);
       const command = Array.isArray(args[3]) ? (args[3] as unknown[]) : [];
       const start = performance.now();
@@ -123,14 +127,7 @@ export class CallTimer {
         });
         stampWrites(args[6], (t) => s.sent.push(t));
       }
-      let ok = false;
-      try {
-        const r = await original(...args);
-        ok = true;
-        return r;
-      } finally {
-        this.calls.push({ key: 'connect pods/exec', name: pod, start, end: performance.now(), ok });
-      }
+      return this.timed({ key: 'connect pods/exec', name: pod }, start, () => original(...args));
     };
   }
 

@@ -6,6 +6,7 @@ import './env.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startOperator, type RunningOperator } from '../test/e2e/helpers/start-operator.js';
+import { inBatches } from './context.js';
 import { PROBE_PREFIX } from './rss.js';
 
 const SETTLE_MS = 3000;
@@ -18,20 +19,13 @@ const SESSION_BATCH = 10;
 const SESSION_ENV = { CODEMODE_CPU_REQUEST: '1m', CODEMODE_MEMORY_REQUEST: '16Mi' };
 
 /** Opens `n` python sessions and runs one call in each, so every kernel stream is open and used. */
-async function openSessions(op: RunningOperator, n: number): Promise<string[]> {
-  const names: string[] = [];
-  for (let i = 0; i < n; i += SESSION_BATCH) {
-    const batch = await Promise.all(
-      Array.from({ length: Math.min(SESSION_BATCH, n - i) }, async () => {
-        const info = await op.operator.sessionService.create('python', undefined);
-        const r = await op.operator.sessionService.execute(info.name, { code: 'x = 1\nx', timeoutSeconds: 30 });
-        if (r.status !== 'ok') throw new Error(`session ${info.name}: the first call ended ${r.status}`);
-        return info.name;
-      }),
-    );
-    names.push(...batch);
-  }
-  return names;
+function openSessions(op: RunningOperator, n: number): Promise<string[]> {
+  return inBatches(n, SESSION_BATCH, async () => {
+    const info = await op.operator.sessionService.create('python', undefined);
+    const r = await op.operator.sessionService.execute(info.name, { code: 'x = 1\nx', timeoutSeconds: 30 });
+    if (r.status !== 'ok') throw new Error(`session ${info.name}: the first call ended ${r.status}`);
+    return info.name;
+  });
 }
 
 async function main(): Promise<void> {

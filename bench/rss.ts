@@ -12,6 +12,7 @@ import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
 import { completedStatus } from '../src/controller/status.js';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
+import { inBatches } from './context.js';
 
 const BATCH = 25;
 /** The line rss-probe.ts prints its JSON on. */
@@ -59,9 +60,7 @@ async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
 /** Creates `count` finished runs, BATCH at a time; returns the seconds it took. */
 export async function seedFinishedRuns(k: TestKube, ns: string, count: number): Promise<number> {
   const t0 = performance.now();
-  for (let i = 0; i < count; i += BATCH) {
-    await Promise.all(Array.from({ length: Math.min(BATCH, count - i) }, (_, j) => seedOne(k, ns, i + j)));
-  }
+  await inBatches(count, BATCH, (i) => seedOne(k, ns, i));
   return (performance.now() - t0) / 1000;
 }
 

@@ -3,6 +3,7 @@
 // the loop stops by itself; runs/s counts completed calls over the time until the last one ended.
 import { connect, type TestClient } from '../test/e2e/helpers/operator.js';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
+import { inBatches } from './context.js';
 import { PRINT_1, timedExec } from './floor.js';
 import { timedExecuteCode } from './mcp.js';
 import { rounded, summarize, type Summary } from './stats.js';
@@ -83,20 +84,13 @@ const SESSION_BATCH = 8;
 /** `n` python sessions opened with create_session over MCP, SESSION_BATCH at a time. */
 export async function openSessions(url: string, n: number): Promise<string[]> {
   const client = await connect(url, 'current');
-  const names: string[] = [];
   try {
-    for (let i = 0; i < n; i += SESSION_BATCH) {
-      const batch = await Promise.all(
-        Array.from({ length: Math.min(SESSION_BATCH, n - i) }, async () => {
-          const r = await client.callTool('create_session', { language: 'python' });
-          const session = r.structuredContent?.session;
-          if (r.isError || typeof session !== 'string') throw new Error(`create_session failed: ${JSON.stringify(r.content).slice(0, 300)}`);
-          return session;
-        }),
-      );
-      names.push(...batch);
-    }
-    return names;
+    return await inBatches(n, SESSION_BATCH, async () => {
+      const r = await client.callTool('create_session', { language: 'python' });
+      const session = r.structuredContent?.session;
+      if (r.isError || typeof session !== 'string') throw new Error(`create_session failed: ${JSON.stringify(r.content).slice(0, 300)}`);
+      return session;
+    });
   } finally {
     await client.close();
   }

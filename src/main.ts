@@ -3,6 +3,7 @@
 import { serve } from '@hono/node-server';
 import { ConfigError, loadConfig } from './config/index.js';
 import { createApp } from './gateway/app.js';
+import { gatewayOptions } from './gateway/types.js';
 import { loadKubeConfig, makeClients } from './kube/clients.js';
 import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
@@ -30,13 +31,7 @@ async function main(): Promise<void> {
     sessions: operator.sessionService,
     logger: log,
     isReady: () => ready,
-    options: {
-      allowedHosts: config.allowedHosts,
-      allowedOrigins: config.allowedOrigins,
-      defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-      maxTimeoutSeconds: config.maxTimeoutSeconds,
-      maxCodeBytes: config.maxCodeBytes,
-    },
+    options: gatewayOptions(config),
   });
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);

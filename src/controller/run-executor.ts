@@ -1,7 +1,8 @@
 // Executes one SandboxRun: sandbox pod → ready → one exec of the runner → final status.
 // Status is written at most twice (Running, with a Started Event, only if the code is still
-// executing after a short delay, and the final result), the pod is deleted afterwards (single use), and output streams to
-// in-process subscribers while it runs. The caller's disconnect never cancels an execution.
+// executing after a short delay, and the final result), the pod is deleted afterwards (single
+// use), and output streams to in-process subscribers while it runs. The caller's disconnect never
+// cancels an execution.
 import { EventEmitter } from 'node:events';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';

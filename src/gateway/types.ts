@@ -1,5 +1,6 @@
-// What the gateway needs from the rest of the process. main.ts maps the global Config onto the
-// narrow GatewayOptions so the gateway (and its tests) never depend on settings they do not use.
+// What the gateway needs from the rest of the process. gatewayOptions() maps the global Config
+// onto the narrow GatewayOptions so the gateway (and its tests) never depend on settings they do
+// not use.
 import type { Logger } from 'pino';
 import type { RunService } from '../runs/types.js';
 import type { SessionService } from '../sessions/service.js';
@@ -21,6 +22,12 @@ export interface GatewayOptions {
   maxTimeoutSeconds: number;
   /** Largest submitted code (and stdin), in UTF-8 bytes. */
   maxCodeBytes: number;
+}
+
+/** The gateway's settings out of a loaded Config (or anything that has them). */
+export function gatewayOptions(config: GatewayOptions): GatewayOptions {
+  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes } = config;
+  return { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes };
 }
 
 export interface GatewayDeps {

@@ -6,6 +6,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { createApp } from '../../../src/gateway/app.js';
+import { gatewayOptions } from '../../../src/gateway/types.js';
 import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
 import { createOperator, type Operator } from '../../../src/operator.js';
 import { testKube } from './kube.js';
@@ -37,13 +38,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
     sessions: operator.sessionService,
     logger: log,
     isReady: () => true,
-    options: {
-      allowedHosts: config.allowedHosts,
-      allowedOrigins: config.allowedOrigins,
-      defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-      maxTimeoutSeconds: config.maxTimeoutSeconds,
-      maxCodeBytes: config.maxCodeBytes,
-    },
+    options: gatewayOptions(config),
   });
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
