@@ -32,6 +32,7 @@ async function main(): Promise<void> {
     logger: log,
     isReady: () => ready,
     options: gatewayOptions(config),
+    onToolCall: metrics.toolCall,
   });
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);

@@ -1,6 +1,6 @@
 // Builds the MCP server the gateway exposes. A fresh instance serves each HTTP request (see
 // app.ts), so this must stay cheap and must not hold state between requests.
-import { McpServer } from '@modelcontextprotocol/server';
+import { McpServer, type CallToolResult, type RegisteredTool } from '@modelcontextprotocol/server';
 import { registerExecuteCode } from './tools/execute-code.js';
 import { registerFileTools } from './tools/files.js';
 import { registerSessionTools } from './tools/sessions.js';
@@ -37,8 +37,32 @@ export function buildMcpServer(deps: GatewayDeps): McpServer {
     { name: SERVER_NAME, version: SERVER_VERSION },
     { instructions: serverInstructions(deps) },
   );
+  if (deps.onToolCall) instrumentTools(server, deps.onToolCall);
   registerExecuteCode(server, deps);
   registerSessionTools(server, deps);
   registerFileTools(server, deps);
   return server;
+}
+
+type ToolHandler = (...args: unknown[]) => CallToolResult | Promise<CallToolResult>;
+
+/**
+ * Every tool registered on `server` from now on reports its calls to `onCall`: one place, so a
+ * new tool cannot forget its metrics. Tool names are ours, a closed set fit for a metric label.
+ */
+function instrumentTools(server: McpServer, onCall: NonNullable<GatewayDeps['onToolCall']>): void {
+  const register = server.registerTool.bind(server) as unknown as (name: string, config: unknown, handler: ToolHandler) => RegisteredTool;
+  const registerTool = (name: string, config: unknown, handler: ToolHandler): RegisteredTool =>
+    register(name, config, async (...args) => {
+      const started = performance.now();
+      let outcome: 'ok' | 'error' = 'error';
+      try {
+        const result = await handler(...args);
+        if (!result.isError) outcome = 'ok';
+        return result;
+      } finally {
+        onCall(name, outcome, (performance.now() - started) / 1000);
+      }
+    });
+  Object.assign(server, { registerTool });
 }

@@ -38,4 +38,9 @@ export interface GatewayDeps {
   logger: Logger;
   /** True once the process can serve runs (caches synced, not draining); drives /readyz. */
   isReady(): boolean;
+  /**
+   * Told of every tool call that reached a tool (the tool's name, whether its result was an
+   * error, seconds taken); main.ts feeds codemode_mcp_tool_calls_total and its latency histogram.
+   */
+  onToolCall?(tool: string, outcome: 'ok' | 'error', seconds: number): void;
 }

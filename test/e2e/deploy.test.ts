@@ -57,8 +57,11 @@ describe('deploy/codemode-operator.yaml', () => {
   });
 
   it('exposes Prometheus metrics with closed-set labels', async () => {
-    const text = await (await fetch(`${base}/metrics`)).text();
-    expect(text).toMatch(/codemode_runs_total\{phase="Succeeded",reason="Succeeded",runtime="python"\} 1/);
+    // A run is counted after its reply went out and its status was written: wait for it.
+    const finished = /codemode_runs_total\{phase="Succeeded",reason="Succeeded",runtime="python"\} 1/;
+    let text = '';
+    await until(async () => finished.test((text = await (await fetch(`${base}/metrics`)).text())), 30_000, 'the finished run to be counted in /metrics');
+    expect(text).toMatch(/codemode_mcp_tool_calls_total\{tool="execute_code",outcome="ok"\} 1/);
     expect(text).toContain('controller_runtime_reconcile_total');
     expect(text).not.toMatch(/run-[a-z0-9]{10}/);
   });

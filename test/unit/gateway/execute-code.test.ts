@@ -115,6 +115,25 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     expect(textOf(result)).toMatch(/^The run was killed because it ran out of memory \(OOMKilled\)/);
   });
 
+  it('reports every call to the metrics sink: ok for a result, error for a tool error', async () => {
+    const c = await connect();
+    const before = gateway.toolCalls.length;
+    await c.callTool({ code: 'exit 3', language: 'bash' }); // a non-zero exit is still a result
+    gateway.service.behaviour = async () => outcome({ phase: 'Failed', reason: 'OOMKilled', exitCode: 137 });
+    await c.callTool({ code: 'x = "a" * 10**12' });
+    gateway.service.behaviour = async () => {
+      throw new Error('unexpected');
+    };
+    await c.callTool({ code: 'print(1)' });
+    const calls = gateway.toolCalls.slice(before);
+    expect(calls.map(({ tool, outcome: o }) => [tool, o])).toEqual([
+      ['execute_code', 'ok'],
+      ['execute_code', 'error'],
+      ['execute_code', 'error'],
+    ]);
+    expect(calls.every((call) => call.seconds >= 0 && call.seconds < 60)).toBe(true);
+  });
+
   it('refuses code over the byte limit with the limit and the actual size', async () => {
     const before = gateway.service.calls.length;
     // 600 characters, 1200 bytes: under maxLength, over the byte limit.

@@ -59,11 +59,19 @@ export const TEST_OPTIONS: GatewayOptions = {
   maxCodeBytes: 1000,
 };
 
+export interface ToolCallRecord {
+  tool: string;
+  outcome: 'ok' | 'error';
+  seconds: number;
+}
+
 export interface Gateway {
   url: URL;
   port: number;
   service: InTestRunService;
   logLines: string[];
+  /** What the gateway reported to its metrics sink (onToolCall), in order. */
+  toolCalls: ToolCallRecord[];
   setReady(ready: boolean): void;
   close(): Promise<void>;
 }
@@ -72,12 +80,14 @@ export async function startGateway(options: Partial<GatewayOptions> = {}): Promi
   const service = new InTestRunService();
   const logLines: string[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
+  const toolCalls: ToolCallRecord[] = [];
   let ready = false;
   const deps: GatewayDeps = {
     runService: service,
     options: { ...TEST_OPTIONS, ...options },
     logger,
     isReady: () => ready,
+    onToolCall: (tool, outcome, seconds) => void toolCalls.push({ tool, outcome, seconds }),
   };
   const app = createApp(deps);
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
@@ -88,6 +98,7 @@ export async function startGateway(options: Partial<GatewayOptions> = {}): Promi
     port,
     service,
     logLines,
+    toolCalls,
     setReady: (value) => {
       ready = value;
     },
