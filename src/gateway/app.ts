@@ -7,7 +7,7 @@
 import { Hono } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { hostValidation } from './host-validation.js';
-import { buildMcpServer } from './server.js';
+import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
 
 const MAX_MCP_BODY_BYTES = 8 * 1024 * 1024;
@@ -18,7 +18,7 @@ const MAX_MCP_BODY_BYTES = 8 * 1024 * 1024;
  */
 export function createApp(deps: GatewayDeps): Hono {
   const logger = deps.logger.child({ component: 'gateway' });
-  const mcp = createMcpHandler(() => buildMcpServer(deps), {
+  const mcp = createMcpHandler(mcpServerFactory(deps), {
     // Room for the largest legal call (256 KiB code + 256 KiB stdin) even when JSON escaping of
     // control characters inflates it; the SDK's 4 MiB default could refuse a valid request.
     maxRequestBodySize: MAX_MCP_BODY_BYTES,

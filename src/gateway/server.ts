@@ -1,6 +1,8 @@
-// Builds the MCP server the gateway exposes. A fresh instance serves each HTTP request (see
-// app.ts), so this must stay cheap and must not hold state between requests.
-import { McpServer, type CallToolResult, type RegisteredTool } from '@modelcontextprotocol/server';
+// Builds the MCP servers the gateway exposes. A fresh McpServer serves each HTTP request (see
+// app.ts) and holds no state between requests. What is the same for every request is made once
+// per gateway by mcpServerFactory: the tools' zod schemas (≈1 ms of CPU to build for all tools),
+// their JSON Schema conversions (the SDK converts per McpServer instance) and the instructions.
+import { McpServer, type CallToolResult } from '@modelcontextprotocol/server';
 import { registerExecuteCode } from './tools/execute-code.js';
 import { registerFileTools } from './tools/files.js';
 import { registerSessionTools } from './tools/sessions.js';
@@ -32,37 +34,101 @@ export function serverInstructions(deps: GatewayDeps): string {
   ].join(' ');
 }
 
-export function buildMcpServer(deps: GatewayDeps): McpServer {
-  const server = new McpServer(
-    { name: SERVER_NAME, version: SERVER_VERSION },
-    { instructions: serverInstructions(deps) },
-  );
-  if (deps.onToolCall) instrumentTools(server, deps.onToolCall);
-  registerExecuteCode(server, deps);
-  registerSessionTools(server, deps);
-  registerFileTools(server, deps);
-  return server;
-}
+/**
+ * What the tool modules need of a server: registerTool with the SDK's own signatures, so each
+ * handler is type-checked against its schemas.
+ */
+export type ToolRegistry = Pick<McpServer, 'registerTool'>;
 
 type ToolHandler = (...args: unknown[]) => CallToolResult | Promise<CallToolResult>;
 
+interface ToolDefinition {
+  name: string;
+  config: { inputSchema?: unknown; outputSchema?: unknown };
+  handler: ToolHandler;
+}
+
+/** Returns a function that builds a ready McpServer per request from tools defined once. */
+export function mcpServerFactory(deps: GatewayDeps): () => McpServer {
+  const instructions = serverInstructions(deps);
+  const tools = defineTools(deps);
+  return () => {
+    const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions });
+    const register = server.registerTool.bind(server) as unknown as (name: string, config: object, handler: ToolHandler) => unknown;
+    for (const tool of tools) register(tool.name, tool.config, tool.handler);
+    return server;
+  };
+}
+
+function defineTools(deps: GatewayDeps): ToolDefinition[] {
+  const tools: ToolDefinition[] = [];
+  const registry = {
+    registerTool(name: string, config: ToolDefinition['config'], handler: ToolHandler): void {
+      cacheJsonSchema(config.inputSchema);
+      cacheJsonSchema(config.outputSchema);
+      tools.push({ name, config, handler: deps.onToolCall ? timed(name, handler, deps.onToolCall) : handler });
+    },
+  } as unknown as ToolRegistry;
+  registerExecuteCode(registry, deps);
+  registerSessionTools(registry, deps);
+  registerFileTools(registry, deps);
+  return tools;
+}
+
 /**
- * Every tool registered on `server` from now on reports its calls to `onCall`: one place, so a
- * new tool cannot forget its metrics. Tool names are ours, a closed set fit for a metric label.
+ * Every tool reports its calls to `onCall`: one place, so a new tool cannot forget its metrics.
+ * Tool names are ours, a closed set fit for a metric label.
  */
-function instrumentTools(server: McpServer, onCall: NonNullable<GatewayDeps['onToolCall']>): void {
-  const register = server.registerTool.bind(server) as unknown as (name: string, config: unknown, handler: ToolHandler) => RegisteredTool;
-  const registerTool = (name: string, config: unknown, handler: ToolHandler): RegisteredTool =>
-    register(name, config, async (...args) => {
-      const started = performance.now();
-      let outcome: 'ok' | 'error' = 'error';
-      try {
-        const result = await handler(...args);
-        if (!result.isError) outcome = 'ok';
-        return result;
-      } finally {
-        onCall(name, outcome, (performance.now() - started) / 1000);
-      }
-    });
-  Object.assign(server, { registerTool });
+function timed(name: string, handler: ToolHandler, onCall: NonNullable<GatewayDeps['onToolCall']>): ToolHandler {
+  return async (...args) => {
+    const started = performance.now();
+    let outcome: 'ok' | 'error' = 'error';
+    try {
+      const result = await handler(...args);
+      if (!result.isError) outcome = 'ok';
+      return result;
+    } finally {
+      onCall(name, outcome, (performance.now() - started) / 1000);
+    }
+  };
+}
+
+interface JsonSchemaConverter {
+  input(options: unknown): unknown;
+  output(options: unknown): unknown;
+}
+interface StandardProps {
+  jsonSchema?: JsonSchemaConverter;
+}
+
+const cached = new WeakSet<object>();
+
+/**
+ * Memoises a schema's Standard JSON Schema conversion (`~standard.jsonSchema`), which the SDK
+ * calls for every McpServer instance: the schema never changes, so neither does its JSON Schema.
+ * The result is frozen so no consumer can change what every later request is served.
+ */
+function cacheJsonSchema(schema: unknown): void {
+  if (typeof schema !== 'object' || schema === null || cached.has(schema)) return;
+  const holder = schema as { '~standard': StandardProps };
+  const std = holder['~standard'];
+  const convert = std.jsonSchema;
+  if (!convert) return;
+  const memo = new Map<string, unknown>();
+  const memoised = (io: 'input' | 'output') => (options: unknown): unknown => {
+    const key = `${io} ${JSON.stringify(options)}`;
+    if (!memo.has(key)) memo.set(key, deepFreeze(convert[io](options)));
+    return memo.get(key);
+  };
+  // zod accepts an assigned `~standard` (its setter keeps it on the instance).
+  holder['~standard'] = { ...std, jsonSchema: { input: memoised('input'), output: memoised('output') } };
+  cached.add(schema);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }

@@ -2,10 +2,11 @@
 // it as a SandboxRun and waits for the result), streams output as progress notifications and turns
 // the outcome into a compact text result plus structuredContent.
 import { z } from 'zod';
-import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
 import { RunRequestError } from '../../runs/types.js';
 import type { OutputChunk, RunOutcome } from '../../runs/types.js';
+import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
@@ -285,7 +286,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
   }
 }
 
-export function registerExecuteCode(server: McpServer, deps: GatewayDeps): void {
+export function registerExecuteCode(server: ToolRegistry, deps: GatewayDeps): void {
   server.registerTool(
     EXECUTE_CODE_TOOL,
     {

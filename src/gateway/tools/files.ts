@@ -1,7 +1,7 @@
 // read_file, write_file, list_files: a session's /workspace. Paths are relative to /workspace (or
 // absolute inside it); `..`, paths outside it and symlinks that leave it are refused.
 import { z } from 'zod';
-import type { McpServer } from '@modelcontextprotocol/server';
+import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { errorResult, okResult, toolFailure } from './result.js';
 
@@ -9,7 +9,7 @@ const session = z.string().min(1).describe('Session name from create_session.');
 const path = z.string().min(1).max(4096);
 const encoding = z.enum(['utf8', 'base64']).default('utf8');
 
-export function registerFileTools(server: McpServer, deps: GatewayDeps): void {
+export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void {
   const sessions = deps.sessions;
   if (!sessions) return;
   const logger = deps.logger.child({ component: 'file-tools' });

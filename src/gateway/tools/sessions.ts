@@ -1,7 +1,7 @@
 // create_session, list_sessions, close_session: persistent interpreters for multi-step work.
 import { z } from 'zod';
-import type { McpServer } from '@modelcontextprotocol/server';
 import { SessionLanguageSchema } from '../../api/v1alpha1/index.js';
+import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { okResult, toolFailure } from './result.js';
 
@@ -31,7 +31,7 @@ function toInfo(s: Info): z.infer<typeof SessionInfoSchema> {
   };
 }
 
-export function registerSessionTools(server: McpServer, deps: GatewayDeps): void {
+export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): void {
   const sessions = deps.sessions;
   if (!sessions) return;
   const logger = deps.logger.child({ component: 'session-tools' });
