@@ -98,6 +98,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     clients,
     opts,
     size: runtimeDir ? config.warmPoolSize : 0,
+    refillDeferMs: config.warmPoolRefillDeferMs,
     pods,
     policies,
     runtime: runtimeGuard,
@@ -107,8 +108,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   });
   // Only the leader keeps the pool at its size; every replica may claim from it.
   const poolQueue = new WorkQueue(async () => {
-    if (elector.isLeader) await pool.refill();
-    return { requeueAfterMs: config.resyncSeconds * 1000 };
+    const again = elector.isLeader ? await pool.refill() : undefined;
+    return { requeueAfterMs: again ?? config.resyncSeconds * 1000 };
   }, { workers: 1, metrics: metrics?.queue('warmpool') });
   const elector = new LeaderElector(clients.coordination, {
     namespace: ns,

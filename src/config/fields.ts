@@ -313,6 +313,16 @@ export const FIELDS = {
     },
     int(0, 100),
   ),
+  warmPoolRefillDeferMs: field(
+    {
+      env: 'CODEMODE_WARM_POOL_REFILL_DEFER_MS',
+      default: '1000',
+      description:
+        'While the pool still has a ready pod, the replacement for a claimed pod is started when the transient runs executing in pool pods have ended, but at most this long after the claim, so that starting it does not take CPU from those runs on a small node; 0 starts it at once.',
+      allowed: 'an integer from 0 to 10000',
+    },
+    int(0, 10000),
+  ),
   maxFileBytes: field(
     {
       env: 'CODEMODE_MAX_FILE_BYTES',

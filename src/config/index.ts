@@ -49,6 +49,7 @@ export interface Config {
   readonly sessionMaxLifetimeSeconds: number;
   readonly maxFileBytes: number;
   readonly warmPoolSize: number;
+  readonly warmPoolRefillDeferMs: number;
   readonly logLevel: LogLevel;
 }
 
@@ -168,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sessionMaxLifetimeSeconds: c.sessionMaxLifetimeSeconds,
     maxFileBytes: c.maxFileBytes,
     warmPoolSize: c.warmPoolSize,
+    warmPoolRefillDeferMs: c.warmPoolRefillDeferMs,
     logLevel: c.logLevel,
   };
   return deepFreeze(config);

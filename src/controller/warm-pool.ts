@@ -5,7 +5,7 @@
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { LABEL_MANAGED_BY, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, MANAGED_BY_VALUE, SANDBOXRUN_KIND, type KernelLanguage } from '../api/v1alpha1/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { LABEL_POOL, SANDBOX_CONTAINER, buildPoolPod } from '../sandbox/pod.js';
@@ -22,6 +22,11 @@ export interface WarmPoolDeps {
   clients: KubeClients;
   opts: ControllerOptions;
   size: number;
+  /**
+   * How long a refill may wait for runs executing in claimed pool pods to end while the pool
+   * still has a ready pod (see refillDeferralMs); 0 refills at once.
+   */
+  refillDeferMs?: number;
   pods: ResilientInformer<V1Pod>;
   policies: NetworkPolicyGuard;
   runtime: RuntimeConfigMapGuard;
@@ -39,6 +44,9 @@ export function poolSelector(): string {
   return `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE},${LABEL_POOL}`;
 }
 
+/** How long a created pool pod may stay unseen by the informer before it is no longer expected. */
+const EXPECTATION_TTL_MS = 30_000;
+
 const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'warm' && !p.metadata.deletionTimestamp;
 
 /** Pure: how many pool pods to create (> 0) or delete (< 0) to get back to `size`. */
@@ -47,8 +55,52 @@ export function poolDelta(pods: readonly V1Pod[], size: number): number {
   return size - alive.length;
 }
 
+/** A transient run executing right now in a pod it claimed from the pool. */
+const isBusyRunPod = (p: V1Pod): boolean =>
+  p.metadata?.labels?.[LABEL_POOL] === 'claimed' && !p.metadata.deletionTimestamp && (p.metadata.ownerReferences ?? []).some((o) => o.kind === SANDBOXRUN_KIND);
+
+/**
+ * Pure: how long a refill that would create pods should still wait, 0 for now. Starting a pod
+ * costs the node about a second of kubelet, containerd and runc CPU; on a small node that CPU is
+ * taken from the run that just claimed a pod (a warm `print(1)` measured 108 ms with the refill at
+ * once, 72 ms with it deferred). So while the pool still has a ready pod for the next caller and
+ * a transient run is executing in a claimed pod, the refill waits for those runs to end (their
+ * pods' deletion triggers it) but no longer than `deferMs` after the pool fell short. An empty
+ * pool refills at once: callers are going cold.
+ */
+export function refillDeferralMs(p: { readyWarm: number; busyRuns: number; shortSinceMs: number; nowMs: number; deferMs: number }): number {
+  if (p.deferMs <= 0 || p.readyWarm === 0 || p.busyRuns === 0) return 0;
+  return Math.max(0, p.shortSinceMs + p.deferMs - p.nowMs);
+}
+
+/**
+ * Pods a controller created that its informer has not shown yet (client-go's "expectations"): a
+ * refill right after a create — the pod's watch event can arrive after the create's response —
+ * would otherwise count them missing and create them again. An expectation ends when the pod is
+ * seen or after `ttlMs` (a create whose pod never shows up must not block refills for ever).
+ */
+export class CreateExpectations {
+  private readonly names = new Map<string, number>();
+
+  constructor(private readonly ttlMs: number) {}
+
+  created(name: string, nowMs: number): void {
+    this.names.set(name, nowMs);
+  }
+
+  /** Forgets the pods now seen (or expired) and returns how many are still expected. */
+  pending(seen: Iterable<string>, nowMs: number): number {
+    const present = new Set(seen);
+    for (const [name, at] of this.names) if (present.has(name) || nowMs - at > this.ttlMs) this.names.delete(name);
+    return this.names.size;
+  }
+}
+
 export class WarmPool {
   private refilling = false;
+  /** When this leader first saw the pool short of pods it has not created yet. */
+  private shortSince: number | undefined;
+  private readonly expected = new CreateExpectations(EXPECTATION_TTL_MS);
 
   constructor(private readonly d: WarmPoolDeps) {
     const kernels = d.kernels;
@@ -72,18 +124,34 @@ export class WarmPool {
     return this.d.pods.list(this.d.opts.namespace).filter(isWarm);
   }
 
-  /** Leader only: create or delete pool pods to get back to the configured size. */
-  async refill(): Promise<void> {
-    if (!this.enabled || this.refilling) return;
+  /**
+   * Leader only: create or delete pool pods to get back to the configured size. Returns the
+   * milliseconds after which to call it again when it deferred creating pods.
+   */
+  async refill(): Promise<number | undefined> {
+    if (!this.enabled || this.refilling) return undefined;
     this.refilling = true;
     try {
       const { opts } = this.d;
       const ns = opts.namespace;
-      const pods = this.warmPods();
+      const all = this.d.pods.list(ns);
+      const pods = all.filter(isWarm);
       // A pool pod that failed (evicted, OOM, image) is replaced, not reused.
       for (const p of pods.filter((x) => podState(x).kind === 'failed')) await this.delete(p);
-      let delta = poolDelta(pods, this.d.size);
-      if (delta > 0) {
+      const nowMs = Date.now();
+      let delta = poolDelta(pods, this.d.size) - this.expected.pending(all.map((p) => p.metadata?.name ?? ''), nowMs);
+      if (delta <= 0) this.shortSince = undefined;
+      else {
+        this.shortSince ??= nowMs;
+        const wait = refillDeferralMs({
+          readyWarm: pods.filter((x) => podState(x).kind === 'ready').length,
+          busyRuns: all.filter(isBusyRunPod).length,
+          shortSinceMs: this.shortSince,
+          nowMs,
+          deferMs: this.d.refillDeferMs ?? 0,
+        });
+        if (wait > 0) return wait;
+        this.shortSince = undefined;
         await this.d.policies.ensure(ns);
         await this.d.runtime.ensure(ns);
       }
@@ -106,7 +174,8 @@ export class WarmPool {
           kernelCommand(POOL_LANGUAGE, { prestart: true }),
           runtimeItems(this.d.runtimePaths),
         );
-        await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
+        const created = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
+        if (created.metadata?.name) this.expected.created(created.metadata.name, Date.now());
       }
       for (const p of pods.filter((x) => podState(x).kind !== 'failed').slice(this.d.size)) await this.delete(p);
     } catch (err) {

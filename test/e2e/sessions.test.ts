@@ -126,6 +126,40 @@ describe('idle garbage collection', () => {
 });
 
 describe('warm pool', () => {
+  it('starts the replacement for a claimed pod when the run in it has ended, while a ready pod is left', async () => {
+    const ns2 = await createNamespace(k, 'refill');
+    const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_REFILL_DEFER_MS: '10000' });
+    try {
+      const pool = async (): Promise<{ warm: number; ready: number }> => {
+        const pods = (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => !p.metadata?.deletionTimestamp);
+        return { warm: pods.length, ready: pods.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length };
+      };
+      await until(async () => (await pool()).ready === 2, 120_000, 'the pool to fill');
+      const client = await connect(op2.url, 'current');
+      const call = client.callTool('execute_code', { code: 'import socket, time\nprint(socket.gethostname())\ntime.sleep(4)' });
+      await until(async () => (await pool()).warm === 1, 10_000, 'the run to claim a pool pod');
+      // The run is executing and a ready pod is left: no replacement yet (the deferral is 10 s).
+      await new Promise((r) => setTimeout(r, 2000));
+      expect(await pool()).toEqual({ warm: 1, ready: 1 });
+      const r = await call;
+      await client.close();
+      expect(sc(r)).toMatchObject({ phase: 'Succeeded' });
+      expect(String(sc(r).stdout)).toMatch(/^codemode-pool-/);
+      // The run ended and its pod was deleted: the replacement is created now, well before 10 s.
+      await until(async () => (await pool()).warm === 2, 5_000, 'the replacement pod to be created after the run');
+      // Exactly three pool pods ever existed (two to fill, one replacement): no refill created a
+      // pod twice because the informer had not shown the first yet. The scheduler's Events
+      // outlive deleted pods.
+      await until(async () => (await pool()).ready === 2, 60_000, 'the replacement to be ready');
+      const events = await k.core.listNamespacedEvent({ namespace: ns2, fieldSelector: 'reason=Scheduled' });
+      const scheduled = new Set(events.items.map((e) => e.involvedObject.name).filter((n) => n?.startsWith('codemode-pool-')));
+      expect(scheduled.size).toBe(3);
+    } finally {
+      await op2.stop();
+      await deleteNamespace(k, ns2);
+    }
+  });
+
   it('runs 20 parallel runs against a pool of 5: 20 distinct pods, none stuck, pool refilled', async () => {
     const ns2 = await createNamespace(k, 'pool');
     const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '5' });

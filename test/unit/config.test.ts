@@ -52,6 +52,7 @@ describe('loadConfig defaults', () => {
       sessionMaxLifetimeSeconds: 86400,
       maxFileBytes: 1048576,
       warmPoolSize: 2,
+      warmPoolRefillDeferMs: 1000,
       logLevel: 'info',
     } satisfies Config);
   });
@@ -108,6 +109,7 @@ describe('loadConfig overrides', () => {
       'https://App.example.com/,http://localhost:3000',
       { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] },
     ],
+    ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
@@ -117,7 +119,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(33);
+    expect(envs).toHaveLength(34);
   });
 });
 
@@ -149,6 +151,7 @@ describe('loadConfig errors', () => {
     ['CODEMODE_PORT', '65536', 'must be at most 65535'],
     ['CODEMODE_ALLOWED_HOSTS', 'ok.example,bad host:80', 'entry "bad host:80" must be a host name'],
     ['CODEMODE_ALLOWED_ORIGINS', 'https://a.example/path', 'entry "https://a.example/path" must be an origin'],
+    ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '10001', 'must be at most 10000'],
     ['CODEMODE_LOG_LEVEL', 'loud', 'must be one of "trace", "debug", "info", "warn", "error"'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });

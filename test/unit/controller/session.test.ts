@@ -4,7 +4,7 @@ import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { canAcquire } from '../../../src/controller/leader.js';
 import { sessionExpiry } from '../../../src/controller/session-gc.js';
 import { computeSessionStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
-import { poolDelta } from '../../../src/controller/warm-pool.js';
+import { CreateExpectations, poolDelta, refillDeferralMs } from '../../../src/controller/warm-pool.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 
@@ -90,5 +90,39 @@ describe('canAcquire (leader election)', () => {
     ['someone else, expired', lease('other', 20), true],
   ])('%s', (_n, l, expected) => {
     expect(canAcquire(l, 'me', now)).toBe(expected);
+  });
+});
+
+describe('refillDeferralMs', () => {
+  const base = { readyWarm: 1, busyRuns: 1, shortSinceMs: 10_000, nowMs: 10_200, deferMs: 1000 };
+  it.each([
+    ['a ready pod left and a run executing: waits out the rest of the deferral', {}, 800],
+    ['deferral used up', { nowMs: 11_000 }, 0],
+    ['past the deferral', { nowMs: 12_500 }, 0],
+    ['the pool is empty: callers go cold, so at once', { readyWarm: 0 }, 0],
+    ['no run executing in a claimed pod: at once', { busyRuns: 0 }, 0],
+    ['deferral disabled', { deferMs: 0 }, 0],
+  ])('%s', (_n, over, ms) => {
+    expect(refillDeferralMs({ ...base, ...over })).toBe(ms);
+  });
+});
+
+describe('CreateExpectations', () => {
+  it('counts created pods until the informer shows them', () => {
+    const e = new CreateExpectations(30_000);
+    e.created('pool-a', 0);
+    e.created('pool-b', 10);
+    expect(e.pending([], 20)).toBe(2);
+    expect(e.pending(['pool-a', 'other'], 30)).toBe(1);
+    // Seen once is enough: a pod that is later claimed or deleted is not expected again.
+    expect(e.pending(['pool-b'], 40)).toBe(0);
+    expect(e.pending([], 50)).toBe(0);
+  });
+
+  it('gives up on a pod that never shows up', () => {
+    const e = new CreateExpectations(30_000);
+    e.created('lost', 0);
+    expect(e.pending([], 30_000)).toBe(1);
+    expect(e.pending([], 30_001)).toBe(0);
   });
 });
