@@ -19,17 +19,7 @@ if running containerd; then
   done
 fi
 
-for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
-  name="${COMPONENTS[$i]}"
-  if running "$name"; then
-    pid="$(pid_of "$name")"
-    log "stopping $name (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDS/$name.pid"
-done
+for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do stop_daemon "${COMPONENTS[$i]}"; done
 
 # Unmount everything mounted below the cluster dir, deepest first.
 mapfile -t mounts < <(awk -v d="$CLUSTER_DIR/" 'index($2, d) == 1 { print $2 }' /proc/mounts | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2- || true)

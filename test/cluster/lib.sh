@@ -86,6 +86,33 @@ start_daemon() {
   running "$name" || die "$name exited right after starting." "$LOGS/$name.log"
 }
 
+# stop_daemon NAME: TERM the process in NAME's PID file (KILL after 10 s) and remove the file.
+stop_daemon() {
+  local name="$1" pid
+  if running "$name"; then
+    pid="$(pid_of "$name")"
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$PIDS/$name.pid"
+}
+
+# What kube-proxy programs into iptables once it has synced: the Service portals (with the
+# kubernetes Service itself) and its forwarding rules.
+proxy_rules_ready() {
+  iptables -t nat -S PREROUTING 2>/dev/null | grep -q -- '-j KUBE-SERVICES' &&
+    iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q 'default/kubernetes:https' &&
+    iptables -S FORWARD 2>/dev/null | grep -q -- '-j KUBE-FORWARD'
+}
+
+# What kube-router's network-policy controller programs: the jumps into its pod firewall chains.
+router_rules_ready() {
+  iptables -S FORWARD 2>/dev/null | grep -q -- '-j KUBE-ROUTER-FORWARD' &&
+    iptables -S OUTPUT 2>/dev/null | grep -q -- '-j KUBE-ROUTER-OUTPUT'
+}
+
 # wait_for DESCRIPTION TIMEOUT_S LOGFILE CMD...: poll CMD until it succeeds.
 wait_for() {
   local what="$1" timeout="$2" logfile="$3"; shift 3

@@ -1,4 +1,5 @@
-// The cluster scripts' own contract: `up` on a running cluster is a no-op, `down` stops exactly
+// The cluster scripts' own contract: `up` on a running cluster is a no-op (unless kube-proxy's or
+// kube-router's iptables rules went missing: then it restarts those two), `down` stops exactly
 // what up started and cleans up after it, and `up` after `down` brings a working cluster back.
 // Runs last (its own vitest project): it takes the cluster down for a moment.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -39,6 +40,25 @@ describe('cluster scripts', () => {
     expect(pids()).toEqual(before);
   });
 
+  it('up restarts kube-proxy and kube-router when their iptables rules went missing', () => {
+    const before = pids();
+    // Remove kube-router's jump into its pod firewall: NetworkPolicies would silently stop applying.
+    const jump = execFileSync('iptables-save', ['-t', 'filter'], { encoding: 'utf8' }).split('\n').find((l) => /^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/.test(l));
+    expect(jump).toBeDefined();
+    execFileSync('bash', ['-c', `iptables ${(jump as string).replace(/^-A /, '-D ')}`]);
+    const r = script('up');
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('restarting both');
+    const after = pids();
+    for (const c of COMPONENTS) {
+      if (c === 'kube-proxy' || c === 'kube-router') expect(after[c], c).not.toBe(before[c]);
+      else expect(after[c], c).toBe(before[c]);
+    }
+    const rules = execFileSync('iptables-save', { encoding: 'utf8' });
+    expect(rules).toMatch(/^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/m);
+    expect(rules).toContain('default/kubernetes:https');
+  });
+
   it('down stops exactly what up started and removes its bridge and mounts; up brings it back', async () => {
     const before = pids();
     const down = script('down');
@@ -53,6 +73,10 @@ describe('cluster scripts', () => {
     const up = script('up');
     expect(up.code, up.out).toBe(0);
     expect(script('status').code).toBe(0);
+    // Service portals and NetworkPolicy jumps are back (both daemons rewrite the filter table).
+    const rules = execFileSync('iptables-save', { encoding: 'utf8' });
+    expect(rules).toMatch(/^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/m);
+    expect(rules).toContain('default/kubernetes:https');
     const k = testKube();
     const ns = await createNamespace(k, 'lifecycle');
     try {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prints each component's state and, when the API answers, the node. Exit 0 only if all run.
+# Prints each component's state, whether kube-proxy's and kube-router's iptables rules are in
+# place and, when the API answers, the node. Exit 0 only if all run and the rules are there.
 source "$(dirname "$0")/lib.sh"
 
 ok=true
@@ -8,6 +9,14 @@ for name in "${COMPONENTS[@]}"; do
     printf '%-24s running (pid %s)\n' "$name" "$(pid_of "$name")"
   else
     printf '%-24s stopped\n' "$name"
+    ok=false
+  fi
+done
+for rules in proxy router; do
+  if "${rules}_rules_ready"; then
+    printf '%-24s in place\n' "kube-$rules rules"
+  else
+    printf '%-24s MISSING (npm run cluster:up restarts kube-proxy and kube-router)\n' "kube-$rules rules"
     ok=false
   fi
 done

@@ -58,11 +58,25 @@ running kubelet && KUBELET_SINCE=""
 start_daemon kubelet "$BIN_K8S/kubelet" --config "$CLUSTER_DIR/config/kubelet.yaml" \
   --kubeconfig "$KUBECONFIG_OUT" --hostname-override "$NODE_NAME" --node-ip "$IP" \
   --root-dir "$CLUSTER_DIR/kubelet"
+# kube-proxy and kube-router both write the filter table. Started together (after `down` removed
+# their chains) they raced: kube-proxy's first sync failed ("Chain 'KUBE-PROXY-FIREWALL' does not
+# exist") and the node was left without Service portals and without the NetworkPolicy jumps —
+# pods reached neither kubernetes.default nor were stopped by a deny-all policy, while every
+# daemon looked healthy. So kube-router starts once kube-proxy's rules are in place, and a running
+# pair whose rules are missing is restarted.
+if running kube-proxy && running kube-router && ! { proxy_rules_ready && router_rules_ready; }; then
+  log "the iptables rules of kube-proxy or kube-router are missing: restarting both"
+  stop_daemon kube-router
+  stop_daemon kube-proxy
+fi
 start_daemon kube-proxy "$BIN_K8S/kube-proxy" --config "$CLUSTER_DIR/config/kube-proxy.yaml"
+# kube-proxy retries a failed sync after 30 s: the timeout leaves room for one retry.
+wait_for "kube-proxy rules in iptables" 90 "$LOGS/kube-proxy.log" proxy_rules_ready
 # kube-router runs only its network-policy controller: NetworkPolicies are ENFORCED (iptables + ipset).
 start_daemon kube-router "$BIN_KUBE_ROUTER/kube-router" --kubeconfig "$KUBECONFIG_OUT" \
   --hostname-override "$NODE_NAME" --run-firewall=true --run-router=false --run-service-proxy=false \
   --enable-cni=false --metrics-port 0 --health-port 20244
+wait_for "kube-router rules in iptables" 90 "$LOGS/kube-router.log" router_rules_ready
 
 # Ready, and (when this run started the kubelet) reported by the new kubelet, not left over in
 # etcd from before the last `down`.
