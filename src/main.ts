@@ -3,11 +3,10 @@
 import { serve } from '@hono/node-server';
 import { ConfigError, loadConfig } from './config/index.js';
 import { createApp } from './gateway/app.js';
-import { gatewayOptions } from './gateway/types.js';
 import { loadKubeConfig, makeClients } from './kube/clients.js';
 import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
-import { createOperator } from './operator.js';
+import { createOperator, gatewayDeps } from './operator.js';
 
 async function main(): Promise<void> {
   let config;
@@ -26,14 +25,7 @@ async function main(): Promise<void> {
   const operator = createOperator(config, clients, log, metrics);
   let ready = false;
 
-  const app = createApp({
-    runService: operator.runService,
-    sessions: operator.sessionService,
-    logger: log,
-    isReady: () => ready,
-    options: gatewayOptions(config),
-    onToolCall: metrics.toolCall,
-  });
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, onToolCall: metrics.toolCall }));
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());

@@ -6,6 +6,7 @@ import type { KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/
 import type { Logger } from 'pino';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION } from './api/v1alpha1/index.js';
 import type { Config } from './config/index.js';
+import { gatewayOptions, type GatewayDeps } from './gateway/types.js';
 import { EventRecorder } from './controller/events.js';
 import { ResilientInformer } from './controller/informer.js';
 import { NetworkPolicyGuard } from './controller/network-policy.js';
@@ -35,6 +36,11 @@ export interface Operator {
   sessionController: SandboxSessionController;
   start(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** What the gateway serves from `operator`: its run and session services and the gateway settings. */
+export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'onToolCall'>): GatewayDeps {
+  return { runService: operator.runService, sessions: operator.sessionService, logger, options: gatewayOptions(config), ...process };
 }
 
 /** Unique per process; the executor annotation on runs this process executes. */

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { describeIssue } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
+import { deepFreeze } from '../util/deep-freeze.js';
 import { FIELDS } from './fields.js';
 import type { FieldKey } from './fields.js';
 import { parseQuantity } from './quantity.js';
@@ -117,14 +118,6 @@ function problemOf(issue: z.core.$ZodIssue, env: NodeJS.ProcessEnv): ConfigProbl
     problem = `entry ${JSON.stringify(issue.input)} ${problem}`;
   }
   return { env: doc.env, value: env[doc.env], problem, allowed: doc.allowed };
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
 }
 
 /** Reads every CODEMODE_* variable; throws ConfigError listing all bad variables at once. */

@@ -3,6 +3,7 @@
 // per gateway by mcpServerFactory: the tools' zod schemas (≈1 ms of CPU to build for all tools),
 // their JSON Schema conversions (the SDK converts per McpServer instance) and the instructions.
 import { McpServer, type CallToolResult } from '@modelcontextprotocol/server';
+import { deepFreeze } from '../util/deep-freeze.js';
 import { registerExecuteCode } from './tools/execute-code.js';
 import { registerFileTools } from './tools/files.js';
 import { registerSessionTools } from './tools/sessions.js';
@@ -123,12 +124,4 @@ function cacheJsonSchema(schema: unknown): void {
   // zod accepts an assigned `~standard` (its setter keeps it on the instance).
   holder['~standard'] = { ...std, jsonSchema: { input: memoised('input'), output: memoised('output') } };
   cached.add(schema);
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
 }

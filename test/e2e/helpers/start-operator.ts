@@ -6,9 +6,8 @@ import { serve, type ServerType } from '@hono/node-server';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { createApp } from '../../../src/gateway/app.js';
-import { gatewayOptions } from '../../../src/gateway/types.js';
 import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
-import { createOperator, type Operator } from '../../../src/operator.js';
+import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
 import { testKube } from './kube.js';
 
 export interface RunningOperator {
@@ -33,13 +32,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
   const clients = makeClients(testKube().kc);
   const operator = createOperator(config, clients, log);
   await operator.start();
-  const app = createApp({
-    runService: operator.runService,
-    sessions: operator.sessionService,
-    logger: log,
-    isReady: () => true,
-    options: gatewayOptions(config),
-  });
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true }));
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });

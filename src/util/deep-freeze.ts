@@ -1,0 +1,9 @@
+// Freezes a plain value and everything reachable from it, so a shared object (the loaded Config,
+// a tool's cached JSON Schema) cannot be changed by any of its readers.
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
