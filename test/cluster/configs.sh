@@ -102,6 +102,10 @@ tlsPrivateKeyFile: $PKI/kubelet.key
 failSwapOn: false
 resolvConf: /etc/resolv.conf
 maxPods: 250
+# Kubernetes has no per-pod process field: the kubelet's pod PID limit sets pids.max of every
+# pod's cgroup, so one sandbox's fork bomb cannot exhaust the node's PIDs. The operator's
+# canary checks that sandboxes see it (CODEMODE_MAX_PROCESSES, default 128).
+podPidsLimit: 128
 serializeImagePulls: false
 # Images here are imported locally and cannot be pulled again: never garbage-collect them,
 # and do not evict on the shared disk of a developer machine.
