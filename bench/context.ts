@@ -37,6 +37,11 @@ export interface BenchContext {
   stops: Array<() => Promise<void>>;
 }
 
+/** Stops what the finished sections started, newest first; a failed stop is logged, not thrown. */
+export async function stopAll(ctx: BenchContext): Promise<void> {
+  for (const stop of ctx.stops.splice(0).reverse()) await stop().catch((err: unknown) => log(`stop failed: ${String(err)}`));
+}
+
 export function log(msg: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 // any KubeConfig is loaded (testKube() reads it lazily).
 process.env.KUBECONFIG ??= join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
-export const SECTIONS = ['floor', 'cold', 'warm', 'session', 'throughput', 'rss'] as const;
+export const SECTIONS = ['floor', 'cold', 'warm', 'session', 'throughput', 'rss', 'hostile'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchSettings {
@@ -24,6 +24,7 @@ export interface BenchSettings {
   throughputSeconds: number;
   finishedRuns: number;
   liveSessions: number;
+  hostileSamples: number;
 }
 
 function parseScale(raw: string | undefined): number {
@@ -61,6 +62,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     throughputSeconds: 20,
     finishedRuns: 1000,
     liveSessions: 100,
+    hostileSamples: 100,
   };
 }
 

@@ -4,18 +4,14 @@
 // the end (also on Ctrl-C). BENCH_SCALE, BENCH_ONLY, BENCH_CONCURRENCY: see bench/env.ts.
 import { loadSettings } from './env.js';
 import { testKube } from '../test/e2e/helpers/kube.js';
-import { Namespaces, log, type BenchContext } from './context.js';
+import { Namespaces, log, stopAll, type BenchContext } from './context.js';
 import { startTargetPod } from './floor.js';
 import { describeMachine, machineInfo } from './machine.js';
 import { computeRatios, renderResults, summaryLines, writeResults, type Results } from './report.js';
 import { PodTimeline, ensureNetworkPolicy } from './sandbox-pod.js';
-import { TARGET_POD, coldSection, floorSection, rssSection, warmSection } from './sections.js';
+import { TARGET_POD, coldSection, floorSection, hostileSection, rssSection, warmSection } from './sections.js';
 
 const skipped = (section: string): string => `not measured (BENCH_ONLY without ${section})`;
-
-async function stopAll(ctx: BenchContext): Promise<void> {
-  for (const stop of ctx.stops.splice(0).reverse()) await stop().catch((err: unknown) => log(`stop failed: ${String(err)}`));
-}
 
 async function sections(ctx: BenchContext): Promise<void> {
   const { k, s } = ctx;
@@ -36,6 +32,7 @@ async function sections(ctx: BenchContext): Promise<void> {
     await stopAll(ctx);
   }
   if (s.sections.has('rss')) await rssSection(ctx);
+  if (s.sections.has('hostile')) await hostileSection(ctx);
 }
 
 async function main(): Promise<void> {
@@ -56,6 +53,7 @@ async function main(): Promise<void> {
     apiRequests: { cold: skipped('cold'), warm: skipped('warm') },
     rss: skipped('rss'),
     rss100Sessions: skipped('rss'),
+    hostile: skipped('hostile'),
     profile: {},
     ratios: {},
   };

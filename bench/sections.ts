@@ -3,9 +3,10 @@
 import { startOperator, type RunningOperator } from '../test/e2e/helpers/operator.js';
 import { apiRequestFloor } from './api-floor.js';
 import { COLD_CRITICAL_PATH, RequestTally, WARM_CRITICAL_PATH, diff, parseRequestTotals, scrapeApiserver, summarizeApiRequests, type Counts } from './api-requests.js';
-import { failed, latency, log, sleep, type BenchContext } from './context.js';
+import { failed, latency, log, sleep, stopAll, type BenchContext } from './context.js';
 import { scaled } from './env.js';
 import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
+import { hostileNeighbour } from './hostile.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
 import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, kernelSplit, podsCreatedTwice, profileCalls, roundTrips, runsClaimedTwice, writesBeforeReply } from './profile.js';
 import type { Results, RssPair } from './report.js';
@@ -215,6 +216,27 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
     await compiled.remove();
     await deleteSessions(k, ns).catch(() => undefined);
     await deleteSeededRuns(k, ns);
+    await ctx.nss.delete(ns);
+  }
+}
+
+/** A benign client's session latency, quiet and while a hostile client attacks (same operator). */
+export async function hostileSection(ctx: BenchContext): Promise<void> {
+  const { k, s, r } = ctx;
+  const why = kernelsUnavailable() ?? (await sessionsUnavailable(k));
+  if (why) {
+    r.hostile = why;
+    return;
+  }
+  const ns = await ctx.nss.create('bench-hostile');
+  try {
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE) });
+    ctx.stops.push(() => op.stop());
+    r.hostile = await hostileNeighbour(op.url, scaled(s, s.hostileSamples, 10));
+  } catch (err) {
+    r.hostile = failed('hostile', err);
+  } finally {
+    await stopAll(ctx);
     await ctx.nss.delete(ns);
   }
 }
