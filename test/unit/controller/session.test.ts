@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { V1MicroTime, type V1Lease, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
-import { canAcquire } from '../../../src/controller/leader.js';
 import { sessionExpiry } from '../../../src/controller/session-gc.js';
 import { computeSessionStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
 import { CreateExpectations, poolDelta, refillDeferralMs } from '../../../src/controller/warm-pool.js';
@@ -75,21 +74,6 @@ describe('poolDelta', () => {
     ['too many', [warm('Running'), warm('Running'), warm('Running')], 1, -2],
   ])('%s', (_n, pods, size, delta) => {
     expect(poolDelta(pods as V1Pod[], size)).toBe(delta);
-  });
-});
-
-describe('canAcquire (leader election)', () => {
-  const lease = (holder: string, renewedSecondsAgo: number): V1Lease => ({
-    spec: { holderIdentity: holder, leaseDurationSeconds: 15, renewTime: new V1MicroTime(now.getTime() - renewedSecondsAgo * 1000) },
-  });
-  it.each([
-    ['no lease', undefined, true],
-    ['our own lease', lease('me', 1), true],
-    ['released lease', lease('', 1), true],
-    ['someone else, fresh', lease('other', 5), false],
-    ['someone else, expired', lease('other', 20), true],
-  ])('%s', (_n, l, expected) => {
-    expect(canAcquire(l, 'me', now)).toBe(expected);
   });
 });
 
