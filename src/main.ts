@@ -8,6 +8,11 @@ import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
 import { createOperator, gatewayDeps } from './operator.js';
 
+/** How long a replica that got SIGTERM still serves requests routed to it before endpoints update. */
+const ENDPOINT_DRAIN_MS = 5_000;
+/** Beyond the longest run: final status writes and closing streams. */
+const SHUTDOWN_MARGIN_S = 15;
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -25,7 +30,7 @@ async function main(): Promise<void> {
   const operator = createOperator(config, clients, log, metrics);
   let ready = false;
 
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, onToolCall: metrics.toolCall }));
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall }));
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());
@@ -37,17 +42,29 @@ async function main(): Promise<void> {
   });
   ready = true;
 
+  // SIGTERM: readiness fails at once, so the Service stops sending new requests here; requests
+  // already routed here during the endpoint update are still served for ENDPOINT_DRAIN_MS, then new
+  // MCP requests get 503 + Retry-After. Runs in flight get the whole time they were promised (the
+  // longest run: pod start-up plus the maximum timeout); the Lease is released first.
   let stopping = false;
+  let draining = false;
   const shutdown = (signal: string): void => {
     if (stopping) return;
     stopping = true;
     ready = false;
-    log.info({ signal }, 'Shutting down: finishing runs in flight');
-    server.close();
-    const force = setTimeout(() => process.exit(1), 60_000);
+    const budgetS = config.podStartupTimeoutSeconds + config.maxTimeoutSeconds + SHUTDOWN_MARGIN_S;
+    log.info({ signal, graceSeconds: budgetS }, 'Shutting down: finishing runs in flight');
+    const force = setTimeout(() => {
+      log.error({ graceSeconds: budgetS }, 'Runs still in flight at the end of the shutdown grace period; exiting');
+      process.exit(1);
+    }, budgetS * 1000);
     force.unref();
+    setTimeout(() => {
+      draining = true;
+    }, ENDPOINT_DRAIN_MS).unref();
     operator
       .stop()
+      .then(() => new Promise<void>((r) => server.close(() => r())))
       .then(() => process.exit(0))
       .catch((err: unknown) => {
         log.error({ err: String(err) }, 'Shutdown failed');

@@ -35,6 +35,11 @@ export function createApp(deps: GatewayDeps): Hono {
       : c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503),
   );
   app.use('/mcp', hostValidation(deps.options));
+  app.use('/mcp', async (c, next) => {
+    if (!deps.isDraining?.()) return next();
+    c.header('Retry-After', '1');
+    return c.json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'This gateway replica is shutting down and takes no new requests; retry in a second (another replica answers).' } }, 503);
+  });
   app.all('/mcp', (c) => mcp.fetch(c.req.raw));
   return app;
 }

@@ -39,6 +39,11 @@ export interface GatewayDeps {
   /** True once the process can serve runs (caches synced, not draining); drives /readyz. */
   isReady(): boolean;
   /**
+   * True while the process is shutting down and no longer takes new MCP requests (the calls in
+   * flight still finish): /mcp answers 503 with Retry-After so the client retries on another replica.
+   */
+  isDraining?(): boolean;
+  /**
    * Told of every tool call that reached a tool (the tool's name, whether its result was an
    * error, seconds taken); main.ts feeds codemode_mcp_tool_calls_total and its latency histogram.
    */

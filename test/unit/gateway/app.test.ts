@@ -28,6 +28,21 @@ describe('gateway app', () => {
     expect([ready.status, await ready.text()]).toEqual([200, 'ok']);
   });
 
+  it('answers new MCP requests with 503 and Retry-After while draining, and serves again after', async () => {
+    gateway.setDraining(true);
+    try {
+      const res = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/shutting down.*retry/);
+    } finally {
+      gateway.setDraining(false);
+    }
+    const client = await connectClient('v2 (2026-07-28)', gateway.url);
+    expect(client.serverInfo()).toMatchObject({ name: SERVER_NAME });
+    await client.close();
+  });
+
   it('keeps SERVER_VERSION equal to package.json', () => {
     const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
     expect(SERVER_VERSION).toBe(pkg.version);

@@ -73,6 +73,7 @@ export interface Gateway {
   /** What the gateway reported to its metrics sink (onToolCall), in order. */
   toolCalls: ToolCallRecord[];
   setReady(ready: boolean): void;
+  setDraining(draining: boolean): void;
   close(): Promise<void>;
 }
 
@@ -82,11 +83,13 @@ export async function startGateway(options: Partial<GatewayOptions> = {}): Promi
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
   const toolCalls: ToolCallRecord[] = [];
   let ready = false;
+  let draining = false;
   const deps: GatewayDeps = {
     runService: service,
     options: { ...TEST_OPTIONS, ...options },
     logger,
     isReady: () => ready,
+    isDraining: () => draining,
     onToolCall: (tool, outcome, seconds) => void toolCalls.push({ tool, outcome, seconds }),
   };
   const app = createApp(deps);
@@ -101,6 +104,9 @@ export async function startGateway(options: Partial<GatewayOptions> = {}): Promi
     toolCalls,
     setReady: (value) => {
       ready = value;
+    },
+    setDraining: (value) => {
+      draining = value;
     },
     close: () =>
       new Promise<void>((resolve, reject) => {
