@@ -6,6 +6,7 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   API_VERSION,
+  CONTROLLER_FIELD_MANAGER,
   GROUP,
   LABEL_SESSION,
   Reasons,
@@ -30,7 +31,7 @@ import type { NetworkPolicyGuard } from './network-policy.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
-import { SessionReasons, computeSessionStatus, sessionStatusChanged } from './session-status.js';
+import { SessionReasons, computeSessionStatus, controllerOwned, sessionStatusChanged } from './session-status.js';
 import { WorkQueue } from './workqueue.js';
 
 const CONTROLLER = 'sandboxsession';
@@ -218,7 +219,8 @@ export class SandboxSessionController {
     });
   }
 
-  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus, resourceVersion?: string): Promise<void> {
+  /** Server-side apply of the fields the controller owns (controllerOwned); the gateway's stay its own. */
+  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus): Promise<void> {
     try {
       await this.d.clients.custom.patchNamespacedCustomObjectStatus(
         {
@@ -227,9 +229,11 @@ export class SandboxSessionController {
           namespace,
           plural: SANDBOXSESSION_PLURAL,
           name,
-          body: { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status },
+          body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace }, status: controllerOwned(status) },
+          fieldManager: CONTROLLER_FIELD_MANAGER,
+          force: true,
         },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
       );
     } catch (err) {
       if (isNotFound(err)) return;

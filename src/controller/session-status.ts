@@ -29,6 +29,10 @@ export function computeSessionStatus(session: SandboxSession, pod: V1Pod | undef
     setCondition(prev.conditions, { type: CONDITION_READY, status, reason, message, observedGeneration: generation }, now);
 
   if (prev.phase === 'Lost' || prev.phase === 'Failed') return { ...base, phase: prev.phase };
+  if (prev.kernelLost) {
+    const message = `The interpreter is gone (${prev.kernelLost.message}). Create a new session.`;
+    return { ...base, phase: 'Lost', reason: SessionReasons.KernelLost, message, conditions: cond('False', SessionReasons.KernelLost, message) };
+  }
   if (!pod) {
     if (prev.phase === 'Ready') {
       const message = 'The session\'s pod is gone, and its state with it. Create a new session.';
@@ -52,9 +56,23 @@ export function computeSessionStatus(session: SandboxSession, pod: V1Pod | undef
   return { ...base, phase: 'Pending', reason: SessionReasons.PodPending, message: s.message, conditions: cond('False', SessionReasons.PodPending, s.message) };
 }
 
-/** True when writing `next` would change what is stored (so no write happens otherwise). */
+/** Status fields the gateway writes (field manager GATEWAY_FIELD_MANAGER); the controller never does. */
+export const GATEWAY_OWNED_FIELDS = ['lastActivityTime', 'runCount', 'kernelLost'] as const;
+
+/**
+ * The part of a status the controller applies: every field but the gateway's. Applying the
+ * gateway's fields too (from a possibly stale cache) would take them over and could undo a newer
+ * runCount or lastActivityTime.
+ */
+export function controllerOwned(s: SandboxSessionStatus): SandboxSessionStatus {
+  const out: SandboxSessionStatus = { ...s };
+  for (const k of GATEWAY_OWNED_FIELDS) delete out[k];
+  return out;
+}
+
+/** True when applying `next` would change what the controller owns (so no write happens otherwise). */
 export function sessionStatusChanged(prev: SandboxSessionStatus | undefined, next: SandboxSessionStatus): boolean {
-  return JSON.stringify(normalize(prev ?? {})) !== JSON.stringify(normalize(next));
+  return JSON.stringify(normalize(controllerOwned(prev ?? {}))) !== JSON.stringify(normalize(controllerOwned(next)));
 }
 
 function normalize(s: SandboxSessionStatus): unknown {

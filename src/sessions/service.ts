@@ -7,6 +7,8 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   API_VERSION,
+  GATEWAY_FIELD_MANAGER,
+  GATEWAY_LOST_FIELD_MANAGER,
   GROUP,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
@@ -18,7 +20,6 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../controller/informer.js';
-import { sessionExpiry } from '../controller/session-gc.js';
 import { KernelConnectionError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
@@ -199,15 +200,19 @@ export class SessionService {
   private readySession(name: string): SandboxSession {
     const s = this.require(name);
     const phase = s.status?.phase;
-    if (phase === 'Ready' && s.status?.podName) return s;
-    if (phase === 'Lost' || phase === 'Failed') {
-      throw new SessionError(`Session ${name} is ${phase.toLowerCase()}: ${s.status?.message ?? 'its interpreter is gone'}.`, 'Create a new session with create_session.');
+    const lost = s.status?.kernelLost;
+    if (phase === 'Ready' && s.status?.podName && !lost) return s;
+    if (phase === 'Lost' || phase === 'Failed' || lost) {
+      const why = lost && phase !== 'Lost' ? `the interpreter is gone (${lost.message})` : (s.status?.message ?? 'its interpreter is gone');
+      throw new SessionError(`Session ${name} is ${phase === 'Failed' ? 'failed' : 'lost'}: ${why}.`, 'Create a new session with create_session.');
     }
     throw new SessionError(`Session ${name} is still starting.`, 'Wait a moment and call again.');
   }
 
+  /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */
   private async markLost(s: SandboxSession, why: string): Promise<void> {
-    await this.patchStatus(s.metadata.name, { phase: 'Lost', reason: 'KernelLost', message: `The interpreter is gone (${why}). Create a new session.` }).catch((err: unknown) =>
+    const kernelLost = { message: why.slice(0, 1024), time: new Date().toISOString() };
+    await this.applyStatus(s.metadata.name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost }).catch((err: unknown) =>
       this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'),
     );
   }
@@ -239,10 +244,10 @@ export class SessionService {
         const s = this.get(name);
         if (!s) break;
         const now = new Date();
-        const next = { ...s, status: { ...s.status, lastActivityTime: now.toISOString() } };
-        const expiresAt = sessionExpiry(next, this.opts.sessionMaxLifetimeSeconds, now).expiresAt.toISOString();
         try {
-          await this.patchStatus(name, { lastActivityTime: now.toISOString(), expiresAt, runCount: (s.status?.runCount ?? 0) + calls }, s.metadata.resourceVersion);
+          // The resourceVersion makes the increment conditional: two replicas cannot both add to
+          // the same runCount. expiresAt follows from lastActivityTime; the controller writes it.
+          await this.applyStatus(name, GATEWAY_FIELD_MANAGER, { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls }, s.metadata.resourceVersion);
           break;
         } catch (err) {
           if (!isConflict(err)) throw err;
@@ -259,17 +264,21 @@ export class SessionService {
     }
   }
 
-  private async patchStatus(name: string, status: Record<string, unknown>, resourceVersion?: string): Promise<void> {
+  /** Server-side apply of gateway-owned status fields under `manager` (field-managers.ts). */
+  private async applyStatus(name: string, manager: string, status: Record<string, unknown>, resourceVersion?: string): Promise<void> {
+    const namespace = this.opts.namespace;
     await this.clients.custom.patchNamespacedCustomObjectStatus(
       {
         group: GROUP,
         version: VERSION,
-        namespace: this.opts.namespace,
+        namespace,
         plural: SANDBOXSESSION_PLURAL,
         name,
-        body: { ...(resourceVersion && { metadata: { resourceVersion } }), status },
+        body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) }, status },
+        fieldManager: manager,
+        force: true,
       },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
     );
   }
 

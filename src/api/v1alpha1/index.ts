@@ -3,4 +3,5 @@ export * from './sandboxrun.js';
 export * from './sandboxsession.js';
 export * from './conditions.js';
 export * from './labels.js';
+export * from './field-managers.js';
 export * from './crd.js';

@@ -59,6 +59,13 @@ export const SandboxSessionStatusSchema = z.object({
     .optional()
     .describe('When the session will be deleted if it stays idle (RFC 3339), capped by maxLifetimeSeconds.'),
   runCount: z.int().min(0).optional().describe('Number of calls executed in the session.'),
+  kernelLost: z
+    .object({
+      message: z.string().max(1024).describe('What the gateway saw (e.g. the exec stream closed).'),
+      time: timestamp.describe('When (RFC 3339).'),
+    })
+    .optional()
+    .describe('Written by the gateway replica that saw the interpreter die; the controller then sets phase Lost. The gateway owns lastActivityTime, runCount and kernelLost; the controller every other field (server-side apply field managers).'),
   observedGeneration: z.int().min(0).optional().describe('The metadata.generation this status was computed from.'),
   conditions: z
     .array(ConditionSchema)

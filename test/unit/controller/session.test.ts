@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { sessionExpiry } from '../../../src/controller/session-gc.js';
-import { computeSessionStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
+import { computeSessionStatus, controllerOwned, sessionStatusChanged } from '../../../src/controller/session-status.js';
 import { CreateExpectations, poolDelta, refillDeferralMs } from '../../../src/controller/warm-pool.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
@@ -45,6 +45,7 @@ describe('computeSessionStatus', () => {
     ['pod failed before ready', undefined, failedPod, false, 'Failed'],
     ['start-up took too long', undefined, pendingPod, true, 'Failed'],
     ['lost stays lost', { phase: 'Lost' as const }, readyPod, false, 'Lost'],
+    ['the gateway reported the interpreter dead', { phase: 'Ready' as const, kernelLost: { message: 'the exec stream closed', time: '2026-11-22T11:59:00Z' } }, readyPod, false, 'Lost'],
   ])('%s → %s', (_n, status, pod, startupExpired, phase) => {
     const s = computeSessionStatus(session(status), pod, 'p', exp, startupExpired, now);
     expect(s.phase).toBe(phase);
@@ -57,6 +58,28 @@ describe('computeSessionStatus', () => {
     const again = computeSessionStatus(session(first), readyPod, 'p', exp, false, new Date(now.getTime() + 5000));
     expect(sessionStatusChanged(first, again)).toBe(false);
     expect(sessionStatusChanged(first, { ...again, expiresAt: '2026-11-22T12:11:00.000Z' })).toBe(true);
+  });
+
+  it('says what the gateway saw when it reported the interpreter dead', () => {
+    const s = computeSessionStatus(session({ phase: 'Ready', kernelLost: { message: 'the sandbox broke the kernel protocol', time: '2026-11-22T11:59:00Z' } }), readyPod, 'p', exp, false, now);
+    expect(s).toMatchObject({ phase: 'Lost', reason: 'KernelLost' });
+    expect(s.message).toContain('the sandbox broke the kernel protocol');
+  });
+});
+
+describe('one writer per session status field', () => {
+  const full = { phase: 'Ready' as const, podName: 'p', expiresAt: 'e', lastActivityTime: 't', runCount: 3, kernelLost: { message: 'm', time: 't' }, reason: 'r', message: 'm' };
+  it('the controller applies none of the gateway-owned fields', () => {
+    expect(controllerOwned(full)).toEqual({ phase: 'Ready', podName: 'p', expiresAt: 'e', reason: 'r', message: 'm' });
+  });
+  it.each([
+    ['runCount', { runCount: 4 }, false],
+    ['lastActivityTime', { lastActivityTime: 'later' }, false],
+    ['kernelLost', { kernelLost: { message: 'x', time: 'y' } }, false],
+    ['phase', { phase: 'Lost' as const }, true],
+    ['expiresAt', { expiresAt: 'later' }, true],
+  ])('a change of %s alone needs a controller write: %s', (_f, change, expected) => {
+    expect(sessionStatusChanged(full, { ...full, ...change })).toBe(expected);
   });
 });
 
