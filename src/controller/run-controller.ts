@@ -14,7 +14,6 @@ import {
   SANDBOXRUN_KIND,
   SANDBOXRUN_PLURAL,
   VERSION,
-  isTerminalPhase,
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
@@ -24,6 +23,7 @@ import type { Metrics } from '../metrics/registry.js';
 import type { ResilientInformer } from './informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from './run-executor.js';
+import { decideRun } from './run-decision.js';
 import { failedStatus, lostAfterMs, ttlRemainingMs } from './status.js';
 import { WorkQueue } from './workqueue.js';
 
@@ -101,32 +101,48 @@ export class SandboxRunController {
     const run = parsed.run;
     const now = this.now();
 
-    if (isTerminalPhase(run.status?.phase)) {
-      const remaining = ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now) ?? 0;
-      if (remaining > 0) return { requeueAfterMs: remaining };
-      await this.deleteRun(ns, name);
-      return;
+    const uid = run.metadata.uid ?? '';
+    const decision = decideRun(run, {
+      identity: this.d.opts.identity,
+      executor: run.metadata.annotations?.[ANNOTATION_EXECUTOR],
+      busyHere: this.d.executor.isBusy(uid),
+      started: this.hasStarted(run),
+      ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now),
+      lostAfterMs: lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now),
+    });
+    switch (decision.kind) {
+      case 'delete':
+        await this.deleteRun(ns, name);
+        return;
+      case 'wait':
+        return decision.afterMs === undefined ? undefined : { requeueAfterMs: decision.afterMs };
+      case 'execute':
+        void this.d.executor.execute(run);
+        return;
+      case 'claim': {
+        const claimed = await this.claim(run);
+        if (claimed) void this.d.executor.execute(claimed);
+        return;
+      }
+      case 'fail': {
+        // Claim first, so only one replica writes the failure.
+        const claimed = await this.claim(run);
+        if (!claimed) return;
+        await this.d.executor.patchStatus(claimed, failedStatus(claimed, Reasons.ExecFailed, decision.message, now), this.d.log);
+        return;
+      }
     }
-    if (this.d.executor.isExecuting(run.metadata.uid ?? '')) return;
+  }
 
-    const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
-    if (executor === this.d.opts.identity) {
-      void this.d.executor.execute(run);
-      return;
-    }
-    if (executor !== undefined) {
-      // Another replica executes it. If that replica died, nobody will ever finish the run:
-      // after its whole time budget, declare it lost (claiming first so only one replica writes).
-      const remaining = lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now);
-      if (remaining > 0) return { requeueAfterMs: remaining };
-      const claimed = await this.claim(run);
-      if (!claimed) return;
-      const status = failedStatus(claimed, Reasons.ExecFailed, 'The gateway replica executing this run stopped before it finished. Run the code again.', now);
-      await this.d.executor.patchStatus(claimed, status, this.d.log);
-      return;
-    }
-    const claimed = await this.claim(run);
-    if (claimed) void this.d.executor.execute(claimed);
+  /**
+   * The durable marker of a run that may have started (run-decision.ts): a pod that carries it —
+   * its own cold pod or the pool pod its claim patched, found by owner UID, deleted or not — or a
+   * Running status (runs in sessions). Pods are removed only after the outcome is recorded.
+   */
+  private hasStarted(run: SandboxRun): boolean {
+    const uid = run.metadata.uid;
+    if (run.status?.phase === 'Running' || run.status?.startTime !== undefined) return true;
+    return this.d.pods.list(run.metadata.namespace).some((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
   }
 
   /** Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. */

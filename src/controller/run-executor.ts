@@ -37,7 +37,6 @@ import { runLabelValue } from '../sandbox/names.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
-import { RecentKeys } from './recent.js';
 import {
   classifyExecution,
   completedStatus,
@@ -50,8 +49,10 @@ import {
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
-/** How long a finished run is remembered, so late events for it never execute it again. */
-const FINISHED_MEMORY_MS = 10 * 60_000;
+/** Longest pause between attempts to record a finished run's status (it is retried until it lands). */
+const MAX_STATUS_RETRY_MS = 30_000;
+/** Kept of each output in the minimal status written when the full one cannot be stored. */
+const MINIMAL_OUTPUT_CHARS = 4096;
 
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 interface Executed {
@@ -97,15 +98,35 @@ export function checkAgainstLimits(run: SandboxRun, opts: ControllerOptions): st
   return problems.length ? `Invalid SandboxRun: ${problems.join('; ')}.` : undefined;
 }
 
+/** The API server refused the status itself (too large for etcd, or invalid), not a transient failure. */
+function refusedAsStored(err: unknown): boolean {
+  const code = statusOf(err);
+  return code === 413 || code === 422 || (code === 500 && /too large|exceeds/i.test(apiErrorMessage(err)));
+}
+
+/** The outcome without most of its output: what must be recorded even when the output cannot be. */
+export function minimalStatus(s: SandboxRunStatus): SandboxRunStatus {
+  const cut = (t: string | undefined): string | undefined => (t === undefined ? undefined : t.slice(0, MINIMAL_OUTPUT_CHARS));
+  const note = 'The full output could not be stored; it was cut.';
+  return {
+    ...s,
+    stdout: cut(s.stdout),
+    stderr: cut(s.stderr),
+    truncated: true,
+    message: s.message ? `${s.message.slice(0, 1000)} ${note}` : note,
+  };
+}
+
 function minQuantity(a: string, b: string): string {
   return parseQuantity(a) <= parseQuantity(b) ? a : b;
 }
 
 export class RunExecutor {
   private readonly executions = new Map<string, Execution>();
-  private readonly finished = new RecentKeys(FINISHED_MEMORY_MS);
   /** Writes that go on after the caller has its result (final status, pod delete, Events). */
   private readonly settling = new Set<Promise<void>>();
+  /** Runs whose outcome is known here but not yet stored in their status. */
+  private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
   private pool: WarmPool | undefined;
   private kernels: KernelConnections | undefined;
@@ -136,9 +157,12 @@ export class RunExecutor {
     return pod?.metadata?.name;
   }
 
-  /** Executing now, or finished so recently that the informer may not show its status yet. */
-  isExecuting(uid: string): boolean {
-    return this.executions.has(uid) || this.finished.has(uid);
+  /**
+   * Executing here now, or its outcome not yet stored. Only a fast path for the controller: that a
+   * run may have started is decided from the API (run-decision.ts), never from this memory.
+   */
+  isBusy(uid: string): boolean {
+    return this.executions.has(uid) || this.unrecorded.has(uid);
   }
 
   /** Starts (or joins) the execution of a run. Idempotent per run UID. */
@@ -149,7 +173,6 @@ export class RunExecutor {
     const output = new EventEmitter();
     output.setMaxListeners(0);
     const promise = this.run(run, output).finally(() => {
-      this.finished.add(uid);
       this.executions.delete(uid);
       output.removeAllListeners();
     });
@@ -253,13 +276,15 @@ export class RunExecutor {
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
     const status = completedStatus(run, c, executed.captured, { start: startTime, end });
     this.settle(
+      run,
       (async () => {
         // After the reply has gone out: building and sending requests costs milliseconds of CPU.
         await new Promise((r) => setImmediate(r));
-        // Never leave a process behind: the pod is single-use and goes away with everything in it.
-        this.deletePod(ns, podName, log);
         await runningWrite;
         await this.patchStatus(run, status, log);
+        // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
+        // outcome is stored. Its processes already ended with the program (or at the deadline).
+        this.deletePod(ns, podName, log);
         this.recordOutcome(run, ns, c);
         this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
@@ -268,8 +293,15 @@ export class RunExecutor {
     return this.outcome(run, status);
   }
 
-  private settle(p: Promise<void>): void {
-    const tracked = p.catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run')).finally(() => this.settling.delete(tracked));
+  private settle(run: SandboxRun, p: Promise<void>): void {
+    const uid = run.metadata.uid ?? '';
+    this.unrecorded.add(uid);
+    const tracked = p
+      .catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run'))
+      .finally(() => {
+        this.settling.delete(tracked);
+        this.unrecorded.delete(uid);
+      });
     this.settling.add(tracked);
   }
 
@@ -357,6 +389,10 @@ export class RunExecutor {
       return this.finishEarly(run, Reasons.InvalidSpec, `SandboxSession ${session} runs ${info.language}; spec.language is ${run.spec.language}.`, log);
     }
     const startTime = new Date();
+    // The marker that this run's code may have started (run-decision.ts): a run in a session has
+    // no pod of its own, so its Running status is written before the code goes to the kernel.
+    const { podName: _none, ...marker } = runningStatus(run, '', startTime, startTime);
+    await this.patchStatus(run, marker, log);
     try {
       const r = await this.sessions.execute(session, { code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) }, (stream, text) =>
         output.emit('chunk', { stream, text } satisfies OutputChunk),
@@ -433,10 +469,13 @@ export class RunExecutor {
   }
 
   /**
-   * Merge-patches .status, retrying transient failures: a finished run must be recorded. A run
-   * deleted meanwhile is not an error.
+   * Merge-patches .status until it lands: a finished run must be recorded (its pod, the marker that
+   * it started, is deleted only afterwards). Transient failures are retried with a capped backoff for
+   * as long as this process lives; a status the API server refuses as too large or invalid is
+   * replaced by a minimal one (outputs cut) once. A run deleted meanwhile is not an error.
    */
   async patchStatus(run: SandboxRun, status: SandboxRunStatus, log: Logger): Promise<void> {
+    let body = status;
     for (let attempt = 1; ; attempt++) {
       try {
         await this.d.clients.custom.patchNamespacedCustomObjectStatus(
@@ -446,20 +485,20 @@ export class RunExecutor {
             namespace: run.metadata.namespace ?? this.d.opts.namespace,
             plural: SANDBOXRUN_PLURAL,
             name: run.metadata.name,
-            body: { status },
+            body: { status: body },
           },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
         return;
       } catch (err) {
         if (isNotFound(err)) return;
-        const code = statusOf(err);
-        const retriable = code === undefined || code === 429 || code >= 500;
-        if (!retriable || attempt >= 5) {
-          log.error({ err: apiErrorMessage(err), attempt }, 'Failed to update SandboxRun status');
-          return;
+        if (body !== status || !refusedAsStored(err)) {
+          if (attempt === 1 || attempt % 10 === 0) log.warn({ err: apiErrorMessage(err), attempt }, 'Failed to update SandboxRun status; retrying');
+          await new Promise((r) => setTimeout(r, Math.min(MAX_STATUS_RETRY_MS, 100 * 2 ** attempt)));
+          continue;
         }
-        await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+        log.warn({ err: apiErrorMessage(err) }, 'SandboxRun status refused; writing a minimal one');
+        body = minimalStatus(status);
       }
     }
   }

@@ -1,0 +1,56 @@
+// What should happen to a SandboxRun next, decided from the object and the durable facts around it
+// — never from a memory of what this process did before. Pure; the controller acts on the result.
+//
+// Exactly-once rests on a marker in the API: a run's code can only have started once a pod carries
+// the run (the cold pod it owns, or the pool pod its claim patched), or, for a run in a session, once
+// its Running status was written. The executor records the outcome before it removes the pod, so a
+// run with a marker and no outcome is never started again: it ends Failed with a reason instead.
+import { isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
+
+export type RunDecision =
+  /** Terminal and past its TTL. */
+  | { kind: 'delete' }
+  /** Nothing to do now; look again after `afterMs` when set. */
+  | { kind: 'wait'; afterMs?: number }
+  /** Ours and provably never started: start it. */
+  | { kind: 'execute' }
+  /** Nobody executes it yet: claim it (optimistic concurrency), then start it. */
+  | { kind: 'claim' }
+  /** Its executor is gone, or ours ended without a recorded outcome: record a failure, never re-run. */
+  | { kind: 'fail'; message: string };
+
+export interface RunFacts {
+  /** This process's identity (the executor annotation it writes). */
+  identity: string;
+  /** The executor annotation, undefined when no replica has claimed the run. */
+  executor: string | undefined;
+  /** This process is executing the run or still recording its outcome (memory: only a fast path). */
+  busyHere: boolean;
+  /** The durable marker: the run may have started (see above). */
+  started: boolean;
+  /** ms until a finished run's TTL ends (terminal runs only). */
+  ttlRemainingMs: number | undefined;
+  /** ms until the run's whole time budget is over (lostAfterMs). */
+  lostAfterMs: number;
+}
+
+/** A run ours with a marker whose outcome never arrived is looked at again after this long. */
+export const RECHECK_MS = 5_000;
+
+export const VANISHED_MESSAGE = 'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
+
+export function decideRun(run: SandboxRun, f: RunFacts): RunDecision {
+  if (isTerminalPhase(run.status?.phase)) {
+    const remaining = f.ttlRemainingMs ?? 0;
+    return remaining > 0 ? { kind: 'wait', afterMs: remaining } : { kind: 'delete' };
+  }
+  if (f.busyHere) return { kind: 'wait' };
+  // Unclaimed with a marker: someone removed the annotation of a run that may have started.
+  if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };
+  if (f.executor === f.identity && !f.started) return { kind: 'execute' };
+  // Another replica executes it, or this process started it and no longer holds it (its outcome
+  // is about to show in the cache, or was never recorded). Wait out the run's whole budget, then
+  // record that the outcome is unknown.
+  if (f.lostAfterMs > 0) return { kind: 'wait', afterMs: f.executor === f.identity ? Math.min(RECHECK_MS, f.lostAfterMs) : f.lostAfterMs };
+  return { kind: 'fail', message: VANISHED_MESSAGE };
+}

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
+import { decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
+import { minimalStatus } from '../../../src/controller/run-executor.js';
+
+const run = (phase?: string): SandboxRun =>
+  ({ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', metadata: { name: 'r', namespace: 'n', uid: 'u' }, spec: { language: 'python', code: '1', timeoutSeconds: 30 }, ...(phase && { status: { phase } }) }) as SandboxRun;
+const facts = (f: Partial<RunFacts>): RunFacts => ({ identity: 'me', executor: 'me', busyHere: false, started: false, ttlRemainingMs: undefined, lostAfterMs: 60_000, ...f });
+
+describe('decideRun (exactly-once from the API, not from memory)', () => {
+  it.each([
+    ['terminal, TTL left', 'Succeeded', {}, { kind: 'wait', afterMs: 1000 }, { ttlRemainingMs: 1000 }],
+    ['terminal, TTL over', 'Failed', {}, { kind: 'delete' }, { ttlRemainingMs: -1 }],
+    ['executing here', undefined, { busyHere: true, started: true }, { kind: 'wait' }, {}],
+    ['unclaimed', undefined, { executor: undefined }, { kind: 'claim' }, {}],
+    ['unclaimed, but a pod carries it', undefined, { executor: undefined, started: true }, { kind: 'fail' }, {}],
+    ['ours, never started', undefined, {}, { kind: 'execute' }, {}],
+    ['ours, Pending, never started', 'Pending', {}, { kind: 'execute' }, {}],
+    // The case a 10-minute memory used to cover: ours, started, no longer in memory → never again.
+    ['ours, started, not in memory, budget left', undefined, { started: true }, { kind: 'wait', afterMs: 5000 }, {}],
+    ['ours, started, not in memory, budget over', 'Running', { started: true, lostAfterMs: 0 }, { kind: 'fail' }, {}],
+    ["another replica's, budget left", 'Running', { executor: 'other', started: true }, { kind: 'wait', afterMs: 60_000 }, {}],
+    ["another replica's, never started, budget over", undefined, { executor: 'other', lostAfterMs: -5 }, { kind: 'fail' }, {}],
+    ["another replica's, started, budget over", 'Running', { executor: 'other', started: true, lostAfterMs: -5 }, { kind: 'fail' }, {}],
+  ])('%s', (_n, phase, f, expected, extra) => {
+    expect(decideRun(run(phase), facts({ ...f, ...extra }))).toMatchObject(expected);
+  });
+
+  it('never decides to execute a run that has a marker, whoever holds it and whatever the time', () => {
+    for (const executor of ['me', 'other', undefined]) {
+      for (const lostAfterMs of [-1, 0, 1, 60_000]) {
+        for (const busyHere of [false, true]) {
+          const d = decideRun(run('Running'), facts({ executor, lostAfterMs, busyHere, started: true }));
+          expect(['execute', 'claim']).not.toContain(d.kind);
+        }
+      }
+    }
+  });
+});
+
+describe('minimalStatus (a finished run is recorded even when its output cannot be)', () => {
+  it.each([
+    ['long outputs are cut and marked', { phase: 'Succeeded' as const, stdout: 'x'.repeat(100_000), stderr: 'y', message: 'done' }, 4096, 1],
+    ['no outputs', { phase: 'Failed' as const, reason: 'ExecFailed' }, undefined, undefined],
+  ])('%s', (_n, status, stdoutLen, stderrLen) => {
+    const m = minimalStatus(status);
+    expect(m.phase).toBe(status.phase);
+    expect(m.truncated).toBe(true);
+    expect(m.stdout?.length).toBe(stdoutLen);
+    expect(m.stderr?.length).toBe(stderrLen);
+    expect(m.message).toContain('could not be stored');
+  });
+});
