@@ -124,6 +124,8 @@ export interface TestClient {
   serverInfo(): { name: string; version: string } | undefined;
   instructions(): string | undefined;
   listTools(): Promise<{ tools: Array<Record<string, unknown> & { name: string }> }>;
+  capabilities(): Record<string, unknown> | undefined;
+  setLoggingLevel(level: 'debug' | 'info' | 'warning' | 'error'): Promise<unknown>;
   callTool(args: Record<string, unknown>, onProgress?: (message: string | undefined) => void): Promise<ToolResult>;
   close(): Promise<void>;
 }
@@ -147,6 +149,8 @@ export async function connectClient(kind: ClientKind, url: URL): Promise<TestCli
       serverInfo: () => client.getServerVersion(),
       instructions: () => client.getInstructions(),
       listTools: () => client.listTools(),
+      capabilities: () => client.getServerCapabilities(),
+      setLoggingLevel: (level) => client.setLoggingLevel(level),
       callTool: async (args, onProgress) =>
         (await client.callTool({ name: 'execute_code', arguments: args }, undefined, {
           ...(onProgress && { onprogress: (p) => onProgress(p.message) }),
@@ -166,6 +170,8 @@ export async function connectClient(kind: ClientKind, url: URL): Promise<TestCli
     serverInfo: () => client.getServerVersion(),
     instructions: () => client.getInstructions(),
     listTools: () => client.listTools(),
+    capabilities: () => client.getServerCapabilities(),
+    setLoggingLevel: (level) => client.setLoggingLevel(level),
     callTool: async (args, onProgress) =>
       (await client.callTool(
         { name: 'execute_code', arguments: args },
