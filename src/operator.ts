@@ -39,7 +39,7 @@ export interface Operator {
 }
 
 /** What the gateway serves from `operator`: its run and session services and the gateway settings. */
-export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall'>): GatewayDeps {
+export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'auth'>): GatewayDeps {
   return { runService: operator.runService, sessions: operator.sessionService, logger, options: gatewayOptions(config), ...process };
 }
 

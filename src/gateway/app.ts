@@ -6,6 +6,7 @@
 // replica's memory and any replica can answer any request.
 import { Hono } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
+import { METADATA_PATH, authMiddleware, metadataHandler } from '../auth/middleware.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
@@ -40,6 +41,13 @@ export function createApp(deps: GatewayDeps): Hono {
     c.header('Retry-After', '1');
     return c.json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'This gateway replica is shutting down and takes no new requests; retry in a second (another replica answers).' } }, 503);
   });
+  if (deps.auth && deps.auth.authenticator.mode !== 'none') {
+    // OAuth protected-resource metadata (RFC 9728), where 401 answers point clients.
+    const metadata = metadataHandler(deps.auth);
+    app.get(METADATA_PATH, metadata);
+    app.get(`${METADATA_PATH}/mcp`, metadata);
+  }
+  if (deps.auth) app.use('/mcp', authMiddleware(deps.auth));
   app.all('/mcp', (c) => mcp.fetch(c.req.raw));
   return app;
 }

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
+import { createAuth } from '../../../src/auth/index.js';
 import { createApp } from '../../../src/gateway/app.js';
 import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
 import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
@@ -31,8 +32,10 @@ export async function startOperator(namespace: string, env: Record<string, strin
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(testKube().kc);
   const operator = createOperator(config, clients, log);
+  const auth = createAuth(config, clients, log);
+  await auth.start();
   await operator.start();
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true }));
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true, auth: auth.http }));
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
@@ -44,6 +47,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
     url: `http://127.0.0.1:${port}/mcp`,
     async stop(): Promise<void> {
       await new Promise<void>((r) => server.close(() => r()));
+      await auth.stop();
       await operator.stop();
     },
   };

@@ -77,7 +77,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(options: Partial<GatewayOptions> = {}): Promise<Gateway> {
+export async function startGateway(options: Partial<GatewayOptions> = {}, auth?: GatewayDeps['auth']): Promise<Gateway> {
   const service = new InTestRunService();
   const logLines: string[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
@@ -90,6 +90,7 @@ export async function startGateway(options: Partial<GatewayOptions> = {}): Promi
     logger,
     isReady: () => ready,
     isDraining: () => draining,
+    ...(auth && { auth }),
     onToolCall: (tool, outcome, seconds) => void toolCalls.push({ tool, outcome, seconds }),
   };
   const app = createApp(deps);
@@ -138,9 +139,10 @@ export interface ToolResult {
 
 export type ClientKind = 'v1 (2025-era)' | 'v2 (2026-07-28)';
 
-export async function connectClient(kind: ClientKind, url: URL): Promise<TestClient> {
+export async function connectClient(kind: ClientKind, url: URL, headers?: Record<string, string>): Promise<TestClient> {
+  const requestInit = headers ? { requestInit: { headers } } : undefined;
   if (kind === 'v1 (2025-era)') {
-    const transport = new V1Transport(url);
+    const transport = new V1Transport(url, requestInit);
     const client = new V1Client({ name: 'test-v1', version: '1.0.0' });
     await client.connect(transport);
     return {
@@ -158,7 +160,7 @@ export async function connectClient(kind: ClientKind, url: URL): Promise<TestCli
       close: () => client.close(),
     };
   }
-  const transport = new V2Transport(url);
+  const transport = new V2Transport(url, requestInit);
   const client = new V2Client(
     { name: 'test-v2', version: '2.0.0' },
     { versionNegotiation: { mode: { pin: '2026-07-28' } } },
