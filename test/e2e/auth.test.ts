@@ -1,0 +1,95 @@
+// Authentication modes against the real cluster (issue 9): static tokens from a watched Secret,
+// and TokenReview with a ServiceAccount token and an audience. (OIDC runs with a local issuer in
+// test/unit/auth/oidc.test.ts: it needs no cluster.)
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator } from './helpers/operator.js';
+
+const k = testKube();
+let ns = '';
+const tok = (): string => `t-${randomBytes(16).toString('hex')}`;
+const alice = tok();
+const bob = tok();
+const carol = tok();
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'auth');
+});
+afterAll(async () => {
+  await deleteNamespace(k, ns);
+});
+
+/** Status of an MCP initialize POST with this Authorization header, and its WWW-Authenticate. */
+async function probe(url: string, authorization?: string): Promise<{ status: number; header: string | null }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(authorization && { authorization }) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '0' } } }),
+  });
+  await res.body?.cancel();
+  return { status: res.status, header: res.headers.get('www-authenticate') };
+}
+
+async function runsCode(url: string, token: string): Promise<boolean> {
+  const client = await connect(url, 'current', { authorization: `Bearer ${token}` });
+  try {
+    const r = await client.callTool('list_sessions', {});
+    return !r.isError;
+  } finally {
+    await client.close();
+  }
+}
+
+describe('mode tokens', () => {
+  let op: RunningOperator;
+  const csv = (lines: string[]): Record<string, string> => ({ 'tokens.csv': `${lines.join('\n')}\n` });
+
+  beforeAll(async () => {
+    await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'team-tokens' }, stringData: csv([`${alice},alice,u1,"dev"`, `${bob},bob,u2`]) } });
+    op = await startOperator(ns, { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens' });
+  });
+  afterAll(async () => op?.stop());
+
+  it('serves listed tokens and refuses others with 401 and the metadata pointer', async () => {
+    expect(await runsCode(op.url, alice)).toBe(true);
+    for (const auth of [undefined, `Bearer ${tok()}`, 'Basic YWxpY2U6eA==']) {
+      const r = await probe(op.url, auth);
+      expect(r.status).toBe(401);
+      expect(r.header).toMatch(/^Bearer resource_metadata="http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource\/mcp", error="invalid_(token|request)"/);
+    }
+  });
+
+  it('follows edits of the Secret without a restart', async () => {
+    await k.core.replaceNamespacedSecret({ namespace: ns, name: 'team-tokens', body: { metadata: { name: 'team-tokens' }, stringData: csv([`${bob},bob,u2`, `${carol},carol,u3`]) } });
+    await until(async () => (await probe(op.url, `Bearer ${alice}`)).status === 401, 30_000, "alice's removed token refused");
+    await until(async () => (await probe(op.url, `Bearer ${carol}`)).status !== 401, 30_000, "carol's new token accepted");
+    expect(await runsCode(op.url, carol)).toBe(true);
+    expect(await runsCode(op.url, bob)).toBe(true);
+  });
+});
+
+describe('mode kubernetes (TokenReview)', () => {
+  let op: RunningOperator;
+  const AUDIENCE = 'codemode-e2e';
+  const saToken = async (audience: string): Promise<string> =>
+    (await k.core.createNamespacedServiceAccountToken({ namespace: ns, name: 'agent', body: { spec: { audiences: [audience], expirationSeconds: 600 } } })).status?.token ?? '';
+
+  beforeAll(async () => {
+    await k.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'agent' } } });
+    op = await startOperator(ns, { CODEMODE_AUTH_MODE: 'kubernetes', CODEMODE_AUTH_AUDIENCE: AUDIENCE });
+  });
+  afterAll(async () => op?.stop());
+
+  it('accepts a ServiceAccount token issued for its audience', async () => {
+    expect(await runsCode(op.url, await saToken(AUDIENCE))).toBe(true);
+  });
+
+  it.each([
+    ['a token for another audience', async () => `Bearer ${await saToken('someone-else')}`],
+    ['a garbage token', async () => `Bearer ${tok()}`],
+    ['no token', async () => undefined],
+  ])('refuses %s with 401', async (_n, auth) => {
+    expect((await probe(op.url, await auth())).status).toBe(401);
+  });
+});
