@@ -10,11 +10,14 @@ import {
   GATEWAY_FIELD_MANAGER,
   GATEWAY_LOST_FIELD_MANAGER,
   GROUP,
+  LABEL_OWNER,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
   kernelLanguage,
+  ownerLabelValue,
   parseSandboxSession,
+  type Owner,
   type SandboxSession,
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
@@ -119,7 +122,7 @@ export class SessionService {
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal): Promise<SessionInfo> {
+  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner): Promise<SessionInfo> {
     if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
       throw new SessionError(`idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`, `Use at most ${this.opts.sessionMaxIdleTimeoutSeconds}.`);
     }
@@ -127,8 +130,8 @@ export class SessionService {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXSESSION_KIND,
-      metadata: { name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE } },
-      spec: { language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
+      metadata: { name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(owner && { [LABEL_OWNER]: ownerLabelValue(owner.user) }) } },
+      spec: { ...(owner && { owner }), language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
     };
     try {
       await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, body });

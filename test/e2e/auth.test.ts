@@ -2,6 +2,7 @@
 // and TokenReview with a ServiceAccount token and an audience. (OIDC runs with a local issuer in
 // test/unit/auth/oidc.test.ts: it needs no cluster.)
 import { randomBytes } from 'node:crypto';
+import { GROUP, LABEL_OWNER, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxRun, type SandboxSession } from '../../src/api/v1alpha1/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator } from './helpers/operator.js';
@@ -57,6 +58,22 @@ describe('mode tokens', () => {
       const r = await probe(op.url, auth);
       expect(r.status).toBe(401);
       expect(r.header).toMatch(/^Bearer resource_metadata="http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource\/mcp", error="invalid_(token|request)"/);
+    }
+  });
+
+  it("records the caller as the owner of its runs and sessions (field and label)", async () => {
+    const client = await connect(op.url, 'current', { authorization: `Bearer ${bob}` });
+    try {
+      const run = await client.callTool('execute_code', { code: 'print(1)' });
+      const session = await client.callTool('create_session', { language: 'python' });
+      const r = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: String(run.structuredContent?.run) })) as SandboxRun;
+      const s = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: String(session.structuredContent?.session) })) as SandboxSession;
+      for (const obj of [r, s]) {
+        expect(obj.spec.owner).toEqual({ user: 'bob' });
+        expect(obj.metadata.labels?.[LABEL_OWNER]).toBe('bob');
+      }
+    } finally {
+      await client.close();
     }
   });
 

@@ -1,6 +1,7 @@
 // create_session, list_sessions, close_session: persistent interpreters for multi-step work.
 import { z } from 'zod';
 import { SessionLanguageSchema } from '../../api/v1alpha1/index.js';
+import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { okResult, toolFailure } from './result.js';
@@ -51,7 +52,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
     },
     async (args, ctx) => {
       try {
-        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal));
+        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx)));
         return okResult(`Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`, info);
       } catch (err) {
         return toolFailure(err, logger, 'create_session');
