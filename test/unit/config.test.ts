@@ -54,6 +54,9 @@ describe('loadConfig defaults', () => {
       warmPoolSize: 2,
       warmPoolRefillDeferMs: 1000,
       logLevel: 'info',
+      sandboxCheckIntervalSeconds: 600,
+      maxProcesses: 128,
+      acceptUnenforced: [],
     } satisfies Config);
   });
 
