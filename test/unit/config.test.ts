@@ -114,6 +114,9 @@ describe('loadConfig overrides', () => {
     ],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
+    ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '60', { sandboxCheckIntervalSeconds: 60 }],
+    ['CODEMODE_MAX_PROCESSES', '256', { maxProcesses: 256 }],
+    ['CODEMODE_ACCEPT_UNENFORCED', 'network, process_limit,network', { acceptUnenforced: ['network', 'process_limit'] }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -122,7 +125,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(34);
+    expect(envs).toHaveLength(37);
   });
 });
 
@@ -156,6 +159,9 @@ describe('loadConfig errors', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://a.example/path', 'entry "https://a.example/path" must be an origin'],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '10001', 'must be at most 10000'],
     ['CODEMODE_LOG_LEVEL', 'loud', 'must be one of "trace", "debug", "info", "warn", "error"'],
+    ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '5', 'must be at least 10'],
+    ['CODEMODE_MAX_PROCESSES', '0', 'must be at least 8'],
+    ['CODEMODE_ACCEPT_UNENFORCED', 'network,everything', 'entry "everything" must be one of'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
