@@ -8,7 +8,7 @@ import { parseQuantity } from '../config/quantity.js';
 import type { PodWatcher } from '../controller/pod-watcher.js';
 import { execInPod, execRaw } from '../exec/exec.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
-import { SANDBOX_CONTAINER, buildCanaryPod } from '../sandbox/pod.js';
+import { LABEL_SELFCHECK, SANDBOX_CONTAINER, buildCanaryPod } from '../sandbox/pod.js';
 import { echoAnswers, gatewayAnswers, retryFor } from './control.js';
 import { ECHO_CONTAINER, ECHO_SELF_PROBE, buildEchoPod } from './echo-pod.js';
 import { evaluateReport, type CheckResult, type Expectations } from './evaluate.js';
@@ -20,6 +20,19 @@ const PROBE_TIMEOUT_SECONDS = 1.5;
 /** A canary or echo pod left behind by a crash stops by itself after this long. */
 const POD_DEADLINE_SECONDS = 300;
 const CONTROL_WINDOW_MS = 8_000;
+/** Check pods older than this belong to no running check (a check takes seconds): delete them. */
+const STALE_AFTER_MS = 2 * POD_DEADLINE_SECONDS * 1000;
+
+/** Check pods a crashed process left behind; younger ones may be another replica's check. */
+export function stalePods(pods: readonly V1Pod[], now: Date, maxAgeMs = STALE_AFTER_MS): string[] {
+  return pods
+    .filter((p) => {
+      const created = p.metadata?.creationTimestamp;
+      return created !== undefined && now.getTime() - new Date(created).getTime() > maxAgeMs;
+    })
+    .map((p) => p.metadata?.name ?? '')
+    .filter((n) => n !== '');
+}
 
 export type CanaryConfig = Pick<
   Config,
@@ -124,9 +137,19 @@ async function deletePod(d: CanaryRunDeps, name: string): Promise<void> {
   }
 }
 
+async function sweepStale(d: CanaryRunDeps): Promise<void> {
+  try {
+    const list = await d.clients.core.listNamespacedPod({ namespace: d.config.namespace, labelSelector: LABEL_SELFCHECK });
+    await Promise.all(stalePods(list.items, new Date()).map((name) => deletePod(d, name)));
+  } catch (err) {
+    d.log.warn({ err: apiErrorMessage(err) }, 'Failed to list old sandbox check pods');
+  }
+}
+
 export async function runCanary(d: CanaryRunDeps): Promise<CanaryRunResult> {
   if (d.program === undefined) return { ok: false, problem: 'runtime/selfcheck/canary.py was not found next to the code' };
   const c = d.config;
+  await sweepStale(d);
   let canary = '';
   let echo = '';
   try {

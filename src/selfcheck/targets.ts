@@ -27,6 +27,10 @@ export interface TargetInputs {
 /** The cloud metadata endpoint (AWS, GCP, Azure, OpenStack all answer HTTP here). */
 export const METADATA_ADDRESS = '169.254.169.254';
 
+function isLoopback(ip: string): boolean {
+  return ip.startsWith('127.') || ip === '::1';
+}
+
 function bare(host: string): string {
   return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
 }
@@ -36,8 +40,9 @@ function apiServer(url: string | undefined): CanaryTarget[] {
   try {
     const u = new URL(url);
     const host = bare(u.hostname);
-    // A name would need DNS inside the sandbox, which is denied: only addresses are meaningful.
-    if (isIP(host) === 0) return [];
+    // A name would need DNS inside the sandbox, which is denied, and a loopback address is the
+    // canary itself: only other addresses are meaningful.
+    if (isIP(host) === 0 || isLoopback(host)) return [];
     return [{ name: 'api_server', host, port: Number(u.port || (u.protocol === 'http:' ? 80 : 443)), proto: u.protocol === 'http:' ? 'http' : 'tls' }];
   } catch {
     return [];
@@ -50,7 +55,7 @@ export function gatewayAddresses(i: Pick<TargetInputs, 'inCluster' | 'ownAddress
   if (i.port === 0) return { hosts: [], skipped: 'the gateway port is chosen at start (CODEMODE_PORT=0)' };
   const bind = bare(i.bindAddress);
   if (bind === '0.0.0.0' || bind === '::') return i.ownAddresses.length > 0 ? { hosts: [...i.ownAddresses] } : { hosts: [], skipped: 'the gateway has no non-loopback address' };
-  if (isIP(bind) !== 0 && !/^(127\.|::1$)/.test(bind)) return { hosts: [bind] };
+  if (isIP(bind) !== 0 && !isLoopback(bind)) return { hosts: [bind] };
   return { hosts: [], skipped: `the gateway listens on ${i.bindAddress} only` };
 }
 

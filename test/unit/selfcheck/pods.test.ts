@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { buildCanaryPod, buildRunPod, type PodBuildOptions } from '../../../src/sandbox/pod.js';
 import { buildSandboxNetworkPolicy } from '../../../src/sandbox/networkpolicy.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { stalePods } from '../../../src/selfcheck/canary-run.js';
 import { ECHO_PROGRAM, buildEchoPod } from '../../../src/selfcheck/echo-pod.js';
 
 const opts: PodBuildOptions = {
@@ -70,5 +72,18 @@ describe('buildEchoPod', () => {
     expect(c?.command).toEqual(['python3', '-c', ECHO_PROGRAM]);
     expect(c?.securityContext).toEqual(runPod.spec?.containers[0]?.securityContext);
     expect(c?.resources?.limits).toEqual({ cpu: '200m', memory: '64Mi' });
+  });
+});
+
+describe('stalePods', () => {
+  const pod = (name: string, created?: string): V1Pod => ({ metadata: { name, ...(created !== undefined && { creationTimestamp: new Date(created) }) } });
+  const now = new Date('2026-11-23T12:00:00Z');
+  it.each<[string, V1Pod[], string[]]>([
+    ['an old leftover', [pod('a', '2026-11-23T11:00:00Z')], ['a']],
+    ['a check running now (maybe another replica)', [pod('b', '2026-11-23T11:59:50Z')], []],
+    ['just past the limit', [pod('c', '2026-11-23T11:49:59Z')], ['c']],
+    ['no creation time yet', [pod('d')], []],
+  ])('%s', (_name, pods, stale) => {
+    expect(stalePods(pods, now)).toEqual(stale);
   });
 });

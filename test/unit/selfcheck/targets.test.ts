@@ -27,6 +27,8 @@ describe('canaryTargets', () => {
     ['IPv6 literal', 'https://[fd00::1]:6443', [{ name: 'api_server', host: 'fd00::1', port: 6443, proto: 'tls' }]],
     // The sandbox has no DNS: a name would only fail to resolve, which proves nothing.
     ['a host name', 'https://kube.example.com:6443', []],
+    // Inside the pod, loopback is the canary itself.
+    ['loopback', 'https://127.0.0.1:6443', []],
     ['no URL', undefined, []],
     ['garbage', 'not a url', []],
   ])('api server from %s', (_name, url, expected) => {
