@@ -10,6 +10,8 @@ import { CHECK_TITLES, SANDBOX_CHECKS, decide, refusalText, type CheckResult, ty
 const FIRST_CHECK_WAIT_MS = 60_000;
 /** A check that could not run is retried this soon (at most the interval). */
 const RETRY_AFTER_FAILURE_MS = 30_000;
+/** Shutdown does not wait longer for a check in flight; a later sweep deletes what it leaves. */
+const STOP_WAIT_MS = 15_000;
 
 export interface SandboxCheckMetrics {
   accepted(checks: readonly SandboxCheckName[]): void;
@@ -68,10 +70,13 @@ export class SandboxChecker implements SandboxGate {
     this.schedule(0);
   }
 
+  /** Stops the schedule; waits a little for a check in flight (its pods are deleted either way). */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.chain;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.chain, new Promise((r) => (timer = setTimeout(r, STOP_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 
   /** Runs one check now (tests); the periodic schedule goes on as before. */
