@@ -4,7 +4,7 @@
 // not ready (/readyz) until the first check allowed code.
 import type { Logger } from 'pino';
 import type { CanaryRunResult } from './canary-run.js';
-import { CHECK_TITLES, SANDBOX_CHECKS, decide, refusalText, type CheckResult, type SandboxCheckName, type Verdict } from './evaluate.js';
+import { CHECK_TITLES, SANDBOX_CHECKS, decide, listText, refusalText, type CheckResult, type SandboxCheckName, type Verdict } from './evaluate.js';
 
 /** How long a call made before the first verdict waits for it (pod start + the check). */
 const FIRST_CHECK_WAIT_MS = 60_000;
@@ -64,7 +64,7 @@ export class SandboxChecker implements SandboxGate {
     this.d.metrics?.accepted(this.d.accept);
     if (this.d.accept.length > 0) {
       // Said on every start, before any check: the administrator chose to run code without these.
-      const summary = `WARNING: CODEMODE_ACCEPT_UNENFORCED=${this.d.accept.join(',')}: code runs even where the cluster does not enforce ${this.d.accept.map((c) => CHECK_TITLES[c]).join(', ')}.`;
+      const summary = `WARNING: CODEMODE_ACCEPT_UNENFORCED=${this.d.accept.join(',')}: code runs even where the cluster does not enforce ${listText(this.d.accept.map((c) => CHECK_TITLES[c]))}.`;
       this.d.log.warn({ event: 'sandbox-check', accepted: this.d.accept, summary }, 'Accepted unenforced sandbox protections');
     }
     this.schedule(0);

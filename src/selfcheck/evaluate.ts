@@ -37,12 +37,17 @@ export const ADMIN_HINTS: Readonly<Record<SandboxCheckName, string>> = {
 };
 
 export const CHECK_TITLES: Readonly<Record<SandboxCheckName, string>> = {
-  process_limit: 'process limit',
-  memory_limit: 'memory limit',
-  readonly_root: 'read-only root filesystem',
-  no_service_account_token: 'no service-account token',
-  network: 'no network',
+  process_limit: 'the process limit',
+  memory_limit: 'the memory limit',
+  readonly_root: 'the read-only root filesystem',
+  no_service_account_token: 'the absence of a service-account token',
+  network: 'network isolation',
 };
+
+/** `a, b and c` */
+export function listText(items: readonly string[]): string {
+  return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
+}
 
 function processLimit(r: CanaryReport, max: number): CheckResult {
   const pids = cgroupNumber(r.pids_max);
@@ -127,7 +132,7 @@ export function decide(results: readonly CheckResult[], accept: readonly Sandbox
   const accepted = unenforced.filter((r) => accept.includes(r.check)).map((r) => r.check);
   const parts: string[] = [];
   if (unenforced.length === 0) {
-    parts.push(`Sandbox check passed: ${results.map((r) => CHECK_TITLES[r.check]).join(', ')} are enforced.`);
+    parts.push(`Sandbox check passed: ${listText(results.map((r) => CHECK_TITLES[r.check]))} are enforced.`);
   }
   if (refused.length > 0) {
     parts.push(
@@ -136,7 +141,10 @@ export function decide(results: readonly CheckResult[], accept: readonly Sandbox
     );
   }
   if (accepted.length > 0) {
-    parts.push(`WARNING: sandboxes run WITHOUT ${accepted.map((c) => CHECK_TITLES[c]).join(', ')} (not enforced by this cluster; risk accepted by CODEMODE_ACCEPT_UNENFORCED).`);
+    parts.push(
+      `WARNING: this cluster does not enforce ${listText(accepted.map((c) => CHECK_TITLES[c]))} for sandboxes; code runs anyway because ` +
+        `CODEMODE_ACCEPT_UNENFORCED=${accept.join(',')} accepts that risk.`,
+    );
   }
   return { allowed: refused.length === 0, refused, accepted, summary: parts.join(' ') };
 }

@@ -112,7 +112,7 @@ describe('sandbox self-check', () => {
     await mcp.close();
     for (const r of [run, session]) {
       expect(r.isError).toBe(true);
-      expect(r.content[0]?.text).toMatch(/does not enforce: network \(no network\)/);
+      expect(r.content[0]?.text).toMatch(/does not enforce: network \(network isolation\)/);
       expect(r.content[0]?.text).toContain('CODEMODE_ACCEPT_UNENFORCED=network');
     }
 
@@ -139,7 +139,7 @@ describe('sandbox self-check', () => {
     const state = o.operator.sandboxCheck?.status;
     expect(enforced(state).network, describeState(state)).toBe(false);
     expect(state?.kind === 'checked' && state.verdict).toMatchObject({ allowed: true, refused: [], accepted: ['network'] });
-    expect(state?.kind === 'checked' && state.verdict.summary).toMatch(/^WARNING: sandboxes run WITHOUT no network/);
+    expect(state?.kind === 'checked' && state.verdict.summary).toMatch(/^WARNING: this cluster does not enforce network isolation for sandboxes; code runs anyway because CODEMODE_ACCEPT_UNENFORCED=network/);
     expect(await readyz(o)).toBe(200);
     const metrics = await metricsText(o);
     expect(metrics).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 0/);

@@ -20,7 +20,7 @@ function checker(outcomes: CanaryRunResult[], accept: SandboxCheckName[] = []): 
 describe('SandboxChecker as the gate', () => {
   it.each<[string, CanaryRunResult[], SandboxCheckName[], RegExp | undefined, RegExp | undefined]>([
     ['everything enforced', [{ ok: true, results: results() }], [], undefined, undefined],
-    ['network not enforced', [{ ok: true, results: results(['network']) }], [], /does not enforce: network \(no network\)/, /not enforced by the cluster: network/],
+    ['network not enforced', [{ ok: true, results: results(['network']) }], [], /does not enforce: network \(network isolation\)/, /not enforced by the cluster: network/],
     ['network not enforced, risk accepted', [{ ok: true, results: results(['network']) }], ['network'], undefined, undefined],
     ['process limit missing, network accepted', [{ ok: true, results: results(['process_limit']) }], ['network'], /process_limit/, /process_limit/],
     ['the first check could not run', [{ ok: false, problem: 'the canary pod did not start' }], [], /could not verify/, /could not run: the canary pod did not start/],

@@ -73,7 +73,7 @@ describe('decide', () => {
     ['all enforced', [], [], true, [], [], /^Sandbox check passed/],
     ['all enforced, a risk accepted anyway', [], ['network'], true, [], [], /^Sandbox check passed/],
     ['network missing', ['network'], [], false, ['network'], [], /FAILED: not enforced: network\. .*CODEMODE_ACCEPT_UNENFORCED=network/],
-    ['network missing and accepted', ['network'], ['network'], true, [], ['network'], /^WARNING: sandboxes run WITHOUT no network/],
+    ['network missing and accepted', ['network'], ['network'], true, [], ['network'], /^WARNING: this cluster does not enforce network isolation for sandboxes; code runs anyway because CODEMODE_ACCEPT_UNENFORCED=network/],
     ['two missing, one accepted', ['network', 'process_limit'], ['network'], false, ['process_limit'], ['network'], /not enforced: process_limit\..*podPidsLimit.*WARNING/],
   ])('%s', (_name, failing, accept, allowed, refused, accepted, summary) => {
     const v = decide(only(failing), accept);
@@ -85,7 +85,7 @@ describe('decide', () => {
 describe('refusalText', () => {
   it('names the protection, says the user cannot fix it, and what the admin must do', () => {
     const text = refusalText(['network']);
-    expect(text).toContain('network (no network)');
+    expect(text).toContain('network (network isolation)');
     expect(text).toContain('not something your code can fix');
     expect(text).toContain('NetworkPolicy');
     expect(text).toContain('CODEMODE_ACCEPT_UNENFORCED=network');
