@@ -179,6 +179,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     runtimePaths: Object.keys(runtimeFiles),
     events,
     metrics,
+    ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
   });
   const sessionService = new SessionService(
     clients,

@@ -6,7 +6,7 @@
 // run while the metric still says 0.
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import { GROUP, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
 import { LABEL_SELFCHECK } from '../../src/sandbox/pod.js';
 import type { SandboxCheckState } from '../../src/selfcheck/checker.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
@@ -132,6 +132,22 @@ describe('sandbox self-check', () => {
     }, 60_000, 'the kubectl-created run to fail');
     expect(status.reason).toBe('SandboxNotEnforced');
     expect(status.message).toMatch(/network/);
+
+    // So does a session created with kubectl: no pod is started for it.
+    await k.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: SANDBOXSESSION_PLURAL,
+      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxSession', metadata: { name: 'kubectl-session' }, spec: { language: 'python' } },
+    });
+    await until(async () => {
+      const obj = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: 'kubectl-session' })) as { status?: typeof status };
+      status = obj.status ?? {};
+      return status.phase === 'Failed';
+    }, 60_000, 'the kubectl-created session to fail');
+    expect(status.reason).toBe('SandboxNotEnforced');
+    expect((await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/session' })).items).toEqual([]);
   }, TEST_TIMEOUT_MS);
 
   it('runs code when the administrator accepted the risk, and says so', async () => {
