@@ -56,7 +56,8 @@ function processLimit(r: CanaryReport, max: number): CheckResult {
   // The kubelet's pod PID limit sits on the pod's cgroup, which a container may not see: a
   // fork() that fails below the cap proves a limit all the same.
   const f = r.fork_probe;
-  if (f.failed_after !== null && f.failed_after < max) {
+  // Only EAGAIN is the pids controller saying no; ENOMEM and the like prove nothing about it.
+  if (f.failed_after !== null && f.failed_after < max && f.error === 'EAGAIN') {
     return { check: 'process_limit', enforced: true, detail: `pids.max reads ${shown}, but fork() failed (${f.error ?? 'error'}) after ${f.failed_after} processes, below ${max}` };
   }
   return { check: 'process_limit', enforced: false, detail: `pids.max reads ${shown} and ${f.attempted} processes started without meeting a limit (required: at most ${max})` };

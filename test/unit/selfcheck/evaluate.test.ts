@@ -20,6 +20,7 @@ describe('evaluateReport', () => {
   it.each<[string, Partial<CanaryReport>, Partial<Expectations>, SandboxCheckName]>([
     ['pids.max unlimited and 128 forks succeeded', { pids_max: { path: 'p', value: 'max' }, fork_probe: { attempted: 128, failed_after: null, error: null } }, {}, 'process_limit'],
     ['pids.max above the cap and no fork failed', { pids_max: { path: 'p', value: '4096' }, fork_probe: { attempted: 128, failed_after: null, error: null } }, {}, 'process_limit'],
+    ['fork() failed for another reason than the pids controller', { pids_max: { path: 'p', value: 'max' }, fork_probe: { attempted: 128, failed_after: 30, error: 'ENOMEM' } }, {}, 'process_limit'],
     ['no pids file and no fork failed', { pids_max: null, fork_probe: { attempted: 128, failed_after: null, error: null } }, {}, 'process_limit'],
     ['memory unlimited (cgroup v1)', { memory_limit: { path: 'p', value: '9223372036854771712' } }, {}, 'memory_limit'],
     ['memory unlimited (cgroup v2)', { memory_limit: { path: 'p', value: 'max' } }, {}, 'memory_limit'],
