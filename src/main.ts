@@ -34,6 +34,8 @@ async function main(): Promise<void> {
     log.warn({ bindAddress: config.bindAddress }, 'Authentication is off (CODEMODE_AUTH_MODE=none) on an address beyond loopback: anyone who reaches the gateway can run code (accepted with CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true)');
   }
   let ready = false;
+  let stopping = false;
+  let draining = false;
 
   const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall, auth: auth.http }));
   app.get('/metrics', async (c) => {
@@ -52,8 +54,6 @@ async function main(): Promise<void> {
   // already routed here during the endpoint update are still served for ENDPOINT_DRAIN_MS, then new
   // MCP requests get 503 + Retry-After. Runs in flight get the whole time they were promised (the
   // longest run: pod start-up plus the maximum timeout); the Lease is released first.
-  let stopping = false;
-  let draining = false;
   const shutdown = (signal: string): void => {
     if (stopping) return;
     stopping = true;

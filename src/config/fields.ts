@@ -8,6 +8,7 @@ import {
   QUANTITY_PATTERN,
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from './quantity.js';
+import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 
 export interface FieldDoc {
   env: string;
@@ -425,6 +426,37 @@ export const FIELDS = {
       allowed: 'an http(s) URL without a path',
     },
     z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
+  ),
+  // Sandbox self-check (issue 14, point 3): a canary sandbox reports what the cluster enforces.
+  sandboxCheckIntervalSeconds: field(
+    {
+      env: 'CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS',
+      default: '600',
+      description:
+        'Period of the sandbox self-check: a canary sandbox pod reports from the inside whether the process cap, memory limit, read-only root, absence of a service-account token and network isolation are enforced (it also runs at start).',
+      allowed: 'an integer from 10 to 86400',
+    },
+    int(10, 86400),
+  ),
+  maxProcesses: field(
+    {
+      env: 'CODEMODE_MAX_PROCESSES',
+      default: '128',
+      description:
+        "Process cap every sandbox must have: the canary must observe pids.max (set by the kubelet's podPidsLimit) at most this, or meet the limit before this many processes.",
+      allowed: 'an integer from 8 to 4096',
+    },
+    int(8, 4096),
+  ),
+  acceptUnenforced: optionalField(
+    {
+      env: 'CODEMODE_ACCEPT_UNENFORCED',
+      default: '',
+      description:
+        'Comma-separated sandbox checks the administrator accepts as not enforced by this cluster: code then runs anyway (with a warning on every start) instead of being refused.',
+      allowed: `a comma-separated subset of ${SANDBOX_CHECKS.join(', ')}`,
+    },
+    commaList(z.enum(SANDBOX_CHECKS)),
   ),
 };
 

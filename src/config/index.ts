@@ -7,6 +7,7 @@ import { deepFreeze } from '../util/deep-freeze.js';
 import { FIELDS } from './fields.js';
 import type { FieldKey } from './fields.js';
 import { parseQuantity } from './quantity.js';
+import type { SandboxCheckName } from '../selfcheck/evaluate.js';
 
 export { parseQuantity } from './quantity.js';
 
@@ -67,6 +68,11 @@ export interface Config {
   readonly oidcUsernameClaim: string;
   readonly oidcGroupsClaim: string;
   readonly publicUrl?: string;
+  // Sandbox self-check (issue 14, point 3).
+  readonly sandboxCheckIntervalSeconds: number;
+  readonly maxProcesses: number;
+  /** Checks whose absence the administrator accepted (code runs anyway, with a warning). */
+  readonly acceptUnenforced: readonly SandboxCheckName[];
 }
 
 export interface ConfigProblem {
@@ -194,6 +200,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     oidcUsernameClaim: c.oidcUsernameClaim,
     oidcGroupsClaim: c.oidcGroupsClaim,
     ...(c.publicUrl !== undefined && { publicUrl: c.publicUrl.replace(/\/$/, '') }),
+    sandboxCheckIntervalSeconds: c.sandboxCheckIntervalSeconds,
+    maxProcesses: c.maxProcesses,
+    acceptUnenforced: [...new Set(c.acceptUnenforced ?? [])],
   };
   return deepFreeze(config);
 }

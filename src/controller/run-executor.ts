@@ -37,6 +37,7 @@ import { runLabelValue } from '../sandbox/names.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
+import type { SandboxGate } from '../selfcheck/checker.js';
 import {
   classifyExecution,
   completedStatus,
@@ -79,6 +80,8 @@ export interface RunExecutorDeps {
   events: EventRecorder;
   log: Logger;
   metrics?: RunMetricsSink;
+  /** The sandbox self-check: runs created with kubectl are refused like the gateway's. */
+  gate?: Pick<SandboxGate, 'refusal'>;
 }
 
 /** Problems with a spec that the API schema cannot know (the administrator's limits). */
@@ -215,6 +218,8 @@ export class RunExecutor {
       if (invalid) {
         return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
       }
+      const refused = await this.d.gate?.refusal();
+      if (refused !== undefined) return await this.finishEarly(run, Reasons.SandboxNotEnforced, refused, log);
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run);

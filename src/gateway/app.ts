@@ -30,11 +30,11 @@ export function createApp(deps: GatewayDeps): Hono {
 
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
-  app.get('/readyz', (c) =>
-    deps.isReady()
-      ? c.text('ok')
-      : c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503),
-  );
+  app.get('/readyz', (c) => {
+    if (!deps.isReady()) return c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503);
+    const sandbox = deps.sandboxGate?.notReady();
+    return sandbox === undefined ? c.text('ok') : c.text(`not ready: ${sandbox}`, 503);
+  });
   app.use('/mcp', hostValidation(deps.options));
   app.use('/mcp', async (c, next) => {
     if (!deps.isDraining?.()) return next();

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { AuthHttpOptions } from '../auth/middleware.js';
 import type { RunService } from '../runs/types.js';
 import type { SessionService } from '../sessions/service.js';
+import type { SandboxGate } from '../selfcheck/checker.js';
 
 export interface GatewayOptions {
   /**
@@ -37,6 +38,11 @@ export interface GatewayDeps {
   sessions?: Pick<SessionService, 'create' | 'list' | 'close' | 'readFile' | 'writeFile' | 'listFiles'>;
   options: GatewayOptions;
   logger: Logger;
+  /**
+   * The sandbox self-check: code is refused while the cluster does not enforce a protection the
+   * administrator did not accept, and /readyz fails until the first check allowed code.
+   */
+  sandboxGate?: SandboxGate;
   /** True once the process can serve runs (caches synced, not draining); drives /readyz. */
   isReady(): boolean;
   /**

@@ -59,6 +59,9 @@ describe('loadConfig defaults', () => {
       authTokensSecret: 'codemode-tokens',
       oidcUsernameClaim: 'sub',
       oidcGroupsClaim: 'groups',
+      sandboxCheckIntervalSeconds: 600,
+      maxProcesses: 128,
+      acceptUnenforced: [],
     } satisfies Config);
   });
 
@@ -117,6 +120,9 @@ describe('loadConfig overrides', () => {
     ],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
+    ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '60', { sandboxCheckIntervalSeconds: 60 }],
+    ['CODEMODE_MAX_PROCESSES', '256', { maxProcesses: 256 }],
+    ['CODEMODE_ACCEPT_UNENFORCED', 'network, process_limit,network', { acceptUnenforced: ['network', 'process_limit'] }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -125,7 +131,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(44);
+    expect(envs).toHaveLength(47);
   });
 });
 
@@ -164,6 +170,9 @@ describe('loadConfig errors', () => {
     ['CODEMODE_AUTH_TOKENS_SECRET', 'My_Secret', 'must be a DNS-1123 subdomain'],
     ['CODEMODE_OIDC_USERNAME_CLAIM', 'a b', 'must be a claim name'],
     ['CODEMODE_PUBLIC_URL', 'mcp.example.com', 'must be a valid url'],
+    ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '5', 'must be at least 10'],
+    ['CODEMODE_MAX_PROCESSES', '0', 'must be at least 8'],
+    ['CODEMODE_ACCEPT_UNENFORCED', 'network,everything', 'entry "everything" must be one of'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);

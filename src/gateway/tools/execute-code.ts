@@ -230,6 +230,11 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
   const timeoutSeconds = args.timeout_seconds ?? options.defaultTimeoutSeconds;
   const signal = callerGone(ctx);
   const owner = callerOf(ctx);
+  const refused = await deps.sandboxGate?.refusal(signal);
+  if (refused !== undefined) {
+    logger.warn('Refused run: the sandbox self-check does not allow code');
+    return errorResult(refused);
+  }
   const progressToken = ctx.mcpReq._meta?.progressToken;
   // Progress goes through the request's own context: it is tied to this request's response
   // stream, which is the only channel a stateless server has to the client.

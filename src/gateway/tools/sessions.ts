@@ -4,7 +4,7 @@ import { SessionLanguageSchema } from '../../api/v1alpha1/index.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
-import { okResult, toolFailure } from './result.js';
+import { errorResult, okResult, toolFailure } from './result.js';
 
 const SessionInfoSchema = z.object({
   session: z.string().describe('Session name; pass it as `session` to execute_code and the file tools.'),
@@ -51,6 +51,8 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       annotations: { title: 'Create session', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     async (args, ctx) => {
+      const refused = await deps.sandboxGate?.refusal(ctx.mcpReq.signal);
+      if (refused !== undefined) return errorResult(refused);
       try {
         const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx)));
         return okResult(`Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`, info);
