@@ -192,6 +192,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionMaxIdleTimeoutSeconds: config.sessionMaxIdleTimeoutSeconds,
       sessionMaxLifetimeSeconds: config.sessionMaxLifetimeSeconds,
       startupTimeoutSeconds: config.podStartupTimeoutSeconds,
+      adminGroups: config.adminGroups,
     },
     log.child({ component: 'sessions' }),
   );

@@ -427,6 +427,15 @@ export const FIELDS = {
     },
     z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
   ),
+  adminGroups: optionalField(
+    {
+      env: 'CODEMODE_ADMIN_GROUPS',
+      default: '',
+      description: "Comma-separated groups whose members see and use every user's sessions (others see only their own).",
+      allowed: 'a comma-separated list of group names',
+    },
+    commaList(z.string().regex(/^[^,\s]+$/, { error: 'must be a group name without spaces' })),
+  ),
   // Sandbox self-check (issue 14, point 3): a canary sandbox reports what the cluster enforces.
   sandboxCheckIntervalSeconds: field(
     {

@@ -68,6 +68,7 @@ export interface Config {
   readonly oidcUsernameClaim: string;
   readonly oidcGroupsClaim: string;
   readonly publicUrl?: string;
+  readonly adminGroups: readonly string[];
   // Sandbox self-check (issue 14, point 3).
   readonly sandboxCheckIntervalSeconds: number;
   readonly maxProcesses: number;
@@ -200,6 +201,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     oidcUsernameClaim: c.oidcUsernameClaim,
     oidcGroupsClaim: c.oidcGroupsClaim,
     ...(c.publicUrl !== undefined && { publicUrl: c.publicUrl.replace(/\/$/, '') }),
+    adminGroups: c.adminGroups ?? [],
     sandboxCheckIntervalSeconds: c.sandboxCheckIntervalSeconds,
     maxProcesses: c.maxProcesses,
     acceptUnenforced: [...new Set(c.acceptUnenforced ?? [])],

@@ -101,12 +101,12 @@ export class KubeRunService implements RunService {
   private async executeInSession(req: ExecuteRequest, session: string, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
     const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
-    const info = this.sessions.list().find((s) => s.name === session);
+    const info = this.sessions.list(req.owner).find((s) => s.name === session);
     if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
       throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
     }
     try {
-      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined);
+      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
       return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
     } catch (err) {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);

@@ -77,6 +77,42 @@ describe('mode tokens', () => {
     }
   });
 
+  it("keeps each user's sessions and files to themselves: another user's session is 'not found' like a name that does not exist", async () => {
+    const a = await connect(op.url, 'current', { authorization: `Bearer ${alice}` });
+    const b = await connect(op.url, 'current', { authorization: `Bearer ${bob}` });
+    try {
+      const created = await a.callTool('create_session', { language: 'python' });
+      const mine = String(created.structuredContent?.session);
+      await a.callTool('execute_code', { session: mine, code: 'secret = 41' });
+      await a.callTool('write_file', { session: mine, path: 'notes.txt', content: 'private' });
+      const ghost = `${mine.slice(0, -3)}zzz`;
+      const listed = await b.callTool('list_sessions', {});
+      expect(JSON.stringify(listed.structuredContent)).not.toContain(mine);
+      // Every tool answers bob exactly as for a name that does not exist.
+      const text = (r: { content: Array<{ text?: string }> }, name: string): string => (r.content.map((c) => c.text ?? '').join('\n')).replaceAll(name, 'NAME');
+      for (const [tool, args] of [
+        ['execute_code', { code: 'secret' }],
+        ['read_file', { path: 'notes.txt' }],
+        ['write_file', { path: 'x.txt', content: 'x' }],
+        ['list_files', {}],
+        ['close_session', {}],
+      ] as const) {
+        const theirs = await b.callTool(tool, { ...args, session: mine });
+        const none = await b.callTool(tool, { ...args, session: ghost });
+        expect(theirs.isError ?? false, `${tool}: ${JSON.stringify(theirs.content)}`).toBe(tool !== 'close_session');
+        expect(text(theirs, mine)).toBe(text(none, ghost));
+        expect(JSON.stringify(theirs.structuredContent ?? {}).replaceAll(mine, 'NAME')).toBe(JSON.stringify(none.structuredContent ?? {}).replaceAll(ghost, 'NAME'));
+      }
+      // Alice's session is untouched by all of that.
+      const still = await a.callTool('execute_code', { session: mine, code: 'secret + 1' });
+      expect(still.structuredContent?.result).toBe('42');
+      expect(JSON.stringify((await a.callTool('list_sessions', {})).structuredContent)).toContain(mine);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('follows edits of the Secret without a restart', async () => {
     await k.core.replaceNamespacedSecret({ namespace: ns, name: 'team-tokens', body: { metadata: { name: 'team-tokens' }, stringData: csv([`${bob},bob,u2`, `${carol},carol,u3`]) } });
     await until(async () => (await probe(op.url, `Bearer ${alice}`)).status === 401, 30_000, "alice's removed token refused");

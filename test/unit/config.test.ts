@@ -59,6 +59,7 @@ describe('loadConfig defaults', () => {
       authTokensSecret: 'codemode-tokens',
       oidcUsernameClaim: 'sub',
       oidcGroupsClaim: 'groups',
+      adminGroups: [],
       sandboxCheckIntervalSeconds: 600,
       maxProcesses: 128,
       acceptUnenforced: [],
@@ -131,7 +132,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(47);
+    expect(envs).toHaveLength(48);
   });
 });
 

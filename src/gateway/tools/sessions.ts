@@ -71,8 +71,8 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       outputSchema: z.object({ sessions: z.array(SessionInfoSchema) }),
       annotations: { title: 'List sessions', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    () => {
-      const list = sessions.list().map(toInfo);
+    (_args, ctx) => {
+      const list = sessions.list(callerOf(ctx)).map(toInfo);
       const text = list.length === 0 ? 'No sessions. Create one with create_session.' : list.map((s) => `${s.session}\t${s.language}\t${s.phase}\truns=${s.run_count}\texpires=${s.expires_at ?? '-'}`).join('\n');
       return okResult(text, { sessions: list });
     },
@@ -87,9 +87,9 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       outputSchema: z.object({ session: z.string(), closed: z.boolean() }),
       annotations: { title: 'Close session', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
-    async (args) => {
+    async (args, ctx) => {
       try {
-        const closed = await sessions.close(args.session);
+        const closed = await sessions.close(args.session, callerOf(ctx));
         return okResult(closed ? `Closed session ${args.session}.` : `There was no session ${args.session} (already closed or collected).`, { session: args.session, closed });
       } catch (err) {
         return toolFailure(err, logger, 'close_session');
