@@ -72,7 +72,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log.child({ informer: 'pods' }),
     podSelector(),
   );
-  const policies = new NetworkPolicyGuard(clients, log);
+  const policies = new NetworkPolicyGuard(clients, ns, log.child({ controller: 'networkpolicy' }), metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') });
   const events = new EventRecorder(clients.events, identity, log);
   const executor = new RunExecutor({
     clients,
@@ -156,6 +156,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       startupTimeoutSeconds: config.podStartupTimeoutSeconds,
     },
     log.child({ component: 'sessions' }),
+    policies,
   );
   executor.setSessions(sessionService);
 
@@ -195,6 +196,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
         );
       });
       await pods.start();
+      // Before any controller: sandboxes wait for the policy (the gate), which needs its cache.
+      await policies.start();
       controller.start();
       sessionController.start();
       if (pool.enabled) elector.start();
@@ -209,6 +212,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await runs.stop();
       await sessions.stop();
       await pods.stop();
+      await policies.stop();
     },
   };
 }

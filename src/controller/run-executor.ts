@@ -235,6 +235,13 @@ export class RunExecutor {
     started: number,
     via: 'runner' | 'kernel',
   ): Promise<RunOutcome> {
+    // Code never starts while the policy is known missing or altered: a restore is waited for.
+    try {
+      await this.d.policies.ensure(ns);
+    } catch (err) {
+      this.deletePod(ns, podName, log);
+      throw err;
+    }
     const startTime = new Date();
     let finished = false;
     let runningWrite: Promise<void> = Promise.resolve();

@@ -79,6 +79,8 @@ export class SessionService {
     private readonly kernels: KernelConnections,
     private readonly opts: SessionServiceOptions,
     private readonly log: Logger,
+    /** The sandbox NetworkPolicy gate: no session code starts while the policy is missing. */
+    private readonly networkGate?: { ensure(namespace: string): Promise<void> },
   ) {
     informer.onChange((o) => this.waiters.get(o.metadata?.name ?? '')?.forEach((w) => w()));
   }
@@ -157,6 +159,9 @@ export class SessionService {
     const s = this.readySession(name);
     const pod = s.status?.podName as string;
     this.noteActivity(s, 0);
+    await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
+      throw new SessionError(`${(err as Error).message}`, 'The session is intact; call again in a moment.');
+    });
     let result: KernelResult;
     try {
       const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
