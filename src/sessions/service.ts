@@ -159,12 +159,13 @@ export class SessionService {
     const s = this.readySession(name);
     const pod = s.status?.podName as string;
     this.noteActivity(s, 0);
-    await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
-      throw new SessionError(`${(err as Error).message}`, 'The session is intact; call again in a moment.');
-    });
     let result: KernelResult;
     try {
       const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
+      // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
+      await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
+        throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
+      });
       result = await conn.exec({ code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) }, onOutput);
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
