@@ -3,7 +3,16 @@
 // a gate (ensure) lets no sandbox pod be created and no code start while the informer's cache
 // does not show the correct policy. The gate's hot path is a cache lookup, never an API call.
 //
-// Measured on the test cluster (kube-router v2.1.0, 2 cores): see MEASURED_PROGRAMMING below.
+// Measured on the test cluster (kube-router v2.1.0, 2 shared cores, other suites running;
+// bench/netpol-programming.ts): after a delete, a running sandbox pod can reach other pods
+// 190-350 ms later; after a re-create it is cut off again 140-430 ms later; an allow-all egress
+// edit opens it after 190-500 ms and its undo closes it after 90-240 ms. Deleted and re-created
+// at once (50-170 ms apart, as this controller does), the pod still had network for 150-310 ms in
+// 3 of 4 tries. A connection opened in such a window survives the restore (kube-router accepts
+// established flows). So the gate can only keep code from STARTING while the policy is broken;
+// code already running when it is deleted gets a window of a few hundred ms. Independently of
+// any of this, kube-router leaves every NEW pod open until its next sync: 190-1380 ms after the
+// container started (kube-router issue #873; its --netpol-default-deny, PR #2079, closes that).
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
@@ -28,10 +37,7 @@ export interface NetworkPolicyGuardOptions {
   resyncMs?: number;
 }
 
-/**
- * kube-router re-programs its iptables after a policy event in well under a second when idle
- * (measured: see the report in the commit and README); 2 s leaves room for a loaded node.
- */
+/** Re-programming took up to 430 ms (measured, above); 2 s leaves room for a loaded node. */
 const DEFAULT_SETTLE_MS = 2000;
 const DEFAULT_GATE_TIMEOUT_MS = 20_000;
 const KEY = 'policy';
