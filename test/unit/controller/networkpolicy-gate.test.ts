@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { gateState, lastWrittenMs, type GateState } from '../../../src/controller/policy-gate.js';
+import { createMetrics } from '../../../src/metrics/registry.js';
 
 describe('gateState', () => {
   it.each<[string, number | undefined, number, number, GateState]>([
@@ -23,5 +24,19 @@ describe('lastWrittenMs', () => {
     ['server clock ahead: clamped to now', { creationTimestamp: new Date('2026-11-23T12:01:00Z') }, now],
   ])('%s', (_name, metadata, want) => {
     expect(lastWrittenMs({ metadata }, now)).toBe(want);
+  });
+});
+
+describe('NetworkPolicy metrics', () => {
+  it('counts restores by cause and shows whether the policy is in place', async () => {
+    const m = createMetrics();
+    m.networkPolicy.restored('deleted');
+    m.networkPolicy.restored('deleted');
+    m.networkPolicy.restored('modified');
+    m.networkPolicy.inPlace(false);
+    const text = await m.registry.metrics();
+    expect(text).toContain('codemode_network_policy_restores_total{cause="deleted"} 2');
+    expect(text).toContain('codemode_network_policy_restores_total{cause="modified"} 1');
+    expect(text).toContain('codemode_network_policy_in_place 0');
   });
 });
