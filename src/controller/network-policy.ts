@@ -105,7 +105,12 @@ export class NetworkPolicyGuard {
 
   /** Lists (fills the cache), then reconciles once and keeps watching. */
   async start(): Promise<void> {
-    await this.informer.start();
+    await this.informer.start().catch((err: unknown) => {
+      throw new Error(
+        `Cannot watch NetworkPolicies in namespace ${this.namespace}: ${apiErrorMessage(err)}. The operator's Role needs get, list, watch, create and update on networkpolicies (see deploy/codemode-operator.yaml).`,
+        { cause: err },
+      );
+    });
     this.observe(true);
     this.metrics?.inPlace(this.inPlaceSince !== undefined);
     this.queue.start();
