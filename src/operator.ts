@@ -106,7 +106,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log.child({ informer: 'pods' }),
     podSelector(),
   );
-  const policies = new NetworkPolicyGuard(clients, log);
+  const policies = new NetworkPolicyGuard(clients, ns, log.child({ controller: 'networkpolicy' }), metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') });
   const events = new EventRecorder(clients.events, identity, log);
   const podWatcher = new PodWatcher(pods);
   const runtimeDir = findRuntimeDir();
@@ -195,6 +195,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       adminGroups: config.adminGroups,
     },
     log.child({ component: 'sessions' }),
+    policies,
   );
   executor.setSessions(sessionService);
 
@@ -235,6 +236,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
         );
       });
       await pods.start();
+      // Before any controller: sandboxes wait for the policy (the gate), which needs its cache.
+      await policies.start();
       controller.start();
       sessionController.start();
       if (pool.enabled) elector.start();
@@ -252,6 +255,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await runs.stop();
       await sessions.stop();
       await pods.stop();
+      await policies.stop();
     },
   };
 }

@@ -315,6 +315,8 @@ export class RunExecutor {
     const code = Buffer.from(run.spec.code, 'utf8');
     const stdin = run.spec.stdin ? Buffer.from(run.spec.stdin, 'utf8') : Buffer.alloc(0);
     const nonce = newNonce();
+    const blocked = await this.policyGate(ns, podName);
+    if (blocked) return blocked;
     const result = await execInPod(this.d.clients.exec, {
       namespace: ns,
       pod: podName,
@@ -354,6 +356,8 @@ export class RunExecutor {
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
       const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+      const blocked = await this.policyGate(ns, podName);
+      if (blocked) return blocked;
       const r = await conn.run(
         { language: runtime, code: run.spec.code, timeoutMs: run.spec.timeoutSeconds * 1000, capChars: this.d.opts.outputCapChars, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) },
         onOutput,
@@ -377,6 +381,20 @@ export class RunExecutor {
     } finally {
       // Closing the stream waits until the reply has gone out; the pod is deleted anyway.
       setImmediate(() => this.kernels?.drop(ns, podName));
+    }
+  }
+
+  /**
+   * Checked as late as possible, just before the code is sent: code never starts while the
+   * sandbox NetworkPolicy is known missing or altered (a restore is waited for, bounded).
+   */
+  private async policyGate(ns: string, podName: string): Promise<Executed | undefined> {
+    try {
+      await this.d.policies.ensure(ns);
+      return undefined;
+    } catch (err) {
+      const empty = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+      return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: (err as Error).message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: empty };
     }
   }
 

@@ -6,6 +6,7 @@ import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../controller/run-executor.js';
 import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
+import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -19,6 +20,8 @@ export interface Metrics {
   poolClaim(result: 'warm' | 'empty'): void;
   leader(isLeader: boolean): void;
   sandboxCheck: SandboxCheckMetrics;
+  /** The sandbox NetworkPolicy's restores and whether it is in place (issue 14, point 4). */
+  networkPolicy: NetworkPolicyMetrics;
 }
 
 export function createMetrics(): Metrics {
@@ -109,6 +112,18 @@ export function createMetrics(): Metrics {
   });
 
   const sandboxCheck = sandboxCheckMetrics(registry);
+  // Issue 14, point 4: the sandbox NetworkPolicy is watched and restored.
+  const policyRestores = new Counter({
+    name: 'codemode_network_policy_restores_total',
+    help: 'Times the sandbox deny-all NetworkPolicy was restored, by cause: deleted or modified.',
+    labelNames: ['cause'] as const,
+    registers: [registry],
+  });
+  const policyInPlace = new Gauge({
+    name: 'codemode_network_policy_in_place',
+    help: '1 when the informer shows the correct sandbox NetworkPolicy, 0 while it is missing or altered (no sandbox starts then).',
+    registers: [registry],
+  });
 
   return {
     registry,
@@ -116,6 +131,10 @@ export function createMetrics(): Metrics {
     poolClaim: (result): void => void poolClaims.inc({ result }),
     leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
+    networkPolicy: {
+      restored: (cause): void => void policyRestores.inc({ cause }),
+      inPlace: (yes): void => void policyInPlace.set(yes ? 1 : 0),
+    },
     runs: {
       runFinished(phase, reason, runtime, seconds): void {
         runsTotal.inc({ phase, reason, runtime });

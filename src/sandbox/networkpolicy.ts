@@ -33,3 +33,63 @@ export function buildSandboxNetworkPolicy(namespace: string): V1NetworkPolicy {
     },
   };
 }
+
+/** How an observed policy differs from the desired one; anything but 'ok' must be restored. */
+export type PolicyDrift = 'ok' | 'missing' | 'modified';
+
+/**
+ * Pure: compares the observed object with the desired one. The spec must be equal in meaning
+ * (undefined fields and empty lists ignored: the API server omits both, and an empty `egress`
+ * list under policyType Egress denies exactly what an absent one does); the desired labels must
+ * be present (the informer selects on them), extra labels and annotations are tolerated. A policy
+ * being deleted counts as missing: it cannot be kept.
+ */
+export function sandboxPolicyDrift(desired: V1NetworkPolicy, observed: V1NetworkPolicy | undefined): PolicyDrift {
+  if (!observed || observed.metadata?.deletionTimestamp) return 'missing';
+  for (const [key, value] of Object.entries(desired.metadata?.labels ?? {})) {
+    if (observed.metadata?.labels?.[key] !== value) return 'modified';
+  }
+  return canonicalJson(observed.spec) === canonicalJson(desired.spec) ? 'ok' : 'modified';
+}
+
+/**
+ * Pure: the body that puts the desired spec and labels back over `observed` (a PUT with its
+ * resourceVersion, so a concurrent edit conflicts instead of being silently overwritten).
+ * Server-side apply would not do: it never removes fields another manager added (an extra egress
+ * rule added with `kubectl edit` would survive it).
+ */
+export function restoredPolicy(desired: V1NetworkPolicy, observed: V1NetworkPolicy): V1NetworkPolicy {
+  return {
+    ...desired,
+    metadata: {
+      ...desired.metadata,
+      labels: { ...observed.metadata?.labels, ...desired.metadata?.labels },
+      ...(observed.metadata?.annotations && { annotations: observed.metadata.annotations }),
+      resourceVersion: observed.metadata?.resourceVersion,
+    },
+  };
+}
+
+/**
+ * JSON with sorted keys, without undefined or null values and empty lists. Empty objects stay:
+ * they mean something (`egress: [{}]` allows all egress, `podSelector: {}` selects every pod).
+ */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(prune(value) ?? null);
+}
+
+function prune(value: unknown): unknown {
+  if (value === null || value === undefined) return undefined;
+  if (Array.isArray(value)) {
+    const items = value.map(prune).filter((v) => v !== undefined);
+    return items.length ? items : undefined;
+  }
+  if (typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => [k, prune((value as Record<string, unknown>)[k])] as const)
+      .filter(([, v]) => v !== undefined);
+    return Object.fromEntries(entries);
+  }
+  return value;
+}

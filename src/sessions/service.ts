@@ -86,6 +86,8 @@ export class SessionService {
     private readonly kernels: KernelConnections,
     private readonly opts: SessionServiceOptions,
     private readonly log: Logger,
+    /** The sandbox NetworkPolicy gate: no session code starts while the policy is missing. */
+    private readonly networkGate?: { ensure(namespace: string): Promise<void> },
   ) {
     informer.onChange((o) => this.waiters.get(o.metadata?.name ?? '')?.forEach((w) => w()));
   }
@@ -169,6 +171,10 @@ export class SessionService {
     let result: KernelResult;
     try {
       const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
+      // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
+      await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
+        throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
+      });
       result = await conn.exec({ code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) }, onOutput);
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;

@@ -1,0 +1,262 @@
+// The sandbox NetworkPolicy is an owned object, on the real cluster: deleted or edited, it comes
+// back with the same spec; and while a loop keeps deleting and editing it, no sandbox started
+// meanwhile (cold, warm, in a session) exchanges a byte with the API server or another pod, and a
+// benign neighbour's calls stay correct.
+import type { V1NetworkPolicy } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { SANDBOX_NETWORK_POLICY_NAME } from '../../src/sandbox/networkpolicy.js';
+import { startBenignNeighbour } from './helpers/benign.js';
+import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator, type TestClient } from './helpers/operator.js';
+
+const k = testKube();
+let ns = '';
+let op: RunningOperator;
+let mcp: TestClient;
+/** The policy as the operator first created it. */
+let original: V1NetworkPolicy;
+const name = SANDBOX_NETWORK_POLICY_NAME;
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'netpol');
+  // Small CPU requests: the shared test node is often full of other suites' pods.
+  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_CPU_REQUEST: '10m' });
+  mcp = await connect(op.url, 'current');
+  await until(async () => (await read()) !== undefined, 30_000, 'the operator to create the NetworkPolicy');
+  original = (await read()) as V1NetworkPolicy;
+});
+afterAll(async () => {
+  await mcp?.close();
+  await op?.stop();
+  await deleteNamespace(k, ns);
+});
+
+async function read(): Promise<V1NetworkPolicy | undefined> {
+  try {
+    return await k.networking.readNamespacedNetworkPolicy({ namespace: ns, name });
+  } catch {
+    return undefined;
+  }
+}
+
+/** The spec as JSON, without the undefined fields the client's deserializer adds. */
+const specJson = (p: V1NetworkPolicy | undefined): string => JSON.stringify(p?.spec ?? null);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until the policy has `want`'s spec and labels again, in an object other than `not`. */
+async function restoredFrom(want: V1NetworkPolicy, not: { uid?: string; resourceVersion?: string }): Promise<V1NetworkPolicy> {
+  let got: V1NetworkPolicy | undefined;
+  await until(
+    async () => {
+      got = await read();
+      const other = not.uid ? got?.metadata?.uid !== not.uid : !not.resourceVersion || got?.metadata?.resourceVersion !== not.resourceVersion;
+      return got !== undefined && other && specJson(got) === specJson(want) && JSON.stringify(got.metadata?.labels) === JSON.stringify(want.metadata?.labels);
+    },
+    30_000,
+    'the NetworkPolicy to be restored',
+  );
+  return got as V1NetworkPolicy;
+}
+
+type Edit = (p: V1NetworkPolicy) => V1NetworkPolicy;
+const edits: Array<[string, Edit]> = [
+  ['an allow-all egress rule added', (p) => ({ ...p, spec: { ...p.spec, podSelector: p.spec?.podSelector ?? {}, egress: [{}] } })],
+  ['its podSelector changed', (p) => ({ ...p, spec: { ...p.spec, podSelector: { matchLabels: { 'codemode.dev/sandbox': 'nobody' } } } })],
+  ['its label removed', (p) => ({ ...p, metadata: { ...p.metadata, labels: {} } })],
+];
+
+async function edit(change: Edit): Promise<V1NetworkPolicy | undefined> {
+  const current = await read();
+  if (!current) return undefined;
+  return k.networking.replaceNamespacedNetworkPolicy({ namespace: ns, name, body: change(current) }).catch(() => undefined);
+}
+
+describe('the sandbox NetworkPolicy', () => {
+  it('is recreated with the same spec after it is deleted', async () => {
+    const before = (await read()) as V1NetworkPolicy;
+    await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name });
+    const after = await restoredFrom(before, { uid: before.metadata?.uid });
+    expect(after.spec).toEqual(before.spec);
+  });
+
+  it.each(edits)('is restored after %s', async (_what, change) => {
+    const before = (await read()) as V1NetworkPolicy;
+    const edited = await edit(change);
+    expect(edited, 'the edit was accepted').toBeDefined();
+    expect(specJson(edited) !== specJson(before) || JSON.stringify(edited?.metadata?.labels) !== JSON.stringify(before.metadata?.labels)).toBe(true);
+    const after = await restoredFrom(before, { resourceVersion: edited?.metadata?.resourceVersion });
+    expect(after.spec).toEqual(before.spec);
+  });
+});
+
+describe('under a loop that deletes and edits the policy', () => {
+  it('no sandbox started meanwhile exchanges data with the API server or another pod', { timeout: 600_000 }, async () => {
+    const payload = `netpol-${Date.now()}`;
+    const server = await runPod(k, ns, simplePod('server', ['sh', '-c', `mkdir -p /tmp/www && echo ${payload} > /tmp/www/data && cd /tmp/www && exec python3 -m http.server 8080`]));
+    const apiIp = (await k.core.readNamespacedService({ namespace: 'default', name: 'kubernetes' })).spec?.clusterIP ?? '';
+    const probe = probeCode(apiIp, `${server.status?.podIP}`, payload);
+    // Control: the same code in an ordinary pod does exchange data with both, so a FAILED below
+    // means the network was cut, not that the probe cannot work.
+    await runPod(k, ns, simplePod('control', ['sleep', 'infinity']));
+    await until(async () => /api GOT[\s\S]*pod GOT/.test((await execCapture(k, ns, 'control', ['python3', '-c', probe])).stdout), 60_000, 'the control pod to reach both');
+
+    const benign = await startBenignNeighbour(op.url, { runEvery: 4, pauseMs: 200 });
+    const chaos = startChaos();
+    const outputs: Array<[string, string]> = [];
+    const note = (what: string, phase: unknown, stdout: unknown, message?: unknown): void => void outputs.push([what, `${String(phase)} ${String(stdout)} ${message ? String(message) : ''}`]);
+    try {
+      await Promise.all([
+        // Warm while the pool has pods, cold once the pool is drained.
+        lane(8, async (i) => {
+          const r = await mcp.callTool('execute_code', { code: probe, timeout_seconds: 30 });
+          note(`transient ${i}`, r.structuredContent?.phase, r.structuredContent?.stdout, r.structuredContent?.message);
+        }),
+        // Applied SandboxRuns with resources set never take a pool pod: always a cold pod.
+        lane(5, async (i) => {
+          const run = await coldRun(`cold-${i}`, probe);
+          note(`cold ${i}`, run.status?.phase, run.status?.stdout, run.status?.message);
+        }),
+        // Sessions started meanwhile (a pool pod or their own), and calls in them.
+        lane(2, async (i) => {
+          const created = await mcp.callTool('create_session', { language: 'python' });
+          const session = String(created.structuredContent?.session ?? '');
+          expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
+          for (let c = 0; c < 3; c++) {
+            const r = await mcp.callTool('execute_code', { session, code: probe, timeout_seconds: 30 });
+            note(`session ${i} call ${c}`, r.structuredContent?.phase, r.structuredContent?.stdout, r.structuredContent?.message);
+          }
+          await mcp.callTool('close_session', { session });
+        }),
+      ]);
+    } finally {
+      await chaos.stop();
+    }
+    const report = await benign.stop();
+    await restoredFrom(original, {});
+
+    const verdicts = outputs.map(([what, out]) => ({ what, out, verdict: verdict(out, chaos.fights) }));
+    for (const v of verdicts) console.log(`${v.verdict.padEnd(9)} ${v.what}: ${v.out.replace(/\s+/g, ' ').slice(0, 110)}`);
+    expect(chaos.fights.length, 'the loop broke the policy more than once').toBeGreaterThanOrEqual(2);
+    expect(chaos.counts.deletes, 'the loop deleted the policy').toBeGreaterThanOrEqual(2);
+    expect(chaos.counts.edits, 'the loop edited the policy').toBeGreaterThanOrEqual(2);
+    expect(outputs.length).toBe(8 + 5 + 2 * 3);
+    for (const { what, out } of verdicts) expect(out, what).toMatch(/^Succeeded t \d+\napi \w+/);
+    expect(verdicts.filter((v) => v.verdict === 'violation')).toEqual([]);
+    expect(report.failures).toEqual([]);
+    expect(report.calls).toBeGreaterThan(0);
+  });
+});
+
+/**
+ * Python that tries to exchange data with the API server (TLS + an HTTP request to /version; any
+ * answer, even 401, is data) and with a pod serving `payload`. The sandbox has no service
+ * environment variables, so the addresses are in the code.
+ */
+function probeCode(apiIp: string, podIp: string, payload: string): string {
+  return `import socket, ssl, time
+print("t", int(time.time() * 1000))
+def api():
+    try:
+        s = socket.create_connection(("${apiIp}", 443), timeout=2)
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        t = ctx.wrap_socket(s)
+        t.sendall(b"GET /version HTTP/1.1\\r\\nHost: kubernetes\\r\\nConnection: close\\r\\n\\r\\n")
+        return "GOT" if t.recv(64) else "FAILED empty"
+    except Exception as e:
+        return "FAILED " + type(e).__name__
+def pod():
+    try:
+        s = socket.create_connection(("${podIp}", 8080), timeout=2)
+        s.sendall(b"GET /data HTTP/1.0\\r\\n\\r\\n")
+        data = b""
+        while len(data) < 4096:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return "GOT" if b"${payload}" in data else "FAILED no payload"
+    except Exception as e:
+        return "FAILED " + type(e).__name__
+print("api", api())
+print("pod", pod())
+`;
+}
+
+/** Runs `n` calls of `fn` one after another. */
+async function lane(n: number, fn: (i: number) => Promise<void>): Promise<void> {
+  for (let i = 0; i < n; i++) await fn(i);
+}
+
+async function coldRun(runName: string, code: string): Promise<SandboxRun> {
+  const api = { group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL, namespace: ns };
+  const spec = { language: 'python', code, timeoutSeconds: 30, resources: { cpu: '500m' } };
+  await k.custom.createNamespacedCustomObject({ ...api, body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name: runName }, spec } });
+  let run: SandboxRun | undefined;
+  await until(async () => {
+    run = (await k.custom.getNamespacedCustomObject({ ...api, name: runName })) as SandboxRun;
+    return ['Succeeded', 'Failed', 'TimedOut'].includes(run.status?.phase ?? '');
+  }, 180_000, `SandboxRun ${runName} to finish`);
+  return run as SandboxRun;
+}
+
+/** Slack for code that passed the gate just before a fight began (watch latency + start-up). */
+const RACE_MS = 1500;
+
+/**
+ * One sandbox's probe against the policy's fights (pure):
+ * - 'clean': it exchanged no data and did not start during a fight;
+ * - 'race': it got data but started within RACE_MS of a fight's first change — code that passed
+ *   the gate just before, caught by the change (the CNI opens running pods ~200-500 ms after a
+ *   delete, measured; the gate cannot stop code that already started);
+ * - 'violation': it started during a fight (the gate let code start while the policy was known
+ *   broken), or it got data outside that slack (started unprotected).
+ */
+function verdict(out: string, fights: ReadonlyArray<{ start: number; end: number }>): 'clean' | 'race' | 'violation' {
+  const t = Number(/t (\d+)/.exec(out)?.[1]);
+  const got = out.includes('GOT');
+  const fight = fights.find((f) => t >= f.start && t <= f.end);
+  const justAfterStart = fights.some((f) => t >= f.start && t - f.start <= RACE_MS);
+  if (justAfterStart) return got ? 'race' : 'clean';
+  return fight || got ? 'violation' : 'clean';
+}
+
+/**
+ * Fights the operator over the policy: quiet for a while, then for FIGHT_MS deletes or edits it
+ * (allow-all egress, another podSelector, label removed) every ~150 ms, again and again. During a
+ * fight the policy is broken most of the time, so the gate must hold every sandbox back.
+ */
+function startChaos(): { counts: { deletes: number; edits: number }; fights: Array<{ start: number; end: number }>; stop(): Promise<void> } {
+  const QUIET_MS = 5000;
+  const FIGHT_MS = 5000;
+  const counts = { deletes: 0, edits: 0 };
+  const fights: Array<{ start: number; end: number }> = [];
+  let stopping = false;
+  const loop = (async (): Promise<void> => {
+    for (let i = 0; !stopping; ) {
+      await sleep(QUIET_MS);
+      if (stopping) break;
+      const start = Date.now();
+      while (!stopping && Date.now() - start < FIGHT_MS) {
+        if (i++ % 2 === 0) {
+          if (await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name }).then(() => true, () => false)) counts.deletes++;
+        } else {
+          const [, change] = edits[(i >> 1) % edits.length] as [string, Edit];
+          if (await edit(change)) counts.edits++;
+        }
+        await sleep(150);
+      }
+      fights.push({ start, end: Date.now() });
+    }
+  })();
+  return {
+    counts,
+    fights,
+    async stop(): Promise<void> {
+      stopping = true;
+      await loop;
+    },
+  };
+}
