@@ -52,6 +52,9 @@ export interface Config {
   readonly warmPoolSize: number;
   readonly warmPoolRefillDeferMs: number;
   readonly logLevel: LogLevel;
+  /** Per stream, in UTF-8 bytes (applied with outputCapChars). */
+  readonly outputCapBytes: number;
+  readonly maxTtlSecondsAfterFinished: number;
 }
 
 export interface ConfigProblem {
@@ -100,6 +103,9 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   };
   if (c.maxTimeoutSeconds < c.defaultTimeoutSeconds) {
     add('maxTimeoutSeconds', `must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (${c.defaultTimeoutSeconds})`);
+  }
+  if (c.ttlSecondsAfterFinished > c.maxTtlSecondsAfterFinished) {
+    add('ttlSecondsAfterFinished', `must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (${c.maxTtlSecondsAfterFinished})`);
   }
   if (parseQuantity(c.defaultCpu) > parseQuantity(c.maxCpu)) {
     add('defaultCpu', `must not exceed CODEMODE_MAX_CPU (${c.maxCpu})`);
@@ -164,6 +170,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     warmPoolSize: c.warmPoolSize,
     warmPoolRefillDeferMs: c.warmPoolRefillDeferMs,
     logLevel: c.logLevel,
+    outputCapBytes: c.outputCapBytes,
+    maxTtlSecondsAfterFinished: c.maxTtlSecondsAfterFinished,
   };
   return deepFreeze(config);
 }

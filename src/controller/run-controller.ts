@@ -15,10 +15,12 @@ import {
   SANDBOXRUN_PLURAL,
   VERSION,
   isTerminalPhase,
+  RunPhaseSchema,
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { parseCachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { ResilientInformer } from './informer.js';
@@ -94,15 +96,24 @@ export class SandboxRunController {
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
     const [ns = '', name = ''] = key.split('/');
+    // The cache holds runs without code and outputs (cached-run.ts): enough to decide.
     const obj = this.d.runs.get(name, ns);
     if (!obj || obj.metadata?.deletionTimestamp) return;
-    const parsed = parseSandboxRun(obj);
-    if (!parsed.ok) return this.rejectInvalid(obj, parsed.message);
-    const run = parsed.run;
     const now = this.now();
+    const parsed = parseCachedRun(obj);
+    if (!parsed.ok) {
+      // Finished before a stricter schema (an old object): it still goes after its TTL.
+      const done = finishedAt(obj);
+      if (done === undefined) return this.rejectInvalid(obj, parsed.message);
+      const remaining = done + this.d.opts.ttlSecondsAfterFinished * 1000 - now.getTime();
+      if (remaining > 0) return { requeueAfterMs: remaining };
+      await this.deleteRun(ns, name);
+      return;
+    }
+    const run = parsed.run;
 
     if (isTerminalPhase(run.status?.phase)) {
-      const remaining = ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now) ?? 0;
+      const remaining = ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now, this.d.opts.maxTtlSecondsAfterFinished) ?? 0;
       if (remaining > 0) return { requeueAfterMs: remaining };
       await this.deleteRun(ns, name);
       return;
@@ -111,7 +122,8 @@ export class SandboxRunController {
 
     const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
     if (executor === this.d.opts.identity) {
-      void this.d.executor.execute(run);
+      const whole = await this.readRun(ns, name);
+      if (whole && !this.d.executor.isExecuting(whole.metadata.uid ?? '')) void this.d.executor.execute(whole);
       return;
     }
     if (executor !== undefined) {
@@ -129,8 +141,22 @@ export class SandboxRunController {
     if (claimed) void this.d.executor.execute(claimed);
   }
 
+  /** The whole run (with its code), read once when it is about to execute. */
+  private async readRun(namespace: string, name: string): Promise<SandboxRun | undefined> {
+    try {
+      const obj = (await this.d.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name })) as KubernetesObject;
+      const parsed = parseSandboxRun(obj);
+      if (parsed.ok) return parsed.run;
+      await this.rejectInvalid(obj, parsed.message);
+      return undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`Failed to read SandboxRun ${namespace}/${name}`, { cause: err });
+    }
+  }
+
   /** Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. */
-  private async claim(run: SandboxRun): Promise<SandboxRun | undefined> {
+  private async claim(run: Pick<SandboxRun, 'metadata'>): Promise<SandboxRun | undefined> {
     try {
       const updated: unknown = await this.d.clients.custom.patchNamespacedCustomObject(
         {
@@ -148,7 +174,9 @@ export class SandboxRunController {
         },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
+      // The patch answers with the whole object: its code is here, no extra read needed.
       const parsed = parseSandboxRun(updated);
+      if (!parsed.ok) await this.rejectInvalid(updated as KubernetesObject, parsed.message);
       return parsed.ok ? parsed.run : undefined;
     } catch (err) {
       if (isConflict(err) || isNotFound(err)) return undefined;
@@ -184,6 +212,15 @@ export class SandboxRunController {
       if (!isNotFound(err)) throw err;
     }
   }
+}
+
+/** completionTime of a terminal run, read without the schema (for objects it rejects). */
+function finishedAt(obj: KubernetesObject): number | undefined {
+  const status = (obj as { status?: { phase?: unknown; completionTime?: unknown } }).status;
+  const phase = RunPhaseSchema.safeParse(status?.phase);
+  if (!phase.success || !isTerminalPhase(phase.data)) return undefined;
+  const t = typeof status?.completionTime === 'string' ? Date.parse(status.completionTime) : NaN;
+  return Number.isNaN(t) ? undefined : t;
 }
 
 export function podSelector(): string {

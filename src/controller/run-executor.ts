@@ -18,6 +18,8 @@ import {
   VERSION,
   kernelLanguage,
   normalizeLanguage,
+  fitStatus,
+  minimalStatus,
   type SandboxRun,
   type SandboxRunStatus,
 } from '../api/v1alpha1/index.js';
@@ -25,7 +27,7 @@ import { parseQuantity } from '../config/quantity.js';
 import { execInPod } from '../exec/exec.js';
 import { KernelConnectionError, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
-import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import type { OutputChunk, RunOutcome } from '../runs/types.js';
 import { SANDBOX_CONTAINER, buildRunPod } from '../sandbox/pod.js';
 import { podNameForRun } from '../sandbox/names.js';
@@ -251,7 +253,7 @@ export class RunExecutor {
     clearTimeout(runningTimer);
     const end = new Date();
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
-    const status = completedStatus(run, c, executed.captured, { start: startTime, end });
+    const status = this.fit(run, completedStatus(run, c, executed.captured, { start: startTime, end }));
     this.settle(
       (async () => {
         // After the reply has gone out: building and sending requests costs milliseconds of CPU.
@@ -363,7 +365,7 @@ export class RunExecutor {
       );
       const o = sessionOutcome(r, run.metadata.namespace ?? this.d.opts.namespace, run.spec.timeoutSeconds);
       const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };
-      const status = completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() });
+      const status = this.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
       await this.patchStatus(run, status, log);
       this.recordOutcome(run, run.metadata.namespace ?? this.d.opts.namespace, c);
       this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
@@ -436,7 +438,8 @@ export class RunExecutor {
    * Merge-patches .status, retrying transient failures: a finished run must be recorded. A run
    * deleted meanwhile is not an error.
    */
-  async patchStatus(run: SandboxRun, status: SandboxRunStatus, log: Logger): Promise<void> {
+  async patchStatus(run: SandboxRun, wanted: SandboxRunStatus, log: Logger): Promise<void> {
+    let status = this.fit(run, wanted);
     for (let attempt = 1; ; attempt++) {
       try {
         await this.d.clients.custom.patchNamespacedCustomObjectStatus(
@@ -453,6 +456,14 @@ export class RunExecutor {
         return;
       } catch (err) {
         if (isNotFound(err)) return;
+        // Larger than etcd takes (our size model missed something): record at least the outcome.
+        if (isTooLarge(err)) {
+          if (status.conditions !== null) {
+            status = minimalStatus(status);
+            continue;
+          }
+          return this.deleteUnrecordable(run, log);
+        }
         const code = statusOf(err);
         const retriable = code === undefined || code === 429 || code >= 500;
         if (!retriable || attempt >= 5) {
@@ -462,6 +473,24 @@ export class RunExecutor {
         await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
       }
     }
+  }
+
+  /**
+   * A run within a few hundred bytes of etcd's limit cannot take even a minimal status: left
+   * alone it would never finish nor expire. Delete it and say why in an Event.
+   */
+  private async deleteUnrecordable(run: SandboxRun, log: Logger): Promise<void> {
+    const ns = run.metadata.namespace ?? this.d.opts.namespace;
+    log.warn('Deleted SandboxRun: it is too large to record its result');
+    this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Warning', 'TooLarge', 'Delete', 'The SandboxRun is too large to store its result (etcd request limit); it was deleted. Send smaller code, stdin or annotations.');
+    await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name }).catch((err: unknown) => {
+      if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
+    });
+  }
+
+  /** What is stored (and returned): outputs cut to the byte cap and to what fits in etcd. */
+  private fit(run: SandboxRun, status: SandboxRunStatus): SandboxRunStatus {
+    return fitStatus(run, status, this.d.opts.outputCapBytes);
   }
 
   private outcome(run: SandboxRun, s: SandboxRunStatus): RunOutcome {

@@ -54,6 +54,8 @@ describe('loadConfig defaults', () => {
       warmPoolSize: 2,
       warmPoolRefillDeferMs: 1000,
       logLevel: 'info',
+      outputCapBytes: 65536,
+      maxTtlSecondsAfterFinished: 86400,
     } satisfies Config);
   });
 
@@ -111,6 +113,8 @@ describe('loadConfig overrides', () => {
     ],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
+    ['CODEMODE_OUTPUT_CAP_BYTES', '262144', { outputCapBytes: 262144 }],
+    ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604800', { maxTtlSecondsAfterFinished: 604800 }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -119,7 +123,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(34);
+    expect(envs).toHaveLength(36);
   });
 });
 
@@ -153,6 +157,8 @@ describe('loadConfig errors', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://a.example/path', 'entry "https://a.example/path" must be an origin'],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '10001', 'must be at most 10000'],
     ['CODEMODE_LOG_LEVEL', 'loud', 'must be one of "trace", "debug", "info", "warn", "error"'],
+    ['CODEMODE_OUTPUT_CAP_BYTES', '262145', 'must be at most 262144'],
+    ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604801', 'must be at most 604800'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
@@ -165,6 +171,7 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_MAX_TIMEOUT_SECONDS: '10' }, 'CODEMODE_MAX_TIMEOUT_SECONDS="10" must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (30)'],
     [{ CODEMODE_MAX_CPU: '500m' }, 'CODEMODE_DEFAULT_CPU=(default) must not exceed CODEMODE_MAX_CPU (500m)'],
     [{ CODEMODE_DEFAULT_MEMORY: '3Gi' }, 'CODEMODE_DEFAULT_MEMORY="3Gi" must not exceed CODEMODE_MAX_MEMORY (2Gi)'],
+    [{ CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' }, 'CODEMODE_TTL_SECONDS_AFTER_FINISHED=(default) must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (60)'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });

@@ -4,3 +4,4 @@ export * from './sandboxsession.js';
 export * from './conditions.js';
 export * from './labels.js';
 export * from './crd.js';
+export * from './storage.js';
