@@ -8,6 +8,7 @@ import type { PodFloorSample } from './floor.js';
 import type { MachineInfo } from './machine.js';
 import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
 import type { ProbeResult } from './rss.js';
+import type { StorageRow } from './storage.js';
 import { renderTable, type Cell, type Summary } from './stats.js';
 import type { ThroughputLevel } from './throughput.js';
 
@@ -38,6 +39,8 @@ export interface Results {
   apiRequests: { cold: ApiRequestsResult | string; warm: ApiRequestsResult | string };
   rss: { finishedRuns: number; seedSeconds: number; heapBytesPerFinishedRun: number; emptyNamespace: RssPair; withFinishedRuns: RssPair } | string;
   rss100Sessions: (ProbeResult & { finishedRuns: number; openSeconds: number }) | string;
+  /** Gateway RSS after a restart with large finished runs (bench/storage.ts). */
+  storage: StorageRow[] | string;
   profile: {
     cold?: PhaseProfile;
     warm?: PhaseProfile;
@@ -144,6 +147,16 @@ function rssSessionsRow(live: Results['rss100Sessions']): Cell[] {
   return [`gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node`, `${(live.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, meets(live.rss <= 200e6)];
 }
 
+function storageRows(storage: Results['storage']): Cell[][] {
+  const target = 'starts; RSS not growing with output size';
+  if (typeof storage === 'string') return [notMeasured('gateway RSS after restart, large finished runs', storage, target)];
+  return storage.map((row): Cell[] => {
+    const kib = Math.round(row.fieldBytes / 1024);
+    const peak = row.probe.maxRss === undefined ? '' : `, peak ${(row.probe.maxRss / 1e6).toFixed(1)} MB`;
+    return [`gateway RSS after restart, ${row.runs} finished runs of 4 × ${kib} KiB (code, stdin, stdout, stderr), plain node${peak}`, `${(row.probe.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, ''];
+  });
+}
+
 export const HEADER = ['figure (latency in ms)', 'median', 'p95', 'p99', 'n', 'rate', 'vs floor', 'target (brief)', 'meets'];
 
 export function tableRows(r: Results): Cell[][] {
@@ -161,6 +174,7 @@ export function tableRows(r: Results): Cell[][] {
     ...apiRow('warm', r.apiRequests.warm),
     ...rssRows(r),
     rssSessionsRow(r.rss100Sessions),
+    ...storageRows(r.storage),
   ];
 }
 

@@ -28,6 +28,8 @@ export interface ProbeResult {
   external: number;
   rssAfterGc: number;
   heapUsedAfterGc: number;
+  /** Peak RSS of the probe process (bytes), e.g. while the informers list. */
+  maxRss?: number;
 }
 
 async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
@@ -79,14 +81,16 @@ export type ProbeMode = 'tsx' | 'compiled';
  * Compiles the repository (no type check) to a temporary directory, so the probe can also run as
  * plain JavaScript like the deployed gateway: tsx's on-the-fly compiler costs tens of MB of RSS.
  */
-export async function compileProbe(): Promise<{ dir: string; remove: () => Promise<void> }> {
-  const root = fileURLToPath(new URL('..', import.meta.url));
+export async function compileProbe(sourceDir?: string): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const here = fileURLToPath(new URL('..', import.meta.url));
+  // Another checkout (a baseline commit) compiles with this checkout's dependencies.
+  const root = sourceDir ?? here;
   const dir = await mkdtemp(join(tmpdir(), 'codemode-bench-'));
   await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
-  await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
+  await symlink(join(here, 'node_modules'), join(dir, 'node_modules'));
   // The session kernels are found next to the code (src/sessions/runtime-files.ts).
   await symlink(join(root, 'runtime'), join(dir, 'runtime'));
-  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  const tsc = join(here, 'node_modules/typescript/bin/tsc');
   await run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json'), '--outDir', dir, '--noCheck', '--sourceMap', 'false']);
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
 }
