@@ -35,6 +35,8 @@ export interface Operator {
   runService: KubeRunService;
   sessionService: SessionService;
   sessionController: SandboxSessionController;
+  /** What the SandboxRun informer holds (runs without code or output); tests inspect it. */
+  runCache: { list(): readonly KubernetesObject[] };
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -177,6 +179,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     runService,
     sessionService,
     sessionController,
+    runCache: runs,
     async start(): Promise<void> {
       try {
         await runs.start();
