@@ -6,8 +6,9 @@
 //
 // etcd holds what is seeded: 2,000 runs of 1 MiB would be 2 GiB, etcd's default quota, and would
 // make the shared cluster read-only. The shapes below keep each namespace near 200 MiB.
-// Standalone: tsx bench/storage.ts [sourceDir] — sourceDir is another checkout of the repository
-// (e.g. the commit before the cache stripping) whose operator the probe then starts.
+// Standalone: tsx bench/storage.ts [baselineDir] — baselineDir is another checkout of the
+// repository (e.g. the commit before the cache stripping): its operator is probed on the same
+// seeded namespace before this checkout's, for a before/after pair from one seeding.
 import './env.js';
 import { pathToFileURL } from 'node:url';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -77,35 +78,45 @@ export async function seedLargeRuns(k: TestKube, ns: string, shape: StorageShape
   return Math.round((performance.now() - t0) / 100) / 10;
 }
 
-/** Seeds each shape in its own namespace, probes the operator compiled from `sourceDir`, cleans up. */
-export async function measureStorage(k: TestKube, shapes: readonly StorageShape[] = STORAGE_SHAPES, sourceDir?: string): Promise<StorageRow[]> {
-  const compiled = await compileProbe(sourceDir);
-  const rows: StorageRow[] = [];
+/** An operator to probe: this checkout, or another one (a baseline commit) by its directory. */
+export interface ProbeSource {
+  label: string;
+  dir?: string;
+}
+
+/** Seeds each shape in its own namespace, probes every source's operator on it, cleans up. */
+export async function measureStorage(k: TestKube, shapes: readonly StorageShape[] = STORAGE_SHAPES, sources: readonly ProbeSource[] = [{ label: 'this checkout' }]): Promise<Array<StorageRow & { source: string }>> {
+  const compiled = await Promise.all(sources.map(async (src) => ({ src, build: await compileProbe(src.dir) })));
+  const rows: Array<StorageRow & { source: string }> = [];
   try {
     for (const shape of shapes) {
       const ns = await createNamespace(k, 'bench-storage');
       try {
         log(`storage: seeding ${shape.runs} finished runs of 4 × ${shape.fieldBytes} bytes`);
         const seedSeconds = await seedLargeRuns(k, ns, shape);
-        log('storage: probing a fresh gateway');
-        const probe = await probeRss(ns, 'compiled', compiled.dir);
-        rows.push({ ...shape, seedSeconds, probe });
-        log(`storage: rss ${(probe.rss / 1e6).toFixed(1)} MB, peak ${((probe.maxRss ?? 0) / 1e6).toFixed(1)} MB`);
+        for (const { src, build } of compiled) {
+          log(`storage: probing a fresh gateway (${src.label})`);
+          const probe = await probeRss(ns, 'compiled', build.dir);
+          rows.push({ ...shape, seedSeconds, probe, source: src.label });
+          log(`storage: ${src.label}: rss ${(probe.rss / 1e6).toFixed(1)} MB, peak ${((probe.maxRss ?? 0) / 1e6).toFixed(1)} MB`);
+        }
       } finally {
         await deleteSeededRuns(k, ns).catch(() => undefined);
         await deleteNamespace(k, ns);
       }
     }
   } finally {
-    await compiled.remove();
+    await Promise.all(compiled.map((c) => c.build.remove()));
   }
   return rows;
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  measureStorage(testKube(), STORAGE_SHAPES, process.argv[2]).then(
+  const baseline = process.argv[2];
+  const sources = baseline ? [{ label: `baseline ${baseline}`, dir: baseline }, { label: 'this checkout' }] : [{ label: 'this checkout' }];
+  measureStorage(testKube(), STORAGE_SHAPES, sources).then(
     (rows) => {
-      process.stdout.write(`${JSON.stringify(rows.map((r) => ({ runs: r.runs, fieldBytes: r.fieldBytes, seedSeconds: r.seedSeconds, rss: r.probe.rss, maxRss: r.probe.maxRss, heapUsedAfterGc: r.probe.heapUsedAfterGc })))}\n`);
+      for (const r of rows) process.stdout.write(`${JSON.stringify({ source: r.source, runs: r.runs, fieldBytes: r.fieldBytes, seedSeconds: r.seedSeconds, rss: r.probe.rss, maxRss: r.probe.maxRss, heapUsedAfterGc: r.probe.heapUsedAfterGc })}\n`);
       process.exit(0);
     },
     (err: unknown) => {
