@@ -35,7 +35,9 @@ export async function listAllPages<T extends KubernetesObject>(page: ListPageFn<
     for (const item of last.items) items.push(transform(item));
     // Drop the page's objects before fetching the next one.
     last.items = [];
-    cont = last.metadata?._continue || undefined;
+    // Typed lists (pods) are deserialized with `_continue`; custom objects arrive as plain JSON.
+    const meta = last.metadata as { _continue?: string; continue?: string } | undefined;
+    cont = meta?._continue || meta?.continue || undefined;
   } while (cont !== undefined);
   return { ...last, items };
 }

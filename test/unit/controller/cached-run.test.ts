@@ -94,6 +94,12 @@ describe('listAllPages', () => {
     expect(list.metadata?.resourceVersion).toBe('10');
   });
 
+  it('follows the plain-JSON spelling of custom object lists (metadata.continue)', async () => {
+    const plain = (names: string[], cont?: string) => ({ ...page(names, undefined, '5'), metadata: { resourceVersion: '5', ...(cont && { continue: cont }) } });
+    const list = await listAllPages(async (cont) => (cont ? plain(['b']) : plain(['a'], 'next')));
+    expect(list.items.map((i) => i.metadata?.name)).toEqual(['a', 'b']);
+  });
+
   it('propagates a failing page (the informer restarts the whole list)', async () => {
     await expect(listAllPages(async (cont) => {
       if (cont) throw new Error('410 Gone');
