@@ -153,7 +153,8 @@ function storageRows(storage: Results['storage']): Cell[][] {
   return storage.map((row): Cell[] => {
     const kib = Math.round(row.fieldBytes / 1024);
     const peak = row.probe.maxRss === undefined ? '' : `, peak ${(row.probe.maxRss / 1e6).toFixed(1)} MB`;
-    return [`gateway RSS after restart, ${row.runs} finished runs of 4 × ${kib} KiB (code, stdin, stdout, stderr), plain node${peak}`, `${(row.probe.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, ''];
+    const capped = typeof row.capped === 'string' ? `heap capped at 384 MiB: ${row.capped.slice(0, 60)}` : `heap capped at 384 MiB: ${(row.capped.rss / 1e6).toFixed(1)} MB, peak ${((row.capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`;
+    return [`gateway RSS after restart, ${row.runs} finished runs of 4 × ${kib} KiB (code, stdin, stdout, stderr), plain node${peak}; ${capped}`, `${(row.probe.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, meets(typeof row.capped !== 'string')];
   });
 }
 

@@ -112,11 +112,13 @@ function run(cmd: string, args: string[]): Promise<string> {
  * bench itself runs), or compiled (`compiledDir` from compileProbe) with plain node; with
  * `sessions` live sessions opened by the probe's gateway before it measures.
  */
-export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string, sessions = 0): Promise<ProbeResult> {
-  const args =
-    mode === 'tsx'
+export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string, sessions = 0, nodeArgs: string[] = []): Promise<ProbeResult> {
+  const args = [
+    ...nodeArgs,
+    ...(mode === 'tsx'
       ? [fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)), fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), ns, String(sessions)]
-      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)];
+      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)]),
+  ];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
   const out = await run(process.execPath, args);
   const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));
