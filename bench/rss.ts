@@ -103,7 +103,9 @@ function run(cmd: string, args: string[]): Promise<string> {
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${String(code)}: ${(err || out).slice(-500)}`))));
+    // A V8 out-of-memory crash says so on one line, far above the end of its stack dump.
+    const why = (): string => /FATAL ERROR:[^\n]*/.exec(err)?.[0] ?? (err || out).slice(-500);
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${String(code)}: ${why()}`))));
   });
 }
 

@@ -107,7 +107,7 @@ export async function measureStorage(k: TestKube, shapes: readonly StorageShape[
           log(`storage: probing a fresh gateway (${src.label})`);
           const probe = await probeRss(ns, 'compiled', build.dir);
           log(`storage: ${src.label}: rss ${(probe.rss / 1e6).toFixed(1)} MB, peak ${((probe.maxRss ?? 0) / 1e6).toFixed(1)} MB`);
-          const capped = await probeRss(ns, 'compiled', build.dir, 0, [`--max-old-space-size=${CAPPED_HEAP_MB}`]).catch((err: unknown) => `failed: ${String(err).slice(-300)}`);
+          const capped = await probeRss(ns, 'compiled', build.dir, 0, [`--max-old-space-size=${CAPPED_HEAP_MB}`]).catch((err: unknown) => `failed: ${String(err).replace(/^.* exited /s, 'exited ').slice(0, 200)}`);
           log(`storage: ${src.label}, heap capped at ${CAPPED_HEAP_MB} MiB: ${typeof capped === 'string' ? capped : `rss ${(capped.rss / 1e6).toFixed(1)} MB, peak ${((capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`}`);
           rows.push({ ...shape, seedSeconds, probe, capped, source: src.label });
         }
