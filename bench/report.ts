@@ -9,6 +9,7 @@ import type { MachineInfo } from './machine.js';
 import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
 import type { HostileResult } from './hostile.js';
 import type { ProbeResult } from './rss.js';
+import type { StorageRow } from './storage.js';
 import { renderTable, type Cell, type Summary } from './stats.js';
 import type { ThroughputLevel } from './throughput.js';
 
@@ -41,6 +42,8 @@ export interface Results {
   rss100Sessions: (ProbeResult & { finishedRuns: number; openSeconds: number }) | string;
   /** A benign client's session calls, quiet and under a hostile neighbour. */
   hostile: HostileResult | string;
+  /** Gateway RSS after a restart with large finished runs (bench/storage.ts). */
+  storage: StorageRow[] | string;
   profile: {
     cold?: PhaseProfile;
     warm?: PhaseProfile;
@@ -157,6 +160,17 @@ function hostileRows(h: Results['hostile']): Cell[][] {
   ];
 }
 
+function storageRows(storage: Results['storage']): Cell[][] {
+  const target = 'starts; RSS not growing with output size';
+  if (typeof storage === 'string') return [notMeasured('gateway RSS after restart, large finished runs', storage, target)];
+  return storage.map((row): Cell[] => {
+    const kib = Math.round(row.fieldBytes / 1024);
+    const peak = row.probe.maxRss === undefined ? '' : `, peak ${(row.probe.maxRss / 1e6).toFixed(1)} MB`;
+    const capped = typeof row.capped === 'string' ? `heap capped at 384 MiB: ${row.capped.slice(0, 60)}` : `heap capped at 384 MiB: ${(row.capped.rss / 1e6).toFixed(1)} MB, peak ${((row.capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`;
+    return [`gateway RSS after restart, ${row.runs} finished runs of 4 × ${kib} KiB (code, stdin, stdout, stderr), plain node${peak}; ${capped}`, `${(row.probe.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, meets(typeof row.capped !== 'string')];
+  });
+}
+
 export const HEADER = ['figure (latency in ms)', 'median', 'p95', 'p99', 'n', 'rate', 'vs floor', 'target (brief)', 'meets'];
 
 export function tableRows(r: Results): Cell[][] {
@@ -175,6 +189,7 @@ export function tableRows(r: Results): Cell[][] {
     ...rssRows(r),
     rssSessionsRow(r.rss100Sessions),
     ...hostileRows(r.hostile),
+    ...storageRows(r.storage),
   ];
 }
 

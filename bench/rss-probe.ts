@@ -48,7 +48,8 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
   const g = process.memoryUsage();
-  const result = { sessions: opened.length, rssBeforeStart: before, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rssAfterGc: g.rss, heapUsedAfterGc: g.heapUsed };
+  const maxRss = process.resourceUsage().maxRSS * 1024;
+  const result = { sessions: opened.length, rssBeforeStart: before, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rssAfterGc: g.rss, heapUsedAfterGc: g.heapUsed, maxRss };
   process.stdout.write(`${PROBE_PREFIX}${JSON.stringify(result)}\n`);
   await op.stop();
 }

@@ -28,6 +28,8 @@ export interface ProbeResult {
   external: number;
   rssAfterGc: number;
   heapUsedAfterGc: number;
+  /** Peak RSS of the probe process (bytes), e.g. while the informers list. */
+  maxRss?: number;
 }
 
 async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
@@ -79,14 +81,16 @@ export type ProbeMode = 'tsx' | 'compiled';
  * Compiles the repository (no type check) to a temporary directory, so the probe can also run as
  * plain JavaScript like the deployed gateway: tsx's on-the-fly compiler costs tens of MB of RSS.
  */
-export async function compileProbe(): Promise<{ dir: string; remove: () => Promise<void> }> {
-  const root = fileURLToPath(new URL('..', import.meta.url));
+export async function compileProbe(sourceDir?: string): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const here = fileURLToPath(new URL('..', import.meta.url));
+  // Another checkout (a baseline commit) compiles with this checkout's dependencies.
+  const root = sourceDir ?? here;
   const dir = await mkdtemp(join(tmpdir(), 'codemode-bench-'));
   await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
-  await symlink(join(root, 'node_modules'), join(dir, 'node_modules'));
+  await symlink(join(here, 'node_modules'), join(dir, 'node_modules'));
   // The session kernels are found next to the code (src/sessions/runtime-files.ts).
   await symlink(join(root, 'runtime'), join(dir, 'runtime'));
-  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  const tsc = join(here, 'node_modules/typescript/bin/tsc');
   await run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json'), '--outDir', dir, '--noCheck', '--sourceMap', 'false']);
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
 }
@@ -99,7 +103,9 @@ function run(cmd: string, args: string[]): Promise<string> {
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${String(code)}: ${(err || out).slice(-500)}`))));
+    // A V8 out-of-memory crash says so on one line, far above the end of its stack dump.
+    const why = (): string => /FATAL ERROR:[^\n]*/.exec(err)?.[0] ?? (err || out).slice(-500);
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${String(code)}: ${why()}`))));
   });
 }
 
@@ -108,11 +114,13 @@ function run(cmd: string, args: string[]): Promise<string> {
  * bench itself runs), or compiled (`compiledDir` from compileProbe) with plain node; with
  * `sessions` live sessions opened by the probe's gateway before it measures.
  */
-export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string, sessions = 0): Promise<ProbeResult> {
-  const args =
-    mode === 'tsx'
+export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string, sessions = 0, nodeArgs: string[] = []): Promise<ProbeResult> {
+  const args = [
+    ...nodeArgs,
+    ...(mode === 'tsx'
       ? [fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)), fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), ns, String(sessions)]
-      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)];
+      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)]),
+  ];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
   const out = await run(process.execPath, args);
   const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));

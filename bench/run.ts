@@ -4,7 +4,8 @@
 // the end (also on Ctrl-C). BENCH_SCALE, BENCH_ONLY, BENCH_CONCURRENCY: see bench/env.ts.
 import { loadSettings } from './env.js';
 import { testKube } from '../test/e2e/helpers/kube.js';
-import { Namespaces, log, stopAll, type BenchContext } from './context.js';
+import { Namespaces, failed, log, stopAll, type BenchContext } from './context.js';
+import { measureStorage, storageShapes } from './storage.js';
 import { startTargetPod } from './floor.js';
 import { describeMachine, machineInfo } from './machine.js';
 import { computeRatios, renderResults, summaryLines, writeResults, type Results } from './report.js';
@@ -32,6 +33,13 @@ async function sections(ctx: BenchContext): Promise<void> {
     await stopAll(ctx);
   }
   if (s.sections.has('rss')) await rssSection(ctx);
+  if (s.sections.has('storage')) {
+    try {
+      ctx.r.storage = await measureStorage(k, storageShapes(s.scale));
+    } catch (err) {
+      ctx.r.storage = failed('storage', err);
+    }
+  }
   if (s.sections.has('hostile')) await hostileSection(ctx);
 }
 
@@ -53,6 +61,7 @@ async function main(): Promise<void> {
     apiRequests: { cold: skipped('cold'), warm: skipped('warm') },
     rss: skipped('rss'),
     rss100Sessions: skipped('rss'),
+    storage: skipped('storage'),
     hostile: skipped('hostile'),
     profile: {},
     ratios: {},

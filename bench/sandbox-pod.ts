@@ -5,7 +5,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE, type SandboxRun } from '../src/api/v1alpha1/index.js';
 import { loadConfig } from '../src/config/index.js';
-import { ResilientInformer } from '../src/controller/informer.js';
+import { LIST_PAGE_SIZE, ResilientInformer } from '../src/controller/informer.js';
 import { PodWatcher } from '../src/controller/pod-watcher.js';
 import { SANDBOX_CONTAINER, buildRunPod } from '../src/sandbox/pod.js';
 import { buildSandboxNetworkPolicy } from '../src/sandbox/networkpolicy.js';
@@ -62,9 +62,9 @@ export class PodTimeline {
     this.informer = new ResilientInformer<V1Pod>(
       k.kc,
       `/api/v1/namespaces/${namespace}/pods`,
-      () => k.core.listNamespacedPod({ namespace, labelSelector: selector }),
+      (cont) => k.core.listNamespacedPod({ namespace, labelSelector: selector, limit: LIST_PAGE_SIZE, _continue: cont }),
       pino({ level: 'silent' }),
-      selector,
+      { labelSelector: selector },
     );
     this.informer.onChange((pod) => this.record(pod));
     this.watcher = new PodWatcher(this.informer);

@@ -10,7 +10,8 @@ import { GROUP, SANDBOXRUN_PLURAL, VERSION } from './api/v1alpha1/index.js';
 import type { Config } from './config/index.js';
 import { gatewayOptions, type GatewayDeps } from './gateway/types.js';
 import { EventRecorder } from './controller/events.js';
-import { ResilientInformer } from './controller/informer.js';
+import { LIST_PAGE_SIZE, ResilientInformer } from './controller/informer.js';
+import { stripRun } from './controller/cached-run.js';
 import { NetworkPolicyGuard } from './controller/network-policy.js';
 import type { ControllerOptions } from './controller/options.js';
 import { PodWatcher } from './controller/pod-watcher.js';
@@ -40,6 +41,8 @@ export interface Operator {
   sessionController: SandboxSessionController;
   /** The sandbox self-check (runtime/selfcheck): absent only when a test turned it off. */
   sandboxCheck: SandboxChecker | undefined;
+  /** What the SandboxRun informer holds (runs without code or output); tests inspect it. */
+  runCache: { list(): readonly KubernetesObject[] };
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -93,18 +96,20 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const runs = new ResilientInformer<KubernetesObject>(
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXRUN_PLURAL}`,
-    () =>
-      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL }) as Promise<
+    (cont) =>
+      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, limit: LIST_PAGE_SIZE, _continue: cont }) as Promise<
         KubernetesListObject<KubernetesObject>
       >,
     log.child({ informer: 'sandboxruns' }),
+    // Code, stdin and outputs stay in the API server: the controller does not need them cached.
+    { transform: stripRun },
   );
   const pods = new ResilientInformer<V1Pod>(
     clients.kc,
     `/api/v1/namespaces/${ns}/pods`,
-    () => clients.core.listNamespacedPod({ namespace: ns, labelSelector: podSelector() }),
+    (cont) => clients.core.listNamespacedPod({ namespace: ns, labelSelector: podSelector(), limit: LIST_PAGE_SIZE, _continue: cont }),
     log.child({ informer: 'pods' }),
-    podSelector(),
+    { labelSelector: podSelector() },
   );
   const policies = new NetworkPolicyGuard(clients, ns, log.child({ controller: 'networkpolicy' }), metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') });
   const events = new EventRecorder(clients.events, identity, log);
@@ -126,8 +131,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const sessions = new ResilientInformer<KubernetesObject>(
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXSESSION_PLURAL}`,
-    () =>
-      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL }) as Promise<
+    (cont) =>
+      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, limit: LIST_PAGE_SIZE, _continue: cont }) as Promise<
         KubernetesListObject<KubernetesObject>
       >,
     log.child({ informer: 'sandboxsessions' }),
@@ -215,6 +220,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     sessionService,
     sessionController,
     sandboxCheck,
+    runCache: runs,
     async start(): Promise<void> {
       try {
         await runs.start();

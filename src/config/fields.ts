@@ -4,7 +4,9 @@
 import { z } from 'zod';
 import {
   MAX_CODE_BYTES_HARD,
+  MAX_OUTPUT_BYTES_HARD,
   MAX_TIMEOUT_SECONDS_HARD,
+  MAX_TTL_SECONDS_AFTER_FINISHED,
   QUANTITY_PATTERN,
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from './quantity.js';
@@ -181,8 +183,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_OUTPUT_CAP_CHARS',
       default: '50000',
-      description: 'Characters of stdout and of stderr (each) kept in the result and in SandboxRun status.',
-      // Output is stored in the SandboxRun next to code and stdin; etcd caps objects at ~1.5 MiB.
+      description: 'Characters of stdout and of stderr (each) kept in the result and in SandboxRun status (CODEMODE_OUTPUT_CAP_BYTES applies too).',
       allowed: 'an integer from 1 to 262144',
     },
     int(1, 262144),
@@ -213,9 +214,9 @@ export const FIELDS = {
       env: 'CODEMODE_TTL_SECONDS_AFTER_FINISHED',
       default: '3600',
       description: 'Seconds a finished SandboxRun is kept when it does not set spec.ttlSecondsAfterFinished.',
-      allowed: 'an integer from 0 to 31536000 (one year)',
+      allowed: `an integer from 0 to ${MAX_TTL_SECONDS_AFTER_FINISHED} (one week), not above CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED`,
     },
-    int(0, 31536000),
+    int(0, MAX_TTL_SECONDS_AFTER_FINISHED),
   ),
   podStartupTimeoutSeconds: field(
     {
@@ -466,6 +467,28 @@ export const FIELDS = {
       allowed: `a comma-separated subset of ${SANDBOX_CHECKS.join(', ')}`,
     },
     commaList(z.enum(SANDBOX_CHECKS)),
+  ),
+  // Issue 14, bounded storage: what one SandboxRun may hold and how long it is kept.
+  outputCapBytes: field(
+    {
+      env: 'CODEMODE_OUTPUT_CAP_BYTES',
+      default: '65536',
+      description:
+        'UTF-8 bytes of stdout and of stderr (each) kept in the result and in SandboxRun status, cut at a character boundary; the smaller of this and CODEMODE_OUTPUT_CAP_CHARS applies.',
+      // Code, stdin and both outputs at their API bounds still fit etcd's 1.5 MiB request limit.
+      allowed: `an integer from 1 to ${MAX_OUTPUT_BYTES_HARD}`,
+    },
+    int(1, MAX_OUTPUT_BYTES_HARD),
+  ),
+  maxTtlSecondsAfterFinished: field(
+    {
+      env: 'CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED',
+      default: '86400',
+      description:
+        'Longest a finished SandboxRun is kept, whatever its spec.ttlSecondsAfterFinished asks (a larger value is shortened to this).',
+      allowed: `an integer from 0 to ${MAX_TTL_SECONDS_AFTER_FINISHED} (one week), not below CODEMODE_TTL_SECONDS_AFTER_FINISHED`,
+    },
+    int(0, MAX_TTL_SECONDS_AFTER_FINISHED),
   ),
 };
 

@@ -74,6 +74,9 @@ export interface Config {
   readonly maxProcesses: number;
   /** Checks whose absence the administrator accepted (code runs anyway, with a warning). */
   readonly acceptUnenforced: readonly SandboxCheckName[];
+  /** Per stream, in UTF-8 bytes (applied with outputCapChars). */
+  readonly outputCapBytes: number;
+  readonly maxTtlSecondsAfterFinished: number;
 }
 
 export interface ConfigProblem {
@@ -122,6 +125,9 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   };
   if (c.maxTimeoutSeconds < c.defaultTimeoutSeconds) {
     add('maxTimeoutSeconds', `must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (${c.defaultTimeoutSeconds})`);
+  }
+  if (c.ttlSecondsAfterFinished > c.maxTtlSecondsAfterFinished) {
+    add('ttlSecondsAfterFinished', `must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (${c.maxTtlSecondsAfterFinished})`);
   }
   if (parseQuantity(c.defaultCpu) > parseQuantity(c.maxCpu)) {
     add('defaultCpu', `must not exceed CODEMODE_MAX_CPU (${c.maxCpu})`);
@@ -205,6 +211,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxCheckIntervalSeconds: c.sandboxCheckIntervalSeconds,
     maxProcesses: c.maxProcesses,
     acceptUnenforced: [...new Set(c.acceptUnenforced ?? [])],
+    outputCapBytes: c.outputCapBytes,
+    maxTtlSecondsAfterFinished: c.maxTtlSecondsAfterFinished,
   };
   return deepFreeze(config);
 }

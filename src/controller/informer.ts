@@ -1,11 +1,64 @@
 // client-node's informer keeps a cache and calls back on changes, but on any error other than
 // 410 Gone it stops for good. This wrapper restarts it with backoff, so the controller never
-// silently goes deaf after an API server hiccup.
-import { makeInformer } from '@kubernetes/client-node';
+// silently goes deaf after an API server hiccup. It also bounds the cache's memory: an optional
+// transform strips each object before it is cached (SandboxRuns carry code and output the
+// controller does not need), and the initial list is read in pages, each stripped before the
+// next is fetched, so a namespace full of large objects is never held whole.
+import { ListWatch, Watch } from '@kubernetes/client-node';
 import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 
 export type Listener<T> = (obj: T) => void;
+
+/** One page of a list: `cont` is the continue token of the previous page (undefined first). */
+export type ListPageFn<T extends KubernetesObject> = (cont: string | undefined) => Promise<KubernetesListObject<T>>;
+
+export interface InformerOptions<T extends KubernetesObject> {
+  labelSelector?: string;
+  /** Applied to every object before it is cached or handed to listeners. Must keep metadata. */
+  transform?: (obj: T) => T;
+}
+
+/**
+ * Objects per page of the initial list: bounds the memory a restart needs for large objects (a
+ * page of maximum-size SandboxRuns is ~10 MiB of JSON, parsed, then stripped). 2,000 small runs
+ * take 200 requests, a few seconds.
+ */
+export const LIST_PAGE_SIZE = 10;
+
+/**
+ * Reads every page (following continue tokens) and transforms each item as it arrives. The
+ * result's resourceVersion is the list's snapshot, from which the watch continues.
+ */
+export async function listAllPages<T extends KubernetesObject>(page: ListPageFn<T>, transform: (obj: T) => T = (o) => o): Promise<KubernetesListObject<T>> {
+  const items: T[] = [];
+  let cont: string | undefined;
+  let last: KubernetesListObject<T>;
+  do {
+    last = await page(cont);
+    for (const item of last.items) items.push(transform(item));
+    // Drop the page's objects before fetching the next one.
+    last.items = [];
+    // Typed lists (pods) are deserialized with `_continue`; custom objects arrive as plain JSON.
+    const meta = last.metadata as { _continue?: string; continue?: string } | undefined;
+    cont = meta?._continue || meta?.continue || undefined;
+  } while (cont !== undefined);
+  return { ...last, items };
+}
+
+/** A Watch whose events carry transformed objects (ERROR events pass unchanged). */
+class TransformingWatch<T extends KubernetesObject> extends Watch {
+  constructor(kc: KubeConfig, private readonly transform: (obj: T) => T) {
+    super(kc);
+  }
+
+  override watch(path: string, params: Record<string, string | number | boolean | undefined>, cb: (phase: string, apiObj: unknown, watchObj?: unknown) => void, done: (err: unknown) => void): Promise<AbortController> {
+    return super.watch(path, params, (phase, obj, watchObj) => {
+      const out = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? this.transform(obj as T) : obj;
+      cb(phase, out, watchObj);
+    }, done);
+  }
+}
 
 export class ResilientInformer<T extends KubernetesObject> {
   private readonly informer: Informer<T> & ObjectCache<T>;
@@ -16,11 +69,13 @@ export class ResilientInformer<T extends KubernetesObject> {
   constructor(
     kc: KubeConfig,
     path: string,
-    listFn: () => Promise<KubernetesListObject<T>>,
+    listPage: ListPageFn<T>,
     private readonly log: Logger,
-    labelSelector?: string,
+    options: InformerOptions<T> = {},
   ) {
-    this.informer = makeInformer<T>(kc, path, listFn, labelSelector);
+    const transform = options.transform ?? ((o: T) => o);
+    const watch = options.transform ? new TransformingWatch<T>(kc, transform) : new Watch(kc);
+    this.informer = new ListWatch<T>(path, watch, () => listAllPages(listPage, transform), false, options.labelSelector);
     this.informer.on('error', (err: unknown) => this.onError(err));
     this.informer.on('connect', () => {
       this.restartDelayMs = 1000;

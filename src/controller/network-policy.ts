@@ -84,9 +84,9 @@ export class NetworkPolicyGuard {
     this.informer = new ResilientInformer<V1NetworkPolicy>(
       clients.kc,
       `/apis/networking.k8s.io/v1/namespaces/${namespace}/networkpolicies`,
-      () => clients.networking.listNamespacedNetworkPolicy({ namespace, labelSelector: selector }),
+      (cont) => clients.networking.listNamespacedNetworkPolicy({ namespace, labelSelector: selector, ...(cont && { _continue: cont }) }),
       log.child({ informer: 'networkpolicies' }),
-      selector,
+      { labelSelector: selector },
     );
     this.queue = new WorkQueue(() => this.reconcile(), {
       workers: 1,

@@ -29,4 +29,7 @@ export interface ControllerOptions {
   sessionMaxLifetimeSeconds: number;
   maxFileBytes: number;
   warmPoolSize: number;
+  /** Per stream, UTF-8 bytes kept in SandboxRun status. */
+  outputCapBytes: number;
+  maxTtlSecondsAfterFinished: number;
 }

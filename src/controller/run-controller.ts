@@ -14,10 +14,13 @@ import {
   SANDBOXRUN_KIND,
   SANDBOXRUN_PLURAL,
   VERSION,
+  RunPhaseSchema,
+  isTerminalPhase,
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { parseCachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { ResilientInformer } from './informer.js';
@@ -94,12 +97,21 @@ export class SandboxRunController {
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
     const [ns = '', name = ''] = key.split('/');
+    // The cache holds runs without code and outputs (cached-run.ts): enough to decide.
     const obj = this.d.runs.get(name, ns);
     if (!obj || obj.metadata?.deletionTimestamp) return;
-    const parsed = parseSandboxRun(obj);
-    if (!parsed.ok) return this.rejectInvalid(obj, parsed.message);
-    const run = parsed.run;
     const now = this.now();
+    const parsed = parseCachedRun(obj);
+    if (!parsed.ok) {
+      // Finished before a stricter schema (an old object): it still goes after its TTL.
+      const done = finishedAt(obj);
+      if (done === undefined) return this.rejectInvalid(obj, parsed.message);
+      const remaining = done + this.d.opts.ttlSecondsAfterFinished * 1000 - now.getTime();
+      if (remaining > 0) return { requeueAfterMs: remaining };
+      await this.deleteRun(ns, name);
+      return;
+    }
+    const run = parsed.run;
 
     const uid = run.metadata.uid ?? '';
     const decision = decideRun(run, {
@@ -107,7 +119,7 @@ export class SandboxRunController {
       executor: run.metadata.annotations?.[ANNOTATION_EXECUTOR],
       busyHere: this.d.executor.isBusy(uid),
       started: this.hasStarted(run),
-      ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now),
+      ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now, this.d.opts.maxTtlSecondsAfterFinished),
       lostAfterMs: lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now),
     });
     switch (decision.kind) {
@@ -116,9 +128,12 @@ export class SandboxRunController {
         return;
       case 'wait':
         return decision.afterMs === undefined ? undefined : { requeueAfterMs: decision.afterMs };
-      case 'execute':
-        void this.d.executor.execute(run);
+      case 'execute': {
+        // The cache holds runs without their code: read the whole object once to execute it.
+        const whole = await this.readRun(ns, name);
+        if (whole) void this.d.executor.execute(whole);
         return;
+      }
       case 'claim': {
         const claimed = await this.claim(run);
         if (claimed) void this.d.executor.execute(claimed);
@@ -139,14 +154,28 @@ export class SandboxRunController {
    * its own cold pod or the pool pod its claim patched, found by owner UID, deleted or not — or a
    * Running status (runs in sessions). Pods are removed only after the outcome is recorded.
    */
-  private hasStarted(run: SandboxRun): boolean {
+  private hasStarted(run: Pick<SandboxRun, 'metadata' | 'status'>): boolean {
     const uid = run.metadata.uid;
     if (run.status?.phase === 'Running' || run.status?.startTime !== undefined) return true;
     return this.d.pods.list(run.metadata.namespace).some((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
   }
 
+  /** The whole run (with its code), read once when it is about to execute. */
+  private async readRun(namespace: string, name: string): Promise<SandboxRun | undefined> {
+    try {
+      const obj = (await this.d.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name })) as KubernetesObject;
+      const parsed = parseSandboxRun(obj);
+      if (parsed.ok) return parsed.run;
+      await this.rejectInvalid(obj, parsed.message);
+      return undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`Failed to read SandboxRun ${namespace}/${name}`, { cause: err });
+    }
+  }
+
   /** Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. */
-  private async claim(run: SandboxRun): Promise<SandboxRun | undefined> {
+  private async claim(run: Pick<SandboxRun, 'metadata'>): Promise<SandboxRun | undefined> {
     try {
       const updated: unknown = await this.d.clients.custom.patchNamespacedCustomObject(
         {
@@ -164,7 +193,9 @@ export class SandboxRunController {
         },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
+      // The patch answers with the whole object: its code is here, no extra read needed.
       const parsed = parseSandboxRun(updated);
+      if (!parsed.ok) await this.rejectInvalid(updated as KubernetesObject, parsed.message);
       return parsed.ok ? parsed.run : undefined;
     } catch (err) {
       if (isConflict(err) || isNotFound(err)) return undefined;
@@ -200,6 +231,15 @@ export class SandboxRunController {
       if (!isNotFound(err)) throw err;
     }
   }
+}
+
+/** completionTime of a terminal run, read without the schema (for objects it rejects). */
+function finishedAt(obj: KubernetesObject): number | undefined {
+  const status = (obj as { status?: { phase?: unknown; completionTime?: unknown } }).status;
+  const phase = RunPhaseSchema.safeParse(status?.phase);
+  if (!phase.success || !isTerminalPhase(phase.data)) return undefined;
+  const t = typeof status?.completionTime === 'string' ? Date.parse(status.completionTime) : NaN;
+  return Number.isNaN(t) ? undefined : t;
 }
 
 export function podSelector(): string {

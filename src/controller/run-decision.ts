@@ -39,7 +39,7 @@ export const RECHECK_MS = 5_000;
 
 export const VANISHED_MESSAGE = 'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
 
-export function decideRun(run: SandboxRun, f: RunFacts): RunDecision {
+export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDecision {
   if (isTerminalPhase(run.status?.phase)) {
     const remaining = f.ttlRemainingMs ?? 0;
     return remaining > 0 ? { kind: 'wait', afterMs: remaining } : { kind: 'delete' };

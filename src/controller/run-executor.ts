@@ -18,6 +18,8 @@ import {
   VERSION,
   kernelLanguage,
   normalizeLanguage,
+  fitStatus,
+  minimalStatus,
   type SandboxRun,
   type SandboxRunStatus,
 } from '../api/v1alpha1/index.js';
@@ -25,7 +27,7 @@ import { parseQuantity } from '../config/quantity.js';
 import { execInPod } from '../exec/exec.js';
 import { KernelConnectionError, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
-import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import type { OutputChunk, RunOutcome } from '../runs/types.js';
 import { SANDBOX_CONTAINER, buildRunPod } from '../sandbox/pod.js';
 import { podNameForRun } from '../sandbox/names.js';
@@ -52,8 +54,6 @@ import {
 const RUNNING_WRITE_DELAY_MS = 250;
 /** Longest pause between attempts to record a finished run's status (it is retried until it lands). */
 const MAX_STATUS_RETRY_MS = 30_000;
-/** Kept of each output in the minimal status written when the full one cannot be stored. */
-const MINIMAL_OUTPUT_CHARS = 4096;
 
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 interface Executed {
@@ -99,25 +99,6 @@ export function checkAgainstLimits(run: SandboxRun, opts: ControllerOptions): st
   const mem = run.spec.resources?.memory;
   if (mem && parseQuantity(mem) > parseQuantity(opts.maxMemory)) problems.push(`spec.resources.memory=${mem} is above the maximum ${opts.maxMemory}`);
   return problems.length ? `Invalid SandboxRun: ${problems.join('; ')}.` : undefined;
-}
-
-/** The API server refused the status itself (too large for etcd, or invalid), not a transient failure. */
-function refusedAsStored(err: unknown): boolean {
-  const code = statusOf(err);
-  return code === 413 || code === 422 || (code === 500 && /too large|exceeds/i.test(apiErrorMessage(err)));
-}
-
-/** The outcome without most of its output: what must be recorded even when the output cannot be. */
-export function minimalStatus(s: SandboxRunStatus): SandboxRunStatus {
-  const cut = (t: string | undefined): string | undefined => (t === undefined ? undefined : t.slice(0, MINIMAL_OUTPUT_CHARS));
-  const note = 'The full output could not be stored; it was cut.';
-  return {
-    ...s,
-    stdout: cut(s.stdout),
-    stderr: cut(s.stderr),
-    truncated: true,
-    message: s.message ? `${s.message.slice(0, 1000)} ${note}` : note,
-  };
 }
 
 function minQuantity(a: string, b: string): string {
@@ -279,7 +260,7 @@ export class RunExecutor {
     clearTimeout(runningTimer);
     const end = new Date();
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
-    const status = completedStatus(run, c, executed.captured, { start: startTime, end });
+    const status = this.fit(run, completedStatus(run, c, executed.captured, { start: startTime, end }));
     this.settle(
       run,
       (async () => {
@@ -424,7 +405,7 @@ export class RunExecutor {
       );
       const o = sessionOutcome(r, run.metadata.namespace ?? this.d.opts.namespace, run.spec.timeoutSeconds);
       const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };
-      const status = completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() });
+      const status = this.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
       await this.patchStatus(run, status, log);
       this.recordOutcome(run, run.metadata.namespace ?? this.d.opts.namespace, c);
       this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
@@ -499,8 +480,9 @@ export class RunExecutor {
    * as long as this process lives; a status the API server refuses as too large or invalid is
    * replaced by a minimal one (outputs cut) once. A run deleted meanwhile is not an error.
    */
-  async patchStatus(run: SandboxRun, status: SandboxRunStatus, log: Logger): Promise<void> {
-    let body = status;
+  async patchStatus(run: SandboxRun, wanted: SandboxRunStatus, log: Logger): Promise<void> {
+    let status = this.fit(run, wanted);
+    let refused = false;
     for (let attempt = 1; ; attempt++) {
       try {
         await this.d.clients.custom.patchNamespacedCustomObjectStatus(
@@ -510,22 +492,55 @@ export class RunExecutor {
             namespace: run.metadata.namespace ?? this.d.opts.namespace,
             plural: SANDBOXRUN_PLURAL,
             name: run.metadata.name,
-            body: { status: body },
+            body: { status },
           },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
         return;
       } catch (err) {
         if (isNotFound(err)) return;
-        if (body !== status || !refusedAsStored(err)) {
-          if (attempt === 1 || attempt % 10 === 0) log.warn({ err: apiErrorMessage(err), attempt }, 'Failed to update SandboxRun status; retrying');
-          await new Promise((r) => setTimeout(r, Math.min(MAX_STATUS_RETRY_MS, 100 * 2 ** attempt)));
-          continue;
+        // Larger than etcd takes (our size model missed something): record at least the outcome.
+        if (isTooLarge(err)) {
+          if (status.conditions !== null) {
+            status = minimalStatus(status);
+            continue;
+          }
+          return this.deleteUnrecordable(run, log);
         }
-        log.warn({ err: apiErrorMessage(err) }, 'SandboxRun status refused; writing a minimal one');
-        body = minimalStatus(status);
+        const code = statusOf(err);
+        if (code !== undefined && code >= 400 && code < 500 && code !== 409 && code !== 429) {
+          // Refused as invalid: the minimal status once, then give up (it can never land).
+          if (!refused) {
+            refused = true;
+            log.warn({ err: apiErrorMessage(err) }, 'SandboxRun status refused; writing a minimal one');
+            status = minimalStatus(status);
+            continue;
+          }
+          log.error({ err: apiErrorMessage(err) }, 'Failed to record the outcome of a SandboxRun');
+          return;
+        }
+        if (attempt === 1 || attempt % 10 === 0) log.warn({ err: apiErrorMessage(err), attempt }, 'Failed to update SandboxRun status; retrying');
+        await new Promise((r) => setTimeout(r, Math.min(MAX_STATUS_RETRY_MS, 100 * 2 ** attempt)));
       }
     }
+  }
+
+  /**
+   * A run within a few hundred bytes of etcd's limit cannot take even a minimal status: left
+   * alone it would never finish nor expire. Delete it and say why in an Event.
+   */
+  private async deleteUnrecordable(run: SandboxRun, log: Logger): Promise<void> {
+    const ns = run.metadata.namespace ?? this.d.opts.namespace;
+    log.warn('Deleted SandboxRun: it is too large to record its result');
+    this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Warning', 'TooLarge', 'Delete', 'The SandboxRun is too large to store its result (etcd request limit); it was deleted. Send smaller code, stdin or annotations.');
+    await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name }).catch((err: unknown) => {
+      if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
+    });
+  }
+
+  /** What is stored (and returned): outputs cut to the byte cap and to what fits in etcd. */
+  private fit(run: SandboxRun, status: SandboxRunStatus): SandboxRunStatus {
+    return fitStatus(run, status, this.d.opts.outputCapBytes);
   }
 
   private outcome(run: SandboxRun, s: SandboxRunStatus): RunOutcome {

@@ -71,18 +71,14 @@ export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResul
 
   return new Promise<ExecResult>((resolve) => {
     let done = false;
-    let socket: { close(): void; terminate?(): void } | undefined;
+    const stream = new StreamCloser();
     const finish = (r: { exitCode?: number; error?: string; watchdogFired?: boolean }): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       stdout.end();
       stderr.end();
-      try {
-        socket?.close();
-      } catch {
-        // already closed
-      }
+      stream.close();
       resolve({
         ...r,
         watchdogFired: r.watchdogFired ?? false,
@@ -103,8 +99,7 @@ export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResul
         finish(exitCodeFromStatus(status));
       })
       .then((ws) => {
-        socket = ws;
-        if (done) ws.close();
+        stream.attach(ws);
         ws.on('close', (code: number, reason: Buffer) => {
           // Give an in-flight status callback a tick to land first.
           setImmediate(() => finish({ error: `exec stream closed without a status (code ${code} ${reason.toString()})` }));
@@ -164,20 +159,58 @@ export function execRaw(exec: Exec, namespace: string, pod: string, container: s
     if (stderr.length < 4096) stderr += b.toString('utf8');
   });
   return new Promise<RawExecResult>((resolve) => {
+    const stream = new StreamCloser();
     let done = false;
     const finish = (r: { exitCode?: number; error?: string }): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      // Every way out closes the stream: a watchdog that only resolved left it open for good.
+      stream.close();
       resolve({ ...r, stdout: Buffer.concat(chunks), overflow, stderr });
     };
     const timer = setTimeout(() => finish({ error: `no result within ${watchdogMs} ms` }), watchdogMs);
     exec
       .exec(namespace, pod, container, command, out, err, stdin === undefined ? null : Readable.from([stdin]), false, (status) => finish(exitCodeFromStatus(status)))
       .then((ws) => {
+        stream.attach(ws);
         ws.on('close', () => setImmediate(() => finish({ error: 'exec stream closed without a status' })));
         ws.on('error', (e: Error) => finish({ error: `exec stream error: ${e.message}` }));
       })
       .catch((e: unknown) => finish({ error: `exec could not start: ${describeError(e)}` }));
   });
+}
+
+/** The part of a websocket the closer uses (ws's WebSocket). */
+export interface ClosableSocket {
+  readonly readyState: number;
+  close(): void;
+  terminate?(): void;
+}
+
+/**
+ * Closes an exec websocket once we are done with it, whenever the socket shows up: an exec can
+ * finish (watchdog) before the socket has even opened. terminate() drops the connection at once:
+ * a polite close() waits up to 30 s for a peer that may be the very thing that stopped answering.
+ */
+export class StreamCloser {
+  private socket: ClosableSocket | undefined;
+  private closed = false;
+
+  attach(socket: ClosableSocket): void {
+    this.socket = socket;
+    if (this.closed) this.close();
+  }
+
+  close(): void {
+    this.closed = true;
+    const s = this.socket;
+    if (!s || s.readyState === 3 /* CLOSED */) return;
+    try {
+      if (s.terminate) s.terminate();
+      else s.close();
+    } catch {
+      // already closing
+    }
+  }
 }

@@ -126,3 +126,11 @@ export function apiErrorMessage(err: unknown): string {
   if (e && typeof e.message === 'string') return e.message.split('\n')[0] ?? e.message;
   return String(err);
 }
+
+/**
+ * The object is larger than the API server or etcd accepts: 413 from the API server's body limit,
+ * or etcd's "request is too large" (which the API server passes on as a 500).
+ */
+export function isTooLarge(err: unknown): boolean {
+  return statusOf(err) === 413 || /request is too large|too large/i.test(apiErrorMessage(err));
+}

@@ -63,6 +63,8 @@ describe('loadConfig defaults', () => {
       sandboxCheckIntervalSeconds: 600,
       maxProcesses: 128,
       acceptUnenforced: [],
+      outputCapBytes: 65536,
+      maxTtlSecondsAfterFinished: 86400,
     } satisfies Config);
   });
 
@@ -124,6 +126,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '60', { sandboxCheckIntervalSeconds: 60 }],
     ['CODEMODE_MAX_PROCESSES', '256', { maxProcesses: 256 }],
     ['CODEMODE_ACCEPT_UNENFORCED', 'network, process_limit,network', { acceptUnenforced: ['network', 'process_limit'] }],
+    ['CODEMODE_OUTPUT_CAP_BYTES', '262144', { outputCapBytes: 262144 }],
+    ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604800', { maxTtlSecondsAfterFinished: 604800 }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -132,7 +136,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(48);
+    expect(envs).toHaveLength(50);
   });
 });
 
@@ -174,6 +178,8 @@ describe('loadConfig errors', () => {
     ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '5', 'must be at least 10'],
     ['CODEMODE_MAX_PROCESSES', '0', 'must be at least 8'],
     ['CODEMODE_ACCEPT_UNENFORCED', 'network,everything', 'entry "everything" must be one of'],
+    ['CODEMODE_OUTPUT_CAP_BYTES', '262145', 'must be at most 262144'],
+    ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604801', 'must be at most 604800'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
@@ -189,6 +195,7 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_BIND_ADDRESS: '0.0.0.0' }, 'CODEMODE_AUTH_MODE=(default) is none while CODEMODE_BIND_ADDRESS=0.0.0.0 is beyond loopback'],
     [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_AUDIENCE: 'x' }, 'CODEMODE_OIDC_ISSUER=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
     [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example' }, 'CODEMODE_OIDC_AUDIENCE=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
+    [{ CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' }, 'CODEMODE_TTL_SECONDS_AFTER_FINISHED=(default) must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (60)'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });

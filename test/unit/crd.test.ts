@@ -52,7 +52,7 @@ describe('SandboxRun CRD', () => {
     ['code', { type: 'string', minLength: 1, maxLength: 262144 }],
     ['timeoutSeconds', { type: 'integer', default: 30, minimum: 1, maximum: 3600 }],
     ['stdin', { type: 'string', maxLength: 262144 }],
-    ['ttlSecondsAfterFinished', { type: 'integer', minimum: 0 }],
+    ['ttlSecondsAfterFinished', { type: 'integer', minimum: 0, maximum: 604800 }],
   ])('spec.%s carries its enum, default and bounds', (name, expected) => {
     expect(props(spec)[name]).toMatchObject(expected);
   });
@@ -84,7 +84,7 @@ describe('SandboxRun CRD', () => {
 
   it('types timestamps as date-time without zod pattern', () => {
     for (const name of ['startTime', 'completionTime']) {
-      expect(props(status)[name]).toEqual({ type: 'string', format: 'date-time', description: expect.any(String) });
+      expect(props(status)[name]).toEqual({ type: 'string', maxLength: 64, format: 'date-time', description: expect.any(String) });
     }
   });
 

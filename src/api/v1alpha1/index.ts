@@ -6,3 +6,4 @@ export * from './labels.js';
 export * from './field-managers.js';
 export * from './owner.js';
 export * from './crd.js';
+export * from './storage.js';

@@ -14,10 +14,20 @@ export const SANDBOXRUN_PLURAL = 'sandboxruns';
 /** Upper bound of spec.code in bytes. The admin config may lower it, never raise it. */
 export const MAX_CODE_BYTES_HARD = 262144;
 /** Upper bound of spec.stdin in bytes. */
-// With 256 KiB of code and two capped output streams, one object stays well inside etcd's
-// 1.5 MiB request limit.
 export const MAX_STDIN_BYTES = 262144;
+/**
+ * Upper bound of status.stdout and status.stderr (each) in UTF-8 bytes. Code, stdin and both
+ * outputs at their bounds make 1 MiB, inside etcd's 1.5 MiB request limit; what JSON escaping or
+ * large annotations add is taken from the stored outputs when the status is written (storage.ts).
+ */
+export const MAX_OUTPUT_BYTES_HARD = 262144;
 export const MAX_TIMEOUT_SECONDS_HARD = 3600;
+/** Longest a finished run may be kept (one week): bounds how long a full namespace stays full. */
+export const MAX_TTL_SECONDS_AFTER_FINISHED = 604800;
+/** Bounds of the short texts the controller writes (same as metav1.Condition's). */
+export const MAX_REASON_LENGTH = 1024;
+export const MAX_MESSAGE_LENGTH = 32768;
+export const MAX_CONDITIONS = 8;
 
 /**
  * Kubernetes quantity with the suffixes the operator understands (m, k, Ki, Mi, Gi, Ti, M, G, T).
@@ -50,7 +60,23 @@ function utf8Bytes(s: string): number {
   return Buffer.byteLength(s, 'utf8');
 }
 
-const quantity = z.string().regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
+/**
+ * A string bounded in UTF-8 bytes, checked by zod and by the API server: maxLength counts
+ * characters (up to 4 bytes each), so a CEL rule bounds the bytes etcd has to store.
+ */
+function byteBoundedString(maxBytes: number) {
+  return z
+    .string()
+    .max(maxBytes)
+    .refine((s) => utf8Bytes(s) <= maxBytes, { error: `must be at most ${maxBytes} bytes (UTF-8)` })
+    .meta({
+      'x-kubernetes-validations': [
+        { rule: `size(bytes(self)) <= ${maxBytes}`, message: `must be at most ${maxBytes} bytes (UTF-8)` },
+      ],
+    });
+}
+
+const quantity = z.string().max(64).regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
 
 export const RunResourcesSchema = z.object({
   cpu: quantity
@@ -72,13 +98,8 @@ export const SandboxRunSpecSchema = z.object({
   language: LanguageSchema.default('python').describe(
     'Language of the code: python, bash, sh, node or javascript (an alias of node).',
   ),
-  code: z
-    .string()
+  code: byteBoundedString(MAX_CODE_BYTES_HARD)
     .min(1)
-    .max(MAX_CODE_BYTES_HARD)
-    .refine((s) => utf8Bytes(s) <= MAX_CODE_BYTES_HARD, {
-      error: `must be at most ${MAX_CODE_BYTES_HARD} bytes (UTF-8)`,
-    })
     .describe(
       `Source code to execute. At most ${MAX_CODE_BYTES_HARD} bytes (UTF-8); the administrator may set a lower limit. The run executes it once; later changes have no effect.`,
     ),
@@ -90,12 +111,7 @@ export const SandboxRunSpecSchema = z.object({
     .describe(
       'Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator\'s maximum, which may be lower.',
     ),
-  stdin: z
-    .string()
-    .max(MAX_STDIN_BYTES)
-    .refine((s) => utf8Bytes(s) <= MAX_STDIN_BYTES, {
-      error: `must be at most ${MAX_STDIN_BYTES} bytes (UTF-8)`,
-    })
+  stdin: byteBoundedString(MAX_STDIN_BYTES)
     .optional()
     .describe(`Data fed to the program's standard input (at most ${MAX_STDIN_BYTES} bytes). Empty stdin when omitted.`),
   resources: RunResourcesSchema.optional().describe(
@@ -115,9 +131,10 @@ export const SandboxRunSpecSchema = z.object({
   ttlSecondsAfterFinished: z
     .int()
     .min(0)
+    .max(MAX_TTL_SECONDS_AFTER_FINISHED)
     .optional()
     .describe(
-      'Seconds after completion before the SandboxRun (and its pod) is deleted. Defaults to the administrator\'s setting (3600).',
+      `Seconds after completion before the SandboxRun (and its pod) is deleted (0-${MAX_TTL_SECONDS_AFTER_FINISHED}). Defaults to the administrator's setting (3600); the administrator's maximum may be lower.`,
     ),
 });
 export type SandboxRunSpec = z.infer<typeof SandboxRunSpecSchema>;
@@ -125,7 +142,7 @@ export type SandboxRunSpec = z.infer<typeof SandboxRunSpecSchema>;
 export type SandboxRunSpecInput = z.input<typeof SandboxRunSpecSchema>;
 
 const count = z.int().min(0);
-const timestamp = z.iso.datetime({ offset: true });
+const timestamp = z.iso.datetime({ offset: true }).max(64);
 
 export const SandboxRunStatusSchema = z.object({
   phase: RunPhaseSchema.optional().describe(
@@ -133,6 +150,7 @@ export const SandboxRunStatusSchema = z.object({
   ),
   conditions: z
     .array(ConditionSchema.describe('One observation of the run, in the metav1.Condition format.'))
+    .max(MAX_CONDITIONS)
     .optional()
     .meta({
       description: 'Latest observations of the run: Ready (sandbox pod ready) and Complete.',
@@ -142,16 +160,14 @@ export const SandboxRunStatusSchema = z.object({
   observedGeneration: count
     .optional()
     .describe('The metadata.generation this status was computed from.'),
-  podName: z.string().optional().describe('Name of the sandbox pod that runs the code.'),
+  podName: z.string().max(253).optional().describe('Name of the sandbox pod that runs the code.'),
   exitCode: z.int().optional().describe('Exit code of the program, when it ran to completion.'),
-  stdout: z
-    .string()
+  stdout: byteBoundedString(MAX_OUTPUT_BYTES_HARD)
     .optional()
-    .describe('Standard output of the program, cut at the administrator\'s cap (see truncated).'),
-  stderr: z
-    .string()
+    .describe(`Standard output of the program, cut at the administrator's cap (at most ${MAX_OUTPUT_BYTES_HARD} bytes; see truncated).`),
+  stderr: byteBoundedString(MAX_OUTPUT_BYTES_HARD)
     .optional()
-    .describe('Standard error of the program, cut at the administrator\'s cap (see truncated).'),
+    .describe(`Standard error of the program, cut at the administrator's cap (at most ${MAX_OUTPUT_BYTES_HARD} bytes; see truncated).`),
   stdoutBytes: count.optional().describe('Size of the complete standard output in bytes, before any cut.'),
   stderrBytes: count.optional().describe('Size of the complete standard error in bytes, before any cut.'),
   truncated: z.boolean().optional().describe('True when stdout or stderr was cut at the cap.'),
@@ -160,9 +176,10 @@ export const SandboxRunStatusSchema = z.object({
   durationMs: count.optional().describe('Execution time of the code in milliseconds.'),
   reason: z
     .string()
+    .max(MAX_REASON_LENGTH)
     .optional()
     .describe('Stable CamelCase reason of the current phase, e.g. NonZeroExit or OOMKilled.'),
-  message: z.string().optional().describe('Human-readable explanation of the current phase.'),
+  message: z.string().max(MAX_MESSAGE_LENGTH).optional().describe('Human-readable explanation of the current phase.'),
 });
 export type SandboxRunStatus = z.infer<typeof SandboxRunStatusSchema>;
 

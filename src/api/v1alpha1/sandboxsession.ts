@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
 import { OwnerSchema } from './owner.js';
-import { API_VERSION, ObjectMetaSchema, describeIssues } from './sandboxrun.js';
+import { API_VERSION, MAX_CONDITIONS, MAX_MESSAGE_LENGTH, MAX_REASON_LENGTH, ObjectMetaSchema, describeIssues } from './sandboxrun.js';
 
 export const SANDBOXSESSION_KIND = 'SandboxSession';
 export const SANDBOXSESSION_PLURAL = 'sandboxsessions';
@@ -47,13 +47,13 @@ export const SandboxSessionSpecSchema = z.object({
 });
 export type SandboxSessionSpec = z.infer<typeof SandboxSessionSpecSchema>;
 
-const timestamp = z.iso.datetime({ offset: true });
+const timestamp = z.iso.datetime({ offset: true }).max(64);
 
 export const SandboxSessionStatusSchema = z.object({
   phase: SessionPhaseSchema.optional().describe(
     'Pending (pod starting), Ready (accepts calls), Lost (the interpreter or pod is gone; create a new session) or Failed (never started).',
   ),
-  podName: z.string().optional().describe('Name of the sandbox pod that hosts the interpreter.'),
+  podName: z.string().max(253).optional().describe('Name of the sandbox pod that hosts the interpreter.'),
   lastActivityTime: timestamp
     .optional()
     .describe('When the session was last used (RFC 3339); idle garbage collection counts from here.'),
@@ -71,14 +71,15 @@ export const SandboxSessionStatusSchema = z.object({
   observedGeneration: z.int().min(0).optional().describe('The metadata.generation this status was computed from.'),
   conditions: z
     .array(ConditionSchema)
+    .max(MAX_CONDITIONS)
     .optional()
     .meta({
       description: 'Latest observations of the session: Ready (the interpreter accepts calls).',
       'x-kubernetes-list-type': 'map',
       'x-kubernetes-list-map-keys': ['type'],
     }),
-  reason: z.string().optional().describe('Stable CamelCase reason of the current phase.'),
-  message: z.string().optional().describe('Human-readable explanation of the current phase.'),
+  reason: z.string().max(MAX_REASON_LENGTH).optional().describe('Stable CamelCase reason of the current phase.'),
+  message: z.string().max(MAX_MESSAGE_LENGTH).optional().describe('Human-readable explanation of the current phase.'),
 });
 export type SandboxSessionStatus = z.infer<typeof SandboxSessionStatusSchema>;
 

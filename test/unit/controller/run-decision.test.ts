@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
-import { minimalStatus } from '../../../src/controller/run-executor.js';
 
 const run = (phase?: string): SandboxRun =>
   ({ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', metadata: { name: 'r', namespace: 'n', uid: 'u' }, spec: { language: 'python', code: '1', timeoutSeconds: 30 }, ...(phase && { status: { phase } }) }) as SandboxRun;
@@ -35,19 +34,5 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
         }
       }
     }
-  });
-});
-
-describe('minimalStatus (a finished run is recorded even when its output cannot be)', () => {
-  it.each([
-    ['long outputs are cut and marked', { phase: 'Succeeded' as const, stdout: 'x'.repeat(100_000), stderr: 'y', message: 'done' }, 4096, 1],
-    ['no outputs', { phase: 'Failed' as const, reason: 'ExecFailed' }, undefined, undefined],
-  ])('%s', (_n, status, stdoutLen, stderrLen) => {
-    const m = minimalStatus(status);
-    expect(m.phase).toBe(status.phase);
-    expect(m.truncated).toBe(true);
-    expect(m.stdout?.length).toBe(stdoutLen);
-    expect(m.stderr?.length).toBe(stderrLen);
-    expect(m.message).toContain('could not be stored');
   });
 });

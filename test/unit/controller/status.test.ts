@@ -125,6 +125,16 @@ describe('time math', () => {
     expect(ttlRemainingMs(r, 3600, now)).toBe(expected);
   });
 
+  it.each<[string, number | undefined, number]>([
+    ['a spec TTL above the maximum is shortened to it', 7200, 600_000],
+    ['a spec TTL below the maximum is kept', 300, -300_000],
+    ['the default is shortened too', undefined, 600_000],
+  ])('ttlRemainingMs with a maximum of 1200 s: %s', (_name, ttl, expected) => {
+    // Finished 10 minutes before "now".
+    const r = run({ phase: 'Succeeded', completionTime: '2026-11-22T09:50:00.000Z' }, ttl === undefined ? {} : { ttlSecondsAfterFinished: ttl });
+    expect(ttlRemainingMs(r, 3600, now, 1200)).toBe(expected);
+  });
+
   it('lostAfterMs: start-up allowance + timeout + a minute after creation', () => {
     // created 09:59:00, budget 120 + 30 + 60 s → 10:02:30, i.e. 150 s after "now".
     expect(lostAfterMs(run(), 120, now)).toBe(150_000);
