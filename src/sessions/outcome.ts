@@ -1,18 +1,21 @@
 // A session call's kernel result as a RunOutcome (the shape execute_code and SandboxRun status use).
 import { Reasons } from '../api/v1alpha1/index.js';
+import { capText } from '../exec/frames.js';
 import type { RunOutcome } from '../runs/types.js';
 import type { SessionCallResult } from './service.js';
 
 export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutSeconds: number): RunOutcome {
+  // The traceback joins stderr: together they are cut to the cap again, as every stored text is.
+  const stderr = capText(r.error && !r.stderr.includes(r.error.traceback) ? `${r.stderr}${r.error.traceback}` : r.stderr, r.capChars);
   const base = {
     runName: '',
     session: r.session,
     namespace,
     stdout: r.stdout,
-    stderr: r.error && !r.stderr.includes(r.error.traceback) ? `${r.stderr}${r.error.traceback}` : r.stderr,
+    stderr: stderr.text,
     stdoutBytes: r.stdoutBytes,
     stderrBytes: r.stderrBytes,
-    truncated: r.truncated,
+    truncated: r.truncated || stderr.cut,
     durationMs: r.durationMs,
     ...(r.result !== undefined && { result: r.result }),
     ...(r.exitCode !== undefined && { exitCode: r.exitCode }),
