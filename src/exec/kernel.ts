@@ -62,12 +62,13 @@ export class KernelConnection {
   static async open(exec: Exec, namespace: string, pod: string, container: string, language: KernelLanguage, connectTimeoutMs = 15_000): Promise<KernelConnection> {
     const stdin = new PassThrough();
     stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
-    let socket: { close(): void } | undefined;
+    // The websocket exists only once exec() resolved; a failure before that closes it right after.
+    const ws: { socket?: { close(): void } } = {};
     const stream = new KernelStream(
       (frame) => stdin.write(frame),
       () => {
         stdin.end();
-        socket?.close();
+        ws.socket?.close();
       },
     );
     const conn = new KernelConnection(stream);
@@ -87,7 +88,7 @@ export class KernelConnection {
       },
     });
     const relayText = (): string => (relayErr ? `: ${capText(relayErr.trim(), 300).text}` : '');
-    const ws = await exec
+    const socket = await exec
       .exec(
         namespace,
         pod,
@@ -105,13 +106,13 @@ export class KernelConnection {
       .catch((err: unknown) => {
         throw new KernelConnectionError(`Cannot reach the session kernel in pod ${namespace}/${pod}: ${describeError(err)}`, { cause: err });
       });
-    socket = ws;
-    if (stream.closed) ws.close();
-    ws.on(
+    ws.socket = socket;
+    if (stream.closed) socket.close();
+    socket.on(
       'close',
       guarded(stream, () => setImmediate(guarded(stream, () => stream.fail(`the exec stream closed${relayText()}`)))),
     );
-    ws.on(
+    socket.on(
       'error',
       guarded(stream, (e: Error) => stream.fail(`exec stream error: ${e.message}`)),
     );
