@@ -101,6 +101,17 @@ describe('hostile frames from session code', () => {
     expect(text(again)).toMatch(/lost/i);
   });
 
+  it('a breach between calls (from a background thread) loses the session at its next call', async () => {
+    const s = await newSession();
+    const first = await mcp.callTool('execute_code', { session: s, code: `${BLAST}\nimport threading, time\nthreading.Thread(target=lambda: (time.sleep(2), blast(b'4\\nnull')), daemon=True).start()` });
+    expect(sc(first), text(first)).toMatchObject({ phase: 'Succeeded' });
+    await new Promise((r) => setTimeout(r, 5000));
+    const next = await mcp.callTool('execute_code', { session: s, code: '1' });
+    expect(next.isError, text(next)).toBe(true);
+    expect(text(next)).toMatch(/broke the kernel protocol/);
+    await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
+  });
+
   it('a forged result for its own call is cut to the cap and harms no one', async () => {
     const s = await newSession();
     const cap = op.config.outputCapChars;
