@@ -18,7 +18,7 @@ import {
   type SandboxSessionStatus,
 } from '../api/v1alpha1/index.js';
 import { kernelCommand } from '../exec/kernel.js';
-import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
 import { podNameForSession, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
@@ -132,7 +132,10 @@ export class SandboxSessionController {
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
     const next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
     if (sessionStatusChanged(session.status, next)) {
-      await this.patchStatus(ns, name, next);
+      // Guarded by resourceVersion: the gateway marks a session Lost (with its reason) while this
+      // runs, and a status computed from an older copy must not overwrite that. On a conflict a
+      // newer copy exists: reconcile again from it.
+      if (!(await this.patchStatus(ns, name, next, session.metadata.resourceVersion))) return { requeueAfterMs: 100 };
       if (next.phase === 'Lost' || next.phase === 'Failed') {
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
@@ -218,7 +221,8 @@ export class SandboxSessionController {
     });
   }
 
-  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus, resourceVersion?: string): Promise<void> {
+  /** False when the session is gone, or changed since `resourceVersion` (nothing written then). */
+  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus, resourceVersion?: string): Promise<boolean> {
     try {
       await this.d.clients.custom.patchNamespacedCustomObjectStatus(
         {
@@ -231,8 +235,9 @@ export class SandboxSessionController {
         },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
+      return true;
     } catch (err) {
-      if (isNotFound(err)) return;
+      if (isNotFound(err) || (resourceVersion && isConflict(err))) return false;
       throw err;
     }
   }
