@@ -29,6 +29,9 @@ afterAll(async () => {
   await deleteNamespace(k, ns);
 });
 
+/** Per attack: a session start and a call, on a cluster other suites may be loading too. */
+const ATTACK_TIMEOUT_MS = 240_000;
+
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 const text = (r: ToolResult): string => `${JSON.stringify(r.structuredContent ?? {})} ${r.content.map((c) => c.text ?? '').join('\n')}`;
 
@@ -130,7 +133,7 @@ describe('same-uid programs cannot reach the kernel or the relays through /proc'
     expect(found).toContain('kernel:denied');
     expect(found).toContain('relay:denied');
     expect(found.every((f) => f.endsWith(':denied'))).toBe(true);
-  });
+   }, ATTACK_TIMEOUT_MS);
 });
 
 const attacks: [string, string][] = [
@@ -157,7 +160,7 @@ describe('hostile frames from session code', () => {
     const again = await mcp.callTool('execute_code', { session: s, code: '1' });
     expect(again.isError).toBe(true);
     expect(text(again)).toMatch(/lost/i);
-  });
+  }, ATTACK_TIMEOUT_MS);
 
   it('a breach between calls (from a background thread) loses the session at its next call', async () => {
     const s = await newSession();
@@ -168,7 +171,7 @@ describe('hostile frames from session code', () => {
     expect(next.isError, text(next)).toBe(true);
     expect(text(next)).toMatch(/broke the kernel protocol/);
     await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
-  });
+  }, ATTACK_TIMEOUT_MS);
 
   it('a forged result for its own call is cut to the cap and harms no one', async () => {
     const s = await newSession();
@@ -180,7 +183,7 @@ describe('hostile frames from session code', () => {
     expect(sc(r).stdout).toBe('S'.repeat(cap));
     expect(sc(r)).toMatchObject({ truncated: true });
     expect(String(sc(r).result).length).toBe(cap);
-  });
+  }, ATTACK_TIMEOUT_MS);
 
   it('an output flood and an exception flood are capped', async () => {
     const s = await newSession();
@@ -194,7 +197,7 @@ describe('hostile frames from session code', () => {
     expect(String(sc(exc).stderr).length).toBeLessThanOrEqual(cap);
     expect(text(exc).length).toBeLessThan(10 * cap);
     expect(sc(await mcp.callTool('execute_code', { session: s, code: '6 * 7' }))).toMatchObject({ phase: 'Succeeded', result: '42' });
-  });
+  }, ATTACK_TIMEOUT_MS);
 
   it('a kernel killed mid-call: the call fails and the session is Lost with a reason', async () => {
     const s = await newSession();
@@ -204,7 +207,7 @@ describe('hostile frames from session code', () => {
     await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
     // The gateway (the stream closed) or the controller (the pod failed) may tell first.
     expect((await sessionStatus(s)).message).toMatch(/.{10,}/);
-  });
+  }, ATTACK_TIMEOUT_MS);
 });
 
 describe('after the attacks', () => {
