@@ -1,7 +1,9 @@
 'use strict';
 // Framing (runtime/PROTOCOL.md): a header line `<byte length>\n`, then that many bytes of UTF-8 JSON.
 
-const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+// The largest request the gateway sends: code and stdin of at most 256 KiB each, every byte
+// JSON-escaped to at most 6 (\u00XX), plus the other fields: 3 MiB, rounded up.
+const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 const MAX_HEADER_BYTES = 20;
 
 /** JSON.stringify escapes lone surrogates (Node 12+), so the body is always valid UTF-8. */
@@ -10,30 +12,51 @@ function encode(message) {
   return Buffer.concat([Buffer.from(`${body.length}\n`, 'ascii'), body]);
 }
 
-/** Incremental decoder: push stream chunks, get whole messages back; throws on garbage. */
+/**
+ * Incremental decoder: push stream chunks, get whole messages back; throws on garbage. Linear:
+ * a body's chunks are kept as they came and joined once, when the whole frame is there.
+ */
 class FrameDecoder {
-  constructor() {
-    this.buf = Buffer.alloc(0);
+  constructor(maxFrameBytes = MAX_FRAME_BYTES) {
+    this.maxFrameBytes = maxFrameBytes;
+    this.header = '';
+    this.size = -1; // body size once the header is complete
+    this.chunks = [];
+    this.got = 0;
   }
 
   push(chunk) {
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
     const out = [];
-    for (;;) {
-      const nl = this.buf.indexOf(10);
-      if (nl < 0) {
-        if (this.buf.length > MAX_HEADER_BYTES) throw new Error('malformed frame header');
-        return out;
+    let off = 0;
+    while (off < chunk.length || this.size === 0) {
+      if (this.size < 0) {
+        const nl = chunk.indexOf(10, off);
+        const end = nl < 0 ? chunk.length : nl;
+        if (this.header.length + end - off > MAX_HEADER_BYTES) throw new Error('malformed frame header');
+        this.header += chunk.toString('latin1', off, end);
+        if (nl < 0) return out;
+        off = nl + 1;
+        if (!/^\d{1,20}$/.test(this.header)) throw new Error(`malformed frame header ${JSON.stringify(this.header.slice(0, 32))}`);
+        const size = Number(this.header);
+        if (size > this.maxFrameBytes) throw new Error(`frame of ${size} bytes exceeds ${this.maxFrameBytes}`);
+        this.size = size;
+        continue;
       }
-      const header = this.buf.subarray(0, nl).toString('latin1');
-      if (!/^\d{1,20}$/.test(header)) throw new Error(`malformed frame header ${JSON.stringify(header.slice(0, 32))}`);
-      const size = Number(header);
-      if (size > MAX_FRAME_BYTES) throw new Error(`frame of ${size} bytes exceeds ${MAX_FRAME_BYTES}`);
-      if (this.buf.length < nl + 1 + size) return out;
-      out.push(JSON.parse(this.buf.subarray(nl + 1, nl + 1 + size).toString('utf8')));
-      this.buf = this.buf.subarray(nl + 1 + size);
+      const take = Math.min(this.size - this.got, chunk.length - off);
+      this.chunks.push(chunk.subarray(off, off + take));
+      this.got += take;
+      off += take;
+      if (this.got === this.size) {
+        const body = Buffer.concat(this.chunks, this.size);
+        this.header = '';
+        this.size = -1;
+        this.chunks = [];
+        this.got = 0;
+        out.push(JSON.parse(body.toString('utf8')));
+      }
     }
+    return out;
   }
 }
 
-module.exports = { encode, FrameDecoder };
+module.exports = { encode, FrameDecoder, MAX_FRAME_BYTES };

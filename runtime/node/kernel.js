@@ -18,6 +18,27 @@ const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
 const GRACE_MS = 2000;
 const EMPTY_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+// An exception's type name is kept to this many characters (the gateway keeps as many).
+const MAX_ENAME_CHARS = 200;
+
+/** Code points of s up to cap, as the Python kernel counts (never splits a surrogate pair). */
+function capChars(s, cap) {
+  const text = String(s);
+  if (text.length <= cap) return text;
+  let i = 0;
+  for (let n = 0; n < cap && i < text.length; n++) i += text.codePointAt(i) > 0xffff ? 2 : 1;
+  return text.slice(0, i);
+}
+
+/**
+ * The result with its exception texts cut to the call's cap, like its output: an error can carry
+ * a message of any size, and the result frame must stay bounded.
+ */
+function capError(result, cap) {
+  if (!result.error) return result;
+  const { ename, evalue, traceback } = result.error;
+  return { ...result, error: { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) } };
+}
 
 function log(msg, fields = {}) {
   // Diagnostics go to the container log (fd 2 directly: process.stderr is captured). Never code or output.
@@ -121,9 +142,10 @@ function dispatch(conn, msg) {
     conn.send({ type: 'error', message: 'a request must be a JSON object with a string "id"' });
     return;
   }
-  const reply = (result) => conn.send({ ...result, id: msg.id, type: 'result' });
+  const cap = Number.isInteger(msg.capChars) && msg.capChars >= 0 ? msg.capChars : DEFAULT_CAP_CHARS;
+  const reply = (result) => conn.send({ ...capError(result, cap), id: msg.id, type: 'result' });
   if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
-  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${JSON.stringify(msg.op)}; use "exec", "ping" or "reset"`));
+  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
   let req = msg;
   try {
     if (msg.op === 'exec') req = checkExec(msg);

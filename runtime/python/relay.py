@@ -14,6 +14,9 @@ import socket
 import sys
 import time
 
+sys.dont_write_bytecode = True  # the runtime mount is read-only
+from codemode_kernel.hardening import make_undumpable  # noqa: E402
+
 CONNECT_WAIT_S = 10.0
 
 
@@ -32,6 +35,9 @@ def connect(path):
 
 
 def main(path):
+    # The relay's stdout is the stream the gateway reads: no user program of the same uid may
+    # open it through /proc/<pid>/fd (codemode_kernel/hardening.py).
+    make_undumpable()
     try:
         sock = connect(path)
     except OSError as err:

@@ -19,7 +19,7 @@ import {
   type SandboxSessionStatus,
 } from '../api/v1alpha1/index.js';
 import { kernelCommand } from '../exec/kernel.js';
-import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
 import { podNameForSession, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
@@ -141,7 +141,10 @@ export class SandboxSessionController {
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
     const next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
     if (sessionStatusChanged(session.status, next)) {
-      await this.patchStatus(ns, name, next);
+      // Guarded by resourceVersion: the gateway marks a session Lost (with its reason) while this
+      // runs, and a status computed from an older copy must not overwrite that. On a conflict a
+      // newer copy exists: reconcile again from it.
+      if (!(await this.patchStatus(ns, name, next, session.metadata.resourceVersion))) return { requeueAfterMs: 100 };
       if (next.phase === 'Lost' || next.phase === 'Failed') {
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
@@ -227,8 +230,12 @@ export class SandboxSessionController {
     });
   }
 
-  /** Server-side apply of the fields the controller owns (controllerOwned); the gateway's stay its own. */
-  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus): Promise<void> {
+  /**
+   * Server-side apply of the fields the controller owns (controllerOwned); the gateway's stay its
+   * own. With `resourceVersion` it applies only to that copy: false when the session is gone or
+   * changed since (nothing written then), so a status computed from an older copy never lands.
+   */
+  async patchStatus(namespace: string, name: string, status: SandboxSessionStatus, resourceVersion?: string): Promise<boolean> {
     try {
       await this.d.clients.custom.patchNamespacedCustomObjectStatus(
         {
@@ -237,14 +244,15 @@ export class SandboxSessionController {
           namespace,
           plural: SANDBOXSESSION_PLURAL,
           name,
-          body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace }, status: controllerOwned(status) },
+          body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) }, status: controllerOwned(status) },
           fieldManager: CONTROLLER_FIELD_MANAGER,
           force: true,
         },
         setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
       );
+      return true;
     } catch (err) {
-      if (isNotFound(err)) return;
+      if (isNotFound(err) || (resourceVersion && isConflict(err))) return false;
       throw err;
     }
   }

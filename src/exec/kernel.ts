@@ -5,7 +5,11 @@ import { PassThrough, Writable } from 'node:stream';
 import type { Exec } from '@kubernetes/client-node';
 import type { KernelLanguage } from '../api/v1alpha1/index.js';
 import { describeError, exitCodeFromStatus } from './exec.js';
-import { FrameDecoder, encodeFrame } from './framing.js';
+import { capText, type KernelResult } from './frames.js';
+import { KernelConnectionError, KernelStream, type OutputListener } from './kernel-stream.js';
+
+export { KernelConnectionError, KernelProtocolError } from './kernel-stream.js';
+export type { KernelResult } from './frames.js';
 
 export const RUNTIME_MOUNT = '/codemode/runtime';
 export const KERNEL_SOCKET = '/tmp/.codemode/kernel.sock';
@@ -37,163 +41,121 @@ export interface KernelRunRequest extends KernelExecRequest {
   language: 'python' | 'bash' | 'sh' | 'node';
 }
 
-export interface KernelResult {
-  status: 'ok' | 'error' | 'timeout' | 'lost';
-  stdout: string;
-  stderr: string;
-  stdoutBytes: number;
-  stderrBytes: number;
-  truncated: boolean;
-  result?: string;
-  exitCode?: number;
-  error?: { ename: string; evalue: string; traceback: string };
-  durationMs: number;
-  /** Only for "run": the deadline stopped the program. */
-  timedOut?: boolean;
-  /** Only for "run": the memory cgroup killed a process during the run. */
-  oomKilled?: boolean;
-}
+/** Bytes of the relay's stderr kept for the error message (the relay is in the pod: untrusted). */
+const RELAY_STDERR_KEEP = 2000;
 
-type OutputFrame = { id: string; type: 'output'; stream: 'stdout' | 'stderr'; text: string };
-type ResultFrame = KernelResult & { id: string; type: 'result' };
-type PongFrame = { id: string; type: 'pong' };
-
-interface Pending {
-  resolve(r: ResultFrame | PongFrame): void;
-  reject(e: Error): void;
-  onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
-  timer: NodeJS.Timeout;
-}
-
-/** The connection was lost: the call's outcome is unknown, the session may be gone. */
-export class KernelConnectionError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'KernelConnectionError';
-  }
+/** Runs `fn`, never letting it throw into client-node's websocket handlers (that ends the process). */
+function guarded<A extends unknown[]>(stream: KernelStream, fn: (...args: A) => void): (...args: A) => void {
+  return (...args: A): void => {
+    try {
+      fn(...args);
+    } catch (err) {
+      stream.fail(`the gateway failed to handle the exec stream: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
 }
 
 export class KernelConnection {
-  private readonly pending = new Map<string, Pending>();
-  private readonly decoder = new FrameDecoder();
-  private nextId = 1;
-  private closedReason: string | undefined;
-  private socket: { close(): void } | undefined;
-
-  private constructor(private readonly stdin: PassThrough) {}
+  private constructor(private readonly stream: KernelStream) {}
 
   /** Opens the relay exec stream; resolves once the kernel answered a ping. */
   static async open(exec: Exec, namespace: string, pod: string, container: string, language: KernelLanguage, connectTimeoutMs = 15_000): Promise<KernelConnection> {
     const stdin = new PassThrough();
-    const conn = new KernelConnection(stdin);
+    stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
+    // The websocket exists only once exec() resolved; a failure before that closes it right after.
+    const ws: { socket?: { close(): void } } = {};
+    const stream = new KernelStream(
+      (frame) => stdin.write(frame),
+      () => {
+        stdin.end();
+        ws.socket?.close();
+      },
+    );
+    const conn = new KernelConnection(stream);
     const stdout = new Writable({
-      write(chunk: Buffer, _e, cb): void {
-        conn.onData(chunk);
+      write(chunk: unknown, _e, cb): void {
+        stream.receive(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
         cb();
       },
     });
     let relayErr = '';
     const stderr = new Writable({
-      write(chunk: Buffer, _e, cb): void {
-        if (relayErr.length < 2000) relayErr += chunk.toString('utf8');
+      write: (chunk: unknown, _e, cb): void => {
+        guarded(stream, () => {
+          if (relayErr.length < RELAY_STDERR_KEEP) relayErr += String(chunk).slice(0, RELAY_STDERR_KEEP);
+        })();
         cb();
       },
     });
-    const ws = await exec
-      .exec(namespace, pod, container, relayCommand(language), stdout, stderr, stdin, false, (status) => {
-        const { exitCode, error } = exitCodeFromStatus(status);
-        conn.fail(`the kernel relay exited (${error ?? `exit code ${exitCode}`})${relayErr ? `: ${relayErr.trim().slice(0, 300)}` : ''}`);
-      })
+    const relayText = (): string => (relayErr ? `: ${capText(relayErr.trim(), 300).text}` : '');
+    const socket = await exec
+      .exec(
+        namespace,
+        pod,
+        container,
+        relayCommand(language),
+        stdout,
+        stderr,
+        stdin,
+        false,
+        guarded(stream, (status) => {
+          const { exitCode, error } = exitCodeFromStatus(status);
+          stream.fail(`the kernel relay exited (${error ?? `exit code ${exitCode}`})${relayText()}`);
+        }),
+      )
       .catch((err: unknown) => {
         throw new KernelConnectionError(`Cannot reach the session kernel in pod ${namespace}/${pod}: ${describeError(err)}`, { cause: err });
       });
-    conn.socket = ws;
-    ws.on('close', () => setImmediate(() => conn.fail(`the exec stream closed${relayErr ? `: ${relayErr.trim().slice(0, 300)}` : ''}`)));
-    ws.on('error', (e: Error) => conn.fail(`exec stream error: ${e.message}`));
+    ws.socket = socket;
+    if (stream.closed) socket.close();
+    socket.on(
+      'close',
+      guarded(stream, () => setImmediate(guarded(stream, () => stream.fail(`the exec stream closed${relayText()}`)))),
+    );
+    socket.on(
+      'error',
+      guarded(stream, (e: Error) => stream.fail(`exec stream error: ${e.message}`)),
+    );
     await conn.ping(connectTimeoutMs);
     return conn;
   }
 
   get closed(): boolean {
-    return this.closedReason !== undefined;
+    return this.stream.closed;
+  }
+
+  /** Why the pod's stream was failed as a protocol breach, if it was. */
+  get breach(): string | undefined {
+    return this.stream.breach;
+  }
+
+  /** The error a call on this closed connection gets. */
+  closedError(): KernelConnectionError {
+    return this.stream.closedError();
   }
 
   async ping(timeoutMs = 5_000): Promise<void> {
-    await this.send({ op: 'ping' }, timeoutMs);
+    await this.stream.request({ op: 'ping' }, 'pong', 0, timeoutMs);
   }
 
   /** Runs code in the kernel. Rejects with KernelConnectionError when the stream breaks. */
-  exec(req: KernelExecRequest, onOutput?: Pending['onOutput']): Promise<KernelResult> {
+  exec(req: KernelExecRequest, onOutput?: OutputListener): Promise<KernelResult> {
     return this.call('exec', req, onOutput);
   }
 
   /** Runs code as a fresh program (python kernels). Rejects with KernelConnectionError when the stream breaks. */
-  run(req: KernelRunRequest, onOutput?: Pending['onOutput']): Promise<KernelResult> {
+  run(req: KernelRunRequest, onOutput?: OutputListener): Promise<KernelResult> {
     return this.call('run', req, onOutput);
   }
 
-  private async call(op: 'exec' | 'run', req: KernelExecRequest, onOutput?: Pending['onOutput']): Promise<KernelResult> {
+  private async call(op: 'exec' | 'run', req: KernelExecRequest, onOutput?: OutputListener): Promise<KernelResult> {
     // The kernel stops the code at timeoutMs; the extra time covers its grace period.
-    const r = (await this.send({ op, ...req }, req.timeoutMs + 15_000, onOutput)) as ResultFrame;
-    const { id: _id, type: _type, ...result } = r;
-    return result;
+    const r = await this.stream.request({ op, ...req }, 'result', req.capChars, req.timeoutMs + 15_000, onOutput);
+    return r as KernelResult;
   }
 
   close(): void {
-    this.fail('closed by the gateway');
-  }
-
-  private send(message: Record<string, unknown>, timeoutMs: number, onOutput?: Pending['onOutput']): Promise<ResultFrame | PongFrame> {
-    if (this.closedReason) return Promise.reject(new KernelConnectionError(`Kernel connection is closed: ${this.closedReason}`));
-    const id = String(this.nextId++);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(new KernelConnectionError(`The session kernel did not answer within ${timeoutMs} ms`));
-        // A kernel that misses its own deadline is stuck; this stream can't be trusted any more.
-        this.fail('a call did not answer in time');
-      }, timeoutMs);
-      this.pending.set(id, { resolve, reject, onOutput, timer });
-      this.stdin.write(encodeFrame({ ...message, id }));
-    });
-  }
-
-  private onData(chunk: Buffer): void {
-    let frames: unknown[];
-    try {
-      frames = this.decoder.push(chunk);
-    } catch (err) {
-      this.fail(describeError(err));
-      return;
-    }
-    for (const f of frames) {
-      const frame = f as OutputFrame | ResultFrame | PongFrame;
-      const p = this.pending.get(frame.id);
-      if (!p) continue;
-      if (frame.type === 'output') {
-        p.onOutput?.(frame.stream, frame.text);
-        continue;
-      }
-      clearTimeout(p.timer);
-      this.pending.delete(frame.id);
-      p.resolve(frame);
-    }
-  }
-
-  private fail(reason: string): void {
-    if (this.closedReason) return;
-    this.closedReason = reason;
-    for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
-      p.reject(new KernelConnectionError(`Lost the connection to the session kernel: ${reason}`));
-      this.pending.delete(id);
-    }
-    this.stdin.end();
-    try {
-      this.socket?.close();
-    } catch {
-      // already closed
-    }
+    this.stream.fail('closed by the gateway');
   }
 }
 
@@ -212,7 +174,12 @@ export class KernelConnections {
     const key = `${namespace}/${pod}`;
     const existing = this.conns.get(key);
     if (existing) {
-      return existing.then((c) => (c.closed ? this.reopen(key, namespace, pod, container, language) : c));
+      return existing.then((c) => {
+        if (!c.closed) return c;
+        // A pod that broke the protocol gets no new stream: its session is lost, its run failed.
+        if (c.breach !== undefined) throw c.closedError();
+        return this.reopen(key, namespace, pod, container, language);
+      });
     }
     return this.reopen(key, namespace, pod, container, language);
   }

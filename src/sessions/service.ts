@@ -23,7 +23,8 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../controller/informer.js';
-import { KernelConnectionError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
+import { KernelConnectionError, KernelProtocolError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
+import { capText } from '../exec/frames.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
@@ -71,7 +72,8 @@ export interface SessionCall {
   stdin?: string;
 }
 
-export type SessionCallResult = KernelResult & { session: string };
+/** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
+export type SessionCallResult = KernelResult & { session: string; capChars: number };
 
 /** Writes at most one activity update per session per this interval. */
 const ACTIVITY_WRITE_INTERVAL_MS = 1000;
@@ -179,15 +181,17 @@ export class SessionService {
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       this.kernels.drop(this.opts.namespace, pod);
-      await this.markLost(s, err.message);
+      // A breach is the sandbox's doing (its own code wrote to the kernel's stream): say so.
+      const why = err instanceof KernelProtocolError ? `the session was stopped because ${err.message}` : `the interpreter is gone (${err.message})`;
+      await this.markLost(s, why);
       throw new SessionError(`Session ${name} was lost: ${err.message}. Its state is gone.`, 'Create a new session with create_session and run the setup again.');
     }
     if (result.status === 'lost') {
       this.kernels.drop(this.opts.namespace, pod);
-      await this.markLost(s, 'the interpreter could not be interrupted at the timeout and was stopped');
+      await this.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');
     }
     this.noteActivity(s, 1);
-    return { ...result, session: name };
+    return { ...result, session: name, capChars: this.opts.outputCapChars };
   }
 
   async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {
@@ -225,7 +229,7 @@ export class SessionService {
 
   /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */
   private async markLost(s: SandboxSession, why: string): Promise<void> {
-    const kernelLost = { message: why.slice(0, 1024), time: new Date().toISOString() };
+    const kernelLost = { message: capText(why, 1000).text, time: new Date().toISOString() };
     await this.applyStatus(s.metadata.name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost }).catch((err: unknown) =>
       this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'),
     );

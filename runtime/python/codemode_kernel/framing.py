@@ -1,7 +1,9 @@
 """Framing (runtime/PROTOCOL.md): a header line `<byte length>\\n`, then that many bytes of UTF-8 JSON."""
 import json
 
-MAX_FRAME_BYTES = 64 * 1024 * 1024
+# The largest request the gateway sends: code and stdin of at most 256 KiB each, every byte
+# JSON-escaped to at most 6 (\u00XX), plus the other fields: 3 MiB, rounded up.
+MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_HEADER_BYTES = 20
 
 

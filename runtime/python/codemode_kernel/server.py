@@ -15,10 +15,13 @@ import sys
 import threading
 
 from .framing import FrameReader, ProtocolError, encode
+from .hardening import make_undumpable
 from .oneshot import OneShot, check_run
 
 DEFAULT_TIMEOUT_MS = 30000
 DEFAULT_CAP_CHARS = 50000
+# An exception's type name is kept to this many characters (the gateway keeps as many).
+MAX_ENAME_CHARS = 200
 EMPTY_OUTPUT = {"stdout": "", "stderr": "", "stdoutBytes": 0, "stderrBytes": 0, "truncated": False}
 
 
@@ -48,6 +51,22 @@ class Connection:
                 self._alive = False
 
 
+def cap_error(result, cap):
+    """The result with its exception texts cut to the call's cap, like its output: a user's
+    exception can carry a message of any size, and the result frame must stay bounded."""
+    error = result.get("error")
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+        cap = DEFAULT_CAP_CHARS
+    if not isinstance(error, dict):
+        return result
+    capped = {
+        "ename": str(error.get("ename", ""))[:MAX_ENAME_CHARS],
+        "evalue": str(error.get("evalue", ""))[:cap],
+        "traceback": str(error.get("traceback", ""))[:cap],
+    }
+    return dict(result, error=capped)
+
+
 def error_result(ename, evalue):
     return dict(status="error", durationMs=0, error={"ename": ename, "evalue": evalue, "traceback": ""}, **EMPTY_OUTPUT)
 
@@ -68,7 +87,8 @@ def check_exec(msg):
 
 
 class KernelServer:
-    def __init__(self, path, session, oneshot):
+    def __init__(self, path, session, oneshot, undumpable=False):
+        self._undumpable = undumpable
         self._path = path
         self._session = session
         self._oneshot = oneshot
@@ -78,7 +98,7 @@ class KernelServer:
     def serve_forever(self):
         listener = self._listen()
         threading.Thread(target=self._accept, args=(listener,), name="codemode-accept", daemon=True).start()
-        log("Started kernel", language=self._session.language, socket=self._path, pid=os.getpid())
+        log("Started kernel", language=self._session.language, socket=self._path, pid=os.getpid(), undumpable=self._undumpable)
         while True:
             conn, msg = self._calls.get()
             try:
@@ -95,7 +115,7 @@ class KernelServer:
                 result = error_result("KernelError", repr(err))
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
-            conn.send(dict(result, id=msg["id"], type="result"))
+            conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
 
     def _listen(self):
         os.makedirs(os.path.dirname(self._path) or ".", mode=0o700, exist_ok=True)
@@ -142,7 +162,7 @@ class KernelServer:
             conn.send({"id": call_id, "type": "pong", "language": self._session.language, "busy": busy, "pid": os.getpid()})
             return
         if op not in ("exec", "run", "reset"):
-            conn.send(dict(error_result("ProtocolError", 'unknown op %r; use "exec", "run", "ping" or "reset"' % op), id=call_id, type="result"))
+            conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping" or "reset"' % repr(op)[:100]), id=call_id, type="result"))
             return
         try:
             if op in ("exec", "run"):
@@ -167,6 +187,7 @@ def main(argv):
     args = parser.parse_args(argv)
     # Keep the real stderr for diagnostics: in Python mode fds 1/2 become the capture pipes.
     LOG_FD = os.dup(2)
+    undumpable = make_undumpable()
     os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
     if args.language == "bash":
         from .bash_session import BashSession
@@ -176,6 +197,6 @@ def main(argv):
         session = PythonSession(LOG_FD)
     sys.dont_write_bytecode = False  # see kernel.py
     try:
-        KernelServer(args.socket, session, OneShot(args.prestart)).serve_forever()
+        KernelServer(args.socket, session, OneShot(args.prestart), undumpable).serve_forever()
     except KeyboardInterrupt:
         sys.exit(130)

@@ -1,0 +1,175 @@
+// What a kernel may send (runtime/PROTOCOL.md), as schemas, and the bounds derived from them.
+// Everything that comes out of a sandbox pod is untrusted: python and node session code runs
+// inside the kernel process and can write frames of its own. A frame is accepted only if it has
+// one of these shapes; texts are then cut again to the call's cap (capText), whatever the kernel
+// claims, so a kernel can lie only about its own call's output, within the cap.
+import { z } from 'zod';
+
+/** A kernel error's `ename` is a type name: kept to this many characters. */
+export const MAX_ENAME_CHARS = 200;
+/**
+ * UTF-8 bytes one character of a text can take in a frame's JSON: the Python kernel falls back
+ * to ASCII escapes when a text holds a lone surrogate, and then a character outside the BMP (one
+ * character for Python's cap) becomes two `\uXXXX` escapes.
+ */
+export const WORST_BYTES_PER_CHAR = 12;
+/** Keys, numbers, ids and punctuation of a result frame, with room to spare. */
+const FRAME_OVERHEAD_BYTES = 4096;
+/** Frames that are no call's answer (pongs, strays): enough for any pong. */
+export const IDLE_MAX_FRAME_BYTES = 64 * 1024;
+
+/**
+ * The largest frame a well-behaved kernel sends for a call with this cap: a result carries at
+ * most stdout, stderr, result, evalue and traceback of `capChars` characters each (the kernels
+ * cut each of them there) and an ename; an output frame carries less. 50,000 → about 3 MB.
+ */
+export function maxFrameBytes(capChars: number): number {
+  return WORST_BYTES_PER_CHAR * (5 * capChars + MAX_ENAME_CHARS) + FRAME_OVERHEAD_BYTES;
+}
+
+/**
+ * Characters (UTF-16 code units) a call may stream before the connection counts as breached:
+ * the kernels stream at most `capChars` characters per stream (two streams), and a Python
+ * character can be two code units. Four times that is slack, not a bound anyone reaches.
+ */
+export function streamBudgetChars(capChars: number): number {
+  return 4 * 2 * 2 * capChars + 64 * 1024;
+}
+
+/** Frames and bytes that answer no pending call, over a connection's life, before it is failed. */
+export const UNSOLICITED_MAX_FRAMES = 16;
+export const UNSOLICITED_MAX_BYTES = 64 * 1024;
+
+/** Any text in a frame: bounded by the frame size anyway; this rejects absurd claims early. */
+const text = z.string().max(maxFrameBytes(262_144));
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const id = z.string().min(1).max(64);
+/** null from a kernel means absent (sanitizeResult drops it). */
+const optional = <T extends z.ZodType>(t: T): z.ZodOptional<z.ZodNullable<T>> => t.nullish();
+
+export const PongFrameSchema = z.object({ id, type: z.literal('pong') });
+
+export const OutputFrameSchema = z.object({ id, type: z.literal('output'), stream: z.enum(['stdout', 'stderr']), text });
+
+export const KernelErrorSchema = z.object({ ename: text, evalue: text, traceback: text });
+
+export const ResultFrameSchema = z.object({
+  id,
+  type: z.literal('result'),
+  status: z.enum(['ok', 'error', 'timeout', 'lost']),
+  stdout: text,
+  stderr: text,
+  stdoutBytes: count,
+  stderrBytes: count,
+  truncated: z.boolean(),
+  result: optional(text),
+  exitCode: optional(z.number().int().min(-(2 ** 31)).max(2 ** 32)),
+  error: optional(KernelErrorSchema),
+  durationMs: z.number().finite().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  timedOut: optional(z.boolean()),
+  oomKilled: optional(z.boolean()),
+});
+
+/** The kernel says a request of ours was not a frame (a gateway bug, or a forged frame). */
+export const ErrorFrameSchema = z.object({ type: z.literal('error'), message: text });
+
+export const KernelFrameSchema = z.discriminatedUnion('type', [PongFrameSchema, OutputFrameSchema, ResultFrameSchema, ErrorFrameSchema]);
+
+export type KernelFrame = z.output<typeof KernelFrameSchema>;
+export type ResultFrame = z.output<typeof ResultFrameSchema>;
+
+export interface KernelResult {
+  status: 'ok' | 'error' | 'timeout' | 'lost';
+  stdout: string;
+  stderr: string;
+  stdoutBytes: number;
+  stderrBytes: number;
+  truncated: boolean;
+  result?: string;
+  exitCode?: number;
+  error?: { ename: string; evalue: string; traceback: string };
+  durationMs: number;
+  /** Only for "run": the deadline stopped the program. */
+  timedOut?: boolean;
+  /** Only for "run": the memory cgroup killed a process during the run. */
+  oomKilled?: boolean;
+}
+
+/**
+ * The result as the gateway returns and stores it: every text cut to the call's cap (ename to
+ * MAX_ENAME_CHARS), `truncated` set when the gateway cut anything, byte counts at least the
+ * bytes of the text kept. What a kernel claims beyond that is not believed.
+ */
+export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
+  let cut = false;
+  const cap = (s: string, max = capChars): string => {
+    const c = capText(s, max);
+    cut ||= c.cut;
+    return c.text;
+  };
+  const stdout = cap(f.stdout);
+  const stderr = cap(f.stderr);
+  const out: KernelResult = {
+    status: f.status,
+    stdout,
+    stderr,
+    stdoutBytes: Math.max(f.stdoutBytes, Buffer.byteLength(stdout)),
+    stderrBytes: Math.max(f.stderrBytes, Buffer.byteLength(stderr)),
+    truncated: false,
+    durationMs: Math.round(f.durationMs),
+  };
+  if (f.result != null) out.result = cap(f.result);
+  if (f.exitCode != null) out.exitCode = f.exitCode;
+  if (f.error != null) {
+    // Error texts are not output: cutting them does not make the output truncated.
+    const keep = cut;
+    out.error = { ename: cap(f.error.ename, MAX_ENAME_CHARS), evalue: cap(f.error.evalue), traceback: cap(f.error.traceback) };
+    cut = keep;
+  }
+  if (f.timedOut != null) out.timedOut = f.timedOut;
+  if (f.oomKilled != null) out.oomKilled = f.oomKilled;
+  out.truncated = f.truncated || cut;
+  return out;
+}
+
+/** The frame, or why it is not one (short, for an error message). */
+export function parseKernelFrame(message: unknown): { ok: true; frame: KernelFrame } | { ok: false; why: string } {
+  const r = KernelFrameSchema.safeParse(message);
+  if (r.success) return { ok: true, frame: r.data };
+  const issue = r.error.issues[0];
+  const where = issue?.path.length ? ` at "${issue.path.map(String).join('.').slice(0, 40)}"` : '';
+  return { ok: false, why: `not a kernel frame${where}: ${(issue?.message ?? 'invalid').slice(0, 120)}` };
+}
+
+/**
+ * The first `maxChars` characters (code points, as the Python kernel counts them) of `s`, and
+ * whether anything was cut. Never splits a surrogate pair.
+ */
+export function capText(s: string, maxChars: number): { text: string; cut: boolean; chars: number } {
+  const max = Math.max(0, Math.floor(maxChars));
+  if (s.length <= max) return { text: s, cut: false, chars: countChars(s) };
+  let chars = 0;
+  let i = 0;
+  while (i < s.length && chars < max) {
+    const c = s.charCodeAt(i);
+    i += c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && isLow(s.charCodeAt(i + 1)) ? 2 : 1;
+    chars++;
+  }
+  return { text: s.slice(0, i), cut: i < s.length, chars };
+}
+
+function isLow(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff;
+}
+
+function countChars(s: string): number {
+  let n = s.length;
+  for (let i = 0; i + 1 < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && isLow(s.charCodeAt(i + 1))) {
+      n--;
+      i++;
+    }
+  }
+  return n;
+}

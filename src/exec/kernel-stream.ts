@@ -1,0 +1,189 @@
+// The gateway's end of one kernel stream, without the websocket: requests out, frames in. Kept
+// apart from the exec wiring (kernel.ts) so the data path can be fed bytes directly in tests.
+//
+// Everything a pod writes is untrusted (frames.ts). receive() never throws: client-node calls
+// our stdout Writable straight from the websocket's onmessage, where a throw ends the process.
+// A stream that breaks the protocol (not a frame, a frame of the wrong shape or size, output or
+// stray frames beyond their budgets) is failed: its pending calls are rejected with
+// KernelProtocolError, and nothing outside this stream is touched.
+import { FrameDecoder, encodeFrame, type DecodedFrame } from './framing.js';
+import {
+  IDLE_MAX_FRAME_BYTES,
+  UNSOLICITED_MAX_BYTES,
+  UNSOLICITED_MAX_FRAMES,
+  capText,
+  maxFrameBytes,
+  parseKernelFrame,
+  sanitizeResult,
+  streamBudgetChars,
+  type KernelFrame,
+  type KernelResult,
+} from './frames.js';
+
+export type OutputListener = (stream: 'stdout' | 'stderr', text: string) => void;
+
+/** The connection was lost: the call's outcome is unknown, the session may be gone. */
+export class KernelConnectionError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KernelConnectionError';
+  }
+}
+
+/** The pod sent something the protocol does not allow; its stream was closed. */
+export class KernelProtocolError extends KernelConnectionError {
+  constructor(readonly breach: string) {
+    super(`the sandbox broke the kernel protocol: ${breach}`);
+    this.name = 'KernelProtocolError';
+  }
+}
+
+interface Pending {
+  expects: 'pong' | 'result';
+  capChars: number;
+  /** UTF-16 code units streamed so far, kept or not. */
+  streamed: number;
+  /** Characters each stream may still pass to onOutput. */
+  room: { stdout: number; stderr: number };
+  resolve(r: KernelResult | undefined): void;
+  reject(e: Error): void;
+  onOutput?: OutputListener;
+  timer: NodeJS.Timeout;
+}
+
+export class KernelStream {
+  private readonly pending = new Map<string, Pending>();
+  private readonly decoder = new FrameDecoder(IDLE_MAX_FRAME_BYTES);
+  private nextId = 1;
+  private closedReason: string | undefined;
+  private breachReason: string | undefined;
+  private unsolicited = { frames: 0, bytes: 0 };
+
+  /** `write` sends bytes to the kernel; `close` ends the transport (called once, on failure). */
+  constructor(
+    private readonly write: (frame: Buffer) => void,
+    private readonly close: () => void,
+  ) {}
+
+  get closed(): boolean {
+    return this.closedReason !== undefined;
+  }
+
+  /** Why the stream was failed as a protocol breach, if it was. */
+  get breach(): string | undefined {
+    return this.breachReason;
+  }
+
+  /** The error for a call on this closed stream. */
+  closedError(): KernelConnectionError {
+    if (this.breachReason !== undefined) return new KernelProtocolError(this.breachReason);
+    return new KernelConnectionError(`Kernel connection is closed: ${this.closedReason ?? 'unknown reason'}`);
+  }
+
+  /** Sends a request; resolves with its pong (undefined) or its sanitized result. */
+  request(message: Record<string, unknown>, expects: 'pong' | 'result', capChars: number, timeoutMs: number, onOutput?: OutputListener): Promise<KernelResult | undefined> {
+    if (this.closedReason !== undefined) return Promise.reject(this.closedError());
+    const id = String(this.nextId++);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new KernelConnectionError(`The session kernel did not answer within ${timeoutMs} ms`));
+        // A kernel that misses its own deadline is stuck; this stream can't be trusted any more.
+        this.fail('a call did not answer in time');
+      }, timeoutMs);
+      this.pending.set(id, { expects, capChars, streamed: 0, room: { stdout: capChars, stderr: capChars }, resolve, reject, timer, ...(onOutput && { onOutput }) });
+      this.updateFrameLimit();
+      try {
+        this.write(encodeFrame({ ...message, id }));
+      } catch (err) {
+        this.fail(`cannot write to the exec stream: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    });
+  }
+
+  /** Bytes from the pod. Never throws; a breach fails this stream only. */
+  receive(chunk: Buffer): void {
+    if (this.closedReason !== undefined) return;
+    try {
+      let frames: DecodedFrame[];
+      try {
+        frames = this.decoder.pushSized(chunk);
+      } catch (err) {
+        this.fail(err instanceof Error ? err.message : String(err), true);
+        return;
+      }
+      for (const f of frames) {
+        if (this.closedReason !== undefined) return;
+        this.onFrame(f.message, f.bytes);
+      }
+    } catch (err) {
+      // A bug of ours, not the pod's: still, only this stream pays for it.
+      this.fail(`the gateway failed to read the stream: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  /** Rejects every pending call and closes the transport; idempotent. */
+  fail(reason: string, breach = false): void {
+    if (this.closedReason !== undefined) return;
+    this.closedReason = reason;
+    if (breach) this.breachReason = reason;
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      p.reject(breach ? new KernelProtocolError(reason) : new KernelConnectionError(`Lost the connection to the session kernel: ${reason}`));
+      this.pending.delete(id);
+    }
+    try {
+      this.close();
+    } catch {
+      // already closed
+    }
+  }
+
+  private onFrame(message: unknown, bytes: number): void {
+    const parsed = parseKernelFrame(message);
+    if (!parsed.ok) return this.fail(parsed.why, true);
+    const frame: KernelFrame = parsed.frame;
+    if (frame.type === 'error') return this.fail(`the kernel rejected the stream: ${capText(frame.message, 200).text}`);
+    const p = this.pending.get(frame.id);
+    if (!p) return this.onUnsolicited(bytes);
+    if (frame.type === 'output') {
+      if (p.expects !== 'result') return this.fail('an output frame answered a ping', true);
+      p.streamed += frame.text.length;
+      const budget = streamBudgetChars(p.capChars);
+      if (p.streamed > budget) return this.fail(`a call streamed more than ${budget} characters of output (the cap is ${p.capChars} per stream)`, true);
+      const kept = capText(frame.text, p.room[frame.stream]);
+      p.room[frame.stream] -= kept.chars;
+      if (kept.text) this.notify(p, frame.stream, kept.text);
+      return;
+    }
+    if (frame.type !== p.expects) return this.fail(`a ${frame.type} frame answered a ${p.expects === 'pong' ? 'ping' : 'call'}`, true);
+    clearTimeout(p.timer);
+    this.pending.delete(frame.id);
+    this.updateFrameLimit();
+    p.resolve(frame.type === 'result' ? sanitizeResult(frame, p.capChars) : undefined);
+  }
+
+  /** Frames for no pending call: a finished or unknown id. A small budget, then a breach. */
+  private onUnsolicited(bytes: number): void {
+    this.unsolicited.frames++;
+    this.unsolicited.bytes += bytes;
+    if (this.unsolicited.frames > UNSOLICITED_MAX_FRAMES || this.unsolicited.bytes > UNSOLICITED_MAX_BYTES) {
+      this.fail(`more than ${UNSOLICITED_MAX_FRAMES} frames or ${UNSOLICITED_MAX_BYTES} bytes answered no call`, true);
+    }
+  }
+
+  private notify(p: Pending, stream: 'stdout' | 'stderr', text: string): void {
+    try {
+      p.onOutput?.(stream, text);
+    } catch {
+      // A listener's failure (e.g. a client that went away) must not end the call or the stream.
+    }
+  }
+
+  /** The largest frame a legitimate kernel may send now: the biggest pending call's, else a pong's. */
+  private updateFrameLimit(): void {
+    let max = IDLE_MAX_FRAME_BYTES;
+    for (const p of this.pending.values()) if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars));
+    this.decoder.maxFrameBytes = max;
+  }
+}

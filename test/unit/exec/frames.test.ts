@@ -1,0 +1,92 @@
+// Frame validation, the gateway's own cap on kernel texts, and the bounds derived from the cap.
+import { describe, expect, it } from 'vitest';
+import { MAX_ENAME_CHARS, capText, maxFrameBytes, parseKernelFrame, sanitizeResult, type ResultFrame } from '../../../src/exec/frames.js';
+
+const result: ResultFrame = { id: '3', type: 'result', status: 'ok', stdout: 'a', stderr: '', stdoutBytes: 1, stderrBytes: 0, truncated: false, durationMs: 2 };
+
+describe('parseKernelFrame', () => {
+  it.each([
+    ['a pong', { id: '1', type: 'pong', language: 'python', busy: false, pid: 7 }],
+    ['an output frame', { id: '2', type: 'output', stream: 'stderr', text: 'x' }],
+    ['a minimal result', result],
+    ['a full result', { ...result, status: 'error', result: '42', exitCode: 137, error: { ename: 'E', evalue: 'v', traceback: 't' }, timedOut: false, oomKilled: true }],
+    ['a result with nulls for absent fields', { ...result, result: null, exitCode: null, error: null }],
+    ['a kernel error frame', { type: 'error', message: 'malformed frame header' }],
+  ])('accepts %s', (_name, frame) => {
+    expect(parseKernelFrame(frame).ok).toBe(true);
+  });
+
+  it.each([
+    ['null', null],
+    ['a number', 4],
+    ['a string', 'result'],
+    ['an array', [result]],
+    ['no type', { id: '1' }],
+    ['an unknown type', { id: '1', type: 'shell' }],
+    ['a numeric id', { id: 1, type: 'pong' }],
+    ['an empty id', { id: '', type: 'pong' }],
+    ['a huge id', { id: 'i'.repeat(65), type: 'pong' }],
+    ['an output frame for another stream', { id: '2', type: 'output', stream: 'stdin', text: 'x' }],
+    ['output text that is not a string', { id: '2', type: 'output', stream: 'stdout', text: { toString: 1 } }],
+    ['a negative byte count', { ...result, stdoutBytes: -1 }],
+    ['a fractional byte count', { ...result, stdoutBytes: 1.5 }],
+    ['an unsafe byte count', { ...result, stderrBytes: 2 ** 60 }],
+    ['an unknown status', { ...result, status: 'fine' }],
+    ['a negative duration', { ...result, durationMs: -3 }],
+    ['truncated as a string', { ...result, truncated: 'no' }],
+    ['an exit code out of range', { ...result, exitCode: 2 ** 40 }],
+    ['an error without a traceback', { ...result, error: { ename: 'E', evalue: 'v' } }],
+    ['stdout missing', { id: '3', type: 'result', status: 'ok', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1 }],
+  ])('rejects %s', (_name, frame) => {
+    const r = parseKernelFrame(frame);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.why).toMatch(/^not a kernel frame/);
+  });
+});
+
+describe('capText', () => {
+  it.each([
+    ['short text', 'abc', 5, 'abc', false],
+    ['exactly the cap', 'abcde', 5, 'abcde', false],
+    ['longer text', 'abcdef', 5, 'abcde', true],
+    ['a zero cap', 'abc', 0, '', true],
+    ['astral characters count once', '🎉🎉🎉', 2, '🎉🎉', true],
+    ['astral characters within the cap', '🎉🎉', 2, '🎉🎉', false],
+    ['a lone high surrogate at the cut', 'ab\ud83dcd', 3, 'ab\ud83d', true],
+  ])('%s', (_name, s, cap, text, cut) => {
+    expect(capText(s, cap)).toMatchObject({ text, cut });
+  });
+});
+
+describe('sanitizeResult', () => {
+  const big = 'x'.repeat(100);
+  it.each([
+    ['keeps an honest result', result, { stdout: 'a', truncated: false, stdoutBytes: 1 }],
+    ['cuts stdout and says so', { ...result, stdout: big }, { stdout: 'x'.repeat(10), truncated: true, stdoutBytes: 10 }],
+    ['cuts stderr and the result', { ...result, stderr: big, result: big }, { stderr: 'x'.repeat(10), result: 'x'.repeat(10), truncated: true }],
+    ['raises byte counts below the kept text', { ...result, stdout: 'éé', stdoutBytes: 0 }, { stdoutBytes: 4 }],
+    ['keeps a larger byte count', { ...result, stdoutBytes: 5_000 }, { stdoutBytes: 5_000 }],
+    ['keeps the kernel\'s truncated flag', { ...result, truncated: true }, { truncated: true }],
+    ['drops nulls', { ...result, result: null, exitCode: null }, { result: undefined, exitCode: undefined }],
+    ['rounds the duration', { ...result, durationMs: 2.7 }, { durationMs: 3 }],
+  ])('%s', (_name, frame, expected) => {
+    const out = sanitizeResult(frame as ResultFrame, 10);
+    for (const [k, v] of Object.entries(expected)) expect(out[k as keyof typeof out]).toEqual(v);
+  });
+
+  it('cuts the exception texts without calling the output truncated', () => {
+    const out = sanitizeResult({ ...result, status: 'error', error: { ename: 'E'.repeat(1000), evalue: big, traceback: big } }, 10);
+    expect(out.error).toEqual({ ename: 'E'.repeat(MAX_ENAME_CHARS), evalue: 'x'.repeat(10), traceback: 'x'.repeat(10) });
+    expect(out.truncated).toBe(false);
+  });
+});
+
+describe('maxFrameBytes', () => {
+  it.each([1, 1000, 50_000, 262_144])('fits the largest legitimate result for a cap of %i', (cap) => {
+    // Worst case: five texts of `cap` astral characters, as the Python kernel's ASCII fallback writes them.
+    const astral = '\ud83c\udf89'.repeat(cap);
+    const body = JSON.stringify({ ...result, stdout: astral, stderr: astral, result: astral, error: { ename: 'E'.repeat(MAX_ENAME_CHARS), evalue: astral, traceback: astral }, stdoutBytes: 2 ** 52, stderrBytes: 2 ** 52, exitCode: -(2 ** 31), durationMs: 2 ** 52 });
+    const asciiEscaped = body.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    expect(asciiEscaped.length).toBeLessThan(maxFrameBytes(cap));
+  });
+});

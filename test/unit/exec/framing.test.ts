@@ -1,0 +1,75 @@
+// The gateway's frame decoder: any split, linear reassembly, and the header and size checks.
+import { describe, expect, it } from 'vitest';
+import { FrameDecoder, encodeFrame } from '../../../src/exec/framing.js';
+
+const frames = [{ id: '1', type: 'pong' }, { id: '2', type: 'output', stream: 'stdout', text: 'héllo ✓ 🎉\n' }, { t: '' }, null, 4];
+
+function split(buf: Buffer, sizes: number[]): Buffer[] {
+  const out: Buffer[] = [];
+  let off = 0;
+  for (let i = 0; off < buf.length; i++) {
+    const n = sizes[i % sizes.length] as number;
+    out.push(buf.subarray(off, off + n));
+    off += n;
+  }
+  return out;
+}
+
+describe('FrameDecoder', () => {
+  const wire = Buffer.concat(frames.map(encodeFrame));
+
+  it.each([[[1]], [[2]], [[3, 1, 7]], [[1000]], [[wire.length]]])('decodes any split (chunk sizes %j)', (sizes) => {
+    const d = new FrameDecoder();
+    const out = split(wire, sizes).flatMap((c) => d.push(c));
+    expect(out).toEqual(frames);
+    expect(d.buffered).toBe(0);
+  });
+
+  it('reports each frame\'s size on the wire', () => {
+    const d = new FrameDecoder();
+    expect(d.pushSized(wire).map((f) => f.bytes)).toEqual(frames.map((f) => encodeFrame(f).length));
+  });
+
+  it.each([
+    ['the header so far', '12', 2],
+    ['a header and part of the body', '5\n{"a"', 6],
+    ['nothing after a whole frame', '2\n{}', 0],
+  ])('counts buffered bytes: %s', (_name, input, buffered) => {
+    const d = new FrameDecoder();
+    d.push(Buffer.from(input));
+    expect(d.buffered).toBe(buffered);
+  });
+
+  it.each([
+    ['a non-numeric header', 'abc\n{}', /Malformed frame header "abc"/],
+    ['a negative length', '-1\n', /Malformed frame header "-1"/],
+    ['an empty header', '\n{}', /Malformed frame header ""/],
+    ['a header without newline', '1'.repeat(21), /no newline/],
+    ['a header split without newline', ['1'.repeat(15), '1'.repeat(6)], /no newline/],
+    ['a frame above the limit', '2000\n', /exceeds the limit of 1000/],
+    ['a 64 MiB frame', `${64 * 1024 * 1024}\n`, /exceeds the limit/],
+    ['a body that is not JSON', '3\nabc', /JSON/],
+    ['an empty body', '0\n', /JSON/],
+  ])('rejects %s', (_name, input, error) => {
+    const d = new FrameDecoder(1000);
+    const chunks = (Array.isArray(input) ? input : [input]).map((s) => Buffer.from(s));
+    expect(() => chunks.forEach((c) => d.push(c))).toThrow(error);
+  });
+
+  it('applies a limit lowered between frames to the next header', () => {
+    const d = new FrameDecoder(1000);
+    expect(d.push(encodeFrame({ a: 'x'.repeat(100) }))).toHaveLength(1);
+    d.maxFrameBytes = 50;
+    expect(() => d.push(encodeFrame({ a: 'x'.repeat(100) }))).toThrow(/exceeds the limit of 50/);
+  });
+
+  it('reassembles a frame sent one byte at a time in linear time', () => {
+    // 2 MB in 1-byte chunks: quadratic concatenation would copy ~2 TB and never finish.
+    const body = { text: 'y'.repeat(2_000_000) };
+    const buf = encodeFrame(body);
+    const d = new FrameDecoder(4_000_000);
+    let out: unknown[] = [];
+    for (let i = 0; i < buf.length; i++) out = out.concat(d.push(buf.subarray(i, i + 1)));
+    expect(out).toEqual([body]);
+  });
+});

@@ -1,0 +1,170 @@
+// The gateway's data path from a kernel (KernelStream, as KernelConnection drives it): answers
+// reach their calls, and whatever a hostile pod sends fails only its own stream, never throws.
+import { describe, expect, it } from 'vitest';
+import { encodeFrame } from '../../../src/exec/framing.js';
+import { KernelConnectionError, KernelProtocolError, KernelStream } from '../../../src/exec/kernel-stream.js';
+import { IDLE_MAX_FRAME_BYTES, maxFrameBytes, streamBudgetChars, UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
+
+const CAP = 100;
+
+function harness(): { stream: KernelStream; sent: Record<string, unknown>[]; closed: () => number } {
+  const sent: Record<string, unknown>[] = [];
+  let closes = 0;
+  const stream = new KernelStream(
+    (frame) => sent.push(JSON.parse(frame.subarray(frame.indexOf(10) + 1).toString('utf8')) as Record<string, unknown>),
+    () => closes++,
+  );
+  return { stream, sent, closed: () => closes };
+}
+
+const ok = (id: string, extra: Record<string, unknown> = {}): Buffer =>
+  encodeFrame({ id, type: 'result', status: 'ok', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1, ...extra });
+
+async function callWith(...chunks: Buffer[]): Promise<{ outcome: PromiseSettledResult<unknown>; output: string[]; stream: KernelStream; closes: number }> {
+  const { stream, closed } = harness();
+  const output: string[] = [];
+  const call = stream.request({ op: 'exec', code: '' }, 'result', CAP, 60_000, (s, t) => output.push(`${s}:${t}`));
+  for (const c of chunks) stream.receive(c);
+  stream.fail('end of test'); // settles a call that got no answer
+  const [outcome] = await Promise.allSettled([call]);
+  return { outcome: outcome as PromiseSettledResult<unknown>, output, stream, closes: closed() };
+}
+
+describe('KernelStream', () => {
+  it('streams output and resolves the call with its result', async () => {
+    const { outcome, output } = await callWith(encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'hi\n' }), ok('1', { stdout: 'hi\n', stdoutBytes: 3 }));
+    expect(outcome).toMatchObject({ status: 'fulfilled', value: { status: 'ok', stdout: 'hi\n', stdoutBytes: 3 } });
+    expect(output).toEqual(['stdout:hi\n']);
+  });
+
+  it('answers a ping with its pong', async () => {
+    const { stream, sent } = harness();
+    const ping = stream.request({ op: 'ping' }, 'pong', 0, 1000);
+    stream.receive(encodeFrame({ id: String(sent[0]?.id), type: 'pong', busy: false }));
+    await expect(ping).resolves.toBeUndefined();
+    expect(stream.closed).toBe(false);
+  });
+
+  it('passes on at most the cap of streamed output per stream', async () => {
+    const { output } = await callWith(
+      encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'a'.repeat(80) }),
+      encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'b'.repeat(80) }),
+      encodeFrame({ id: '1', type: 'output', stream: 'stderr', text: 'c'.repeat(10) }),
+    );
+    expect(output).toEqual([`stdout:${'a'.repeat(80)}`, `stdout:${'b'.repeat(20)}`, `stderr:${'c'.repeat(10)}`]);
+  });
+
+  it.each([
+    ['the frame 4\\nnull', [Buffer.from('4\nnull')], /not a kernel frame/],
+    ['a malformed header', [Buffer.from('hello\n')], /Malformed frame header/],
+    ['a body that is not JSON', [Buffer.from('3\n{{{')], /JSON/],
+    ['a frame above the limit for the call', [Buffer.from(`${Math.max(IDLE_MAX_FRAME_BYTES, maxFrameBytes(CAP)) + 1}\n`)], /exceeds the limit/],
+    ['a 64 MiB frame header', [Buffer.from(`${64 * 1024 * 1024}\n`)], /exceeds the limit/],
+    ['a result of the wrong shape', [ok('1', { stdoutBytes: -5 })], /not a kernel frame at "stdoutBytes"/],
+    ['a pong for a call', [encodeFrame({ id: '1', type: 'pong' })], /a pong frame answered a call/],
+    ['an output flood', Array.from({ length: 20 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'z'.repeat(streamBudgetChars(CAP) / 10) })), /streamed more than/],
+    ['a flood of frames for unknown ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), /answered no call/],
+    ['big frames for unknown ids', Array.from({ length: 5 }, () => encodeFrame({ id: 'x', type: 'output', stream: 'stdout', text: 'q'.repeat(14_000) })), /answered no call/],
+  ])('fails only this stream on %s, with a clear error for the call', async (_name, chunks, why) => {
+    const { outcome, stream, closes } = await callWith(...chunks);
+    expect(outcome.status).toBe('rejected');
+    const err = (outcome as PromiseRejectedResult).reason as Error;
+    expect(err).toBeInstanceOf(KernelProtocolError);
+    expect(err.message).toMatch(/^the sandbox broke the kernel protocol: /);
+    expect(err.message).toMatch(why);
+    expect(stream.breach).toMatch(why);
+    expect(closes).toBe(1);
+    await expect(stream.request({ op: 'ping' }, 'pong', 0, 1000)).rejects.toBeInstanceOf(KernelProtocolError);
+  });
+
+  it('tolerates a few stray frames (a finished call\'s id) without failing', async () => {
+    const { outcome } = await callWith(ok('0'), ok('7'), ok('1'));
+    expect(outcome.status).toBe('fulfilled');
+  });
+
+  it('ends with a plain connection error when the kernel rejects our framing', async () => {
+    const { outcome, stream } = await callWith(encodeFrame({ type: 'error', message: 'malformed frame header' }));
+    const err = (outcome as PromiseRejectedResult).reason as Error;
+    expect(err).toBeInstanceOf(KernelConnectionError);
+    expect(err).not.toBeInstanceOf(KernelProtocolError);
+    expect(stream.breach).toBeUndefined();
+  });
+
+  it('re-caps the result whatever the kernel claims', async () => {
+    const { outcome } = await callWith(ok('1', { stdout: 'o'.repeat(500), stdoutBytes: 1, result: 'r'.repeat(500), error: { ename: 'E', evalue: 'v'.repeat(500), traceback: '' } }));
+    expect(outcome).toMatchObject({ status: 'fulfilled', value: { stdout: 'o'.repeat(CAP), stdoutBytes: CAP, result: 'r'.repeat(CAP), truncated: true, error: { evalue: 'v'.repeat(CAP) } } });
+  });
+
+  it('keeps a listener\'s exception away from the stream', async () => {
+    const { stream } = harness();
+    const call = stream.request({ op: 'exec' }, 'result', CAP, 60_000, () => {
+      throw new Error('client went away');
+    });
+    stream.receive(encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'x' }));
+    stream.receive(ok('1'));
+    await expect(call).resolves.toMatchObject({ status: 'ok' });
+  });
+});
+
+/** Deterministic PRNG (mulberry32), so a failing case can be replayed from its seed. */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function randomJson(r: () => number, depth = 0): unknown {
+  const pick = Math.floor(r() * (depth > 3 ? 6 : 9));
+  const keys = ['id', 'type', 'stream', 'text', 'status', 'stdout', 'stderr', 'stdoutBytes', 'truncated', 'error', 'durationMs', 'x'];
+  const values: unknown[] = [null, true, 0, -1, 1.5, 1e308, '', '1', 'result', 'output', 'pong', 'stdout', 'ok'];
+  switch (pick) {
+    case 0: return values[Math.floor(r() * values.length)];
+    case 1: return Math.floor(r() * 1e6) - 5e5;
+    case 2: return String.fromCharCode(...Array.from({ length: Math.floor(r() * 20) }, () => Math.floor(r() * 0xffff)));
+    case 3: return r() < 0.5;
+    case 4: return null;
+    case 5: return '1';
+    case 6: return Array.from({ length: Math.floor(r() * 4) }, () => randomJson(r, depth + 1));
+    default: return Object.fromEntries(Array.from({ length: Math.floor(r() * 8) }, () => [keys[Math.floor(r() * keys.length)], randomJson(r, depth + 1)]));
+  }
+}
+
+function randomSplits(r: () => number, buf: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let off = 0; off < buf.length; ) {
+    const n = 1 + Math.floor(r() * 64);
+    out.push(buf.subarray(off, off + n));
+    off += n;
+  }
+  return out;
+}
+
+describe('KernelStream fuzz: nothing a pod sends throws out of the stream handler', () => {
+  const inputs: [string, (r: () => number) => Buffer][] = [
+    ['random bytes', (r) => Buffer.from(Array.from({ length: 1 + Math.floor(r() * 200) }, () => Math.floor(r() * 256)))],
+    ['random digits and newlines', (r) => Buffer.from(Array.from({ length: 1 + Math.floor(r() * 60) }, () => '0123456789\n{}'[Math.floor(r() * 13)]).join(''))],
+    ['random JSON in valid frames', (r) => Buffer.concat(Array.from({ length: 1 + Math.floor(r() * 5) }, () => encodeFrame(randomJson(r))))],
+    ['valid frames with random corruption', (r) => {
+      const b = Buffer.concat([encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'abc' }), ok('1')]);
+      for (let i = 0; i < 3; i++) b[Math.floor(r() * b.length)] = Math.floor(r() * 256);
+      return b;
+    }],
+  ];
+
+  it.each(inputs)('%s, randomly split', async (_name, make) => {
+    for (let seed = 1; seed <= 300; seed++) {
+      const r = rng(seed);
+      const { stream } = harness();
+      const call = stream.request({ op: 'exec' }, 'result', CAP, 60_000, () => undefined);
+      call.catch(() => undefined);
+      const chunks = randomSplits(r, make(r));
+      expect(() => chunks.forEach((c) => stream.receive(c)), `seed ${seed}`).not.toThrow();
+      stream.fail('end of case');
+      await Promise.allSettled([call]);
+    }
+  });
+});
