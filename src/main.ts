@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   const operator = createOperator(config, clients, log, metrics);
   let ready = false;
 
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, onToolCall: metrics.toolCall }));
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected }));
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());

@@ -17,6 +17,7 @@ import { SandboxRunController, podSelector } from './controller/run-controller.j
 import { apiErrorMessage, isNotFound, type KubeClients } from './kube/clients.js';
 import type { Metrics } from './metrics/registry.js';
 import { KubeRunService } from './runs/kube-run-service.js';
+import { RunSlots } from './runs/run-slots.js';
 import { RuntimeConfigMapGuard } from './controller/runtime-guard.js';
 import { SandboxSessionController } from './controller/session-controller.js';
 import { KernelConnections } from './exec/kernel.js';
@@ -39,7 +40,7 @@ export interface Operator {
 }
 
 /** What the gateway serves from `operator`: its run and session services and the gateway settings. */
-export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'onToolCall'>): GatewayDeps {
+export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'onToolCall' | 'onAdmissionRejected'>): GatewayDeps {
   return { runService: operator.runService, sessions: operator.sessionService, logger, options: gatewayOptions(config), ...process };
 }
 
@@ -83,7 +84,18 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log: log.child({ controller: 'sandboxrun' }),
     metrics: metrics?.runs,
   });
-  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics });
+  const slots = new RunSlots(runs, pods, identity, {
+    namespace: ns,
+    caps: {
+      replicaRuns: config.maxConcurrentRuns,
+      namespaceRuns: config.maxNamespaceRuns,
+      queueLength: config.runQueueLength,
+      queueTimeoutSeconds: config.runQueueTimeoutSeconds,
+    },
+    onReject: (limit) => metrics?.admissionRejected(limit),
+    onLoad: (load) => metrics?.admissionLoad(load),
+  });
+  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots });
 
   const sessions = new ResilientInformer<KubernetesObject>(
     clients.kc,
@@ -154,6 +166,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionMaxIdleTimeoutSeconds: config.sessionMaxIdleTimeoutSeconds,
       sessionMaxLifetimeSeconds: config.sessionMaxLifetimeSeconds,
       startupTimeoutSeconds: config.podStartupTimeoutSeconds,
+      maxSessions: config.maxSessions,
+      onRefused: (limit) => metrics?.admissionRejected(limit),
     },
     log.child({ component: 'sessions' }),
   );
@@ -165,7 +179,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     maxTimeoutSeconds: config.maxTimeoutSeconds,
     maxCodeBytes: config.maxCodeBytes,
-  }, sessionService);
+  }, sessionService, slots);
 
   return {
     identity,
@@ -204,6 +218,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await elector.stop();
       controller.stop();
       sessionController.stop();
+      slots.admission.close();
       await executor.drain();
       kernels.closeAll();
       await runs.stop();

@@ -52,6 +52,13 @@ export interface Config {
   readonly warmPoolSize: number;
   readonly warmPoolRefillDeferMs: number;
   readonly logLevel: LogLevel;
+  // Back-pressure (issue 14, point 5).
+  readonly maxConcurrentRuns: number;
+  readonly maxNamespaceRuns: number;
+  readonly maxSessions: number;
+  readonly runQueueLength: number;
+  readonly runQueueTimeoutSeconds: number;
+  readonly maxBatchSize: number;
 }
 
 export interface ConfigProblem {
@@ -106,6 +113,9 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   }
   if (parseQuantity(c.defaultMemory) > parseQuantity(c.maxMemory)) {
     add('defaultMemory', `must not exceed CODEMODE_MAX_MEMORY (${c.maxMemory})`);
+  }
+  if (c.maxConcurrentRuns > c.maxNamespaceRuns) {
+    add('maxConcurrentRuns', `must not exceed CODEMODE_MAX_NAMESPACE_RUNS (${c.maxNamespaceRuns})`);
   }
   return issues;
 }
@@ -164,6 +174,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     warmPoolSize: c.warmPoolSize,
     warmPoolRefillDeferMs: c.warmPoolRefillDeferMs,
     logLevel: c.logLevel,
+    maxConcurrentRuns: c.maxConcurrentRuns,
+    maxNamespaceRuns: c.maxNamespaceRuns,
+    maxSessions: c.maxSessions,
+    runQueueLength: c.runQueueLength,
+    runQueueTimeoutSeconds: c.runQueueTimeoutSeconds,
+    maxBatchSize: c.maxBatchSize,
   };
   return deepFreeze(config);
 }

@@ -6,6 +6,7 @@
 // replica's memory and any replica can answer any request.
 import { Hono } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
+import { checkBatch } from './batch-limit.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
@@ -35,6 +36,14 @@ export function createApp(deps: GatewayDeps): Hono {
       : c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503),
   );
   app.use('/mcp', hostValidation(deps.options));
-  app.all('/mcp', (c) => mcp.fetch(c.req.raw));
+  app.all('/mcp', async (c) => {
+    const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES);
+    if (batch.refused) {
+      deps.onAdmissionRejected?.('batch_size');
+      logger.info({ limit: 'batch_size' }, 'Refused a JSON-RPC batch over the limit');
+      return batch.refused;
+    }
+    return mcp.fetch(c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
+  });
   return app;
 }

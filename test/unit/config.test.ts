@@ -54,6 +54,12 @@ describe('loadConfig defaults', () => {
       warmPoolSize: 2,
       warmPoolRefillDeferMs: 1000,
       logLevel: 'info',
+      maxConcurrentRuns: 16,
+      maxNamespaceRuns: 64,
+      maxSessions: 32,
+      runQueueLength: 32,
+      runQueueTimeoutSeconds: 30,
+      maxBatchSize: 10,
     } satisfies Config);
   });
 
@@ -111,6 +117,12 @@ describe('loadConfig overrides', () => {
     ],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
+    ['CODEMODE_MAX_CONCURRENT_RUNS', '8', { maxConcurrentRuns: 8 }],
+    ['CODEMODE_MAX_NAMESPACE_RUNS', '200', { maxNamespaceRuns: 200 }],
+    ['CODEMODE_MAX_SESSIONS', '5', { maxSessions: 5 }],
+    ['CODEMODE_RUN_QUEUE_LENGTH', '0', { runQueueLength: 0 }],
+    ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '5', { runQueueTimeoutSeconds: 5 }],
+    ['CODEMODE_MAX_BATCH_SIZE', '1', { maxBatchSize: 1 }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -119,7 +131,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(34);
+    expect(envs).toHaveLength(40);
   });
 });
 
@@ -153,6 +165,10 @@ describe('loadConfig errors', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://a.example/path', 'entry "https://a.example/path" must be an origin'],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '10001', 'must be at most 10000'],
     ['CODEMODE_LOG_LEVEL', 'loud', 'must be one of "trace", "debug", "info", "warn", "error"'],
+    ['CODEMODE_MAX_CONCURRENT_RUNS', '0', 'must be at least 1'],
+    ['CODEMODE_MAX_SESSIONS', 'many', 'must be a whole number'],
+    ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '601', 'must be at most 600'],
+    ['CODEMODE_MAX_BATCH_SIZE', '101', 'must be at most 100'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
@@ -165,6 +181,7 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_MAX_TIMEOUT_SECONDS: '10' }, 'CODEMODE_MAX_TIMEOUT_SECONDS="10" must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (30)'],
     [{ CODEMODE_MAX_CPU: '500m' }, 'CODEMODE_DEFAULT_CPU=(default) must not exceed CODEMODE_MAX_CPU (500m)'],
     [{ CODEMODE_DEFAULT_MEMORY: '3Gi' }, 'CODEMODE_DEFAULT_MEMORY="3Gi" must not exceed CODEMODE_MAX_MEMORY (2Gi)'],
+    [{ CODEMODE_MAX_NAMESPACE_RUNS: '8' }, 'CODEMODE_MAX_CONCURRENT_RUNS=(default) must not exceed CODEMODE_MAX_NAMESPACE_RUNS (8)'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });

@@ -39,6 +39,10 @@ export const Reasons = {
   Exception: 'Exception',
   /** The session's interpreter is gone (crashed, stuck past its timeout, or its pod deleted). */
   KernelLost: 'KernelLost',
+  /** Pending: the run waits for a free run slot (CODEMODE_MAX_CONCURRENT_RUNS / _NAMESPACE_RUNS). */
+  Queued: 'Queued',
+  /** The namespace's ResourceQuota refused the sandbox pod; nothing ran. */
+  QuotaExceeded: 'QuotaExceeded',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
 import { RunRequestError } from '../../runs/types.js';
+import { AdmissionError } from '../../runs/admission.js';
 import type { OutputChunk, RunOutcome } from '../../runs/types.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
@@ -270,6 +271,11 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     };
   } catch (err) {
     await progress?.close();
+    if (err instanceof AdmissionError) {
+      // Over capacity: which limit, how full and when to retry are in the message and hint.
+      logger.info({ limit: err.limit, retryAfterSeconds: err.retryAfterSeconds }, 'Refused run for capacity');
+      return errorResult(`${err.message}\n${err.hint}`);
+    }
     if (err instanceof RunRequestError) {
       logger.info({ reason: err.message }, 'Refused run request');
       return errorResult(`${err.message}\n${err.hint}`);
