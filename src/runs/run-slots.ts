@@ -1,7 +1,8 @@
 // The Kubernetes side of run admission: what other replicas execute (counted from the SandboxRun
-// informer cache every replica shares) and when a run's slot is really free (its sandbox pod is
-// terminating or gone, as the API server's ResourceQuota counts pods), so a replica never has
-// more of its run pods than its cap, even for the moment between one run's end and the next start.
+// informer cache every replica shares) and when a run's slot is really free: its final status is
+// in the cache (so no replica counts it any more) and its sandbox pod is terminating or gone (as
+// the API server's ResourceQuota counts pods). So a replica never has more run pods than its cap,
+// even for the moment between one run's end and the next one's start.
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION_EXECUTOR, LABEL_RUN } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../controller/informer.js';
@@ -38,7 +39,16 @@ export function holdsCapacity(pod: V1Pod): boolean {
   return !pod.metadata?.deletionTimestamp && pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed';
 }
 
-/** Run slots of this replica: the admission queue plus release-when-the-pod-is-gone. */
+/**
+ * Whether a run still takes a slot as every replica sees it: its SandboxRun is not yet terminal in
+ * the informer cache (other replicas count it from there), or its pod still holds capacity.
+ */
+export function takesSlot(run: RunLike | undefined, pods: readonly V1Pod[], label: string): boolean {
+  if (run && !run.metadata?.deletionTimestamp && !TERMINAL.has(String(run.status?.phase))) return true;
+  return pods.some((p) => p.metadata?.labels?.[LABEL_RUN] === label && holdsCapacity(p));
+}
+
+/** Run slots of this replica: the admission queue plus release-when-really-finished. */
 export class RunSlots {
   readonly admission: RunAdmission;
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -50,30 +60,38 @@ export class RunSlots {
     deps: Omit<RunAdmissionDeps, 'othersActive'>,
   ) {
     this.admission = new RunAdmission({ ...deps, othersActive: () => countOthersActive(this.runs.list(deps.namespace), identity) });
-    // Another replica's run ending frees namespace capacity: let waiting calls re-check.
-    runs.onChange(() => this.admission.poke());
-    pods.onChange((pod) => {
-      const run = pod.metadata?.labels?.[LABEL_RUN];
-      if (run !== undefined) this.waiters.get(`${pod.metadata?.namespace}/${run}`)?.forEach((w) => w());
+    runs.onChange((run) => {
+      this.wake(run.metadata?.namespace, runLabelValue(run.metadata?.name ?? ''));
+      // Another replica's run ending frees namespace capacity: let waiting calls re-check.
+      this.admission.poke();
     });
+    pods.onChange((pod) => this.wake(pod.metadata?.namespace, pod.metadata?.labels?.[LABEL_RUN]));
   }
 
-  /** Frees `ticket` once `done` settled and the run's pod no longer holds capacity. */
+  /**
+   * Frees `ticket` once `done` settled, the run's final status is in the cache and its pod no
+   * longer holds capacity (at most RELEASE_WAIT_MS after `done`): until then the next run would
+   * make one pod too many, and other replicas would still count this one.
+   */
   releaseAfter(ticket: Ticket, done: Promise<unknown>, namespace: string, runName: string): void {
     void done
       .catch(() => undefined)
-      .then(() => this.podReleased(namespace, runName))
+      .then(() => this.released(namespace, runName))
       .finally(() => ticket.release());
   }
 
-  private runPodHoldsCapacity(label: string, namespace: string): boolean {
-    return this.pods.list(namespace).some((p) => p.metadata?.labels?.[LABEL_RUN] === label && holdsCapacity(p));
+  private wake(namespace: string | undefined, label: string | undefined): void {
+    if (label !== undefined) this.waiters.get(`${namespace}/${label}`)?.forEach((w) => w());
   }
 
-  private podReleased(namespace: string, runName: string): Promise<void> {
+  private takesSlot(namespace: string, runName: string, label: string): boolean {
+    return takesSlot(this.runs.get(runName, namespace) as RunLike | undefined, this.pods.list(namespace), label);
+  }
+
+  private released(namespace: string, runName: string): Promise<void> {
     const label = runLabelValue(runName);
     const key = `${namespace}/${label}`;
-    if (!this.runPodHoldsCapacity(label, namespace)) return Promise.resolve();
+    if (!this.takesSlot(namespace, runName, label)) return Promise.resolve();
     return new Promise((resolve) => {
       const finish = (): void => {
         clearTimeout(timer);
@@ -83,7 +101,7 @@ export class RunSlots {
         resolve();
       };
       const check = (): void => {
-        if (!this.runPodHoldsCapacity(label, namespace)) finish();
+        if (!this.takesSlot(namespace, runName, label)) finish();
       };
       const timer = setTimeout(finish, RELEASE_WAIT_MS);
       let set = this.waiters.get(key);

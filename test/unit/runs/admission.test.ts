@@ -13,7 +13,7 @@ import {
   type RunDecision,
   type RunLoad,
 } from '../../../src/runs/admission.js';
-import { countOthersActive, holdsCapacity, quotaExceeded } from '../../../src/runs/run-slots.js';
+import { countOthersActive, holdsCapacity, quotaExceeded, takesSlot } from '../../../src/runs/run-slots.js';
 import { RunRequestError } from '../../../src/runs/types.js';
 
 const caps: RunCaps = { replicaRuns: 8, namespaceRuns: 20, queueLength: 4, queueTimeoutSeconds: 30 };
@@ -115,7 +115,7 @@ describe('quotaExceeded', () => {
 
 describe('countOthersActive', () => {
   const run = (executor: string | undefined, extra: { phase?: string; session?: string; deleting?: boolean } = {}) => ({
-    metadata: { name: 'r', ...(executor && { annotations: { 'codemode.dev/executor': executor } }), ...(extra.deleting && { deletionTimestamp: '2026-01-01T00:00:00Z' }) },
+    metadata: { name: 'r', ...(executor && { annotations: { 'codemode.dev/executor': executor } }), ...(extra.deleting && { deletionTimestamp: new Date('2026-01-01T00:00:00Z') }) },
     spec: { ...(extra.session && { session: extra.session }) },
     status: { ...(extra.phase && { phase: extra.phase }) },
   });
@@ -138,6 +138,26 @@ describe('countOthersActive', () => {
     [{ metadata: {}, status: { phase: 'Failed' } }, false],
   ])('holdsCapacity(%j) = %s', (pod, expected) => {
     expect(holdsCapacity(pod)).toBe(expected);
+  });
+});
+
+describe('takesSlot (when a finished run frees its slot)', () => {
+  const pod = (run: string, extra: { deleting?: boolean; phase?: string } = {}) => ({
+    metadata: { labels: { 'codemode.dev/run': run }, ...(extra.deleting && { deletionTimestamp: new Date() }) },
+    ...(extra.phase && { status: { phase: extra.phase } }),
+  });
+  const run = (phase?: string) => ({ metadata: { name: 'r1' }, ...(phase && { status: { phase } }) });
+  it.each<[string, ReturnType<typeof run> | undefined, ReturnType<typeof pod>[], boolean]>([
+    ['running, pod live', run('Running'), [pod('r1')], true],
+    ['final status not in the cache yet (other replicas still count it)', run('Pending'), [], true],
+    ['finished, pod still live (the next pod would be one too many)', run('Succeeded'), [pod('r1')], true],
+    ['finished, pod terminating', run('Succeeded'), [pod('r1', { deleting: true })], false],
+    ['finished, pod gone', run('Failed'), [], false],
+    ['finished, pod Failed', run('TimedOut'), [pod('r1', { phase: 'Failed' })], false],
+    ['finished, only other runs\' pods live', run('Succeeded'), [pod('r2')], false],
+    ['run deleted, pod gone', undefined, [], false],
+  ])('%s → %s', (_name, r, pods, expected) => {
+    expect(takesSlot(r, pods, 'r1')).toBe(expected);
   });
 });
 
