@@ -104,6 +104,7 @@ export class RunSlots {
         if (!this.takesSlot(namespace, runName, label)) finish();
       };
       const timer = setTimeout(finish, RELEASE_WAIT_MS);
+      timer.unref();
       let set = this.waiters.get(key);
       if (!set) this.waiters.set(key, (set = new Set()));
       set.add(check);

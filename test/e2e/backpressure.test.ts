@@ -5,7 +5,9 @@
 // Every call must return — a result or a capacity error naming the limit — none past the queue
 // timeout, A never has more than 8 run pods at once (a watch opened before the burst counts them),
 // sessions and JSON-RPC batches are capped, and kubectl-created runs wait Queued, then complete.
-import { Watch, type V1Pod } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { Watch, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { startBenignNeighbour, type BenignNeighbour } from './helpers/benign.js';
@@ -193,4 +195,46 @@ describe('back-pressure', () => {
     }
     expect(max).toBe(9);
   }, 300_000);
+});
+
+describe('ResourceQuota backstop (deploy/codemode-quota.yaml)', () => {
+  let qns = '';
+  let op: RunningOperator | undefined;
+  afterAll(async () => {
+    await op?.stop();
+    if (qns) await deleteNamespace(k, qns);
+  });
+
+  it('turns the API server\'s quota refusals into clear errors: QuotaExceeded for a pod, a named quota for a SandboxRun', async () => {
+    qns = await createNamespace(k, 'quota');
+    // The shipped quota, made small: one pod, three SandboxRuns.
+    const quota = parse(readFileSync('deploy/codemode-quota.yaml', 'utf8')) as V1ResourceQuota;
+    quota.metadata = { ...quota.metadata, namespace: qns };
+    quota.spec = { hard: { ...quota.spec?.hard, pods: '1', 'count/sandboxruns.codemode.dev': '3' } };
+    await k.core.createNamespacedResourceQuota({ namespace: qns, body: quota });
+    // The API server refuses everything under a quota whose usage is not computed yet.
+    await until(async () => (await k.core.readNamespacedResourceQuota({ namespace: qns, name: 'codemode-sandboxes' })).status?.hard?.pods === '1', 60_000, 'the quota status');
+    op = await startOperator(qns);
+    const client = await connect(op.url, 'current');
+    try {
+      const long = client.callTool('execute_code', { code: 'import time; time.sleep(6); print("first")' });
+      await until(async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.some((p) => p.status?.phase === 'Running'), 90_000, 'the first run pod to be Running');
+      const second = await client.callTool('execute_code', { code: 'print("second")' });
+      expect(second.isError).toBe(true);
+      expect(second.structuredContent).toMatchObject({ phase: 'Failed', reason: 'QuotaExceeded' });
+      expect(text(second)).toMatch(/The run failed \(QuotaExceeded\)\. The namespace's ResourceQuota refused the sandbox pod \(exceeded quota: codemode-sandboxes, requested: pods=1, used: pods=1, limited: pods=1\)/);
+      expect((await long).structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'first\n' });
+
+      // Sandbox pods satisfy the quota's CPU, memory and ephemeral-storage requirements.
+      await until(async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.length === 0, 60_000, 'the first pod to go');
+      const third = await client.callTool('execute_code', { code: 'print("third")' });
+      expect(third.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'third\n' });
+
+      const fourth = await client.callTool('execute_code', { code: 'print("fourth")' });
+      expect(fourth.isError).toBe(true);
+      expect(text(fourth)).toMatch(/The run was refused: the namespace \S+ is at its ResourceQuota \(exceeded quota: codemode-sandboxes, requested: count\/sandboxruns\.codemode\.dev=1, used: count\/sandboxruns\.codemode\.dev=3, limited: count\/sandboxruns\.codemode\.dev=3\)/);
+    } finally {
+      await client.close();
+    }
+  }, 240_000);
 });
