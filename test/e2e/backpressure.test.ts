@@ -25,7 +25,15 @@ let neighbour: BenignNeighbour | undefined;
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'pressure');
-  a = await startOperator(ns, { ...SHARED, CODEMODE_MAX_CONCURRENT_RUNS: '8', CODEMODE_RUN_QUEUE_LENGTH: '16', CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS: String(QUEUE_TIMEOUT_SECONDS) });
+  a = await startOperator(ns, {
+    ...SHARED,
+    CODEMODE_MAX_CONCURRENT_RUNS: '8',
+    CODEMODE_RUN_QUEUE_LENGTH: '16',
+    CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS: String(QUEUE_TIMEOUT_SECONDS),
+    // On a node loaded by other suites a pod can take a minute to start: such a run then ends
+    // with a clear error before the test client's own 120 s timeout.
+    CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: '80',
+  });
   b = await startOperator(ns, { ...SHARED, CODEMODE_MAX_CONCURRENT_RUNS: '4' });
   neighbour = await startBenignNeighbour(b.url, { runEvery: 5, pauseMs: 200 });
 });
@@ -80,16 +88,23 @@ describe('back-pressure', () => {
     await client.close();
     // Let the last pods' deletions arrive before counting.
     await new Promise((r) => setTimeout(r, 2000));
+    // A watch that stopped on its own (error, inactivity) would have missed pods.
+    const endedEarly = pods.ended();
     pods.stop();
 
-    const ok = results.filter(({ r }) => !r.isError);
-    const refused = results.filter(({ r }) => r.isError);
-    for (const { i, r } of ok) expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: `ok ${i}\n` });
+    // A run's result (structuredContent with its phase), or a capacity error that created nothing.
+    const ran = results.filter(({ r }) => r.structuredContent?.phase !== undefined);
+    const refused = results.filter(({ r }) => r.structuredContent?.phase === undefined);
+    for (const { i, r } of ran) {
+      if (!r.isError) expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: `ok ${i}\n` });
+    }
+    expect(ran.filter(({ r }) => !r.isError).length).toBeGreaterThanOrEqual(1);
     for (const { r, ms } of refused) {
+      expect(r.isError).toBe(true);
       expect(text(r)).toMatch(CAPACITY);
       expect(ms).toBeLessThan((QUEUE_TIMEOUT_SECONDS + 10) * 1000);
     }
-    expect(ok.length).toBeGreaterThanOrEqual(8);
+    expect(ran.length).toBeGreaterThanOrEqual(8);
     // 8 executing + 16 waiting: at least 76 were refused at once (queue full).
     expect(refused.length).toBeGreaterThanOrEqual(76);
     expect(refused.some(({ r }) => text(r).includes('The wait queue is full (CODEMODE_RUN_QUEUE_LENGTH=16)'))).toBe(true);
@@ -99,8 +114,8 @@ describe('back-pressure', () => {
     const runs = await listRuns();
     const mine = new Set(runs.filter((r) => r.metadata.annotations?.['codemode.dev/executor'] === a.operator.identity).map((r) => r.metadata.name));
     // A refused call created nothing.
-    expect(mine.size).toBe(ok.length);
-    expect(pods.ended()).toBe(false);
+    expect(mine.size).toBe(ran.length);
+    expect(endedEarly).toBe(false);
     const max = maxConcurrentPods(pods.events, mine);
     expect(max).toBeGreaterThanOrEqual(1);
     expect(max).toBeLessThanOrEqual(8);
