@@ -125,6 +125,23 @@ export function sessionRefusal(live: number, cap: number, namespace: string, nex
   );
 }
 
+/**
+ * The session cap over what every replica sees (`live`, from the informer cache) plus the sessions
+ * this process is creating that the cache may not show yet; the retry hint is when the
+ * soonest-expiring session is collected if it stays idle.
+ */
+export function sessionCapacity(
+  live: ReadonlyArray<{ name: string; expiresAt?: string }>,
+  creating: Iterable<string>,
+  cap: number,
+  namespace: string,
+  nowMs: number,
+): AdmissionError | undefined {
+  const names = new Set([...live.map((s) => s.name), ...creating]);
+  const expiries = live.map((s) => (s.expiresAt ? (Date.parse(s.expiresAt) - nowMs) / 1000 : NaN)).filter((x) => x > 0);
+  return sessionRefusal(names.size, cap, namespace, expiries.length > 0 ? Math.min(...expiries) : undefined);
+}
+
 /** A held run slot. release() is idempotent. */
 export interface Ticket {
   release(): void;

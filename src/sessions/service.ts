@@ -25,7 +25,7 @@ import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
-import { sessionRefusal } from '../runs/admission.js';
+import { sessionCapacity } from '../runs/admission.js';
 import { quotaExceeded } from '../runs/run-slots.js';
 
 export interface SessionServiceOptions {
@@ -143,11 +143,7 @@ export class SessionService {
   /** The session cap, counted from the informer cache every replica shares plus our own creations. */
   private checkCapacity(): void {
     if (this.opts.maxSessions === undefined) return;
-    const live = this.list();
-    const names = new Set([...live.map((s) => s.name), ...this.creating]);
-    const now = Date.now();
-    const expiries = live.map((s) => (s.expiresAt ? (Date.parse(s.expiresAt) - now) / 1000 : NaN)).filter((x) => x > 0);
-    const refusal = sessionRefusal(names.size, this.opts.maxSessions, this.opts.namespace, expiries.length > 0 ? Math.min(...expiries) : undefined);
+    const refusal = sessionCapacity(this.list(), this.creating, this.opts.maxSessions, this.opts.namespace, Date.now());
     if (!refusal) return;
     this.opts.onRefused?.('sessions');
     throw refusal;

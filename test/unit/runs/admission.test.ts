@@ -8,6 +8,7 @@ import {
   fullLimit,
   retryAfterSeconds,
   runRefusal,
+  sessionCapacity,
   sessionRefusal,
   type RunCaps,
   type RunDecision,
@@ -98,6 +99,22 @@ describe('sessionRefusal', () => {
     expect(err?.limit).toBe('sessions');
     expect(err?.message).toBe(`The session was refused for capacity (sessions): ${live} of ${cap} sessions are live in namespace sbx (CODEMODE_MAX_SESSIONS).`);
     expect(err?.hint).toContain(`retry in ${retry} seconds`);
+  });
+});
+
+describe('sessionCapacity', () => {
+  const now = Date.parse('2026-11-23T12:00:00Z');
+  const s = (name: string, expiresInS?: number) => ({ name, ...(expiresInS !== undefined && { expiresAt: new Date(now + expiresInS * 1000).toISOString() }) });
+  it.each<[string, ReturnType<typeof s>[], string[], number | undefined]>([
+    ['room', [s('a'), s('b')], [], undefined],
+    ['full from the cache; retry when the soonest expires', [s('a', 300), s('b', 90), s('c')], [], 90],
+    ['our own creations count before the cache shows them', [s('a'), s('b', 30)], ['c'], 30],
+    ['a creation already in the cache counts once', [s('a'), s('b')], ['b'], undefined],
+    ['already expired sessions give no hint', [s('a', -5), s('b'), s('c')], [], 60],
+  ])('%s', (_name, live, creating, retry) => {
+    const err = sessionCapacity(live, creating, 3, 'sbx', now);
+    if (retry === undefined) return expect(err).toBeUndefined();
+    expect(err?.retryAfterSeconds).toBe(retry);
   });
 });
 
