@@ -80,7 +80,8 @@ const DESCRIPTION =
   'stderr and exit code. A non-zero exit code is a normal result, not a tool error. Print what ' +
   'you need to see; nothing persists between calls unless you pass a session from create_session. ' +
   'Output streams as progress notifications ' +
-  'when the client sends a progress token.';
+  'when the client sends a progress token. When the service is at capacity the call waits ' +
+  'briefly, then fails with a tool error that says when to retry.';
 
 /** A non-zero exit is the program's answer; only runs that did not finish normally are errors. */
 export function isRunError(outcome: RunOutcome): boolean {
