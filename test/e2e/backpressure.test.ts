@@ -17,7 +17,8 @@ import { connect, startOperator, type RunningOperator, type TestClient, type Too
 const k = testKube();
 const api = { group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL };
 const QUEUE_TIMEOUT_SECONDS = 20;
-const SHARED = { CODEMODE_MAX_NAMESPACE_RUNS: '9', CODEMODE_MAX_SESSIONS: '3', CODEMODE_MAX_BATCH_SIZE: '5' };
+// Small CPU requests: the test needs 9 pods at once on a 2-core node that other suites share.
+const SHARED = { CODEMODE_MAX_NAMESPACE_RUNS: '9', CODEMODE_MAX_SESSIONS: '3', CODEMODE_MAX_BATCH_SIZE: '5', CODEMODE_CPU_REQUEST: '10m' };
 let ns = '';
 let a: RunningOperator;
 let b: RunningOperator;
@@ -174,7 +175,9 @@ describe('back-pressure', () => {
     const runs = await record<SandboxRun>(`/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXRUN_PLURAL}`);
     // Fill A's 8 slots with runs that take a while, so the namespace (cap 9) has one slot left.
     const client = await connect(a.url, 'current');
-    const long = Array.from({ length: 8 }, () => client.callTool('execute_code', { code: 'import time; time.sleep(12); print("long")' }));
+    const long = Array.from({ length: 8 }, () =>
+      client.callTool('execute_code', { code: 'import time; time.sleep(12); print("long")' }).catch((err: unknown) => ({ content: [{ type: 'text', text: String(err) }] }) as ToolResult),
+    );
     await until(async () => (await listRuns()).filter((r) => r.status?.phase === 'Running' && r.metadata.annotations?.['codemode.dev/executor'] === a.operator.identity).length === 8, 120_000, "A's 8 long runs to be Running");
     const names = ['q1', 'q2', 'q3', 'q4'];
     for (const name of names) {
@@ -229,10 +232,11 @@ describe('ResourceQuota backstop (deploy/codemode-quota.yaml)', () => {
     await k.core.createNamespacedResourceQuota({ namespace: qns, body: quota });
     // The API server refuses everything under a quota whose usage is not computed yet.
     await until(async () => (await k.core.readNamespacedResourceQuota({ namespace: qns, name: 'codemode-sandboxes' })).status?.hard?.pods === '1', 60_000, 'the quota status');
-    op = await startOperator(qns);
+    op = await startOperator(qns, { CODEMODE_CPU_REQUEST: '10m' });
     const client = await connect(op.url, 'current');
     try {
-      const long = client.callTool('execute_code', { code: 'import time; time.sleep(6); print("first")' });
+      // Settled with its error too, so a failure below leaves no unhandled rejection behind.
+      const long = client.callTool('execute_code', { code: 'import time; time.sleep(6); print("first")' }).catch((err: unknown) => ({ content: [{ type: 'text', text: String(err) }] }) as ToolResult);
       await until(async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.some((p) => p.status?.phase === 'Running'), 90_000, 'the first run pod to be Running');
       const second = await client.callTool('execute_code', { code: 'print("second")' });
       expect(second.isError).toBe(true);
