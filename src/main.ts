@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   let stopping = false;
   let draining = false;
 
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall, auth: auth.http }));
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected, auth: auth.http }));
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());

@@ -20,6 +20,7 @@ import { SandboxRunController, podSelector } from './controller/run-controller.j
 import { apiErrorMessage, isNotFound, type KubeClients } from './kube/clients.js';
 import type { Metrics } from './metrics/registry.js';
 import { KubeRunService } from './runs/kube-run-service.js';
+import { RunSlots } from './runs/run-slots.js';
 import { RuntimeConfigMapGuard } from './controller/runtime-guard.js';
 import { SandboxSessionController } from './controller/session-controller.js';
 import { KernelConnections } from './exec/kernel.js';
@@ -48,7 +49,7 @@ export interface Operator {
 }
 
 /** What the gateway serves from `operator`: its run and session services and the gateway settings. */
-export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'auth'>): GatewayDeps {
+export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>): GatewayDeps {
   return {
     runService: operator.runService,
     sessions: operator.sessionService,
@@ -126,7 +127,18 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log: log.child({ controller: 'sandboxrun' }),
     metrics: metrics?.runs,
   });
-  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics });
+  const slots = new RunSlots(runs, pods, identity, {
+    namespace: ns,
+    caps: {
+      replicaRuns: config.maxConcurrentRuns,
+      namespaceRuns: config.maxNamespaceRuns,
+      queueLength: config.runQueueLength,
+      queueTimeoutSeconds: config.runQueueTimeoutSeconds,
+    },
+    onReject: (limit) => metrics?.admissionRejected(limit),
+    onLoad: (load) => metrics?.admissionLoad(load),
+  });
+  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots });
 
   const sessions = new ResilientInformer<KubernetesObject>(
     clients.kc,
@@ -198,6 +210,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionMaxLifetimeSeconds: config.sessionMaxLifetimeSeconds,
       startupTimeoutSeconds: config.podStartupTimeoutSeconds,
       adminGroups: config.adminGroups,
+      maxSessions: config.maxSessions,
+      onRefused: (limit) => metrics?.admissionRejected(limit),
     },
     log.child({ component: 'sessions' }),
     policies,
@@ -210,7 +224,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     maxTimeoutSeconds: config.maxTimeoutSeconds,
     maxCodeBytes: config.maxCodeBytes,
-  }, sessionService);
+  }, sessionService, slots);
 
   return {
     identity,
@@ -256,6 +270,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await elector.stop();
       controller.stop();
       sessionController.stop();
+      slots.admission.close();
       await executor.drain();
       kernels.closeAll();
       await runs.stop();

@@ -490,6 +490,64 @@ export const FIELDS = {
     },
     int(0, MAX_TTL_SECONDS_AFTER_FINISHED),
   ),
+
+  // --- Back-pressure (issue 14, point 5): caps with clear errors instead of unbounded pods. ---
+  maxConcurrentRuns: field(
+    {
+      env: 'CODEMODE_MAX_CONCURRENT_RUNS',
+      default: '16',
+      description:
+        'Transient runs (each in its own sandbox pod) one gateway replica executes at once, execute_code calls and kubectl-created SandboxRuns together; further calls wait in the queue. Calls in a session are not counted (they use the session\'s pod, one call at a time).',
+      allowed: 'an integer from 1 to 1000, not above CODEMODE_MAX_NAMESPACE_RUNS',
+    },
+    int(1, 1000),
+  ),
+  maxNamespaceRuns: field(
+    {
+      env: 'CODEMODE_MAX_NAMESPACE_RUNS',
+      default: '64',
+      description:
+        'Transient runs executing at once in the namespace across all gateway replicas, counted from the SandboxRuns every replica watches (a soft cap: replicas admitting in the same instant may pass it briefly; the ResourceQuota in deploy/ is the hard one).',
+      allowed: 'an integer from 1 to 10000',
+    },
+    int(1, 10000),
+  ),
+  maxSessions: field(
+    {
+      env: 'CODEMODE_MAX_SESSIONS',
+      default: '32',
+      description: 'Live SandboxSessions in the namespace; create_session beyond it is refused with the count and when the next idle session expires.',
+      allowed: 'an integer from 1 to 10000',
+    },
+    int(1, 10000),
+  ),
+  runQueueLength: field(
+    {
+      env: 'CODEMODE_RUN_QUEUE_LENGTH',
+      default: '32',
+      description: 'execute_code calls one replica holds waiting for a free run slot; a call beyond it is refused at once. 0: refuse whenever the runs are at their cap.',
+      allowed: 'an integer from 0 to 10000',
+    },
+    int(0, 10000),
+  ),
+  runQueueTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS',
+      default: '30',
+      description: 'Longest an execute_code call waits in the queue for a run slot before it is refused with a capacity error.',
+      allowed: 'an integer from 1 to 600',
+    },
+    int(1, 600),
+  ),
+  maxBatchSize: field(
+    {
+      env: 'CODEMODE_MAX_BATCH_SIZE',
+      default: '10',
+      description: 'Messages in one JSON-RPC batch (2025-03-26 clients may send arrays); a longer batch is refused with HTTP 400 and a JSON-RPC error before any of it runs.',
+      allowed: 'an integer from 1 to 100 (the MCP SDK refuses more than 100 anyway)',
+    },
+    int(1, 100),
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

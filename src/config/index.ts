@@ -77,6 +77,13 @@ export interface Config {
   /** Per stream, in UTF-8 bytes (applied with outputCapChars). */
   readonly outputCapBytes: number;
   readonly maxTtlSecondsAfterFinished: number;
+  // Back-pressure (issue 14, point 5).
+  readonly maxConcurrentRuns: number;
+  readonly maxNamespaceRuns: number;
+  readonly maxSessions: number;
+  readonly runQueueLength: number;
+  readonly runQueueTimeoutSeconds: number;
+  readonly maxBatchSize: number;
 }
 
 export interface ConfigProblem {
@@ -140,6 +147,9 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   }
   if (c.authMode === 'oidc' && c.oidcIssuer === undefined) add('oidcIssuer', 'must be set when CODEMODE_AUTH_MODE=oidc');
   if (c.authMode === 'oidc' && c.oidcAudience === undefined) add('oidcAudience', 'must be set when CODEMODE_AUTH_MODE=oidc');
+  if (c.maxConcurrentRuns > c.maxNamespaceRuns) {
+    add('maxConcurrentRuns', `must not exceed CODEMODE_MAX_NAMESPACE_RUNS (${c.maxNamespaceRuns})`);
+  }
   return issues;
 }
 
@@ -213,6 +223,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     acceptUnenforced: [...new Set(c.acceptUnenforced ?? [])],
     outputCapBytes: c.outputCapBytes,
     maxTtlSecondsAfterFinished: c.maxTtlSecondsAfterFinished,
+    maxConcurrentRuns: c.maxConcurrentRuns,
+    maxNamespaceRuns: c.maxNamespaceRuns,
+    maxSessions: c.maxSessions,
+    runQueueLength: c.runQueueLength,
+    runQueueTimeoutSeconds: c.runQueueTimeoutSeconds,
+    maxBatchSize: c.maxBatchSize,
   };
   return deepFreeze(config);
 }

@@ -7,6 +7,7 @@ import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
+  CONDITION_READY,
   GROUP,
   LABEL_MANAGED_BY,
   MANAGED_BY_VALUE,
@@ -20,14 +21,15 @@ import {
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
-import { parseCachedRun } from './cached-run.js';
+import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { ResilientInformer } from './informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from './run-executor.js';
 import { decideRun } from './run-decision.js';
-import { failedStatus, lostAfterMs, ttlRemainingMs } from './status.js';
+import { failedStatus, lostAfterMs, setCondition, ttlRemainingMs } from './status.js';
+import type { RunSlots } from '../runs/run-slots.js';
 import { WorkQueue } from './workqueue.js';
 
 const CONTROLLER = 'sandboxrun';
@@ -41,7 +43,12 @@ export interface RunControllerDeps {
   pods: ResilientInformer<V1Pod>;
   metrics?: Metrics;
   now?: () => Date;
+  /** Back-pressure: kubectl-created transient runs start only with a free run slot. */
+  slots?: RunSlots;
 }
+
+/** A Queued run is looked at again at least this often (a freed slot also re-queues it at once). */
+const QUEUED_RECHECK_MAX_MS = 5000;
 
 export function runKey(ns: string, name: string): string {
   return `${ns}/${name}`;
@@ -61,6 +68,7 @@ export class SandboxRunController {
       onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
     });
     d.runs.onChange((obj) => this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? '')));
+    d.slots?.admission.onCapacity(() => this.requeueQueued());
     d.pods.onChange((pod) => {
       // The owner reference has the run's full name (the run label may be shortened to 63 chars).
       const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === SANDBOXRUN_KIND);
@@ -135,6 +143,8 @@ export class SandboxRunController {
         return;
       }
       case 'claim': {
+        // A kubectl-created transient run takes a run slot first (or waits Queued).
+        if (this.d.slots && run.spec.session === undefined) return this.admit(run, this.d.slots, now);
         const claimed = await this.claim(run);
         if (claimed) void this.d.executor.execute(claimed);
         return;
@@ -171,6 +181,67 @@ export class SandboxRunController {
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw new Error(`Failed to read SandboxRun ${namespace}/${name}`, { cause: err });
+    }
+  }
+
+  /**
+   * A kubectl-created transient run: claimed and started when this replica has a run slot;
+   * otherwise it stays Pending with reason Queued and is looked at again — never dropped, never
+   * failed for capacity.
+   */
+  private async admit(run: CachedRun, slots: RunSlots, now: Date): Promise<{ requeueAfterMs?: number } | void> {
+    const ticket = slots.admission.tryAcquire();
+    if ('queued' in ticket) {
+      await this.markQueued(run, ticket.queued, now);
+      return { requeueAfterMs: Math.min(QUEUED_RECHECK_MAX_MS, ticket.retryAfterSeconds * 1000) };
+    }
+    let claimed: SandboxRun | undefined;
+    try {
+      claimed = await this.claim(run);
+    } finally {
+      if (!claimed) ticket.release();
+    }
+    if (claimed) slots.releaseAfter(ticket, this.d.executor.execute(claimed), claimed.metadata.namespace ?? '', claimed.metadata.name);
+  }
+
+  /** Pending/Queued with how full the caps are; written once (resourceVersion guards a stale cache). */
+  private async markQueued(run: CachedRun, message: string, now: Date): Promise<void> {
+    if (run.status?.reason === Reasons.Queued) return;
+    const generation = run.metadata.generation;
+    const status = {
+      phase: 'Pending',
+      reason: Reasons.Queued,
+      message,
+      observedGeneration: generation,
+      // A pending run has no other condition yet (and the cache keeps none): the list starts here.
+      conditions: setCondition(undefined, { type: CONDITION_READY, status: 'False', reason: Reasons.Queued, message, observedGeneration: generation }, now),
+    };
+    try {
+      await this.d.clients.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: run.metadata.namespace ?? '',
+          plural: SANDBOXRUN_PLURAL,
+          name: run.metadata.name,
+          body: { metadata: { resourceVersion: run.metadata.resourceVersion }, status },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      this.d.log.info({ sandboxrun: `${run.metadata.namespace}/${run.metadata.name}` }, 'Queued SandboxRun: no free run slot');
+    } catch (err) {
+      // Changed meanwhile (claimed, finished): the next reconcile sees the new state.
+      if (!isConflict(err) && !isNotFound(err)) throw err;
+    }
+  }
+
+  /** A run slot may be free: look at the Queued runs again now rather than at their requeue time. */
+  private requeueQueued(): void {
+    for (const obj of this.d.runs.list()) {
+      const status = (obj as { status?: { reason?: string } }).status;
+      if (status?.reason === Reasons.Queued && !obj.metadata?.annotations?.[ANNOTATION_EXECUTOR]) {
+        this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
+      }
     }
   }
 

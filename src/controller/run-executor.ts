@@ -29,6 +29,7 @@ import { KernelConnectionError, type KernelConnections } from '../exec/kernel.js
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import type { OutputChunk, RunOutcome } from '../runs/types.js';
+import { quotaExceeded } from '../runs/run-slots.js';
 import { SANDBOX_CONTAINER, buildRunPod } from '../sandbox/pod.js';
 import { podNameForRun } from '../sandbox/names.js';
 import type { EventRecorder } from './events.js';
@@ -416,7 +417,7 @@ export class RunExecutor {
     }
   }
 
-  private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed; message: string } }> {
+  private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
     const { opts } = this.d;
     const ns = run.metadata.namespace ?? opts.namespace;
     const runtime = normalizeLanguage(run.spec.language);
@@ -440,6 +441,9 @@ export class RunExecutor {
       log.debug({ pod: podName }, 'Created Pod');
       return { pod };
     } catch (err) {
+      // The namespace's ResourceQuota (deploy/) is the backstop behind the run caps: say so.
+      const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
+      if (quota) return { failure: { reason: Reasons.QuotaExceeded, message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.` } };
       if (statusOf(err) !== 409) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
       // Deterministic name: it exists already. Adopt it only if it is ours.
       const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });

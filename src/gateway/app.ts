@@ -7,6 +7,7 @@
 import { Hono } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { METADATA_PATH, authMiddleware, metadataHandler } from '../auth/middleware.js';
+import { checkBatch } from './batch-limit.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
@@ -48,6 +49,14 @@ export function createApp(deps: GatewayDeps): Hono {
     app.get(`${METADATA_PATH}/mcp`, metadata);
   }
   if (deps.auth) app.use('/mcp', authMiddleware(deps.auth));
-  app.all('/mcp', (c) => mcp.fetch(c.req.raw));
+  app.all('/mcp', async (c) => {
+    const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES);
+    if (batch.refused) {
+      deps.onAdmissionRejected?.('batch_size');
+      logger.info({ limit: 'batch_size' }, 'Refused a JSON-RPC batch over the limit');
+      return batch.refused;
+    }
+    return mcp.fetch(c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
+  });
   return app;
 }

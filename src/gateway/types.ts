@@ -24,12 +24,14 @@ export interface GatewayOptions {
   maxTimeoutSeconds: number;
   /** Largest submitted code (and stdin), in UTF-8 bytes. */
   maxCodeBytes: number;
+  /** Most messages in one JSON-RPC batch (CODEMODE_MAX_BATCH_SIZE). */
+  maxBatchSize: number;
 }
 
 /** The gateway's settings out of a loaded Config (or anything that has them). */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {
-  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes } = config;
-  return { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes };
+  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize } = config;
+  return { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize };
 }
 
 export interface GatewayDeps {
@@ -57,4 +59,6 @@ export interface GatewayDeps {
    * error, seconds taken); main.ts feeds codemode_mcp_tool_calls_total and its latency histogram.
    */
   onToolCall?(tool: string, outcome: 'ok' | 'error', seconds: number): void;
+  /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */
+  onAdmissionRejected?(limit: 'batch_size'): void;
 }

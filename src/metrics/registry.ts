@@ -7,6 +7,7 @@ import type { RunMetricsSink } from '../controller/run-executor.js';
 import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
+import type { AdmissionLimit, RunLoad } from '../runs/admission.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -22,6 +23,10 @@ export interface Metrics {
   sandboxCheck: SandboxCheckMetrics;
   /** The sandbox NetworkPolicy's restores and whether it is in place (issue 14, point 4). */
   networkPolicy: NetworkPolicyMetrics;
+  /** A call refused for capacity, by the limit it hit (closed set: ADMISSION_LIMITS). */
+  admissionRejected(limit: AdmissionLimit): void;
+  /** This replica's run slots: executing and waiting. */
+  admissionLoad(load: RunLoad): void;
 }
 
 export function createMetrics(): Metrics {
@@ -125,9 +130,23 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  const admissionRejections = new Counter({
+    name: 'codemode_admission_rejections_total',
+    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions or batch_size.',
+    labelNames: ['limit'] as const,
+    registers: [registry],
+  });
+  const runSlotsUsed = new Gauge({ name: 'codemode_admission_runs_executing', help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).', registers: [registry] });
+  const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
+
   return {
     registry,
     sandboxCheck,
+    admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
+    admissionLoad(load): void {
+      runSlotsUsed.set(load.replicaActive);
+      runSlotsWaiting.set(load.waiting);
+    },
     poolClaim: (result): void => void poolClaims.inc({ result }),
     leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),

@@ -1,15 +1,17 @@
 // RunService on Kubernetes: each execute_code call becomes a SandboxRun object (the record that
 // survives restarts and is visible with kubectl), executed by this process's RunExecutor so the
 // output can stream back while it runs.
-import { API_VERSION, GROUP, LABEL_OWNER, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, ownerLabelValue, parseSandboxRun } from '../api/v1alpha1/index.js';
+import { API_VERSION, GROUP, LABEL_OWNER, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, ownerLabelValue, parseSandboxRun, type SandboxRun } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { RunExecutor } from '../controller/run-executor.js';
-import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
 import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
 import { kernelLanguage, normalizeLanguage } from '../api/v1alpha1/index.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from '../sessions/outcome.js';
+import { quotaExceeded, type RunSlots } from './run-slots.js';
+import type { Ticket } from './admission.js';
 
 export interface KubeRunServiceOptions {
   namespace: string;
@@ -25,6 +27,8 @@ export class KubeRunService implements RunService {
     private readonly executor: RunExecutor,
     private readonly opts: KubeRunServiceOptions,
     private readonly sessions?: SessionService,
+    /** Back-pressure: a transient run needs a slot (waits in the queue, or is refused). */
+    private readonly slots?: RunSlots,
   ) {}
 
   async execute(req: ExecuteRequest, options: ExecuteOptions = {}): Promise<RunOutcome> {
@@ -60,23 +64,19 @@ export class KubeRunService implements RunService {
         ...(req.stdin !== undefined ? { stdin: req.stdin } : {}),
       },
     };
-    let created: unknown;
+    // Nothing is created before the call has a slot: a refused call leaves no object behind.
+    const ticket = await this.acquire(options.signal);
+    let run;
     try {
-      created = await this.clients.custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: this.opts.namespace,
-        plural: SANDBOXRUN_PLURAL,
-        body,
-      });
+      run = await this.create(body);
     } catch (err) {
-      throw new Error(`Failed to create SandboxRun in namespace ${this.opts.namespace}: ${apiErrorMessage(err)}`, { cause: err });
+      ticket?.release();
+      throw err;
     }
-    const parsed = parseSandboxRun(created);
-    if (!parsed.ok) throw new Error(`The API server returned an unexpected SandboxRun: ${parsed.message}`);
-    const run = parsed.run;
     // Subscribe before the first output can be produced: execute() only starts the work.
     const done = this.executor.execute(run);
+    // The slot is held until the run's pod is gone, even when the caller stops waiting.
+    if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, run.metadata.name);
     const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
     try {
       if (!options.signal) return await done;
@@ -92,6 +92,37 @@ export class KubeRunService implements RunService {
     } finally {
       unsubscribe();
     }
+  }
+
+  private async acquire(signal: AbortSignal | undefined): Promise<Ticket | undefined> {
+    if (!this.slots) return undefined;
+    try {
+      return await this.slots.admission.acquire(signal);
+    } catch (err) {
+      if (signal?.aborted && !(err instanceof RunRequestError)) {
+        throw new RunRequestError('The request was cancelled while it waited for a run slot; nothing was run.', 'Call execute_code again.');
+      }
+      throw err;
+    }
+  }
+
+  private async create(body: object): Promise<SandboxRun> {
+    let created: unknown;
+    try {
+      created = await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXRUN_PLURAL, body });
+    } catch (err) {
+      const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
+      if (quota) {
+        throw new RunRequestError(
+          `The run was refused: the namespace ${this.opts.namespace} is at its ResourceQuota (${quota}).`,
+          'Retry in a minute (finished runs are deleted after their TTL), or ask the administrator to raise the quota.',
+        );
+      }
+      throw new Error(`Failed to create SandboxRun in namespace ${this.opts.namespace}: ${apiErrorMessage(err)}`, { cause: err });
+    }
+    const parsed = parseSandboxRun(created);
+    if (!parsed.ok) throw new Error(`The API server returned an unexpected SandboxRun: ${parsed.message}`);
+    return parsed.run;
   }
 
   /**

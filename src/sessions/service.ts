@@ -25,12 +25,14 @@ import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../controller/informer.js';
 import { KernelConnectionError, KernelProtocolError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { capText } from '../exec/frames.js';
-import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
+import { sessionCapacity } from '../runs/admission.js';
+import { quotaExceeded } from '../runs/run-slots.js';
 
 export interface SessionServiceOptions {
   namespace: string;
@@ -42,6 +44,10 @@ export interface SessionServiceOptions {
   startupTimeoutSeconds: number;
   /** Members of these groups see and use every session (CODEMODE_ADMIN_GROUPS). */
   adminGroups?: readonly string[];
+  /** CODEMODE_MAX_SESSIONS: live sessions in the namespace; create() refuses beyond it. */
+  maxSessions?: number;
+  /** Told of each create() refused for capacity (metrics). */
+  onRefused?(limit: 'sessions'): void;
 }
 
 export interface SessionInfo {
@@ -81,6 +87,8 @@ const ACTIVITY_WRITE_INTERVAL_MS = 1000;
 export class SessionService {
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly activity = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
+  /** Sessions this process is creating, which the informer may not show yet (session cap). */
+  private readonly creating = new Set<string>();
 
   constructor(
     private readonly clients: KubeClients,
@@ -134,7 +142,26 @@ export class SessionService {
     if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
       throw new SessionError(`idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`, `Use at most ${this.opts.sessionMaxIdleTimeoutSeconds}.`);
     }
+    this.checkCapacity();
     const name = generateSessionName();
+    this.creating.add(name);
+    try {
+      return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner);
+    } finally {
+      this.creating.delete(name);
+    }
+  }
+
+  /** The session cap, counted from the informer cache every replica shares plus our own creations. */
+  private checkCapacity(): void {
+    if (this.opts.maxSessions === undefined) return;
+    const refusal = sessionCapacity(this.list(), this.creating, this.opts.maxSessions, this.opts.namespace, Date.now());
+    if (!refusal) return;
+    this.opts.onRefused?.('sessions');
+    throw refusal;
+  }
+
+  private async createNamed(name: string, language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner): Promise<SessionInfo> {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXSESSION_KIND,
@@ -144,6 +171,8 @@ export class SessionService {
     try {
       await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, body });
     } catch (err) {
+      const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
+      if (quota) throw new SessionError(`The session was refused: the namespace is at its ResourceQuota (${quota}).`, 'Close a session you no longer need with close_session, or ask the administrator to raise the quota.');
       throw new Error(`Failed to create SandboxSession: ${apiErrorMessage(err)}`, { cause: err });
     }
     const s = await this.waitUntil(name, (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''), this.opts.startupTimeoutSeconds * 1000 + 5000, signal);

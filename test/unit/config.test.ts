@@ -65,6 +65,12 @@ describe('loadConfig defaults', () => {
       acceptUnenforced: [],
       outputCapBytes: 65536,
       maxTtlSecondsAfterFinished: 86400,
+      maxConcurrentRuns: 16,
+      maxNamespaceRuns: 64,
+      maxSessions: 32,
+      runQueueLength: 32,
+      runQueueTimeoutSeconds: 30,
+      maxBatchSize: 10,
     } satisfies Config);
   });
 
@@ -128,6 +134,12 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_ACCEPT_UNENFORCED', 'network, process_limit,network', { acceptUnenforced: ['network', 'process_limit'] }],
     ['CODEMODE_OUTPUT_CAP_BYTES', '262144', { outputCapBytes: 262144 }],
     ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604800', { maxTtlSecondsAfterFinished: 604800 }],
+    ['CODEMODE_MAX_CONCURRENT_RUNS', '8', { maxConcurrentRuns: 8 }],
+    ['CODEMODE_MAX_NAMESPACE_RUNS', '200', { maxNamespaceRuns: 200 }],
+    ['CODEMODE_MAX_SESSIONS', '5', { maxSessions: 5 }],
+    ['CODEMODE_RUN_QUEUE_LENGTH', '0', { runQueueLength: 0 }],
+    ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '5', { runQueueTimeoutSeconds: 5 }],
+    ['CODEMODE_MAX_BATCH_SIZE', '1', { maxBatchSize: 1 }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -136,7 +148,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(50);
+    expect(envs).toHaveLength(56);
   });
 });
 
@@ -180,6 +192,10 @@ describe('loadConfig errors', () => {
     ['CODEMODE_ACCEPT_UNENFORCED', 'network,everything', 'entry "everything" must be one of'],
     ['CODEMODE_OUTPUT_CAP_BYTES', '262145', 'must be at most 262144'],
     ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604801', 'must be at most 604800'],
+    ['CODEMODE_MAX_CONCURRENT_RUNS', '0', 'must be at least 1'],
+    ['CODEMODE_MAX_SESSIONS', 'many', 'must be a whole number'],
+    ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '601', 'must be at most 600'],
+    ['CODEMODE_MAX_BATCH_SIZE', '101', 'must be at most 100'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
@@ -196,6 +212,7 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_AUDIENCE: 'x' }, 'CODEMODE_OIDC_ISSUER=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
     [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example' }, 'CODEMODE_OIDC_AUDIENCE=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
     [{ CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' }, 'CODEMODE_TTL_SECONDS_AFTER_FINISHED=(default) must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (60)'],
+    [{ CODEMODE_MAX_NAMESPACE_RUNS: '8' }, 'CODEMODE_MAX_CONCURRENT_RUNS=(default) must not exceed CODEMODE_MAX_NAMESPACE_RUNS (8)'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });

@@ -44,6 +44,10 @@ export const Reasons = {
    * not enforce (and the administrator did not accept running without it); the message says which.
    */
   SandboxNotEnforced: 'SandboxNotEnforced',
+  /** Pending: the run waits for a free run slot (CODEMODE_MAX_CONCURRENT_RUNS / _NAMESPACE_RUNS). */
+  Queued: 'Queued',
+  /** The namespace's ResourceQuota refused the sandbox pod; nothing ran. */
+  QuotaExceeded: 'QuotaExceeded',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

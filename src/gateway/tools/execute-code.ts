@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
 import { RunRequestError } from '../../runs/types.js';
+import { AdmissionError } from '../../runs/admission.js';
 import type { OutputChunk, RunOutcome } from '../../runs/types.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
@@ -80,7 +81,8 @@ const DESCRIPTION =
   'stderr and exit code. A non-zero exit code is a normal result, not a tool error. Print what ' +
   'you need to see; nothing persists between calls unless you pass a session from create_session. ' +
   'Output streams as progress notifications ' +
-  'when the client sends a progress token.';
+  'when the client sends a progress token. When the service is at capacity the call waits ' +
+  'briefly, then fails with a tool error that says when to retry.';
 
 /** A non-zero exit is the program's answer; only runs that did not finish normally are errors. */
 export function isRunError(outcome: RunOutcome): boolean {
@@ -278,6 +280,11 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     };
   } catch (err) {
     await progress?.close();
+    if (err instanceof AdmissionError) {
+      // Over capacity: which limit, how full and when to retry are in the message and hint.
+      logger.info({ limit: err.limit, retryAfterSeconds: err.retryAfterSeconds }, 'Refused run for capacity');
+      return errorResult(`${err.message}\n${err.hint}`);
+    }
     if (err instanceof RunRequestError) {
       logger.info({ reason: err.message }, 'Refused run request');
       return errorResult(`${err.message}\n${err.hint}`);

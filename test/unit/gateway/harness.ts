@@ -57,6 +57,7 @@ export const TEST_OPTIONS: GatewayOptions = {
   defaultTimeoutSeconds: 30,
   maxTimeoutSeconds: 600,
   maxCodeBytes: 1000,
+  maxBatchSize: 10,
 };
 
 export interface ToolCallRecord {

@@ -1,0 +1,57 @@
+// JSON-RPC batch cap over real HTTP: a 2025-03-26 client may POST an array; one over
+// CODEMODE_MAX_BATCH_SIZE is refused with 400 and a JSON-RPC error before any of it runs.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from './harness.js';
+
+const HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-03-26',
+};
+
+function call(id: number): object {
+  return { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_code', arguments: { code: `print(${id})` } } };
+}
+
+describe('JSON-RPC batch limit', () => {
+  let gateway: Gateway;
+  beforeAll(async () => {
+    gateway = await startGateway({ maxBatchSize: 3 });
+  });
+  afterAll(async () => {
+    await gateway.close();
+  });
+
+  it('refuses a batch over the limit with HTTP 400 and a JSON-RPC error that states it; nothing runs', async () => {
+    const before = gateway.service.calls.length;
+    const res = await fetch(gateway.url, { method: 'POST', headers: HEADERS, body: JSON.stringify([1, 2, 3, 4].map(call)) });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { jsonrpc: string; id: unknown; error: { code: number; message: string; data: unknown } };
+    expect(body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600, data: { limit: 'batch_size', max: 3, received: 4 } } });
+    expect(body.error.message).toContain('this JSON-RPC batch holds 4 messages; the limit is 3 (CODEMODE_MAX_BATCH_SIZE)');
+    expect(gateway.service.calls.length).toBe(before);
+  });
+
+  it('serves a batch within the limit (the parsed body is handed to the SDK)', async () => {
+    const before = gateway.service.calls.length;
+    const res = await fetch(gateway.url, { method: 'POST', headers: HEADERS, body: JSON.stringify([1, 2, 3].map(call)) });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    for (const id of [1, 2, 3]) expect(text).toContain(`"id":${id}`);
+    expect(gateway.service.calls.length).toBe(before + 3);
+  });
+
+  it.each([
+    ['invalid JSON', '{"jsonrpc":', 400],
+    ['an empty body', '', 400],
+  ])('leaves %s to the SDK', async (_name, body, status) => {
+    const res = await fetch(gateway.url, { method: 'POST', headers: HEADERS, body });
+    expect(res.status).toBe(status);
+    expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32700);
+  });
+
+  it('leaves a wrong content type to the SDK (415), even for a long array', async () => {
+    const res = await fetch(gateway.url, { method: 'POST', headers: { ...HEADERS, 'content-type': 'text/plain' }, body: JSON.stringify([1, 2, 3, 4].map(call)) });
+    expect(res.status).toBe(415);
+  });
+});
