@@ -16,6 +16,20 @@ export interface Limits {
   maxTimeoutSeconds: number;
   memoryLimit: string;
   maxMemory: string;
+  /** The sandbox's process cap (the kubelet's podPidsLimit), when the operator knows it. */
+  maxProcesses?: number;
+  workspaceSizeLimit: string;
+  tmpSizeLimit: string;
+}
+
+/** A sandbox volume with a hard size: where a run can meet DiskFull. */
+export type FullVolume = 'workspace' | 'tmp';
+
+/** Why the pod itself stopped, read from its status when the code's own report never came. */
+export interface PodFailure {
+  reason: typeof Reasons.OOMKilled | typeof Reasons.Evicted;
+  /** The kubelet's own words (e.g. which volume exceeded which limit), already bounded. */
+  detail: string;
 }
 
 /** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
@@ -68,6 +82,12 @@ export interface ExecutionFacts {
   watchdogFired: boolean;
   /** The pod was gone or terminating when the exec ended. */
   podGone: boolean;
+  /** A fork failed during the run because the sandbox's process cap was reached. */
+  processLimit?: boolean;
+  /** A volume was full when the program ended (or its watcher stopped the program). */
+  diskFull?: FullVolume;
+  /** The pod's container was OOM-killed or the pod was evicted (read from the pod's status). */
+  podFailure?: PodFailure;
 }
 
 export interface Classification {
@@ -83,16 +103,21 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     reason: Reasons.TimedOut,
     message: `The code ran longer than timeoutSeconds=${timeoutSeconds} and was stopped. Make it faster or raise timeoutSeconds (maximum ${limits.maxTimeoutSeconds}).`,
   };
+  const oom = (exitCode: number | undefined): Classification => ({
+    phase: 'Failed',
+    reason: Reasons.OOMKilled,
+    exitCode,
+    message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed. Use less memory or request more with resources.memory (maximum ${limits.maxMemory}).`,
+  });
   if (f.runnerReported) {
+    // A bound the program ran into explains a failure (or a timeout: a fork bomb runs until it
+    // is stopped) better than the exit code or the deadline; a program that met one and still
+    // exited 0 succeeded.
+    const failed = f.timedOut || f.exitCode !== 0;
+    if (f.processLimit && failed) return { ...processLimit(limits, f.timedOut, timeoutSeconds), exitCode: f.exitCode };
+    if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
-    if (f.oomKilled && f.exitCode !== 0) {
-      return {
-        phase: 'Failed',
-        reason: Reasons.OOMKilled,
-        exitCode: f.exitCode,
-        message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed. Use less memory or request more with resources.memory (maximum ${limits.maxMemory}).`,
-      };
-    }
+    if (f.oomKilled && f.exitCode !== 0) return oom(f.exitCode);
     if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: 'The program exited with code 0.' };
     return {
       phase: 'Failed',
@@ -101,6 +126,10 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
       message: `The program exited with code ${String(f.exitCode)}; see stderr.`,
     };
   }
+  // No report from the pod: what the pod's status says about why its container stopped comes
+  // first (an OOM kill or an eviction ends the exec stream like a lost connection would).
+  if (f.podFailure?.reason === Reasons.OOMKilled) return oom(f.exitCode);
+  if (f.podFailure?.reason === Reasons.Evicted) return evicted(f.podFailure.detail, limits);
   if (f.watchdogFired) return timedOut;
   if (f.podGone) {
     return { phase: 'Failed', reason: Reasons.PodDeleted, message: 'The sandbox pod was deleted while the code ran. Run it again.' };
@@ -118,6 +147,62 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
         ? `The sandbox was killed (SIGKILL), most likely for exceeding its memory limit (${limits.memoryLimit}).`
         : `The sandbox runner stopped unexpectedly (exit code ${String(f.exitCode)}). Run it again; if this repeats, tell the administrator.`,
   };
+}
+
+/** What a user reads when the program met the process cap. */
+export function processLimit(limits: Pick<Limits, 'maxProcesses'>, timedOut: boolean, timeoutSeconds: number): Classification {
+  const cap = limits.maxProcesses === undefined ? 'a limited number of processes and threads' : `${limits.maxProcesses} processes and threads`;
+  const stopped = timedOut ? ` It was stopped at timeoutSeconds=${timeoutSeconds}.` : '';
+  return {
+    phase: 'Failed',
+    reason: Reasons.ProcessLimit,
+    message: `The program tried to start more processes than the sandbox allows (it allows ${cap}, including the sandbox's own), so a fork failed.${stopped} Start fewer processes or threads: use a bounded pool (e.g. multiprocessing.Pool(4), xargs -P 4) and wait for children to finish.`,
+  };
+}
+
+const VOLUME_PATH: Record<FullVolume, string> = { workspace: '/workspace', tmp: '/tmp' };
+
+/** What a user reads when a sandbox volume was full. */
+export function diskFull(volume: FullVolume, limits: Pick<Limits, 'workspaceSizeLimit' | 'tmpSizeLimit'>): Classification {
+  const size = volume === 'workspace' ? limits.workspaceSizeLimit : limits.tmpSizeLimit;
+  return {
+    phase: 'Failed',
+    reason: Reasons.DiskFull,
+    message: `${VOLUME_PATH[volume]} reached its size limit (${size}) and the program could not write more. Write less data (stream or compress it, delete intermediate files) or ask the administrator for a larger limit.`,
+  };
+}
+
+function evicted(detail: string, limits: Pick<Limits, 'workspaceSizeLimit' | 'tmpSizeLimit'>): Classification {
+  // The kubelet names the volume ("Usage of EmptyDir volume "workspace" exceeds the limit "64Mi"").
+  const volume = /"workspace"/.test(detail) ? 'workspace' : /"tmp"/.test(detail) ? 'tmp' : undefined;
+  const hint =
+    volume === undefined
+      ? 'Write less data to disk.'
+      : `${VOLUME_PATH[volume]} is limited to ${volume === 'workspace' ? limits.workspaceSizeLimit : limits.tmpSizeLimit}: write less data (stream or compress it, delete intermediate files).`;
+  return { phase: 'Failed', reason: Reasons.Evicted, message: `The sandbox pod was evicted by the kubelet: ${detail} ${hint}` };
+}
+
+/** Maximum length of the kubelet's text kept in a message (it comes from the pod's status). */
+const POD_DETAIL_MAX_CHARS = 300;
+
+/**
+ * Why a pod's container stopped, from its status, when it was an OOM kill or an eviction; else
+ * undefined. The sandbox container's current or last terminated state says OOMKilled; an evicted
+ * pod has status.reason Evicted and the kubelet's message.
+ */
+export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
+  if (!pod) return undefined;
+  const detail = (text: string | undefined, fallback: string): string => {
+    const t = (text ?? '').replace(/\s+/g, ' ').trim();
+    if (t === '') return fallback;
+    return t.length > POD_DETAIL_MAX_CHARS ? `${t.slice(0, POD_DETAIL_MAX_CHARS)}…` : t.endsWith('.') ? t : `${t}.`;
+  };
+  if (pod.status?.reason === 'Evicted') return { reason: Reasons.Evicted, detail: detail(pod.status.message, 'no details.') };
+  for (const cs of pod.status?.containerStatuses ?? []) {
+    const term = cs.state?.terminated ?? cs.lastState?.terminated;
+    if (term?.reason === 'OOMKilled') return { reason: Reasons.OOMKilled, detail: 'the container was OOM-killed.' };
+  }
+  return undefined;
 }
 
 export interface CapturedOutput {

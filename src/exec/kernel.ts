@@ -52,6 +52,10 @@ export interface KernelResult {
   timedOut?: boolean;
   /** Only for "run": the memory cgroup killed a process during the run. */
   oomKilled?: boolean;
+  /** A fork failed at the sandbox's process cap during the call ("run" and "exec"). */
+  processLimit?: boolean;
+  /** A sandbox volume ("workspace" or "tmp") was full during or at the end of the call. */
+  diskFull?: string;
 }
 
 type OutputFrame = { id: string; type: 'output'; stream: 'stdout' | 'stderr'; text: string };
