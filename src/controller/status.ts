@@ -114,7 +114,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     // is stopped) better than the exit code or the deadline; a program that met one and still
     // exited 0 succeeded.
     const failed = f.timedOut || f.exitCode !== 0;
-    if (f.processLimit && failed) return { ...processLimit(limits, f.timedOut, timeoutSeconds), exitCode: f.exitCode };
+    if (f.processLimit && failed) return { ...processLimit(limits, f.timedOut ? `It was stopped at timeoutSeconds=${timeoutSeconds}.` : ''), exitCode: f.exitCode };
     if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
     if (f.oomKilled && f.exitCode !== 0) return oom(f.exitCode);
@@ -150,9 +150,9 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
 }
 
 /** What a user reads when the program met the process cap. */
-export function processLimit(limits: Pick<Limits, 'maxProcesses'>, timedOut: boolean, timeoutSeconds: number): Classification {
+export function processLimit(limits: Pick<Limits, 'maxProcesses'>, stoppedNote = ''): Classification {
   const cap = limits.maxProcesses === undefined ? 'a limited number of processes and threads' : `${limits.maxProcesses} processes and threads`;
-  const stopped = timedOut ? ` It was stopped at timeoutSeconds=${timeoutSeconds}.` : '';
+  const stopped = stoppedNote === '' ? '' : ` ${stoppedNote}`;
   return {
     phase: 'Failed',
     reason: Reasons.ProcessLimit,
@@ -163,12 +163,12 @@ export function processLimit(limits: Pick<Limits, 'maxProcesses'>, timedOut: boo
 const VOLUME_PATH: Record<FullVolume, string> = { workspace: '/workspace', tmp: '/tmp' };
 
 /** What a user reads when a sandbox volume was full. */
-export function diskFull(volume: FullVolume, limits: Pick<Limits, 'workspaceSizeLimit' | 'tmpSizeLimit'>): Classification {
+export function diskFull(volume: FullVolume, limits: Partial<Pick<Limits, 'workspaceSizeLimit' | 'tmpSizeLimit'>>): Classification {
   const size = volume === 'workspace' ? limits.workspaceSizeLimit : limits.tmpSizeLimit;
   return {
     phase: 'Failed',
     reason: Reasons.DiskFull,
-    message: `${VOLUME_PATH[volume]} reached its size limit (${size}) and the program could not write more. Write less data (stream or compress it, delete intermediate files) or ask the administrator for a larger limit.`,
+    message: `${VOLUME_PATH[volume]} reached its size limit${size === undefined ? '' : ` (${size})`} and the program could not write more. Write less data (stream or compress it, delete intermediate files) or ask the administrator for a larger limit.`,
   };
 }
 

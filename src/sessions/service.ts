@@ -25,6 +25,7 @@ import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
+import { lostTo, podVerdict } from './verdict.js';
 
 export interface SessionServiceOptions {
   namespace: string;
@@ -164,7 +165,11 @@ export class SessionService {
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       this.kernels.drop(this.opts.namespace, pod);
-      await this.markLost(s, err.message);
+      // An OOM kill of the interpreter or an eviction of its pod ends the stream too: the
+      // pod's status says which, and the caller gets that as the call's outcome.
+      const verdict = await podVerdict(this.clients, this.opts.namespace, pod);
+      await this.markLost(s, verdict ? verdict.detail.replace(/\.$/, '') : err.message);
+      if (verdict) return lostTo(verdict, name);
       throw new SessionError(`Session ${name} was lost: ${err.message}. Its state is gone.`, 'Create a new session with create_session and run the setup again.');
     }
     if (result.status === 'lost') {
