@@ -111,10 +111,12 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
   });
   if (f.runnerReported) {
     // A bound the program ran into explains a failure (or a timeout: a fork bomb runs until it
-    // is stopped) better than the exit code or the deadline; a program that met one and still
-    // exited 0 succeeded.
+    // is stopped) better than the exit code or the deadline. The process cap always does: the
+    // classic bash fork bomb exits 0 at once and leaves its children to meet the cap (they are
+    // killed when the program ends). A full disk only explains a failure: a program may fill
+    // /tmp on purpose and still succeed.
     const failed = f.timedOut || f.exitCode !== 0;
-    if (f.processLimit && failed) return { ...processLimit(limits, f.timedOut ? `It was stopped at timeoutSeconds=${timeoutSeconds}.` : ''), exitCode: f.exitCode };
+    if (f.processLimit) return { ...processLimit(limits, f.timedOut ? `It was stopped at timeoutSeconds=${timeoutSeconds}.` : ''), exitCode: f.exitCode };
     if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
     if (f.oomKilled && f.exitCode !== 0) return oom(f.exitCode);

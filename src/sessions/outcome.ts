@@ -36,8 +36,9 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
 
 /**
  * A bound the call met, when it explains the outcome: the interpreter OOM-killed or its pod
- * evicted (the session is lost), or a call that failed after a fork met the process cap, a
- * subprocess was OOM-killed, or a volume was full. A call that met one and still succeeded did.
+ * evicted (the session is lost), a fork refused at the process cap (always: see
+ * classifyExecution), or a failed call during which a subprocess was OOM-killed or a volume was
+ * full.
  */
 function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason' | 'message'> | undefined {
   const lost = 'The session is lost with its state: create a new session.';
@@ -47,12 +48,12 @@ function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason'
   if (r.status === 'lost' && r.error?.ename === Reasons.Evicted) {
     return { phase: 'Failed', reason: Reasons.Evicted, message: `The session's pod was evicted by the kubelet (${r.error.evalue}). ${lost} Write less data to /workspace.` };
   }
-  const failed = r.status === 'error' || r.status === 'timeout' || (r.exitCode !== undefined && r.exitCode !== 0);
-  if (!failed) return undefined;
   if (r.processLimit === true) {
     const c = processLimit({}, r.status === 'timeout' ? 'The call was stopped at its timeout; the session keeps its state.' : '');
     return { phase: 'Failed', reason: c.reason, message: c.message };
   }
+  const failed = r.status === 'error' || r.status === 'timeout' || (r.exitCode !== undefined && r.exitCode !== 0);
+  if (!failed) return undefined;
   if (r.diskFull === 'workspace' || r.diskFull === 'tmp') {
     const c = diskFull(r.diskFull, {});
     return { phase: 'Failed', reason: c.reason, message: c.message };

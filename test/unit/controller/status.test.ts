@@ -53,7 +53,7 @@ describe('classifyExecution', () => {
   it.each([
     ['fork bomb stopped at the deadline', facts({ exitCode: 124, timedOut: true, processLimit: true }), 'Failed', 'ProcessLimit', 124],
     ['fork failed, program gave up', facts({ exitCode: 1, processLimit: true }), 'Failed', 'ProcessLimit', 1],
-    ['fork failed, program retried and exited 0', facts({ exitCode: 0, processLimit: true }), 'Succeeded', 'Succeeded', 0],
+    ['fork bomb left behind by a program that exited 0', facts({ exitCode: 0, processLimit: true }), 'Failed', 'ProcessLimit', 0],
     ['/tmp full, write failed', facts({ exitCode: 1, diskFull: 'tmp' }), 'Failed', 'DiskFull', 1],
     ['/workspace over its limit, program stopped', facts({ exitCode: 137, diskFull: 'workspace' }), 'Failed', 'DiskFull', 137],
     ['/tmp full but the program exited 0', facts({ exitCode: 0, diskFull: 'tmp' }), 'Succeeded', 'Succeeded', 0],

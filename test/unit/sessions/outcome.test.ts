@@ -27,7 +27,7 @@ describe('sessionOutcome', () => {
     ['fork failed, exception', result({ status: 'error', error, processLimit: true }), 'Failed', 'ProcessLimit'],
     ['fork bomb stopped at the timeout', result({ status: 'timeout', processLimit: true }), 'Failed', 'ProcessLimit'],
     ['fork failed, bash exit 1', result({ exitCode: 1, processLimit: true }), 'Failed', 'ProcessLimit'],
-    ['fork failed, still exit 0', result({ exitCode: 0, processLimit: true }), 'Succeeded', undefined],
+    ['fork failed, still exit 0', result({ exitCode: 0, processLimit: true }), 'Failed', 'ProcessLimit'],
     ['/tmp full, exception', result({ status: 'error', error, diskFull: 'tmp' }), 'Failed', 'DiskFull'],
     ['/workspace full, bash exit 1', result({ exitCode: 1, diskFull: 'workspace' }), 'Failed', 'DiskFull'],
     ['unknown volume from the pod', result({ exitCode: 1, diskFull: 'etc' }), 'Failed', 'NonZeroExit'],
