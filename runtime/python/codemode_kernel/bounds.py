@@ -95,9 +95,9 @@ class Watch:
         self._forks = fork_failures()
         self.disk_full = None  # set by whoever stopped the program for its disk use
 
-    def report(self):
+    def report(self, scan_workspace=True):
         full = self.disk_full
-        if full is None and workspace_over(workspace_limit()):
+        if full is None and scan_workspace and workspace_over(workspace_limit()):
             full = "workspace"
         if full is None and tmp_full():
             full = "tmp"
@@ -108,9 +108,12 @@ class Watch:
 
 
 def bounded(call, *args):
-    """Runs a session call and adds the bounds it met to its result (`exec`)."""
+    """Runs a session call and adds the bounds it met to its result (`exec`). /workspace is not
+    walked here: on disk a write past its limit does not fail, so it never explains a failed
+    call, and a walk would cost every call time; the kubelet's eviction enforces it (the gateway
+    then reports Evicted)."""
     watch = Watch()
     result = call(*args)
     if isinstance(result, dict):
-        result.update(watch.report())
+        result.update(watch.report(scan_workspace=False))
     return result
