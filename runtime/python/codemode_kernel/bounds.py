@@ -13,6 +13,8 @@ Counters that cannot be read count as 0: outside a pod nothing is reported.
 """
 import os
 
+from . import procs
+
 TMP_FULL_BYTES = 256 * 1024
 WORKSPACE = "/workspace"
 TMP = "/tmp"
@@ -113,7 +115,12 @@ def bounded(call, *args):
     call, and a walk would cost every call time; the kubelet's eviction enforces it (the gateway
     then reports Evicted)."""
     watch = Watch()
+    since = procs.now_ticks()
     result = call(*args)
     if isinstance(result, dict):
         result.update(watch.report(scan_workspace=False))
+        if result.get("processLimit"):
+            # Background processes normally outlive a session call; a fork bomb's must not hold
+            # the session's process cap (and a CPU) for the rest of its life.
+            procs.kill_started_since(os.getpid(), since)
     return result
