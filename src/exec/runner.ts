@@ -52,7 +52,7 @@ sweep() { i=0; while [ $i -lt 100 ]; do i=$((i + 1)); k=0
   for s in /proc/[0-9]*/stat; do
     read -r l 2>/dev/null < "$s" || continue
     p=\${s#/proc/}; p=\${p%/stat}; [ "$p" = "$$" ] && continue
-    set -- \${l##*") "}; { [ "$1" = Z ] || [ "$2" = 0 ]; } && continue
+    set -f; set -- \${l##*") "}; set +f; { [ "$1" = Z ] || [ "$2" = 0 ]; } && continue
     kill -9 "$p" 2>/dev/null && k=1
   done; [ $k = 0 ] && return; done; }
 wskib() { u=$(du -sk /workspace 2>/dev/null) && echo "\${u%%[!0-9]*}"; }
