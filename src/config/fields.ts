@@ -204,7 +204,7 @@ export const FIELDS = {
   workspaceSizeLimit: quantityField(
     'CODEMODE_WORKSPACE_SIZE_LIMIT',
     '512Mi',
-    'Size limit of the /workspace emptyDir (checked every second from inside the sandbox; the kubelet evicts past it).',
+    'Size limit of the /workspace emptyDir (checked five times a second from inside the sandbox during a run; the kubelet evicts past it).',
   ),
   tmpSizeLimit: quantityField(
     'CODEMODE_TMP_SIZE_LIMIT',

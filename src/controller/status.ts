@@ -117,9 +117,11 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     // /tmp on purpose and still succeed.
     const failed = f.timedOut || f.exitCode !== 0;
     if (f.processLimit) return { ...processLimit(limits, f.timedOut ? `It was stopped at timeoutSeconds=${timeoutSeconds}.` : ''), exitCode: f.exitCode };
+    // An OOM kill is what ended a program that did not run into its deadline, even when a
+    // volume is also full (the OOM killer, not the disk, sent the SIGKILL).
+    if (f.oomKilled && !f.timedOut && f.exitCode !== 0) return oom(f.exitCode);
     if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
-    if (f.oomKilled && f.exitCode !== 0) return oom(f.exitCode);
     if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: 'The program exited with code 0.' };
     return {
       phase: 'Failed',

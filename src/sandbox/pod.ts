@@ -161,7 +161,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       // kubelet evicting the whole pod a while later. Its pages count against the container's
       // memory limit, which is why it stays small. /workspace stays on disk (it may hold more
       // than the memory limit): its limit is checked from inside by the runner and the kernel
-      // every second, with the kubelet's eviction as the backstop.
+      // five times a second, with the kubelet's eviction as the backstop.
       volumes: [
         { name: 'workspace', emptyDir: { sizeLimit: opts.workspaceSizeLimit } },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: opts.tmpSizeLimit } },

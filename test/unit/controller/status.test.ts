@@ -59,6 +59,8 @@ describe('classifyExecution', () => {
     ['/tmp full but the program exited 0', facts({ exitCode: 0, diskFull: 'tmp' }), 'Succeeded', 'Succeeded', 0],
     ['disk full and timed out', facts({ exitCode: 124, timedOut: true, diskFull: 'tmp' }), 'Failed', 'DiskFull', 124],
     ['process cap wins over a full disk', facts({ exitCode: 1, processLimit: true, diskFull: 'tmp' }), 'Failed', 'ProcessLimit', 1],
+    ['OOM kill wins over a full disk', facts({ exitCode: 137, oomKilled: true, diskFull: 'workspace' }), 'Failed', 'OOMKilled', 137],
+    ['OOM of a child, program ran into its deadline', facts({ exitCode: 124, timedOut: true, oomKilled: true }), 'TimedOut', 'DeadlineExceeded', 124],
     ['no report, container OOM-killed', facts({ runnerReported: false, execError: 'relay exited', podFailure: { reason: 'OOMKilled', detail: 'x' } }), 'Failed', 'OOMKilled', undefined],
     ['no report, pod evicted', facts({ runnerReported: false, exitCode: 137, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } }), 'Failed', 'Evicted', undefined],
     ['no report, evicted pod also deleted', facts({ runnerReported: false, podGone: true, execError: 'closed', podFailure: { reason: 'Evicted', detail: 'x.' } }), 'Failed', 'Evicted', undefined],
