@@ -88,6 +88,8 @@ export interface ExecutionFacts {
   diskFull?: FullVolume;
   /** The pod's container was OOM-killed or the pod was evicted (read from the pod's status). */
   podFailure?: PodFailure;
+  /** How many of the program's processes were still running when it ended (they were killed). */
+  leftovers?: number;
 }
 
 export interface Classification {
@@ -122,7 +124,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     if (f.oomKilled && !f.timedOut && f.exitCode !== 0) return oom(f.exitCode);
     if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
-    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: 'The program exited with code 0.' };
+    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: `The program exited with code 0.${leftoverNote(f.leftovers)}` };
     return {
       phase: 'Failed',
       reason: Reasons.NonZeroExit,
@@ -151,6 +153,13 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
         ? `The sandbox was killed (SIGKILL), most likely for exceeding its memory limit (${limits.memoryLimit}).`
         : `The sandbox runner stopped unexpectedly (exit code ${String(f.exitCode)}). Run it again; if this repeats, tell the administrator.`,
   };
+}
+
+/** Said of a program that ended with processes still running (e.g. a fork bomb's, before any met the cap). */
+function leftoverNote(leftovers: number | undefined): string {
+  if (!leftovers) return '';
+  const n = leftovers === 1 ? 'one process' : `${leftovers} processes`;
+  return ` It left ${n} running, killed when it exited: a run keeps nothing running after its program ends (use a session for background processes).`;
 }
 
 /** What a user reads when the program met the process cap. */

@@ -56,6 +56,8 @@ export interface KernelResult {
   processLimit?: boolean;
   /** A sandbox volume ("workspace" or "tmp") was full during or at the end of the call. */
   diskFull?: string;
+  /** Only for "run": the program's processes still running when it ended (killed then). */
+  leftovers?: number;
 }
 
 type OutputFrame = { id: string; type: 'output'; stream: 'stdout' | 'stderr'; text: string };

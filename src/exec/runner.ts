@@ -21,7 +21,8 @@ export const WORKSPACE_CHECK_SECONDS = 0.2;
 // $1 runtime, $2 timeout seconds, $3 code bytes, $4 nonce for the trailer.
 // $CODEMODE_WORKSPACE_LIMIT_BYTES (pod env) is the /workspace limit the runner enforces itself.
 // The trailer is the last thing written to stderr:
-//   "\x1e<nonce> <rc> <timedOut> <oomKills> <forkFailures> <fullVolume|->\n".
+//   "\x1e<nonce> <rc> <timedOut> <oomKills> <forkFailures> <fullVolume|-> <leftovers>\n"
+// where leftovers counts the program's processes still running when it ended (then killed).
 //
 // Bounds (why each is measured here, in the pod): the process cap is the pod cgroup's pids.max
 // (kubelet podPidsLimit); a fork refused by it increments the "max" counter of pids.events in the
@@ -52,12 +53,12 @@ count() { c=0; for p in "$@"; do [ -r "$p" ] || continue
   while read -r k v; do [ "$k" = "$w" ] && c=$v; done < "$p"; break; done; }
 oom() { w=oom_kill; count /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; }
 forkfail() { w=max; count /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; }
-sweep() { i=0; while [ $i -lt 100 ]; do i=$((i + 1)); k=0
+sweep() { i=0; left=0; while [ $i -lt 100 ]; do i=$((i + 1)); k=0
   for s in /proc/[0-9]*/stat; do
     read -r l 2>/dev/null < "$s" || continue
     p=\${s#/proc/}; p=\${p%/stat}; [ "$p" = "$$" ] && continue
     set -f; set -- \${l##*") "}; set +f; { [ "$1" = Z ] || [ "$2" = 0 ]; } && continue
-    kill -9 "$p" 2>/dev/null && k=1
+    kill -9 "$p" 2>/dev/null && k=1 && [ $i = 1 ] && { [ "$3" = "$tp" ] || [ "$2" = 1 ]; } && left=$((left + 1))
   done; [ $k = 0 ] && return; done; }
 wskib() { u=$(du -sk /workspace 2>/dev/null) && echo "\${u%%[!0-9]*}"; }
 wl=$((\${CODEMODE_WORKSPACE_LIMIT_BYTES:-0} / 1024))
@@ -82,7 +83,7 @@ full=-
 if [ "$ws" -eq 3 ]; then full=workspace
 elif [ "$wl" -gt 0 ] && u=$(wskib) && [ "\${u:-0}" -gt "$wl" ]; then full=workspace
 else set -- $(df -Pk /tmp 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ] && full=tmp; fi
-printf '\\036%s %s %s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" "$((f1 - f0))" "$full" >&2
+printf '\\036%s %s %s %s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" "$((f1 - f0))" "$full" "$left" >&2
 exit "$rc"
 `;
 
@@ -102,6 +103,8 @@ export interface RunnerTrailer {
   processLimit: boolean;
   /** A volume that was full (or over its limit) at the end of the run. */
   diskFull?: 'workspace' | 'tmp';
+  /** The program's processes still running when it ended (killed then). */
+  leftovers: number;
   /** Length of the trailer in bytes, to subtract from stderr's byte count. */
   bytes: number;
 }
@@ -111,7 +114,7 @@ export function parseTrailer(tail: Buffer, nonce: string): RunnerTrailer | undef
   const text = tail.toString('latin1');
   const at = text.lastIndexOf(`\x1e${nonce} `);
   if (at < 0) return undefined;
-  const m = /^\x1e\S+ (-?\d+) ([01]) (-?\d+) (-?\d+) (-|workspace|tmp)\n$/.exec(text.slice(at));
+  const m = /^\x1e\S+ (-?\d+) ([01]) (-?\d+) (-?\d+) (-|workspace|tmp) (\d+)\n$/.exec(text.slice(at));
   if (!m) return undefined;
   const full = m[5] === 'workspace' || m[5] === 'tmp' ? m[5] : undefined;
   return {
@@ -120,6 +123,7 @@ export function parseTrailer(tail: Buffer, nonce: string): RunnerTrailer | undef
     oomKilled: Number(m[3]) > 0,
     processLimit: Number(m[4]) > 0,
     ...(full !== undefined && { diskFull: full }),
+    leftovers: Number(m[6]),
     bytes: text.length - at,
   };
 }

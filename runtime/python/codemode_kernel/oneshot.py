@@ -187,7 +187,11 @@ class OneShot:
                             stdoutBytes=0, stderrBytes=0, truncated=False)
         stdin = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
         _background(lambda: _feed(proc.stdin, stdin))
-        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0, _workspace_guard(watch))
+        left = []
+
+        def on_exit():  # what the program left running when it ended (killed right after)
+            left.extend(procs.descendants_since(os.getpid(), since, live_only=True))
+        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0, _workspace_guard(watch), on_exit)
         rc = proc.wait()
         _killpg(proc, signal.SIGKILL)  # whatever the program left running goes with it
         # ... and what escaped its group (setsid, orphans of a fork bomb), before anything forks.
@@ -196,7 +200,8 @@ class OneShot:
         if scratch:
             _rmtree(scratch)
         exit_code = EXIT_TIMED_OUT if timed_out else (rc if rc >= 0 else 128 - rc)
-        result = dict(status="timeout" if timed_out else "ok", exitCode=exit_code, timedOut=timed_out, durationMs=_ms(started))
+        result = dict(status="timeout" if timed_out else "ok", exitCode=exit_code, timedOut=timed_out, durationMs=_ms(started),
+                      leftovers=0 if timed_out else len(left))
         result.update(watch.report())
         result.update(call.result_fields())
         return result
@@ -214,7 +219,7 @@ def _workspace_guard(watch):
     return over
 
 
-def _pump(proc, call, deadline, over_disk=lambda: False):
+def _pump(proc, call, deadline, over_disk=lambda: False, on_exit=lambda: None):
     """Reads both pipes until they close; stops the group at the deadline. True if it had to.
 
     Once the program exits, whatever it left running in its group is killed (the pod is
@@ -266,6 +271,8 @@ def _pump(proc, call, deadline, over_disk=lambda: False):
         if proc.poll() is not None:
             if exited_at is None:
                 exited_at = time.monotonic()
+                if not group_killed:
+                    on_exit()
             if not group_killed:
                 _killpg(proc, signal.SIGKILL)
                 kill_at, group_killed = None, True

@@ -46,10 +46,12 @@ def _table():
     return table
 
 
-def descendants_since(root, since_ticks, table=None):
+def descendants_since(root, since_ticks, table=None, live_only=False):
     """Descendants of `root` started at or after `since_ticks`, parents before children; in a
-    pod also the orphans (and their descendants) started since then."""
+    pod also the orphans (and their descendants) started since then. `live_only`: no zombies."""
     table = _table() if table is None else table
+    if live_only:
+        return [pid for pid in descendants_since(root, since_ticks, table) if table[pid][2] != b"Z"]
     children = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -74,8 +76,7 @@ def kill_started_since(root, since_ticks, sig=signal.SIGKILL):
     bounds each pass)."""
     killed = []
     for _ in range(SWEEP_PASSES if sig == signal.SIGKILL else 1):
-        table = _table()
-        live = [pid for pid in descendants_since(root, since_ticks, table) if table[pid][2] != b"Z"]
+        live = descendants_since(root, since_ticks, live_only=True)
         if not live:
             break
         for pid in live:

@@ -85,6 +85,14 @@ describe('classifyExecution', () => {
     expect(classifyExecution(facts({ exitCode: 1, diskFull: volume }), 10, l).message).toMatch(text);
   });
 
+  it.each([
+    [facts({ exitCode: 0, leftovers: 57 }), /^The program exited with code 0\. It left 57 processes running, killed when it exited.*session/],
+    [facts({ exitCode: 0, leftovers: 1 }), /It left one process running/],
+    [facts({ exitCode: 0, leftovers: 0 }), /^The program exited with code 0\.$/],
+  ])('says what a program left running was killed (%#)', (f, text) => {
+    expect(classifyExecution(f, 10, limits)).toMatchObject({ phase: 'Succeeded', message: expect.stringMatching(text) as string });
+  });
+
   it('quotes the kubelet and the volume limit on eviction', () => {
     const f = facts({ runnerReported: false, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } });
     expect(classifyExecution(f, 10, { ...limits, workspaceSizeLimit: '64Mi' }).message).toMatch(/evicted by the kubelet: Usage of EmptyDir volume "workspace".*\/workspace is limited to 64Mi/);
