@@ -34,9 +34,11 @@ export const WORKSPACE_CHECK_SECONDS = 0.2;
 // After the program (or its deadline), every process left in the pod is killed before anything
 // else forks: a fork bomb's survivors would otherwise hold every PID the runner needs, and a
 // process that escaped the program's group (setsid) would hold the output pipes open. Only
-// builtins run until then. The processes kept are those whose parent is outside the pod's PID
-// namespace (ppid 0): the pause process, the container's own command and exec'd processes such as
-// this runner.
+// builtins run until then. They are stopped first (SIGSTOP, pass after pass until none runs), then
+// killed: a stopped process neither forks nor competes for the container's CPU quota, where a
+// runner killing a live fork bomb one by one gets a hundredth of the CPU and may never catch up.
+// The processes kept are those whose parent is outside the pod's PID namespace (ppid 0): the
+// pause process, the container's own command and exec'd processes such as this runner.
 export const RUNNER_SCRIPT = `
 rt="$1"; t="$2"; n="$3"; nonce="$4"
 d="$(mktemp -d /tmp/.codemode.XXXXXX)" || { echo "codemode: cannot create a directory in /tmp" >&2; exit 125; }
@@ -53,13 +55,14 @@ count() { c=0; for p in "$@"; do [ -r "$p" ] || continue
   while read -r k v; do [ "$k" = "$w" ] && c=$v; done < "$p"; break; done; }
 oom() { w=oom_kill; count /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; }
 forkfail() { w=max; count /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; }
-sweep() { i=0; left=0; while [ $i -lt 100 ]; do i=$((i + 1)); k=0
+sweep() { sig=STOP; i=0; left=0; while [ $i -lt 300 ]; do i=$((i + 1)); k=0
   for s in /proc/[0-9]*/stat; do
     read -r l 2>/dev/null < "$s" || continue
     p=\${s#/proc/}; p=\${p%/stat}; [ "$p" = "$$" ] && continue
     set -f; set -- \${l##*") "}; set +f; { [ "$1" = Z ] || [ "$2" = 0 ]; } && continue
-    kill -9 "$p" 2>/dev/null && k=1 && [ $i = 1 ] && { [ "$3" = "$tp" ] || [ "$2" = 1 ]; } && left=$((left + 1))
-  done; [ $k = 0 ] && return; done; }
+    [ $sig = STOP ] && [ "$1" = T ] && continue
+    kill -$sig "$p" 2>/dev/null && k=1 && [ $i = 1 ] && { [ "$3" = "$tp" ] || [ "$2" = 1 ]; } && left=$((left + 1))
+  done; [ $k = 0 ] && { [ $sig = KILL ] && return; sig=KILL; }; done; }
 wskib() { u=$(du -sk /workspace 2>/dev/null) && echo "\${u%%[!0-9]*}"; }
 wl=$((\${CODEMODE_WORKSPACE_LIMIT_BYTES:-0} / 1024))
 oom; o0=$c; forkfail; f0=$c; s0=$(date +%s)

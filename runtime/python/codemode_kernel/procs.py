@@ -67,25 +67,42 @@ def descendants_since(root, since_ticks, table=None, live_only=False):
     return found
 
 
-SWEEP_PASSES = 100
+SWEEP_PASSES = 300
 
 
 def kill_started_since(root, since_ticks, sig=signal.SIGKILL):
-    """Signals the processes the call started; returns their pids. With SIGKILL, scans again
-    until none is left alive: a fork bomb forks while it is being killed (the pod's process cap
-    bounds each pass)."""
-    killed = []
-    for _ in range(SWEEP_PASSES if sig == signal.SIGKILL else 1):
+    """Signals the processes the call started; returns their pids. With SIGKILL they are first
+    stopped, pass after pass until none of them runs, then killed: a stopped process neither
+    forks nor competes for the CPU, where killing a live fork bomb one by one may never catch up
+    (the kernel gets a hundredth of the container's CPU quota)."""
+    if sig != signal.SIGKILL:
+        pids = descendants_since(root, since_ticks, live_only=True)
+        _signal_all(pids, sig)
+        return pids
+    seen = set()
+    for _ in range(SWEEP_PASSES):
+        table = _table()
+        live = descendants_since(root, since_ticks, table, live_only=True)
+        seen.update(live)
+        running = [pid for pid in live if table[pid][2] != b"T"]
+        if not running:
+            break
+        _signal_all(running, signal.SIGSTOP)
+    for _ in range(SWEEP_PASSES):
         live = descendants_since(root, since_ticks, live_only=True)
         if not live:
             break
-        for pid in live:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        killed.extend(pid for pid in live if pid not in killed)
-    return killed
+        seen.update(live)
+        _signal_all(live, signal.SIGKILL)
+    return sorted(seen)
+
+
+def _signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def reap(pids, timeout=0.2):
