@@ -215,3 +215,40 @@ describe('resource bounds in a session', () => {
     TEST_TIMEOUT_MS,
   );
 });
+
+// A container-level OOM on the warm path: /tmp (a tmpfs, its pages charged to the container's
+// memory) allowed to grow past the memory limit, filled by a program that itself stays small.
+// The OOM killer then takes the largest process, the kernel: the container stops and the stream
+// ends without a result. The pod's status says OOMKilled, and so must the run (before issue 14:
+// ExecFailed, "the kernel relay exited").
+describe('a container-level OOM kill on the warm path', () => {
+  let ns = '';
+  let op: RunningOperator;
+  let client: TestClient;
+
+  beforeAll(async () => {
+    ns = await createNamespace(k, 'bounds-oom');
+    op = await startOperator(ns, { ...LIMITS, CODEMODE_WARM_POOL_SIZE: '1', CODEMODE_DEFAULT_MEMORY: '128Mi', CODEMODE_MEMORY_REQUEST: '64Mi', CODEMODE_TMP_SIZE_LIMIT: '512Mi' });
+    client = await connect(op.url, 'current');
+  }, TEST_TIMEOUT_MS);
+  afterAll(async () => {
+    await client?.close();
+    await op?.stop();
+    await deleteNamespace(k, ns);
+  }, TEST_TIMEOUT_MS);
+
+  it(
+    'ends as OOMKilled when the kernel itself is killed',
+    async () => {
+      await until(async () => {
+        const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
+        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      }, 120_000, 'a ready pool pod');
+      const r = await client.callTool('execute_code', { code: ATTACKS.tmpFill.code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
+      const pod = await runPodName(ns, String(r.structuredContent?.run));
+      if (pod !== '') expect(pod.startsWith('codemode-pool-')).toBe(true);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
