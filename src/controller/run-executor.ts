@@ -42,13 +42,12 @@ import {
   classifyExecution,
   completedStatus,
   failedStatus,
-  podFailure,
   runningStatus,
   type Classification,
   type ExecutionFacts,
   type Limits,
-  type PodFailure,
 } from './status.js';
+import { podFailure, type PodFailure } from './bounds.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;

@@ -1,6 +1,6 @@
 // A session call's kernel result as a RunOutcome (the shape execute_code and SandboxRun status use).
 import { Reasons } from '../api/v1alpha1/index.js';
-import { diskFull, processLimit } from '../controller/status.js';
+import { diskFull, processLimit } from '../controller/bounds.js';
 import type { RunOutcome } from '../runs/types.js';
 import type { SessionCallResult } from './service.js';
 

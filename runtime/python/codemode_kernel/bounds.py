@@ -97,6 +97,17 @@ class Watch:
         self._forks = fork_failures()
         self.disk_full = None  # set by whoever stopped the program for its disk use
 
+    def workspace_guard(self):
+        """A check for a run's pump: True (and the watch says why) once /workspace is over its limit."""
+        limit = workspace_limit()
+
+        def over():
+            if limit and workspace_over(limit):
+                self.disk_full = "workspace"
+                return True
+            return False
+        return over
+
     def report(self, scan_workspace=True):
         full = self.disk_full
         if full is None and scan_workspace and workspace_over(workspace_limit()):

@@ -191,7 +191,7 @@ class OneShot:
 
         def on_exit():  # what the program left running when it ended (killed right after)
             left.extend(procs.descendants_since(os.getpid(), since, live_only=True))
-        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0, _workspace_guard(watch), on_exit)
+        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0, watch.workspace_guard(), on_exit)
         rc = proc.wait()
         _killpg(proc, signal.SIGKILL)  # whatever the program left running goes with it
         # ... and what escaped its group (setsid, orphans of a fork bomb), before anything forks.
@@ -205,18 +205,6 @@ class OneShot:
         result.update(watch.report())
         result.update(call.result_fields())
         return result
-
-
-def _workspace_guard(watch):
-    """A check for the pump: True (and the watch says why) once /workspace is over its limit."""
-    limit = bounds.workspace_limit()
-
-    def over():
-        if limit and bounds.workspace_over(limit):
-            watch.disk_full = "workspace"
-            return True
-        return False
-    return over
 
 
 def _pump(proc, call, deadline, over_disk=lambda: False, on_exit=lambda: None):

@@ -6,13 +6,13 @@ import {
   completedStatus,
   failedStatus,
   lostAfterMs,
-  podFailure,
   podState,
   runningStatus,
   setCondition,
   ttlRemainingMs,
   type ExecutionFacts,
 } from '../../../src/controller/status.js';
+import { podFailure } from '../../../src/controller/bounds.js';
 
 const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
 const now = new Date('2026-11-22T10:00:00.000Z');
