@@ -206,9 +206,13 @@ export const FIELDS = {
   workspaceSizeLimit: quantityField(
     'CODEMODE_WORKSPACE_SIZE_LIMIT',
     '512Mi',
-    'Size limit of the /workspace emptyDir.',
+    'Size limit of the /workspace emptyDir (checked five times a second from inside the sandbox during a run; the kubelet evicts past it).',
   ),
-  tmpSizeLimit: quantityField('CODEMODE_TMP_SIZE_LIMIT', '128Mi', 'Size limit of the /tmp emptyDir.'),
+  tmpSizeLimit: quantityField(
+    'CODEMODE_TMP_SIZE_LIMIT',
+    '128Mi',
+    'Size of /tmp, a memory-backed emptyDir (tmpfs): a hard limit, and it counts against the memory limit.',
+  ),
   ttlSecondsAfterFinished: field(
     {
       env: 'CODEMODE_TTL_SECONDS_AFTER_FINISHED',

@@ -48,6 +48,33 @@ export class PodWatcher {
     });
   }
 
+  /**
+   * Resolves with the pod (undefined once it is gone) as soon as `done` holds for it, or after
+   * `timeoutMs` with whatever is known then.
+   */
+  waitFor(namespace: string, name: string, done: (pod: V1Pod | undefined) => boolean, timeoutMs: number): Promise<V1Pod | undefined> {
+    const key = `${namespace}/${name}`;
+    return new Promise((resolve) => {
+      const finish = (): void => {
+        clearTimeout(timer);
+        this.waiters.get(key)?.delete(waiter);
+        resolve(this.get(namespace, name));
+      };
+      const waiter: Waiter = {
+        check: (pod) => {
+          if (!done(pod)) return false;
+          finish();
+          return true;
+        },
+      };
+      const timer = setTimeout(finish, timeoutMs);
+      if (waiter.check(this.get(namespace, name))) return;
+      let set = this.waiters.get(key);
+      if (!set) this.waiters.set(key, (set = new Set()));
+      set.add(waiter);
+    });
+  }
+
   private notify(pod: V1Pod): void {
     const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
     const set = this.waiters.get(key);

@@ -50,11 +50,17 @@ import {
   type ExecutionFacts,
   type Limits,
 } from './status.js';
+import { podFailure, type PodFailure } from './bounds.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
 /** Longest pause between attempts to record a finished run's status (it is retried until it lands). */
 const MAX_STATUS_RETRY_MS = 30_000;
+/**
+ * When the code's own report never came, how long to wait for the pod's status to say why (the
+ * kubelet reports an OOM-killed container or an eviction a second or two after the stream ends).
+ */
+const POD_VERDICT_WAIT_MS = 8000;
 
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 interface Executed {
@@ -184,6 +190,8 @@ export class RunExecutor {
       maxTimeoutSeconds: this.d.opts.maxTimeoutSeconds,
       memoryLimit: run.spec.resources?.memory ?? this.d.opts.defaultMemory,
       maxMemory: this.d.opts.maxMemory,
+      workspaceSizeLimit: this.d.opts.workspaceSizeLimit,
+      tmpSizeLimit: this.d.opts.tmpSizeLimit,
     };
   }
 
@@ -312,11 +320,16 @@ export class RunExecutor {
     });
     const trailer = parseTrailer(result.stderrTail, nonce);
     const stderrText = stripTrailer(result.stderr.text, nonce);
+    const verdict = trailer || result.watchdogFired ? undefined : await this.podVerdict(ns, podName);
     return {
       facts: {
         exitCode: trailer?.exitCode ?? result.exitCode,
         timedOut: trailer?.timedOut ?? false,
         oomKilled: trailer?.oomKilled ?? false,
+        processLimit: trailer?.processLimit ?? false,
+        ...(trailer?.diskFull !== undefined && { diskFull: trailer.diskFull }),
+        ...(trailer !== undefined && { leftovers: trailer.leftovers }),
+        ...(verdict !== undefined && { podFailure: verdict }),
         runnerReported: trailer !== undefined,
         execError: result.error,
         watchdogFired: result.watchdogFired,
@@ -345,11 +358,16 @@ export class RunExecutor {
         onOutput,
       );
       const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
+      const verdict = reported ? undefined : await this.podVerdict(ns, podName);
       return {
         facts: {
           exitCode: r.exitCode,
           timedOut: r.timedOut ?? r.status === 'timeout',
           oomKilled: r.oomKilled ?? false,
+          processLimit: r.processLimit === true,
+          ...(r.diskFull === 'workspace' || r.diskFull === 'tmp' ? { diskFull: r.diskFull } : {}),
+          ...(typeof r.leftovers === 'number' && Number.isSafeInteger(r.leftovers) && r.leftovers >= 0 && { leftovers: r.leftovers }),
+          ...(verdict !== undefined && { podFailure: verdict }),
           runnerReported: reported,
           execError: reported ? undefined : `${r.error?.ename ?? 'KernelError'}: ${r.error?.evalue ?? r.status}`,
           watchdogFired: false,
@@ -359,7 +377,13 @@ export class RunExecutor {
       };
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
-      return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: empty };
+      // The kernel's stream ended without a result: an OOM kill of the container or an eviction
+      // ends it that way too, and the pod's status says so.
+      const verdict = await this.podVerdict(ns, podName);
+      return {
+        facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName), ...(verdict !== undefined && { podFailure: verdict }) },
+        captured: empty,
+      };
     } finally {
       // Closing the stream waits until the reply has gone out; the pod is deleted anyway.
       setImmediate(() => this.kernels?.drop(ns, podName));
@@ -378,6 +402,18 @@ export class RunExecutor {
       const empty = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
       return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: (err as Error).message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: empty };
     }
+  }
+
+  /** An OOM kill or eviction of the pod, once its status shows the container stopped (bounded wait). */
+  private async podVerdict(ns: string, podName: string): Promise<PodFailure | undefined> {
+    const stopped = (pod: V1Pod | undefined): boolean =>
+      !pod ||
+      pod.metadata?.deletionTimestamp !== undefined ||
+      pod.status?.reason === 'Evicted' ||
+      pod.status?.phase === 'Failed' ||
+      pod.status?.phase === 'Succeeded' ||
+      (pod.status?.containerStatuses ?? []).some((cs) => cs.state?.terminated !== undefined);
+    return podFailure(await this.d.pods.waitFor(ns, podName, stopped, POD_VERDICT_WAIT_MS));
   }
 
   private podGone(ns: string, podName: string): boolean {

@@ -11,11 +11,16 @@ import {
   type SandboxRun,
   type SandboxRunStatus,
 } from '../api/v1alpha1/index.js';
+import { diskFull, evicted, leftoverNote, processLimit, type FullVolume, type PodFailure } from './bounds.js';
 
 export interface Limits {
   maxTimeoutSeconds: number;
   memoryLimit: string;
   maxMemory: string;
+  /** The sandbox's process cap (the kubelet's podPidsLimit), when the operator knows it. */
+  maxProcesses?: number;
+  workspaceSizeLimit: string;
+  tmpSizeLimit: string;
 }
 
 /** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
@@ -68,6 +73,14 @@ export interface ExecutionFacts {
   watchdogFired: boolean;
   /** The pod was gone or terminating when the exec ended. */
   podGone: boolean;
+  /** A fork failed during the run because the sandbox's process cap was reached. */
+  processLimit?: boolean;
+  /** A volume was full when the program ended (or its watcher stopped the program). */
+  diskFull?: FullVolume;
+  /** The pod's container was OOM-killed or the pod was evicted (read from the pod's status). */
+  podFailure?: PodFailure;
+  /** How many of the program's processes were still running when it ended (they were killed). */
+  leftovers?: number;
 }
 
 export interface Classification {
@@ -83,17 +96,26 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     reason: Reasons.TimedOut,
     message: `The code ran longer than timeoutSeconds=${timeoutSeconds} and was stopped. Make it faster or raise timeoutSeconds (maximum ${limits.maxTimeoutSeconds}).`,
   };
+  const oom = (exitCode: number | undefined): Classification => ({
+    phase: 'Failed',
+    reason: Reasons.OOMKilled,
+    exitCode,
+    message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed. Use less memory or request more with resources.memory (maximum ${limits.maxMemory}).`,
+  });
   if (f.runnerReported) {
+    // A bound the program ran into explains a failure (or a timeout: a fork bomb runs until it
+    // is stopped) better than the exit code or the deadline. The process cap always does: the
+    // classic bash fork bomb exits 0 at once and leaves its children to meet the cap (they are
+    // killed when the program ends). A full disk only explains a failure: a program may fill
+    // /tmp on purpose and still succeed.
+    const failed = f.timedOut || f.exitCode !== 0;
+    if (f.processLimit) return { ...processLimit(limits, f.timedOut ? `It was stopped at timeoutSeconds=${timeoutSeconds}.` : ''), exitCode: f.exitCode };
+    // An OOM kill is what ended a program that did not run into its deadline, even when a
+    // volume is also full (the OOM killer, not the disk, sent the SIGKILL).
+    if (f.oomKilled && !f.timedOut && f.exitCode !== 0) return oom(f.exitCode);
+    if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
-    if (f.oomKilled && f.exitCode !== 0) {
-      return {
-        phase: 'Failed',
-        reason: Reasons.OOMKilled,
-        exitCode: f.exitCode,
-        message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed. Use less memory or request more with resources.memory (maximum ${limits.maxMemory}).`,
-      };
-    }
-    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: 'The program exited with code 0.' };
+    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: `The program exited with code 0.${leftoverNote(f.leftovers)}` };
     return {
       phase: 'Failed',
       reason: Reasons.NonZeroExit,
@@ -101,6 +123,10 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
       message: `The program exited with code ${String(f.exitCode)}; see stderr.`,
     };
   }
+  // No report from the pod: what the pod's status says about why its container stopped comes
+  // first (an OOM kill or an eviction ends the exec stream like a lost connection would).
+  if (f.podFailure?.reason === Reasons.OOMKilled) return oom(f.exitCode);
+  if (f.podFailure?.reason === Reasons.Evicted) return evicted(f.podFailure.detail, limits);
   if (f.watchdogFired) return timedOut;
   if (f.podGone) {
     return { phase: 'Failed', reason: Reasons.PodDeleted, message: 'The sandbox pod was deleted while the code ran. Run it again.' };

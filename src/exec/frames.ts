@@ -68,6 +68,9 @@ export const ResultFrameSchema = z.object({
   durationMs: z.number().finite().nonnegative().max(Number.MAX_SAFE_INTEGER),
   timedOut: optional(z.boolean()),
   oomKilled: optional(z.boolean()),
+  processLimit: optional(z.boolean()),
+  diskFull: optional(z.enum(['workspace', 'tmp'])),
+  leftovers: optional(count),
 });
 
 /** The kernel says a request of ours was not a frame (a gateway bug, or a forged frame). */
@@ -93,6 +96,12 @@ export interface KernelResult {
   timedOut?: boolean;
   /** Only for "run": the memory cgroup killed a process during the run. */
   oomKilled?: boolean;
+  /** A fork failed at the sandbox's process cap during the call ("run" and "exec"). */
+  processLimit?: boolean;
+  /** A sandbox volume ("workspace" or "tmp") was full during or at the end of the call. */
+  diskFull?: string;
+  /** Only for "run": the program's processes still running when it ended (killed then). */
+  leftovers?: number;
 }
 
 /**
@@ -128,6 +137,9 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   }
   if (f.timedOut != null) out.timedOut = f.timedOut;
   if (f.oomKilled != null) out.oomKilled = f.oomKilled;
+  if (f.processLimit != null) out.processLimit = f.processLimit;
+  if (f.diskFull != null) out.diskFull = f.diskFull;
+  if (f.leftovers != null) out.leftovers = f.leftovers;
   out.truncated = f.truncated || cut;
   return out;
 }

@@ -9,8 +9,36 @@ import type { Runtime } from '../api/v1alpha1/index.js';
 /** Grace between TERM and KILL at the deadline. */
 export const KILL_GRACE_SECONDS = 1;
 
+/** Below this many free KiB, /tmp (a tmpfs with a hard size) counts as full. */
+export const TMP_FULL_KIB = 256;
+/**
+ * How often the runner measures /workspace against its limit. A program writing at disk speed
+ * (~0.5 GB/s on the test machine) overshoots by about this long's worth of data: measured with 1 s,
+ * 900 MB over a 64Mi limit.
+ */
+export const WORKSPACE_CHECK_SECONDS = 0.2;
+
 // $1 runtime, $2 timeout seconds, $3 code bytes, $4 nonce for the trailer.
-// The trailer is the last thing written to stderr: "\x1e<nonce> <rc> <timedOut> <oomKills>\n".
+// $CODEMODE_WORKSPACE_LIMIT_BYTES (pod env) is the /workspace limit the runner enforces itself.
+// The trailer is the last thing written to stderr:
+//   "\x1e<nonce> <rc> <timedOut> <oomKills> <forkFailures> <fullVolume|-> <leftovers>\n"
+// where leftovers counts the program's processes still running when it ended (then killed).
+//
+// Bounds (why each is measured here, in the pod): the process cap is the pod cgroup's pids.max
+// (kubelet podPidsLimit); a fork refused by it increments the "max" counter of pids.events in the
+// container's own cgroup, which the container can read. /tmp is a tmpfs with a hard size, so a
+// write past it fails at once with ENOSPC and df shows it full. /workspace is on the node's disk,
+// where the kubelet enforces sizeLimit only by evicting the pod a while later: the runner measures
+// it every WORKSPACE_CHECK_SECONDS (du) and stops the program when it is over its limit.
+//
+// After the program (or its deadline), every process left in the pod is killed before anything
+// else forks: a fork bomb's survivors would otherwise hold every PID the runner needs, and a
+// process that escaped the program's group (setsid) would hold the output pipes open. Only
+// builtins run until then. They are stopped first (SIGSTOP, pass after pass until none runs), then
+// killed: a stopped process neither forks nor competes for the container's CPU quota, where a
+// runner killing a live fork bomb one by one gets a hundredth of the CPU and may never catch up.
+// The processes kept are those whose parent is outside the pod's PID namespace (ppid 0): the
+// pause process, the container's own command and exec'd processes such as this runner.
 export const RUNNER_SCRIPT = `
 rt="$1"; t="$2"; n="$3"; nonce="$4"
 d="$(mktemp -d /tmp/.codemode.XXXXXX)" || { echo "codemode: cannot create a directory in /tmp" >&2; exit 125; }
@@ -23,16 +51,42 @@ case "$rt" in
   sh) set -- sh "$f";;
   *) echo "codemode: unknown runtime $rt" >&2; exit 125;;
 esac
-oom() { c=0; for p in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
-  [ -r "$p" ] && c=$(sed -n 's/^oom_kill //p' "$p") && break; done; echo "\${c:-0}"; }
-o0=$(oom); s0=$(date +%s)
+count() { c=0; for p in "$@"; do [ -r "$p" ] || continue
+  while read -r k v; do [ "$k" = "$w" ] && c=$v; done < "$p"; break; done; }
+oom() { w=oom_kill; count /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; }
+forkfail() { w=max; count /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; }
+sweep() { sig=STOP; i=0; left=0; while [ $i -lt 300 ]; do i=$((i + 1)); k=0
+  for s in /proc/[0-9]*/stat; do
+    read -r l 2>/dev/null < "$s" || continue
+    p=\${s#/proc/}; p=\${p%/stat}; [ "$p" = "$$" ] && continue
+    set -f; set -- \${l##*") "}; set +f; { [ "$1" = Z ] || [ "$2" = 0 ]; } && continue
+    [ $sig = STOP ] && [ "$1" = T ] && continue
+    kill -$sig "$p" 2>/dev/null && k=1 && [ $i = 1 ] && { [ "$3" = "$tp" ] || [ "$2" = 1 ]; } && left=$((left + 1))
+  done; [ $k = 0 ] && { [ $sig = KILL ] && return; sig=KILL; }; done; }
+wskib() { u=$(du -sk /workspace 2>/dev/null) && echo "\${u%%[!0-9]*}"; }
+wl=$((\${CODEMODE_WORKSPACE_LIMIT_BYTES:-0} / 1024))
+oom; o0=$c; forkfail; f0=$c; s0=$(date +%s)
 cd /workspace 2>/dev/null || cd /tmp
-timeout -k ${KILL_GRACE_SECONDS} "$t" "$@"
-rc=$?
-s1=$(date +%s); o1=$(oom)
+exec 3<&0
+timeout -k ${KILL_GRACE_SECONDS} "$t" "$@" <&3 3<&- &
+tp=$!
+exec 3<&-
+wp=0
+if [ "$wl" -gt 0 ] && [ -d /workspace ]; then
+  ( while sleep ${WORKSPACE_CHECK_SECONDS}; do u=$(wskib) && [ "\${u:-0}" -gt "$wl" ] && { kill -9 -"$tp"; exit 3; }; done ) >/dev/null 2>&1 &
+  wp=$!
+fi
+wait "$tp"; rc=$?
+sweep
+ws=0; [ "$wp" -gt 0 ] && { wait "$wp"; ws=$?; }
+s1=$(date +%s); oom; o1=$c; forkfail; f1=$c
 to=0; if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then [ $((s1 - s0)) -ge "$t" ] && to=1; fi
 rm -rf "$d"
-printf '\\036%s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" >&2
+full=-
+if [ "$ws" -eq 3 ]; then full=workspace
+elif [ "$wl" -gt 0 ] && u=$(wskib) && [ "\${u:-0}" -gt "$wl" ]; then full=workspace
+else set -- $(df -Pk /tmp 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ] && full=tmp; fi
+printf '\\036%s %s %s %s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" "$((f1 - f0))" "$full" "$left" >&2
 exit "$rc"
 `;
 
@@ -48,6 +102,12 @@ export interface RunnerTrailer {
   exitCode: number;
   timedOut: boolean;
   oomKilled: boolean;
+  /** A fork failed at the sandbox's process cap during the run. */
+  processLimit: boolean;
+  /** A volume that was full (or over its limit) at the end of the run. */
+  diskFull?: 'workspace' | 'tmp';
+  /** The program's processes still running when it ended (killed then). */
+  leftovers: number;
   /** Length of the trailer in bytes, to subtract from stderr's byte count. */
   bytes: number;
 }
@@ -57,9 +117,18 @@ export function parseTrailer(tail: Buffer, nonce: string): RunnerTrailer | undef
   const text = tail.toString('latin1');
   const at = text.lastIndexOf(`\x1e${nonce} `);
   if (at < 0) return undefined;
-  const m = /^\x1e\S+ (-?\d+) ([01]) (-?\d+)\n$/.exec(text.slice(at));
+  const m = /^\x1e\S+ (-?\d+) ([01]) (-?\d+) (-?\d+) (-|workspace|tmp) (\d+)\n$/.exec(text.slice(at));
   if (!m) return undefined;
-  return { exitCode: Number(m[1]), timedOut: m[2] === '1', oomKilled: Number(m[3]) > 0, bytes: text.length - at };
+  const full = m[5] === 'workspace' || m[5] === 'tmp' ? m[5] : undefined;
+  return {
+    exitCode: Number(m[1]),
+    timedOut: m[2] === '1',
+    oomKilled: Number(m[3]) > 0,
+    processLimit: Number(m[4]) > 0,
+    ...(full !== undefined && { diskFull: full }),
+    leftovers: Number(m[6]),
+    bytes: text.length - at,
+  };
 }
 
 /** Removes the trailer (or the part of it that was kept before the cap) from stderr's text. */

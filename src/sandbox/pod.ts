@@ -26,6 +26,8 @@ export const TMP_DIR = '/tmp';
 export const RUNTIME_DIR = '/codemode/runtime';
 /** `nobody`: exists in every base image and owns nothing. */
 export const SANDBOX_UID = 65534;
+/** Env var with /workspace's size limit in bytes, read inside the pod (runner and kernel). */
+export const WORKSPACE_LIMIT_ENV = 'CODEMODE_WORKSPACE_LIMIT_BYTES';
 /** Small on purpose: scheduling should not reserve disk a run rarely uses. */
 export const EPHEMERAL_STORAGE_REQUEST = '64Mi';
 
@@ -78,6 +80,8 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
       { name: 'TMPDIR', value: TMP_DIR },
       { name: 'PYTHONUNBUFFERED', value: '1' },
       { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
+      // The runner and the kernel stop a program whose /workspace grows past this (see volumes).
+      { name: WORKSPACE_LIMIT_ENV, value: String(parseQuantity(opts.workspaceSizeLimit)) },
     ],
     securityContext: containerSecurityContext(),
     resources: {
@@ -152,9 +156,15 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
         seccompProfile: { type: 'RuntimeDefault' },
       },
       containers: [sandboxContainer(opts, parts.command, parts.extraMounts ?? [])],
+      // /tmp is a tmpfs with a hard size: a write past it fails at once with ENOSPC (the run
+      // reports DiskFull), where a disk-backed emptyDir's sizeLimit is enforced only by the
+      // kubelet evicting the whole pod a while later. Its pages count against the container's
+      // memory limit, which is why it stays small. /workspace stays on disk (it may hold more
+      // than the memory limit): its limit is checked from inside by the runner and the kernel
+      // five times a second, with the kubelet's eviction as the backstop.
       volumes: [
         { name: 'workspace', emptyDir: { sizeLimit: opts.workspaceSizeLimit } },
-        { name: 'tmp', emptyDir: { sizeLimit: opts.tmpSizeLimit } },
+        { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: opts.tmpSizeLimit } },
         ...(parts.extraVolumes ?? []),
       ],
     },

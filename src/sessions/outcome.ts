@@ -1,6 +1,7 @@
 // A session call's kernel result as a RunOutcome (the shape execute_code and SandboxRun status use).
 import { Reasons } from '../api/v1alpha1/index.js';
 import { capText } from '../exec/frames.js';
+import { diskFull, processLimit } from '../controller/bounds.js';
 import type { RunOutcome } from '../runs/types.js';
 import type { SessionCallResult } from './service.js';
 
@@ -23,6 +24,8 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
     ...(r.result !== undefined && { result: r.result }),
     ...(r.exitCode !== undefined && { exitCode: r.exitCode }),
   };
+  const bound = boundOutcome(r);
+  if (bound) return { ...base, ...bound };
   switch (r.status) {
     case 'ok':
       return r.exitCode !== undefined && r.exitCode !== 0
@@ -36,4 +39,34 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
     default:
       return { ...base, phase: 'Failed', reason: Reasons.KernelLost, message: 'The call could not be interrupted at its timeout, so the session was stopped and its state is lost. Create a new session.' };
   }
+}
+
+/**
+ * A bound the call met, when it explains the outcome: the interpreter OOM-killed or its pod
+ * evicted (the session is lost), a fork refused at the process cap (always: see
+ * classifyExecution), or a failed call during which a subprocess was OOM-killed or a volume was
+ * full.
+ */
+function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason' | 'message'> | undefined {
+  const lost = 'The session is lost with its state: create a new session.';
+  if (r.status === 'lost' && r.error?.ename === Reasons.OOMKilled) {
+    return { phase: 'Failed', reason: Reasons.OOMKilled, message: `The session's interpreter used more memory than its limit and was killed. ${lost} Use less memory: process data in smaller pieces.` };
+  }
+  if (r.status === 'lost' && r.error?.ename === Reasons.Evicted) {
+    return { phase: 'Failed', reason: Reasons.Evicted, message: `The session's pod was evicted by the kubelet (${r.error.evalue}). ${lost} Write less data to /workspace.` };
+  }
+  if (r.processLimit === true) {
+    const c = processLimit({}, r.status === 'timeout' ? 'The call was stopped at its timeout; the session keeps its state.' : '');
+    return { phase: 'Failed', reason: c.reason, message: c.message };
+  }
+  const failed = r.status === 'error' || r.status === 'timeout' || (r.exitCode !== undefined && r.exitCode !== 0);
+  if (!failed) return undefined;
+  if (r.diskFull === 'workspace' || r.diskFull === 'tmp') {
+    const c = diskFull(r.diskFull, {});
+    return { phase: 'Failed', reason: c.reason, message: c.message };
+  }
+  if (r.oomKilled === true) {
+    return { phase: 'Failed', reason: Reasons.OOMKilled, message: 'A process of the call used more memory than the sandbox allows and was killed. Use less memory: process data in smaller pieces.' };
+  }
+  return undefined;
 }

@@ -33,6 +33,7 @@ import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
 import { sessionCapacity } from '../runs/admission.js';
 import { quotaExceeded } from '../runs/run-slots.js';
+import { lostTo, podVerdict } from './verdict.js';
 
 export interface SessionServiceOptions {
   namespace: string;
@@ -210,9 +211,13 @@ export class SessionService {
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       this.kernels.drop(this.opts.namespace, pod);
-      // A breach is the sandbox's doing (its own code wrote to the kernel's stream): say so.
-      const why = err instanceof KernelProtocolError ? `the session was stopped because ${err.message}` : `the interpreter is gone (${err.message})`;
-      await this.markLost(s, why);
+      // A breach is the sandbox's doing (its own code wrote to the kernel's stream): say so. An OOM
+      // kill of the interpreter or an eviction of its pod ends the stream too: the pod's status
+      // says which, and the caller gets that as the call's outcome.
+      const breach = err instanceof KernelProtocolError;
+      const verdict = breach ? undefined : await podVerdict(this.clients, this.opts.namespace, pod);
+      await this.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
+      if (verdict) return lostTo(verdict, name, this.opts.outputCapChars);
       throw new SessionError(`Session ${name} was lost: ${err.message}. Its state is gone.`, 'Create a new session with create_session and run the setup again.');
     }
     if (result.status === 'lost') {

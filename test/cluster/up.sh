@@ -53,11 +53,23 @@ start_daemon kube-controller-manager "$BIN_K8S/kube-controller-manager" \
 start_daemon kube-scheduler "$BIN_K8S/kube-scheduler" --kubeconfig "$KUBECONFIG_OUT" \
   --authentication-kubeconfig "$KUBECONFIG_OUT" --authorization-kubeconfig "$KUBECONFIG_OUT" \
   --bind-address 127.0.0.1 --leader-elect=false
+# The kubelet reads its config file only at start: one running from before a change in
+# configs.sh (e.g. podPidsLimit) would keep the old settings forever. The config's hash is kept
+# next to its PID file; a running kubelet started from another config (or with no hash recorded,
+# i.e. by an older up.sh) is restarted. Its pods keep running meanwhile; new pods get the new
+# settings (an existing pod's cgroup keeps the limits it was created with).
+KUBELET_CONFIG_HASH="$(sha256sum "$CLUSTER_DIR/config/kubelet.yaml" | cut -d' ' -f1)"
+if running kubelet && [[ "$(cat "$PIDS/kubelet.config-sha256" 2>/dev/null || true)" != "$KUBELET_CONFIG_HASH" ]]; then
+  log "the kubelet runs with an older kubelet.yaml: restarting it"
+  stop_daemon kubelet
+fi
 KUBELET_SINCE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 running kubelet && KUBELET_SINCE=""
 start_daemon kubelet "$BIN_K8S/kubelet" --config "$CLUSTER_DIR/config/kubelet.yaml" \
   --kubeconfig "$KUBECONFIG_OUT" --hostname-override "$NODE_NAME" --node-ip "$IP" \
   --root-dir "$CLUSTER_DIR/kubelet"
+# Recorded only for a kubelet this config started (or one already running with it).
+echo "$KUBELET_CONFIG_HASH" > "$PIDS/kubelet.config-sha256"
 # kube-proxy and kube-router both write the filter table. Started together (after `down` removed
 # their chains) they raced: kube-proxy's first sync failed ("Chain 'KUBE-PROXY-FIREWALL' does not
 # exist") and the node was left without Service portals and without the NetworkPolicy jumps —

@@ -97,6 +97,7 @@ describe('buildRunPod', () => {
         { name: 'TMPDIR', value: '/tmp' },
         { name: 'PYTHONUNBUFFERED', value: '1' },
         { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
+        { name: 'CODEMODE_WORKSPACE_LIMIT_BYTES', value: String(512 * 1024 * 1024) },
       ],
     ],
     ['spec.containers[0].securityContext.readOnlyRootFilesystem', true],
@@ -121,7 +122,7 @@ describe('buildRunPod', () => {
       'spec.volumes',
       [
         { name: 'workspace', emptyDir: { sizeLimit: '512Mi' } },
-        { name: 'tmp', emptyDir: { sizeLimit: '128Mi' } },
+        { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '128Mi' } },
       ],
     ],
   ])('%s = %j', (path, expected) => {

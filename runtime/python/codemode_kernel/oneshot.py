@@ -18,10 +18,15 @@ import tempfile
 import threading
 import time
 
+from . import bounds, procs
 from .output import CallOutput
 
 KILL_GRACE_S = 1.0
 POLL_S = 0.05  # how often the pump checks whether the program exited
+# Once the program exited, how long output still arriving is read before the pipes are closed
+# (a process that escaped the group with setsid may write forever).
+DRAIN_S = 0.5
+WORKSPACE_CHECK_S = 0.2  # how often /workspace is measured against its limit (overshoot ~ 0.2 s of writes)
 LANGUAGES = ("python", "bash", "sh", "node")
 EXIT_TIMED_OUT = 124  # what coreutils `timeout` (the cold runner) reports
 
@@ -98,19 +103,6 @@ def workdir():
     return "/workspace" if os.path.isdir("/workspace") and os.access("/workspace", os.W_OK) else tempfile.gettempdir()
 
 
-def oom_kills():
-    """The memory cgroup's OOM-kill count (v1 or v2), 0 when unreadable."""
-    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
-        try:
-            with open(path) as f:
-                for line in f:
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
-        except (OSError, ValueError):
-            continue
-    return 0
-
-
 def check_run(msg):
     """Raises ValueError when a run request names no language this kernel can start."""
     if msg.get("language") not in LANGUAGES:
@@ -173,7 +165,8 @@ class OneShot:
         started = time.monotonic()
         call = CallOutput(req["id"], req["capChars"], send)
         code = req["code"].encode("utf-8", "surrogateescape")
-        oom_before = oom_kills()
+        since = procs.now_ticks()
+        watch = bounds.Watch()
         scratch = None
         if req["language"] == "python" and self._ready is not None:
             pre, self._ready = self._ready, None
@@ -194,25 +187,34 @@ class OneShot:
                             stdoutBytes=0, stderrBytes=0, truncated=False)
         stdin = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
         _background(lambda: _feed(proc.stdin, stdin))
-        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0)
+        left = []
+
+        def on_exit():  # what the program left running when it ended (killed right after)
+            left.extend(procs.descendants_since(os.getpid(), since, live_only=True))
+        timed_out = _pump(proc, call, started + req["timeoutMs"] / 1000.0, watch.workspace_guard(), on_exit)
         rc = proc.wait()
         _killpg(proc, signal.SIGKILL)  # whatever the program left running goes with it
+        # ... and what escaped its group (setsid, orphans of a fork bomb), before anything forks.
+        procs.kill_started_since(os.getpid(), since)
         call.finish()
         if scratch:
             _rmtree(scratch)
         exit_code = EXIT_TIMED_OUT if timed_out else (rc if rc >= 0 else 128 - rc)
-        result = dict(status="timeout" if timed_out else "ok", exitCode=exit_code, timedOut=timed_out,
-                      oomKilled=oom_kills() > oom_before, durationMs=_ms(started))
+        result = dict(status="timeout" if timed_out else "ok", exitCode=exit_code, timedOut=timed_out, durationMs=_ms(started),
+                      leftovers=0 if timed_out else len(left))
+        result.update(watch.report())
         result.update(call.result_fields())
         return result
 
 
-def _pump(proc, call, deadline):
+def _pump(proc, call, deadline, over_disk=lambda: False, on_exit=lambda: None):
     """Reads both pipes until they close; stops the group at the deadline. True if it had to.
 
     Once the program exits, whatever it left running in its group is killed (the pod is
     single-use), so a background child holding the pipes cannot keep the run open. A process
-    that left the group (setsid) and holds a pipe is given up on once the group is dead.
+    that left the group (setsid) and holds a pipe is given up on DRAIN_S after the program
+    exited, even if it keeps writing. `over_disk` runs every WORKSPACE_CHECK_S; when it says the
+    program's disk use is over its limit, the group is killed at once.
     """
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
@@ -221,6 +223,8 @@ def _pump(proc, call, deadline):
     timed_out = False
     kill_at = None
     group_killed = False
+    exited_at = None
+    next_disk_check = time.monotonic() + WORKSPACE_CHECK_S
     while open_streams:
         now = time.monotonic()
         if not timed_out and not group_killed and now >= deadline:
@@ -230,6 +234,11 @@ def _pump(proc, call, deadline):
         if kill_at is not None and now >= kill_at:
             _killpg(proc, signal.SIGKILL)
             kill_at, group_killed = None, True
+        if not group_killed and now >= next_disk_check:
+            next_disk_check = now + WORKSPACE_CHECK_S
+            if over_disk():
+                _killpg(proc, signal.SIGKILL)
+                kill_at, group_killed = None, True
         waits = [POLL_S]
         tick = call.tick()
         if tick is not None:
@@ -248,10 +257,14 @@ def _pump(proc, call, deadline):
                 key.fileobj.close()
                 open_streams -= 1
         if proc.poll() is not None:
+            if exited_at is None:
+                exited_at = time.monotonic()
+                if not group_killed:
+                    on_exit()
             if not group_killed:
                 _killpg(proc, signal.SIGKILL)
                 kill_at, group_killed = None, True
-            elif not events:
+            elif not events or time.monotonic() - exited_at >= DRAIN_S:
                 break  # only processes outside the group still hold a pipe
     for key in list(sel.get_map().values()):
         sel.unregister(key.fileobj)

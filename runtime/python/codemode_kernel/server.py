@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 
+from .bounds import bounded
 from .framing import FrameReader, ProtocolError, encode
 from .hardening import make_undumpable
 from .oneshot import OneShot, check_run
@@ -106,7 +107,7 @@ class KernelServer:
                     result = self._oneshot.run(msg, conn.send)
                 elif msg["op"] == "exec":
                     self._oneshot.discard()
-                    result = self._session.execute(msg, conn.send)
+                    result = bounded(self._session.execute, msg, conn.send)
                 else:
                     self._session.reset()
                     result = dict(status="ok", durationMs=0, **EMPTY_OUTPUT)

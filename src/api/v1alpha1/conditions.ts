@@ -48,6 +48,12 @@ export const Reasons = {
   Queued: 'Queued',
   /** The namespace's ResourceQuota refused the sandbox pod; nothing ran. */
   QuotaExceeded: 'QuotaExceeded',
+  /** The program tried to start more processes (or threads) than the sandbox's process cap allows. */
+  ProcessLimit: 'ProcessLimit',
+  /** /workspace or /tmp reached its size limit while the program wrote to it. */
+  DiskFull: 'DiskFull',
+  /** The kubelet evicted the sandbox pod (e.g. its disk use exceeded a limit); everything in it is gone. */
+  Evicted: 'Evicted',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

@@ -12,8 +12,9 @@ import {
   ttlRemainingMs,
   type ExecutionFacts,
 } from '../../../src/controller/status.js';
+import { podFailure } from '../../../src/controller/bounds.js';
 
-const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi' };
+const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
 const now = new Date('2026-11-22T10:00:00.000Z');
 
 function run(status?: SandboxRun['status'], spec: Partial<SandboxRun['spec']> = {}): SandboxRun {
@@ -45,6 +46,56 @@ describe('classifyExecution', () => {
     expect(c).toMatchObject({ phase, reason });
     expect(c.exitCode).toBe(exitCode);
     expect(c.message.length).toBeGreaterThan(10);
+  });
+
+  // Bounds the program ran into (issue 14): the bound explains a failure or a timeout better than
+  // the exit code; a program that met one and still exited 0 succeeded.
+  it.each([
+    ['fork bomb stopped at the deadline', facts({ exitCode: 124, timedOut: true, processLimit: true }), 'Failed', 'ProcessLimit', 124],
+    ['fork failed, program gave up', facts({ exitCode: 1, processLimit: true }), 'Failed', 'ProcessLimit', 1],
+    ['fork bomb left behind by a program that exited 0', facts({ exitCode: 0, processLimit: true }), 'Failed', 'ProcessLimit', 0],
+    ['/tmp full, write failed', facts({ exitCode: 1, diskFull: 'tmp' }), 'Failed', 'DiskFull', 1],
+    ['/workspace over its limit, program stopped', facts({ exitCode: 137, diskFull: 'workspace' }), 'Failed', 'DiskFull', 137],
+    ['/tmp full but the program exited 0', facts({ exitCode: 0, diskFull: 'tmp' }), 'Succeeded', 'Succeeded', 0],
+    ['disk full and timed out', facts({ exitCode: 124, timedOut: true, diskFull: 'tmp' }), 'Failed', 'DiskFull', 124],
+    ['process cap wins over a full disk', facts({ exitCode: 1, processLimit: true, diskFull: 'tmp' }), 'Failed', 'ProcessLimit', 1],
+    ['OOM kill wins over a full disk', facts({ exitCode: 137, oomKilled: true, diskFull: 'workspace' }), 'Failed', 'OOMKilled', 137],
+    ['OOM of a child, program ran into its deadline', facts({ exitCode: 124, timedOut: true, oomKilled: true }), 'TimedOut', 'DeadlineExceeded', 124],
+    ['no report, container OOM-killed', facts({ runnerReported: false, execError: 'relay exited', podFailure: { reason: 'OOMKilled', detail: 'x' } }), 'Failed', 'OOMKilled', undefined],
+    ['no report, pod evicted', facts({ runnerReported: false, exitCode: 137, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } }), 'Failed', 'Evicted', undefined],
+    ['no report, evicted pod also deleted', facts({ runnerReported: false, podGone: true, execError: 'closed', podFailure: { reason: 'Evicted', detail: 'x.' } }), 'Failed', 'Evicted', undefined],
+  ])('bound: %s', (_name, f, phase, reason, exitCode) => {
+    const c = classifyExecution(f, 10, limits);
+    expect(c).toMatchObject({ phase, reason });
+    expect(c.exitCode).toBe(exitCode);
+  });
+
+  it.each([
+    [{ ...limits, maxProcesses: 128 }, /allows 128 processes and threads.*stopped at timeoutSeconds=10.*bounded pool/],
+    [limits, /allows a limited number of processes.*stopped at timeoutSeconds=10/],
+  ])('names the process cap when it is known (%#)', (l, text) => {
+    expect(classifyExecution(facts({ exitCode: 124, timedOut: true, processLimit: true }), 10, l).message).toMatch(text);
+  });
+
+  it.each([
+    ['tmp', /^\/tmp reached its size limit \(16Mi\)/],
+    ['workspace', /^\/workspace reached its size limit \(64Mi\)/],
+  ] as const)('names the full volume and its limit: %s', (volume, text) => {
+    const l = { ...limits, workspaceSizeLimit: '64Mi', tmpSizeLimit: '16Mi' };
+    expect(classifyExecution(facts({ exitCode: 1, diskFull: volume }), 10, l).message).toMatch(text);
+  });
+
+  it.each([
+    [facts({ exitCode: 0, leftovers: 57 }), /^The program exited with code 0\. It left 57 processes running, killed when it exited.*session/],
+    [facts({ exitCode: 0, leftovers: 1 }), /It left one process running/],
+    [facts({ exitCode: 0, leftovers: 0 }), /^The program exited with code 0\.$/],
+  ])('says what a program left running was killed (%#)', (f, text) => {
+    expect(classifyExecution(f, 10, limits)).toMatchObject({ phase: 'Succeeded', message: expect.stringMatching(text) as string });
+  });
+
+  it('quotes the kubelet and the volume limit on eviction', () => {
+    const f = facts({ runnerReported: false, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } });
+    expect(classifyExecution(f, 10, { ...limits, workspaceSizeLimit: '64Mi' }).message).toMatch(/evicted by the kubelet: Usage of EmptyDir volume "workspace".*\/workspace is limited to 64Mi/);
   });
 
   it('says how to fix a timeout and an OOM kill', () => {
@@ -138,5 +189,24 @@ describe('time math', () => {
   it('lostAfterMs: start-up allowance + timeout + a minute after creation', () => {
     // created 09:59:00, budget 120 + 30 + 60 s → 10:02:30, i.e. 150 s after "now".
     expect(lostAfterMs(run(), 120, now)).toBe(150_000);
+  });
+});
+
+describe('podFailure', () => {
+  const pod = (status: V1Pod['status']): V1Pod => ({ metadata: { name: 'p' }, status });
+  it.each([
+    ['no pod', undefined, undefined],
+    ['running', pod({ phase: 'Running', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: true, restartCount: 0, state: { running: {} } }] }), undefined],
+    ['container OOM-killed', pod({ phase: 'Failed', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, reason: 'OOMKilled' } } }] }), 'OOMKilled'],
+    ['OOM in lastState', pod({ phase: 'Running', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 1, lastState: { terminated: { exitCode: 137, reason: 'OOMKilled' } } }] }), 'OOMKilled'],
+    ['container exited with an error', pod({ phase: 'Failed', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 1, reason: 'Error' } } }] }), undefined],
+    ['evicted', pod({ phase: 'Failed', reason: 'Evicted', message: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi". ' }), 'Evicted'],
+  ])('%s', (_name, p, reason) => {
+    expect(podFailure(p)?.reason).toBe(reason);
+  });
+
+  it('bounds the kubelet message and ends it with a full stop', () => {
+    expect(podFailure(pod({ reason: 'Evicted', message: 'x'.repeat(5000) }))?.detail.length).toBeLessThanOrEqual(301);
+    expect(podFailure(pod({ reason: 'Evicted', message: ' disk  pressure ' }))?.detail).toBe('disk pressure.');
   });
 });

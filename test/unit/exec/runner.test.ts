@@ -17,26 +17,35 @@ describe('runnerCommand', () => {
 });
 
 describe('parseTrailer', () => {
+  const t = (exitCode: number, timedOut: boolean, oomKilled: boolean, processLimit: boolean, diskFull?: 'workspace' | 'tmp', leftovers = 0) => ({ exitCode, timedOut, oomKilled, processLimit, diskFull, leftovers });
   it.each([
-    [`out\x1e${nonce} 0 0 0\n`, { exitCode: 0, timedOut: false, oomKilled: false }],
-    [`\x1e${nonce} 3 0 0\n`, { exitCode: 3, timedOut: false, oomKilled: false }],
-    [`x\x1e${nonce} 124 1 0\n`, { exitCode: 124, timedOut: true, oomKilled: false }],
-    [`\x1e${nonce} 137 0 1\n`, { exitCode: 137, timedOut: false, oomKilled: true }],
+    [`out\x1e${nonce} 0 0 0 0 - 0\n`, t(0, false, false, false)],
+    [`\x1e${nonce} 3 0 0 0 - 0\n`, t(3, false, false, false)],
+    [`x\x1e${nonce} 124 1 0 0 - 0\n`, t(124, true, false, false)],
+    [`\x1e${nonce} 137 0 1 0 - 0\n`, t(137, false, true, false)],
+    [`\x1e${nonce} 124 1 0 37 - 0\n`, t(124, true, false, true)],
+    [`\x1e${nonce} 1 0 0 0 tmp 0\n`, t(1, false, false, false, 'tmp')],
+    [`\x1e${nonce} 137 0 0 0 workspace 0\n`, t(137, false, false, false, 'workspace')],
+    [`\x1e${nonce} 0 0 0 110 - 57\n`, t(0, false, false, true, undefined, 57)],
   ])('reads %j', (tail, expected) => {
-    expect(parseTrailer(Buffer.from(tail, 'latin1'), nonce)).toMatchObject(expected);
+    const { bytes: _bytes, ...got } = parseTrailer(Buffer.from(tail, 'latin1'), nonce) ?? { bytes: 0 };
+    expect({ diskFull: undefined, ...got }).toEqual(expected);
   });
 
   it.each([
     ['no trailer', 'just stderr\n'],
     ['another nonce (forged by the program)', `\x1ecmffffffffffffffff 0 0 0\n`],
     ['text after the trailer', `\x1e${nonce} 0 0 0\nmore`],
-    ['cut trailer', `\x1e${nonce} 0 0`],
+    ['cut trailer', `\x1e${nonce} 0 0 0 0`],
+    ['old four-field trailer', `\x1e${nonce} 0 0 0\n`],
+    ['six-field trailer', `\x1e${nonce} 0 0 0 0 -\n`],
+    ['unknown volume', `\x1e${nonce} 1 0 0 0 root 0\n`],
   ])('ignores %s', (_what, tail) => {
     expect(parseTrailer(Buffer.from(tail, 'latin1'), nonce)).toBeUndefined();
   });
 
   it('reports the trailer size so it can be taken off the byte count', () => {
-    expect(parseTrailer(Buffer.from(`err\n\x1e${nonce} 1 0 0\n`), nonce)?.bytes).toBe(`\x1e${nonce} 1 0 0\n`.length);
+    expect(parseTrailer(Buffer.from(`err\n\x1e${nonce} 1 0 0 0 - 0\n`), nonce)?.bytes).toBe(`\x1e${nonce} 1 0 0 0 - 0\n`.length);
   });
 });
 

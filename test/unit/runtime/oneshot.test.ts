@@ -100,6 +100,18 @@ describe('one-shot runs in the python kernel', () => {
     expect(processRunning(Number(frame.stdout.trim()))).toBe(false);
   });
 
+  // Issue 14: a process that left the program's group (setsid) and kept writing kept the run open
+  // after the program exited, until the gateway gave up on the kernel (ExecFailed). The run ends
+  // with the program's own exit code; the escapee loses its pipe (here it then dies of SIGPIPE).
+  it('ends the run when the program exits even if a setsid escapee keeps writing', async () => {
+    const { client } = await start();
+    const escapee = 'setsid timeout 30 yes &\nsleep 0.3\necho main\nexit 3';
+    const { frame } = await client.run('bash', escapee, { timeoutMs: 60_000 });
+    expect(frame).toMatchObject({ status: 'ok', exitCode: 3, timedOut: false, processLimit: false });
+    // The escapee writes without a pause for 30 s: the run must not have waited for it.
+    expect(frame.durationMs).toBeLessThan(20_000);
+  }, 40_000);
+
   it('refuses a language it cannot start', async () => {
     const { client } = await start();
     const { frame } = await client.run('ruby', 'puts 1');

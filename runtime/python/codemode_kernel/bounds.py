@@ -1,0 +1,137 @@
+"""The sandbox's bounds as seen from inside the pod: did a call meet one?
+
+- Process cap: the kubelet's podPidsLimit sets pids.max of the pod's cgroup. A fork it refuses
+  increments the "max" counter in pids.events of the container's own cgroup, which the container
+  can read (cgroup v1: /sys/fs/cgroup/pids/, v2: /sys/fs/cgroup/).
+- Memory: the memory cgroup's oom_kill counter.
+- /tmp: a memory-backed emptyDir, i.e. a tmpfs with a hard size: a write past it fails with
+  ENOSPC at once, and statvfs shows it full.
+- /workspace: on the node's disk, where the kubelet enforces sizeLimit only by evicting the pod
+  later. Its usage is measured against CODEMODE_WORKSPACE_LIMIT_BYTES (pod env), bounded in cost.
+
+Counters that cannot be read count as 0: outside a pod nothing is reported.
+"""
+import os
+
+from . import procs
+
+TMP_FULL_BYTES = 256 * 1024
+WORKSPACE = "/workspace"
+TMP = "/tmp"
+# A walk of /workspace stops after this many entries (its cost is bounded; the kubelet's eviction
+# stays the backstop for a tree larger than that).
+WORKSPACE_SCAN_MAX_ENTRIES = 50000
+
+
+def _counter(paths, key):
+    for path in paths:
+        try:
+            with open(path) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == key:
+                        return int(parts[1])
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def oom_kills():
+    """The memory cgroup's OOM-kill count (v1 or v2), 0 when unreadable."""
+    return _counter(("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"), "oom_kill")
+
+
+def fork_failures():
+    """How many forks the pids cgroup refused (v1 or v2), 0 when unreadable."""
+    return _counter(("/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events"), "max")
+
+
+def tmp_full():
+    try:
+        st = os.statvfs(TMP)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < TMP_FULL_BYTES
+
+
+def workspace_limit():
+    """/workspace's size limit in bytes from the pod's env, or 0 (no limit known)."""
+    try:
+        return max(0, int(os.environ.get("CODEMODE_WORKSPACE_LIMIT_BYTES", "0")))
+    except ValueError:
+        return 0
+
+
+def workspace_over(limit):
+    """True once /workspace holds more than `limit` bytes (allocated blocks, like du)."""
+    if limit <= 0:
+        return False
+    total, seen, stack = 0, 0, [WORKSPACE]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                seen += 1
+                if seen > WORKSPACE_SCAN_MAX_ENTRIES:
+                    return False
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
+                if total > limit:
+                    return True
+    return False
+
+
+class Watch:
+    """Counters at the start of a call; `report()` says which bounds the call met since."""
+
+    def __init__(self):
+        self._oom = oom_kills()
+        self._forks = fork_failures()
+        self.disk_full = None  # set by whoever stopped the program for its disk use
+
+    def workspace_guard(self):
+        """A check for a run's pump: True (and the watch says why) once /workspace is over its limit."""
+        limit = workspace_limit()
+
+        def over():
+            if limit and workspace_over(limit):
+                self.disk_full = "workspace"
+                return True
+            return False
+        return over
+
+    def report(self, scan_workspace=True):
+        full = self.disk_full
+        if full is None and scan_workspace and workspace_over(workspace_limit()):
+            full = "workspace"
+        if full is None and tmp_full():
+            full = "tmp"
+        fields = dict(oomKilled=oom_kills() > self._oom, processLimit=fork_failures() > self._forks)
+        if full is not None:
+            fields["diskFull"] = full
+        return fields
+
+
+def bounded(call, *args):
+    """Runs a session call and adds the bounds it met to its result (`exec`). /workspace is not
+    walked here: on disk a write past its limit does not fail, so it never explains a failed
+    call, and a walk would cost every call time; the kubelet's eviction enforces it (the gateway
+    then reports Evicted)."""
+    watch = Watch()
+    since = procs.now_ticks()
+    result = call(*args)
+    if isinstance(result, dict):
+        result.update(watch.report(scan_workspace=False))
+        if result.get("processLimit"):
+            # Background processes normally outlive a session call; a fork bomb's must not hold
+            # the session's process cap (and a CPU) for the rest of its life.
+            procs.kill_started_since(os.getpid(), since)
+    return result

@@ -1,0 +1,41 @@
+// Why a session's interpreter vanished, when its pod's status knows: an OOM kill of the container
+// or an eviction (e.g. /workspace past its limit). Read from the API with a short bounded poll,
+// since the kubelet reports the stopped container a second or two after the stream ends.
+import { Reasons } from '../api/v1alpha1/index.js';
+import { podFailure, type PodFailure } from '../controller/bounds.js';
+import type { KernelResult } from '../exec/kernel.js';
+import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
+import type { KubeClients } from '../kube/clients.js';
+
+const VERDICT_WAIT_MS = 8000;
+const VERDICT_POLL_MS = 500;
+
+export async function podVerdict(clients: KubeClients, namespace: string, name: string, waitMs = VERDICT_WAIT_MS): Promise<PodFailure | undefined> {
+  const end = Date.now() + waitMs;
+  for (;;) {
+    const pod = await clients.core.readNamespacedPod({ namespace, name }).catch(() => undefined);
+    const failure = podFailure(pod);
+    if (failure) return failure;
+    const cs = pod?.status?.containerStatuses?.find((c) => c.name === SANDBOX_CONTAINER);
+    const stopped = !pod || pod.metadata?.deletionTimestamp !== undefined || cs?.state?.terminated !== undefined;
+    if (stopped || Date.now() >= end) return undefined;
+    await new Promise((r) => setTimeout(r, VERDICT_POLL_MS));
+  }
+}
+
+/** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
+export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number } {
+  const evalue = verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
+  return {
+    status: 'lost',
+    stdout: '',
+    stderr: '',
+    stdoutBytes: 0,
+    stderrBytes: 0,
+    truncated: false,
+    durationMs: 0,
+    error: { ename: verdict.reason, evalue, traceback: '' },
+    session,
+    capChars,
+  };
+}

@@ -1,0 +1,254 @@
+// Hostile suite, resource bounds (issue 14, point 2): a fork bomb, a memory bomb and a disk fill of
+// /workspace and /tmp, in cold runs, warm (pool) runs and a session, each ending with a reason a
+// user can act on (ProcessLimit, OOMKilled, DiskFull) and never ExecFailed, while a benign
+// neighbour keeps calling in its own session and every one of its calls stays correct.
+// Limits are small on purpose (64Mi /workspace, 16Mi /tmp, 256Mi memory) so the disk and memory
+// of the shared test machine are never at risk.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import { startBenignNeighbour, type BenignNeighbour } from './helpers/benign.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
+
+const k = testKube();
+const LIMITS = {
+  CODEMODE_WORKSPACE_SIZE_LIMIT: '64Mi',
+  CODEMODE_TMP_SIZE_LIMIT: '16Mi',
+  CODEMODE_DEFAULT_MEMORY: '256Mi',
+  CODEMODE_MAX_TIMEOUT_SECONDS: '60',
+};
+const TEST_TIMEOUT_MS = 180_000;
+
+/**
+ * The attacks: code, language, timeout and the reason the run must end with. The classic bash
+ * fork bomb exits 0 at once: everything it left running is killed then, usually after some fork
+ * met the cap (ProcessLimit), sometimes before (Succeeded, saying what was left running).
+ */
+const ATTACKS = {
+  bashForkBomb: { language: 'bash', code: ':(){ :|:& };:', timeout_seconds: 10, reason: 'ProcessLimit' },
+  pythonForkBomb: {
+    language: 'python',
+    code: 'import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass',
+    timeout_seconds: 10,
+    reason: 'ProcessLimit',
+  },
+  memoryBomb: { language: 'python', code: 'a = []\nwhile True:\n    a.append(b"x" * (16 << 20))', timeout_seconds: 30, reason: 'OOMKilled' },
+  workspaceFill: {
+    language: 'python',
+    code: 'with open("/workspace/fill", "wb") as f:\n    while True:\n        f.write(b"x" * (1 << 20))\n        f.flush()',
+    timeout_seconds: 30,
+    reason: 'DiskFull',
+  },
+  tmpFill: {
+    language: 'python',
+    code: 'with open("/tmp/fill", "wb") as f:\n    while True:\n        f.write(b"x" * (1 << 20))\n        f.flush()',
+    timeout_seconds: 30,
+    reason: 'DiskFull',
+  },
+} as const;
+
+const text = (r: ToolResult): string => r.content.map((c) => c.text ?? '').join('\n');
+
+async function runPodName(namespace: string, run: string): Promise<string> {
+  let podName = '';
+  await until(async () => {
+    const o = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name: run })) as { status?: { phase?: string; podName?: string } };
+    podName = o.status?.podName ?? '';
+    return ['Succeeded', 'Failed', 'TimedOut'].includes(o.status?.phase ?? '');
+  }, 15_000, `SandboxRun ${run} to record its result`);
+  return podName;
+}
+
+/** Runs one attack and checks what the user sees: the reason, a message that names the bound. */
+async function attack(client: TestClient, name: keyof typeof ATTACKS): Promise<{ r: ToolResult; ms: number }> {
+  const { reason, ...args } = ATTACKS[name];
+  const t0 = performance.now();
+  const r = await client.callTool('execute_code', args);
+  const ms = Math.round(performance.now() - t0);
+  // The call's time includes creating the pod; duration_ms is the code's own run in the sandbox.
+  console.info(`hostile-bounds: ${name} ended as ${String(r.structuredContent?.reason ?? r.structuredContent?.phase)}: call ${ms} ms, run ${String(r.structuredContent?.duration_ms)} ms`);
+  if (name === 'bashForkBomb' && r.structuredContent?.phase === 'Succeeded') {
+    expect(r.structuredContent.message, text(r)).toMatch(/It left \d+ processes running, killed when it exited/);
+    return { r, ms };
+  }
+  expect(r.structuredContent?.reason, text(r)).toBe(reason);
+  expect(r.isError).toBe(true);
+  expect(r.structuredContent?.phase).toBe('Failed');
+  if (reason === 'ProcessLimit') expect(text(r)).toMatch(/more processes than the sandbox allows/);
+  if (name === 'workspaceFill') expect(text(r)).toMatch(/\/workspace reached its size limit \(64Mi\)/);
+  if (name === 'tmpFill') expect(text(r)).toMatch(/\/tmp reached its size limit \(16Mi\)/);
+  return { r, ms };
+}
+
+function bounded(label: string, env: Record<string, string>, pooled: boolean): void {
+  describe(label, () => {
+    let ns = '';
+    let op: RunningOperator;
+    let client: TestClient;
+    let benign: BenignNeighbour;
+
+    beforeAll(async () => {
+      ns = await createNamespace(k, pooled ? 'bounds-warm' : 'bounds-cold');
+      op = await startOperator(ns, { ...LIMITS, ...env });
+      client = await connect(op.url, 'current');
+      benign = await startBenignNeighbour(op.url, { pauseMs: 200 });
+    }, TEST_TIMEOUT_MS);
+    afterAll(async () => {
+      const report = await benign?.stop();
+      await client?.close();
+      await op?.stop();
+      await deleteNamespace(k, ns);
+      expect(report?.failures ?? ['the neighbour never started']).toEqual([]);
+      expect(report?.calls ?? 0).toBeGreaterThan(0);
+    }, TEST_TIMEOUT_MS);
+
+    /** A pool pod is ready, so the next run is served warm. */
+    const poolReady = async (): Promise<void> => {
+      if (!pooled) return;
+      await until(async () => {
+        const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
+        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      }, 120_000, 'a ready pool pod');
+    };
+    const servedBy = async (r: ToolResult): Promise<void> => {
+      const pod = await runPodName(ns, String(r.structuredContent?.run));
+      if (pod !== '') expect(pod.startsWith('codemode-pool-')).toBe(pooled);
+    };
+
+    it.each(Object.keys(ATTACKS) as Array<keyof typeof ATTACKS>)(
+      '%s ends with its bound as the reason',
+      async (name) => {
+        await poolReady();
+        const { r } = await attack(client, name);
+        await servedBy(r);
+        // The sandbox is single-use: its pod (and everything left in it) goes away.
+        await until(async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool!=warm' })).items.filter((p) => p.metadata?.labels?.['codemode.dev/run'] !== undefined && !p.metadata.deletionTimestamp).length === 0, 60_000, 'the run pods to be deleted');
+      },
+      TEST_TIMEOUT_MS,
+    );
+
+    it(
+      'a setsid escapee that keeps writing ends the run with the program\'s own exit code',
+      async () => {
+        await poolReady();
+        const r = await client.callTool('execute_code', { language: 'bash', code: 'setsid yes >/dev/stdout &\nsleep 0.5\necho main\nexit 3', timeout_seconds: 20 });
+        expect(r.structuredContent, text(r)).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', exit_code: 3 });
+        await servedBy(r);
+      },
+      TEST_TIMEOUT_MS,
+    );
+
+    it(
+      'a run after the attacks works normally',
+      async () => {
+        const r = await client.callTool('execute_code', { code: 'print(6 * 7)' });
+        expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
+      },
+      TEST_TIMEOUT_MS,
+    );
+  });
+}
+
+bounded('resource bounds in cold runs', { CODEMODE_WARM_POOL_SIZE: '0' }, false);
+bounded('resource bounds in warm runs', { CODEMODE_WARM_POOL_SIZE: '2' }, true);
+
+describe('resource bounds in a session', () => {
+  let ns = '';
+  let op: RunningOperator;
+  let client: TestClient;
+  let benign: BenignNeighbour;
+
+  beforeAll(async () => {
+    ns = await createNamespace(k, 'bounds-session');
+    op = await startOperator(ns, LIMITS);
+    client = await connect(op.url, 'current');
+    benign = await startBenignNeighbour(op.url, { pauseMs: 200 });
+  }, TEST_TIMEOUT_MS);
+  afterAll(async () => {
+    const report = await benign?.stop();
+    await client?.close();
+    await op?.stop();
+    await deleteNamespace(k, ns);
+    expect(report?.failures ?? ['the neighbour never started']).toEqual([]);
+  }, TEST_TIMEOUT_MS);
+
+  const newSession = async (language: string): Promise<string> => {
+    const created = await client.callTool('create_session', { language });
+    expect(created.isError ?? false, text(created)).toBe(false);
+    return String(created.structuredContent?.session);
+  };
+
+  it(
+    'a fork bomb ends as ProcessLimit at the timeout, and the session lives on without it',
+    async () => {
+      const session = await newSession('python');
+      const r = await client.callTool('execute_code', { session, code: 'import subprocess\nsubprocess.run(["bash", "-c", "f(){ f & f; }; f"])', timeout_seconds: 5 });
+      expect(r.structuredContent?.reason, text(r)).toBe('ProcessLimit');
+      expect(text(r)).toMatch(/more processes than the sandbox allows.*stopped at its timeout/);
+      // Everything the bomb started was killed with the call: the next call can fork again.
+      const next = await client.callTool('execute_code', { session, code: 'import subprocess\nsubprocess.run(["true"]).returncode' });
+      expect(next.structuredContent, text(next)).toMatchObject({ phase: 'Succeeded', result: '0' });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a full /tmp ends the call as DiskFull, naming /tmp',
+    async () => {
+      const session = await newSession('python');
+      const r = await client.callTool('execute_code', { session, code: ATTACKS.tmpFill.code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(text(r)).toMatch(/\/tmp reached its size limit/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a memory bomb in the interpreter ends as OOMKilled, and the session is lost',
+    async () => {
+      const session = await newSession('python');
+      const r = await client.callTool('execute_code', { session, code: 'x = b"x" * (2 << 30)', timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
+      expect(String(r.structuredContent?.message)).toMatch(/interpreter used more memory than its limit.*create a new session/);
+      expect(text(r)).toMatch(/ran out of memory/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+// A container-level OOM on the warm path: /tmp (a tmpfs, its pages charged to the container's
+// memory) allowed to grow past the memory limit, filled by a program that itself stays small.
+// The OOM killer then takes the largest process, the kernel: the container stops and the stream
+// ends without a result. The pod's status says OOMKilled, and so must the run (before issue 14:
+// ExecFailed, "the kernel relay exited").
+describe('a container-level OOM kill on the warm path', () => {
+  let ns = '';
+  let op: RunningOperator;
+  let client: TestClient;
+
+  beforeAll(async () => {
+    ns = await createNamespace(k, 'bounds-oom');
+    op = await startOperator(ns, { ...LIMITS, CODEMODE_WARM_POOL_SIZE: '1', CODEMODE_DEFAULT_MEMORY: '128Mi', CODEMODE_MEMORY_REQUEST: '64Mi', CODEMODE_TMP_SIZE_LIMIT: '512Mi' });
+    client = await connect(op.url, 'current');
+  }, TEST_TIMEOUT_MS);
+  afterAll(async () => {
+    await client?.close();
+    await op?.stop();
+    await deleteNamespace(k, ns);
+  }, TEST_TIMEOUT_MS);
+
+  it(
+    'ends as OOMKilled when the kernel itself is killed',
+    async () => {
+      await until(async () => {
+        const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
+        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      }, 120_000, 'a ready pool pod');
+      const r = await client.callTool('execute_code', { code: ATTACKS.tmpFill.code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
+      const pod = await runPodName(ns, String(r.structuredContent?.run));
+      if (pod !== '') expect(pod.startsWith('codemode-pool-')).toBe(true);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});

@@ -1,0 +1,53 @@
+// Session outcomes when a call met a bound (process cap, disk, memory, eviction).
+import { describe, expect, it } from 'vitest';
+import { sessionOutcome } from '../../../src/sessions/outcome.js';
+import type { SessionCallResult } from '../../../src/sessions/service.js';
+import { lostTo } from '../../../src/sessions/verdict.js';
+
+const result = (r: Partial<SessionCallResult>): SessionCallResult => ({
+  status: 'ok',
+  stdout: '',
+  stderr: '',
+  stdoutBytes: 0,
+  stderrBytes: 0,
+  truncated: false,
+  durationMs: 1,
+  session: 's1',
+  capChars: 50000,
+  ...r,
+});
+const error = { ename: 'OSError', evalue: 'x', traceback: 'Traceback\n' };
+
+describe('sessionOutcome', () => {
+  it.each([
+    ['ok', result({}), 'Succeeded', undefined],
+    ['bash exit 2', result({ exitCode: 2 }), 'Failed', 'NonZeroExit'],
+    ['exception', result({ status: 'error', error }), 'Failed', 'Exception'],
+    ['timeout', result({ status: 'timeout' }), 'TimedOut', 'DeadlineExceeded'],
+    ['lost', result({ status: 'lost', error: { ename: 'KernelLost', evalue: 'x', traceback: '' } }), 'Failed', 'KernelLost'],
+    // Bounds (issue 14): the bound explains a failed call; a call that met one and succeeded did.
+    ['fork failed, exception', result({ status: 'error', error, processLimit: true }), 'Failed', 'ProcessLimit'],
+    ['fork bomb stopped at the timeout', result({ status: 'timeout', processLimit: true }), 'Failed', 'ProcessLimit'],
+    ['fork failed, bash exit 1', result({ exitCode: 1, processLimit: true }), 'Failed', 'ProcessLimit'],
+    ['fork failed, still exit 0', result({ exitCode: 0, processLimit: true }), 'Failed', 'ProcessLimit'],
+    ['/tmp full, exception', result({ status: 'error', error, diskFull: 'tmp' }), 'Failed', 'DiskFull'],
+    ['/workspace full, bash exit 1', result({ exitCode: 1, diskFull: 'workspace' }), 'Failed', 'DiskFull'],
+    ['unknown volume from the pod', result({ exitCode: 1, diskFull: 'etc' }), 'Failed', 'NonZeroExit'],
+    ['subprocess OOM-killed, bash exit 137', result({ exitCode: 137, oomKilled: true }), 'Failed', 'OOMKilled'],
+    ['interpreter OOM-killed', lostTo({ reason: 'OOMKilled', detail: 'the container was OOM-killed.' }, 's1'), 'Failed', 'OOMKilled'],
+    ['pod evicted', lostTo({ reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' }, 's1'), 'Failed', 'Evicted'],
+  ])('%s', (_name, r, phase, reason) => {
+    const o = sessionOutcome(r, 'ns', 10);
+    expect(o).toMatchObject({ phase, session: 's1' });
+    expect(o.reason).toBe(reason);
+  });
+
+  it.each([
+    [result({ status: 'timeout', processLimit: true }), /allows a limited number of processes.*stopped at its timeout; the session keeps its state/],
+    [result({ status: 'error', error, diskFull: 'tmp' }), /^\/tmp reached its size limit and the program could not write more/],
+    [lostTo({ reason: 'OOMKilled', detail: 'x' }, 's1'), /more memory than its limit.*create a new session/],
+    [lostTo({ reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' }, 's1'), /evicted.*"workspace" exceeds the limit "64Mi"/],
+  ])('says what happened and what to do (%#)', (r, text) => {
+    expect(sessionOutcome(r, 'ns', 10).message).toMatch(text);
+  });
+});
