@@ -22,9 +22,8 @@ import { SandboxSessionController } from './controller/session-controller.js';
 import { KernelConnections } from './exec/kernel.js';
 import { findRuntimeDir, readRuntimeFiles } from './sessions/runtime-files.js';
 import { SessionService } from './sessions/service.js';
-import { LeaderElector } from './controller/leader.js';
+import { PoolController } from './controller/pool-controller.js';
 import { WarmPool } from './controller/warm-pool.js';
-import { WorkQueue } from './controller/workqueue.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 
 export interface Operator {
@@ -34,6 +33,7 @@ export interface Operator {
   runService: KubeRunService;
   sessionService: SessionService;
   sessionController: SandboxSessionController;
+  poolController: PoolController;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -52,7 +52,13 @@ export function controllerOptions(config: Config, identity: string): ControllerO
   return { ...config, images: { ...config.images }, identity };
 }
 
-export function createOperator(config: Config, clients: KubeClients, log: Logger, metrics?: Metrics): Operator {
+/** Test seams: nothing in production sets these. */
+export interface OperatorOverrides {
+  /** The session kernels to ship instead of runtime/ (tests: two runtime versions side by side). */
+  runtimeFiles?: Readonly<Record<string, string>>;
+}
+
+export function createOperator(config: Config, clients: KubeClients, log: Logger, metrics?: Metrics, overrides: OperatorOverrides = {}): Operator {
   const identity = newIdentity();
   const opts = controllerOptions(config, identity);
   const ns = config.namespace;
@@ -94,40 +100,36 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       >,
     log.child({ informer: 'sandboxsessions' }),
   );
-  const runtimeDir = findRuntimeDir();
-  const runtimeFiles = runtimeDir ? readRuntimeFiles(runtimeDir) : {};
+  const runtimeDir = overrides.runtimeFiles ? 'override' : findRuntimeDir();
+  const runtimeFiles = overrides.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
   if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
   const kernels = new KernelConnections(clients.exec);
+  // Without kernels there is no pool: max 0 drains what an earlier version left.
+  const poolBounds = { min: runtimeDir ? config.warmPoolMin : 0, max: runtimeDir ? config.warmPoolMax : 0 };
   const pool = new WarmPool({
     kernels,
     clients,
     opts,
-    size: runtimeDir ? config.warmPoolSize : 0,
+    max: poolBounds.max,
     refillDeferMs: config.warmPoolRefillDeferMs,
     pods,
     policies,
     runtime: runtimeGuard,
-    runtimePaths: Object.keys(runtimeFiles),
     log: log.child({ component: 'warm-pool' }),
     onClaim: (r) => metrics?.poolClaim(r),
   });
-  // Only the leader keeps the pool at its size; every replica may claim from it.
-  const poolQueue = new WorkQueue(async () => {
-    const again = elector.isLeader ? await pool.refill() : undefined;
-    return { requeueAfterMs: again ?? config.resyncSeconds * 1000 };
-  }, { workers: 1, metrics: metrics?.queue('warmpool') });
-  const elector = new LeaderElector(clients.coordination, {
+  const poolController = new PoolController({
+    pool,
+    pods,
+    runtime: runtimeGuard,
+    clients,
     namespace: ns,
-    name: 'codemode-operator-leader',
     identity,
-    onChange: (leader) => {
-      metrics?.leader(leader);
-      if (leader) poolQueue.add('pool');
-    },
-  }, log.child({ component: 'leader-election' }));
-  pods.onChange(() => {
-    if (elector.isLeader) poolQueue.add('pool');
+    ...poolBounds,
+    resyncMs: config.resyncSeconds * 1000,
+    log: log.child({ controller: 'warmpool' }),
+    metrics,
   });
   executor.setPool(pool, kernels);
   const sessionController = new SandboxSessionController({
@@ -139,7 +141,6 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     pods,
     policies,
     runtime: runtimeGuard,
-    runtimePaths: Object.keys(runtimeFiles),
     events,
     metrics,
   });
@@ -174,6 +175,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     runService,
     sessionService,
     sessionController,
+    poolController,
     async start(): Promise<void> {
       try {
         await runs.start();
@@ -197,11 +199,10 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await pods.start();
       controller.start();
       sessionController.start();
-      if (pool.enabled) elector.start();
+      poolController.start();
     },
     async stop(): Promise<void> {
-      poolQueue.stop();
-      await elector.stop();
+      await poolController.stop();
       controller.stop();
       sessionController.stop();
       await executor.drain();

@@ -28,5 +28,6 @@ export interface ControllerOptions {
   sessionMaxIdleTimeoutSeconds: number;
   sessionMaxLifetimeSeconds: number;
   maxFileBytes: number;
-  warmPoolSize: number;
+  warmPoolMin: number;
+  warmPoolMax: number;
 }

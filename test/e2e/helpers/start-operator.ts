@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { createApp } from '../../../src/gateway/app.js';
 import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
-import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
+import { createOperator, gatewayDeps, type Operator, type OperatorOverrides } from '../../../src/operator.js';
 import { testKube } from './kube.js';
 
 export interface RunningOperator {
@@ -18,7 +18,7 @@ export interface RunningOperator {
   stop(): Promise<void>;
 }
 
-export async function startOperator(namespace: string, env: Record<string, string> = {}): Promise<RunningOperator> {
+export async function startOperator(namespace: string, env: Record<string, string> = {}, overrides: OperatorOverrides = {}): Promise<RunningOperator> {
   const config = loadConfig({
     CODEMODE_NAMESPACE: namespace,
     CODEMODE_IMAGE_PULL_POLICY: 'Never',
@@ -30,7 +30,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(testKube().kc);
-  const operator = createOperator(config, clients, log);
+  const operator = createOperator(config, clients, log, undefined, overrides);
   await operator.start();
   const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true }));
   const server: ServerType = await new Promise((resolve) => {
