@@ -128,6 +128,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     identity,
     ...poolBounds,
     resyncMs: config.resyncSeconds * 1000,
+    refillDeferMs: config.warmPoolRefillDeferMs,
     log: log.child({ controller: 'warmpool' }),
     metrics,
   });

@@ -32,6 +32,8 @@ export interface PoolControllerDeps {
   min: number;
   max: number;
   resyncMs: number;
+  /** The pool's refill deferral: part of the time a claimed pod's replacement takes. */
+  refillDeferMs?: number;
   log: Logger;
   metrics?: Metrics;
 }
@@ -39,10 +41,11 @@ export interface PoolControllerDeps {
 export class PoolController {
   private readonly queue: WorkQueue;
   private readonly elector: LeaderElector;
-  private readonly demand = new PoolDemand();
+  private readonly demand: PoolDemand;
   private lastSweepMs = 0;
 
   constructor(private readonly d: PoolControllerDeps) {
+    this.demand = new PoolDemand((p) => d.pool.couldServe(p));
     this.queue = new WorkQueue(() => this.reconcile(), { workers: 1, metrics: d.metrics?.queue('warmpool') });
     this.elector = new LeaderElector(
       d.clients.coordination,
@@ -68,9 +71,14 @@ export class PoolController {
     return this.elector.isLeader;
   }
 
+  /** The template hash of this version's pool pods. */
+  get hash(): string {
+    return this.d.pool.hash;
+  }
+
   /** The pool size the leader aims for now. */
   target(nowMs = Date.now()): number {
-    return this.demand.target(this.d, nowMs);
+    return this.demand.target(this.d, nowMs, (this.d.refillDeferMs ?? 0) / 1000);
   }
 
   /** Call once the pod informer has listed: claims seen from now on count as demand. */

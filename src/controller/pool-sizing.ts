@@ -82,9 +82,10 @@ const MAX_READY_SAMPLE_SECONDS = 60;
 
 /**
  * The demand on the pool as the leader's pod informer shows it, whatever replica claimed: claims
- * (pool pods relabelled `claimed`) as a decaying rate, and time to ready (creation → Ready of pool
- * pods) as a moving average. Pods already claimed when the informer first listed them are not
- * counted as claims (they may be hours old).
+ * (pool pods relabelled `claimed`) and cold pods the pool could have served (a run or session pod
+ * of the pool's image and limits: a claim that found the pool empty) as a decaying rate, and time
+ * to ready (creation → Ready of pool pods) as a moving average. Pods already there when the
+ * informer first listed them are not counted (they may be hours old).
  */
 export class PoolDemand {
   private readonly claims = new DecayingRate();
@@ -94,6 +95,9 @@ export class PoolDemand {
   private primed = false;
   private stable: Stabilized | undefined;
 
+  /** `couldServe`: whether a cold pod is one a pool pod could have been used for. */
+  constructor(private readonly couldServe: (p: V1Pod) => boolean = () => false) {}
+
   /** From now on, a newly seen claim counts (call once the informer has listed). */
   prime(): void {
     this.primed = true;
@@ -101,11 +105,14 @@ export class PoolDemand {
 
   observe(p: V1Pod, nowMs: number): void {
     const uid = p.metadata?.uid;
-    if (!uid || !isPoolPod(p)) return;
-    if (p.metadata?.labels?.[LABEL_POOL] === 'claimed' && !this.seenClaimed.has(uid)) {
+    if (!uid) return;
+    const pool = isPoolPod(p);
+    const demand = pool ? p.metadata?.labels?.[LABEL_POOL] === 'claimed' : this.couldServe(p);
+    if (demand && !this.seenClaimed.has(uid)) {
       this.seenClaimed.add(uid);
       if (this.primed) this.claims.add(nowMs);
     }
+    if (!pool) return;
     const s = readySeconds(p);
     if (s !== undefined && !this.seenReady.has(uid)) {
       this.seenReady.add(uid);
@@ -127,10 +134,13 @@ export class PoolDemand {
     return this.claims.perSecond(nowMs);
   }
 
-  /** The pool size to keep now: demand-sized, grown at once, shrunk after the window. */
-  target(bounds: { min: number; max: number }, nowMs: number): number {
+  /**
+   * The pool size to keep now: demand-sized, grown at once, shrunk after the window.
+   * `extraLeadSeconds`: how long a replacement may wait before it is started (refill deferral).
+   */
+  target(bounds: { min: number; max: number }, nowMs: number, extraLeadSeconds = 0): number {
     if (bounds.max <= 0) return 0; // drained at once, not after the window
-    const next = desiredPoolSize({ ...bounds, claimsPerSecond: this.claimsPerSecond(nowMs), readySeconds: this.readySeconds });
+    const next = desiredPoolSize({ ...bounds, claimsPerSecond: this.claimsPerSecond(nowMs), readySeconds: this.readySeconds + extraLeadSeconds });
     this.stable = stabilize(this.stable, next, nowMs);
     return this.stable.size;
   }

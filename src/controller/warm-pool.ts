@@ -7,11 +7,12 @@
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { LABEL_MANAGED_BY, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_SESSION, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { LABEL_POOL, LABEL_POOL_HASH, SANDBOX_CONTAINER, buildPoolPod } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
+import { parseQuantity } from '../config/quantity.js';
 import type { ResilientInformer } from './informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { ControllerOptions } from './options.js';
@@ -74,6 +75,19 @@ export function poolPodTemplate(opts: ControllerOptions, runtime: RuntimeVolume)
   return buildPoolPod(opts.namespace, POOL_LANGUAGE, build, kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime);
 }
 
+// The API server returns quantities in canonical form (0.5 → 500m): compare values, not strings.
+function sameQuantities(a: Record<string, string> | undefined, b: Record<string, string> | undefined): boolean {
+  const keys = new Set([...Object.keys(a ?? {}), ...Object.keys(b ?? {})]);
+  const value = (q: string | undefined): number => {
+    try {
+      return q === undefined ? NaN : parseQuantity(q);
+    } catch {
+      return NaN;
+    }
+  };
+  return [...keys].every((k) => value(a?.[k]) === value(b?.[k]));
+}
+
 export class WarmPool {
   private refilling = false;
   /** When this leader first saw the pool short of pods it has not created yet. */
@@ -101,6 +115,18 @@ export class WarmPool {
 
   get enabled(): boolean {
     return this.d.max > 0;
+  }
+
+  /**
+   * Whether `p`, a cold run or session pod, is one a pool pod could have served (same image and
+   * limits): such a pod is a claim that found the pool empty, i.e. demand.
+   */
+  couldServe(p: V1Pod): boolean {
+    const labels = p.metadata?.labels ?? {};
+    if (!this.enabled || labels[LABEL_POOL] !== undefined || (labels[LABEL_RUN] === undefined && labels[LABEL_SESSION] === undefined)) return false;
+    const want = this.template.spec?.containers[0];
+    const got = p.spec?.containers.find((c) => c.name === SANDBOX_CONTAINER);
+    return !!want && !!got && got.image === want.image && sameQuantities(got.resources?.limits, want.resources?.limits);
   }
 
   private isCurrent(p: V1Pod): boolean {

@@ -196,3 +196,22 @@ describe('runtime ConfigMap sweep', () => {
     expect([...mountedConfigMaps(pods)]).toEqual(['a']);
   });
 });
+
+describe('PoolDemand counts cold pods the pool could have served', () => {
+  it('as demand, like claims', () => {
+    const d = new PoolDemand((p) => p.metadata?.labels?.servable === 'yes');
+    d.prime();
+    d.observe({ metadata: { uid: 'a', labels: { servable: 'yes' } } }, T0);
+    d.observe({ metadata: { uid: 'a', labels: { servable: 'yes' } } }, T0);
+    d.observe({ metadata: { uid: 'b', labels: { servable: 'no' } } }, T0);
+    expect(d.claimsPerSecond(T0)).toBeCloseTo(0.2, 9);
+  });
+
+  it('adds the refill deferral to the time a replacement takes', () => {
+    const d = new PoolDemand();
+    d.prime();
+    for (let i = 0; i < 5; i++) d.observe(poolPod({ claimed: true, uid: `k${i}` }), T0); // 1 claim/s
+    // 1/s × (2 s to ready + 2 s deferral) × 1.5 = 6
+    expect(d.target({ min: 1, max: 20 }, T0, 2)).toBe(6);
+  });
+});
