@@ -8,7 +8,7 @@ import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { runtimeConfigMapName } from '../../src/sandbox/runtime-configmap.js';
 import { findRuntimeDir, readRuntimeFiles } from '../../src/sessions/runtime-files.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
-import { connect, startOperator, type TestClient, type ToolResult } from './helpers/operator.js';
+import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
 const leases = k.kc.makeApiClient(CoordinationV1Api);
@@ -90,27 +90,40 @@ describe('warm pool versions', () => {
     if (!dir) throw new Error('runtime/ not found');
     const files = readRuntimeFiles(dir);
     const variant = { ...files, 'python/kernel.py': `${files['python/kernel.py'] ?? ''}\n# variant b\n` };
-    const a = await startOperator(ns);
-    const b = await startOperator(ns, {}, { runtimeFiles: variant });
-    const [ma, mb] = [await connect(a.url, 'current'), await connect(b.url, 'current')];
+    const [nameA, nameB] = [runtimeConfigMapName(files), runtimeConfigMapName(variant)];
+    expect(nameA).not.toBe(nameB);
+    const probe = "print(open('/codemode/runtime/python/kernel.py').read().endswith('# variant b\\n'))";
+    const ops: RunningOperator[] = [];
+    const clients: TestClient[] = [];
+    const start = async (overrides = {}): Promise<TestClient> => {
+      const op = await startOperator(ns, {}, overrides);
+      ops.push(op);
+      const c = await connect(op.url, 'current');
+      clients.push(c);
+      return c;
+    };
     try {
-      const [sa, sb] = [await newSession(ma), await newSession(mb)];
-      const probe = "print(open('/codemode/runtime/python/kernel.py').read().endswith('# variant b\\n'))";
-      expect(String(sc(await ma.callTool('execute_code', { code: probe, session: sa })).stdout)).toBe('False\n');
-      expect(String(sc(await mb.callTool('execute_code', { code: probe, session: sb })).stdout)).toBe('True\n');
-      const [nameA, nameB] = [runtimeConfigMapName(files), runtimeConfigMapName(variant)];
-      expect(nameA).not.toBe(nameB);
-      for (const [session, name] of [[sa, nameA], [sb, nameB]]) {
-        const pod = await sessionPod(ns, session as string);
+      // Version A starts a session; then version B (A stopped, so B's controller makes the pod).
+      const a = await start();
+      const sa = await newSession(a);
+      await clients.pop()?.close();
+      await ops.pop()?.stop();
+      const b = await start({ runtimeFiles: variant });
+      const sb = await newSession(b);
+      // A again, side by side with B: each session's pod keeps its own kernels.
+      const a2 = await start();
+      expect(String(sc(await a2.callTool('execute_code', { code: probe, session: sa })).stdout)).toBe('False\n');
+      expect(String(sc(await b.callTool('execute_code', { code: probe, session: sb })).stdout)).toBe('True\n');
+      for (const [session, name, content] of [[sa, nameA, files], [sb, nameB, variant]] as const) {
+        const pod = await sessionPod(ns, session);
         expect(pod.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap?.name).toBe(name);
-        const cm = await k.core.readNamespacedConfigMap({ namespace: ns, name: name as string });
+        const cm = await k.core.readNamespacedConfigMap({ namespace: ns, name });
         expect(cm.immutable).toBe(true);
+        expect(cm.data?.['python__kernel.py']).toBe(content['python/kernel.py']);
       }
     } finally {
-      await ma.close();
-      await mb.close();
-      await a.stop();
-      await b.stop();
+      await Promise.all(clients.map((c) => c.close()));
+      await Promise.all(ops.map((o) => o.stop()));
       await deleteNamespace(k, ns);
     }
   });

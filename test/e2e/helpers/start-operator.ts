@@ -18,6 +18,8 @@ export interface RunningOperator {
   stop(): Promise<void>;
 }
 
+const POOL_VARS = ['CODEMODE_WARM_POOL_SIZE', 'CODEMODE_WARM_POOL_MIN', 'CODEMODE_WARM_POOL_MAX'];
+
 export async function startOperator(namespace: string, env: Record<string, string> = {}, overrides: OperatorOverrides = {}): Promise<RunningOperator> {
   const config = loadConfig({
     CODEMODE_NAMESPACE: namespace,
@@ -25,7 +27,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
     CODEMODE_PORT: '0',
     CODEMODE_LOG_LEVEL: 'warn',
     // Cold pods unless a test asks for the pool: tests then see deterministic pod names.
-    CODEMODE_WARM_POOL_SIZE: '0',
+    ...(POOL_VARS.some((v) => env[v] !== undefined) ? {} : { CODEMODE_WARM_POOL_SIZE: '0' }),
     ...env,
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
