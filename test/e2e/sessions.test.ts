@@ -134,8 +134,7 @@ describe('warm pool', () => {
     const watch = await new Watch(k.kc).watch(`/api/v1/namespaces/${ns2}/pods`, {}, (type: string, pod: V1Pod) => {
       if (type === 'ADDED' && pod.metadata?.name?.startsWith('codemode-pool-')) created.add(pod.metadata.name);
     }, () => undefined);
-    // A fixed pool (min = max): this test is about the refill deferral, not about sizing.
-    const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_REFILL_DEFER_MS: '10000' });
+    const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_REFILL_DEFER_MS: '10000' });
     try {
       const pool = async (): Promise<{ warm: number; ready: number }> => {
         const pods = (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => !p.metadata?.deletionTimestamp);
@@ -166,8 +165,7 @@ describe('warm pool', () => {
 
   it('runs 20 parallel runs against a pool of 5: 20 distinct pods, none stuck, pool refilled', async () => {
     const ns2 = await createNamespace(k, 'pool');
-    // A fixed pool (min = max) so that "refilled" means back to exactly 5.
-    const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '5', CODEMODE_WARM_POOL_MAX: '5' });
+    const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '5' });
     try {
       const warm = async (): Promise<number> =>
         (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;

@@ -26,8 +26,11 @@ export async function startOperator(namespace: string, env: Record<string, strin
     CODEMODE_IMAGE_PULL_POLICY: 'Never',
     CODEMODE_PORT: '0',
     CODEMODE_LOG_LEVEL: 'warn',
-    // Cold pods unless a test asks for the pool: tests then see deterministic pod names.
+    // Cold pods unless a test asks for the pool: tests then see deterministic pod names. A pool
+    // is fixed at CODEMODE_WARM_POOL_SIZE unless the test sets a maximum: on a shared node a pool
+    // grown by one test's calls would take CPU requests other tests' pods need.
     ...(POOL_VARS.some((v) => env[v] !== undefined) ? {} : { CODEMODE_WARM_POOL_SIZE: '0' }),
+    ...(env.CODEMODE_WARM_POOL_SIZE !== undefined && env.CODEMODE_WARM_POOL_MAX === undefined ? { CODEMODE_WARM_POOL_MAX: env.CODEMODE_WARM_POOL_SIZE } : {}),
     ...env,
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
