@@ -7,7 +7,7 @@
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_SESSION, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { LABEL_POOL, LABEL_POOL_HASH, SANDBOX_CONTAINER, buildPoolPod } from '../sandbox/pod.js';
@@ -123,7 +123,10 @@ export class WarmPool {
    */
   couldServe(p: V1Pod): boolean {
     const labels = p.metadata?.labels ?? {};
-    if (!this.enabled || labels[LABEL_POOL] !== undefined || (labels[LABEL_RUN] === undefined && labels[LABEL_SESSION] === undefined)) return false;
+    if (!this.enabled || labels[LABEL_POOL] !== undefined) return false;
+    // Any run may use a pool pod (its kernel starts any language); a session only a python one.
+    const fits = labels[LABEL_RUN] !== undefined || (labels[LABEL_SESSION] !== undefined && labels[LABEL_RUNTIME] === POOL_LANGUAGE);
+    if (!fits) return false;
     const want = this.template.spec?.containers[0];
     const got = p.spec?.containers.find((c) => c.name === SANDBOX_CONTAINER);
     return !!want && !!got && got.image === want.image && sameQuantities(got.resources?.limits, want.resources?.limits);

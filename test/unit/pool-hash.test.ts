@@ -1,8 +1,11 @@
 // Pool pods are versioned by the hash of their template: the same settings give the same hash in
 // every replica, and anything that shapes the pod gives another one (so old pods are replaced).
+import type { V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
-import { poolPodTemplate } from '../../src/controller/warm-pool.js';
+import { RuntimeConfigMapGuard } from '../../src/controller/runtime-guard.js';
+import { WarmPool, poolPodTemplate } from '../../src/controller/warm-pool.js';
 import { controllerOptions } from '../../src/operator.js';
 import { LABEL_POOL_HASH } from '../../src/sandbox/pod.js';
 import { buildRuntimeConfigMap, runtimeConfigMapName, runtimeVolume } from '../../src/sandbox/runtime-configmap.js';
@@ -72,5 +75,29 @@ describe('content-addressed runtime ConfigMap', () => {
     const pod = poolPodTemplate(controllerOptions(loadConfig({}), 'r'), runtimeVolume(FILES));
     expect(pod.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap?.name).toBe(cm.metadata?.name);
     expect(pod.spec?.activeDeadlineSeconds).toBeGreaterThan(3600);
+  });
+});
+
+describe('WarmPool.couldServe (cold pods that count as demand)', () => {
+  // Only the pure parts of WarmPool are used: no API request is made.
+  const unused = {} as never;
+  const opts = controllerOptions(loadConfig({}), 'r');
+  const pool = new WarmPool({ clients: unused, opts, max: 8, pods: unused, policies: unused, runtime: new RuntimeConfigMapGuard(unused, FILES, pino({ level: 'silent' })), log: pino({ level: 'silent' }) });
+  const template = poolPodTemplate(opts, runtimeVolume(FILES));
+  const container = template.spec?.containers[0];
+  const pod = (labels: Record<string, string>, limits = container?.resources?.limits, image = container?.image): V1Pod => ({
+    metadata: { labels },
+    spec: { containers: [{ name: 'sandbox', image, resources: { limits } }] },
+  });
+  it.each([
+    ['a cold run pod with the pool image and limits', pod({ 'codemode.dev/run': 'r' }), true],
+    ['the same limits written canonically by the API server', pod({ 'codemode.dev/run': 'r' }, { ...container?.resources?.limits, cpu: '1000m' }), true],
+    ['a python session pod', pod({ 'codemode.dev/session': 's', 'codemode.dev/runtime': 'python' }), true],
+    ['a bash session pod (the pool has python kernels)', pod({ 'codemode.dev/session': 's', 'codemode.dev/runtime': 'bash' }), false],
+    ['a run with its own limits', pod({ 'codemode.dev/run': 'r' }, { ...container?.resources?.limits, memory: '1Gi' }), false],
+    ['a run with another image', pod({ 'codemode.dev/run': 'r' }, container?.resources?.limits, 'other:v1'), false],
+    ['a pool pod', pod({ 'codemode.dev/pool': 'claimed', 'codemode.dev/run': 'r' }), false],
+  ])('%s: %s', (_n, p, expected) => {
+    expect(pool.couldServe(p)).toBe(expected);
   });
 });
