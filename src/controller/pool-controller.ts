@@ -55,6 +55,7 @@ export class PoolController {
         identity: d.identity,
         onChange: (leader) => {
           d.metrics?.leader(leader);
+          if (!leader) d.metrics?.poolTarget(0);
           if (leader) this.queue.add(POOL_KEY);
         },
       },
@@ -96,6 +97,7 @@ export class PoolController {
     const resync = this.d.resyncMs;
     if (!this.elector.isLeader) return { requeueAfterMs: resync };
     const target = this.target();
+    this.d.metrics?.poolTarget(target);
     const again = await this.d.pool.refill(target);
     await this.sweep();
     const decaying = target > this.d.min ? DECAY_CHECK_MS : resync;
