@@ -160,11 +160,12 @@ describe('warm pool size', () => {
   it('grows under a burst of calls, then keeps 20 back-to-back calls warm', async () => {
     const ns = await createNamespace(k, 'pool-demand');
     // Small requests: 20 pool pods must not take a shared 2-core node's CPU from other tests. The
-    // longer refill deferral is part of the time a replacement takes, so the burst asks for more.
+    // longest refill deferral is part of the time a replacement takes (lead ≈ 12 s), so a burst
+    // of 20 calls asks for the maximum however slowly a loaded node serves them.
     const op = await startOperator(ns, {
       CODEMODE_WARM_POOL_MIN: '1',
       CODEMODE_WARM_POOL_MAX: '20',
-      CODEMODE_WARM_POOL_REFILL_DEFER_MS: '3000',
+      CODEMODE_WARM_POOL_REFILL_DEFER_MS: '10000',
       CODEMODE_CPU_REQUEST: '10m',
       CODEMODE_MEMORY_REQUEST: '32Mi',
     });
