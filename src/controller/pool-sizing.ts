@@ -77,6 +77,8 @@ export class MovingAverage {
   }
 }
 
+/** Pods remembered as already counted; far above any namespace's live sandbox pods. */
+const MAX_TRACKED_PODS = 20_000;
 /** Time to ready samples are capped here: one pod stuck on an image pull must not size the pool. */
 const MAX_READY_SAMPLE_SECONDS = 60;
 
@@ -106,6 +108,9 @@ export class PoolDemand {
   observe(p: V1Pod, nowMs: number): void {
     const uid = p.metadata?.uid;
     if (!uid) return;
+    // Forgotten on delete events; a relisting informer may skip some, so never let them pile up.
+    if (this.seenClaimed.size > MAX_TRACKED_PODS) this.seenClaimed.clear();
+    if (this.seenReady.size > MAX_TRACKED_PODS) this.seenReady.clear();
     const pool = isPoolPod(p);
     const demand = pool ? p.metadata?.labels?.[LABEL_POOL] === 'claimed' : this.couldServe(p);
     if (demand && !this.seenClaimed.has(uid)) {
