@@ -100,13 +100,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       >,
     log.child({ informer: 'sandboxsessions' }),
   );
-  const runtimeDir = overrides.runtimeFiles ? 'override' : findRuntimeDir();
+  const runtimeDir = overrides.runtimeFiles ? undefined : findRuntimeDir();
   const runtimeFiles = overrides.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
-  if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
+  const hasKernels = Object.keys(runtimeFiles).length > 0;
+  if (!hasKernels) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
   const kernels = new KernelConnections(clients.exec);
   // Without kernels there is no pool: max 0 drains what an earlier version left.
-  const poolBounds = { min: runtimeDir ? config.warmPoolMin : 0, max: runtimeDir ? config.warmPoolMax : 0 };
+  const poolBounds = { min: hasKernels ? config.warmPoolMin : 0, max: hasKernels ? config.warmPoolMax : 0 };
   const pool = new WarmPool({
     kernels,
     clients,
