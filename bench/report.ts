@@ -7,6 +7,7 @@ import type { ApiRequestsResult } from './api-requests.js';
 import type { PodFloorSample } from './floor.js';
 import type { MachineInfo } from './machine.js';
 import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
+import type { BackToBack } from './back-to-back.js';
 import type { HostileResult } from './hostile.js';
 import type { ProbeResult } from './rss.js';
 import type { StorageRow } from './storage.js';
@@ -44,6 +45,8 @@ export interface Results {
   hostile: HostileResult | string;
   /** Gateway RSS after a restart with large finished runs (bench/storage.ts). */
   storage: StorageRow[] | string;
+  /** Back-to-back warm calls with the default, demand-sized pool. */
+  backToBack: BackToBack | string;
   profile: {
     cold?: PhaseProfile;
     warm?: PhaseProfile;
@@ -171,6 +174,13 @@ function storageRows(storage: Results['storage']): Cell[][] {
   });
 }
 
+function backToBackRow(b: Results['backToBack']): Cell[] {
+  const name = 'back-to-back warm execute_code, default pool';
+  if (typeof b === 'string') return notMeasured(name, b);
+  const err = b.errors ? `, ${b.errors} errors` : '';
+  return [`${name} (p90 ${b.p90}; ${b.coldFallbacks} went cold, included; pool grew to ${b.poolTarget}${err})`, b.ms.median, b.ms.p95, b.ms.p99, String(b.ms.n), '', '', '', ''];
+}
+
 export const HEADER = ['figure (latency in ms)', 'median', 'p95', 'p99', 'n', 'rate', 'vs floor', 'target (brief)', 'meets'];
 
 export function tableRows(r: Results): Cell[][] {
@@ -183,6 +193,7 @@ export function tableRows(r: Results): Cell[][] {
     latencyRow(`warm transient execute_code (pool on)${warm}`, r.warmTransient, q.warmVsRawExec, '≤ 0.5× raw exec', atMost(q.warmVsRawExec, 0.5)),
     latencyRow('session execute_code', r.session, q.sessionVsRawExec, '≤ 0.05× raw exec', atMost(q.sessionVsRawExec, 0.05)),
     latencyRow('cold execute_code (pool off)', r.cold, q.coldVsPodFloor, '≤ 1.0× raw pod', atMost(q.coldVsPodFloor, 1.0)),
+    backToBackRow(r.backToBack),
     ...throughputRows(r),
     ...apiRow('cold', r.apiRequests.cold),
     ...apiRow('warm', r.apiRequests.warm),

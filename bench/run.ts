@@ -2,6 +2,7 @@
 // requests per run and gateway memory, against the real test cluster, printed as one table and
 // written to bench/results/. Everything runs in throwaway bench-* namespaces that are deleted at
 // the end (also on Ctrl-C). BENCH_SCALE, BENCH_ONLY, BENCH_CONCURRENCY: see bench/env.ts.
+import { backToBackSection } from './back-to-back.js';
 import { loadSettings } from './env.js';
 import { testKube } from '../test/e2e/helpers/kube.js';
 import { Namespaces, failed, log, stopAll, type BenchContext } from './context.js';
@@ -32,6 +33,7 @@ async function sections(ctx: BenchContext): Promise<void> {
     await warmSection(ctx);
     await stopAll(ctx);
   }
+  if (s.sections.has('backtoback')) await backToBackSection(ctx);
   if (s.sections.has('rss')) await rssSection(ctx);
   if (s.sections.has('storage')) {
     try {
@@ -63,6 +65,7 @@ async function main(): Promise<void> {
     rss100Sessions: skipped('rss'),
     storage: skipped('storage'),
     hostile: skipped('hostile'),
+    backToBack: skipped('backtoback'),
     profile: {},
     ratios: {},
   };

@@ -149,7 +149,7 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
     if (s.sections.has('session')) r.session = noKernels;
     return;
   }
-  const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE) });
+  const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE), CODEMODE_WARM_POOL_MAX: String(POOL_SIZE) });
   if (s.sections.has('warm')) {
     try {
       const n = scaled(s, s.warmSamples);

@@ -26,9 +26,8 @@ import { SandboxSessionController } from './controller/session-controller.js';
 import { KernelConnections } from './exec/kernel.js';
 import { findRuntimeDir, readRuntimeFiles } from './sessions/runtime-files.js';
 import { SessionService } from './sessions/service.js';
-import { LeaderElector } from './controller/leader.js';
+import { PoolController } from './controller/pool-controller.js';
 import { WarmPool } from './controller/warm-pool.js';
-import { WorkQueue } from './controller/workqueue.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
@@ -44,6 +43,7 @@ export interface Operator {
   sandboxCheck: SandboxChecker | undefined;
   /** What the SandboxRun informer holds (runs without code or output); tests inspect it. */
   runCache: { list(): readonly KubernetesObject[] };
+  poolController: PoolController;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -88,7 +88,11 @@ function readCanaryProgram(runtimeDir: string | undefined): string | undefined {
 export interface OperatorOptions {
   /** Run the sandbox self-check (default true). Tests of other features turn it off. */
   sandboxCheck?: boolean;
+  /** Test seam: the session kernels to ship instead of runtime/ (two runtime versions side by side). */
+  runtimeFiles?: Readonly<Record<string, string>>;
 }
+/** The former name of OperatorOptions (test seams). */
+export type OperatorOverrides = OperatorOptions;
 
 export function createOperator(config: Config, clients: KubeClients, log: Logger, metrics?: Metrics, options: OperatorOptions = {}): Operator {
   const identity = newIdentity();
@@ -149,39 +153,37 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       >,
     log.child({ informer: 'sandboxsessions' }),
   );
-  const runtimeFiles = runtimeDir ? readRuntimeFiles(runtimeDir) : {};
-  if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
+  const runtimeFiles = options.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
+  const hasKernels = Object.keys(runtimeFiles).length > 0;
+  if (!hasKernels) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
   const kernels = new KernelConnections(clients.exec);
+  // Without kernels there is no pool: max 0 drains what an earlier version left.
+  const poolBounds = { min: hasKernels ? config.warmPoolMin : 0, max: hasKernels ? config.warmPoolMax : 0 };
   const pool = new WarmPool({
     kernels,
     clients,
     opts,
-    size: runtimeDir ? config.warmPoolSize : 0,
+    max: poolBounds.max,
     refillDeferMs: config.warmPoolRefillDeferMs,
     pods,
     policies,
     runtime: runtimeGuard,
-    runtimePaths: Object.keys(runtimeFiles),
     log: log.child({ component: 'warm-pool' }),
     onClaim: (r) => metrics?.poolClaim(r),
   });
-  // Only the leader keeps the pool at its size; every replica may claim from it.
-  const poolQueue = new WorkQueue(async () => {
-    const again = elector.isLeader ? await pool.refill() : undefined;
-    return { requeueAfterMs: again ?? config.resyncSeconds * 1000 };
-  }, { workers: 1, metrics: metrics?.queue('warmpool') });
-  const elector = new LeaderElector(clients.coordination, {
+  const poolController = new PoolController({
+    pool,
+    pods,
+    runtime: runtimeGuard,
+    clients,
     namespace: ns,
-    name: 'codemode-operator-leader',
     identity,
-    onChange: (leader) => {
-      metrics?.leader(leader);
-      if (leader) poolQueue.add('pool');
-    },
-  }, log.child({ component: 'leader-election' }));
-  pods.onChange(() => {
-    if (elector.isLeader) poolQueue.add('pool');
+    ...poolBounds,
+    resyncMs: config.resyncSeconds * 1000,
+    refillDeferMs: config.warmPoolRefillDeferMs,
+    log: log.child({ controller: 'warmpool' }),
+    metrics,
   });
   executor.setPool(pool, kernels);
   const sessionController = new SandboxSessionController({
@@ -193,7 +195,6 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     pods,
     policies,
     runtime: runtimeGuard,
-    runtimePaths: Object.keys(runtimeFiles),
     events,
     metrics,
     ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
@@ -235,6 +236,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     sessionController,
     sandboxCheck,
     runCache: runs,
+    poolController,
     async start(): Promise<void> {
       try {
         await runs.start();
@@ -260,14 +262,13 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await policies.start();
       controller.start();
       sessionController.start();
-      if (pool.enabled) elector.start();
+      poolController.start();
       // Needs the pod informer (the canary's readiness); code waits for its first verdict.
       sandboxCheck?.start();
     },
     async stop(): Promise<void> {
       await sandboxCheck?.stop();
-      poolQueue.stop();
-      await elector.stop();
+      await poolController.stop();
       controller.stop();
       sessionController.stop();
       slots.admission.close();

@@ -310,12 +310,12 @@ export const FIELDS = {
     },
     int(60, 604800),
   ),
-  warmPoolSize: field(
+  warmPoolSize: optionalField(
     {
       env: 'CODEMODE_WARM_POOL_SIZE',
-      default: '2',
-      description: 'Pre-started, ready sandbox pods (python kernel) kept waiting for runs and sessions; 0 disables the pool.',
-      allowed: 'an integer from 0 to 100',
+      default: '',
+      description: 'Former name of CODEMODE_WARM_POOL_MIN, still read as the pool\'s minimum; 0 (without CODEMODE_WARM_POOL_MAX) disables and drains the pool.',
+      allowed: 'an integer from 0 to 100, equal to CODEMODE_WARM_POOL_MIN if both are set',
     },
     int(0, 100),
   ),
@@ -551,6 +551,28 @@ export const FIELDS = {
       allowed: 'an integer from 1 to 100 (the MCP SDK refuses more than 100 anyway)',
     },
     int(1, 100),
+  ),
+  // Warm pool sized by demand (issue 13, part 4).
+  warmPoolMin: optionalField(
+    {
+      env: 'CODEMODE_WARM_POOL_MIN',
+      default: '',
+      docDefault: '2 (or CODEMODE_WARM_POOL_SIZE)',
+      description:
+        'Fewest ready pre-started sandbox pods (python kernel) kept for runs and sessions; the pool grows above it with demand (claims per second × time to ready, plus half again) up to CODEMODE_WARM_POOL_MAX. 0 with CODEMODE_WARM_POOL_MAX=0 disables the pool and deletes its pods.',
+      allowed: 'an integer from 0 to 100, at most CODEMODE_WARM_POOL_MAX, and at least 1 unless the maximum is 0',
+    },
+    int(0, 100),
+  ),
+  warmPoolMax: optionalField(
+    {
+      env: 'CODEMODE_WARM_POOL_MAX',
+      default: '',
+      docDefault: '8 (at least the minimum; 0 when the minimum is 0)',
+      description: 'Most pre-started sandbox pods the pool grows to under demand; 0 disables the pool and deletes its pods.',
+      allowed: 'an integer from 0 to 100, at least CODEMODE_WARM_POOL_MIN',
+    },
+    int(0, 100),
   ),
 };
 

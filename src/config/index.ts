@@ -55,7 +55,10 @@ export interface Config {
   readonly sessionMaxIdleTimeoutSeconds: number;
   readonly sessionMaxLifetimeSeconds: number;
   readonly maxFileBytes: number;
-  readonly warmPoolSize: number;
+  /** Fewest pool pods kept (CODEMODE_WARM_POOL_MIN, formerly CODEMODE_WARM_POOL_SIZE). */
+  readonly warmPoolMin: number;
+  /** Most pool pods under demand; 0 disables and drains the pool. */
+  readonly warmPoolMax: number;
   readonly warmPoolRefillDeferMs: number;
   readonly logLevel: LogLevel;
   readonly authMode: 'none' | 'tokens' | 'kubernetes' | 'oidc';
@@ -150,7 +153,32 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   if (c.maxConcurrentRuns > c.maxNamespaceRuns) {
     add('maxConcurrentRuns', `must not exceed CODEMODE_MAX_NAMESPACE_RUNS (${c.maxNamespaceRuns})`);
   }
+  issues.push(...warmPoolIssues(c));
   return issues;
+}
+
+/** Default pool bounds: two ready pods, growing to eight under demand. */
+const WARM_POOL_MIN_DEFAULT = 2;
+const WARM_POOL_MAX_DEFAULT = 8;
+
+// CODEMODE_WARM_POOL_SIZE is the pool's former (fixed) size, read as its minimum.
+function warmPoolBounds(c: ParsedEnv): { warmPoolMin: number; warmPoolMax: number } {
+  const min = c.warmPoolMin ?? c.warmPoolSize ?? WARM_POOL_MIN_DEFAULT;
+  return { warmPoolMin: min, warmPoolMax: c.warmPoolMax ?? (min === 0 ? 0 : Math.max(WARM_POOL_MAX_DEFAULT, min)) };
+}
+
+function warmPoolIssues(c: ParsedEnv): z.core.$ZodIssue[] {
+  const issue = (key: FieldKey, message: string): z.core.$ZodIssue => ({ code: 'custom', path: [key], message, input: undefined });
+  if (c.warmPoolSize !== undefined && c.warmPoolMin !== undefined && c.warmPoolSize !== c.warmPoolMin) {
+    return [issue('warmPoolSize', `is the former name of CODEMODE_WARM_POOL_MIN (${c.warmPoolMin}) and disagrees with it; set only CODEMODE_WARM_POOL_MIN`)];
+  }
+  const { warmPoolMin: min, warmPoolMax: max } = warmPoolBounds(c);
+  const minKey: FieldKey = c.warmPoolMin === undefined && c.warmPoolSize !== undefined ? 'warmPoolSize' : 'warmPoolMin';
+  if (min > max) return [issue(minKey, `must not exceed CODEMODE_WARM_POOL_MAX (${max})`)];
+  if (min === 0 && max > 0) {
+    return [issue(minKey, `must be at least 1 when CODEMODE_WARM_POOL_MAX (${max}) is above 0: the pool grows from claims of its own pods, so an empty pool would never start; set CODEMODE_WARM_POOL_MAX=0 to disable the pool`)];
+  }
+  return [];
 }
 
 function problemOf(issue: z.core.$ZodIssue, env: NodeJS.ProcessEnv): ConfigProblem {
@@ -204,7 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sessionMaxIdleTimeoutSeconds: c.sessionMaxIdleTimeoutSeconds,
     sessionMaxLifetimeSeconds: c.sessionMaxLifetimeSeconds,
     maxFileBytes: c.maxFileBytes,
-    warmPoolSize: c.warmPoolSize,
+    ...warmPoolBounds(c),
     warmPoolRefillDeferMs: c.warmPoolRefillDeferMs,
     logLevel: c.logLevel,
     authMode: c.authMode,

@@ -59,6 +59,7 @@ export function pastRenewDeadline(lastRenewMs: number | undefined, nowMs: number
 
 export class LeaderElector {
   private timer: NodeJS.Timeout | undefined;
+  private inflight: Promise<void> | undefined;
   private leader = false;
   private stopped = false;
   private seen: Observation | undefined;
@@ -84,12 +85,17 @@ export class LeaderElector {
 
   start(): void {
     this.stopped = false;
-    void this.tick();
+    this.inflight = this.tick();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    // A renewal in flight may take the lease again: wait for it, so what it took is released.
+    // Bounded: a stalled API server must not hold up a shutdown (the lease then just expires).
+    let bound: NodeJS.Timeout | undefined;
+    await Promise.race([this.inflight, new Promise<void>((r) => (bound = setTimeout(r, this.retryMs + 3000)))]);
+    clearTimeout(bound);
     if (this.leader) {
       this.set(false);
       // Give the lease up so another replica takes over at once instead of after it expires; only
@@ -119,12 +125,19 @@ export class LeaderElector {
       this.log.warn({ err: apiErrorMessage(err) }, 'Leader election failed; retrying');
     }
     if (renewed) this.lastRenewMs = this.now();
+    if (this.stopped) {
+      // Stopping: no "Became leader" any more, but stop() must release a lease just renewed.
+      if (renewed) this.leader = true;
+      return;
+    }
     // A failed renewal keeps leadership until the deadline: a brief API hiccup must not stop the
     // leader's work, but nobody else can take over before our lease has expired for them.
     if (renewed) this.set(true);
     else if (!this.leader || pastRenewDeadline(this.lastRenewMs, this.now(), this.deadlineMs)) this.set(false);
     if (!this.stopped) {
-      this.timer = setTimeout(() => void this.tick(), this.retryMs);
+      this.timer = setTimeout(() => {
+        this.inflight = this.tick();
+      }, this.retryMs);
       this.timer.unref();
     }
   }

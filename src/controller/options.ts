@@ -28,8 +28,9 @@ export interface ControllerOptions {
   sessionMaxIdleTimeoutSeconds: number;
   sessionMaxLifetimeSeconds: number;
   maxFileBytes: number;
-  warmPoolSize: number;
   /** Per stream, UTF-8 bytes kept in SandboxRun status. */
   outputCapBytes: number;
   maxTtlSecondsAfterFinished: number;
+  warmPoolMin: number;
+  warmPoolMax: number;
 }

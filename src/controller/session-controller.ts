@@ -24,7 +24,6 @@ import type { Metrics } from '../metrics/registry.js';
 import { podNameForSession, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
 import { buildSessionPod } from '../sandbox/pod.js';
-import { runtimeItems } from '../sandbox/runtime-configmap.js';
 import type { EventRecorder } from './events.js';
 import type { ResilientInformer } from './informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
@@ -45,7 +44,6 @@ export interface SessionControllerDeps {
   pods: ResilientInformer<V1Pod>;
   policies: NetworkPolicyGuard;
   runtime: RuntimeConfigMapGuard;
-  runtimePaths: readonly string[];
   events: EventRecorder;
   metrics?: Metrics;
   pool?: WarmPool;
@@ -196,7 +194,7 @@ export class SandboxSessionController {
         runtimeClassName: opts.runtimeClassName,
       },
       kernelCommand(language),
-      runtimeItems(this.d.runtimePaths),
+      this.d.runtime.volume,
     );
     try {
       const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });

@@ -19,6 +19,8 @@ export interface Metrics {
   toolCall(tool: string, outcome: 'ok' | 'error', seconds: number): void;
   sessionCollected(cause: 'idle' | 'lifetime'): void;
   poolClaim(result: 'warm' | 'empty'): void;
+  /** The leader's demand-sized pool target (0 on other replicas). */
+  poolTarget(pods: number): void;
   leader(isLeader: boolean): void;
   sandboxCheck: SandboxCheckMetrics;
   /** The sandbox NetworkPolicy's restores and whether it is in place (issue 14, point 4). */
@@ -109,6 +111,11 @@ export function createMetrics(): Metrics {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  const poolTargetPods = new Gauge({
+    name: 'codemode_warm_pool_target_pods',
+    help: 'Unclaimed warm-pool pods the leader keeps for the current demand (between the configured minimum and maximum); 0 on replicas that do not lead.',
+    registers: [registry],
+  });
   const leaderStatus = new Gauge({
     name: 'leader_election_master_status',
     help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
@@ -148,6 +155,7 @@ export function createMetrics(): Metrics {
       runSlotsWaiting.set(load.waiting);
     },
     poolClaim: (result): void => void poolClaims.inc({ result }),
+    poolTarget: (pods): void => void poolTargetPods.set(pods),
     leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
     networkPolicy: {

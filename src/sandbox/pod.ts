@@ -18,6 +18,8 @@ import {
 import type { KernelLanguage, SandboxRun, SandboxSession } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
 import { podNameForRun, podNameForSession, runLabelValue } from './names.js';
+import type { RuntimeVolume } from './runtime-configmap.js';
+import { podTemplateHash } from './template-hash.js';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_DIR = '/workspace';
@@ -197,14 +199,18 @@ export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
   );
 }
 
-/** Name of the ConfigMap that carries runtime/ (the session kernels) into sandbox pods. */
-export const RUNTIME_CONFIGMAP = 'codemode-runtime';
+function runtimeMount(runtime: RuntimeVolume): Pick<SandboxPodParts, 'extraVolumes' | 'extraMounts'> {
+  return {
+    extraVolumes: [{ name: 'runtime', configMap: { name: runtime.configMap, defaultMode: 0o444, items: runtime.items } }],
+    extraMounts: [{ name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true }],
+  };
+}
 
 /**
  * The pod that hosts a session's kernel: the kernel is the container's long-lived process,
  * delivered read-only from the runtime ConfigMap so stock images work without a custom build.
  */
-export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, kernelCommand: string[], runtimeItems: Array<{ key: string; path: string }>): V1Pod {
+export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, kernelCommand: string[], runtime: RuntimeVolume): V1Pod {
   const { name, namespace } = session.metadata;
   const uid = requireUid(SANDBOXSESSION_KIND, session.metadata);
   return sandboxPod(
@@ -215,8 +221,7 @@ export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, 
       owner: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name, uid, controller: true, blockOwnerDeletion: true },
       command: kernelCommand,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
-      extraVolumes: [{ name: 'runtime', configMap: { name: RUNTIME_CONFIGMAP, defaultMode: 0o444, items: runtimeItems } }],
-      extraMounts: [{ name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true }],
+      ...runtimeMount(runtime),
     },
     opts,
   );
@@ -224,23 +229,30 @@ export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, 
 
 /** Label on warm-pool pods: `warm` while waiting, `claimed` once a run or session took it. */
 export const LABEL_POOL = 'codemode.dev/pool';
+/** Label on warm-pool pods: the hash of the template they were built from (podTemplateHash). */
+export const LABEL_POOL_HASH = 'codemode.dev/pool-hash';
 
 /**
- * A pre-started pod of the warm pool: a session kernel already running, no owner yet and no
- * deadline. A claim sets both (and relabels it) with one optimistic-concurrency patch.
+ * A pre-started pod of the warm pool: a session kernel already running, no owner yet, and a
+ * deadline long enough for the pool's lifetime plus the longest claim (a claim can only lower
+ * it). A claim sets the owner, the labels and the claim's deadline with one
+ * optimistic-concurrency patch. The pod carries the hash of its own template, so a pod built
+ * with other settings or other kernels is recognised as stale and never served.
  */
-export function buildPoolPod(namespace: string, language: KernelLanguage, opts: Omit<PodBuildOptions, 'activeDeadlineSeconds'>, kernelCommand: string[], runtimeItems: Array<{ key: string; path: string }>): V1Pod {
-  return sandboxPod(
+export function buildPoolPod(namespace: string, language: KernelLanguage, opts: PodBuildOptions, kernelCommand: string[], runtime: RuntimeVolume): V1Pod {
+  const pod = sandboxPod(
     {
       generateName: `codemode-pool-${language}-`,
       namespace,
       labels: { [LABEL_POOL]: 'warm', [LABEL_RUNTIME]: language },
       command: kernelCommand,
-      extraVolumes: [{ name: 'runtime', configMap: { name: RUNTIME_CONFIGMAP, defaultMode: 0o444, items: runtimeItems } }],
-      extraMounts: [{ name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true }],
+      activeDeadlineSeconds: opts.activeDeadlineSeconds,
+      ...runtimeMount(runtime),
     },
-    { ...opts, activeDeadlineSeconds: 0 },
+    opts,
   );
+  const labels = { ...pod.metadata?.labels, [LABEL_POOL_HASH]: podTemplateHash(pod) };
+  return { ...pod, metadata: { ...pod.metadata, labels } };
 }
 
 /** Label on the operator's self-check pods: `canary` (a sandbox) or `echo` (its counterpart). */

@@ -51,7 +51,8 @@ describe('loadConfig defaults', () => {
       sessionMaxIdleTimeoutSeconds: 3600,
       sessionMaxLifetimeSeconds: 86400,
       maxFileBytes: 1048576,
-      warmPoolSize: 2,
+      warmPoolMin: 2,
+      warmPoolMax: 8,
       warmPoolRefillDeferMs: 1000,
       logLevel: 'info',
       authMode: 'none',
@@ -128,6 +129,11 @@ describe('loadConfig overrides', () => {
       { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] },
     ],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
+    ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
+    ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
+    ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
+    ['CODEMODE_WARM_POOL_MIN', '1', { warmPoolMin: 1, warmPoolMax: 8 }],
+    ['CODEMODE_WARM_POOL_MAX', '20', { warmPoolMin: 2, warmPoolMax: 20 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
     ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '60', { sandboxCheckIntervalSeconds: 60 }],
     ['CODEMODE_MAX_PROCESSES', '256', { maxProcesses: 256 }],
@@ -148,7 +154,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(56);
+    expect(envs).toHaveLength(58);
   });
 });
 
@@ -213,6 +219,11 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example' }, 'CODEMODE_OIDC_AUDIENCE=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
     [{ CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' }, 'CODEMODE_TTL_SECONDS_AFTER_FINISHED=(default) must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (60)'],
     [{ CODEMODE_MAX_NAMESPACE_RUNS: '8' }, 'CODEMODE_MAX_CONCURRENT_RUNS=(default) must not exceed CODEMODE_MAX_NAMESPACE_RUNS (8)'],
+    [{ CODEMODE_WARM_POOL_MIN: '4', CODEMODE_WARM_POOL_MAX: '3' }, 'CODEMODE_WARM_POOL_MIN="4" must not exceed CODEMODE_WARM_POOL_MAX (3)'],
+    [{ CODEMODE_WARM_POOL_SIZE: '4', CODEMODE_WARM_POOL_MAX: '3' }, 'CODEMODE_WARM_POOL_SIZE="4" must not exceed CODEMODE_WARM_POOL_MAX (3)'],
+    [{ CODEMODE_WARM_POOL_MAX: '1' }, 'CODEMODE_WARM_POOL_MIN=(default) must not exceed CODEMODE_WARM_POOL_MAX (1)'],
+    [{ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '8' }, 'CODEMODE_WARM_POOL_MIN="0" must be at least 1 when CODEMODE_WARM_POOL_MAX (8) is above 0'],
+    [{ CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_MIN: '3' }, 'CODEMODE_WARM_POOL_SIZE="2" is the former name of CODEMODE_WARM_POOL_MIN (3) and disagrees with it; set only CODEMODE_WARM_POOL_MIN'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });

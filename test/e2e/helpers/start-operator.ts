@@ -28,7 +28,11 @@ export interface StartOptions {
    * features should neither wait for it nor see its pods; test/e2e/sandbox-check.test.ts turns it on.
    */
   sandboxCheck?: boolean;
+  /** The session kernels to ship instead of runtime/ (two runtime versions side by side). */
+  runtimeFiles?: Readonly<Record<string, string>>;
 }
+
+const POOL_VARS = ['CODEMODE_WARM_POOL_SIZE', 'CODEMODE_WARM_POOL_MIN', 'CODEMODE_WARM_POOL_MAX'];
 
 export async function startOperator(namespace: string, env: Record<string, string> = {}, options: StartOptions = {}): Promise<RunningOperator> {
   const config = loadConfig({
@@ -36,14 +40,17 @@ export async function startOperator(namespace: string, env: Record<string, strin
     CODEMODE_IMAGE_PULL_POLICY: 'Never',
     CODEMODE_PORT: '0',
     CODEMODE_LOG_LEVEL: 'warn',
-    // Cold pods unless a test asks for the pool: tests then see deterministic pod names.
-    CODEMODE_WARM_POOL_SIZE: '0',
+    // Cold pods unless a test asks for the pool: tests then see deterministic pod names. A pool
+    // is fixed at CODEMODE_WARM_POOL_SIZE unless the test sets a maximum: on a shared node a pool
+    // grown by one test's calls would take CPU requests other tests' pods need.
+    ...(POOL_VARS.some((v) => env[v] !== undefined) ? {} : { CODEMODE_WARM_POOL_SIZE: '0' }),
+    ...(env.CODEMODE_WARM_POOL_SIZE !== undefined && env.CODEMODE_WARM_POOL_MAX === undefined ? { CODEMODE_WARM_POOL_MAX: env.CODEMODE_WARM_POOL_SIZE } : {}),
     ...env,
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(testKube().kc);
   const metrics = options.sandboxCheck === true ? createMetrics() : undefined;
-  const operator = createOperator(config, clients, log, metrics, { sandboxCheck: options.sandboxCheck === true });
+  const operator = createOperator(config, clients, log, metrics, { sandboxCheck: options.sandboxCheck === true, ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }) });
   const auth = createAuth(config, clients, log);
   await auth.start();
   await operator.start();

@@ -3,7 +3,6 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { sessionExpiry } from '../../../src/controller/session-gc.js';
 import { computeSessionStatus, controllerOwned, sessionStatusChanged } from '../../../src/controller/session-status.js';
-import { CreateExpectations, poolDelta, refillDeferralMs } from '../../../src/controller/warm-pool.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 
@@ -80,56 +79,5 @@ describe('one writer per session status field', () => {
     ['expiresAt', { expiresAt: 'later' }, true],
   ])('a change of %s alone needs a controller write: %s', (_f, change, expected) => {
     expect(sessionStatusChanged(full, { ...full, ...change })).toBe(expected);
-  });
-});
-
-describe('poolDelta', () => {
-  const warm = (phase: string, ready = true, deleting = false): V1Pod => ({
-    metadata: { labels: { 'codemode.dev/pool': 'warm' }, ...(deleting ? { deletionTimestamp: now } : {}) },
-    status: { phase, conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
-  });
-  const claimed: V1Pod = { metadata: { labels: { 'codemode.dev/pool': 'claimed' } }, status: { phase: 'Running' } };
-  it.each([
-    ['empty pool', [], 3, 3],
-    ['full', [warm('Running'), warm('Running'), warm('Pending', false)], 3, 0],
-    ['claimed pods do not count', [warm('Running'), claimed, claimed], 3, 2],
-    ['failed and deleting pods do not count', [warm('Failed', false), warm('Running', true, true), warm('Running')], 2, 1],
-    ['too many', [warm('Running'), warm('Running'), warm('Running')], 1, -2],
-  ])('%s', (_n, pods, size, delta) => {
-    expect(poolDelta(pods as V1Pod[], size)).toBe(delta);
-  });
-});
-
-describe('refillDeferralMs', () => {
-  const base = { readyWarm: 1, busyRuns: 1, shortSinceMs: 10_000, nowMs: 10_200, deferMs: 1000 };
-  it.each([
-    ['a ready pod left and a run executing: waits out the rest of the deferral', {}, 800],
-    ['deferral used up', { nowMs: 11_000 }, 0],
-    ['past the deferral', { nowMs: 12_500 }, 0],
-    ['the pool is empty: callers go cold, so at once', { readyWarm: 0 }, 0],
-    ['no run executing in a claimed pod: at once', { busyRuns: 0 }, 0],
-    ['deferral disabled', { deferMs: 0 }, 0],
-  ])('%s', (_n, over, ms) => {
-    expect(refillDeferralMs({ ...base, ...over })).toBe(ms);
-  });
-});
-
-describe('CreateExpectations', () => {
-  it('counts created pods until the informer shows them', () => {
-    const e = new CreateExpectations(30_000);
-    e.created('pool-a', 0);
-    e.created('pool-b', 10);
-    expect(e.pending([], 20)).toBe(2);
-    expect(e.pending(['pool-a', 'other'], 30)).toBe(1);
-    // Seen once is enough: a pod that is later claimed or deleted is not expected again.
-    expect(e.pending(['pool-b'], 40)).toBe(0);
-    expect(e.pending([], 50)).toBe(0);
-  });
-
-  it('gives up on a pod that never shows up', () => {
-    const e = new CreateExpectations(30_000);
-    e.created('lost', 0);
-    expect(e.pending([], 30_000)).toBe(1);
-    expect(e.pending([], 30_001)).toBe(0);
   });
 });

@@ -1,0 +1,191 @@
+// The warm pool, versioned and sized by demand, end to end on the real cluster: a pod of another
+// version is never served and is replaced; two runtime versions side by side each mount their
+// own ConfigMap; a pool of size 0 drains; a pool grown by a burst keeps back-to-back callers warm.
+import { V1MicroTime, CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { GROUP, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
+import { runtimeConfigMapName } from '../../src/sandbox/runtime-configmap.js';
+import { findRuntimeDir, readRuntimeFiles } from '../../src/sessions/runtime-files.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
+
+const k = testKube();
+const leases = k.kc.makeApiClient(CoordinationV1Api);
+const HOSTNAME = 'import socket\nprint(socket.gethostname())';
+const POOL = 'codemode.dev/pool';
+const HASH = 'codemode.dev/pool-hash';
+
+const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
+const host = (r: ToolResult): string => String(sc(r).stdout ?? '').trim();
+const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+
+/** Unclaimed pool pods that are ready and not being deleted, of one version when `hash` is given. */
+async function readyWarm(ns: string, hash?: string): Promise<V1Pod[]> {
+  const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` });
+  return pods.items.filter((p) => !p.metadata?.deletionTimestamp && isReady(p) && (hash === undefined || p.metadata?.labels?.[HASH] === hash));
+}
+
+async function gone(ns: string, name: string): Promise<boolean> {
+  return k.core.readNamespacedPod({ namespace: ns, name }).then((p) => p.metadata?.deletionTimestamp !== undefined, () => true);
+}
+
+async function call(mcp: TestClient, code = HOSTNAME): Promise<ToolResult> {
+  const r = await mcp.callTool('execute_code', { code, timeout_seconds: 60 });
+  expect(sc(r), JSON.stringify(r.content)).toMatchObject({ phase: 'Succeeded' });
+  return r;
+}
+
+async function sessionPod(ns: string, session: string): Promise<V1Pod> {
+  const s = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: session })) as { status: { podName: string } };
+  return k.core.readNamespacedPod({ namespace: ns, name: s.status.podName });
+}
+
+async function newSession(mcp: TestClient): Promise<string> {
+  const r = await mcp.callTool('create_session', { language: 'python' });
+  expect(sc(r), JSON.stringify(r.content)).toMatchObject({ phase: 'Ready' });
+  return String(sc(r).session);
+}
+
+describe('warm pool versions', () => {
+  it('never serves a pool pod of an older version, and replaces it', async () => {
+    const ns = await createNamespace(k, 'pool-hash');
+    try {
+      const old = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1' });
+      let stale: V1Pod | undefined;
+      await until(async () => (stale = (await readyWarm(ns))[0]) !== undefined, 120_000, 'a ready pool pod of the old version');
+      const staleName = stale?.metadata?.name ?? '';
+      await old.stop();
+      // Hold the leader Lease by hand, so the new version cannot replace the old pod yet: the
+      // window in which a pool chosen by label alone would serve it.
+      const lease = await leases.readNamespacedLease({ namespace: ns, name: LEADER_LEASE });
+      await leases.replaceNamespacedLease({ namespace: ns, name: LEADER_LEASE, body: { ...lease, spec: { ...lease.spec, holderIdentity: 'e2e-holder', leaseDurationSeconds: 3600, renewTime: new V1MicroTime(Date.now()) } } });
+      const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1', CODEMODE_DEFAULT_MEMORY: '256Mi' });
+      const mcp = await connect(op.url, 'current');
+      try {
+        expect(op.operator.poolController.hash).not.toBe(stale?.metadata?.labels?.[HASH]);
+        for (let i = 0; i < 2; i++) expect(host(await call(mcp))).not.toBe(staleName);
+        expect(op.operator.poolController.isLeader).toBe(false);
+        const still = await k.core.readNamespacedPod({ namespace: ns, name: staleName });
+        expect(still.metadata?.labels?.[POOL]).toBe('warm');
+        // Let the new version lead: the old pod is deleted and one of the new version replaces it.
+        await leases.deleteNamespacedLease({ namespace: ns, name: LEADER_LEASE });
+        await until(() => gone(ns, staleName), 60_000, 'the old pool pod to be deleted');
+        let fresh: V1Pod | undefined;
+        await until(async () => (fresh = (await readyWarm(ns, op.operator.poolController.hash))[0]) !== undefined, 120_000, 'a ready pool pod of the new version');
+        expect(fresh?.spec?.containers[0]?.resources?.limits?.memory).toBe('256Mi');
+        expect(host(await call(mcp))).toBe(fresh?.metadata?.name);
+      } finally {
+        await mcp.close();
+        await op.stop();
+      }
+    } finally {
+      await deleteNamespace(k, ns);
+    }
+  });
+
+  it('gives two runtime versions side by side each their own ConfigMap', async () => {
+    const ns = await createNamespace(k, 'pool-runtime');
+    const dir = findRuntimeDir();
+    if (!dir) throw new Error('runtime/ not found');
+    const files = readRuntimeFiles(dir);
+    const variant = { ...files, 'python/kernel.py': `${files['python/kernel.py'] ?? ''}\n# variant b\n` };
+    const [nameA, nameB] = [runtimeConfigMapName(files), runtimeConfigMapName(variant)];
+    expect(nameA).not.toBe(nameB);
+    const probe = "print(open('/codemode/runtime/python/kernel.py').read().endswith('# variant b\\n'))";
+    const ops: RunningOperator[] = [];
+    const clients: TestClient[] = [];
+    const start = async (overrides = {}): Promise<TestClient> => {
+      const op = await startOperator(ns, {}, overrides);
+      ops.push(op);
+      const c = await connect(op.url, 'current');
+      clients.push(c);
+      return c;
+    };
+    try {
+      // Version A starts a session; then version B (A stopped, so B's controller makes the pod).
+      const a = await start();
+      const sa = await newSession(a);
+      await clients.pop()?.close();
+      await ops.pop()?.stop();
+      const b = await start({ runtimeFiles: variant });
+      const sb = await newSession(b);
+      // A again, side by side with B: each session's pod keeps its own kernels.
+      const a2 = await start();
+      expect(String(sc(await a2.callTool('execute_code', { code: probe, session: sa })).stdout)).toBe('False\n');
+      expect(String(sc(await b.callTool('execute_code', { code: probe, session: sb })).stdout)).toBe('True\n');
+      for (const [session, name, content] of [[sa, nameA, files], [sb, nameB, variant]] as const) {
+        const pod = await sessionPod(ns, session);
+        expect(pod.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap?.name).toBe(name);
+        const cm = await k.core.readNamespacedConfigMap({ namespace: ns, name });
+        expect(cm.immutable).toBe(true);
+        expect(cm.data?.['python__kernel.py']).toBe(content['python/kernel.py']);
+      }
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+      await Promise.all(ops.map((o) => o.stop()));
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
+describe('warm pool size', () => {
+  it('drains the pool when its size is 0, leaving claimed pods and their sessions alone', async () => {
+    const ns = await createNamespace(k, 'pool-drain');
+    try {
+      const first = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2' });
+      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
+      // Nothing outlives the operator's intent: an abandoned pool pod still has a deadline.
+      for (const p of await readyWarm(ns)) expect(p.spec?.activeDeadlineSeconds).toBeGreaterThan(3600);
+      const m1 = await connect(first.url, 'current');
+      const session = await newSession(m1);
+      expect((await sessionPod(ns, session)).metadata?.name).toMatch(/^codemode-pool-/);
+      await m1.close();
+      await first.stop();
+      const op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0' });
+      const mcp = await connect(op.url, 'current');
+      try {
+        await until(async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` })).items.length === 0, 60_000, 'the pool to be drained');
+        const r = await mcp.callTool('execute_code', { code: '6 * 7', session });
+        expect(sc(r), JSON.stringify(r.content)).toMatchObject({ result: '42' });
+      } finally {
+        await mcp.close();
+        await op.stop();
+      }
+    } finally {
+      await deleteNamespace(k, ns);
+    }
+  });
+
+  it('grows under a burst of calls, then keeps 20 back-to-back calls warm', async () => {
+    const ns = await createNamespace(k, 'pool-demand');
+    // Small requests: 20 pool pods must not take a shared 2-core node's CPU from other tests. The
+    // longest refill deferral is part of the time a replacement takes (lead ≈ 12 s), so a burst
+    // of 20 calls asks for the maximum however slowly a loaded node serves them.
+    const op = await startOperator(ns, {
+      CODEMODE_WARM_POOL_MIN: '1',
+      CODEMODE_WARM_POOL_MAX: '20',
+      CODEMODE_WARM_POOL_REFILL_DEFER_MS: '10000',
+      CODEMODE_CPU_REQUEST: '10m',
+      CODEMODE_MEMORY_REQUEST: '32Mi',
+    });
+    const clients = await Promise.all(Array.from({ length: 4 }, () => connect(op.url, 'current')));
+    try {
+      const hash = op.operator.poolController.hash;
+      await until(async () => (await readyWarm(ns, hash)).length >= 1, 120_000, 'the minimum pool');
+      // A bursty caller: most of these go cold, and every one of them is demand.
+      await Promise.all(Array.from({ length: 20 }, (_, i) => call(clients[i % 4] as TestClient)));
+      expect(op.operator.poolController.target()).toBe(20);
+      await until(async () => (await readyWarm(ns, hash)).length >= 20, 150_000, 'the pool to grow to 20 ready pods');
+      const mcp = clients[0] as TestClient;
+      const hosts: string[] = [];
+      for (let i = 0; i < 20; i++) hosts.push(host(await call(mcp)));
+      expect(hosts.filter((h) => !h.startsWith('codemode-pool-'))).toEqual([]);
+      expect(new Set(hosts).size).toBe(20);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+      await op.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
