@@ -1,0 +1,71 @@
+{{- /* GENERATED from src/config/fields.ts by npm run gen:docs — DO NOT EDIT */ -}}
+{{- define "codemode.configEnv" -}}
+- name: CODEMODE_NAMESPACE
+  value: {{ include "codemode.sandboxNamespace" . | quote }}
+- name: CODEMODE_SANDBOX_IMAGE
+  value: {{ include "codemode.envValue" .Values.config.sandboxImage }}
+- name: CODEMODE_IMAGE_PYTHON
+  value: {{ include "codemode.envValue" .Values.config.imagePython }}
+- name: CODEMODE_IMAGE_BASH
+  value: {{ include "codemode.envValue" .Values.config.imageBash }}
+- name: CODEMODE_IMAGE_SH
+  value: {{ include "codemode.envValue" .Values.config.imageSh }}
+- name: CODEMODE_IMAGE_NODE
+  value: {{ include "codemode.envValue" .Values.config.imageNode }}
+- name: CODEMODE_IMAGE_PULL_POLICY
+  value: {{ include "codemode.envValue" .Values.config.imagePullPolicy }}
+- name: CODEMODE_DEFAULT_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.defaultTimeoutSeconds }}
+- name: CODEMODE_MAX_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.maxTimeoutSeconds }}
+- name: CODEMODE_MAX_CODE_BYTES
+  value: {{ include "codemode.envValue" .Values.config.maxCodeBytes }}
+- name: CODEMODE_OUTPUT_CAP_CHARS
+  value: {{ include "codemode.envValue" .Values.config.outputCapChars }}
+- name: CODEMODE_DEFAULT_CPU
+  value: {{ include "codemode.envValue" .Values.config.defaultCpu }}
+- name: CODEMODE_DEFAULT_MEMORY
+  value: {{ include "codemode.envValue" .Values.config.defaultMemory }}
+- name: CODEMODE_MAX_CPU
+  value: {{ include "codemode.envValue" .Values.config.maxCpu }}
+- name: CODEMODE_MAX_MEMORY
+  value: {{ include "codemode.envValue" .Values.config.maxMemory }}
+- name: CODEMODE_CPU_REQUEST
+  value: {{ include "codemode.envValue" .Values.config.cpuRequest }}
+- name: CODEMODE_MEMORY_REQUEST
+  value: {{ include "codemode.envValue" .Values.config.memoryRequest }}
+- name: CODEMODE_EPHEMERAL_STORAGE_LIMIT
+  value: {{ include "codemode.envValue" .Values.config.ephemeralStorageLimit }}
+- name: CODEMODE_WORKSPACE_SIZE_LIMIT
+  value: {{ include "codemode.envValue" .Values.config.workspaceSizeLimit }}
+- name: CODEMODE_TMP_SIZE_LIMIT
+  value: {{ include "codemode.envValue" .Values.config.tmpSizeLimit }}
+- name: CODEMODE_TTL_SECONDS_AFTER_FINISHED
+  value: {{ include "codemode.envValue" .Values.config.ttlSecondsAfterFinished }}
+- name: CODEMODE_POD_STARTUP_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.podStartupTimeoutSeconds }}
+- name: CODEMODE_RESYNC_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.resyncSeconds }}
+- name: CODEMODE_RUNTIME_CLASS
+  value: {{ include "codemode.envValue" .Values.config.runtimeClassName }}
+- name: CODEMODE_BIND_ADDRESS
+  value: {{ include "codemode.envValue" .Values.config.bindAddress }}
+- name: CODEMODE_PORT
+  value: {{ include "codemode.envValue" .Values.config.port }}
+- name: CODEMODE_ALLOWED_HOSTS
+  value: {{ include "codemode.allowedHosts" . | quote }}
+- name: CODEMODE_ALLOWED_ORIGINS
+  value: {{ include "codemode.envValue" .Values.config.allowedOrigins }}
+- name: CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.sessionMaxIdleTimeoutSeconds }}
+- name: CODEMODE_SESSION_MAX_LIFETIME_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.sessionMaxLifetimeSeconds }}
+- name: CODEMODE_WARM_POOL_SIZE
+  value: {{ include "codemode.envValue" .Values.config.warmPoolSize }}
+- name: CODEMODE_WARM_POOL_REFILL_DEFER_MS
+  value: {{ include "codemode.envValue" .Values.config.warmPoolRefillDeferMs }}
+- name: CODEMODE_MAX_FILE_BYTES
+  value: {{ include "codemode.envValue" .Values.config.maxFileBytes }}
+- name: CODEMODE_LOG_LEVEL
+  value: {{ include "codemode.envValue" .Values.config.logLevel }}
+{{- end }}
