@@ -18,6 +18,7 @@ const EXTRA: Record<string, Schema> = {
   'service.type': { enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] },
   'service.port': { minimum: 1, maximum: 65535 },
   terminationGracePeriodSeconds: { type: ['integer', 'null'], minimum: 1 },
+  preStopSleepSeconds: { minimum: 0, maximum: 120 },
   'podDisruptionBudget.maxUnavailable': { type: ['integer', 'string'] },
   'ingress.hosts': { items: { type: 'string' } },
   'httpRoute.hostnames': { items: { type: 'string' } },

@@ -1,10 +1,11 @@
-// The shipped raw manifests (deploy/) with the locally built gateway image: the operator runs
-// in-cluster with only its namespaced RBAC, becomes Ready, and serves execute_code over MCP.
+// The shipped raw manifests (deploy/, rendered from the chart) with the locally built gateway
+// image: the operator runs in-cluster with only its namespaced RBAC in the sandbox namespace,
+// becomes Ready, and serves execute_code over MCP.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import { KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { deleteNamespace, testKube, until } from './helpers/kube.js';
@@ -12,17 +13,27 @@ import { connect } from './helpers/operator.js';
 
 const k = testKube();
 const ns = `deploy-${Date.now().toString(36)}`;
+const sandboxNs = `${ns}-sbx`;
 const kubectl = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin/kubernetes-v1.34.9/kubectl');
 let forward: ChildProcess | undefined;
 let base = '';
 
-/** The manifest, moved into a throwaway namespace. */
+/** The shipped namespaces, mapped to throwaway ones. */
+const rename = (n: string | undefined): string | undefined => (n === 'codemode' ? ns : n === 'codemode-sandboxes' ? sandboxNs : n);
+
+type Manifest = KubernetesObject & {
+  subjects?: Array<{ namespace?: string }>;
+  spec?: { template?: { spec?: { containers?: Array<{ env?: Array<{ name: string; value?: string }> }> } } };
+};
+
+/** The manifest, moved into throwaway namespaces. */
 function manifests(): KubernetesObject[] {
   return parseAllDocuments(readFileSync('deploy/codemode-operator.yaml', 'utf8')).map((d) => {
-    const obj = d.toJS() as KubernetesObject & { subjects?: Array<{ namespace?: string }> };
-    if (obj.kind === 'Namespace') obj.metadata = { ...obj.metadata, name: ns };
-    else obj.metadata = { ...obj.metadata, namespace: ns };
-    obj.subjects?.forEach((s) => (s.namespace = ns));
+    const obj = d.toJS() as Manifest;
+    if (obj.kind === 'Namespace') obj.metadata = { ...obj.metadata, name: rename(obj.metadata?.name) };
+    else obj.metadata = { ...obj.metadata, namespace: rename(obj.metadata?.namespace) };
+    obj.subjects?.forEach((s) => (s.namespace = rename(s.namespace)));
+    for (const e of obj.spec?.template?.spec?.containers?.[0]?.env ?? []) if (e.name === 'CODEMODE_NAMESPACE') e.value = rename(e.value);
     return obj;
   });
 }
@@ -46,9 +57,17 @@ beforeAll(async () => {
 afterAll(async () => {
   forward?.kill();
   await deleteNamespace(k, ns);
+  await deleteNamespace(k, sandboxNs);
 });
 
 describe('deploy/codemode-operator.yaml', () => {
+  it('runs sandboxes in the separate, PSA-restricted sandbox namespace', async () => {
+    const sbx = await k.core.readNamespace({ name: sandboxNs });
+    expect(sbx.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    const roles = await k.kc.makeApiClient(RbacAuthorizationV1Api).listNamespacedRole({ namespace: ns });
+    expect(roles.items).toEqual([]);
+  });
+
   it('serves execute_code from inside the cluster', async () => {
     const client = await connect(`${base}/mcp`, 'current');
     const r = await client.callTool('execute_code', { code: 'print(6 * 7)' });

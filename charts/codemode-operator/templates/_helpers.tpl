@@ -75,12 +75,13 @@ permission never covers the gateway's own pods.
 
 {{/*
 SIGTERM: runs in flight get pod start-up + maximum timeout + 15 s (src/main.ts); the kubelet must
-wait at least that long, plus 15 s for the endpoint drain and process exit.
+wait at least that long, plus 15 s for the endpoint drain and process exit, plus the preStop sleep
+(which the grace period also covers).
 */}}
 {{- define "codemode.terminationGracePeriodSeconds" -}}
 {{- if .Values.terminationGracePeriodSeconds }}
 {{- .Values.terminationGracePeriodSeconds }}
 {{- else }}
-{{- add (int64 .Values.config.podStartupTimeoutSeconds) (int64 .Values.config.maxTimeoutSeconds) 30 }}
+{{- add (int64 .Values.config.podStartupTimeoutSeconds) (int64 .Values.config.maxTimeoutSeconds) 30 (int64 .Values.preStopSleepSeconds) }}
 {{- end }}
 {{- end }}
