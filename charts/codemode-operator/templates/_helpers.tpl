@@ -26,6 +26,15 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* Labels of hook pods (test, cleanup): never the gateway's selector labels. Args: (list $ component). */}}
+{{- define "codemode.hookLabels" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "codemode.name" $) (index . 1) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+app.kubernetes.io/managed-by: {{ $.Release.Service }}
+{{- end }}
+
 {{- define "codemode.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "codemode.fullname" .) .Values.serviceAccount.name }}
