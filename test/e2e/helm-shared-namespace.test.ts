@@ -45,5 +45,5 @@ describe('charts/codemode-operator with sandboxes in the release namespace', () 
       throw new Error(`${(err as Error).message}: ${(await leftovers()).join(', ')}`);
     });
     expect(await leftovers()).toEqual([]);
-  });
+  }, 900_000);
 });

@@ -84,13 +84,13 @@ describe('charts/codemode-operator', () => {
     expect(sbx.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
     const inGateway = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/sandbox=true' });
     expect(inGateway.items).toEqual([]);
-  });
+  }, 600_000);
 
   it('passes helm test (an MCP client pod runs print(1) through the endpoint)', async () => {
     // The pod exits non-zero unless execute_code printed 1; it is deleted once it succeeded.
     const out = await helm('test', release, '-n', ns, '--timeout', '5m');
     expect(out).toMatch(/Phase:\s+Succeeded/);
-  });
+  }, 400_000);
 
   it('upgrades to another image tag while a client keeps calling, with no failed call', async () => {
     const { url } = await serviceUrl();
@@ -124,7 +124,7 @@ describe('charts/codemode-operator', () => {
     }
     expect(failures).toEqual([]);
     expect(calls).toBeGreaterThan(3);
-  });
+  }, 900_000);
 
   it('uninstalls without leaving sandbox pods, policies or leases behind', async () => {
     await helm('uninstall', release, '-n', ns, '--wait', '--timeout', '8m');
@@ -147,5 +147,5 @@ describe('charts/codemode-operator', () => {
       expect(policies.items.map((p) => p.metadata?.name)).toEqual([]);
       expect(leases.trim()).toBe('');
     }
-  });
+  }, 900_000);
 });
