@@ -17,6 +17,8 @@ let ns = '';
 let dryNs = '';
 let installed = false;
 const sandboxNs = (): string => `${ns}-sandboxes`;
+/** Every optional object on (ServiceMonitor and HTTPRoute need CRDs this cluster does not have). */
+const OPTIONAL = ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}', '--set', 'httpRoute.enabled=true', '--set', 'httpRoute.hostnames={mcp.example.com}', '--set', 'httpRoute.parentRefs[0].name=gw', '--set', 'serviceMonitor.enabled=true'];
 
 async function gatewayPods(): Promise<Array<{ name: string; image: string; ready: boolean; terminating: boolean }>> {
   const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `app.kubernetes.io/instance=${release},app.kubernetes.io/name=codemode-operator` });
@@ -48,15 +50,20 @@ afterAll(async () => {
 });
 
 describe('charts/codemode-operator', () => {
-  it('passes helm lint --strict', async () => {
+  it('passes helm lint --strict, with and without the optional objects', async () => {
     await helm('lint', '--strict', CHART);
+    await helm('lint', '--strict', CHART, ...OPTIONAL);
   });
 
   it('renders manifests the API server accepts (kubectl apply --dry-run=server)', async () => {
-    const manifests = await helm('template', release, CHART, '-n', dryNs, '--set', 'sandboxNamespace.create=false', '--set', `sandboxNamespace.name=${dryNs}`);
+    const manifests = await helm('template', release, CHART, '-n', dryNs, '--set', 'sandboxNamespace.create=false', '--set', `sandboxNamespace.name=${dryNs}`, '--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}');
     const out = await kubectl(['apply', '--dry-run=server', '-f', '-'], manifests);
     expect(out).toMatch(/deployment\.apps\/cm-codemode-operator created \(server dry run\)/);
     expect(out).toMatch(/role\.rbac\.authorization\.k8s\.io\/cm-codemode-operator created/);
+    expect(out).toMatch(/ingress\.networking\.k8s\.io\/cm-codemode-operator created/);
+    // The default install (its own sandbox namespace) renders a Namespace the API server accepts too.
+    const ownNs = await helm('template', release, CHART, '-n', dryNs, '--show-only', 'templates/sandbox-namespace.yaml');
+    expect(await kubectl(['apply', '--dry-run=server', '-f', '-'], ownNs)).toMatch(/namespace\/.* created \(server dry run\)/);
   });
 
   it('is what deploy/codemode-operator.yaml was rendered from', async () => {
