@@ -5,10 +5,12 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
+import { createInterface } from 'node:readline';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { startLineFor } from './start-output.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const localKubeconfig = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
@@ -55,7 +57,14 @@ async function main(): Promise<void> {
   const namespace = env.CODEMODE_NAMESPACE ?? 'codemode';
   console.error(`[start] cluster ${kc.getCurrentCluster()?.server ?? '?'}; installing CRDs and namespace ${namespace}`);
   await applyManifests(kc, namespace);
-  const child = spawn(process.execPath, [join(root, 'dist/src/main.js')], { stdio: 'inherit', env });
+  // stdout (the JSON log) passes through unchanged; the sandbox check's result is repeated as a
+  // plain line on stderr.
+  const child = spawn(process.execPath, [join(root, 'dist/src/main.js')], { stdio: ['inherit', 'pipe', 'inherit'], env });
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    process.stdout.write(`${line}\n`);
+    const summary = startLineFor(line);
+    if (summary !== undefined) console.error(summary);
+  });
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => child.kill(sig));
   child.on('exit', (code) => process.exit(code ?? 1));
 }

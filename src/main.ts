@@ -1,7 +1,8 @@
 // Composition root: config → logger → kube clients → operator (controller + executor) → gateway
 // (MCP at /mcp, probes, /metrics). SIGTERM: stop being ready, finish runs in flight, exit.
 import { serve } from '@hono/node-server';
-import { ConfigError, loadConfig } from './config/index.js';
+import { createAuth } from './auth/index.js';
+import { ConfigError, isLoopbackBind, loadConfig } from './config/index.js';
 import { createApp } from './gateway/app.js';
 import { loadKubeConfig, makeClients } from './kube/clients.js';
 import { createLogger } from './log/logger.js';
@@ -28,14 +29,21 @@ async function main(): Promise<void> {
   const clients = makeClients(loadKubeConfig());
   const metrics = createMetrics();
   const operator = createOperator(config, clients, log, metrics);
+  const auth = createAuth(config, clients, log.child({ component: 'auth' }));
+  if (config.authMode === 'none' && !isLoopbackBind(config.bindAddress)) {
+    log.warn({ bindAddress: config.bindAddress }, 'Authentication is off (CODEMODE_AUTH_MODE=none) on an address beyond loopback: anyone who reaches the gateway can run code (accepted with CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true)');
+  }
   let ready = false;
+  let stopping = false;
+  let draining = false;
 
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall }));
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall, auth: auth.http }));
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());
   });
 
+  await auth.start();
   await operator.start();
   const server = serve({ fetch: app.fetch, hostname: config.bindAddress, port: config.port }, (info) => {
     log.info({ address: info.address, port: info.port, namespace: config.namespace, identity: operator.identity }, 'Serving MCP at /mcp');
@@ -46,8 +54,6 @@ async function main(): Promise<void> {
   // already routed here during the endpoint update are still served for ENDPOINT_DRAIN_MS, then new
   // MCP requests get 503 + Retry-After. Runs in flight get the whole time they were promised (the
   // longest run: pod start-up plus the maximum timeout); the Lease is released first.
-  let stopping = false;
-  let draining = false;
   const shutdown = (signal: string): void => {
     if (stopping) return;
     stopping = true;
@@ -62,6 +68,7 @@ async function main(): Promise<void> {
     setTimeout(() => {
       draining = true;
     }, ENDPOINT_DRAIN_MS).unref();
+    void auth.stop();
     operator
       .stop()
       .then(() => new Promise<void>((r) => server.close(() => r())))

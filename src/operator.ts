@@ -1,6 +1,8 @@
 // Wires the Kubernetes side of the process: informers, the run executor and the controller.
 // Kept apart from main.ts so tests and benchmarks can start a whole operator in-process.
-import { hostname } from 'node:os';
+import { hostname, networkInterfaces } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -26,6 +28,8 @@ import { LeaderElector } from './controller/leader.js';
 import { WarmPool } from './controller/warm-pool.js';
 import { WorkQueue } from './controller/workqueue.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
+import { runCanary } from './selfcheck/canary-run.js';
+import { SandboxChecker } from './selfcheck/checker.js';
 
 export interface Operator {
   identity: string;
@@ -34,13 +38,22 @@ export interface Operator {
   runService: KubeRunService;
   sessionService: SessionService;
   sessionController: SandboxSessionController;
+  /** The sandbox self-check (runtime/selfcheck): absent only when a test turned it off. */
+  sandboxCheck: SandboxChecker | undefined;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
 
 /** What the gateway serves from `operator`: its run and session services and the gateway settings. */
-export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall'>): GatewayDeps {
-  return { runService: operator.runService, sessions: operator.sessionService, logger, options: gatewayOptions(config), ...process };
+export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'auth'>): GatewayDeps {
+  return {
+    runService: operator.runService,
+    sessions: operator.sessionService,
+    logger,
+    options: gatewayOptions(config),
+    ...(operator.sandboxCheck !== undefined && { sandboxGate: operator.sandboxCheck }),
+    ...process,
+  };
 }
 
 /** Unique per process; the executor annotation on runs this process executes. */
@@ -52,7 +65,28 @@ export function controllerOptions(config: Config, identity: string): ControllerO
   return { ...config, images: { ...config.images }, identity };
 }
 
-export function createOperator(config: Config, clients: KubeClients, log: Logger, metrics?: Metrics): Operator {
+/** The operator's non-loopback addresses (its pod IP in a cluster): the gateway as a canary target. */
+function ownAddresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .filter((a) => a !== undefined && !a.internal && !a.address.startsWith('fe80:'))
+    .map((a) => (a as { address: string }).address);
+}
+
+function readCanaryProgram(runtimeDir: string | undefined): string | undefined {
+  try {
+    return runtimeDir ? readFileSync(join(runtimeDir, 'selfcheck', 'canary.py'), 'utf8') : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface OperatorOptions {
+  /** Run the sandbox self-check (default true). Tests of other features turn it off. */
+  sandboxCheck?: boolean;
+}
+
+export function createOperator(config: Config, clients: KubeClients, log: Logger, metrics?: Metrics, options: OperatorOptions = {}): Operator {
   const identity = newIdentity();
   const opts = controllerOptions(config, identity);
   const ns = config.namespace;
@@ -74,10 +108,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   const policies = new NetworkPolicyGuard(clients, log);
   const events = new EventRecorder(clients.events, identity, log);
+  const podWatcher = new PodWatcher(pods);
+  const runtimeDir = findRuntimeDir();
+  const sandboxCheck = options.sandboxCheck === false ? undefined : newSandboxChecker(config, clients, podWatcher, policies, runtimeDir, log, metrics);
   const executor = new RunExecutor({
     clients,
     opts,
-    pods: new PodWatcher(pods),
+    pods: podWatcher,
+    ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
     policies,
     events,
     log: log.child({ controller: 'sandboxrun' }),
@@ -94,7 +132,6 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       >,
     log.child({ informer: 'sandboxsessions' }),
   );
-  const runtimeDir = findRuntimeDir();
   const runtimeFiles = runtimeDir ? readRuntimeFiles(runtimeDir) : {};
   if (!runtimeDir) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
@@ -142,6 +179,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     runtimePaths: Object.keys(runtimeFiles),
     events,
     metrics,
+    ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
   });
   const sessionService = new SessionService(
     clients,
@@ -154,6 +192,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionMaxIdleTimeoutSeconds: config.sessionMaxIdleTimeoutSeconds,
       sessionMaxLifetimeSeconds: config.sessionMaxLifetimeSeconds,
       startupTimeoutSeconds: config.podStartupTimeoutSeconds,
+      adminGroups: config.adminGroups,
     },
     log.child({ component: 'sessions' }),
   );
@@ -174,6 +213,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     runService,
     sessionService,
     sessionController,
+    sandboxCheck,
     async start(): Promise<void> {
       try {
         await runs.start();
@@ -198,8 +238,11 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       controller.start();
       sessionController.start();
       if (pool.enabled) elector.start();
+      // Needs the pod informer (the canary's readiness); code waits for its first verdict.
+      sandboxCheck?.start();
     },
     async stop(): Promise<void> {
+      await sandboxCheck?.stop();
       poolQueue.stop();
       await elector.stop();
       controller.stop();
@@ -211,4 +254,35 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await pods.stop();
     },
   };
+}
+
+function newSandboxChecker(
+  config: Config,
+  clients: KubeClients,
+  pods: PodWatcher,
+  policies: NetworkPolicyGuard,
+  runtimeDir: string | undefined,
+  log: Logger,
+  metrics: Metrics | undefined,
+): SandboxChecker {
+  const cluster = clients.kc.getCurrentCluster();
+  const program = readCanaryProgram(runtimeDir);
+  const checkLog = log.child({ component: 'sandbox-check' });
+  return new SandboxChecker({
+    run: () =>
+      runCanary({
+        clients,
+        pods,
+        policies,
+        config,
+        program,
+        // Read per run: the pod IP is known from the start, but interfaces can change.
+        place: { inCluster: cluster?.name === 'inCluster', apiServerUrl: cluster?.server, ownAddresses: ownAddresses() },
+        log: checkLog,
+      }),
+    intervalSeconds: config.sandboxCheckIntervalSeconds,
+    accept: config.acceptUnenforced,
+    log: checkLog,
+    ...(metrics !== undefined && { metrics: metrics.sandboxCheck }),
+  });
 }

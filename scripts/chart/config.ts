@@ -15,10 +15,13 @@ export const CHART_OWNED: Partial<Record<FieldKey, { template: string; why: stri
   },
 };
 
-/** Chart defaults that differ from the gateway's: in a pod it must listen on the pod IP. */
-export const CHART_DEFAULTS: Partial<Record<FieldKey, string>> = { bindAddress: '0.0.0.0' };
+/**
+ * Chart defaults that differ from the gateway's: in a pod it listens on the pod IP, and beyond
+ * loopback callers must authenticate (mode none refuses to start there).
+ */
+export const CHART_DEFAULTS: Partial<Record<FieldKey, string>> = { bindAddress: '0.0.0.0', authMode: 'tokens' };
 
-export type ConfigKind = 'string' | 'integer' | 'list';
+export type ConfigKind = 'string' | 'integer' | 'boolean' | 'list';
 
 export interface ChartConfigField {
   key: string;
@@ -27,7 +30,7 @@ export interface ChartConfigField {
   allowed: string;
   kind: ConfigKind;
   /** Default as a YAML value in values.yaml. */
-  default: string | number | string[];
+  default: string | number | boolean | string[];
   schema: Record<string, unknown>;
   /** Helm expression for the env value, when not `.Values.config.<key>`. */
   template?: string;
@@ -40,6 +43,7 @@ export function kindOf(schema: z.ZodType): ConfigKind {
   const out = z.toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as { type?: string };
   if (out.type === 'integer' || out.type === 'number') return 'integer';
   if (out.type === 'array') return 'list';
+  if (out.type === 'boolean') return 'boolean';
   return 'string';
 }
 
@@ -48,13 +52,15 @@ export function valueSchema(schema: z.ZodType, kind: ConfigKind, description: st
   const { $schema: _s, default: _d, ...input } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
   if (kind === 'integer') return { description, anyOf: [{ type: 'integer', minimum: 0 }, input] };
   if (kind === 'list') return { description, anyOf: [{ type: 'array', items: { type: 'string' } }, input] };
+  if (kind === 'boolean') return { description, anyOf: [{ type: 'boolean' }, input] };
   // Optional fields are blank by default; blank means "the gateway's default".
   return { description, anyOf: [input, { type: 'string', maxLength: 0 }] };
 }
 
-function defaultOf(raw: string, kind: ConfigKind): string | number | string[] {
+function defaultOf(raw: string, kind: ConfigKind): string | number | boolean | string[] {
   if (kind === 'integer' && /^[0-9]+$/.test(raw)) return Number(raw);
   if (kind === 'list') return raw === '' ? [] : raw.split(',');
+  if (kind === 'boolean' && (raw === 'true' || raw === 'false')) return raw === 'true';
   return raw;
 }
 

@@ -8,6 +8,7 @@ import {
   QUANTITY_PATTERN,
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from './quantity.js';
+import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 
 export interface FieldDoc {
   env: string;
@@ -340,6 +341,131 @@ export const FIELDS = {
       allowed: 'trace, debug, info, warn or error',
     },
     z.enum(['trace', 'debug', 'info', 'warn', 'error']),
+  ),
+  // Authentication (issue 9): who is calling /mcp.
+  authMode: field(
+    {
+      env: 'CODEMODE_AUTH_MODE',
+      default: 'none',
+      description:
+        'How callers of /mcp are authenticated: none (loopback development only), tokens (static bearer tokens from a Secret), kubernetes (TokenReview) or oidc (JWTs from an OAuth 2.1 / OIDC issuer).',
+      allowed: 'none, tokens, kubernetes or oidc',
+    },
+    z.enum(['none', 'tokens', 'kubernetes', 'oidc']),
+  ),
+  authNoneBeyondLoopback: field(
+    {
+      env: 'CODEMODE_AUTH_NONE_BEYOND_LOOPBACK',
+      default: 'false',
+      description:
+        'Lets a gateway with CODEMODE_AUTH_MODE=none listen beyond loopback, where anyone who reaches it can run code; it then warns on every start. Off: such a gateway refuses to start.',
+      allowed: 'true or false',
+    },
+    z.enum(['true', 'false']).transform((v) => v === 'true'),
+  ),
+  authTokensSecret: field(
+    {
+      env: 'CODEMODE_AUTH_TOKENS_SECRET',
+      default: 'codemode-tokens',
+      description:
+        'Secret (in CODEMODE_NAMESPACE) whose key tokens.csv lists the bearer tokens of mode tokens, one `token,user,uid,"group1,group2"` line each (the kube-apiserver static token format); watched, so edits apply without a restart.',
+      allowed: 'a Secret name (DNS-1123 subdomain)',
+    },
+    z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, { error: 'must be a DNS-1123 subdomain' }).max(253),
+  ),
+  authAudience: optionalField(
+    {
+      env: 'CODEMODE_AUTH_AUDIENCE',
+      default: '',
+      description: 'Audience a token must be issued for in mode kubernetes (TokenReview audiences); empty accepts the API server\'s own audience.',
+      allowed: 'a non-empty string without spaces',
+    },
+    z.string().regex(/^\S+$/, { error: 'must not contain spaces' }),
+  ),
+  oidcIssuer: optionalField(
+    {
+      env: 'CODEMODE_OIDC_ISSUER',
+      default: '',
+      description: 'Issuer URL of mode oidc: JWTs must carry it as iss; its discovery document gives the JWKS unless CODEMODE_OIDC_JWKS_URL is set.',
+      allowed: 'an http(s) URL',
+    },
+    z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
+  ),
+  oidcAudience: optionalField(
+    {
+      env: 'CODEMODE_OIDC_AUDIENCE',
+      default: '',
+      description: 'Audience (aud) JWTs must be issued for in mode oidc, usually the gateway\'s public /mcp URL.',
+      allowed: 'a non-empty string without spaces',
+    },
+    z.string().regex(/^\S+$/, { error: 'must not contain spaces' }),
+  ),
+  oidcJwksUrl: optionalField(
+    {
+      env: 'CODEMODE_OIDC_JWKS_URL',
+      default: '',
+      description: 'Where the issuer\'s signing keys (JWKS) are; by default from the issuer\'s discovery document.',
+      allowed: 'an http(s) URL',
+    },
+    z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
+  ),
+  oidcUsernameClaim: field(
+    { env: 'CODEMODE_OIDC_USERNAME_CLAIM', default: 'sub', description: 'JWT claim that names the user in mode oidc.', allowed: 'a claim name' },
+    z.string().regex(/^[A-Za-z0-9_.:-]+$/, { error: 'must be a claim name' }),
+  ),
+  oidcGroupsClaim: field(
+    { env: 'CODEMODE_OIDC_GROUPS_CLAIM', default: 'groups', description: 'JWT claim with the user\'s groups in mode oidc.', allowed: 'a claim name' },
+    z.string().regex(/^[A-Za-z0-9_.:-]+$/, { error: 'must be a claim name' }),
+  ),
+  publicUrl: optionalField(
+    {
+      env: 'CODEMODE_PUBLIC_URL',
+      default: '',
+      docDefault: 'the URL of each request',
+      description: 'Public base URL of the gateway (e.g. https://mcp.example.com), used in the OAuth protected-resource metadata and WWW-Authenticate headers.',
+      allowed: 'an http(s) URL without a path',
+    },
+    z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
+  ),
+  adminGroups: optionalField(
+    {
+      env: 'CODEMODE_ADMIN_GROUPS',
+      default: '',
+      description: "Comma-separated groups whose members see and use every user's sessions (others see only their own).",
+      allowed: 'a comma-separated list of group names',
+    },
+    commaList(z.string().regex(/^[^,\s]+$/, { error: 'must be a group name without spaces' })),
+  ),
+  // Sandbox self-check (issue 14, point 3): a canary sandbox reports what the cluster enforces.
+  sandboxCheckIntervalSeconds: field(
+    {
+      env: 'CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS',
+      default: '600',
+      description:
+        'Period of the sandbox self-check: a canary sandbox pod reports from the inside whether the process cap, memory limit, read-only root, absence of a service-account token and network isolation are enforced (it also runs at start).',
+      allowed: 'an integer from 10 to 86400',
+    },
+    int(10, 86400),
+  ),
+  maxProcesses: field(
+    {
+      env: 'CODEMODE_MAX_PROCESSES',
+      default: '128',
+      description:
+        "Process cap every sandbox must have: the canary must observe pids.max (set by the kubelet's podPidsLimit) at most this, or meet the limit before this many processes.",
+      allowed: 'an integer from 8 to 4096',
+    },
+    int(8, 4096),
+  ),
+  acceptUnenforced: optionalField(
+    {
+      env: 'CODEMODE_ACCEPT_UNENFORCED',
+      default: '',
+      description:
+        'Comma-separated sandbox checks the administrator accepts as not enforced by this cluster: code then runs anyway (with a warning on every start) instead of being refused.',
+      allowed: `a comma-separated subset of ${SANDBOX_CHECKS.join(', ')}`,
+    },
+    commaList(z.enum(SANDBOX_CHECKS)),
   ),
 };
 

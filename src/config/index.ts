@@ -7,11 +7,17 @@ import { deepFreeze } from '../util/deep-freeze.js';
 import { FIELDS } from './fields.js';
 import type { FieldKey } from './fields.js';
 import { parseQuantity } from './quantity.js';
+import type { SandboxCheckName } from '../selfcheck/evaluate.js';
 
 export { parseQuantity } from './quantity.js';
 
 /** Host names the gateway accepts when CODEMODE_ALLOWED_HOSTS is empty. */
 export const LOOPBACK_HOSTS: readonly string[] = Object.freeze(['localhost', '127.0.0.1', '[::1]']);
+
+/** Addresses that only this machine can reach. */
+export function isLoopbackBind(address: string): boolean {
+  return address === 'localhost' || address === '::1' || address === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(address);
+}
 
 export type ImagePullPolicy = 'Always' | 'IfNotPresent' | 'Never';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
@@ -52,6 +58,22 @@ export interface Config {
   readonly warmPoolSize: number;
   readonly warmPoolRefillDeferMs: number;
   readonly logLevel: LogLevel;
+  readonly authMode: 'none' | 'tokens' | 'kubernetes' | 'oidc';
+  readonly authNoneBeyondLoopback: boolean;
+  readonly authTokensSecret: string;
+  readonly authAudience?: string;
+  readonly oidcIssuer?: string;
+  readonly oidcAudience?: string;
+  readonly oidcJwksUrl?: string;
+  readonly oidcUsernameClaim: string;
+  readonly oidcGroupsClaim: string;
+  readonly publicUrl?: string;
+  readonly adminGroups: readonly string[];
+  // Sandbox self-check (issue 14, point 3).
+  readonly sandboxCheckIntervalSeconds: number;
+  readonly maxProcesses: number;
+  /** Checks whose absence the administrator accepted (code runs anyway, with a warning). */
+  readonly acceptUnenforced: readonly SandboxCheckName[];
 }
 
 export interface ConfigProblem {
@@ -107,6 +129,11 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   if (parseQuantity(c.defaultMemory) > parseQuantity(c.maxMemory)) {
     add('defaultMemory', `must not exceed CODEMODE_MAX_MEMORY (${c.maxMemory})`);
   }
+  if (c.authMode === 'none' && !isLoopbackBind(c.bindAddress) && !c.authNoneBeyondLoopback) {
+    add('authMode', `is none while CODEMODE_BIND_ADDRESS=${c.bindAddress} is beyond loopback, so anyone who reaches the gateway could run code; choose tokens, kubernetes or oidc, or set CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true to accept that`);
+  }
+  if (c.authMode === 'oidc' && c.oidcIssuer === undefined) add('oidcIssuer', 'must be set when CODEMODE_AUTH_MODE=oidc');
+  if (c.authMode === 'oidc' && c.oidcAudience === undefined) add('oidcAudience', 'must be set when CODEMODE_AUTH_MODE=oidc');
   return issues;
 }
 
@@ -164,6 +191,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     warmPoolSize: c.warmPoolSize,
     warmPoolRefillDeferMs: c.warmPoolRefillDeferMs,
     logLevel: c.logLevel,
+    authMode: c.authMode,
+    authNoneBeyondLoopback: c.authNoneBeyondLoopback,
+    authTokensSecret: c.authTokensSecret,
+    ...(c.authAudience !== undefined && { authAudience: c.authAudience }),
+    ...(c.oidcIssuer !== undefined && { oidcIssuer: c.oidcIssuer }),
+    ...(c.oidcAudience !== undefined && { oidcAudience: c.oidcAudience }),
+    ...(c.oidcJwksUrl !== undefined && { oidcJwksUrl: c.oidcJwksUrl }),
+    oidcUsernameClaim: c.oidcUsernameClaim,
+    oidcGroupsClaim: c.oidcGroupsClaim,
+    ...(c.publicUrl !== undefined && { publicUrl: c.publicUrl.replace(/\/$/, '') }),
+    adminGroups: c.adminGroups ?? [],
+    sandboxCheckIntervalSeconds: c.sandboxCheckIntervalSeconds,
+    maxProcesses: c.maxProcesses,
+    acceptUnenforced: [...new Set(c.acceptUnenforced ?? [])],
   };
   return deepFreeze(config);
 }

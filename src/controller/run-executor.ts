@@ -37,6 +37,7 @@ import { runLabelValue } from '../sandbox/names.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
+import type { SandboxGate } from '../selfcheck/checker.js';
 import {
   classifyExecution,
   completedStatus,
@@ -79,6 +80,8 @@ export interface RunExecutorDeps {
   events: EventRecorder;
   log: Logger;
   metrics?: RunMetricsSink;
+  /** The sandbox self-check: runs created with kubectl are refused like the gateway's. */
+  gate?: Pick<SandboxGate, 'refusal'>;
 }
 
 /** Problems with a spec that the API schema cannot know (the administrator's limits). */
@@ -215,6 +218,8 @@ export class RunExecutor {
       if (invalid) {
         return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
       }
+      const refused = await this.d.gate?.refusal();
+      if (refused !== undefined) return await this.finishEarly(run, Reasons.SandboxNotEnforced, refused, log);
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run);
@@ -383,7 +388,8 @@ export class RunExecutor {
   /** A SandboxRun with spec.session: the code runs in that session's interpreter. */
   private async runInSession(run: SandboxRun, session: string, output: EventEmitter, log: Logger, started: number): Promise<RunOutcome> {
     if (!this.sessions) return this.finishEarly(run, Reasons.InvalidSpec, 'Sessions are not available in this operator.', log);
-    const info = this.sessions.list().find((s) => s.name === session);
+    // A run in a session acts for its owner: only the session's owner's runs may use it.
+    const info = this.sessions.list(run.spec.owner).find((s) => s.name === session);
     if (!info) return this.finishEarly(run, Reasons.InvalidSpec, `There is no SandboxSession "${session}" in this namespace; create it first.`, log);
     if (kernelLanguage(info.language) !== normalizeLanguage(run.spec.language) && !(run.spec.language === 'sh' && info.language === 'bash')) {
       return this.finishEarly(run, Reasons.InvalidSpec, `SandboxSession ${session} runs ${info.language}; spec.language is ${run.spec.language}.`, log);
@@ -396,6 +402,7 @@ export class RunExecutor {
     try {
       const r = await this.sessions.execute(session, { code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) }, (stream, text) =>
         output.emit('chunk', { stream, text } satisfies OutputChunk),
+        run.spec.owner,
       );
       const o = sessionOutcome(r, run.metadata.namespace ?? this.d.opts.namespace, run.spec.timeoutSeconds);
       const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };

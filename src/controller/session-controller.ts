@@ -28,6 +28,7 @@ import { runtimeItems } from '../sandbox/runtime-configmap.js';
 import type { EventRecorder } from './events.js';
 import type { ResilientInformer } from './informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
+import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
@@ -49,6 +50,8 @@ export interface SessionControllerDeps {
   metrics?: Metrics;
   pool?: WarmPool;
   now?: () => Date;
+  /** The sandbox self-check: no session pod starts while code is refused. */
+  gate?: Pick<SandboxGate, 'refusal'>;
 }
 
 export class SandboxSessionController {
@@ -124,6 +127,11 @@ export class SandboxSessionController {
     let pod = owned ?? this.d.pods.get(podName, ns);
     const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
     if (!pod && !terminal && session.status?.phase !== 'Ready') {
+      const refused = await this.d.gate?.refusal();
+      if (refused !== undefined) {
+        await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.SandboxNotEnforced, message: refused });
+        return { requeueAfterMs: exp.remainingMs };
+      }
       pod = await this.claimWarm(session);
       if (pod?.metadata?.name) podName = pod.metadata.name;
       else pod = await this.createPod(session, podName);

@@ -6,6 +6,7 @@
 // replica's memory and any replica can answer any request.
 import { Hono } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
+import { METADATA_PATH, authMiddleware, metadataHandler } from '../auth/middleware.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
@@ -29,17 +30,24 @@ export function createApp(deps: GatewayDeps): Hono {
 
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
-  app.get('/readyz', (c) =>
-    deps.isReady()
-      ? c.text('ok')
-      : c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503),
-  );
+  app.get('/readyz', (c) => {
+    if (!deps.isReady()) return c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503);
+    const sandbox = deps.sandboxGate?.notReady();
+    return sandbox === undefined ? c.text('ok') : c.text(`not ready: ${sandbox}`, 503);
+  });
   app.use('/mcp', hostValidation(deps.options));
   app.use('/mcp', async (c, next) => {
     if (!deps.isDraining?.()) return next();
     c.header('Retry-After', '1');
     return c.json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'This gateway replica is shutting down and takes no new requests; retry in a second (another replica answers).' } }, 503);
   });
+  if (deps.auth && deps.auth.authenticator.mode !== 'none') {
+    // OAuth protected-resource metadata (RFC 9728), where 401 answers point clients.
+    const metadata = metadataHandler(deps.auth);
+    app.get(METADATA_PATH, metadata);
+    app.get(`${METADATA_PATH}/mcp`, metadata);
+  }
+  if (deps.auth) app.use('/mcp', authMiddleware(deps.auth));
   app.all('/mcp', (c) => mcp.fetch(c.req.raw));
   return app;
 }

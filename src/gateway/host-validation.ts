@@ -2,6 +2,11 @@
 // to a name that resolves to the gateway (or to localhost when it runs on a laptop); checking Host
 // and Origin against an allow-list stops that page from running code through the user's agent
 // credentials. Probes (/healthz, /readyz) are not covered: the kubelet calls them by pod IP.
+//
+// Not the SDK's @modelcontextprotocol/hono validators (hostHeaderValidation, originValidation):
+// they compare hostnames only, so a listed https://app.example.com would also admit an
+// http://app.example.com:8080 page, and they cannot pin a Host to one port or refuse the opaque
+// `null` origin; their errors cannot name the setting to change. Same shape, stricter rules here.
 import type { MiddlewareHandler } from 'hono';
 
 export const ALLOWED_HOSTS_ENV = 'CODEMODE_ALLOWED_HOSTS';

@@ -54,7 +54,9 @@ export function mcpServerFactory(deps: GatewayDeps): () => McpServer {
   const instructions = serverInstructions(deps);
   const tools = defineTools(deps);
   return () => {
-    const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions });
+    // logging: clients may set a level (logging/setLevel, deprecated in 2026-07-28 but still
+    // served) and tools send run lifecycle messages as notifications/message.
+    const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions, capabilities: { logging: {} } });
     const register = server.registerTool.bind(server) as unknown as (name: string, config: object, handler: ToolHandler) => unknown;
     for (const tool of tools) register(tool.name, tool.config, tool.handler);
     return server;

@@ -2,8 +2,10 @@
 // onto the narrow GatewayOptions so the gateway (and its tests) never depend on settings they do
 // not use.
 import type { Logger } from 'pino';
+import type { AuthHttpOptions } from '../auth/middleware.js';
 import type { RunService } from '../runs/types.js';
 import type { SessionService } from '../sessions/service.js';
+import type { SandboxGate } from '../selfcheck/checker.js';
 
 export interface GatewayOptions {
   /**
@@ -36,6 +38,11 @@ export interface GatewayDeps {
   sessions?: Pick<SessionService, 'create' | 'list' | 'close' | 'readFile' | 'writeFile' | 'listFiles'>;
   options: GatewayOptions;
   logger: Logger;
+  /**
+   * The sandbox self-check: code is refused while the cluster does not enforce a protection the
+   * administrator did not accept, and /readyz fails until the first check allowed code.
+   */
+  sandboxGate?: SandboxGate;
   /** True once the process can serve runs (caches synced, not draining); drives /readyz. */
   isReady(): boolean;
   /**
@@ -43,6 +50,8 @@ export interface GatewayDeps {
    * flight still finish): /mcp answers 503 with Retry-After so the client retries on another replica.
    */
   isDraining?(): boolean;
+  /** Authentication of /mcp (src/auth); without it every caller is anonymous (tests of tools). */
+  auth?: AuthHttpOptions;
   /**
    * Told of every tool call that reached a tool (the tool's name, whether its result was an
    * error, seconds taken); main.ts feeds codemode_mcp_tool_calls_total and its latency histogram.

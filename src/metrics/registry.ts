@@ -4,6 +4,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../controller/run-executor.js';
+import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
+import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -16,6 +18,7 @@ export interface Metrics {
   sessionCollected(cause: 'idle' | 'lifetime'): void;
   poolClaim(result: 'warm' | 'empty'): void;
   leader(isLeader: boolean): void;
+  sandboxCheck: SandboxCheckMetrics;
 }
 
 export function createMetrics(): Metrics {
@@ -105,8 +108,11 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  const sandboxCheck = sandboxCheckMetrics(registry);
+
   return {
     registry,
+    sandboxCheck,
     poolClaim: (result): void => void poolClaims.inc({ result }),
     leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
@@ -136,5 +142,48 @@ export function createMetrics(): Metrics {
       toolCalls.inc({ tool, outcome });
       toolLatency.observe({ tool }, seconds);
     },
+  };
+}
+
+// Sandbox self-check (issue 14, point 3). `check` is one of SANDBOX_CHECKS; every series exists
+// from the start (0 until a check proved otherwise) so an alert on `== 0` sees a missing check.
+function sandboxCheckMetrics(registry: Registry): SandboxCheckMetrics {
+  const enforced = new Gauge({
+    name: 'codemode_sandbox_check_enforced',
+    help: 'Whether the last sandbox self-check found the protection enforced by the cluster (1) or not (0, also before the first check).',
+    labelNames: ['check'] as const,
+    registers: [registry],
+  });
+  const accepted = new Gauge({
+    name: 'codemode_sandbox_check_accepted',
+    help: 'Whether the administrator accepted running code without this protection (CODEMODE_ACCEPT_UNENFORCED).',
+    labelNames: ['check'] as const,
+    registers: [registry],
+  });
+  const lastCompleted = new Gauge({
+    name: 'codemode_sandbox_check_last_success_timestamp_seconds',
+    help: 'Unix time at which a sandbox self-check last completed (the canary reported and every check was evaluated, whatever the result).',
+    registers: [registry],
+  });
+  const runs = new Counter({
+    name: 'codemode_sandbox_check_runs_total',
+    help: 'Sandbox self-check runs by result: completed (the canary reported) or failed (it could not run or report).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  for (const check of SANDBOX_CHECKS) {
+    enforced.set({ check }, 0);
+    accepted.set({ check }, 0);
+  }
+  return {
+    accepted: (checks): void => {
+      for (const check of SANDBOX_CHECKS) accepted.set({ check }, checks.includes(check) ? 1 : 0);
+    },
+    completed: (results, at): void => {
+      for (const r of results) enforced.set({ check: r.check }, r.enforced ? 1 : 0);
+      lastCompleted.set(at.getTime() / 1000);
+      runs.inc({ result: 'completed' });
+    },
+    failed: (): void => void runs.inc({ result: 'failed' }),
   };
 }

@@ -1,7 +1,7 @@
 // RunService on Kubernetes: each execute_code call becomes a SandboxRun object (the record that
 // survives restarts and is visible with kubectl), executed by this process's RunExecutor so the
 // output can stream back while it runs.
-import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, parseSandboxRun } from '../api/v1alpha1/index.js';
+import { API_VERSION, GROUP, LABEL_OWNER, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, ownerLabelValue, parseSandboxRun } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { RunExecutor } from '../controller/run-executor.js';
 import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
@@ -49,10 +49,11 @@ export class KubeRunService implements RunService {
       metadata: {
         name: generateRunName(),
         namespace: this.opts.namespace,
-        labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE },
+        labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(req.owner && { [LABEL_OWNER]: ownerLabelValue(req.owner.user) }) },
         annotations: { [ANNOTATION_EXECUTOR]: this.opts.identity },
       },
       spec: {
+        ...(req.owner && { owner: req.owner }),
         language: req.language,
         code: req.code,
         timeoutSeconds,
@@ -100,12 +101,12 @@ export class KubeRunService implements RunService {
   private async executeInSession(req: ExecuteRequest, session: string, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
     const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
-    const info = this.sessions.list().find((s) => s.name === session);
+    const info = this.sessions.list(req.owner).find((s) => s.name === session);
     if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
       throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
     }
     try {
-      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined);
+      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
       return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
     } catch (err) {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);

@@ -1,6 +1,6 @@
 // The contract between the gateway (MCP tools) and the code that executes runs.
 // The gateway never talks to Kubernetes directly for a run: it asks a RunService.
-import type { Language, RunPhase } from '../api/v1alpha1/index.js';
+import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
 export interface ExecuteRequest {
@@ -10,6 +10,8 @@ export interface ExecuteRequest {
   stdin?: string;
   /** Run in this SandboxSession's interpreter instead of a fresh pod. */
   session?: string;
+  /** The authenticated caller, recorded as spec.owner. */
+  owner?: Owner;
 }
 
 /** A piece of output as it streams, before the run finishes. */

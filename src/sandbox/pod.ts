@@ -232,3 +232,29 @@ export function buildPoolPod(namespace: string, language: KernelLanguage, opts: 
     { ...opts, activeDeadlineSeconds: 0 },
   );
 }
+
+/** Label on the operator's self-check pods: `canary` (a sandbox) or `echo` (its counterpart). */
+export const LABEL_SELFCHECK = 'codemode.dev/selfcheck';
+
+/**
+ * The canary: a sandbox pod exactly like a run's (same builder, same hardening, the label the
+ * deny-all NetworkPolicy selects), with no owner, that only sleeps; the check program arrives
+ * later on an exec's stdin, as code does. Its deadline stops a canary a crashed operator left.
+ */
+export function buildCanaryPod(namespace: string, opts: PodBuildOptions): V1Pod {
+  return sandboxPod(
+    {
+      generateName: 'codemode-canary-',
+      namespace,
+      labels: { [LABEL_SELFCHECK]: 'canary', [LABEL_RUNTIME]: 'python' },
+      command: IDLE_COMMAND,
+      activeDeadlineSeconds: opts.activeDeadlineSeconds,
+    },
+    opts,
+  );
+}
+
+/** The same container hardening, for pods that are deliberately not sandboxes (the echo pod). */
+export function hardenedSecurityContext(): V1SecurityContext {
+  return containerSecurityContext();
+}

@@ -10,11 +10,14 @@ import {
   GATEWAY_FIELD_MANAGER,
   GATEWAY_LOST_FIELD_MANAGER,
   GROUP,
+  LABEL_OWNER,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
   kernelLanguage,
+  ownerLabelValue,
   parseSandboxSession,
+  type Owner,
   type SandboxSession,
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
@@ -26,6 +29,7 @@ import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
+import { canSee } from './access.js';
 
 export interface SessionServiceOptions {
   namespace: string;
@@ -35,6 +39,8 @@ export interface SessionServiceOptions {
   sessionMaxLifetimeSeconds: number;
   /** How long create() waits for the interpreter. */
   startupTimeoutSeconds: number;
+  /** Members of these groups see and use every session (CODEMODE_ADMIN_GROUPS). */
+  adminGroups?: readonly string[];
 }
 
 export interface SessionInfo {
@@ -91,9 +97,9 @@ export class SessionService {
     return p.ok ? p.session : undefined;
   }
 
-  private require(name: string): SandboxSession {
+  private require(name: string, caller: Owner | undefined): SandboxSession {
     const s = this.get(name);
-    if (!s) throw new SessionError(`There is no session "${name}".`, 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).');
+    if (!s || !canSee(s, caller, this.opts.adminGroups ?? [])) throw new SessionError(`There is no session "${name}".`, 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).');
     return s;
   }
 
@@ -110,16 +116,17 @@ export class SessionService {
     };
   }
 
-  list(): SessionInfo[] {
+  /** The sessions `caller` may see (access.ts), by name. */
+  list(caller?: Owner): SessionInfo[] {
     return this.informer
       .list(this.opts.namespace)
       .map((o) => parseSandboxSession(o))
-      .filter((p): p is { ok: true; session: SandboxSession } => p.ok && !p.session.metadata.deletionTimestamp)
+      .filter((p): p is { ok: true; session: SandboxSession } => p.ok && !p.session.metadata.deletionTimestamp && canSee(p.session, caller, this.opts.adminGroups ?? []))
       .map((p) => this.info(p.session))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal): Promise<SessionInfo> {
+  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner): Promise<SessionInfo> {
     if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
       throw new SessionError(`idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`, `Use at most ${this.opts.sessionMaxIdleTimeoutSeconds}.`);
     }
@@ -127,8 +134,8 @@ export class SessionService {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXSESSION_KIND,
-      metadata: { name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE } },
-      spec: { language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
+      metadata: { name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(owner && { [LABEL_OWNER]: ownerLabelValue(owner.user) }) } },
+      spec: { ...(owner && { owner }), language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
     };
     try {
       await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, body });
@@ -141,8 +148,9 @@ export class SessionService {
     return this.info(s);
   }
 
-  async close(name: string): Promise<boolean> {
+  async close(name: string, caller?: Owner): Promise<boolean> {
     const s = this.get(name);
+    if (s && !canSee(s, caller, this.opts.adminGroups ?? [])) return false;
     try {
       await this.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, name });
     } catch (err) {
@@ -154,8 +162,8 @@ export class SessionService {
   }
 
   /** Runs code in the session's interpreter. Rejects with SessionError when it cannot. */
-  async execute(name: string, call: SessionCall, onOutput?: (stream: 'stdout' | 'stderr', text: string) => void): Promise<SessionCallResult> {
-    const s = this.readySession(name);
+  async execute(name: string, call: SessionCall, onOutput?: (stream: 'stdout' | 'stderr', text: string) => void, caller?: Owner): Promise<SessionCallResult> {
+    const s = this.readySession(name, caller);
     const pod = s.status?.podName as string;
     this.noteActivity(s, 0);
     let result: KernelResult;
@@ -176,29 +184,29 @@ export class SessionService {
     return { ...result, session: name };
   }
 
-  async readFile(name: string, path: string): Promise<Buffer> {
-    const s = this.readySession(name);
+  async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {
+    const s = this.readySession(name, caller);
     this.noteActivity(s, 0);
     return readFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), this.opts.maxFileBytes);
   }
 
-  async writeFile(name: string, path: string, content: Buffer): Promise<number> {
+  async writeFile(name: string, path: string, content: Buffer, caller?: Owner): Promise<number> {
     if (content.length > this.opts.maxFileBytes) {
       throw new SessionError(`The content is ${content.length} bytes; the limit is ${this.opts.maxFileBytes}.`, 'Write smaller files, or generate large data inside the session with execute_code.');
     }
-    const s = this.readySession(name);
+    const s = this.readySession(name, caller);
     this.noteActivity(s, 0);
     return writeFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), content);
   }
 
-  async listFiles(name: string, path: string): Promise<{ entries: FileEntry[]; truncated: boolean }> {
-    const s = this.readySession(name);
+  async listFiles(name: string, path: string, caller?: Owner): Promise<{ entries: FileEntry[]; truncated: boolean }> {
+    const s = this.readySession(name, caller);
     this.noteActivity(s, 0);
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
   }
 
-  private readySession(name: string): SandboxSession {
-    const s = this.require(name);
+  private readySession(name: string, caller: Owner | undefined): SandboxSession {
+    const s = this.require(name, caller);
     const phase = s.status?.phase;
     const lost = s.status?.kernelLost;
     if (phase === 'Ready' && s.status?.podName && !lost) return s;

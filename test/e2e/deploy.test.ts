@@ -2,6 +2,7 @@
 // image: the operator runs in-cluster with only its namespaced RBAC in the sandbox namespace,
 // becomes Ready, and serves execute_code over MCP.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,8 @@ const sandboxNs = `${ns}-sbx`;
 const kubectl = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin/kubernetes-v1.34.9/kubectl');
 let forward: ChildProcess | undefined;
 let base = '';
+// The manifest's CODEMODE_AUTH_MODE=tokens: one user's token in the Secret it names.
+const token = `t-${randomBytes(16).toString('hex')}`;
 
 /** The shipped namespaces, mapped to throwaway ones. */
 const rename = (n: string | undefined): string | undefined => (n === 'codemode' ? ns : n === 'codemode-sandboxes' ? sandboxNs : n);
@@ -40,7 +43,11 @@ function manifests(): KubernetesObject[] {
 
 beforeAll(async () => {
   const api = KubernetesObjectApi.makeApiClient(k.kc);
-  for (const obj of manifests()) await api.create(obj);
+  const objs = manifests();
+  for (const obj of objs.filter((o) => o.kind === 'Namespace')) await api.create(obj);
+  // The tokens Secret lives in CODEMODE_NAMESPACE, the sandbox namespace.
+  await k.core.createNamespacedSecret({ namespace: sandboxNs, body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},deploy-user,u1,"dev"\n` } } });
+  for (const obj of objs.filter((o) => o.kind !== 'Namespace')) await api.create(obj);
   await until(async () => {
     const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/name=codemode-operator' });
     return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
@@ -68,8 +75,14 @@ describe('deploy/codemode-operator.yaml', () => {
     expect(roles.items).toEqual([]);
   });
 
+  it('refuses a caller without a token, with the header that says where to look', async () => {
+    const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata=".*\/\.well-known\/oauth-protected-resource\/mcp"/);
+  });
+
   it('serves execute_code from inside the cluster', async () => {
-    const client = await connect(`${base}/mcp`, 'current');
+    const client = await connect(`${base}/mcp`, 'current', { authorization: `Bearer ${token}` });
     const r = await client.callTool('execute_code', { code: 'print(6 * 7)' });
     await client.close();
     expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n', exit_code: 0 });

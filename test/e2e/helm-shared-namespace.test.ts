@@ -29,7 +29,7 @@ afterAll(async () => {
 
 describe('charts/codemode-operator with sandboxes in the release namespace', () => {
   it('runs the operator there and cleans up after it on uninstall', async () => {
-    await helm('install', release, CHART, '-n', ns, '--set', 'sandboxNamespace.separate=false', '--set', 'replicaCount=1', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--wait', '--timeout', '5m');
+    await helm('install', release, CHART, '-n', ns, '--set', 'sandboxNamespace.separate=false', '--set', 'replicaCount=1', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--set', 'resources.requests.cpu=10m', '--set', 'config.cpuRequest=10m', '--wait', '--timeout', '8m');
     installed = true;
     // What the operator creates at run time, which Helm does not know about.
     const created = ['networkpolicy.networking.k8s.io/codemode-sandbox-deny-all', 'configmap/codemode-runtime', 'lease.coordination.k8s.io/codemode-operator-leader'];

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { CHART, ctr, helm, kubectl, sh } from './helpers/helm.js';
-import { connect } from './helpers/operator.js';
+import { connect, type TestClient } from './helpers/operator.js';
 
 const k = testKube();
 const release = 'cm';
@@ -17,6 +17,11 @@ let ns = '';
 let dryNs = '';
 let installed = false;
 const sandboxNs = (): string => `${ns}-sandboxes`;
+// The chart's default auth mode is tokens: one caller's token, and the same for the helm test pod.
+const token = `t-${randomBytes(16).toString('hex')}`;
+const auth = { authorization: `Bearer ${token}` };
+/** Small requests: the shared 2-core node is often full of other suites' pods. */
+const LIGHT = ['--set', 'resources.requests.cpu=10m', '--set', 'config.cpuRequest=10m'];
 /** Every optional object on (ServiceMonitor and HTTPRoute need CRDs this cluster does not have). */
 const OPTIONAL = ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}', '--set', 'httpRoute.enabled=true', '--set', 'httpRoute.hostnames={mcp.example.com}', '--set', 'httpRoute.parentRefs[0].name=gw', '--set', 'serviceMonitor.enabled=true'];
 
@@ -71,8 +76,11 @@ describe('charts/codemode-operator', () => {
   });
 
   it('installs with two replicas and serves execute_code through the Service', async () => {
-    await helm('install', release, CHART, '-n', ns, '--set', 'replicaCount=2', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--wait', '--timeout', '5m');
+    await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'helm-test-token' }, stringData: { token } } });
+    await helm('install', release, CHART, '-n', ns, '--set', 'replicaCount=2', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--set', 'tests.tokenSecret.name=helm-test-token', ...LIGHT, '--wait', '--timeout', '8m');
     installed = true;
+    // The tokens Secret lives in the sandbox namespace the release created; the gateway watches it.
+    await k.core.createNamespacedSecret({ namespace: sandboxNs(), body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},helm-user,u1,"dev"\n` } } });
     const { ip, url } = await serviceUrl();
     // The host name clients use must be allowed (DNS-rebinding protection): here, the ClusterIP.
     await helm('upgrade', release, CHART, '-n', ns, '--reuse-values', '--set', `config.allowedHosts=${ip}`, '--wait', '--timeout', '5m');
@@ -81,7 +89,10 @@ describe('charts/codemode-operator', () => {
       return pods.length === 2 && pods.every((p) => p.ready && !p.terminating);
     }, 180_000, 'two Ready gateway pods');
 
-    const client = await connect(url, 'current');
+    // Tokens are picked up from the watched Secret within seconds.
+    let client: TestClient | undefined;
+    await until(async () => (client = await connect(url, 'current', auth).catch(() => undefined)) !== undefined, 60_000, 'the token to be accepted');
+    if (!client) throw new Error('no client');
     const r = await client.callTool('execute_code', { code: 'print(6 * 7)' });
     await client.close();
     expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n', exit_code: 0 });
@@ -101,7 +112,7 @@ describe('charts/codemode-operator', () => {
 
   it('upgrades to another image tag while a client keeps calling, with no failed call', async () => {
     const { url } = await serviceUrl();
-    const client = await connect(url, 'current');
+    const client = await connect(url, 'current', auth);
     const failures: string[] = [];
     let calls = 0;
     let stop = false;

@@ -2,7 +2,7 @@
 // names live in src/. This keeps the two from drifting apart.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { GROUP, LABEL_SANDBOX, SANDBOX_LABEL_VALUE, VERSION } from '../../src/api/v1alpha1/index.js';
+import { GROUP, LABEL_MANAGED_BY, LABEL_SANDBOX, MANAGED_BY_VALUE, SANDBOX_LABEL_VALUE, VERSION } from '../../src/api/v1alpha1/index.js';
 import { SANDBOX_NETWORK_POLICY_NAME } from '../../src/sandbox/networkpolicy.js';
 import { RUNTIME_CONFIGMAP } from '../../src/sandbox/pod.js';
 
@@ -15,6 +15,7 @@ describe('charts/codemode-operator cleanup hook', () => {
     ['the runtime ConfigMap', `'${RUNTIME_CONFIGMAP}'`],
     ['the leader Lease', `'${String(leaseName)}'`],
     ['the sandbox pod label', `'${LABEL_SANDBOX}=${SANDBOX_LABEL_VALUE}'`],
+    ["the operator's pod label (self-check pods)", `'${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}'`],
     ['the API group and version', `group: '${GROUP}', version: '${VERSION}'`],
   ])('names %s as src/ does', (_, text) => {
     expect(leaseName).toBeDefined();

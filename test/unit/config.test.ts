@@ -54,6 +54,15 @@ describe('loadConfig defaults', () => {
       warmPoolSize: 2,
       warmPoolRefillDeferMs: 1000,
       logLevel: 'info',
+      authMode: 'none',
+      authNoneBeyondLoopback: false,
+      authTokensSecret: 'codemode-tokens',
+      oidcUsernameClaim: 'sub',
+      oidcGroupsClaim: 'groups',
+      adminGroups: [],
+      sandboxCheckIntervalSeconds: 600,
+      maxProcesses: 128,
+      acceptUnenforced: [],
     } satisfies Config);
   });
 
@@ -101,7 +110,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_POD_STARTUP_TIMEOUT_SECONDS', '30', { podStartupTimeoutSeconds: 30 }],
     ['CODEMODE_RESYNC_SECONDS', '60', { resyncSeconds: 60 }],
     ['CODEMODE_RUNTIME_CLASS', 'gvisor', { runtimeClassName: 'gvisor' }],
-    ['CODEMODE_BIND_ADDRESS', '0.0.0.0', { bindAddress: '0.0.0.0' }],
+    ['CODEMODE_AUTH_MODE', 'kubernetes', { authMode: 'kubernetes' }],
+    ['CODEMODE_PUBLIC_URL', 'https://mcp.example.com/', { publicUrl: 'https://mcp.example.com' }],
     ['CODEMODE_PORT', '0', { port: 0 }],
     ['CODEMODE_ALLOWED_HOSTS', 'MCP.example.com, [::1],', { allowedHosts: ['mcp.example.com', '[::1]'] }],
     [
@@ -111,6 +121,9 @@ describe('loadConfig overrides', () => {
     ],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_LOG_LEVEL', 'debug', { logLevel: 'debug' }],
+    ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '60', { sandboxCheckIntervalSeconds: 60 }],
+    ['CODEMODE_MAX_PROCESSES', '256', { maxProcesses: 256 }],
+    ['CODEMODE_ACCEPT_UNENFORCED', 'network, process_limit,network', { acceptUnenforced: ['network', 'process_limit'] }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
   });
@@ -119,7 +132,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(34);
+    expect(envs).toHaveLength(48);
   });
 });
 
@@ -153,6 +166,14 @@ describe('loadConfig errors', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://a.example/path', 'entry "https://a.example/path" must be an origin'],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '10001', 'must be at most 10000'],
     ['CODEMODE_LOG_LEVEL', 'loud', 'must be one of "trace", "debug", "info", "warn", "error"'],
+    ['CODEMODE_AUTH_MODE', 'basic', 'must be one of "none", "tokens", "kubernetes", "oidc"'],
+    ['CODEMODE_AUTH_NONE_BEYOND_LOOPBACK', 'yes', 'must be one of "true", "false"'],
+    ['CODEMODE_AUTH_TOKENS_SECRET', 'My_Secret', 'must be a DNS-1123 subdomain'],
+    ['CODEMODE_OIDC_USERNAME_CLAIM', 'a b', 'must be a claim name'],
+    ['CODEMODE_PUBLIC_URL', 'mcp.example.com', 'must be a valid url'],
+    ['CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS', '5', 'must be at least 10'],
+    ['CODEMODE_MAX_PROCESSES', '0', 'must be at least 8'],
+    ['CODEMODE_ACCEPT_UNENFORCED', 'network,everything', 'entry "everything" must be one of'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
@@ -165,8 +186,19 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_MAX_TIMEOUT_SECONDS: '10' }, 'CODEMODE_MAX_TIMEOUT_SECONDS="10" must be at least CODEMODE_DEFAULT_TIMEOUT_SECONDS (30)'],
     [{ CODEMODE_MAX_CPU: '500m' }, 'CODEMODE_DEFAULT_CPU=(default) must not exceed CODEMODE_MAX_CPU (500m)'],
     [{ CODEMODE_DEFAULT_MEMORY: '3Gi' }, 'CODEMODE_DEFAULT_MEMORY="3Gi" must not exceed CODEMODE_MAX_MEMORY (2Gi)'],
+    [{ CODEMODE_BIND_ADDRESS: '0.0.0.0' }, 'CODEMODE_AUTH_MODE=(default) is none while CODEMODE_BIND_ADDRESS=0.0.0.0 is beyond loopback'],
+    [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_AUDIENCE: 'x' }, 'CODEMODE_OIDC_ISSUER=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
+    [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example' }, 'CODEMODE_OIDC_AUDIENCE=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
+  });
+
+  it.each<[NodeJS.ProcessEnv, Partial<Config>]>([
+    [{ CODEMODE_BIND_ADDRESS: '0.0.0.0', CODEMODE_AUTH_NONE_BEYOND_LOOPBACK: 'true' }, { bindAddress: '0.0.0.0', authMode: 'none', authNoneBeyondLoopback: true }],
+    [{ CODEMODE_BIND_ADDRESS: '0.0.0.0', CODEMODE_AUTH_MODE: 'tokens' }, { bindAddress: '0.0.0.0', authMode: 'tokens' }],
+    [{ CODEMODE_BIND_ADDRESS: '127.0.0.2' }, { bindAddress: '127.0.0.2', authMode: 'none' }],
+  ])('accepts an unauthenticated gateway beyond loopback only when told to: %j', (env, expected) => {
+    expect(loadConfig(env)).toMatchObject(expected);
   });
 
   it('reports every bad variable at once', () => {

@@ -110,6 +110,7 @@ describe('SandboxRun CRD', () => {
     expect(version.additionalPrinterColumns.map((c) => [c.name, c.type, c.jsonPath])).toEqual([
       ['Phase', 'string', '.status.phase'],
       ['Language', 'string', '.spec.language'],
+      ['Owner', 'string', '.spec.owner.user'],
       ['Exit', 'integer', '.status.exitCode'],
       ['Duration(ms)', 'integer', '.status.durationMs'],
       ['Reason', 'string', '.status.reason'],

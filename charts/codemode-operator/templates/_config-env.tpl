@@ -68,4 +68,32 @@
   value: {{ include "codemode.envValue" .Values.config.maxFileBytes }}
 - name: CODEMODE_LOG_LEVEL
   value: {{ include "codemode.envValue" .Values.config.logLevel }}
+- name: CODEMODE_AUTH_MODE
+  value: {{ include "codemode.envValue" .Values.config.authMode }}
+- name: CODEMODE_AUTH_NONE_BEYOND_LOOPBACK
+  value: {{ include "codemode.envValue" .Values.config.authNoneBeyondLoopback }}
+- name: CODEMODE_AUTH_TOKENS_SECRET
+  value: {{ include "codemode.envValue" .Values.config.authTokensSecret }}
+- name: CODEMODE_AUTH_AUDIENCE
+  value: {{ include "codemode.envValue" .Values.config.authAudience }}
+- name: CODEMODE_OIDC_ISSUER
+  value: {{ include "codemode.envValue" .Values.config.oidcIssuer }}
+- name: CODEMODE_OIDC_AUDIENCE
+  value: {{ include "codemode.envValue" .Values.config.oidcAudience }}
+- name: CODEMODE_OIDC_JWKS_URL
+  value: {{ include "codemode.envValue" .Values.config.oidcJwksUrl }}
+- name: CODEMODE_OIDC_USERNAME_CLAIM
+  value: {{ include "codemode.envValue" .Values.config.oidcUsernameClaim }}
+- name: CODEMODE_OIDC_GROUPS_CLAIM
+  value: {{ include "codemode.envValue" .Values.config.oidcGroupsClaim }}
+- name: CODEMODE_PUBLIC_URL
+  value: {{ include "codemode.envValue" .Values.config.publicUrl }}
+- name: CODEMODE_ADMIN_GROUPS
+  value: {{ include "codemode.envValue" .Values.config.adminGroups }}
+- name: CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.sandboxCheckIntervalSeconds }}
+- name: CODEMODE_MAX_PROCESSES
+  value: {{ include "codemode.envValue" .Values.config.maxProcesses }}
+- name: CODEMODE_ACCEPT_UNENFORCED
+  value: {{ include "codemode.envValue" .Values.config.acceptUnenforced }}
 {{- end }}

@@ -39,6 +39,11 @@ export const Reasons = {
   Exception: 'Exception',
   /** The session's interpreter is gone (crashed, stuck past its timeout, or its pod deleted). */
   KernelLost: 'KernelLost',
+  /**
+   * Nothing was started: the operator's sandbox self-check found a protection the cluster does
+   * not enforce (and the administrator did not accept running without it); the message says which.
+   */
+  SandboxNotEnforced: 'SandboxNotEnforced',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

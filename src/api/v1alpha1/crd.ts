@@ -181,6 +181,7 @@ function buildCrd(d: KindDefinition): CustomResourceDefinition {
 export const SANDBOXRUN_PRINTER_COLUMNS: PrinterColumn[] = [
   { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Lifecycle phase of the run.' },
   { name: 'Language', type: 'string', jsonPath: '.spec.language', description: 'Language of the code.' },
+  { name: 'Owner', type: 'string', jsonPath: '.spec.owner.user', description: 'Who created the run.' },
   { name: 'Exit', type: 'integer', jsonPath: '.status.exitCode', description: 'Exit code of the program.' },
   {
     name: 'Duration(ms)',
@@ -225,6 +226,7 @@ export function buildSandboxRunCrd(): CustomResourceDefinition {
 export const SANDBOXSESSION_PRINTER_COLUMNS: PrinterColumn[] = [
   { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Lifecycle phase of the session.' },
   { name: 'Language', type: 'string', jsonPath: '.spec.language', description: 'Language of the interpreter.' },
+  { name: 'Owner', type: 'string', jsonPath: '.spec.owner.user', description: 'Who created the session.' },
   { name: 'Runs', type: 'integer', jsonPath: '.status.runCount', description: 'Calls executed in the session.' },
   { name: 'Last-Activity', type: 'date', jsonPath: '.status.lastActivityTime', description: 'Time since the last call.' },
   { name: 'Expires', type: 'string', jsonPath: '.status.expiresAt', description: 'When an idle session is deleted.', priority: 1 },

@@ -4,4 +4,5 @@ export * from './sandboxsession.js';
 export * from './conditions.js';
 export * from './labels.js';
 export * from './field-managers.js';
+export * from './owner.js';
 export * from './crd.js';

@@ -3,6 +3,7 @@
 // parses what it reads from the API server with them.
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
+import { OwnerSchema } from './owner.js';
 
 export const GROUP = 'codemode.dev';
 export const VERSION = 'v1alpha1';
@@ -110,6 +111,7 @@ export const SandboxRunSpecSchema = z.object({
     .describe(
       'Name of a SandboxSession in the same namespace to run the code in, keeping its interpreter state. Its language must match. Without it, the code runs in a fresh single-use pod.',
     ),
+  owner: OwnerSchema.optional(),
   ttlSecondsAfterFinished: z
     .int()
     .min(0)

@@ -3,6 +3,7 @@
 // older than maxLifetimeSeconds (the controller's garbage collection, pure time math).
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
+import { OwnerSchema } from './owner.js';
 import { API_VERSION, ObjectMetaSchema, describeIssues } from './sandboxrun.js';
 
 export const SANDBOXSESSION_KIND = 'SandboxSession';
@@ -23,6 +24,7 @@ export const SessionPhaseSchema = z.enum(['Pending', 'Ready', 'Lost', 'Failed'])
 export type SessionPhase = z.infer<typeof SessionPhaseSchema>;
 
 export const SandboxSessionSpecSchema = z.object({
+  owner: OwnerSchema.optional(),
   language: SessionLanguageSchema.default('python').describe(
     'Language of the persistent interpreter: python, bash, node or javascript (an alias of node).',
   ),

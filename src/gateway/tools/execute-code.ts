@@ -6,6 +6,7 @@ import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
 import { RunRequestError } from '../../runs/types.js';
 import type { OutputChunk, RunOutcome } from '../../runs/types.js';
+import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
 
@@ -228,6 +229,12 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
   const logger = deps.logger.child({ tool: EXECUTE_CODE_TOOL, requestId: ctx.mcpReq.id, language: args.language });
   const timeoutSeconds = args.timeout_seconds ?? options.defaultTimeoutSeconds;
   const signal = callerGone(ctx);
+  const owner = callerOf(ctx);
+  const refused = await deps.sandboxGate?.refusal(signal);
+  if (refused !== undefined) {
+    logger.warn('Refused run: the sandbox self-check does not allow code');
+    return errorResult(refused);
+  }
   const progressToken = ctx.mcpReq._meta?.progressToken;
   // Progress goes through the request's own context: it is tied to this request's response
   // stream, which is the only channel a stateless server has to the client.
@@ -247,6 +254,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
         timeoutSeconds,
         ...(args.stdin !== undefined && { stdin: args.stdin }),
         ...(args.session !== undefined && { session: args.session }),
+        ...(owner && { owner }),
       },
       { signal, ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }) },
     );

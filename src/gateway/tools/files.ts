@@ -1,6 +1,7 @@
 // read_file, write_file, list_files: a session's /workspace. Paths are relative to /workspace (or
 // absolute inside it); `..`, paths outside it and symlinks that leave it are refused.
 import { z } from 'zod';
+import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { errorResult, okResult, toolFailure } from './result.js';
@@ -23,9 +24,9 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
       outputSchema: z.object({ path: z.string(), encoding: z.enum(['utf8', 'base64']), size: z.int(), content: z.string() }),
       annotations: { title: 'Read file', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async (args) => {
+    async (args, ctx) => {
       try {
-        const bytes = await sessions.readFile(args.session, args.path);
+        const bytes = await sessions.readFile(args.session, args.path, callerOf(ctx));
         let content: string;
         if (args.encoding === 'base64') content = bytes.toString('base64');
         else {
@@ -48,13 +49,13 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
       outputSchema: z.object({ path: z.string(), size: z.int() }),
       annotations: { title: 'Write file', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
-    async (args) => {
+    async (args, ctx) => {
       if (args.encoding === 'base64' && !/^[A-Za-z0-9+/]*={0,2}$/.test(args.content.replace(/\s+/g, ''))) {
         return errorResult('content is not valid base64; send base64 text, or use encoding="utf8" for plain text.');
       }
       try {
         const bytes = args.encoding === 'base64' ? Buffer.from(args.content, 'base64') : Buffer.from(args.content, 'utf8');
-        const size = await sessions.writeFile(args.session, args.path, bytes);
+        const size = await sessions.writeFile(args.session, args.path, bytes, callerOf(ctx));
         return okResult(`Wrote ${size} bytes to ${args.path}.`, { path: args.path, size });
       } catch (err) {
         return toolFailure(err, logger, 'write_file');
@@ -75,9 +76,9 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
       }),
       annotations: { title: 'List files', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async (args) => {
+    async (args, ctx) => {
       try {
-        const { entries, truncated } = await sessions.listFiles(args.session, args.path);
+        const { entries, truncated } = await sessions.listFiles(args.session, args.path, callerOf(ctx));
         const text = entries.length === 0 ? '(empty directory)' : entries.map((e) => `${e.type === 'directory' ? `${e.name}/` : e.name}\t${e.size}`).join('\n');
         return okResult(truncated ? `${text}\n(first 1000 entries)` : text, { path: args.path, entries, truncated });
       } catch (err) {

@@ -1,9 +1,10 @@
 // create_session, list_sessions, close_session: persistent interpreters for multi-step work.
 import { z } from 'zod';
 import { SessionLanguageSchema } from '../../api/v1alpha1/index.js';
+import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
-import { okResult, toolFailure } from './result.js';
+import { errorResult, okResult, toolFailure } from './result.js';
 
 const SessionInfoSchema = z.object({
   session: z.string().describe('Session name; pass it as `session` to execute_code and the file tools.'),
@@ -50,8 +51,10 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       annotations: { title: 'Create session', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     async (args, ctx) => {
+      const refused = await deps.sandboxGate?.refusal(ctx.mcpReq.signal);
+      if (refused !== undefined) return errorResult(refused);
       try {
-        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal));
+        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx)));
         return okResult(`Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`, info);
       } catch (err) {
         return toolFailure(err, logger, 'create_session');
@@ -68,8 +71,8 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       outputSchema: z.object({ sessions: z.array(SessionInfoSchema) }),
       annotations: { title: 'List sessions', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    () => {
-      const list = sessions.list().map(toInfo);
+    (_args, ctx) => {
+      const list = sessions.list(callerOf(ctx)).map(toInfo);
       const text = list.length === 0 ? 'No sessions. Create one with create_session.' : list.map((s) => `${s.session}\t${s.language}\t${s.phase}\truns=${s.run_count}\texpires=${s.expires_at ?? '-'}`).join('\n');
       return okResult(text, { sessions: list });
     },
@@ -84,9 +87,9 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       outputSchema: z.object({ session: z.string(), closed: z.boolean() }),
       annotations: { title: 'Close session', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
-    async (args) => {
+    async (args, ctx) => {
       try {
-        const closed = await sessions.close(args.session);
+        const closed = await sessions.close(args.session, callerOf(ctx));
         return okResult(closed ? `Closed session ${args.session}.` : `There was no session ${args.session} (already closed or collected).`, { session: args.session, closed });
       } catch (err) {
         return toolFailure(err, logger, 'close_session');

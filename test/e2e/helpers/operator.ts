@@ -21,10 +21,12 @@ export interface ToolResult {
   isError?: boolean;
 }
 
-export async function connect(url: string, era: Era): Promise<TestClient> {
+/** `headers` go on every request (e.g. `authorization: Bearer …`). */
+export async function connect(url: string, era: Era, headers?: Record<string, string>): Promise<TestClient> {
+  const init = headers ? { requestInit: { headers } } : undefined;
   if (era === '2025') {
     const client = new ClientV1({ name: 'e2e-2025', version: '1.0.0' });
-    await client.connect(new TransportV1(new URL(url)));
+    await client.connect(new TransportV1(new URL(url), init));
     return {
       era,
       async callTool(name, args, onProgress): Promise<ToolResult> {
@@ -34,7 +36,7 @@ export async function connect(url: string, era: Era): Promise<TestClient> {
     };
   }
   const client = new ClientV2({ name: 'e2e-current', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
-  await client.connect(new TransportV2(new URL(url)));
+  await client.connect(new TransportV2(new URL(url), init));
   if (client.getNegotiatedProtocolVersion() !== '2026-07-28') throw new Error('current-protocol client did not negotiate 2026-07-28');
   return {
     era,

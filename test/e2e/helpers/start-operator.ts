@@ -5,8 +5,10 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
+import { createAuth } from '../../../src/auth/index.js';
 import { createApp } from '../../../src/gateway/app.js';
 import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
+import { createMetrics, type Metrics } from '../../../src/metrics/registry.js';
 import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
 import { testKube } from './kube.js';
 
@@ -15,10 +17,20 @@ export interface RunningOperator {
   operator: Operator;
   clients: KubeClients;
   url: string;
+  /** Only with the sandbox check on: its gauges are what the test reads. */
+  metrics?: Metrics;
   stop(): Promise<void>;
 }
 
-export async function startOperator(namespace: string, env: Record<string, string> = {}): Promise<RunningOperator> {
+export interface StartOptions {
+  /**
+   * Run the sandbox self-check (canary pods, the gate on code). Off by default: tests of other
+   * features should neither wait for it nor see its pods; test/e2e/sandbox-check.test.ts turns it on.
+   */
+  sandboxCheck?: boolean;
+}
+
+export async function startOperator(namespace: string, env: Record<string, string> = {}, options: StartOptions = {}): Promise<RunningOperator> {
   const config = loadConfig({
     CODEMODE_NAMESPACE: namespace,
     CODEMODE_IMAGE_PULL_POLICY: 'Never',
@@ -30,9 +42,12 @@ export async function startOperator(namespace: string, env: Record<string, strin
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(testKube().kc);
-  const operator = createOperator(config, clients, log);
+  const metrics = options.sandboxCheck === true ? createMetrics() : undefined;
+  const operator = createOperator(config, clients, log, metrics, { sandboxCheck: options.sandboxCheck === true });
+  const auth = createAuth(config, clients, log);
+  await auth.start();
   await operator.start();
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true }));
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true, auth: auth.http }));
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
@@ -42,8 +57,10 @@ export async function startOperator(namespace: string, env: Record<string, strin
     operator,
     clients,
     url: `http://127.0.0.1:${port}/mcp`,
+    ...(metrics !== undefined && { metrics }),
     async stop(): Promise<void> {
       await new Promise<void>((r) => server.close(() => r()));
+      await auth.stop();
       await operator.stop();
     },
   };

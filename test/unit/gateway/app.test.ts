@@ -58,6 +58,21 @@ describe('gateway app', () => {
     },
   );
 
+  // 2026-07-28 carries the level in each request's envelope and has no logging/setLevel (its
+  // client refuses to send it); 2025-era clients set it with logging/setLevel (was -32601).
+  it.each([
+    ['v1 (2025-era)', true],
+    ['v2 (2026-07-28)', false],
+  ] as const)('declares the logging capability to the %s client (logging/setLevel: %s)', async (kind, setLevel) => {
+    const client = await connectClient(kind, gateway.url);
+    try {
+      expect(client.capabilities()).toHaveProperty('logging');
+      if (setLevel) await expect(client.setLoggingLevel('warning')).resolves.toEqual({});
+    } finally {
+      await client.close();
+    }
+  });
+
   it('answers 2025-era session operations with 405: there are no sessions to resume', async () => {
     const res = await fetch(gateway.url, { method: 'GET', headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(405);

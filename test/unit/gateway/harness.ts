@@ -77,7 +77,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(options: Partial<GatewayOptions> = {}): Promise<Gateway> {
+export async function startGateway(options: Partial<GatewayOptions> = {}, auth?: GatewayDeps['auth']): Promise<Gateway> {
   const service = new InTestRunService();
   const logLines: string[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
@@ -90,6 +90,7 @@ export async function startGateway(options: Partial<GatewayOptions> = {}): Promi
     logger,
     isReady: () => ready,
     isDraining: () => draining,
+    ...(auth && { auth }),
     onToolCall: (tool, outcome, seconds) => void toolCalls.push({ tool, outcome, seconds }),
   };
   const app = createApp(deps);
@@ -124,6 +125,8 @@ export interface TestClient {
   serverInfo(): { name: string; version: string } | undefined;
   instructions(): string | undefined;
   listTools(): Promise<{ tools: Array<Record<string, unknown> & { name: string }> }>;
+  capabilities(): Record<string, unknown> | undefined;
+  setLoggingLevel(level: 'debug' | 'info' | 'warning' | 'error'): Promise<unknown>;
   callTool(args: Record<string, unknown>, onProgress?: (message: string | undefined) => void): Promise<ToolResult>;
   close(): Promise<void>;
 }
@@ -136,9 +139,10 @@ export interface ToolResult {
 
 export type ClientKind = 'v1 (2025-era)' | 'v2 (2026-07-28)';
 
-export async function connectClient(kind: ClientKind, url: URL): Promise<TestClient> {
+export async function connectClient(kind: ClientKind, url: URL, headers?: Record<string, string>): Promise<TestClient> {
+  const requestInit = headers ? { requestInit: { headers } } : undefined;
   if (kind === 'v1 (2025-era)') {
-    const transport = new V1Transport(url);
+    const transport = new V1Transport(url, requestInit);
     const client = new V1Client({ name: 'test-v1', version: '1.0.0' });
     await client.connect(transport);
     return {
@@ -147,6 +151,8 @@ export async function connectClient(kind: ClientKind, url: URL): Promise<TestCli
       serverInfo: () => client.getServerVersion(),
       instructions: () => client.getInstructions(),
       listTools: () => client.listTools(),
+      capabilities: () => client.getServerCapabilities(),
+      setLoggingLevel: (level) => client.setLoggingLevel(level),
       callTool: async (args, onProgress) =>
         (await client.callTool({ name: 'execute_code', arguments: args }, undefined, {
           ...(onProgress && { onprogress: (p) => onProgress(p.message) }),
@@ -154,7 +160,7 @@ export async function connectClient(kind: ClientKind, url: URL): Promise<TestCli
       close: () => client.close(),
     };
   }
-  const transport = new V2Transport(url);
+  const transport = new V2Transport(url, requestInit);
   const client = new V2Client(
     { name: 'test-v2', version: '2.0.0' },
     { versionNegotiation: { mode: { pin: '2026-07-28' } } },
@@ -166,6 +172,8 @@ export async function connectClient(kind: ClientKind, url: URL): Promise<TestCli
     serverInfo: () => client.getServerVersion(),
     instructions: () => client.getInstructions(),
     listTools: () => client.listTools(),
+    capabilities: () => client.getServerCapabilities(),
+    setLoggingLevel: (level) => client.setLoggingLevel(level),
     callTool: async (args, onProgress) =>
       (await client.callTool(
         { name: 'execute_code', arguments: args },

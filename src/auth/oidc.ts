@@ -1,0 +1,64 @@
+// Mode `oidc`: the gateway is an OAuth 2.1 resource server as the MCP authorization specification
+// describes. Access tokens are JWTs checked with `jose` against the issuer's JWKS (signature,
+// issuer, audience, expiry); the JWKS location comes from CODEMODE_OIDC_JWKS_URL or the issuer's
+// discovery document. Clients find the issuer through /.well-known/oauth-protected-resource.
+import { createRemoteJWKSet, jwtVerify, errors, type JWTPayload } from 'jose';
+import { badToken, missingToken, type AuthResult, type Authenticator } from './identity.js';
+
+export interface OidcOptions {
+  issuer: string;
+  audience: string;
+  jwksUrl?: string;
+  usernameClaim: string;
+  groupsClaim: string;
+}
+
+async function discoverJwks(issuer: string): Promise<URL> {
+  const url = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+  const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  if (!res.ok) throw new Error(`OIDC discovery at ${url} answered ${res.status}`);
+  const doc = (await res.json()) as { jwks_uri?: unknown };
+  if (typeof doc.jwks_uri !== 'string') throw new Error(`OIDC discovery at ${url} has no jwks_uri`);
+  return new URL(doc.jwks_uri);
+}
+
+/** Pure: the identity claims of a verified payload, or why they are unusable. */
+export function identityFromClaims(p: JWTPayload, usernameClaim: string, groupsClaim: string): AuthResult {
+  const user = p[usernameClaim];
+  if (typeof user !== 'string' || user === '') return badToken(`The token has no "${usernameClaim}" claim to name the user.`);
+  const raw = p[groupsClaim];
+  const groups = Array.isArray(raw) ? raw.filter((g): g is string => typeof g === 'string') : typeof raw === 'string' ? [raw] : [];
+  return { ok: true, identity: Object.freeze({ user, groups: Object.freeze(groups) }) };
+}
+
+function describe(err: unknown): string {
+  if (err instanceof errors.JWTExpired) return 'The token has expired; get a new one from the issuer.';
+  if (err instanceof errors.JWTClaimValidationFailed) return `The token's "${err.claim}" claim is not accepted (${err.reason === 'check_failed' ? 'wrong value' : err.reason}).`;
+  if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey) return 'The token is not signed by the configured issuer.';
+  return 'The token is not a valid JWT for this gateway.';
+}
+
+export class OidcAuthenticator implements Authenticator {
+  readonly mode = 'oidc' as const;
+  private jwks: ReturnType<typeof createRemoteJWKSet> | undefined;
+
+  constructor(private readonly o: OidcOptions) {}
+
+  private async keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
+    this.jwks ??= createRemoteJWKSet(this.o.jwksUrl ? new URL(this.o.jwksUrl) : await discoverJwks(this.o.issuer));
+    return this.jwks;
+  }
+
+  async authenticate(token: string | undefined): Promise<AuthResult> {
+    if (token === undefined) return missingToken();
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, await this.keys(), { issuer: this.o.issuer, audience: this.o.audience, requiredClaims: ['exp'] }));
+    } catch (err) {
+      // A JWKS that cannot be fetched is not the token's fault: that throws (503 with retry), never 401.
+      if (err instanceof errors.JOSEError && !(err instanceof errors.JWKSTimeout)) return badToken(describe(err));
+      throw err;
+    }
+    return identityFromClaims(payload, this.o.usernameClaim, this.o.groupsClaim);
+  }
+}

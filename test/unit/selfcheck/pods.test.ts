@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
+import { buildCanaryPod, buildRunPod, type PodBuildOptions } from '../../../src/sandbox/pod.js';
+import { buildSandboxNetworkPolicy } from '../../../src/sandbox/networkpolicy.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { stalePods } from '../../../src/selfcheck/canary-run.js';
+import { ECHO_PROGRAM, buildEchoPod } from '../../../src/selfcheck/echo-pod.js';
+
+const opts: PodBuildOptions = {
+  image: 'codemode.local/sandbox:v1',
+  imagePullPolicy: 'IfNotPresent',
+  cpuLimit: '1',
+  memoryLimit: '512Mi',
+  cpuRequest: '100m',
+  memoryRequest: '128Mi',
+  ephemeralStorageLimit: '1Gi',
+  workspaceSizeLimit: '512Mi',
+  tmpSizeLimit: '128Mi',
+  activeDeadlineSeconds: 300,
+};
+const run: SandboxRun = {
+  apiVersion: 'codemode.dev/v1alpha1',
+  kind: 'SandboxRun',
+  metadata: { name: 'r', namespace: 'ns', uid: 'u' },
+  spec: { language: 'python', code: 'print(1)', timeoutSeconds: 30 },
+};
+
+const canary = buildCanaryPod('ns', opts);
+const runPod = buildRunPod(run, opts);
+const policySelector = buildSandboxNetworkPolicy('ns').spec?.podSelector?.matchLabels ?? {};
+const selectedByPolicy = (labels: Record<string, string> | undefined): boolean =>
+  Object.entries(policySelector).every(([k, v]) => labels?.[k] === v);
+
+describe('buildCanaryPod', () => {
+  it('is a run pod in everything that isolates it: same spec, only identity differs', () => {
+    // The canary proves what run pods get only if it IS one: compare the whole spec.
+    expect(canary.spec).toEqual(runPod.spec);
+  });
+
+  it.each<[string, unknown]>([
+    ['generateName', 'codemode-canary-'],
+    ['namespace', 'ns'],
+    ['ownerReferences', undefined],
+  ])('metadata.%s', (key, value) => {
+    expect((canary.metadata as Record<string, unknown>)[key]).toEqual(value);
+  });
+
+  it('carries the label the deny-all NetworkPolicy selects', () => {
+    expect(selectedByPolicy(canary.metadata?.labels)).toBe(true);
+    expect(canary.metadata?.labels).toMatchObject({ 'codemode.dev/selfcheck': 'canary', 'app.kubernetes.io/managed-by': 'codemode-operator' });
+  });
+});
+
+describe('buildEchoPod', () => {
+  const echo = buildEchoPod('ns', { image: 'img', imagePullPolicy: 'Never', activeDeadlineSeconds: 300 });
+  const c = echo.spec?.containers[0];
+
+  it('is NOT selected by the deny-all NetworkPolicy (it must be reachable by non-sandbox clients)', () => {
+    expect(selectedByPolicy(echo.metadata?.labels)).toBe(false);
+    expect(echo.metadata?.labels).toEqual({ 'app.kubernetes.io/managed-by': 'codemode-operator', 'codemode.dev/selfcheck': 'echo' });
+  });
+
+  it.each<[string, unknown]>([
+    ['automountServiceAccountToken', false],
+    ['activeDeadlineSeconds', 300],
+    ['restartPolicy', 'Never'],
+  ])('spec.%s', (key, value) => {
+    expect((echo.spec as unknown as Record<string, unknown>)[key]).toEqual(value);
+  });
+
+  it('runs a fixed program with the restricted hardening of sandboxes', () => {
+    expect(c?.command).toEqual(['python3', '-c', ECHO_PROGRAM]);
+    expect(c?.securityContext).toEqual(runPod.spec?.containers[0]?.securityContext);
+    expect(c?.resources?.limits).toEqual({ cpu: '200m', memory: '64Mi' });
+  });
+});
+
+describe('stalePods', () => {
+  const pod = (name: string, created?: string): V1Pod => ({ metadata: { name, ...(created !== undefined && { creationTimestamp: new Date(created) }) } });
+  const now = new Date('2026-11-23T12:00:00Z');
+  it.each<[string, V1Pod[], string[]]>([
+    ['an old leftover', [pod('a', '2026-11-23T11:00:00Z')], ['a']],
+    ['a check running now (maybe another replica)', [pod('b', '2026-11-23T11:59:50Z')], []],
+    ['just past the limit', [pod('c', '2026-11-23T11:49:59Z')], ['c']],
+    ['no creation time yet', [pod('d')], []],
+  ])('%s', (_name, pods, stale) => {
+    expect(stalePods(pods, now)).toEqual(stale);
+  });
+});
