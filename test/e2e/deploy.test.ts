@@ -51,7 +51,7 @@ beforeAll(async () => {
   await until(async () => {
     const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/name=codemode-operator' });
     return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-  }, 120_000, 'the operator Deployment to be Ready');
+  }, 240_000, 'the operator Deployment to be Ready (readiness waits for the first sandbox self-check)');
   forward = spawn(kubectl, ['port-forward', '-n', ns, 'svc/codemode-operator', ':8080'], { env: process.env });
   base = await new Promise<string>((resolve, reject) => {
     forward?.stdout?.on('data', (b: Buffer) => {
