@@ -1,5 +1,6 @@
-// Writes the CRDs generated from src/api. `--check` (CI) only compares and exits 1 when the file
-// on disk is missing or differs, so a schema change cannot ship without its CRD.
+// Writes the CRDs generated from src/api into crds/ (kubectl users) and the Helm chart's crds/
+// (identical text, DO-NOT-EDIT header). `--check` (CI) only compares and exits 1 when a file on
+// disk is missing or differs, so a schema change cannot ship without its CRDs.
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,10 +8,11 @@ import { renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml } from '../src/api
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-const outputs: Array<{ path: string; render: () => string }> = [
-  { path: resolve(repoRoot, 'crds/codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
-  { path: resolve(repoRoot, 'crds/codemode.dev_sandboxsessions.yaml'), render: renderSandboxSessionCrdYaml },
-];
+const CRD_DIRS = ['crds', 'charts/codemode-operator/crds'];
+const outputs: Array<{ path: string; render: () => string }> = CRD_DIRS.flatMap((dir) => [
+  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
+  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxsessions.yaml'), render: renderSandboxSessionCrdYaml },
+]);
 
 async function readIfExists(path: string): Promise<string | undefined> {
   try {

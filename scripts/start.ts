@@ -1,7 +1,7 @@
 // `npm start`: runs the gateway against the current kube-context, or — when there is none —
 // brings up the embedded local test cluster first (test/cluster, needs root). Installs the CRDs
-// and the namespace for convenience (a Helm install does that in real clusters), then runs
-// dist/src/main.js in the foreground.
+// and the namespace for convenience (in real clusters `helm install` of charts/codemode-operator
+// does that), then runs dist/src/main.js in the foreground.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';

@@ -65,18 +65,21 @@ async function main(): Promise<void> {
       process.exit(1);
     }, budgetS * 1000);
     force.unref();
+    // The operator keeps running through the endpoint window: a call accepted then must find its
+    // informers, executor and run slots alive. Only after it are new requests refused and the
+    // operator stopped (stop() waits for the runs in flight).
     setTimeout(() => {
       draining = true;
-    }, ENDPOINT_DRAIN_MS).unref();
-    void auth.stop();
-    operator
-      .stop()
-      .then(() => new Promise<void>((r) => server.close(() => r())))
-      .then(() => process.exit(0))
-      .catch((err: unknown) => {
-        log.error({ err: String(err) }, 'Shutdown failed');
-        process.exit(1);
-      });
+      void auth
+        .stop()
+        .then(() => operator.stop())
+        .then(() => new Promise<void>((r) => server.close(() => r())))
+        .then(() => process.exit(0))
+        .catch((err: unknown) => {
+          log.error({ err: String(err) }, 'Shutdown failed');
+          process.exit(1);
+        });
+    }, ENDPOINT_DRAIN_MS);
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

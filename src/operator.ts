@@ -243,7 +243,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       } catch (err) {
         if (isNotFound(err)) {
           throw new Error(
-            `The SandboxRun CRD is not installed in this cluster. Install it with: kubectl apply -f crds/ (or helm install).`,
+            `The SandboxRun CRD is not installed in this cluster. Install the CRDs with: kubectl apply --server-side -f crds/ (helm install of charts/codemode-operator installs them too).`,
             { cause: err },
           );
         }
@@ -252,7 +252,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await sessions.start().catch((err: unknown) => {
         throw new Error(
           isNotFound(err)
-            ? 'The SandboxSession CRD is not installed in this cluster. Install it with: kubectl apply -f crds/'
+            ? 'The SandboxSession CRD is not installed in this cluster. Install the CRDs with: kubectl apply --server-side -f crds/ (helm install of charts/codemode-operator installs them too).'
             : `Cannot list SandboxSessions in namespace ${ns}: ${apiErrorMessage(err)}`,
           { cause: err },
         );

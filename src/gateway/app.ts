@@ -40,6 +40,8 @@ export function createApp(deps: GatewayDeps): Hono {
   app.use('/mcp', async (c, next) => {
     if (!deps.isDraining?.()) return next();
     c.header('Retry-After', '1');
+    // A kept-alive connection would bring the client's retry back to this replica: close it.
+    c.header('Connection', 'close');
     return c.json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'This gateway replica is shutting down and takes no new requests; retry in a second (another replica answers).' } }, 503);
   });
   if (deps.auth && deps.auth.authenticator.mode !== 'none') {

@@ -7,7 +7,7 @@
 // sessions and JSON-RPC batches are capped, and kubectl-created runs wait Queued, then complete.
 import { readFileSync } from 'node:fs';
 import { Watch, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
-import { parse } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { startBenignNeighbour, type BenignNeighbour } from './helpers/benign.js';
@@ -216,7 +216,7 @@ describe('back-pressure', () => {
   }, 300_000);
 });
 
-describe('ResourceQuota backstop (deploy/codemode-quota.yaml)', () => {
+describe('ResourceQuota backstop (the chart\'s, as rendered in deploy/codemode-operator.yaml)', () => {
   let qns = '';
   let op: RunningOperator | undefined;
   afterAll(async () => {
@@ -227,8 +227,10 @@ describe('ResourceQuota backstop (deploy/codemode-quota.yaml)', () => {
   it('turns the API server\'s quota refusals into clear errors: QuotaExceeded for a pod, a named quota for a SandboxRun', async () => {
     qns = await createNamespace(k, 'quota');
     // The shipped quota, made small: one pod, three SandboxRuns.
-    const quota = parse(readFileSync('deploy/codemode-quota.yaml', 'utf8')) as V1ResourceQuota;
-    quota.metadata = { ...quota.metadata, namespace: qns };
+    const quota = parseAllDocuments(readFileSync('deploy/codemode-operator.yaml', 'utf8'))
+      .map((d) => d.toJS() as V1ResourceQuota & { kind?: string })
+      .find((d) => d?.kind === 'ResourceQuota') as V1ResourceQuota;
+    quota.metadata = { name: 'codemode-sandboxes', namespace: qns };
     quota.spec = { hard: { ...quota.spec?.hard, pods: '1', 'count/sandboxruns.codemode.dev': '3' } };
     await k.core.createNamespacedResourceQuota({ namespace: qns, body: quota });
     // The API server refuses everything under a quota whose usage is not computed yet.

@@ -1,11 +1,12 @@
-// The shipped raw manifests (deploy/) with the locally built gateway image: the operator runs
-// in-cluster with only its namespaced RBAC, becomes Ready, and serves execute_code over MCP.
+// The shipped raw manifests (deploy/, rendered from the chart) with the locally built gateway
+// image: the operator runs in-cluster with only its namespaced RBAC in the sandbox namespace,
+// becomes Ready, and serves execute_code over MCP.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import { KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { deleteNamespace, testKube, until } from './helpers/kube.js';
@@ -13,19 +14,29 @@ import { connect } from './helpers/operator.js';
 
 const k = testKube();
 const ns = `deploy-${Date.now().toString(36)}`;
+const sandboxNs = `${ns}-sbx`;
 const kubectl = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin/kubernetes-v1.34.9/kubectl');
 let forward: ChildProcess | undefined;
 let base = '';
 // The manifest's CODEMODE_AUTH_MODE=tokens: one user's token in the Secret it names.
 const token = `t-${randomBytes(16).toString('hex')}`;
 
-/** The manifest, moved into a throwaway namespace. */
+/** The shipped namespaces, mapped to throwaway ones. */
+const rename = (n: string | undefined): string | undefined => (n === 'codemode' ? ns : n === 'codemode-sandboxes' ? sandboxNs : n);
+
+type Manifest = KubernetesObject & {
+  subjects?: Array<{ namespace?: string }>;
+  spec?: { template?: { spec?: { containers?: Array<{ env?: Array<{ name: string; value?: string }> }> } } };
+};
+
+/** The manifest, moved into throwaway namespaces. */
 function manifests(): KubernetesObject[] {
   return parseAllDocuments(readFileSync('deploy/codemode-operator.yaml', 'utf8')).map((d) => {
-    const obj = d.toJS() as KubernetesObject & { subjects?: Array<{ namespace?: string }> };
-    if (obj.kind === 'Namespace') obj.metadata = { ...obj.metadata, name: ns };
-    else obj.metadata = { ...obj.metadata, namespace: ns };
-    obj.subjects?.forEach((s) => (s.namespace = ns));
+    const obj = d.toJS() as Manifest;
+    if (obj.kind === 'Namespace') obj.metadata = { ...obj.metadata, name: rename(obj.metadata?.name) };
+    else obj.metadata = { ...obj.metadata, namespace: rename(obj.metadata?.namespace) };
+    obj.subjects?.forEach((s) => (s.namespace = rename(s.namespace)));
+    for (const e of obj.spec?.template?.spec?.containers?.[0]?.env ?? []) if (e.name === 'CODEMODE_NAMESPACE') e.value = rename(e.value);
     return obj;
   });
 }
@@ -33,13 +44,14 @@ function manifests(): KubernetesObject[] {
 beforeAll(async () => {
   const api = KubernetesObjectApi.makeApiClient(k.kc);
   const objs = manifests();
-  await api.create(objs[0] as KubernetesObject);
-  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},deploy-user,u1,"dev"\n` } } });
-  for (const obj of objs.slice(1)) await api.create(obj);
+  for (const obj of objs.filter((o) => o.kind === 'Namespace')) await api.create(obj);
+  // The tokens Secret lives in CODEMODE_NAMESPACE, the sandbox namespace.
+  await k.core.createNamespacedSecret({ namespace: sandboxNs, body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},deploy-user,u1,"dev"\n` } } });
+  for (const obj of objs.filter((o) => o.kind !== 'Namespace')) await api.create(obj);
   await until(async () => {
     const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/name=codemode-operator' });
     return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-  }, 120_000, 'the operator Deployment to be Ready');
+  }, 240_000, 'the operator Deployment to be Ready (readiness waits for the first sandbox self-check)');
   forward = spawn(kubectl, ['port-forward', '-n', ns, 'svc/codemode-operator', ':8080'], { env: process.env });
   base = await new Promise<string>((resolve, reject) => {
     forward?.stdout?.on('data', (b: Buffer) => {
@@ -52,9 +64,17 @@ beforeAll(async () => {
 afterAll(async () => {
   forward?.kill();
   await deleteNamespace(k, ns);
+  await deleteNamespace(k, sandboxNs);
 });
 
 describe('deploy/codemode-operator.yaml', () => {
+  it('runs sandboxes in the separate, PSA-restricted sandbox namespace', async () => {
+    const sbx = await k.core.readNamespace({ name: sandboxNs });
+    expect(sbx.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    const roles = await k.kc.makeApiClient(RbacAuthorizationV1Api).listNamespacedRole({ namespace: ns });
+    expect(roles.items).toEqual([]);
+  });
+
   it('refuses a caller without a token, with the header that says where to look', async () => {
     const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
     expect(res.status).toBe(401);

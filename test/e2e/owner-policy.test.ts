@@ -46,7 +46,7 @@ beforeAll(async () => {
     const text = JSON.stringify(d.toJS())
       .replaceAll('system:serviceaccount:codemode:codemode-operator', `system:serviceaccount:${ns}:gw`)
       .replaceAll('"codemode-owner"', `"codemode-owner-${ns}"`)
-      .replace('"kubernetes.io/metadata.name":"codemode"', `"kubernetes.io/metadata.name":"${ns}"`);
+      .replace('"kubernetes.io/metadata.name":"codemode-sandboxes"', `"kubernetes.io/metadata.name":"${ns}"`);
     return JSON.parse(text) as KubernetesObject;
   });
   for (const p of policies) await api.create(p);

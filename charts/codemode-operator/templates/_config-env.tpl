@@ -1,0 +1,119 @@
+{{- /* GENERATED from src/config/fields.ts by npm run gen:docs — DO NOT EDIT */ -}}
+{{- define "codemode.configEnv" -}}
+- name: CODEMODE_NAMESPACE
+  value: {{ include "codemode.sandboxNamespace" . | quote }}
+- name: CODEMODE_SANDBOX_IMAGE
+  value: {{ include "codemode.envValue" .Values.config.sandboxImage }}
+- name: CODEMODE_IMAGE_PYTHON
+  value: {{ include "codemode.envValue" .Values.config.imagePython }}
+- name: CODEMODE_IMAGE_BASH
+  value: {{ include "codemode.envValue" .Values.config.imageBash }}
+- name: CODEMODE_IMAGE_SH
+  value: {{ include "codemode.envValue" .Values.config.imageSh }}
+- name: CODEMODE_IMAGE_NODE
+  value: {{ include "codemode.envValue" .Values.config.imageNode }}
+- name: CODEMODE_IMAGE_PULL_POLICY
+  value: {{ include "codemode.envValue" .Values.config.imagePullPolicy }}
+- name: CODEMODE_DEFAULT_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.defaultTimeoutSeconds }}
+- name: CODEMODE_MAX_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.maxTimeoutSeconds }}
+- name: CODEMODE_MAX_CODE_BYTES
+  value: {{ include "codemode.envValue" .Values.config.maxCodeBytes }}
+- name: CODEMODE_OUTPUT_CAP_CHARS
+  value: {{ include "codemode.envValue" .Values.config.outputCapChars }}
+- name: CODEMODE_DEFAULT_CPU
+  value: {{ include "codemode.envValue" .Values.config.defaultCpu }}
+- name: CODEMODE_DEFAULT_MEMORY
+  value: {{ include "codemode.envValue" .Values.config.defaultMemory }}
+- name: CODEMODE_MAX_CPU
+  value: {{ include "codemode.envValue" .Values.config.maxCpu }}
+- name: CODEMODE_MAX_MEMORY
+  value: {{ include "codemode.envValue" .Values.config.maxMemory }}
+- name: CODEMODE_CPU_REQUEST
+  value: {{ include "codemode.envValue" .Values.config.cpuRequest }}
+- name: CODEMODE_MEMORY_REQUEST
+  value: {{ include "codemode.envValue" .Values.config.memoryRequest }}
+- name: CODEMODE_EPHEMERAL_STORAGE_LIMIT
+  value: {{ include "codemode.envValue" .Values.config.ephemeralStorageLimit }}
+- name: CODEMODE_WORKSPACE_SIZE_LIMIT
+  value: {{ include "codemode.envValue" .Values.config.workspaceSizeLimit }}
+- name: CODEMODE_TMP_SIZE_LIMIT
+  value: {{ include "codemode.envValue" .Values.config.tmpSizeLimit }}
+- name: CODEMODE_TTL_SECONDS_AFTER_FINISHED
+  value: {{ include "codemode.envValue" .Values.config.ttlSecondsAfterFinished }}
+- name: CODEMODE_POD_STARTUP_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.podStartupTimeoutSeconds }}
+- name: CODEMODE_RESYNC_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.resyncSeconds }}
+- name: CODEMODE_RUNTIME_CLASS
+  value: {{ include "codemode.envValue" .Values.config.runtimeClassName }}
+- name: CODEMODE_BIND_ADDRESS
+  value: {{ include "codemode.envValue" .Values.config.bindAddress }}
+- name: CODEMODE_PORT
+  value: {{ include "codemode.envValue" .Values.config.port }}
+- name: CODEMODE_ALLOWED_HOSTS
+  value: {{ include "codemode.allowedHosts" . | quote }}
+- name: CODEMODE_ALLOWED_ORIGINS
+  value: {{ include "codemode.envValue" .Values.config.allowedOrigins }}
+- name: CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.sessionMaxIdleTimeoutSeconds }}
+- name: CODEMODE_SESSION_MAX_LIFETIME_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.sessionMaxLifetimeSeconds }}
+- name: CODEMODE_WARM_POOL_SIZE
+  value: {{ include "codemode.envValue" .Values.config.warmPoolSize }}
+- name: CODEMODE_WARM_POOL_REFILL_DEFER_MS
+  value: {{ include "codemode.envValue" .Values.config.warmPoolRefillDeferMs }}
+- name: CODEMODE_MAX_FILE_BYTES
+  value: {{ include "codemode.envValue" .Values.config.maxFileBytes }}
+- name: CODEMODE_LOG_LEVEL
+  value: {{ include "codemode.envValue" .Values.config.logLevel }}
+- name: CODEMODE_AUTH_MODE
+  value: {{ include "codemode.envValue" .Values.config.authMode }}
+- name: CODEMODE_AUTH_NONE_BEYOND_LOOPBACK
+  value: {{ include "codemode.envValue" .Values.config.authNoneBeyondLoopback }}
+- name: CODEMODE_AUTH_TOKENS_SECRET
+  value: {{ include "codemode.envValue" .Values.config.authTokensSecret }}
+- name: CODEMODE_AUTH_AUDIENCE
+  value: {{ include "codemode.envValue" .Values.config.authAudience }}
+- name: CODEMODE_OIDC_ISSUER
+  value: {{ include "codemode.envValue" .Values.config.oidcIssuer }}
+- name: CODEMODE_OIDC_AUDIENCE
+  value: {{ include "codemode.envValue" .Values.config.oidcAudience }}
+- name: CODEMODE_OIDC_JWKS_URL
+  value: {{ include "codemode.envValue" .Values.config.oidcJwksUrl }}
+- name: CODEMODE_OIDC_USERNAME_CLAIM
+  value: {{ include "codemode.envValue" .Values.config.oidcUsernameClaim }}
+- name: CODEMODE_OIDC_GROUPS_CLAIM
+  value: {{ include "codemode.envValue" .Values.config.oidcGroupsClaim }}
+- name: CODEMODE_PUBLIC_URL
+  value: {{ include "codemode.envValue" .Values.config.publicUrl }}
+- name: CODEMODE_ADMIN_GROUPS
+  value: {{ include "codemode.envValue" .Values.config.adminGroups }}
+- name: CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.sandboxCheckIntervalSeconds }}
+- name: CODEMODE_MAX_PROCESSES
+  value: {{ include "codemode.envValue" .Values.config.maxProcesses }}
+- name: CODEMODE_ACCEPT_UNENFORCED
+  value: {{ include "codemode.envValue" .Values.config.acceptUnenforced }}
+- name: CODEMODE_OUTPUT_CAP_BYTES
+  value: {{ include "codemode.envValue" .Values.config.outputCapBytes }}
+- name: CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED
+  value: {{ include "codemode.envValue" .Values.config.maxTtlSecondsAfterFinished }}
+- name: CODEMODE_MAX_CONCURRENT_RUNS
+  value: {{ include "codemode.envValue" .Values.config.maxConcurrentRuns }}
+- name: CODEMODE_MAX_NAMESPACE_RUNS
+  value: {{ include "codemode.envValue" .Values.config.maxNamespaceRuns }}
+- name: CODEMODE_MAX_SESSIONS
+  value: {{ include "codemode.envValue" .Values.config.maxSessions }}
+- name: CODEMODE_RUN_QUEUE_LENGTH
+  value: {{ include "codemode.envValue" .Values.config.runQueueLength }}
+- name: CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.runQueueTimeoutSeconds }}
+- name: CODEMODE_MAX_BATCH_SIZE
+  value: {{ include "codemode.envValue" .Values.config.maxBatchSize }}
+- name: CODEMODE_WARM_POOL_MIN
+  value: {{ include "codemode.envValue" .Values.config.warmPoolMin }}
+- name: CODEMODE_WARM_POOL_MAX
+  value: {{ include "codemode.envValue" .Values.config.warmPoolMax }}
+{{- end }}

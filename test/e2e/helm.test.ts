@@ -1,0 +1,169 @@
+// The Helm chart on the real cluster, as a platform team uses it: lint, a server-side dry run of
+// the rendered manifests, install with two replicas, a real MCP client through the Service's
+// ClusterIP (kube-proxy programs it on this node; there is no cluster DNS), `helm test`, an
+// upgrade to another image tag while a client keeps calling, and an uninstall that leaves no
+// sandbox pod, policy or lease behind. deploy/ must be the chart rendered with defaults.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { CHART, ctr, helm, kubectl, sh } from './helpers/helm.js';
+import { connect, type TestClient } from './helpers/operator.js';
+
+const k = testKube();
+const release = 'cm';
+const IMAGE = 'codemode.local/gateway';
+const newTag = `e2e-${randomBytes(3).toString('hex')}`;
+let ns = '';
+let dryNs = '';
+let installed = false;
+const sandboxNs = (): string => `${ns}-sandboxes`;
+// The chart's default auth mode is tokens: one caller's token, and the same for the helm test pod.
+const token = `t-${randomBytes(16).toString('hex')}`;
+const auth = { authorization: `Bearer ${token}` };
+/** Small requests: the shared 2-core node is often full of other suites' pods. */
+const LIGHT = ['--set', 'resources.requests.cpu=10m', '--set', 'config.cpuRequest=10m'];
+/** Every optional object on (ServiceMonitor and HTTPRoute need CRDs this cluster does not have). */
+const OPTIONAL = ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}', '--set', 'httpRoute.enabled=true', '--set', 'httpRoute.hostnames={mcp.example.com}', '--set', 'httpRoute.parentRefs[0].name=gw', '--set', 'serviceMonitor.enabled=true'];
+
+async function gatewayPods(): Promise<Array<{ name: string; image: string; ready: boolean; terminating: boolean }>> {
+  const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `app.kubernetes.io/instance=${release},app.kubernetes.io/name=codemode-operator` });
+  return pods.items.map((p) => ({
+    name: p.metadata?.name ?? '',
+    image: p.spec?.containers[0]?.image ?? '',
+    ready: p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true,
+    terminating: p.metadata?.deletionTimestamp !== undefined,
+  }));
+}
+
+async function serviceUrl(): Promise<{ ip: string; url: string }> {
+  const svc = await k.core.readNamespacedService({ namespace: ns, name: 'cm-codemode-operator' });
+  const ip = svc.spec?.clusterIP ?? '';
+  return { ip, url: `http://${ip}:8080/mcp` };
+}
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'helm');
+  dryNs = await createNamespace(k, 'helm-dry');
+  // A second tag for the same image, as a registry would hold for a new release.
+  await ctr('images', 'tag', `${IMAGE}:v1`, `${IMAGE}:${newTag}`);
+});
+
+afterAll(async () => {
+  if (installed) await helm('uninstall', release, '-n', ns, '--wait', '--timeout', '5m').catch(() => undefined);
+  await ctr('images', 'rm', `${IMAGE}:${newTag}`).catch(() => undefined);
+  for (const n of [ns, dryNs, `${ns}-sandboxes`]) if (n) await deleteNamespace(k, n);
+});
+
+describe('charts/codemode-operator', () => {
+  it('passes helm lint --strict, with and without the optional objects', async () => {
+    await helm('lint', '--strict', CHART);
+    await helm('lint', '--strict', CHART, ...OPTIONAL);
+  });
+
+  it('renders manifests the API server accepts (kubectl apply --dry-run=server)', async () => {
+    const manifests = await helm('template', release, CHART, '-n', dryNs, '--set', 'sandboxNamespace.create=false', '--set', `sandboxNamespace.name=${dryNs}`, '--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}');
+    const out = await kubectl(['apply', '--dry-run=server', '-f', '-'], manifests);
+    expect(out).toMatch(/deployment\.apps\/cm-codemode-operator created \(server dry run\)/);
+    expect(out).toMatch(/role\.rbac\.authorization\.k8s\.io\/cm-codemode-operator created/);
+    expect(out).toMatch(/ingress\.networking\.k8s\.io\/cm-codemode-operator created/);
+    // The default install (its own sandbox namespace) renders a Namespace the API server accepts too.
+    const ownNs = await helm('template', release, CHART, '-n', dryNs, '--show-only', 'templates/sandbox-namespace.yaml');
+    expect(await kubectl(['apply', '--dry-run=server', '-f', '-'], ownNs)).toMatch(/namespace\/.* created \(server dry run\)/);
+  });
+
+  it('is what deploy/codemode-operator.yaml was rendered from', async () => {
+    await sh(process.execPath, ['--import', 'tsx', 'scripts/render-deploy.ts', '--check']);
+  });
+
+  it('installs with two replicas and serves execute_code through the Service', async () => {
+    await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'helm-test-token' }, stringData: { token } } });
+    await helm('install', release, CHART, '-n', ns, '--set', 'replicaCount=2', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--set', 'tests.tokenSecret.name=helm-test-token', ...LIGHT, '--wait', '--timeout', '8m');
+    installed = true;
+    // The tokens Secret lives in the sandbox namespace the release created; the gateway watches it.
+    await k.core.createNamespacedSecret({ namespace: sandboxNs(), body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},helm-user,u1,"dev"\n` } } });
+    const { ip, url } = await serviceUrl();
+    // The host name clients use must be allowed (DNS-rebinding protection): here, the ClusterIP.
+    await helm('upgrade', release, CHART, '-n', ns, '--reuse-values', '--set', `config.allowedHosts=${ip}`, '--wait', '--timeout', '5m');
+    await until(async () => {
+      const pods = await gatewayPods();
+      return pods.length === 2 && pods.every((p) => p.ready && !p.terminating);
+    }, 180_000, 'two Ready gateway pods');
+
+    // Tokens are picked up from the watched Secret within seconds.
+    let client: TestClient | undefined;
+    await until(async () => (client = await connect(url, 'current', auth).catch(() => undefined)) !== undefined, 60_000, 'the token to be accepted');
+    if (!client) throw new Error('no client');
+    const r = await client.callTool('execute_code', { code: 'print(6 * 7)' });
+    await client.close();
+    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n', exit_code: 0 });
+
+    // Sandboxes run in the separate, PSA-restricted namespace; the gateway's holds none.
+    const sbx = await k.core.readNamespace({ name: sandboxNs() });
+    expect(sbx.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    const inGateway = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/sandbox=true' });
+    expect(inGateway.items).toEqual([]);
+  }, 600_000);
+
+  it('passes helm test (an MCP client pod runs print(1) through the endpoint)', async () => {
+    // The pod exits non-zero unless execute_code printed 1; it is deleted once it succeeded.
+    const out = await helm('test', release, '-n', ns, '--timeout', '5m');
+    expect(out).toMatch(/Phase:\s+Succeeded/);
+  }, 400_000);
+
+  it('upgrades to another image tag while a client keeps calling, with no failed call', async () => {
+    const { url } = await serviceUrl();
+    const client = await connect(url, 'current', auth);
+    const failures: string[] = [];
+    let calls = 0;
+    let stop = false;
+    const caller = (async (): Promise<void> => {
+      while (!stop) {
+        calls++;
+        try {
+          const r = await client.callTool('execute_code', { code: `print(${calls})` });
+          const out = r.structuredContent as { phase?: string; stdout?: string } | undefined;
+          if (out?.phase !== 'Succeeded' || out.stdout !== `${calls}\n`) failures.push(`call ${calls}: ${JSON.stringify(r).slice(0, 300)}`);
+        } catch (err) {
+          failures.push(`call ${calls}: ${String((err as Error).message)}`);
+        }
+      }
+    })();
+    try {
+      await helm('upgrade', release, CHART, '-n', ns, '--reuse-values', '--set', `image.tag=${newTag}`, '--wait', '--timeout', '8m');
+      // --wait returns when the new pods are Ready; the old ones may still be draining.
+      await until(async () => {
+        const pods = await gatewayPods();
+        return pods.length === 2 && pods.every((p) => p.image === `${IMAGE}:${newTag}` && p.ready && !p.terminating);
+      }, 300_000, 'only new-tag gateway pods');
+    } finally {
+      stop = true;
+      await caller;
+      await client.close();
+    }
+    expect(failures).toEqual([]);
+    expect(calls).toBeGreaterThan(3);
+  }, 900_000);
+
+  it('uninstalls without leaving sandbox pods, policies or leases behind', async () => {
+    await helm('uninstall', release, '-n', ns, '--wait', '--timeout', '8m');
+    installed = false;
+    await until(async () => {
+      try {
+        await k.core.readNamespace({ name: sandboxNs() });
+        return false;
+      } catch {
+        return true;
+      }
+    }, 300_000, `namespace ${sandboxNs()} to be deleted`);
+    for (const namespace of [ns, sandboxNs()]) {
+      const [pods, policies, leases] = await Promise.all([
+        k.core.listNamespacedPod({ namespace }),
+        k.networking.listNamespacedNetworkPolicy({ namespace }),
+        kubectl(['get', 'leases', '-n', namespace, '-o', 'name']),
+      ]);
+      expect(pods.items.map((p) => p.metadata?.name)).toEqual([]);
+      expect(policies.items.map((p) => p.metadata?.name)).toEqual([]);
+      expect(leases.trim()).toBe('');
+    }
+  }, 900_000);
+});
