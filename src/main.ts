@@ -9,8 +9,10 @@ import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
 import { createOperator, gatewayDeps } from './operator.js';
 
-/** How long a replica that got SIGTERM still serves requests routed to it before endpoints update. */
+/** A replica that got SIGTERM serves at least this long (endpoints update meanwhile)… */
 const ENDPOINT_DRAIN_MS = 5_000;
+/** …and until no request has arrived for this long (clients have moved to other replicas). */
+const QUIET_MS = 2_000;
 /** Beyond the longest run: final status writes and closing streams. */
 const SHUTDOWN_MARGIN_S = 15;
 
@@ -45,7 +47,21 @@ async function main(): Promise<void> {
 
   await auth.start();
   await operator.start();
-  const server = serve({ fetch: app.fetch, hostname: config.bindAddress, port: config.port }, (info) => {
+  // Requests arriving and in flight, so shutdown can wait until clients have moved elsewhere.
+  let inFlight = 0;
+  let lastArrival = 0;
+  const fetch = async (req: Request, env: unknown): Promise<Response> => {
+    // Probes and scrapes keep coming to a terminating pod; only MCP traffic says clients are here.
+    if (!new URL(req.url).pathname.startsWith('/mcp')) return app.fetch(req, env);
+    inFlight++;
+    lastArrival = Date.now();
+    try {
+      return await app.fetch(req, env);
+    } finally {
+      inFlight--;
+    }
+  };
+  const server = serve({ fetch, hostname: config.bindAddress, port: config.port }, (info) => {
     log.info({ address: info.address, port: info.port, namespace: config.namespace, identity: operator.identity }, 'Serving MCP at /mcp');
   });
   ready = true;
@@ -65,21 +81,30 @@ async function main(): Promise<void> {
       process.exit(1);
     }, budgetS * 1000);
     force.unref();
-    // The operator keeps running through the endpoint window: a call accepted then must find its
-    // informers, executor and run slots alive. Only after it are new requests refused and the
-    // operator stopped (stop() waits for the runs in flight).
-    setTimeout(() => {
-      draining = true;
+    // The operator keeps running while requests still arrive: readiness is off, so the Service
+    // stops sending new connections, and every response now closes its connection, so clients
+    // reconnect elsewhere. Once none has arrived for a while, the operator stops (waiting for the
+    // runs in flight) and the process exits. Nothing is refused, so no call fails.
+    draining = true;
+    const started = Date.now();
+    const closeIdle = setInterval(() => (server as { closeIdleConnections?: () => void }).closeIdleConnections?.(), 500);
+    const waitQuiet = setInterval(() => {
+      const now = Date.now();
+      if (now - started < ENDPOINT_DRAIN_MS || inFlight > 0 || now - lastArrival < QUIET_MS) return;
+      clearInterval(waitQuiet);
       void auth
         .stop()
         .then(() => operator.stop())
-        .then(() => new Promise<void>((r) => server.close(() => r())))
+        .then(() => {
+          clearInterval(closeIdle);
+          return new Promise<void>((r) => server.close(() => r()));
+        })
         .then(() => process.exit(0))
         .catch((err: unknown) => {
           log.error({ err: String(err) }, 'Shutdown failed');
           process.exit(1);
         });
-    }, ENDPOINT_DRAIN_MS);
+    }, 200);
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

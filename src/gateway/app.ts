@@ -38,11 +38,10 @@ export function createApp(deps: GatewayDeps): Hono {
   });
   app.use('/mcp', hostValidation(deps.options));
   app.use('/mcp', async (c, next) => {
-    if (!deps.isDraining?.()) return next();
-    c.header('Retry-After', '1');
-    // A kept-alive connection would bring the client's retry back to this replica: close it.
-    c.header('Connection', 'close');
-    return c.json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'This gateway replica is shutting down and takes no new requests; retry in a second (another replica answers).' } }, 503);
+    await next();
+    // Shutting down: serve, but close the kept-alive connection so the client's next request goes
+    // through the Service to a replica that is still ready (a refusal would fail the call).
+    if (deps.isDraining?.()) c.header('Connection', 'close');
   });
   if (deps.auth && deps.auth.authenticator.mode !== 'none') {
     // OAuth protected-resource metadata (RFC 9728), where 401 answers point clients.

@@ -48,8 +48,9 @@ export interface GatewayDeps {
   /** True once the process can serve runs (caches synced, not draining); drives /readyz. */
   isReady(): boolean;
   /**
-   * True while the process is shutting down and no longer takes new MCP requests (the calls in
-   * flight still finish): /mcp answers 503 with Retry-After so the client retries on another replica.
+   * True while the process is shutting down: requests are still served (the operator stays up
+   * until they stop coming), but every response closes its connection, so the client's next
+   * request opens a new one through the Service, which no longer routes here.
    */
   isDraining?(): boolean;
   /** Authentication of /mcp (src/auth); without it every caller is anonymous (tests of tools). */

@@ -155,6 +155,9 @@ describe('charts/codemode-operator', () => {
         return true;
       }
     }, 300_000, `namespace ${sandboxNs()} to be deleted`);
+    // The gateway's own pods finish their shutdown (runs in flight, quiet period) after Helm
+    // returned; wait for them, bounded, before looking for leftovers.
+    await until(async () => (await k.core.listNamespacedPod({ namespace: ns })).items.length === 0, 180_000, `the gateway pods in ${ns} to exit`);
     for (const namespace of [ns, sandboxNs()]) {
       const [pods, policies, leases] = await Promise.all([
         k.core.listNamespacedPod({ namespace }),

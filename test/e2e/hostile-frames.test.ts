@@ -123,7 +123,8 @@ describe('same-uid programs cannot reach the kernel or the relays through /proc'
   it('from a warm run\'s program, neither the kernel nor the relay is reachable', async () => {
     // A run meets a kernel only in a warm pod; when the pool is empty it runs cold: try again.
     let found: string[] = [];
-    const deadline = Date.now() + 90_000;
+    // Earlier attacks in this file lose their sessions' pool pods; the pool refills meanwhile.
+    const deadline = Date.now() + 180_000;
     for (let attempt = 0; Date.now() < deadline && !found.some((f) => f.startsWith('kernel:')); attempt++) {
       if (attempt > 0) await new Promise((r) => setTimeout(r, 5000));
       const r = await mcp.callTool('execute_code', { code: PROBE });

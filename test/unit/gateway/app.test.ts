@@ -28,19 +28,21 @@ describe('gateway app', () => {
     expect([ready.status, await ready.text()]).toEqual([200, 'ok']);
   });
 
-  it('answers new MCP requests with 503 and Retry-After while draining, and serves again after', async () => {
+  it('keeps serving while draining, but closes every connection so the next request goes elsewhere', async () => {
+    const before = await fetch(new URL('/healthz', gateway.url));
+    expect(before.headers.get('connection')).not.toBe('close');
     gateway.setDraining(true);
     try {
-      const res = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
-      expect(res.status).toBe(503);
-      expect(res.headers.get('retry-after')).toBe('1');
-      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/shutting down.*retry/);
+      const res = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } }) });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('connection')).toBe('close');
+      await res.body?.cancel();
+      const client = await connectClient('v2 (2026-07-28)', gateway.url);
+      expect(client.serverInfo()).toMatchObject({ name: SERVER_NAME });
+      await client.close();
     } finally {
       gateway.setDraining(false);
     }
-    const client = await connectClient('v2 (2026-07-28)', gateway.url);
-    expect(client.serverInfo()).toMatchObject({ name: SERVER_NAME });
-    await client.close();
   });
 
   it('keeps SERVER_VERSION equal to package.json', () => {
