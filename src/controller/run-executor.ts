@@ -30,7 +30,7 @@ import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS
 import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import type { OutputChunk, RunOutcome } from '../runs/types.js';
 import { quotaExceeded } from '../runs/run-slots.js';
-import { SANDBOX_CONTAINER, buildRunPod } from '../sandbox/pod.js';
+import { SANDBOX_CONTAINER, buildRunPod, sandboxPodOptions } from '../sandbox/pod.js';
 import { podNameForRun } from '../sandbox/names.js';
 import type { EventRecorder } from './events.js';
 import type { ControllerOptions } from './options.js';
@@ -106,10 +106,6 @@ export function checkAgainstLimits(run: SandboxRun, opts: ControllerOptions): st
   const mem = run.spec.resources?.memory;
   if (mem && parseQuantity(mem) > parseQuantity(opts.maxMemory)) problems.push(`spec.resources.memory=${mem} is above the maximum ${opts.maxMemory}`);
   return problems.length ? `Invalid SandboxRun: ${problems.join('; ')}.` : undefined;
-}
-
-function minQuantity(a: string, b: string): string {
-  return parseQuantity(a) <= parseQuantity(b) ? a : b;
 }
 
 export class RunExecutor {
@@ -457,21 +453,15 @@ export class RunExecutor {
     const { opts } = this.d;
     const ns = run.metadata.namespace ?? opts.namespace;
     const runtime = normalizeLanguage(run.spec.language);
-    const cpuLimit = run.spec.resources?.cpu ?? opts.defaultCpu;
-    const memoryLimit = run.spec.resources?.memory ?? opts.defaultMemory;
-    const body = buildRunPod(run, {
-      image: opts.images[runtime],
-      imagePullPolicy: opts.imagePullPolicy,
-      cpuLimit,
-      memoryLimit,
-      cpuRequest: minQuantity(opts.cpuRequest, cpuLimit),
-      memoryRequest: minQuantity(opts.memoryRequest, memoryLimit),
-      ephemeralStorageLimit: opts.ephemeralStorageLimit,
-      workspaceSizeLimit: opts.workspaceSizeLimit,
-      tmpSizeLimit: opts.tmpSizeLimit,
-      activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
-      runtimeClassName: opts.runtimeClassName,
-    });
+    const body = buildRunPod(
+      run,
+      sandboxPodOptions(opts, {
+        image: opts.images[runtime],
+        activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+        ...(run.spec.resources?.cpu && { cpuLimit: run.spec.resources.cpu }),
+        ...(run.spec.resources?.memory && { memoryLimit: run.spec.resources.memory }),
+      }),
+    );
     try {
       const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
       log.debug({ pod: podName }, 'Created Pod');

@@ -23,7 +23,7 @@ import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } f
 import type { Metrics } from '../metrics/registry.js';
 import { podNameForSession, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
-import { buildSessionPod } from '../sandbox/pod.js';
+import { buildSessionPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { EventRecorder } from './events.js';
 import type { ResilientInformer } from './informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
@@ -179,20 +179,8 @@ export class SandboxSessionController {
     await this.d.runtime.ensure(ns);
     const body = buildSessionPod(
       session,
-      {
-        image: opts.images[language],
-        imagePullPolicy: opts.imagePullPolicy,
-        cpuLimit: opts.defaultCpu,
-        memoryLimit: opts.defaultMemory,
-        cpuRequest: opts.cpuRequest,
-        memoryRequest: opts.memoryRequest,
-        ephemeralStorageLimit: opts.ephemeralStorageLimit,
-        workspaceSizeLimit: opts.workspaceSizeLimit,
-        tmpSizeLimit: opts.tmpSizeLimit,
-        // Backstop: the pod cannot outlive the session's maximum lifetime.
-        activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60,
-        runtimeClassName: opts.runtimeClassName,
-      },
+      // Backstop: the pod cannot outlive the session's maximum lifetime.
+      sandboxPodOptions(opts, { image: opts.images[language], activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60 }),
       kernelCommand(language),
       this.d.runtime.volume,
     );

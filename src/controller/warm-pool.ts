@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
-import { LABEL_POOL, LABEL_POOL_HASH, SANDBOX_CONTAINER, buildPoolPod } from '../sandbox/pod.js';
+import { LABEL_POOL, LABEL_POOL_HASH, SANDBOX_CONTAINER, buildPoolPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import { parseQuantity } from '../config/quantity.js';
 import type { ResilientInformer } from './informer.js';
@@ -57,21 +57,8 @@ const EXPECTATION_TTL_MS = 30_000;
 
 /** The pool pod this operator builds: pure, so its hash is the same in every replica of a version. */
 export function poolPodTemplate(opts: ControllerOptions, runtime: RuntimeVolume): V1Pod {
-  const image = opts.images[POOL_LANGUAGE];
   const deadline = poolPodDeadlineSeconds({ poolLifetimeSeconds: POOL_POD_LIFETIME_SECONDS, ...opts });
-  const build = {
-    image,
-    imagePullPolicy: opts.imagePullPolicy,
-    cpuLimit: opts.defaultCpu,
-    memoryLimit: opts.defaultMemory,
-    cpuRequest: opts.cpuRequest,
-    memoryRequest: opts.memoryRequest,
-    ephemeralStorageLimit: opts.ephemeralStorageLimit,
-    workspaceSizeLimit: opts.workspaceSizeLimit,
-    tmpSizeLimit: opts.tmpSizeLimit,
-    activeDeadlineSeconds: deadline,
-    runtimeClassName: opts.runtimeClassName,
-  };
+  const build = sandboxPodOptions(opts, { image: opts.images[POOL_LANGUAGE], activeDeadlineSeconds: deadline });
   return buildPoolPod(opts.namespace, POOL_LANGUAGE, build, kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime);
 }
 

@@ -48,6 +48,40 @@ export interface PodBuildOptions {
   runtimeClassName?: string;
 }
 
+/** The administrator's settings every sandbox pod is built from (a Pick of Config). */
+export interface SandboxPodSettings {
+  imagePullPolicy: PodBuildOptions['imagePullPolicy'];
+  defaultCpu: string;
+  defaultMemory: string;
+  cpuRequest: string;
+  memoryRequest: string;
+  ephemeralStorageLimit: string;
+  workspaceSizeLimit: string;
+  tmpSizeLimit: string;
+  runtimeClassName?: string;
+}
+
+/**
+ * Pure: the build options of a sandbox pod from the settings, for every kind of sandbox pod (run,
+ * session, pool, canary). Limits default to the administrator's; requests are capped at the limits
+ * by the builder (atMost).
+ */
+export function sandboxPodOptions(c: SandboxPodSettings, o: { image: string; activeDeadlineSeconds: number; cpuLimit?: string; memoryLimit?: string }): PodBuildOptions {
+  return {
+    image: o.image,
+    imagePullPolicy: c.imagePullPolicy,
+    cpuLimit: o.cpuLimit ?? c.defaultCpu,
+    memoryLimit: o.memoryLimit ?? c.defaultMemory,
+    cpuRequest: c.cpuRequest,
+    memoryRequest: c.memoryRequest,
+    ephemeralStorageLimit: c.ephemeralStorageLimit,
+    workspaceSizeLimit: c.workspaceSizeLimit,
+    tmpSizeLimit: c.tmpSizeLimit,
+    activeDeadlineSeconds: o.activeDeadlineSeconds,
+    ...(c.runtimeClassName !== undefined && { runtimeClassName: c.runtimeClassName }),
+  };
+}
+
 // A request above its limit makes the API server reject the pod; cap it instead so a small
 // per-run limit (e.g. memory 64Mi with the default 128Mi request) still works.
 function atMost(request: string, limit: string): string {

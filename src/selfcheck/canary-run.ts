@@ -8,7 +8,7 @@ import { parseQuantity } from '../config/quantity.js';
 import type { PodWatcher } from '../controller/pod-watcher.js';
 import { execInPod, execRaw } from '../exec/exec.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
-import { LABEL_SELFCHECK, SANDBOX_CONTAINER, buildCanaryPod } from '../sandbox/pod.js';
+import { LABEL_SELFCHECK, SANDBOX_CONTAINER, buildCanaryPod, sandboxPodOptions } from '../sandbox/pod.js';
 import { echoAnswers, gatewayAnswers, retryFor } from './control.js';
 import { ECHO_CONTAINER, ECHO_SELF_PROBE, buildEchoPod } from './echo-pod.js';
 import { evaluateReport, type CheckResult, type Expectations } from './evaluate.js';
@@ -68,24 +68,8 @@ export interface CanaryRunDeps {
 
 export type CanaryRunResult = { ok: true; results: CheckResult[] } | { ok: false; problem: string };
 
-function minQuantity(a: string, b: string): string {
-  return parseQuantity(a) <= parseQuantity(b) ? a : b;
-}
-
 function canaryPod(c: CanaryConfig): V1Pod {
-  return buildCanaryPod(c.namespace, {
-    image: c.images.python,
-    imagePullPolicy: c.imagePullPolicy,
-    cpuLimit: c.defaultCpu,
-    memoryLimit: c.defaultMemory,
-    cpuRequest: minQuantity(c.cpuRequest, c.defaultCpu),
-    memoryRequest: minQuantity(c.memoryRequest, c.defaultMemory),
-    ephemeralStorageLimit: c.ephemeralStorageLimit,
-    workspaceSizeLimit: c.workspaceSizeLimit,
-    tmpSizeLimit: c.tmpSizeLimit,
-    activeDeadlineSeconds: POD_DEADLINE_SECONDS,
-    ...(c.runtimeClassName !== undefined && { runtimeClassName: c.runtimeClassName }),
-  });
+  return buildCanaryPod(c.namespace, sandboxPodOptions(c, { image: c.images.python, activeDeadlineSeconds: POD_DEADLINE_SECONDS }));
 }
 
 async function createPod(d: CanaryRunDeps, body: V1Pod): Promise<string> {

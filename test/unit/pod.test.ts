@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { buildRunPod } from '../../src/sandbox/pod.js';
+import { buildRunPod, sandboxPodOptions } from '../../src/sandbox/pod.js';
 import type { PodBuildOptions } from '../../src/sandbox/pod.js';
 
 const SECRET_CODE = 'print("CODE-7f3a9c-must-not-leak")';
@@ -173,5 +173,20 @@ describe('buildRunPod', () => {
   it('refuses a run without uid (the owner reference would be invalid)', () => {
     const metadata = { ...run.metadata, uid: undefined };
     expect(() => buildRunPod({ ...run, metadata }, opts)).toThrow(/has no metadata.uid/);
+  });
+});
+
+describe('sandboxPodOptions (one mapping from the settings for every sandbox pod)', () => {
+  const settings = { imagePullPolicy: 'Never' as const, defaultCpu: '1', defaultMemory: '512Mi', cpuRequest: '100m', memoryRequest: '128Mi', ephemeralStorageLimit: '1Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
+  it.each([
+    ['the defaults', {}, { cpuLimit: '1', memoryLimit: '512Mi' }],
+    ["a run's own limits", { cpuLimit: '500m', memoryLimit: '64Mi' }, { cpuLimit: '500m', memoryLimit: '64Mi' }],
+  ])('%s', (_n, limits, expected) => {
+    const o = sandboxPodOptions(settings, { image: 'img', activeDeadlineSeconds: 90, ...limits });
+    expect(o).toMatchObject({ image: 'img', activeDeadlineSeconds: 90, cpuRequest: '100m', memoryRequest: '128Mi', ...expected });
+    expect(o).not.toHaveProperty('runtimeClassName');
+  });
+  it('keeps a RuntimeClass', () => {
+    expect(sandboxPodOptions({ ...settings, runtimeClassName: 'gvisor' }, { image: 'i', activeDeadlineSeconds: 1 }).runtimeClassName).toBe('gvisor');
   });
 });
