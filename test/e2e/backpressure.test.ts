@@ -151,8 +151,10 @@ describe('back-pressure', () => {
   }, 240_000);
 
   it('refuses a JSON-RPC batch over the limit with HTTP 400 and a JSON-RPC error, running none of it', async () => {
-    const before = (await listRuns()).length;
-    const batch = Array.from({ length: 6 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'execute_code', arguments: { code: 'print(1)' } } }));
+    // The neighbour on B keeps creating runs, so count only this batch's: its code is unique.
+    const code = `print("batch-${Date.now()}")`;
+    const ofBatch = async (): Promise<number> => (await listRuns()).filter((r) => r.spec.code === code).length;
+    const batch = Array.from({ length: 6 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'execute_code', arguments: { code } } }));
     const res = await fetch(a.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-03-26' },
@@ -162,7 +164,7 @@ describe('back-pressure', () => {
     const body = (await res.json()) as { error: { code: number; message: string } };
     expect(body.error.code).toBe(-32600);
     expect(body.error.message).toContain('this JSON-RPC batch holds 6 messages; the limit is 5 (CODEMODE_MAX_BATCH_SIZE)');
-    expect((await listRuns()).length).toBe(before);
+    expect(await ofBatch()).toBe(0);
   });
 
   it('kept the benign neighbour correct throughout', async () => {
