@@ -66,7 +66,7 @@ export function newIdentity(): string {
 }
 
 export function controllerOptions(config: Config, identity: string): ControllerOptions {
-  return { ...config, images: { ...config.images }, identity };
+  return { ...config, identity };
 }
 
 /** The operator's non-loopback addresses (its pod IP in a cluster): the gateway as a canary target. */

@@ -3,11 +3,10 @@
 import { z } from 'zod';
 import { describeIssue } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
-import { deepFreeze } from '../util/deep-freeze.js';
+import { deepFreeze, type DeepReadonly } from '../util/deep-freeze.js';
 import { FIELDS } from './fields.js';
 import type { FieldKey } from './fields.js';
 import { parseQuantity } from './quantity.js';
-import type { SandboxCheckName } from '../selfcheck/evaluate.js';
 
 export { parseQuantity } from './quantity.js';
 
@@ -17,76 +16,6 @@ export const LOOPBACK_HOSTS: readonly string[] = Object.freeze(['localhost', '12
 /** Addresses that only this machine can reach. */
 export function isLoopbackBind(address: string): boolean {
   return address === 'localhost' || address === '::1' || address === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(address);
-}
-
-export type ImagePullPolicy = 'Always' | 'IfNotPresent' | 'Never';
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
-
-export interface Config {
-  readonly namespace: string;
-  readonly sandboxImage: string;
-  /** Image per runtime, already resolved (falls back to sandboxImage). */
-  readonly images: Readonly<Record<Runtime, string>>;
-  readonly imagePullPolicy: ImagePullPolicy;
-  readonly defaultTimeoutSeconds: number;
-  readonly maxTimeoutSeconds: number;
-  readonly maxCodeBytes: number;
-  /** Per stream (stdout and stderr each). */
-  readonly outputCapChars: number;
-  readonly defaultCpu: string;
-  readonly defaultMemory: string;
-  readonly maxCpu: string;
-  readonly maxMemory: string;
-  readonly cpuRequest: string;
-  readonly memoryRequest: string;
-  readonly ephemeralStorageLimit: string;
-  readonly workspaceSizeLimit: string;
-  readonly tmpSizeLimit: string;
-  readonly ttlSecondsAfterFinished: number;
-  readonly podStartupTimeoutSeconds: number;
-  readonly resyncSeconds: number;
-  readonly runtimeClassName?: string;
-  readonly bindAddress: string;
-  readonly port: number;
-  /** Lowercase host names without port; LOOPBACK_HOSTS when the variable is empty. */
-  readonly allowedHosts: readonly string[];
-  /** Normalized origins (`https://host[:port]`); empty means no browser origin is allowed. */
-  readonly allowedOrigins: readonly string[];
-  readonly sessionMaxIdleTimeoutSeconds: number;
-  readonly sessionMaxLifetimeSeconds: number;
-  readonly maxFileBytes: number;
-  /** Fewest pool pods kept (CODEMODE_WARM_POOL_MIN, formerly CODEMODE_WARM_POOL_SIZE). */
-  readonly warmPoolMin: number;
-  /** Most pool pods under demand; 0 disables and drains the pool. */
-  readonly warmPoolMax: number;
-  readonly warmPoolRefillDeferMs: number;
-  readonly logLevel: LogLevel;
-  readonly authMode: 'none' | 'tokens' | 'kubernetes' | 'oidc';
-  readonly authNoneBeyondLoopback: boolean;
-  readonly authTokensSecret: string;
-  readonly authAudience?: string;
-  readonly oidcIssuer?: string;
-  readonly oidcAudience?: string;
-  readonly oidcJwksUrl?: string;
-  readonly oidcUsernameClaim: string;
-  readonly oidcGroupsClaim: string;
-  readonly publicUrl?: string;
-  readonly adminGroups: readonly string[];
-  // Sandbox self-check (issue 14, point 3).
-  readonly sandboxCheckIntervalSeconds: number;
-  readonly maxProcesses: number;
-  /** Checks whose absence the administrator accepted (code runs anyway, with a warning). */
-  readonly acceptUnenforced: readonly SandboxCheckName[];
-  /** Per stream, in UTF-8 bytes (applied with outputCapChars). */
-  readonly outputCapBytes: number;
-  readonly maxTtlSecondsAfterFinished: number;
-  // Back-pressure (issue 14, point 5).
-  readonly maxConcurrentRuns: number;
-  readonly maxNamespaceRuns: number;
-  readonly maxSessions: number;
-  readonly runQueueLength: number;
-  readonly runQueueTimeoutSeconds: number;
-  readonly maxBatchSize: number;
 }
 
 export interface ConfigProblem {
@@ -162,7 +91,7 @@ const WARM_POOL_MIN_DEFAULT = 2;
 const WARM_POOL_MAX_DEFAULT = 8;
 
 // CODEMODE_WARM_POOL_SIZE is the pool's former (fixed) size, read as its minimum.
-function warmPoolBounds(c: ParsedEnv): { warmPoolMin: number; warmPoolMax: number } {
+function warmPoolBounds(c: Pick<ParsedEnv, 'warmPoolSize' | 'warmPoolMin' | 'warmPoolMax'>): { warmPoolMin: number; warmPoolMax: number } {
   const min = c.warmPoolMin ?? c.warmPoolSize ?? WARM_POOL_MIN_DEFAULT;
   return { warmPoolMin: min, warmPoolMax: c.warmPoolMax ?? (min === 0 ? 0 : Math.max(WARM_POOL_MAX_DEFAULT, min)) };
 }
@@ -191,74 +120,45 @@ function problemOf(issue: z.core.$ZodIssue, env: NodeJS.ProcessEnv): ConfigProbl
   return { env: doc.env, value: env[doc.env], problem, allowed: doc.allowed };
 }
 
+// The parsed variables become the Config: every field passes through as parsed, except the few
+// that are resolved from others (images fall back to CODEMODE_SANDBOX_IMAGE, pool bounds from the
+// former CODEMODE_WARM_POOL_SIZE) or normalised. A new variable in FIELDS is in Config without
+// being declared again.
+function toConfig(c: ParsedEnv) {
+  const { imagePython, imageBash, imageSh, imageNode, warmPoolSize, warmPoolMin, warmPoolMax, allowedHosts, allowedOrigins, publicUrl, adminGroups, acceptUnenforced, ...rest } = c;
+  const images: Record<Runtime, string> = {
+    python: imagePython ?? c.sandboxImage,
+    bash: imageBash ?? c.sandboxImage,
+    sh: imageSh ?? c.sandboxImage,
+    node: imageNode ?? c.sandboxImage,
+  };
+  return {
+    ...rest,
+    /** Image per runtime, already resolved (falls back to sandboxImage). */
+    images,
+    /** Lowercase host names without port; LOOPBACK_HOSTS when the variable is empty. */
+    allowedHosts: allowedHosts && allowedHosts.length > 0 ? allowedHosts : [...LOOPBACK_HOSTS],
+    /** Normalized origins (`https://host[:port]`); empty means no browser origin is allowed. */
+    allowedOrigins: allowedOrigins ?? [],
+    ...(publicUrl !== undefined && { publicUrl: publicUrl.replace(/\/$/, '') }),
+    adminGroups: adminGroups ?? [],
+    /** Checks whose absence the administrator accepted (code runs anyway, with a warning). */
+    acceptUnenforced: [...new Set(acceptUnenforced ?? [])],
+    /** warmPoolMin: fewest pool pods kept; warmPoolMax: most under demand (0 disables and drains the pool). */
+    ...warmPoolBounds({ warmPoolSize, warmPoolMin, warmPoolMax }),
+  };
+}
+
+/** The loaded configuration: derived from the field schemas (src/config/fields.ts), deeply read-only. */
+export type Config = DeepReadonly<ReturnType<typeof toConfig>>;
+
 /** Reads every CODEMODE_* variable; throws ConfigError listing all bad variables at once. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const raw = Object.fromEntries(Object.entries(FIELDS).map(([key, f]) => [key, env[f.doc.env]]));
   const result = EnvSchema.safeParse(raw, { reportInput: true });
   const issues = result.success ? relationIssues(result.data) : result.error.issues;
   if (!result.success || issues.length > 0) throw new ConfigError(issues.map((i) => problemOf(i, env)));
-  const c = result.data;
-  const config: Config = {
-    namespace: c.namespace,
-    sandboxImage: c.sandboxImage,
-    images: {
-      python: c.imagePython ?? c.sandboxImage,
-      bash: c.imageBash ?? c.sandboxImage,
-      sh: c.imageSh ?? c.sandboxImage,
-      node: c.imageNode ?? c.sandboxImage,
-    },
-    imagePullPolicy: c.imagePullPolicy,
-    defaultTimeoutSeconds: c.defaultTimeoutSeconds,
-    maxTimeoutSeconds: c.maxTimeoutSeconds,
-    maxCodeBytes: c.maxCodeBytes,
-    outputCapChars: c.outputCapChars,
-    defaultCpu: c.defaultCpu,
-    defaultMemory: c.defaultMemory,
-    maxCpu: c.maxCpu,
-    maxMemory: c.maxMemory,
-    cpuRequest: c.cpuRequest,
-    memoryRequest: c.memoryRequest,
-    ephemeralStorageLimit: c.ephemeralStorageLimit,
-    workspaceSizeLimit: c.workspaceSizeLimit,
-    tmpSizeLimit: c.tmpSizeLimit,
-    ttlSecondsAfterFinished: c.ttlSecondsAfterFinished,
-    podStartupTimeoutSeconds: c.podStartupTimeoutSeconds,
-    resyncSeconds: c.resyncSeconds,
-    ...(c.runtimeClassName === undefined ? {} : { runtimeClassName: c.runtimeClassName }),
-    bindAddress: c.bindAddress,
-    port: c.port,
-    allowedHosts: c.allowedHosts && c.allowedHosts.length > 0 ? c.allowedHosts : [...LOOPBACK_HOSTS],
-    allowedOrigins: c.allowedOrigins ?? [],
-    sessionMaxIdleTimeoutSeconds: c.sessionMaxIdleTimeoutSeconds,
-    sessionMaxLifetimeSeconds: c.sessionMaxLifetimeSeconds,
-    maxFileBytes: c.maxFileBytes,
-    ...warmPoolBounds(c),
-    warmPoolRefillDeferMs: c.warmPoolRefillDeferMs,
-    logLevel: c.logLevel,
-    authMode: c.authMode,
-    authNoneBeyondLoopback: c.authNoneBeyondLoopback,
-    authTokensSecret: c.authTokensSecret,
-    ...(c.authAudience !== undefined && { authAudience: c.authAudience }),
-    ...(c.oidcIssuer !== undefined && { oidcIssuer: c.oidcIssuer }),
-    ...(c.oidcAudience !== undefined && { oidcAudience: c.oidcAudience }),
-    ...(c.oidcJwksUrl !== undefined && { oidcJwksUrl: c.oidcJwksUrl }),
-    oidcUsernameClaim: c.oidcUsernameClaim,
-    oidcGroupsClaim: c.oidcGroupsClaim,
-    ...(c.publicUrl !== undefined && { publicUrl: c.publicUrl.replace(/\/$/, '') }),
-    adminGroups: c.adminGroups ?? [],
-    sandboxCheckIntervalSeconds: c.sandboxCheckIntervalSeconds,
-    maxProcesses: c.maxProcesses,
-    acceptUnenforced: [...new Set(c.acceptUnenforced ?? [])],
-    outputCapBytes: c.outputCapBytes,
-    maxTtlSecondsAfterFinished: c.maxTtlSecondsAfterFinished,
-    maxConcurrentRuns: c.maxConcurrentRuns,
-    maxNamespaceRuns: c.maxNamespaceRuns,
-    maxSessions: c.maxSessions,
-    runQueueLength: c.runQueueLength,
-    runQueueTimeoutSeconds: c.runQueueTimeoutSeconds,
-    maxBatchSize: c.maxBatchSize,
-  };
-  return deepFreeze(config);
+  return deepFreeze(toConfig(result.data));
 }
 
 /** One row per variable, in a stable order; the README's configuration table comes from it. */

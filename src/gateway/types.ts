@@ -2,31 +2,18 @@
 // onto the narrow GatewayOptions so the gateway (and its tests) never depend on settings they do
 // not use.
 import type { Logger } from 'pino';
+import type { Config } from '../config/index.js';
 import type { AuthHttpOptions } from '../auth/middleware.js';
 import type { RunService } from '../runs/types.js';
 import type { SessionService } from '../sessions/service.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 
-export interface GatewayOptions {
-  /**
-   * Host header values accepted on /mcp besides the loopback names (DNS-rebinding protection).
-   * A bare name (`codemode.example.com`) matches any port; `name:port` matches that port only.
-   */
-  allowedHosts: readonly string[];
-  /**
-   * Origin header values accepted on /mcp besides loopback origins. A full origin
-   * (`https://app.example.com`) must match exactly; a bare hostname matches any scheme and port.
-   */
-  allowedOrigins: readonly string[];
-  /** Timeout applied when the agent does not send timeout_seconds. */
-  defaultTimeoutSeconds: number;
-  /** Largest timeout_seconds an agent may ask for. */
-  maxTimeoutSeconds: number;
-  /** Largest submitted code (and stdin), in UTF-8 bytes. */
-  maxCodeBytes: number;
-  /** Most messages in one JSON-RPC batch (CODEMODE_MAX_BATCH_SIZE). */
-  maxBatchSize: number;
-}
+/**
+ * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
+ * (DNS-rebinding protection), the timeout applied when the agent sends none and the largest it may
+ * ask for, the largest code, the most messages in one JSON-RPC batch.
+ */
+export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'>;
 
 /** The gateway's settings out of a loaded Config (or anything that has them). */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {

@@ -7,19 +7,17 @@ import type { RunExecutor } from '../controller/run-executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
 import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
+import type { Config } from '../config/index.js';
 import { kernelLanguage, normalizeLanguage } from '../api/v1alpha1/index.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { quotaExceeded, type RunSlots } from './run-slots.js';
 import type { Ticket } from './admission.js';
 
-export interface KubeRunServiceOptions {
-  namespace: string;
-  identity: string;
-  defaultTimeoutSeconds: number;
-  maxTimeoutSeconds: number;
-  maxCodeBytes: number;
-}
+export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes'> & {
+  /** This process's identity (the executor annotation on the runs it executes). */
+  readonly identity: string;
+};
 
 export class KubeRunService implements RunService {
   constructor(

@@ -5,6 +5,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import type { Config } from '../config/index.js';
 import {
   API_VERSION,
   GATEWAY_FIELD_MANAGER,
@@ -35,21 +36,14 @@ import { sessionCapacity } from '../runs/admission.js';
 import { quotaExceeded } from '../runs/run-slots.js';
 import { lostTo, podVerdict } from './verdict.js';
 
-export interface SessionServiceOptions {
-  namespace: string;
-  outputCapChars: number;
-  maxFileBytes: number;
-  sessionMaxIdleTimeoutSeconds: number;
-  sessionMaxLifetimeSeconds: number;
-  /** How long create() waits for the interpreter. */
-  startupTimeoutSeconds: number;
-  /** Members of these groups see and use every session (CODEMODE_ADMIN_GROUPS). */
-  adminGroups?: readonly string[];
-  /** CODEMODE_MAX_SESSIONS: live sessions in the namespace; create() refuses beyond it. */
-  maxSessions?: number;
-  /** Told of each create() refused for capacity (metrics). */
-  onRefused?(limit: 'sessions'): void;
-}
+export type SessionServiceOptions = Pick<Config, 'namespace' | 'outputCapChars' | 'maxFileBytes' | 'sessionMaxIdleTimeoutSeconds' | 'sessionMaxLifetimeSeconds'> &
+  /** adminGroups see and use every session; maxSessions caps live sessions in the namespace. */
+  Partial<Pick<Config, 'adminGroups' | 'maxSessions'>> & {
+    /** How long create() waits for the interpreter. */
+    readonly startupTimeoutSeconds: number;
+    /** Told of each create() refused for capacity (metrics). */
+    onRefused?(limit: 'sessions'): void;
+  };
 
 export interface SessionInfo {
   name: string;

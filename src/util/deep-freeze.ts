@@ -7,3 +7,12 @@ export function deepFreeze<T>(value: T): T {
   }
   return value;
 }
+
+/** The type of a deepFreeze'd value: nothing in it can be assigned. */
+export type DeepReadonly<T> = T extends (...args: never[]) => unknown
+  ? T
+  : T extends readonly (infer E)[]
+    ? readonly DeepReadonly<E>[]
+    : T extends object
+      ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+      : T;
