@@ -8,9 +8,9 @@ import {
   MAX_TIMEOUT_SECONDS_HARD,
   MAX_TTL_SECONDS_AFTER_FINISHED,
   QUANTITY_PATTERN,
+  SANDBOX_CHECKS,
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from './quantity.js';
-import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 
 export interface FieldDoc {
   env: string;

@@ -1,18 +1,10 @@
 // What a user reads when a run met one of the sandbox's bounds (process cap, memory, disk), and
 // why a pod stopped when the code's own report never came. Pure, like status.ts, which uses them.
-import type { V1Pod } from '@kubernetes/client-node';
 import { Reasons } from '../api/v1alpha1/index.js';
 import type { Classification, Limits } from './status.js';
 
 /** A sandbox volume with a hard size: where a run can meet DiskFull. */
 export type FullVolume = 'workspace' | 'tmp';
-
-/** Why the pod itself stopped, read from its status when the code's own report never came. */
-export interface PodFailure {
-  reason: typeof Reasons.OOMKilled | typeof Reasons.Evicted;
-  /** The kubelet's own words (e.g. which volume exceeded which limit), already bounded. */
-  detail: string;
-}
 
 /** Said of a program that ended with processes still running (e.g. a fork bomb's, before any met the cap). */
 export function leftoverNote(leftovers: number | undefined): string {
@@ -52,27 +44,4 @@ export function evicted(detail: string, limits: Pick<Limits, 'workspaceSizeLimit
       ? 'Write less data to disk.'
       : `${VOLUME_PATH[volume]} is limited to ${volume === 'workspace' ? limits.workspaceSizeLimit : limits.tmpSizeLimit}: write less data (stream or compress it, delete intermediate files).`;
   return { phase: 'Failed', reason: Reasons.Evicted, message: `The sandbox pod was evicted by the kubelet: ${detail} ${hint}` };
-}
-
-/** Maximum length of the kubelet's text kept in a message (it comes from the pod's status). */
-const POD_DETAIL_MAX_CHARS = 300;
-
-/**
- * Why a pod's container stopped, from its status, when it was an OOM kill or an eviction; else
- * undefined. The sandbox container's current or last terminated state says OOMKilled; an evicted
- * pod has status.reason Evicted and the kubelet's message.
- */
-export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
-  if (!pod) return undefined;
-  const detail = (text: string | undefined, fallback: string): string => {
-    const t = (text ?? '').replace(/\s+/g, ' ').trim();
-    if (t === '') return fallback;
-    return t.length > POD_DETAIL_MAX_CHARS ? `${t.slice(0, POD_DETAIL_MAX_CHARS)}…` : t.endsWith('.') ? t : `${t}.`;
-  };
-  if (pod.status?.reason === 'Evicted') return { reason: Reasons.Evicted, detail: detail(pod.status.message, 'no details.') };
-  for (const cs of pod.status?.containerStatuses ?? []) {
-    const term = cs.state?.terminated ?? cs.lastState?.terminated;
-    if (term?.reason === 'OOMKilled') return { reason: Reasons.OOMKilled, detail: 'the container was OOM-killed.' };
-  }
-  return undefined;
 }

@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_NETWORK_POLICY_NAME, buildSandboxNetworkPolicy, restoredPolicy, sandboxPolicyDrift, type PolicyDrift } from '../sandbox/networkpolicy.js';
-import { ResilientInformer } from './informer.js';
+import { ResilientInformer } from '../kube/informer.js';
 import { gateState, lastWrittenMs } from './policy-gate.js';
 import { WorkQueue, type QueueMetrics } from './workqueue.js';
 

@@ -7,7 +7,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
-import type { ResilientInformer } from './informer.js';
+import type { ResilientInformer } from '../kube/informer.js';
 import { LeaderElector } from './leader.js';
 import { PoolDemand } from './pool-sizing.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';

@@ -4,7 +4,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
 import { LABEL_POOL, LABEL_POOL_HASH } from '../sandbox/pod.js';
-import { podState } from './status.js';
+import { podState } from '../sandbox/pod-state.js';
 
 /** An unclaimed pool pod, any version, not being deleted. */
 export const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'warm' && !p.metadata.deletionTimestamp;

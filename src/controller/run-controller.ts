@@ -24,11 +24,11 @@ import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { Metrics } from '../metrics/registry.js';
-import type { ResilientInformer } from './informer.js';
+import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from './run-executor.js';
-import { decideRun } from './run-decision.js';
-import { failedStatus, lostAfterMs, setCondition, ttlRemainingMs } from './status.js';
+import { decideRun, lostAfterMs, ttlRemainingMs } from './run-decision.js';
+import { failedStatus, setCondition } from './status.js';
 import type { RunSlots } from '../runs/run-slots.js';
 import { WorkQueue } from './workqueue.js';
 

@@ -54,3 +54,24 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
   if (f.lostAfterMs > 0) return { kind: 'wait', afterMs: f.executor === f.identity ? Math.min(RECHECK_MS, f.lostAfterMs) : f.lostAfterMs };
   return { kind: 'fail', message: VANISHED_MESSAGE };
 }
+
+/**
+ * Milliseconds until a finished run should be deleted (≤ 0: now). The administrator's maximum
+ * shortens a longer spec.ttlSecondsAfterFinished, so storage is freed whatever a creator asks.
+ */
+export function ttlRemainingMs(run: { spec: { ttlSecondsAfterFinished?: number }; status?: { completionTime?: string } }, defaultTtlSeconds: number, now: Date, maxTtlSeconds = Infinity): number | undefined {
+  const done = run.status?.completionTime;
+  if (!done) return undefined;
+  const ttl = Math.min(run.spec.ttlSecondsAfterFinished ?? defaultTtlSeconds, maxTtlSeconds);
+  return Date.parse(done) + ttl * 1000 - now.getTime();
+}
+
+/**
+ * How long a run may stay non-terminal before any replica may declare it lost (its executor
+ * crashed): pod start-up allowance + the run's timeout + a margin. Pure time math.
+ */
+export function lostAfterMs(run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } }, podStartupTimeoutSeconds: number, now: Date): number {
+  const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
+  const budget = (podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60) * 1000;
+  return created + budget - now.getTime();
+}

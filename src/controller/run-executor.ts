@@ -32,25 +32,17 @@ import type { OutputChunk, RunOutcome } from '../runs/types.js';
 import { quotaExceeded } from '../runs/run-slots.js';
 import { SANDBOX_CONTAINER, buildRunPod, sandboxPodOptions } from '../sandbox/pod.js';
 import { podNameForRun } from '../sandbox/names.js';
-import type { EventRecorder } from './events.js';
+import type { EventRecorder } from '../kube/events.js';
 import type { ControllerOptions } from './options.js';
-import type { PodWatcher } from './pod-watcher.js';
+import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
 import { runLabelValue } from '../sandbox/names.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
-import {
-  classifyExecution,
-  completedStatus,
-  failedStatus,
-  runningStatus,
-  type Classification,
-  type ExecutionFacts,
-  type Limits,
-} from './status.js';
-import { podFailure, type PodFailure } from './bounds.js';
+import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type ExecutionFacts, type Limits } from './status.js';
+import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;

@@ -1,6 +1,5 @@
 // Pure status computation for SandboxRuns: what the world looks like → what .status should say.
 // No I/O and time is a parameter, so every branch is a table test.
-import type { V1Pod } from '@kubernetes/client-node';
 import {
   CONDITION_COMPLETE,
   CONDITION_READY,
@@ -11,7 +10,8 @@ import {
   type SandboxRun,
   type SandboxRunStatus,
 } from '../api/v1alpha1/index.js';
-import { diskFull, evicted, leftoverNote, processLimit, type FullVolume, type PodFailure } from './bounds.js';
+import { diskFull, evicted, leftoverNote, processLimit, type FullVolume } from './bounds.js';
+import type { PodFailure } from '../sandbox/pod-failure.js';
 
 export interface Limits {
   maxTimeoutSeconds: number;
@@ -192,68 +192,4 @@ export function completedStatus(
 /** A run that failed before its code could start (invalid spec, image, scheduling, pod failure). */
 export function failedStatus(run: SandboxRun, reason: Reason, message: string, now: Date): SandboxRunStatus {
   return completedStatus(run, { phase: 'Failed', reason, message }, undefined, { end: now });
-}
-
-export type PodState =
-  | { kind: 'ready' }
-  | { kind: 'pending'; message: string }
-  | { kind: 'failed'; reason: Reason; message: string };
-
-const IMAGE_ERRORS = new Set(['ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
-
-/** Reads a sandbox pod's status: ready for exec, still starting, or never going to work. */
-export function podState(pod: V1Pod): PodState {
-  if (pod.metadata?.deletionTimestamp) {
-    return { kind: 'failed', reason: Reasons.PodDeleted, message: 'The sandbox pod is being deleted.' };
-  }
-  const phase = pod.status?.phase;
-  if (phase === 'Failed' || phase === 'Succeeded') {
-    const term = pod.status?.containerStatuses?.[0]?.state?.terminated;
-    if (term?.reason === 'OOMKilled') {
-      return { kind: 'failed', reason: Reasons.OOMKilled, message: 'The sandbox container was killed for exceeding its memory limit.' };
-    }
-    const why = pod.status?.reason === 'DeadlineExceeded' ? 'it reached its active deadline' : (pod.status?.message ?? term?.reason ?? 'the container stopped');
-    return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox pod stopped: ${why}.` };
-  }
-  for (const cs of pod.status?.containerStatuses ?? []) {
-    const waiting = cs.state?.waiting;
-    if (waiting?.reason && IMAGE_ERRORS.has(waiting.reason)) {
-      return {
-        kind: 'failed',
-        reason: Reasons.ImageNotFound,
-        message: `The sandbox image ${cs.image} could not be pulled (${waiting.reason}). Ask the administrator to check the image name (CODEMODE_SANDBOX_IMAGE) and that nodes can pull it.`,
-      };
-    }
-    if (waiting?.reason === 'CreateContainerConfigError' || waiting?.reason === 'CreateContainerError' || waiting?.reason === 'RunContainerError') {
-      return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox container could not start (${waiting.reason}: ${waiting.message ?? 'no details'}).` };
-    }
-  }
-  const ready = pod.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-  if (phase === 'Running' && ready) return { kind: 'ready' };
-  const sched = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
-  if (sched?.status === 'False' && sched.reason === 'Unschedulable') {
-    return { kind: 'pending', message: `Unschedulable: ${sched.message ?? 'no node fits the pod'}` };
-  }
-  return { kind: 'pending', message: `Pod is ${phase ?? 'being created'}.` };
-}
-
-/**
- * Milliseconds until a finished run should be deleted (≤ 0: now). The administrator's maximum
- * shortens a longer spec.ttlSecondsAfterFinished, so storage is freed whatever a creator asks.
- */
-export function ttlRemainingMs(run: { spec: { ttlSecondsAfterFinished?: number }; status?: { completionTime?: string } }, defaultTtlSeconds: number, now: Date, maxTtlSeconds = Infinity): number | undefined {
-  const done = run.status?.completionTime;
-  if (!done) return undefined;
-  const ttl = Math.min(run.spec.ttlSecondsAfterFinished ?? defaultTtlSeconds, maxTtlSeconds);
-  return Date.parse(done) + ttl * 1000 - now.getTime();
-}
-
-/**
- * How long a run may stay non-terminal before any replica may declare it lost (its executor
- * crashed): pod start-up allowance + the run's timeout + a margin. Pure time math.
- */
-export function lostAfterMs(run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } }, podStartupTimeoutSeconds: number, now: Date): number {
-  const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
-  const budget = (podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60) * 1000;
-  return created + budget - now.getTime();
 }

@@ -13,12 +13,12 @@ import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } f
 import { LABEL_POOL, LABEL_POOL_HASH, SANDBOX_CONTAINER, buildPoolPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import { parseQuantity } from '../config/quantity.js';
-import type { ResilientInformer } from './informer.js';
+import type { ResilientInformer } from '../kube/informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { ControllerOptions } from './options.js';
 import { CreateExpectations, isBusyRunPod, isWarm, planPool, poolPodDeadlineSeconds, refillDeferralMs, type RemoveCause } from './pool-plan.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
-import { podState } from './status.js';
+import { podState } from '../sandbox/pod-state.js';
 
 export { CreateExpectations, refillDeferralMs } from './pool-plan.js';
 

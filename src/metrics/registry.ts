@@ -1,10 +1,10 @@
 // Prometheus metrics on a private registry. Names follow controller-runtime where a dashboard
 // expects them; every label value comes from a closed set (phases, reasons, runtimes, results) —
 // never run names, pod names, sessions or users.
+import { SANDBOX_CHECKS } from '../api/v1alpha1/index.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../controller/run-executor.js';
-import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
 import type { AdmissionLimit, RunLoad } from '../runs/admission.js';

@@ -5,7 +5,7 @@
 // even for the moment between one run's end and the next one's start.
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION_EXECUTOR, LABEL_RUN } from '../api/v1alpha1/labels.js';
-import type { ResilientInformer } from '../controller/informer.js';
+import type { ResilientInformer } from '../kube/informer.js';
 import { runLabelValue } from '../sandbox/names.js';
 import { RunAdmission, type RunAdmissionDeps, type Ticket } from './admission.js';
 

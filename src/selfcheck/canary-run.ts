@@ -5,7 +5,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
-import type { PodWatcher } from '../controller/pod-watcher.js';
+import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import { execInPod, execRaw } from '../exec/exec.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
 import { LABEL_SELFCHECK, SANDBOX_CONTAINER, buildCanaryPod, sandboxPodOptions } from '../sandbox/pod.js';

@@ -4,7 +4,8 @@
 // not ready (/readyz) until the first check allowed code.
 import type { Logger } from 'pino';
 import type { CanaryRunResult } from './canary-run.js';
-import { CHECK_TITLES, SANDBOX_CHECKS, decide, listText, refusalText, type CheckResult, type SandboxCheckName, type Verdict } from './evaluate.js';
+import { SANDBOX_CHECKS, type SandboxCheckName } from '../api/v1alpha1/index.js';
+import { CHECK_TITLES, decide, listText, refusalText, type CheckResult, type Verdict } from './evaluate.js';
 
 /** How long a call made before the first verdict waits for it (pod start + the check). */
 const FIRST_CHECK_WAIT_MS = 60_000;

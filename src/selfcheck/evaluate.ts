@@ -1,11 +1,8 @@
 // Pure decisions of the sandbox self-check: which protections the canary's report shows as
 // enforced, and what the gateway does about the ones that are not (refuse code, or run it
 // because the administrator accepted that risk). No I/O; unit-tested as tables.
+import { SANDBOX_CHECKS, type SandboxCheckName } from '../api/v1alpha1/index.js';
 import { cgroupNumber, type CanaryReport, type NetworkTargetName, type Probe } from './report.js';
-
-/** The closed set of checks: metric label values and CODEMODE_ACCEPT_UNENFORCED entries. */
-export const SANDBOX_CHECKS = ['process_limit', 'memory_limit', 'readonly_root', 'no_service_account_token', 'network'] as const;
-export type SandboxCheckName = (typeof SANDBOX_CHECKS)[number];
 
 export interface CheckResult {
   check: SandboxCheckName;

@@ -23,7 +23,7 @@ import {
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
-import type { ResilientInformer } from '../controller/informer.js';
+import type { ResilientInformer } from '../kube/informer.js';
 import { KernelConnectionError, KernelProtocolError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { capText } from '../exec/frames.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';

@@ -2,7 +2,7 @@
 // or an eviction (e.g. /workspace past its limit). Read from the API with a short bounded poll,
 // since the kubelet reports the stopped container a second or two after the stream ends.
 import { Reasons } from '../api/v1alpha1/index.js';
-import { podFailure, type PodFailure } from '../controller/bounds.js';
+import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
 import type { KernelResult } from '../exec/kernel.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import type { KubeClients } from '../kube/clients.js';

@@ -7,3 +7,4 @@ export * from './field-managers.js';
 export * from './owner.js';
 export * from './crd.js';
 export * from './storage.js';
+export * from './sandbox-checks.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { STRIPPED_ANNOTATION, parseCachedRun, stripRun } from '../../../src/controller/cached-run.js';
-import { listAllPages } from '../../../src/controller/informer.js';
+import { listAllPages } from '../../../src/kube/informer.js';
 import { jsonSize } from '../../../src/api/v1alpha1/index.js';
 
 const big = 'x'.repeat(200_000);

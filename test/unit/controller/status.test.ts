@@ -1,18 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
-import {
-  classifyExecution,
-  completedStatus,
-  failedStatus,
-  lostAfterMs,
-  podState,
-  runningStatus,
-  setCondition,
-  ttlRemainingMs,
-  type ExecutionFacts,
-} from '../../../src/controller/status.js';
-import { podFailure } from '../../../src/controller/bounds.js';
+import { classifyExecution, completedStatus, failedStatus, runningStatus, setCondition, type ExecutionFacts } from '../../../src/controller/status.js';
+import { podState } from '../../../src/sandbox/pod-state.js';
+import { lostAfterMs, ttlRemainingMs } from '../../../src/controller/run-decision.js';
+import { podFailure } from '../../../src/sandbox/pod-failure.js';
 
 const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
 const now = new Date('2026-11-22T10:00:00.000Z');

@@ -2,7 +2,8 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { CanaryRunResult } from '../../../src/selfcheck/canary-run.js';
 import { SandboxChecker } from '../../../src/selfcheck/checker.js';
-import { SANDBOX_CHECKS, type CheckResult, type SandboxCheckName } from '../../../src/selfcheck/evaluate.js';
+import { SANDBOX_CHECKS, type SandboxCheckName } from '../../../src/api/v1alpha1/index.js';
+import type { CheckResult } from '../../../src/selfcheck/evaluate.js';
 
 const log = pino({ level: 'silent' });
 const results = (failing: SandboxCheckName[] = []): CheckResult[] => SANDBOX_CHECKS.map((check) => ({ check, enforced: !failing.includes(check), detail: 'd' }));

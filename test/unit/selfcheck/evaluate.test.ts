@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { SANDBOX_CHECKS, decide, evaluateReport, refusalText, type CheckResult, type Expectations, type SandboxCheckName } from '../../../src/selfcheck/evaluate.js';
+import { SANDBOX_CHECKS, type SandboxCheckName } from '../../../src/api/v1alpha1/index.js';
+import { decide, evaluateReport, refusalText, type CheckResult, type Expectations } from '../../../src/selfcheck/evaluate.js';
 import type { CanaryReport } from '../../../src/selfcheck/report.js';
 import { goodReport, outsideCluster } from './fixtures.js';
 

@@ -1,7 +1,7 @@
 // Waits for sandbox pods to become ready, fed by the pod informer (a watch), never by polling.
 import type { V1Pod } from '@kubernetes/client-node';
-import type { ResilientInformer } from './informer.js';
-import { podState, type PodState } from './status.js';
+import type { ResilientInformer } from '../kube/informer.js';
+import { podState, type PodState } from './pod-state.js';
 
 interface Waiter {
   check: (pod: V1Pod | undefined) => boolean;
