@@ -6,7 +6,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
-import type { Metrics } from '../metrics/registry.js';
+import type { ControllerMetrics } from './metrics.js';
 import type { ResilientInformer } from '../kube/informer.js';
 import { LeaderElector } from './leader.js';
 import { PoolDemand } from './pool-sizing.js';
@@ -35,7 +35,7 @@ export interface PoolControllerDeps {
   /** The pool's refill deferral: part of the time a claimed pod's replacement takes. */
   refillDeferMs?: number;
   log: Logger;
-  metrics?: Metrics;
+  metrics?: ControllerMetrics;
 }
 
 export class PoolController {

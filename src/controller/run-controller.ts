@@ -23,7 +23,7 @@ import {
 import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
-import type { Metrics } from '../metrics/registry.js';
+import type { ControllerMetrics } from './metrics.js';
 import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from './run-executor.js';
@@ -41,7 +41,7 @@ export interface RunControllerDeps {
   executor: RunExecutor;
   runs: ResilientInformer<KubernetesObject>;
   pods: ResilientInformer<V1Pod>;
-  metrics?: Metrics;
+  metrics?: ControllerMetrics;
   now?: () => Date;
   /** Back-pressure: kubectl-created transient runs start only with a free run slot. */
   slots?: RunSlots;

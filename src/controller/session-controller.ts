@@ -20,7 +20,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { kernelCommand } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
-import type { Metrics } from '../metrics/registry.js';
+import type { ControllerMetrics } from './metrics.js';
 import { podNameForSession, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
 import { buildSessionPod, sandboxPodOptions } from '../sandbox/pod.js';
@@ -45,7 +45,7 @@ export interface SessionControllerDeps {
   policies: NetworkPolicyGuard;
   runtime: RuntimeConfigMapGuard;
   events: EventRecorder;
-  metrics?: Metrics;
+  metrics?: ControllerMetrics;
   pool?: WarmPool;
   now?: () => Date;
   /** The sandbox self-check: no session pod starts while code is refused. */

@@ -3,6 +3,7 @@
 // never run names, pod names, sessions or users.
 import { SANDBOX_CHECKS } from '../api/v1alpha1/index.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ControllerMetrics } from '../controller/metrics.js';
 import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../controller/run-executor.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
@@ -11,17 +12,11 @@ import type { AdmissionLimit, RunLoad } from '../runs/admission.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-export interface Metrics {
+export interface Metrics extends ControllerMetrics {
   registry: Registry;
   runs: RunMetricsSink;
-  queue(controller: string): QueueMetrics;
-  reconcile(controller: string, result: 'success' | 'error' | 'requeue_after', seconds: number): void;
   toolCall(tool: string, outcome: 'ok' | 'error', seconds: number): void;
-  sessionCollected(cause: 'idle' | 'lifetime'): void;
   poolClaim(result: 'warm' | 'empty'): void;
-  /** The leader's demand-sized pool target (0 on other replicas). */
-  poolTarget(pods: number): void;
-  leader(isLeader: boolean): void;
   sandboxCheck: SandboxCheckMetrics;
   /** The sandbox NetworkPolicy's restores and whether it is in place (issue 14, point 4). */
   networkPolicy: NetworkPolicyMetrics;

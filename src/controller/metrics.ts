@@ -1,0 +1,12 @@
+// What the controllers report to the metrics registry (src/metrics implements it): the controllers
+// depend on this port, never on the registry, so metrics can depend on them without a cycle.
+import type { QueueMetrics } from './workqueue.js';
+
+export interface ControllerMetrics {
+  queue(controller: string): QueueMetrics;
+  reconcile(controller: string, result: 'success' | 'error' | 'requeue_after', seconds: number): void;
+  sessionCollected(cause: 'idle' | 'lifetime'): void;
+  /** The leader's demand-sized pool target (0 on other replicas). */
+  poolTarget(pods: number): void;
+  leader(isLeader: boolean): void;
+}
