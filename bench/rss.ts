@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, parseSandboxRun } from '../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
-import { completedStatus } from '../src/controller/status.js';
+import { completedStatus } from '../src/runs/status.js';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
 import { inBatches } from './context.js';

@@ -15,12 +15,12 @@ import { stripRun } from './controller/cached-run.js';
 import { NetworkPolicyGuard } from './controller/network-policy.js';
 import type { ControllerOptions } from './controller/options.js';
 import { PodWatcher } from './sandbox/pod-watcher.js';
-import { RunExecutor } from './controller/run-executor.js';
+import { RunExecutor } from './runs/executor.js';
 import { SandboxRunController, podSelector } from './controller/run-controller.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from './kube/clients.js';
 import type { Metrics } from './metrics/registry.js';
 import { KubeRunService } from './runs/kube-run-service.js';
-import { RunSlots } from './runs/run-slots.js';
+import { RunSlots } from './limits/run-slots.js';
 import { RuntimeConfigMapGuard } from './controller/runtime-guard.js';
 import { SandboxSessionController } from './controller/session-controller.js';
 import { KernelConnections } from './exec/kernel.js';
@@ -219,13 +219,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   executor.setSessions(sessionService);
 
-  const runService = new KubeRunService(clients, executor, {
-    namespace: ns,
-    identity,
-    defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-    maxTimeoutSeconds: config.maxTimeoutSeconds,
-    maxCodeBytes: config.maxCodeBytes,
-  }, sessionService, slots);
+  const runService = new KubeRunService(clients, executor, { ...config, identity }, sessionService, slots);
 
   return {
     identity,

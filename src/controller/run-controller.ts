@@ -26,10 +26,10 @@ import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../ku
 import type { ControllerMetrics } from './metrics.js';
 import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
-import type { RunExecutor } from './run-executor.js';
+import type { RunExecutor } from '../runs/executor.js';
 import { decideRun, lostAfterMs, ttlRemainingMs } from './run-decision.js';
-import { failedStatus, setCondition } from './status.js';
-import type { RunSlots } from '../runs/run-slots.js';
+import { failedStatus, setCondition } from '../runs/status.js';
+import type { RunSlots } from '../limits/run-slots.js';
 import { WorkQueue } from './workqueue.js';
 
 const CONTROLLER = 'sandboxrun';
@@ -153,7 +153,7 @@ export class SandboxRunController {
         // Claim first, so only one replica writes the failure.
         const claimed = await this.claim(run);
         if (!claimed) return;
-        await this.d.executor.patchStatus(claimed, failedStatus(claimed, Reasons.ExecFailed, decision.message, now), this.d.log);
+        await this.d.executor.record.patchStatus(claimed, failedStatus(claimed, Reasons.ExecFailed, decision.message, now), this.d.log);
         return;
       }
     }

@@ -1,7 +1,7 @@
 // Pure status computation for SandboxSessions.
 import type { V1Pod } from '@kubernetes/client-node';
 import { CONDITION_READY, Reasons, type SandboxSession, type SandboxSessionStatus } from '../api/v1alpha1/index.js';
-import { setCondition } from './status.js';
+import { setCondition } from '../runs/status.js';
 import { podState } from '../sandbox/pod-state.js';
 
 export const SessionReasons = {

@@ -7,10 +7,10 @@
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE, type KernelLanguage } from '../api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
-import { LABEL_POOL, LABEL_POOL_HASH, SANDBOX_CONTAINER, buildPoolPod, sandboxPodOptions } from '../sandbox/pod.js';
+import { LABEL_POOL, LABEL_POOL_HASH, POOL_LANGUAGE, SANDBOX_CONTAINER, buildPoolPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import { parseQuantity } from '../config/quantity.js';
 import type { ResilientInformer } from '../kube/informer.js';
@@ -22,7 +22,6 @@ import { podState } from '../sandbox/pod-state.js';
 
 export { CreateExpectations, refillDeferralMs } from './pool-plan.js';
 
-export const POOL_LANGUAGE: KernelLanguage = 'python';
 /** Unclaimed pool pods are replaced after this long (their deadline renewed by replacement). */
 export const POOL_POD_LIFETIME_SECONDS = 3600;
 

@@ -5,10 +5,10 @@ import { SANDBOX_CHECKS } from '../api/v1alpha1/index.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ControllerMetrics } from '../controller/metrics.js';
 import type { QueueMetrics } from '../controller/workqueue.js';
-import type { RunMetricsSink } from '../controller/run-executor.js';
+import type { RunMetricsSink } from '../runs/executor.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
-import type { AdmissionLimit, RunLoad } from '../runs/admission.js';
+import type { AdmissionLimit, RunLoad } from '../limits/admission.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 

@@ -3,18 +3,19 @@
 // output can stream back while it runs.
 import { API_VERSION, GROUP, LABEL_OWNER, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, ownerLabelValue, parseSandboxRun, type SandboxRun } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
-import type { RunExecutor } from '../controller/run-executor.js';
+import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
-import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
+import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
+import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
-import { kernelLanguage, normalizeLanguage } from '../api/v1alpha1/index.js';
-import { SessionError, type SessionService } from '../sessions/service.js';
-import { sessionOutcome } from '../sessions/outcome.js';
-import { quotaExceeded, type RunSlots } from './run-slots.js';
-import type { Ticket } from './admission.js';
+import type { SessionService } from '../sessions/service.js';
+import { limitProblems } from '../limits/spec-limits.js';
+import { callInSession } from './session-call.js';
+import { quotaExceeded, type RunSlots } from '../limits/run-slots.js';
+import type { Ticket } from '../limits/admission.js';
 
-export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes'> & {
+export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
   /** This process's identity (the executor annotation on the runs it executes). */
   readonly identity: string;
 };
@@ -30,21 +31,13 @@ export class KubeRunService implements RunService {
   ) {}
 
   async execute(req: ExecuteRequest, options: ExecuteOptions = {}): Promise<RunOutcome> {
-    if (req.session !== undefined) return this.executeInSession(req, req.session, options);
     const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
-    if (timeoutSeconds > this.opts.maxTimeoutSeconds) {
-      throw new RunRequestError(
-        `timeout_seconds=${timeoutSeconds} is above the maximum of ${this.opts.maxTimeoutSeconds}.`,
-        `Use timeout_seconds of at most ${this.opts.maxTimeoutSeconds}.`,
-      );
+    // The same limits as a SandboxRun created with kubectl (src/limits/spec-limits.ts).
+    const problems = limitProblems({ timeoutSeconds, code: req.code }, this.opts);
+    if (problems.length > 0) {
+      throw new RunRequestError(problems.map((p) => `${sentence(p.problem)}.`).join(' '), problems.map((p) => `${sentence(p.hint)}.`).join(' '));
     }
-    const bytes = Buffer.byteLength(req.code, 'utf8');
-    if (bytes > this.opts.maxCodeBytes) {
-      throw new RunRequestError(
-        `The code is ${bytes} bytes; the maximum is ${this.opts.maxCodeBytes}.`,
-        'Send smaller code: split the work into several calls or generate data inside the sandbox.',
-      );
-    }
+    if (req.session !== undefined) return this.executeInSession(req, req.session, timeoutSeconds, options);
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -56,7 +49,7 @@ export class KubeRunService implements RunService {
       },
       spec: {
         ...(req.owner && { owner: req.owner }),
-        language: req.language,
+        language: req.language ?? 'python',
         code: req.code,
         timeoutSeconds,
         ...(req.stdin !== undefined ? { stdin: req.stdin } : {}),
@@ -124,22 +117,23 @@ export class KubeRunService implements RunService {
   }
 
   /**
-   * A call in a session goes straight to the session's interpreter: no SandboxRun is created (the
-   * session's status counts the calls), so the call costs no API write on its path.
+   * A call in a session goes straight to the session's interpreter (session-call.ts): no SandboxRun
+   * is created (the session's status counts the calls), so the call costs no API write on its path.
    */
-  private async executeInSession(req: ExecuteRequest, session: string, options: ExecuteOptions): Promise<RunOutcome> {
+  private async executeInSession(req: ExecuteRequest, session: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
-    const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
-    const info = this.sessions.list(req.owner).find((s) => s.name === session);
-    if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
-      throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
-    }
-    try {
-      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
-      return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
-    } catch (err) {
-      if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);
-      throw err;
-    }
+    const call = await callInSession(
+      this.sessions,
+      this.opts.namespace,
+      { session, code: req.code, timeoutSeconds, ...(req.language !== undefined && { language: req.language }), ...(req.stdin !== undefined && { stdin: req.stdin }), ...(req.owner && { owner: req.owner }) },
+      options.onOutput,
+    );
+    if (!call.ok) throw new RunRequestError(call.message, call.hint);
+    return call.outcome;
   }
+}
+
+/** A problem or hint from spec-limits.ts as the start of a sentence. */
+function sentence(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }

@@ -4,7 +4,8 @@ import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
 export interface ExecuteRequest {
-  language: Language;
+  /** Absent: python for a fresh sandbox, the session's language in a session. */
+  language?: Language;
   code: string;
   timeoutSeconds?: number;
   stdin?: string;
@@ -52,18 +53,6 @@ export interface RunOutcome {
   reason?: string;
   /** A sentence the user can act on, when not Succeeded. */
   message?: string;
-}
-
-/** A request the service refuses before creating anything (bad input, over a limit). */
-export class RunRequestError extends Error {
-  constructor(
-    message: string,
-    /** What to do instead, shown to the agent. */
-    readonly hint: string,
-  ) {
-    super(message);
-    this.name = 'RunRequestError';
-  }
 }
 
 export interface RunService {

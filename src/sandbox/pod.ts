@@ -262,6 +262,9 @@ export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, 
 }
 
 /** Label on warm-pool pods: `warm` while waiting, `claimed` once a run or session took it. */
+/** The interpreter warm pool pods start: they serve runs of any runtime, and python sessions. */
+export const POOL_LANGUAGE: KernelLanguage = 'python';
+
 export const LABEL_POOL = 'codemode.dev/pool';
 /** Label on warm-pool pods: the hash of the template they were built from (podTemplateHash). */
 export const LABEL_POOL_HASH = 'codemode.dev/pool-hash';

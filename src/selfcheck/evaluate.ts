@@ -1,7 +1,7 @@
 // Pure decisions of the sandbox self-check: which protections the canary's report shows as
 // enforced, and what the gateway does about the ones that are not (refuse code, or run it
 // because the administrator accepted that risk). No I/O; unit-tested as tables.
-import { SANDBOX_CHECKS, type SandboxCheckName } from '../api/v1alpha1/index.js';
+import type { SandboxCheckName } from '../api/v1alpha1/index.js';
 import { cgroupNumber, type CanaryReport, type NetworkTargetName, type Probe } from './report.js';
 
 export interface CheckResult {

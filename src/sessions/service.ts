@@ -32,8 +32,8 @@ import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
-import { sessionCapacity } from '../runs/admission.js';
-import { quotaExceeded } from '../runs/run-slots.js';
+import { sessionCapacity } from '../limits/admission.js';
+import { quotaExceeded } from '../limits/run-slots.js';
 import { lostTo, podVerdict } from './verdict.js';
 
 export type SessionServiceOptions = Pick<Config, 'namespace' | 'outputCapChars' | 'maxFileBytes' | 'sessionMaxIdleTimeoutSeconds' | 'sessionMaxLifetimeSeconds'> &

@@ -93,9 +93,9 @@ describe('SandboxRun without the gateway', () => {
   });
 
   it.each([
-    [{ language: 'sh', code: 'true', timeoutSeconds: 120 }, /timeoutSeconds=120 is above the maximum 60/],
-    [{ language: 'sh', code: 'true', resources: { memory: '4Gi' } }, /resources.memory=4Gi is above the maximum 1Gi/],
-    [{ language: 'sh', code: 'x'.repeat(3000) }, /spec.code is 3000 bytes, above the maximum 2000/],
+    [{ language: 'sh', code: 'true', timeoutSeconds: 120 }, /spec\.timeoutSeconds: timeout 120s is above the maximum of 60s/],
+    [{ language: 'sh', code: 'true', resources: { memory: '4Gi' } }, /spec\.resources\.memory: memory 4Gi is above the maximum of 1Gi/],
+    [{ language: 'sh', code: 'x'.repeat(3000) }, /spec\.code: the code is 3000 bytes, above the maximum of 2000/],
   ])('records a spec beyond the admin limits as Failed/InvalidSpec (%#)', async (spec, message) => {
     const name = `invalid-${Math.random().toString(36).slice(2, 8)}`;
     await apply(name, spec);

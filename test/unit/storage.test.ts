@@ -22,7 +22,7 @@ import {
   type JsonSchema,
   type SandboxRun,
 } from '../../src/api/v1alpha1/index.js';
-import { completedStatus } from '../../src/controller/status.js';
+import { completedStatus } from '../../src/runs/status.js';
 
 /** `bytes` UTF-8 bytes of one repeated character (rounded down to whole characters). */
 function fill(ch: string, bytes: number): string {

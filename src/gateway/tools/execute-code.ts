@@ -4,8 +4,8 @@
 import { z } from 'zod';
 import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
-import { RunRequestError } from '../../runs/types.js';
-import { AdmissionError } from '../../runs/admission.js';
+import { RunRequestError } from '../../limits/refusal.js';
+import { AdmissionError } from '../../limits/admission.js';
 import type { OutputChunk, RunOutcome } from '../../runs/types.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
@@ -49,8 +49,8 @@ function inputSchema(options: GatewayOptions) {
     code: sizedText('code', options.maxCodeBytes, 'Send a shorter program, or generate bulky data inside the code.')
       .min(1, { error: 'code is empty; send the program text to run.' })
       .describe(`Complete program to run, at most ${options.maxCodeBytes} bytes (UTF-8).`),
-    language: LanguageSchema.default('python').describe(
-      'Language of the code: python (default), bash, sh, node or javascript (same as node).',
+    language: LanguageSchema.optional().describe(
+      "Language of the code: python, bash, sh, node or javascript (same as node). Default: python, or the session's language when session is given.",
     ),
     timeout_seconds: z
       .int()
@@ -251,7 +251,8 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
   try {
     const outcome = await deps.runService.execute(
       {
-        language: args.language,
+        // Without a language a session call runs in the session's; a fresh sandbox runs python.
+        ...((args.language !== undefined || args.session === undefined) && { language: args.language ?? 'python' }),
         code: args.code,
         timeoutSeconds,
         ...(args.stdin !== undefined && { stdin: args.stdin }),

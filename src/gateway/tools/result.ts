@@ -1,7 +1,7 @@
 // Shared shapes of tool results: a failure is a successful MCP result with isError and a
 // sentence saying what to do (protocol errors are only for unknown tools or bad sessions).
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import { RunRequestError } from '../../runs/types.js';
+import { RunRequestError } from '../../limits/refusal.js';
 import { FileOpError } from '../../sessions/files.js';
 import { PathError } from '../../sessions/paths.js';
 import { SessionError } from '../../sessions/service.js';

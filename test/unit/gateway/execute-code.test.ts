@@ -1,6 +1,6 @@
 // execute_code through real MCP clients of both protocol eras against the real gateway over HTTP.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { RunRequestError } from '../../../src/runs/types.js';
+import { RunRequestError } from '../../../src/limits/refusal.js';
 import { ExecuteCodeOutputSchema } from '../../../src/gateway/tools/execute-code.js';
 import { connectClient, outcome, sleep, startGateway, textOf } from './harness.js';
 import type { ClientKind, Gateway, TestClient } from './harness.js';
@@ -52,7 +52,8 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     };
     expect(tool.inputSchema.required).toEqual(['code']);
     expect(tool.inputSchema.properties.language?.enum).toEqual(['python', 'bash', 'sh', 'node', 'javascript']);
-    expect(tool.inputSchema.properties.language?.default).toBe('python');
+    // No default in the schema: without it a session call runs in the session's language.
+    expect(tool.inputSchema.properties.language?.default).toBeUndefined();
     expect(tool.inputSchema.properties.timeout_seconds).toMatchObject({ minimum: 1, maximum: 600 });
     expect(tool.inputSchema.properties.timeout_seconds?.description).toContain('default 30');
     expect(tool.inputSchema.properties.code?.maxLength).toBe(1000);

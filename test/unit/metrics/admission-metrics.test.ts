@@ -1,7 +1,7 @@
 // The admission metrics on the private registry: closed-set labels, gauges of this replica's slots.
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../../src/metrics/registry.js';
-import { ADMISSION_LIMITS } from '../../../src/runs/admission.js';
+import { ADMISSION_LIMITS } from '../../../src/limits/admission.js';
 
 describe('admission metrics', () => {
   it('counts rejections by limit and shows the run slots in use and waiting', async () => {

@@ -13,9 +13,9 @@ import {
   type RunCaps,
   type RunDecision,
   type RunLoad,
-} from '../../../src/runs/admission.js';
-import { countOthersActive, holdsCapacity, quotaExceeded, takesSlot } from '../../../src/runs/run-slots.js';
-import { RunRequestError } from '../../../src/runs/types.js';
+} from '../../../src/limits/admission.js';
+import { countOthersActive, holdsCapacity, quotaExceeded, takesSlot } from '../../../src/limits/run-slots.js';
+import { RunRequestError } from '../../../src/limits/refusal.js';
 
 const caps: RunCaps = { replicaRuns: 8, namespaceRuns: 20, queueLength: 4, queueTimeoutSeconds: 30 };
 const load = (replicaActive: number, namespaceActive: number, waiting: number): RunLoad => ({ replicaActive, namespaceActive, waiting });

@@ -1,7 +1,7 @@
 // A session call's result as a RunOutcome: texts stay within the cap after stderr and the
 // traceback are joined, and an exception's summary stays short.
 import { describe, expect, it } from 'vitest';
-import { sessionOutcome } from '../../../src/sessions/outcome.js';
+import { sessionOutcome } from '../../../src/runs/session-outcome.js';
 import type { SessionCallResult } from '../../../src/sessions/service.js';
 
 const base: SessionCallResult = { session: 's', capChars: 10, status: 'ok', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1 };

@@ -1,6 +1,6 @@
 // Session outcomes when a call met a bound (process cap, disk, memory, eviction).
 import { describe, expect, it } from 'vitest';
-import { sessionOutcome } from '../../../src/sessions/outcome.js';
+import { sessionOutcome } from '../../../src/runs/session-outcome.js';
 import type { SessionCallResult } from '../../../src/sessions/service.js';
 import { lostTo } from '../../../src/sessions/verdict.js';
 

@@ -1,9 +1,9 @@
 // A session call's kernel result as a RunOutcome (the shape execute_code and SandboxRun status use).
 import { Reasons } from '../api/v1alpha1/index.js';
 import { capText } from '../exec/frames.js';
-import { diskFull, processLimit } from '../controller/bounds.js';
-import type { RunOutcome } from '../runs/types.js';
-import type { SessionCallResult } from './service.js';
+import { diskFull, processLimit } from './bounds.js';
+import type { RunOutcome } from './types.js';
+import type { SessionCallResult } from '../sessions/service.js';
 
 /** An exception's summary in the outcome's message; its full text is in stderr. */
 const MESSAGE_MAX_CHARS = 1000;

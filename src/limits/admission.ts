@@ -6,7 +6,7 @@
 // The decisions are pure functions of the load (table-tested); RunAdmission is the small
 // semaphore + queue around them. What other replicas execute is read from the informer caches
 // every replica shares (othersActive), never from this process's memory.
-import { RunRequestError } from './types.js';
+import { RunRequestError } from './refusal.js';
 
 /** The caps a refusal can name; a closed set (metric label `limit`). */
 export const ADMISSION_LIMITS = ['replica_runs', 'namespace_runs', 'sessions', 'batch_size'] as const;

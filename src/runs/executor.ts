@@ -1,0 +1,337 @@
+// Executes one SandboxRun: sandbox pod → ready → one execution → final status. A run goes to a
+// claimed warm pool pod when one fits, else to a cold pod of its own, or to a session's interpreter
+// (spec.session). Status is written at most twice (Running, with a Started Event, only if the code
+// is still executing after a short delay, and the final result); the pod is deleted afterwards
+// (single use, and it is the marker that the code started: see src/controller/run-decision.ts);
+// output streams to in-process subscribers while it runs. The caller's disconnect never cancels an
+// execution.
+import { EventEmitter } from 'node:events';
+import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { API_VERSION, LABEL_RUN, LABEL_RUNTIME, Reasons, SANDBOXRUN_KIND, normalizeLanguage, type Runtime, type SandboxRun } from '../api/v1alpha1/index.js';
+import type { Config } from '../config/index.js';
+import type { KernelConnections } from '../exec/kernel.js';
+import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import type { EventRecorder } from '../kube/events.js';
+import { quotaExceeded } from '../limits/run-slots.js';
+import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
+import { podNameForRun, runLabelValue } from '../sandbox/names.js';
+import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions } from '../sandbox/pod.js';
+import type { PodWatcher } from '../sandbox/pod-watcher.js';
+import type { SandboxGate } from '../selfcheck/checker.js';
+import type { SessionService } from '../sessions/service.js';
+import { InPodExecution, type PolicyGate } from './in-pod.js';
+import { RunRecorder } from './record.js';
+import { callInSession } from './session-call.js';
+import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
+import type { OutputChunk, RunOutcome } from './types.js';
+
+/** A run still executing after this long gets its Running status written. */
+const RUNNING_WRITE_DELAY_MS = 250;
+
+export interface RunMetricsSink {
+  runFinished(phase: string, reason: string, runtime: string, seconds: number): void;
+  runStarted(): void;
+  runEnded(): void;
+}
+
+/** The warm pool's claim (src/controller/warm-pool.ts): a ready pool pod patched to belong to a run. */
+export interface PoolClaims {
+  readonly enabled: boolean;
+  claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
+}
+
+/** The settings the run engine reads (src/config documents each). */
+export type RunEngineOptions = Pick<
+  Config,
+  | 'namespace'
+  | 'images'
+  | 'imagePullPolicy'
+  | 'maxTimeoutSeconds'
+  | 'maxCodeBytes'
+  | 'outputCapChars'
+  | 'outputCapBytes'
+  | 'defaultCpu'
+  | 'defaultMemory'
+  | 'maxCpu'
+  | 'maxMemory'
+  | 'cpuRequest'
+  | 'memoryRequest'
+  | 'ephemeralStorageLimit'
+  | 'workspaceSizeLimit'
+  | 'tmpSizeLimit'
+  | 'podStartupTimeoutSeconds'
+  | 'runtimeClassName'
+>;
+
+interface Execution {
+  promise: Promise<RunOutcome>;
+  output: EventEmitter;
+}
+
+export interface RunExecutorDeps {
+  clients: KubeClients;
+  opts: RunEngineOptions;
+  pods: PodWatcher;
+  policies: PolicyGate;
+  events: EventRecorder;
+  log: Logger;
+  metrics?: RunMetricsSink;
+  /** The sandbox self-check: runs created with kubectl are refused like the gateway's. */
+  gate?: Pick<SandboxGate, 'refusal'>;
+}
+
+export class RunExecutor {
+  /** The run's record (status, Events); the controller writes through it too. */
+  readonly record: RunRecorder;
+  private readonly inPod: InPodExecution;
+  private readonly executions = new Map<string, Execution>();
+  /** Writes that go on after the caller has its result (final status, pod delete, Events). */
+  private readonly settling = new Set<Promise<void>>();
+  /** Runs whose outcome is known here but not yet stored in their status. */
+  private readonly unrecorded = new Set<string>();
+  private sessions: SessionService | undefined;
+  private pool: PoolClaims | undefined;
+
+  constructor(private readonly d: RunExecutorDeps) {
+    this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
+    this.inPod = new InPodExecution({ clients: d.clients, pods: d.pods, policies: d.policies, outputCapChars: d.opts.outputCapChars });
+  }
+
+  /** Enables SandboxRun.spec.session (runs in a session's interpreter). */
+  setSessions(sessions: SessionService): void {
+    this.sessions = sessions;
+  }
+
+  /**
+   * Enables warm-pool claims for runs whose image and limits match the pool's pods; the code
+   * then runs through the pod's kernel, over a stream opened before the claim.
+   */
+  setPool(pool: PoolClaims, kernels: KernelConnections): void {
+    this.pool = pool;
+    this.inPod.setKernels(kernels);
+  }
+
+  /**
+   * Executing here now, or its outcome not yet stored. Only a fast path for the controller: that a
+   * run may have started is decided from the API (run-decision.ts), never from this memory.
+   */
+  isBusy(uid: string): boolean {
+    return this.executions.has(uid) || this.unrecorded.has(uid);
+  }
+
+  /** Starts (or joins) the execution of a run. Idempotent per run UID. */
+  execute(run: SandboxRun): Promise<RunOutcome> {
+    const uid = run.metadata.uid ?? '';
+    const existing = this.executions.get(uid);
+    if (existing) return existing.promise;
+    const output = new EventEmitter();
+    output.setMaxListeners(0);
+    const promise = this.run(run, output).finally(() => {
+      this.executions.delete(uid);
+      output.removeAllListeners();
+    });
+    this.executions.set(uid, { promise, output });
+    return promise;
+  }
+
+  /** Subscribes to a running execution's output; returns an unsubscribe function. */
+  subscribe(uid: string, listener: (chunk: OutputChunk) => void): () => void {
+    const ex = this.executions.get(uid);
+    if (!ex) return () => undefined;
+    ex.output.on('chunk', listener);
+    return () => ex.output.off('chunk', listener);
+  }
+
+  /** Waits for every execution in flight (graceful shutdown). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
+    await Promise.allSettled([...this.settling]);
+  }
+
+  private limits(run: SandboxRun): Limits {
+    return {
+      maxTimeoutSeconds: this.d.opts.maxTimeoutSeconds,
+      memoryLimit: run.spec.resources?.memory ?? this.d.opts.defaultMemory,
+      maxMemory: this.d.opts.maxMemory,
+      workspaceSizeLimit: this.d.opts.workspaceSizeLimit,
+      tmpSizeLimit: this.d.opts.tmpSizeLimit,
+    };
+  }
+
+  private async run(run: SandboxRun, output: EventEmitter): Promise<RunOutcome> {
+    const { opts } = this.d;
+    const ns = this.record.namespaceOf(run);
+    const name = run.metadata.name;
+    const log = this.d.log.child({ sandboxrun: `${ns}/${name}` });
+    const runtime = normalizeLanguage(run.spec.language);
+    const started = performance.now();
+    this.d.metrics?.runStarted();
+    try {
+      const invalid = invalidSpecMessage(limitProblems(run.spec, opts));
+      if (invalid) return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
+      const refused = await this.d.gate?.refusal();
+      if (refused !== undefined) return await this.finishEarly(run, Reasons.SandboxNotEnforced, refused, log);
+      if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
+      await this.d.policies.ensure(ns);
+      const warm = await this.claimWarm(run);
+      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel');
+      const podName = podNameForRun(name);
+      const pod = await this.createPod(run, podName, log);
+      if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
+
+      const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
+      if (state.kind !== 'ready') {
+        const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
+        const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;
+        const message =
+          state.kind === 'failed'
+            ? state.message
+            : `The sandbox pod did not start within ${opts.podStartupTimeoutSeconds}s (${state.message}). Try again later or ask the administrator to check the cluster's capacity.`;
+        this.deletePod(ns, podName, log);
+        return await this.finishEarly(run, reason, message, log);
+      }
+      return await this.executeInPod(run, ns, podName, runtime, output, log, started, 'runner');
+    } catch (err) {
+      log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
+      return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
+    } finally {
+      this.d.metrics?.runEnded();
+    }
+  }
+
+  /** A warm pod for this run, if the pool has one that fits (same image, default limits). */
+  private async claimWarm(run: SandboxRun): Promise<string | undefined> {
+    const { opts } = this.d;
+    const runtime = normalizeLanguage(run.spec.language);
+    if (!this.pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
+    const owner = { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name: run.metadata.name, uid: run.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
+    const pod = await this.pool.claim(owner, { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime }, opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60);
+    return pod?.metadata?.name;
+  }
+
+  /**
+   * Executes the code in a ready pod and returns the outcome as soon as it is known: the final
+   * status write, the pod's deletion and the Events go on in the background (drain() waits),
+   * so the caller's reply does not wait for them.
+   */
+  private async executeInPod(run: SandboxRun, ns: string, podName: string, runtime: Runtime, output: EventEmitter, log: Logger, started: number, via: 'runner' | 'kernel'): Promise<RunOutcome> {
+    const startTime = new Date();
+    let finished = false;
+    let runningWrite: Promise<void> = Promise.resolve();
+    // A short run costs no write while it executes: the Running status and the Started Event are
+    // written only for code still executing after RUNNING_WRITE_DELAY_MS.
+    const runningTimer = setTimeout(() => {
+      if (finished) return;
+      runningWrite = this.record.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
+      this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Normal', 'Started', 'Execute', `Executing ${runtime} code in pod ${podName}.`);
+    }, RUNNING_WRITE_DELAY_MS);
+    const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
+    const executed = via === 'kernel' ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput) : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
+    finished = true;
+    clearTimeout(runningTimer);
+    const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
+    const status = this.record.fit(run, completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }));
+    this.settle(
+      run,
+      (async () => {
+        // After the reply has gone out: building and sending requests costs milliseconds of CPU.
+        await new Promise((r) => setImmediate(r));
+        await runningWrite;
+        await this.record.patchStatus(run, status, log);
+        // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
+        // outcome is stored. Its processes already ended with the program (or at the deadline).
+        this.deletePod(ns, podName, log);
+        this.record.recordOutcome(run, c);
+        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
+        log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
+      })(),
+    );
+    return this.record.outcome(run, status);
+  }
+
+  private settle(run: SandboxRun, p: Promise<void>): void {
+    const uid = run.metadata.uid ?? '';
+    this.unrecorded.add(uid);
+    const tracked = p
+      .catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run'))
+      .finally(() => {
+        this.settling.delete(tracked);
+        this.unrecorded.delete(uid);
+      });
+    this.settling.add(tracked);
+  }
+
+  /** A SandboxRun with spec.session: the code runs in that session's interpreter (session-call.ts). */
+  private async runInSession(run: SandboxRun, session: string, output: EventEmitter, log: Logger, started: number): Promise<RunOutcome> {
+    if (!this.sessions) return this.finishEarly(run, Reasons.InvalidSpec, 'Sessions are not available in this operator.', log);
+    const ns = this.record.namespaceOf(run);
+    const startTime = new Date();
+    // The marker that this run's code may have started (run-decision.ts): a run in a session has
+    // no pod of its own, so its Running status is written before the code goes to the kernel.
+    const { podName: _none, ...marker } = runningStatus(run, '', startTime, startTime);
+    await this.record.patchStatus(run, marker, log);
+    // A run in a session acts for its owner: only the session's owner's runs may use it.
+    const call = await callInSession(
+      this.sessions,
+      ns,
+      { session, code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, language: run.spec.language, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }), ...(run.spec.owner && { owner: run.spec.owner }) },
+      (chunk) => output.emit('chunk', chunk),
+    );
+    if (!call.ok) return this.finishEarly(run, call.stage === 'refused' ? Reasons.InvalidSpec : Reasons.KernelLost, `${call.message} ${call.hint}`, log);
+    const o = call.outcome;
+    const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };
+    const status = this.record.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
+    await this.record.patchStatus(run, status, log);
+    this.record.recordOutcome(run, c);
+    this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
+    return { ...this.record.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
+  }
+
+  private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
+    const { opts } = this.d;
+    const ns = this.record.namespaceOf(run);
+    const runtime = normalizeLanguage(run.spec.language);
+    const body = buildRunPod(
+      run,
+      sandboxPodOptions(opts, {
+        image: opts.images[runtime],
+        activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+        ...(run.spec.resources?.cpu && { cpuLimit: run.spec.resources.cpu }),
+        ...(run.spec.resources?.memory && { memoryLimit: run.spec.resources.memory }),
+      }),
+    );
+    try {
+      const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
+      log.debug({ pod: podName }, 'Created Pod');
+      return { pod };
+    } catch (err) {
+      // The namespace's ResourceQuota (deploy/) is the backstop behind the run caps: say so.
+      const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
+      if (quota) return { failure: { reason: Reasons.QuotaExceeded, message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.` } };
+      if (statusOf(err) !== 409) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
+      // Deterministic name: it exists already. Adopt it only if it is ours.
+      const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });
+      const owner = existing.metadata?.ownerReferences?.find((o) => o.controller);
+      if (owner?.uid !== run.metadata.uid) {
+        return { failure: { reason: Reasons.PodFailed, message: `A pod named ${podName} exists and does not belong to this run.` } };
+      }
+      return { pod: existing };
+    }
+  }
+
+  private deletePod(namespace: string, name: string, log: Logger): void {
+    this.d.clients.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch((err: unknown) => {
+      if (!isNotFound(err)) log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
+    });
+  }
+
+  private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger): Promise<RunOutcome> {
+    const status = failedStatus(run, reason, message, new Date());
+    await this.record.patchStatus(run, status, log);
+    this.record.recordOutcome(run, { phase: 'Failed', reason, message });
+    this.d.metrics?.runFinished('Failed', reason, normalizeLanguage(run.spec.language), 0);
+    log.info({ phase: 'Failed', reason }, 'Finished SandboxRun');
+    return this.record.outcome(run, status);
+  }
+}

@@ -1,0 +1,174 @@
+// Executes a run's code in a ready sandbox pod and reports what happened, without judging it
+// (status.ts classifies): a cold pod runs the runner script through one exec, a claimed warm pod
+// runs it through its kernel. Everything read from the pod is untrusted and already bounded by the
+// exec and kernel layers; a broken stream or a pod that died becomes facts, never an exception.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { SandboxRun } from '../api/v1alpha1/index.js';
+import type { Runtime } from '../api/v1alpha1/index.js';
+import { execInPod } from '../exec/exec.js';
+import { KernelConnectionError, type KernelConnections } from '../exec/kernel.js';
+import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
+import type { KubeClients } from '../kube/clients.js';
+import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
+import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
+import type { PodWatcher } from '../sandbox/pod-watcher.js';
+import type { ExecutionFacts } from './status.js';
+
+/**
+ * When the code's own report never came, how long to wait for the pod's status to say why (the
+ * kubelet reports an OOM-killed container or an eviction a second or two after the stream ends).
+ */
+const POD_VERDICT_WAIT_MS = 8000;
+
+/** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
+export interface Executed {
+  facts: ExecutionFacts;
+  captured: { stdout: string; stderr: string; stdoutBytes: number; stderrBytes: number; truncated: boolean };
+}
+
+/** The sandbox NetworkPolicy, checked just before code is sent (src/controller/network-policy.ts). */
+export interface PolicyGate {
+  ensure(namespace: string): Promise<void>;
+}
+
+export interface InPodDeps {
+  clients: KubeClients;
+  pods: PodWatcher;
+  policies: PolicyGate;
+  /** Per stream, characters kept of the output. */
+  outputCapChars: number;
+}
+
+export type OnOutput = (stream: 'stdout' | 'stderr', text: string) => void;
+
+const NOTHING_CAPTURED = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+
+export class InPodExecution {
+  private kernels: KernelConnections | undefined;
+
+  constructor(private readonly d: InPodDeps) {}
+
+  /** Enables execution in warm pool pods, through their kernels. */
+  setKernels(kernels: KernelConnections): void {
+    this.kernels = kernels;
+  }
+
+  /** A cold pod: one exec of the runner script, the code on its stdin. */
+  async viaRunner(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput): Promise<Executed> {
+    const code = Buffer.from(run.spec.code, 'utf8');
+    const stdin = run.spec.stdin ? Buffer.from(run.spec.stdin, 'utf8') : Buffer.alloc(0);
+    const nonce = newNonce();
+    const blocked = await this.policyGate(ns, podName);
+    if (blocked) return blocked;
+    const result = await execInPod(this.d.clients.exec, {
+      namespace: ns,
+      pod: podName,
+      container: SANDBOX_CONTAINER,
+      command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
+      stdin: Buffer.concat([code, stdin]),
+      capChars: this.d.outputCapChars,
+      // The runner stops the program at its deadline; this only catches a lost connection.
+      watchdogMs: (run.spec.timeoutSeconds + KILL_GRACE_SECONDS + 15) * 1000,
+      onOutput,
+    });
+    const trailer = parseTrailer(result.stderrTail, nonce);
+    const stderrText = stripTrailer(result.stderr.text, nonce);
+    const verdict = trailer || result.watchdogFired ? undefined : await this.podVerdict(ns, podName);
+    return {
+      facts: {
+        exitCode: trailer?.exitCode ?? result.exitCode,
+        timedOut: trailer?.timedOut ?? false,
+        oomKilled: trailer?.oomKilled ?? false,
+        processLimit: trailer?.processLimit ?? false,
+        ...(trailer?.diskFull !== undefined && { diskFull: trailer.diskFull }),
+        ...(trailer !== undefined && { leftovers: trailer.leftovers }),
+        ...(verdict !== undefined && { podFailure: verdict }),
+        runnerReported: trailer !== undefined,
+        execError: result.error,
+        watchdogFired: result.watchdogFired,
+        podGone: this.podGone(ns, podName),
+      },
+      captured: {
+        stdout: result.stdout.text,
+        stderr: stderrText,
+        stdoutBytes: result.stdout.byteCount,
+        stderrBytes: Math.max(0, result.stderr.byteCount - (trailer?.bytes ?? 0)),
+        truncated: result.stdout.truncated || (result.stderr.truncated && result.stderr.byteCount - (trailer?.bytes ?? 0) > Buffer.byteLength(stderrText)),
+      },
+    };
+  }
+
+  /** A claimed warm pod: the kernel runs the code as a fresh program (op "run"). */
+  async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput): Promise<Executed> {
+    try {
+      if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
+      const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+      const blocked = await this.policyGate(ns, podName);
+      if (blocked) return blocked;
+      const r = await conn.run(
+        { language: runtime, code: run.spec.code, timeoutMs: run.spec.timeoutSeconds * 1000, capChars: this.d.outputCapChars, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) },
+        onOutput,
+      );
+      const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
+      const verdict = reported ? undefined : await this.podVerdict(ns, podName);
+      return {
+        facts: {
+          exitCode: r.exitCode,
+          timedOut: r.timedOut ?? r.status === 'timeout',
+          oomKilled: r.oomKilled ?? false,
+          processLimit: r.processLimit === true,
+          ...(r.diskFull === 'workspace' || r.diskFull === 'tmp' ? { diskFull: r.diskFull } : {}),
+          ...(typeof r.leftovers === 'number' && Number.isSafeInteger(r.leftovers) && r.leftovers >= 0 && { leftovers: r.leftovers }),
+          ...(verdict !== undefined && { podFailure: verdict }),
+          runnerReported: reported,
+          execError: reported ? undefined : `${r.error?.ename ?? 'KernelError'}: ${r.error?.evalue ?? r.status}`,
+          watchdogFired: false,
+          podGone: this.podGone(ns, podName),
+        },
+        captured: { stdout: r.stdout, stderr: r.stderr, stdoutBytes: r.stdoutBytes, stderrBytes: r.stderrBytes, truncated: r.truncated },
+      };
+    } catch (err) {
+      if (!(err instanceof KernelConnectionError)) throw err;
+      // The kernel's stream ended without a result: an OOM kill of the container or an eviction
+      // ends it that way too, and the pod's status says so.
+      const verdict = await this.podVerdict(ns, podName);
+      return {
+        facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName), ...(verdict !== undefined && { podFailure: verdict }) },
+        captured: NOTHING_CAPTURED,
+      };
+    } finally {
+      // Closing the stream waits until the reply has gone out; the pod is deleted anyway.
+      setImmediate(() => this.kernels?.drop(ns, podName));
+    }
+  }
+
+  /**
+   * Checked as late as possible, just before the code is sent: code never starts while the
+   * sandbox NetworkPolicy is known missing or altered (a restore is waited for, bounded).
+   */
+  private async policyGate(ns: string, podName: string): Promise<Executed | undefined> {
+    try {
+      await this.d.policies.ensure(ns);
+      return undefined;
+    } catch (err) {
+      return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: (err as Error).message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: NOTHING_CAPTURED };
+    }
+  }
+
+  /** An OOM kill or eviction of the pod, once its status shows the container stopped (bounded wait). */
+  private async podVerdict(ns: string, podName: string): Promise<PodFailure | undefined> {
+    const stopped = (pod: V1Pod | undefined): boolean =>
+      !pod ||
+      pod.metadata?.deletionTimestamp !== undefined ||
+      pod.status?.reason === 'Evicted' ||
+      pod.status?.phase === 'Failed' ||
+      pod.status?.phase === 'Succeeded' ||
+      (pod.status?.containerStatuses ?? []).some((cs) => cs.state?.terminated !== undefined);
+    return podFailure(await this.d.pods.waitFor(ns, podName, stopped, POD_VERDICT_WAIT_MS));
+  }
+
+  private podGone(ns: string, podName: string): boolean {
+    const pod = this.d.pods.get(ns, podName);
+    return !pod || pod.metadata?.deletionTimestamp !== undefined;
+  }
+}
