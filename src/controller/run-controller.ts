@@ -17,6 +17,7 @@ import {
   VERSION,
   RunPhaseSchema,
   isTerminalPhase,
+  setCondition,
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
@@ -28,7 +29,7 @@ import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from '../runs/executor.js';
 import { decideRun, lostAfterMs, ttlRemainingMs } from './run-decision.js';
-import { failedStatus, setCondition } from '../runs/status.js';
+import { failedStatus } from '../runs/status.js';
 import type { RunSlots } from '../limits/run-slots.js';
 import { WorkQueue } from './workqueue.js';
 

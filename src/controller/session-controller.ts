@@ -12,6 +12,7 @@ import {
   Reasons,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
+  SessionReasons,
   VERSION,
   kernelLanguage,
   parseSandboxSession,
@@ -31,7 +32,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
-import { SessionReasons, computeSessionStatus, controllerOwned, sessionStatusChanged } from './session-status.js';
+import { computeSessionStatus, controllerOwned, sessionStatusChanged } from './session-status.js';
 import { WorkQueue } from './workqueue.js';
 
 const CONTROLLER = 'sandboxsession';

@@ -1,21 +1,7 @@
 // Pure status computation for SandboxSessions.
 import type { V1Pod } from '@kubernetes/client-node';
-import { CONDITION_READY, Reasons, type SandboxSession, type SandboxSessionStatus } from '../api/v1alpha1/index.js';
-import { setCondition } from '../runs/status.js';
+import { CONDITION_READY, Reasons, SessionReasons, setCondition, type SandboxSession, type SandboxSessionStatus } from '../api/v1alpha1/index.js';
 import { podState } from '../sandbox/pod-state.js';
-
-export const SessionReasons = {
-  /** The interpreter accepts calls. */
-  KernelReady: 'KernelReady',
-  /** The session's pod is starting. */
-  PodPending: Reasons.PodPending,
-  /** The interpreter or its pod is gone; state is lost. */
-  KernelLost: 'KernelLost',
-  /** Deleted after idleTimeoutSeconds without a call. */
-  IdleTimeout: 'IdleTimeout',
-  /** Deleted after maxLifetimeSeconds. */
-  LifetimeExceeded: 'LifetimeExceeded',
-} as const;
 
 /**
  * What the session's status should say given its pod (undefined: not created yet / gone).

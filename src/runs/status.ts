@@ -4,7 +4,7 @@ import {
   CONDITION_COMPLETE,
   CONDITION_READY,
   Reasons,
-  type Condition,
+  setCondition,
   type Reason,
   type RunPhase,
   type SandboxRun,
@@ -21,23 +21,6 @@ export interface Limits {
   maxProcesses?: number;
   workspaceSizeLimit: string;
   tmpSizeLimit: string;
-}
-
-/** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
-export function setCondition(
-  conditions: readonly Condition[] | undefined,
-  next: Omit<Condition, 'lastTransitionTime'>,
-  now: Date,
-): Condition[] {
-  const list = [...(conditions ?? [])];
-  const i = list.findIndex((c) => c.type === next.type);
-  const prev = i >= 0 ? list[i] : undefined;
-  const lastTransitionTime =
-    prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
-  const cond: Condition = { ...next, lastTransitionTime };
-  if (i >= 0) list[i] = cond;
-  else list.push(cond);
-  return list;
 }
 
 export function runningStatus(run: SandboxRun, podName: string, startTime: Date, now: Date): SandboxRunStatus {

@@ -1,4 +1,4 @@
-// Condition types and reasons of a SandboxRun. Reasons are part of the API: clients, alerts and
+// Condition types and reasons of SandboxRuns and SandboxSessions. Reasons are part of the API: clients, alerts and
 // the MCP gateway match on them, so each value is a stable CamelCase constant declared here and
 // never built from free text.
 import { z } from 'zod';
@@ -94,3 +94,34 @@ export const ConditionSchema = z.object({
     .describe('The metadata.generation the condition was computed from.'),
 });
 export type Condition = z.infer<typeof ConditionSchema>;
+
+/** Reasons of a SandboxSession's phase and Events (run reasons such as Unschedulable apply too). */
+export const SessionReasons = {
+  /** The interpreter accepts calls. */
+  KernelReady: 'KernelReady',
+  /** The session's pod is starting. */
+  PodPending: Reasons.PodPending,
+  /** The interpreter or its pod is gone; state is lost. */
+  KernelLost: 'KernelLost',
+  /** Deleted after idleTimeoutSeconds without a call. */
+  IdleTimeout: 'IdleTimeout',
+  /** Deleted after maxLifetimeSeconds. */
+  LifetimeExceeded: 'LifetimeExceeded',
+} as const;
+
+/** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
+  const list = [...(conditions ?? [])];
+  const i = list.findIndex((c) => c.type === next.type);
+  const prev = i >= 0 ? list[i] : undefined;
+  const lastTransitionTime =
+    prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
+  const cond: Condition = { ...next, lastTransitionTime };
+  if (i >= 0) list[i] = cond;
+  else list.push(cond);
+  return list;
+}

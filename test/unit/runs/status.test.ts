@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
-import { classifyExecution, completedStatus, failedStatus, runningStatus, setCondition, type ExecutionFacts } from '../../../src/runs/status.js';
+import { classifyExecution, completedStatus, failedStatus, runningStatus, type ExecutionFacts } from '../../../src/runs/status.js';
+import { setCondition } from '../../../src/api/v1alpha1/index.js';
 import { podState } from '../../../src/sandbox/pod-state.js';
 import { lostAfterMs, ttlRemainingMs } from '../../../src/controller/run-decision.js';
 import { podFailure } from '../../../src/sandbox/pod-failure.js';
