@@ -56,6 +56,14 @@ describe('src/ layout', () => {
     expect(cycles(g)).toEqual(['a → b → c → a']);
   });
 
+  it("matches the README's layout table, folder for folder", () => {
+    const readme = readFileSync(join(SRC, '../README.md'), 'utf8');
+    const table = readme.slice(readme.indexOf('Layout (folders are layers'));
+    const named = new Set([...table.slice(0, table.indexOf('Outside `src/`')).matchAll(/`src\/([a-z-]+)`/g)].map((m) => m[1]));
+    const folders = readdirSync(SRC).filter((f) => statSync(join(SRC, f)).isDirectory());
+    expect([...named].sort()).toEqual(folders.sort());
+  });
+
   it('has no import cycle between folders', () => {
     const graph = folderGraph();
     expect(graph.size).toBeGreaterThan(5);
