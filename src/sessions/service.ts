@@ -104,10 +104,39 @@ export class SessionService {
     return p.ok ? p.session : undefined;
   }
 
-  private require(name: string, caller: Owner | undefined): SandboxSession {
-    const s = this.get(name);
-    if (!s || !canSee(s, caller, this.opts.adminGroups ?? [])) throw new SessionError(`There is no session "${name}".`, 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).');
+  /**
+   * The caller's session as this replica's cache has it or — when the cache has not seen it yet, or
+   * still sees it starting (another replica created it a moment ago) — as the API server has it: one
+   * read, only on that path. Another user's session is undefined, like a name that does not exist.
+   */
+  private async current(name: string, caller: Owner | undefined): Promise<SandboxSession | undefined> {
+    let s = this.get(name);
+    const phase = s?.status?.phase;
+    if (phase !== 'Ready' && phase !== 'Lost' && phase !== 'Failed') s = await this.read(name);
+    return s && canSee(s, caller, this.opts.adminGroups ?? []) ? s : undefined;
+  }
+
+  private async read(name: string): Promise<SandboxSession | undefined> {
+    try {
+      const obj = await this.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, name });
+      const p = parseSandboxSession(obj);
+      return p.ok ? p.session : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  private async require(name: string, caller: Owner | undefined): Promise<SandboxSession> {
+    const s = await this.current(name, caller);
+    if (!s) throw new SessionError(`There is no session "${name}".`, 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).');
     return s;
+  }
+
+  /** The caller's session, if they have one of this name (from any replica: see current()). */
+  async find(name: string, caller?: Owner): Promise<SessionInfo | undefined> {
+    const s = await this.current(name, caller);
+    return s && !s.metadata.deletionTimestamp ? this.info(s) : undefined;
   }
 
   info(s: SandboxSession): SessionInfo {
@@ -177,8 +206,9 @@ export class SessionService {
   }
 
   async close(name: string, caller?: Owner): Promise<boolean> {
-    const s = this.get(name);
-    if (s && !canSee(s, caller, this.opts.adminGroups ?? [])) return false;
+    // Never delete by name alone: a session this replica has not seen yet is read from the API first.
+    const s = await this.current(name, caller);
+    if (!s) return false;
     try {
       await this.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, name });
     } catch (err) {
@@ -191,7 +221,7 @@ export class SessionService {
 
   /** Runs code in the session's interpreter. Rejects with SessionError when it cannot. */
   async execute(name: string, call: SessionCall, onOutput?: (stream: 'stdout' | 'stderr', text: string) => void, caller?: Owner): Promise<SessionCallResult> {
-    const s = this.readySession(name, caller);
+    const s = await this.readySession(name, caller);
     const pod = s.status?.podName as string;
     this.noteActivity(s, 0);
     let result: KernelResult;
@@ -223,7 +253,7 @@ export class SessionService {
   }
 
   async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {
-    const s = this.readySession(name, caller);
+    const s = await this.readySession(name, caller);
     this.noteActivity(s, 0);
     return readFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), this.opts.maxFileBytes);
   }
@@ -232,19 +262,19 @@ export class SessionService {
     if (content.length > this.opts.maxFileBytes) {
       throw new SessionError(`The content is ${content.length} bytes; the limit is ${this.opts.maxFileBytes}.`, 'Write smaller files, or generate large data inside the session with execute_code.');
     }
-    const s = this.readySession(name, caller);
+    const s = await this.readySession(name, caller);
     this.noteActivity(s, 0);
     return writeFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), content);
   }
 
   async listFiles(name: string, path: string, caller?: Owner): Promise<{ entries: FileEntry[]; truncated: boolean }> {
-    const s = this.readySession(name, caller);
+    const s = await this.readySession(name, caller);
     this.noteActivity(s, 0);
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
   }
 
-  private readySession(name: string, caller: Owner | undefined): SandboxSession {
-    const s = this.require(name, caller);
+  private async readySession(name: string, caller: Owner | undefined): Promise<SandboxSession> {
+    const s = await this.require(name, caller);
     const phase = s.status?.phase;
     const lost = s.status?.kernelLost;
     if (phase === 'Ready' && s.status?.podName && !lost) return s;

@@ -110,21 +110,32 @@ describe('charts/codemode-operator', () => {
     expect(out).toMatch(/Phase:\s+Succeeded/);
   }, 400_000);
 
-  it('upgrades to another image tag while a client keeps calling, with no failed call', async () => {
+  it('upgrades to another image tag under load: no failed call, no run lost or repeated', async () => {
     const { url } = await serviceUrl();
     const client = await connect(url, 'current', auth);
+    // Session calls append their number to a list in the interpreter: a call executed twice, or
+    // lost after it was answered, shows in the list; transient runs are counted from the API.
+    const created = await client.callTool('create_session', { language: 'python' });
+    const session = String(created.structuredContent?.session);
+    // Created through one replica, used through the other at once (the Service balances).
+    const init = await client.callTool('execute_code', { session, code: 'calls = []' });
+    expect(init.isError, JSON.stringify(init.content)).toBeFalsy();
     const failures: string[] = [];
+    const answered: number[] = [];
     let calls = 0;
     let stop = false;
     const caller = (async (): Promise<void> => {
       while (!stop) {
         calls++;
+        const n = calls;
         try {
-          const r = await client.callTool('execute_code', { code: `print(${calls})` });
+          const inSession = n % 2 === 0;
+          const r = await client.callTool('execute_code', inSession ? { session, code: `calls.append(${n}); print(${n})` } : { code: `print(${n})  # upgrade-load` });
           const out = r.structuredContent as { phase?: string; stdout?: string } | undefined;
-          if (out?.phase !== 'Succeeded' || out.stdout !== `${calls}\n`) failures.push(`call ${calls}: ${JSON.stringify(r).slice(0, 300)}`);
+          if (out?.phase !== 'Succeeded' || out.stdout !== `${n}\n`) failures.push(`call ${n}: ${JSON.stringify(r).slice(0, 300)}`);
+          else if (inSession) answered.push(n);
         } catch (err) {
-          failures.push(`call ${calls}: ${String((err as Error).message)}`);
+          failures.push(`call ${n}: ${String((err as Error).message)}`);
         }
       }
     })();
@@ -138,10 +149,24 @@ describe('charts/codemode-operator', () => {
     } finally {
       stop = true;
       await caller;
+    }
+    try {
+      expect(failures).toEqual([]);
+      expect(calls).toBeGreaterThan(3);
+      // Every session call ran exactly once, in order, and the session kept its state.
+      const list = await client.callTool('execute_code', { session, code: 'print(calls)' });
+      expect((list.structuredContent as { stdout?: string }).stdout).toBe(`[${answered.join(', ')}]\n`);
+      // Every transient run is recorded, terminal and Succeeded: none lost, none left running.
+      const runs = (await k.custom.listNamespacedCustomObject({ group: 'codemode.dev', version: 'v1alpha1', namespace: sandboxNs(), plural: 'sandboxruns' })) as {
+        items: Array<{ spec: { code: string; session?: string }; status?: { phase?: string } }>;
+      };
+      const transient = runs.items.filter((r) => r.spec.session === undefined && r.spec.code.endsWith('# upgrade-load'));
+      expect(transient.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.spec.code}: ${r.status?.phase}`)).toEqual([]);
+      expect(new Set(transient.map((r) => r.spec.code)).size).toBe(transient.length);
+    } finally {
+      await client.callTool('close_session', { session }).catch(() => undefined);
       await client.close();
     }
-    expect(failures).toEqual([]);
-    expect(calls).toBeGreaterThan(3);
   }, 900_000);
 
   it('uninstalls without leaving sandbox pods, policies or leases behind', async () => {
