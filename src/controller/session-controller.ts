@@ -115,9 +115,16 @@ export class SandboxSessionController {
       await this.collect(session, exp.cause);
       return;
     }
-    // The session's pod: the one it owns (a claimed pool pod or its own), else the name it would get.
-    const owned = this.d.pods.list(ns).find((p) => p.metadata?.ownerReferences?.some((o) => o.controller && o.uid === session.metadata.uid));
-    let podName = owned?.metadata?.name ?? session.status?.podName ?? podNameForSession(name);
+    // The session's pod: the one its status names once recorded, else one it owns (a claimed pool
+    // pod or its own), else the name it would get. Replicas can each claim a pool pod for a new
+    // session; the status write is guarded by resourceVersion, so one replica's choice lands and the
+    // others reconcile from it — a pod the session owns besides that one lost the race and goes.
+    const ownedPods = this.d.pods.list(ns).filter((p) => p.metadata?.ownerReferences?.some((o) => o.controller && o.uid === session.metadata.uid));
+    let podName = session.status?.podName ?? ownedPods[0]?.metadata?.name ?? podNameForSession(name);
+    const owned = ownedPods.find((p) => p.metadata?.name === podName);
+    if (session.status?.podName) {
+      for (const extra of ownedPods) if (extra.metadata?.name !== podName && !extra.metadata?.deletionTimestamp) this.deletePod(ns, extra.metadata?.name ?? '');
+    }
     const invalid = this.checkLimits(session);
     if (invalid) {
       if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: invalid });
