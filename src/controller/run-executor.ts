@@ -51,6 +51,7 @@ import {
   type Limits,
 } from './status.js';
 import { podFailure, type PodFailure } from './bounds.js';
+import type { ExecutionPath } from '../metrics/service-metrics.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
@@ -69,9 +70,14 @@ interface Executed {
 }
 
 export interface RunMetricsSink {
-  runFinished(phase: string, reason: string, runtime: string, seconds: number): void;
+  /** `start`: where the code ran (absent when it never ran; then `seconds` is 0). */
+  runFinished(phase: string, reason: string, runtime: string, seconds: number, start?: ExecutionPath): void;
   runStarted(): void;
   runEnded(): void;
+  /** A cold pod's time from its creation request to ready (warm claims are timed by the pool). */
+  podStarted?(start: 'cold', seconds: number): void;
+  /** Bytes the program wrote to each stream. */
+  output?(stdoutBytes: number, stderrBytes: number): void;
 }
 
 interface Execution {
@@ -211,10 +217,12 @@ export class RunExecutor {
       const warm = await this.claimWarm(run);
       if (warm) return await this.execute_(run, ns, warm, runtime, output, log, started, 'kernel');
       const podName = podNameForRun(name);
+      const creating = performance.now();
       const pod = await this.createPod(run, podName, log);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
 
       const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
+      if (state.kind === 'ready') this.d.metrics?.podStarted?.('cold', (performance.now() - creating) / 1000);
       if (state.kind !== 'ready') {
         const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
         const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;
@@ -265,6 +273,7 @@ export class RunExecutor {
     clearTimeout(runningTimer);
     const end = new Date();
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
+    this.d.metrics?.output?.(executed.captured.stdoutBytes, executed.captured.stderrBytes);
     const status = this.fit(run, completedStatus(run, c, executed.captured, { start: startTime, end }));
     this.settle(
       run,
@@ -277,7 +286,7 @@ export class RunExecutor {
         // outcome is stored. Its processes already ended with the program (or at the deadline).
         this.deletePod(ns, podName, log);
         this.recordOutcome(run, ns, c);
-        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
+        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, via === 'kernel' ? 'warm' : 'cold');
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
       })(),
     );
@@ -441,7 +450,8 @@ export class RunExecutor {
       const status = this.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
       await this.patchStatus(run, status, log);
       this.recordOutcome(run, run.metadata.namespace ?? this.d.opts.namespace, c);
-      this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
+      this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
+      this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
       return { ...this.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
     } catch (err) {
       if (err instanceof SessionError) return this.finishEarly(run, Reasons.KernelLost, `${err.message} ${err.hint}`, log);

@@ -23,6 +23,7 @@ import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } f
 import type { Metrics } from '../metrics/registry.js';
 import { podNameForSession, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, type WarmPool } from './warm-pool.js';
+import { isPoolPod, readySeconds } from './pool-plan.js';
 import { buildSessionPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { EventRecorder } from './events.js';
 import type { ResilientInformer } from './informer.js';
@@ -146,6 +147,9 @@ export class SandboxSessionController {
       if (next.phase === 'Lost' || next.phase === 'Failed') {
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
+        // A pod of its own: creation → Ready as the kubelet reports it (a claim is timed by the pool).
+        const coldSeconds = pod && !isPoolPod(pod) ? readySeconds(pod) : undefined;
+        if (coldSeconds !== undefined) this.d.metrics?.podStarted('cold', coldSeconds);
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', SessionReasons.KernelReady, 'Start', `The ${session.spec.language} interpreter is ready in pod ${podName}.`);
       }
     }

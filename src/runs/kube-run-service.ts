@@ -7,11 +7,12 @@ import type { RunExecutor } from '../controller/run-executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
 import { RunRequestError, type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
-import { kernelLanguage, normalizeLanguage } from '../api/v1alpha1/index.js';
+import { Reasons, kernelLanguage, normalizeLanguage } from '../api/v1alpha1/index.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { quotaExceeded, type RunSlots } from './run-slots.js';
 import type { Ticket } from './admission.js';
+import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
 export interface KubeRunServiceOptions {
   namespace: string;
@@ -19,6 +20,8 @@ export interface KubeRunServiceOptions {
   defaultTimeoutSeconds: number;
   maxTimeoutSeconds: number;
   maxCodeBytes: number;
+  /** Calls in a session create no SandboxRun: their outcomes and output sizes are counted here. */
+  metrics?: Pick<ServiceMetrics, 'sessionCall' | 'output'>;
 }
 
 export class KubeRunService implements RunService {
@@ -136,9 +139,14 @@ export class KubeRunService implements RunService {
     if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
       throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
     }
+    const started = performance.now();
     try {
       const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
-      return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
+      const outcome = sessionOutcome(r, this.opts.namespace, timeoutSeconds);
+      this.opts.metrics?.output(outcome.stdoutBytes, outcome.stderrBytes);
+      // The session's language: a call to a bash session may leave language at its default.
+      this.opts.metrics?.sessionCall(info ? kernelLanguage(info.language) : normalizeLanguage(req.language), outcome.phase, outcome.reason ?? Reasons.Succeeded, (performance.now() - started) / 1000);
+      return outcome;
     } catch (err) {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);
       throw err;
