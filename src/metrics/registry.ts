@@ -148,10 +148,12 @@ export function createMetrics(): Metrics {
   const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
 
   // Series of closed sets exist from the start (at 0): a rate or an alert then sees "none" as 0.
+  runsTotal.inc({ phase: 'Succeeded', reason: 'Succeeded', runtime: 'python' }, 0);
   for (const limit of ADMISSION_LIMITS) admissionRejections.inc({ limit }, 0);
   for (const cause of ['idle', 'lifetime'] as const) sessionsCollected.inc({ cause }, 0);
   for (const result of ['warm', 'empty'] as const) poolClaims.inc({ result }, 0);
   const reconciled = new Set<string>();
+  const toolsSeen = new Set<string>();
   const service = serviceMetrics(registry);
 
   return {
@@ -200,6 +202,10 @@ export function createMetrics(): Metrics {
       reconcileTime.observe({ controller }, seconds);
     },
     toolCall(tool, outcome, seconds): void {
+      if (!toolsSeen.has(tool)) {
+        toolsSeen.add(tool); // tool names are ours: a closed set
+        for (const o of ['ok', 'error'] as const) toolCalls.inc({ tool, outcome: o }, 0);
+      }
       toolCalls.inc({ tool, outcome });
       toolLatency.observe({ tool }, seconds);
     },
