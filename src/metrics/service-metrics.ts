@@ -12,7 +12,6 @@ import { QUEUE_WAIT_RESULTS, type QueueWaitResult } from '../runs/admission.js';
 export type PodStart = 'warm' | 'cold';
 /** Where code ran: a cold pod, a claimed warm pod, or a session's interpreter. */
 export type ExecutionPath = 'cold' | 'warm' | 'session';
-export const OUTPUT_STREAMS = ['stdout', 'stderr'] as const;
 
 // Pod start: a claim is one patch (tens of ms); a cold pod about a second, minutes when pulling.
 const START_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300];
@@ -105,6 +104,8 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
   });
   // Series of closed sets exist from the start (at 0), so rates and alerts see "none" as 0.
   for (const result of QUEUE_WAIT_RESULTS) queueWait.zero({ result });
+  for (const start of ['warm', 'cold'] as const) podStart.zero({ start });
+  for (const stream of ['stdout', 'stderr'] as const) output.zero({ stream });
   sessionCalls.inc({ runtime: 'python', phase: 'Succeeded', reason: Reasons.Succeeded }, 0);
 
   return {
