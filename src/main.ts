@@ -7,6 +7,7 @@ import { createApp } from './gateway/app.js';
 import { loadKubeConfig, makeClients } from './kube/clients.js';
 import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
+import { serveMetrics } from './metrics/route.js';
 import { createOperator, gatewayDeps } from './operator.js';
 
 /** A replica that got SIGTERM serves at least this long (endpoints update meanwhile)… */
@@ -40,10 +41,7 @@ async function main(): Promise<void> {
   let draining = false;
 
   const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected, auth: auth.http }));
-  app.get('/metrics', async (c) => {
-    c.header('Content-Type', metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
-  });
+  serveMetrics(app, metrics.registry);
 
   await auth.start();
   await operator.start();

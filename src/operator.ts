@@ -141,6 +141,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     },
     onReject: (limit) => metrics?.admissionRejected(limit),
     onLoad: (load) => metrics?.admissionLoad(load),
+    onWait: (result, seconds) => metrics?.queueWait(result, seconds),
   });
   const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots });
 
@@ -170,8 +171,13 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     policies,
     runtime: runtimeGuard,
     log: log.child({ component: 'warm-pool' }),
-    onClaim: (r) => metrics?.poolClaim(r),
+    onClaim: (r, seconds) => {
+      metrics?.poolClaim(r);
+      if (r === 'warm') metrics?.podStarted('warm', seconds);
+    },
   });
+  metrics?.watchPool(() => pool.readyPods().length);
+  metrics?.watchSessions(() => sessions.list(ns).filter((s) => !s.metadata?.deletionTimestamp).map((s) => (s as { status?: { phase?: string } }).status?.phase));
   const poolController = new PoolController({
     pool,
     pods,
@@ -219,7 +225,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   executor.setSessions(sessionService);
 
-  const runService = new KubeRunService(clients, executor, { ...config, identity }, sessionService, slots);
+  const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots);
 
   return {
     identity,

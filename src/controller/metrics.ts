@@ -9,4 +9,6 @@ export interface ControllerMetrics {
   /** The leader's demand-sized pool target (0 on other replicas). */
   poolTarget(pods: number): void;
   leader(isLeader: boolean): void;
+  /** A session's own pod: creation to Ready (a warm claim is timed by the pool). */
+  podStarted(start: 'warm' | 'cold', seconds: number): void;
 }

@@ -27,6 +27,7 @@ import type { WarmPool } from './warm-pool.js';
 import { POOL_LANGUAGE, buildSessionPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { EventRecorder } from '../kube/events.js';
 import type { ResilientInformer } from '../kube/informer.js';
+import { isPoolPod, readySeconds } from './pool-plan.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
@@ -154,6 +155,9 @@ export class SandboxSessionController {
       if (next.phase === 'Lost' || next.phase === 'Failed') {
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
+        // A pod of its own: creation → Ready as the kubelet reports it (a claim is timed by the pool).
+        const coldSeconds = pod && !isPoolPod(pod) ? readySeconds(pod) : undefined;
+        if (coldSeconds !== undefined) this.d.metrics?.podStarted('cold', coldSeconds);
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', SessionReasons.KernelReady, 'Start', `The ${session.spec.language} interpreter is ready in pod ${podName}.`);
       }
     }

@@ -32,6 +32,10 @@ export interface RunLoad {
   waiting: number;
 }
 
+/** How an acquire() ended (metric label `result`): a slot, a capacity refusal, or the caller gone. */
+export const QUEUE_WAIT_RESULTS = ['admitted', 'refused', 'cancelled'] as const;
+export type QueueWaitResult = (typeof QUEUE_WAIT_RESULTS)[number];
+
 /** Why a refused call did not get a slot. */
 export type RefusalCause = 'queue_full' | 'queue_timeout' | 'no_queue';
 
@@ -155,11 +159,13 @@ export interface RunAdmissionDeps {
   onReject?(limit: AdmissionLimit): void;
   /** Told the load after every change (gauges). */
   onLoad?(load: RunLoad): void;
+  /** Told how each acquire() ended and how long it waited (0 when decided at once). */
+  onWait?(result: QueueWaitResult, seconds: number): void;
 }
 
 interface Waiter {
   admit(ticket: Ticket): void;
-  refuse(err: unknown): void;
+  refuse(err: unknown, result?: QueueWaitResult): void;
 }
 
 /** Other replicas' runs end without telling us: while calls wait, the load is looked at this often. */
@@ -192,8 +198,15 @@ export class RunAdmission {
   acquire(signal?: AbortSignal): Promise<Ticket> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const decision = decideRun(this.load(), this.d.caps, { atHead: false, canWait: true });
-    if (decision.kind === 'admit') return Promise.resolve(this.grant());
-    if (decision.kind === 'reject') return Promise.reject(this.refusal(decision.limit, decision.cause));
+    if (decision.kind === 'admit') {
+      this.d.onWait?.('admitted', 0);
+      return Promise.resolve(this.grant());
+    }
+    if (decision.kind === 'reject') {
+      this.d.onWait?.('refused', 0);
+      return Promise.reject(this.refusal(decision.limit, decision.cause));
+    }
+    const began = performance.now();
     return new Promise<Ticket>((resolve, reject) => {
       const done = (): void => {
         clearTimeout(timer);
@@ -202,17 +215,20 @@ export class RunAdmission {
         if (i >= 0) this.waiting.splice(i, 1);
         this.changed();
       };
+      const waited = (result: QueueWaitResult): void => this.d.onWait?.(result, (performance.now() - began) / 1000);
       const waiter: Waiter = {
         admit: (t) => {
           done();
+          waited('admitted');
           resolve(t);
         },
-        refuse: (err) => {
+        refuse: (err, result = 'refused') => {
           done();
+          waited(result);
           reject(err);
         },
       };
-      const onAbort = (): void => waiter.refuse(signal?.reason);
+      const onAbort = (): void => waiter.refuse(signal?.reason, 'cancelled');
       const timer = setTimeout(() => {
         const limit = fullLimit(this.load(), this.d.caps) ?? 'replica_runs';
         // Counted while this call is still in the queue, so the message includes it.

@@ -8,11 +8,12 @@ import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../runs/executor.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
-import type { AdmissionLimit, RunLoad } from '../limits/admission.js';
+import { ADMISSION_LIMITS, type AdmissionLimit, type RunLoad } from '../limits/admission.js';
+import { serviceMetrics, type ServiceMetrics } from './service-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-export interface Metrics extends ControllerMetrics {
+export interface Metrics extends ControllerMetrics, ServiceMetrics {
   registry: Registry;
   runs: RunMetricsSink;
   toolCall(tool: string, outcome: 'ok' | 'error', seconds: number): void;
@@ -37,8 +38,8 @@ export function createMetrics(): Metrics {
   });
   const runDuration = new Histogram({
     name: 'codemode_run_duration_seconds',
-    help: 'Time from the start of execution handling to the recorded result, by runtime and phase.',
-    labelNames: ['runtime', 'phase'] as const,
+    help: 'Time from the start of execution handling to the recorded result, by runtime, phase and start: cold (a pod of its own), warm (a claimed pool pod) or session (in a SandboxSession).',
+    labelNames: ['runtime', 'phase', 'start'] as const,
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
@@ -141,8 +142,18 @@ export function createMetrics(): Metrics {
   const runSlotsUsed = new Gauge({ name: 'codemode_admission_runs_executing', help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).', registers: [registry] });
   const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
 
+  // Series of closed sets exist from the start (at 0): a rate or an alert then sees "none" as 0.
+  runsTotal.inc({ phase: 'Succeeded', reason: 'Succeeded', runtime: 'python' }, 0);
+  for (const limit of ADMISSION_LIMITS) admissionRejections.inc({ limit }, 0);
+  for (const cause of ['idle', 'lifetime'] as const) sessionsCollected.inc({ cause }, 0);
+  for (const result of ['warm', 'empty'] as const) poolClaims.inc({ result }, 0);
+  const reconciled = new Set<string>();
+  const toolsSeen = new Set<string>();
+  const service = serviceMetrics(registry);
+
   return {
     registry,
+    ...service,
     sandboxCheck,
     admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
     admissionLoad(load): void {
@@ -158,12 +169,14 @@ export function createMetrics(): Metrics {
       inPlace: (yes): void => void policyInPlace.set(yes ? 1 : 0),
     },
     runs: {
-      runFinished(phase, reason, runtime, seconds): void {
+      runFinished(phase, reason, runtime, seconds, start): void {
         runsTotal.inc({ phase, reason, runtime });
-        if (seconds > 0) runDuration.observe({ runtime, phase }, seconds);
+        if (seconds > 0 && start !== undefined) runDuration.observe({ runtime, phase, start }, seconds);
       },
       runStarted: () => runsActive.inc(),
       runEnded: () => runsActive.dec(),
+      podStarted: service.podStarted,
+      output: service.output,
     },
     queue(name): QueueMetrics {
       return {
@@ -175,11 +188,19 @@ export function createMetrics(): Metrics {
       };
     },
     reconcile(controller, result, seconds): void {
+      if (!reconciled.has(controller)) {
+        reconciled.add(controller); // controller names are ours: a closed set
+        reconcileErrors.inc({ controller }, 0);
+      }
       reconcileTotal.inc({ controller, result });
       if (result === 'error') reconcileErrors.inc({ controller });
       reconcileTime.observe({ controller }, seconds);
     },
     toolCall(tool, outcome, seconds): void {
+      if (!toolsSeen.has(tool)) {
+        toolsSeen.add(tool); // tool names are ours: a closed set
+        for (const o of ['ok', 'error'] as const) toolCalls.inc({ tool, outcome: o }, 0);
+      }
       toolCalls.inc({ tool, outcome });
       toolLatency.observe({ tool }, seconds);
     },

@@ -24,15 +24,20 @@ import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
 import { callInSession } from './session-call.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
-import type { OutputChunk, RunOutcome } from './types.js';
+import type { ExecutionPath, OutputChunk, RunOutcome } from './types.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
 
 export interface RunMetricsSink {
-  runFinished(phase: string, reason: string, runtime: string, seconds: number): void;
+  /** `start`: where the code ran (absent when it never ran; then `seconds` is 0). */
+  runFinished(phase: string, reason: string, runtime: string, seconds: number, start?: ExecutionPath): void;
   runStarted(): void;
   runEnded(): void;
+  /** A cold pod's time from its creation request to ready (warm claims are timed by the pool). */
+  podStarted?(start: 'cold', seconds: number): void;
+  /** Bytes the program wrote to each stream. */
+  output?(stdoutBytes: number, stderrBytes: number): void;
 }
 
 /** The warm pool's claim (src/controller/warm-pool.ts): a ready pool pod patched to belong to a run. */
@@ -177,10 +182,12 @@ export class RunExecutor {
       const warm = await this.claimWarm(run);
       if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel');
       const podName = podNameForRun(name);
+      const creating = performance.now();
       const pod = await this.createPod(run, podName, log);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
 
       const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
+      if (state.kind === 'ready') this.d.metrics?.podStarted?.('cold', (performance.now() - creating) / 1000);
       if (state.kind !== 'ready') {
         const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
         const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;
@@ -231,6 +238,7 @@ export class RunExecutor {
     finished = true;
     clearTimeout(runningTimer);
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
+    this.d.metrics?.output?.(executed.captured.stdoutBytes, executed.captured.stderrBytes);
     const status = this.record.fit(run, completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }));
     this.settle(
       run,
@@ -243,7 +251,7 @@ export class RunExecutor {
         // outcome is stored. Its processes already ended with the program (or at the deadline).
         this.deletePod(ns, podName, log);
         this.record.recordOutcome(run, c);
-        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000);
+        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, via === 'kernel' ? 'warm' : 'cold');
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
       })(),
     );
@@ -284,7 +292,8 @@ export class RunExecutor {
     const status = this.record.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
     await this.record.patchStatus(run, status, log);
     this.record.recordOutcome(run, c);
-    this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
+    this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
+    this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
     return { ...this.record.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
   }
 

@@ -6,7 +6,8 @@ import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
-import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService } from './types.js';
+import { Reasons } from '../api/v1alpha1/index.js';
+import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
 import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
 import type { SessionService } from '../sessions/service.js';
@@ -18,6 +19,8 @@ import type { Ticket } from '../limits/admission.js';
 export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
   /** This process's identity (the executor annotation on the runs it executes). */
   readonly identity: string;
+  /** Calls in a session create no SandboxRun: their outcomes and output sizes are counted here. */
+  readonly metrics?: SessionCallMetrics;
 };
 
 export class KubeRunService implements RunService {
@@ -122,6 +125,7 @@ export class KubeRunService implements RunService {
    */
   private async executeInSession(req: ExecuteRequest, session: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
+    const started = performance.now();
     const call = await callInSession(
       this.sessions,
       this.opts.namespace,
@@ -129,7 +133,10 @@ export class KubeRunService implements RunService {
       options.onOutput,
     );
     if (!call.ok) throw new RunRequestError(call.message, call.hint);
-    return call.outcome;
+    const { outcome } = call;
+    this.opts.metrics?.output(outcome.stdoutBytes, outcome.stderrBytes);
+    this.opts.metrics?.sessionCall(call.runtime, outcome.phase, outcome.reason ?? Reasons.Succeeded, (performance.now() - started) / 1000);
+    return outcome;
   }
 }
 

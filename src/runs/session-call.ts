@@ -1,7 +1,7 @@
 // The one path of a call in a session, shared by the gateway's execute_code (session argument) and
 // by a SandboxRun with spec.session: find the caller's session, check the language with one rule,
 // run the code in the session's interpreter, and shape the result as a RunOutcome.
-import { kernelLanguage, normalizeLanguage, type Language, type Owner, type SessionLanguage } from '../api/v1alpha1/index.js';
+import { kernelLanguage, normalizeLanguage, type KernelLanguage, type Language, type Owner, type SessionLanguage } from '../api/v1alpha1/index.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from './session-outcome.js';
 import type { OutputChunk, RunOutcome } from './types.js';
@@ -23,7 +23,8 @@ export interface SessionCallProblem {
   hint: string;
 }
 
-export type SessionCallResult = { ok: true; outcome: RunOutcome } | ({ ok: false } & SessionCallProblem);
+/** `runtime`: the session's interpreter (a call may leave the language to the session). */
+export type SessionCallResult = { ok: true; outcome: RunOutcome; runtime: KernelLanguage } | ({ ok: false } & SessionCallProblem);
 
 /**
  * Whether code in `requested` may run in a session of `session`'s language: the same runtime
@@ -55,7 +56,7 @@ export async function callInSession(sessions: SessionService, namespace: string,
       onOutput ? (stream, text) => onOutput({ stream, text }) : undefined,
       req.owner,
     );
-    return { ok: true, outcome: sessionOutcome(r, namespace, req.timeoutSeconds) };
+    return { ok: true, outcome: sessionOutcome(r, namespace, req.timeoutSeconds), runtime: kernelLanguage(info.language) };
   } catch (err) {
     if (err instanceof SessionError) return { ok: false, stage: 'failed', message: err.message, hint: err.hint };
     throw err;

@@ -15,6 +15,17 @@ export interface ExecuteRequest {
   owner?: Owner;
 }
 
+/** Where code ran: a cold pod, a claimed warm pod, or a session's interpreter. */
+export type ExecutionPath = 'cold' | 'warm' | 'session';
+
+/** What the run service reports of calls in a session (src/metrics implements it). */
+export interface SessionCallMetrics {
+  /** An execute_code call in a session (no SandboxRun): runtime, phase and reason of its outcome. */
+  sessionCall(runtime: string, phase: string, reason: string, seconds: number): void;
+  /** Bytes the program wrote to each stream. */
+  output(stdoutBytes: number, stderrBytes: number): void;
+}
+
 /** A piece of output as it streams, before the run finishes. */
 export interface OutputChunk {
   stream: 'stdout' | 'stderr';

@@ -34,3 +34,6 @@ if [[ ! -x "$BIN_ETCD/etcd" ]]; then
   install -m 0755 "$tmp/x/usr/bin/etcd" "$BIN_ETCD/etcd"
 fi
 "$BIN_ETCD/etcd" --version >/dev/null 2>&1 || die "The cached etcd binary does not run." "$LOGS/install-deps.log"
+
+# Prometheus and promtool for the metrics tests (cached like etcd).
+bash "$CLUSTER_SRC/install-prometheus.sh" >/dev/null

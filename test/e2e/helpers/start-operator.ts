@@ -9,6 +9,7 @@ import { createAuth } from '../../../src/auth/index.js';
 import { createApp } from '../../../src/gateway/app.js';
 import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
 import { createMetrics, type Metrics } from '../../../src/metrics/registry.js';
+import { serveMetrics } from '../../../src/metrics/route.js';
 import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
 import { testKube } from './kube.js';
 
@@ -17,8 +18,10 @@ export interface RunningOperator {
   operator: Operator;
   clients: KubeClients;
   url: string;
-  /** Only with the sandbox check on: its gauges are what the test reads. */
+  /** With the sandbox check or `metrics` on: the registry the test reads. */
   metrics?: Metrics;
+  /** With `metrics` on: where GET /metrics is served (what a Prometheus scrapes). */
+  metricsUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -30,6 +33,8 @@ export interface StartOptions {
   sandboxCheck?: boolean;
   /** The session kernels to ship instead of runtime/ (two runtime versions side by side). */
   runtimeFiles?: Readonly<Record<string, string>>;
+  /** Metrics as main.ts wires them, tool calls and gateway refusals included, served at /metrics. */
+  metrics?: boolean;
 }
 
 const POOL_VARS = ['CODEMODE_WARM_POOL_SIZE', 'CODEMODE_WARM_POOL_MIN', 'CODEMODE_WARM_POOL_MAX'];
@@ -49,12 +54,14 @@ export async function startOperator(namespace: string, env: Record<string, strin
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(testKube().kc);
-  const metrics = options.sandboxCheck === true ? createMetrics() : undefined;
+  const metrics = options.sandboxCheck === true || options.metrics === true ? createMetrics() : undefined;
   const operator = createOperator(config, clients, log, metrics, { sandboxCheck: options.sandboxCheck === true, ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }) });
   const auth = createAuth(config, clients, log);
   await auth.start();
   await operator.start();
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true, auth: auth.http }));
+  const wired = options.metrics === true && metrics !== undefined ? { onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected } : {};
+  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true, auth: auth.http, ...wired }));
+  if (options.metrics === true && metrics !== undefined) serveMetrics(app, metrics.registry);
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
@@ -65,6 +72,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
     clients,
     url: `http://127.0.0.1:${port}/mcp`,
     ...(metrics !== undefined && { metrics }),
+    ...(options.metrics === true && { metricsUrl: `http://127.0.0.1:${port}/metrics` }),
     async stop(): Promise<void> {
       await new Promise<void>((r) => server.close(() => r()));
       await auth.stop();

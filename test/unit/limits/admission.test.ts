@@ -259,6 +259,30 @@ describe('RunAdmission', () => {
     expect(rejected).toEqual([]); // a queued kubectl run is not a rejection
   });
 
+  it('tells how every acquire ended and how long it waited (queue wait metric)', async () => {
+    vi.useFakeTimers();
+    const waits: Array<[string, number]> = [];
+    const a = new RunAdmission({ caps: { ...caps, replicaRuns: 1, queueLength: 2, queueTimeoutSeconds: 5 }, namespace: 'sbx', othersActive: () => 0, onWait: (r, s) => void waits.push([r, s]) });
+    const t1 = await a.acquire(); // at once
+    const admitted = a.acquire();
+    const ctl = new AbortController();
+    const cancelled = a.acquire(ctl.signal);
+    const cancelledDone = expect(cancelled).rejects.toThrow('gone');
+    await expect(a.acquire()).rejects.toThrow('The wait queue is full'); // refused at once
+    await vi.advanceTimersByTimeAsync(2000);
+    ctl.abort(new Error('gone'));
+    await cancelledDone;
+    await vi.advanceTimersByTimeAsync(1000);
+    t1.release();
+    const t2 = await admitted;
+    const timedOut = expect(a.acquire()).rejects.toThrow(/This call waited 5 s/);
+    await vi.advanceTimersByTimeAsync(5000);
+    await timedOut;
+    t2.release();
+    expect(waits.map(([r]) => r)).toEqual(['admitted', 'refused', 'cancelled', 'admitted', 'refused']);
+    expect(waits.map(([, s]) => Math.round(s))).toEqual([0, 0, 2, 3, 5]);
+  });
+
   it('tells capacity listeners when a slot frees and nobody waits', async () => {
     const { a } = admission();
     let told = 0;

@@ -1,0 +1,75 @@
+// The dashboard's metrics (issue 10): closed-set series exist from the start, gauges of cached
+// state are read at scrape time, and nothing insane (NaN, negative) reaches a histogram.
+import { describe, expect, it } from 'vitest';
+import { createMetrics } from '../../../src/metrics/registry.js';
+import { countPhases } from '../../../src/metrics/service-metrics.js';
+
+describe('countPhases', () => {
+  it.each([
+    [[], { Pending: 0, Ready: 0, Lost: 0, Failed: 0 }],
+    [['Ready', 'Ready', undefined, 'Lost'], { Pending: 1, Ready: 2, Lost: 1, Failed: 0 }],
+    // A phase outside the API's enum (a newer version's) is not made a label value.
+    [['Failed', 'Exploded'], { Pending: 0, Ready: 0, Lost: 0, Failed: 1 }],
+  ])('%j → %j', (phases, expected) => {
+    expect(countPhases(phases)).toEqual(expected);
+  });
+});
+
+describe('service metrics', () => {
+  it('has the closed sets at 0 before anything happened', async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const line of [
+      'codemode_admission_rejections_total{limit="sessions"} 0',
+      'codemode_sessions_collected_total{cause="idle"} 0',
+      'codemode_warm_pool_claims_total{result="empty"} 0',
+      'codemode_admission_queue_wait_seconds_count{result="cancelled"} 0',
+      'codemode_session_calls_total{runtime="python",phase="Succeeded",reason="Succeeded"} 0',
+    ]) {
+      expect(text).toContain(line);
+    }
+  });
+
+  it('records pod starts, queue waits, outputs and session calls with closed labels', async () => {
+    const m = createMetrics();
+    m.podStarted('warm', 0.04);
+    m.podStarted('cold', 1.5);
+    m.podStarted('cold', Number.NaN);
+    m.queueWait('admitted', 0);
+    m.output(100, 0);
+    m.output(-1, 2_000_000);
+    m.sessionCall('bash', 'Failed', 'Exception', 0.2);
+    m.runs.runFinished('Succeeded', 'Succeeded', 'python', 0.3, 'warm');
+    m.runs.runFinished('Failed', 'InvalidSpec', 'python', 0); // never ran: not a latency
+    const text = await m.registry.metrics();
+    expect(text).toContain('codemode_pod_start_seconds_count{start="warm"} 1');
+    expect(text).toContain('codemode_pod_start_seconds_count{start="cold"} 1');
+    expect(text).toContain('codemode_admission_queue_wait_seconds_bucket{le="0.001",result="admitted"} 1');
+    expect(text).toContain('codemode_output_bytes_count{stream="stdout"} 1');
+    expect(text).toContain('codemode_output_bytes_count{stream="stderr"} 2');
+    expect(text).toContain('codemode_session_calls_total{runtime="bash",phase="Failed",reason="Exception"} 1');
+    expect(text).toContain('codemode_session_call_duration_seconds_count{runtime="bash"} 1');
+    expect(text).toContain('codemode_run_duration_seconds_count{runtime="python",phase="Succeeded",start="warm"} 1');
+    expect(text).not.toContain('phase="Failed",start=');
+  });
+
+  it('reads the pool and the sessions from the caches when scraped', async () => {
+    const m = createMetrics();
+    let ready = 2;
+    m.watchPool(() => ready);
+    m.watchSessions(() => ['Ready', 'Pending', undefined]);
+    expect(await m.registry.metrics()).toContain('codemode_warm_pool_ready_pods 2');
+    ready = 0;
+    const text = await m.registry.metrics();
+    expect(text).toContain('codemode_warm_pool_ready_pods 0');
+    expect(text).toContain('codemode_sessions{phase="Pending"} 2');
+    expect(text).toContain('codemode_sessions{phase="Ready"} 1');
+    expect(text).toContain('codemode_sessions{phase="Lost"} 0');
+  });
+
+  it('creates the reconcile error series of a controller at its first reconcile', async () => {
+    const m = createMetrics();
+    expect(await m.registry.metrics()).not.toContain('controller_runtime_reconcile_errors_total{controller="sandboxrun"}');
+    m.reconcile('sandboxrun', 'success', 0.01);
+    expect(await m.registry.metrics()).toContain('controller_runtime_reconcile_errors_total{controller="sandboxrun"} 0');
+  });
+});
