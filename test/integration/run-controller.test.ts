@@ -20,38 +20,52 @@ const marker = (run: string): { name: string; owner: { kind: typeof SANDBOXRUN_K
   owner: { kind: SANDBOXRUN_KIND, name: run },
 });
 
-/** A run failed by the controller: claimed by this replica, Failed with `reason` and `message`. */
-function failedBy(name: string, reason: string, message: string, extra: Record<string, unknown> = {}): (w: World) => World {
-  return changed(runKey(name), (run) => {
+/**
+ * A run the controller failed: claimed by this replica, Failed with `reason` and `message`, and an
+ * Event that says so. A run that had started keeps its startTime and gets no durationMs (how long
+ * the code ran is unknown when its executor vanished).
+ */
+function failedBy(name: string, reason: string, message: string): (w: World) => World {
+  return (w) => {
+    const run = w[runKey(name)] as Record<string, unknown>;
     const meta = run.metadata as { annotations?: Record<string, string> };
     const status = (run.status ?? {}) as Record<string, unknown>;
+    const events = [
+      ...((w.Events as unknown[] | undefined) ?? []),
+      { type: 'Warning', reason: 'Failed', action: 'Complete', note: message, regarding: runKey(name) },
+    ];
     return {
-      ...run,
-      metadata: { ...meta, annotations: { ...meta.annotations, [ANNOTATION_EXECUTOR]: IDENTITY } },
-      status: {
-        ...status,
-        phase: 'Failed',
-        reason,
-        message,
-        observedGeneration: 1,
-        completionTime: TIME,
-        conditions: [
-          { type: 'Complete', status: 'True', reason, message, observedGeneration: 1, lastTransitionTime: TIME },
-          {
-            type: 'Ready',
-            status: 'False',
-            reason,
-            message: 'The run is finished; its sandbox pod is released.',
-            observedGeneration: 1,
-            lastTransitionTime: TIME,
-          },
-        ],
-        ...(status.startTime !== undefined && { durationMs: expect.any(Number) }),
-        ...extra,
+      ...w,
+      [runKey(name)]: {
+        ...run,
+        metadata: { ...meta, annotations: { ...meta.annotations, [ANNOTATION_EXECUTOR]: IDENTITY } },
+        status: {
+          ...status,
+          phase: 'Failed',
+          reason,
+          message,
+          observedGeneration: 1,
+          completionTime: TIME,
+          conditions: [
+            { type: 'Complete', status: 'True', reason, message, observedGeneration: 1, lastTransitionTime: TIME },
+            {
+              type: 'Ready',
+              status: 'False',
+              reason,
+              message: 'The run is finished; its sandbox pod is released.',
+              observedGeneration: 1,
+              lastTransitionTime: TIME,
+            },
+          ],
+        },
       },
+      Events: events,
     };
-  });
+  };
 }
+
+const LIMITS_MESSAGE =
+  'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.';
 
 const running = (at: (s: number) => string): Record<string, unknown> => ({ phase: 'Running', podName: 'sbr-r', startTime: at(-5), reason: 'PodRunning' });
 
@@ -134,14 +148,15 @@ const rows: Row[] = [
     env: { CODEMODE_MAX_TIMEOUT_SECONDS: '60' },
     world: () => ({ runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 } }] }),
     key: 'r',
-    expected: (w) => {
-      const message =
-        'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.';
-      return failedBy('r', Reasons.InvalidSpec, message, { observedGeneration: 1 })({
-        ...w,
-        Events: [{ type: 'Warning', reason: 'Failed', action: 'Complete', note: message, regarding: runKey('r') }],
-      });
-    },
+    expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a run claimed by this replica and never started (no marker): executed — here refused by the limits, so no pod',
+    env: { CODEMODE_MAX_TIMEOUT_SECONDS: '60' },
+    world: () => ({ runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 }, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE),
     requeued: true,
   },
   {
