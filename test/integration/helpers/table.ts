@@ -3,8 +3,9 @@
 // namespace with the world the row expects, then reconcile again and assert that nothing at all
 // was written (level-based and idempotent: same resourceVersions, same world).
 import { expect } from 'vitest';
-import { makeClients } from '../../../src/kube/clients.js';
-import { createNamespace, deleteNamespace, testKube } from '../../e2e/helpers/kube.js';
+import { makeClients, statusOf } from '../../../src/kube/clients.js';
+import { randomBytes } from 'node:crypto';
+import { deleteNamespace, testKube } from '../../e2e/helpers/kube.js';
 import type { Rig } from './rig.js';
 import { buildWorld, snapshot, versions, type World, type WorldSpec } from './world.js';
 
@@ -39,7 +40,7 @@ export async function runRow<R extends Rig & { controller: { reconcile(key: stri
   prefix: string,
   rig: RigFactory<R>,
 ): Promise<void> {
-  const ns = await createNamespace(k, prefix);
+  const ns = await createNamespace(prefix);
   let r: R | undefined;
   try {
     const start = Date.now();
@@ -80,4 +81,17 @@ export function without(key: string): (w: World) => World {
 /** The world with `changes` applied to the object at `key` (shallow per top-level field). */
 export function changed(key: string, change: (obj: Record<string, unknown>) => Record<string, unknown>, extra: World = {}): (w: World) => World {
   return (w) => ({ ...w, [key]: change(w[key] as Record<string, unknown>), ...extra });
+}
+
+/**
+ * A fresh namespace with its default ServiceAccount (marker pods need one to be admitted) created
+ * here rather than awaited from the controller-manager: this layer needs only the API server.
+ */
+async function createNamespace(prefix: string): Promise<string> {
+  const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+  await clients.core.createNamespace({ body: { metadata: { name, labels: { 'codemode.dev/test': 'true' } } } });
+  await clients.core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } }).catch((err: unknown) => {
+    if (statusOf(err) !== 409) throw err;
+  });
+  return name;
 }
