@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { Reasons, SANDBOXRUN_KIND } from '../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
+import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
 import { IDENTITY, runRig } from './helpers/rig.js';
 import { changed, clients, runRow, without, type Row } from './helpers/table.js';
@@ -80,6 +81,16 @@ const rows: Row[] = [
     requeued: false,
   },
   {
+    name: "a terminal run within its own TTL but past the administrator's maximum TTL is deleted",
+    env: { CODEMODE_TTL_SECONDS_AFTER_FINISHED: '30', CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' },
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec: { ...spec, ttlSecondsAfterFinished: 600 }, status: { phase: 'TimedOut', reason: 'TimedOut', completionTime: at(-120) } }],
+    }),
+    key: 'r',
+    expected: without(runKey('r')),
+    requeued: false,
+  },
+  {
     name: 'a terminal run within its TTL is left as it is, and looked at again when the TTL ends',
     world: ({ at }) => ({
       runs: [{ name: 'r', spec: { ...spec, ttlSecondsAfterFinished: 600 }, status: { phase: 'Failed', reason: 'NonZeroExit', completionTime: at(-10) } }],
@@ -137,8 +148,12 @@ const rows: Row[] = [
     requeued: true,
   },
   {
-    name: 'a run executed by another live replica within its deadline is left alone',
-    world: ({ at }) => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }], pods: [marker('r')] }),
+    name: 'a run executed by another live replica (it holds the leader Lease) within its deadline is left alone',
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }],
+      pods: [marker('r')],
+      leases: [{ name: LEADER_LEASE, holder: OTHER, renewTime: at(-1), durationSeconds: 15 }],
+    }),
     key: 'r',
     expected: (w) => w,
     requeued: true,

@@ -4,7 +4,7 @@
 // sets their only status at creation, so nothing changes them behind the test's back) and Leases.
 // The snapshot reads the whole namespace back and normalises away what the server invents
 // (resourceVersion, uid, timestamps, managedFields), so a row states the world it expects.
-import { PatchStrategy, setHeaderOptions, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, V1MicroTime, setHeaderOptions, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import {
   API_VERSION,
   GROUP,
@@ -59,7 +59,7 @@ export async function buildWorld(c: KubeClients, namespace: string, w: WorldSpec
       namespace,
       body: {
         metadata: { name: l.name },
-        spec: { holderIdentity: l.holder, leaseDurationSeconds: l.durationSeconds, renewTime: new Date(l.renewTime) as never },
+        spec: { holderIdentity: l.holder, leaseDurationSeconds: l.durationSeconds, renewTime: new V1MicroTime(Date.parse(l.renewTime)) },
       },
     });
   }
