@@ -90,8 +90,13 @@ export function changed(key: string, change: (obj: Record<string, unknown>) => R
 async function createNamespace(prefix: string): Promise<string> {
   const name = `${prefix}-${randomBytes(3).toString('hex')}`;
   await clients.core.createNamespace({ body: { metadata: { name, labels: { 'codemode.dev/test': 'true' } } } });
-  await clients.core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } }).catch((err: unknown) => {
-    if (statusOf(err) !== 409) throw err;
-  });
+  try {
+    await clients.core.createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } });
+  } catch (err) {
+    if (statusOf(err) !== 409) {
+      await deleteNamespace(k, name);
+      throw err;
+    }
+  }
   return name;
 }
