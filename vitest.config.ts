@@ -6,8 +6,10 @@ import { defineConfig } from 'vitest/config';
 const kubeconfig =
   process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
-// Two projects: `unit` is pure logic (no cluster); `e2e` talks to the real test cluster
-// (test/cluster) and runs files one at a time because they share one small node.
+// Projects: `unit` is pure logic (no cluster); `integration` drives the controllers' reconcile
+// against the real API server (API objects only, no pod ever runs: files may run side by side);
+// `e2e` talks to the real test cluster (test/cluster) and runs files one at a time because they
+// share one small node.
 export default defineConfig({
   test: {
     projects: [
@@ -15,6 +17,15 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          env: { KUBECONFIG: kubeconfig },
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
         },
       },
       {

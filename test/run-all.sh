@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm test`: everything CI runs. Static checks and unit tests first (fast, no cluster), then the
-# real single-node cluster (built on first use — see test/cluster/), the end-to-end suites
-# against it, and finally the cluster scripts' own lifecycle test. Ends with one summary line.
+# real single-node cluster (built on first use — see test/cluster/), the integration tables
+# (reconcile against its API server), the end-to-end suites against it, and finally the cluster
+# scripts' own lifecycle test. Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
@@ -32,12 +33,17 @@ export KUBECONFIG="${CODEMODE_CACHE:-$HOME/.cache/codemode}/cluster/kubeconfig"
 "${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" apply --server-side --force-conflicts -f crds/ >/dev/null
 "${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" wait --for=condition=Established crd/sandboxruns.codemode.dev --timeout=60s >/dev/null
 
+# A failing phase does not stop the next ones: the summary counts every test.
+status=0
+
+step "integration tests: reconcile tables against the API server"
+run_vitest integration --project integration || status=$?
+
 step "gateway image (built from this checkout, for the deploy/ manifest test)"
 bash test/cluster/images/build.sh gateway
 (source test/cluster/lib.sh && bash test/cluster/images/import.sh "$CONTAINERD_SOCK")
 
 step "end-to-end tests on the test cluster"
-status=0
 run_vitest e2e --project e2e || status=$?
 
 step "cluster lifecycle (down/up)"

@@ -154,7 +154,12 @@ export class SandboxRunController {
         // Claim first, so only one replica writes the failure.
         const claimed = await this.claim(run);
         if (!claimed) return;
-        await this.d.executor.record.patchStatus(claimed, failedStatus(claimed, Reasons.ExecFailed, decision.message, now), this.d.log);
+        // How long the code ran is unknown (its executor is gone): no durationMs, rather than the
+        // time until this failure was declared.
+        const { durationMs: _unknown, ...status } = failedStatus(claimed, Reasons.ExecFailed, decision.message, now);
+        await this.d.executor.record.patchStatus(claimed, status, this.d.log);
+        // `kubectl describe` tells how every run ended, this one too.
+        this.d.executor.record.recordOutcome(claimed, { phase: 'Failed', reason: Reasons.ExecFailed, message: decision.message });
         return;
       }
     }

@@ -152,7 +152,9 @@ export class SandboxSessionController {
       // runs, and a status computed from an older copy must not overwrite that. On a conflict a
       // newer copy exists: reconcile again from it.
       if (!(await this.patchStatus(ns, name, next, session.metadata.resourceVersion))) return { requeueAfterMs: 100 };
-      if (next.phase === 'Lost' || next.phase === 'Failed') {
+      // Events tell transitions: a later write to a session already Lost or Failed (a spec edit, a
+      // status from an older version) must not report the failure again.
+      if ((next.phase === 'Lost' || next.phase === 'Failed') && session.status?.phase !== next.phase) {
         this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
         // A pod of its own: creation → Ready as the kubelet reports it (a claim is timed by the pool).

@@ -1,0 +1,205 @@
+// SandboxRunController.reconcile through a table of world states on the real API server, twice
+// each (helpers/table.ts). No row lets code execute: where a run has "started", a marker pod that
+// can never be scheduled stands for its sandbox pod, as the durable fact run-decision.ts reads.
+import { describe, expect, it } from 'vitest';
+import { Reasons, SANDBOXRUN_KIND } from '../../src/api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
+import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
+import { VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
+import { IDENTITY, runRig } from './helpers/rig.js';
+import { changed, clients, runRow, without, type Row } from './helpers/table.js';
+import { TIME, type World } from './helpers/world.js';
+
+const OTHER = 'other-replica-0';
+const spec = { language: 'python', code: 'print(1)', timeoutSeconds: 30 };
+/** Beyond every run's lost deadline (pod start-up 120 s + timeout 30 s + 60 s). */
+const HOUR = 3600;
+
+const runKey = (name: string): string => `${SANDBOXRUN_KIND}/${name}`;
+const marker = (run: string): { name: string; owner: { kind: typeof SANDBOXRUN_KIND; name: string } } => ({
+  name: `sbr-${run}`,
+  owner: { kind: SANDBOXRUN_KIND, name: run },
+});
+
+/**
+ * A run the controller failed: claimed by this replica, Failed with `reason` and `message`, and an
+ * Event that says so. A run that had started keeps its startTime and gets no durationMs (how long
+ * the code ran is unknown when its executor vanished).
+ */
+function failedBy(name: string, reason: string, message: string): (w: World) => World {
+  return (w) => {
+    const run = w[runKey(name)] as Record<string, unknown>;
+    const meta = run.metadata as { annotations?: Record<string, string> };
+    const status = (run.status ?? {}) as Record<string, unknown>;
+    const events = [
+      ...((w.Events as unknown[] | undefined) ?? []),
+      { type: 'Warning', reason: 'Failed', action: 'Complete', note: message, regarding: runKey(name) },
+    ];
+    return {
+      ...w,
+      [runKey(name)]: {
+        ...run,
+        metadata: { ...meta, annotations: { ...meta.annotations, [ANNOTATION_EXECUTOR]: IDENTITY } },
+        status: {
+          ...status,
+          phase: 'Failed',
+          reason,
+          message,
+          observedGeneration: 1,
+          completionTime: TIME,
+          conditions: [
+            { type: 'Complete', status: 'True', reason, message, observedGeneration: 1, lastTransitionTime: TIME },
+            {
+              type: 'Ready',
+              status: 'False',
+              reason,
+              message: 'The run is finished; its sandbox pod is released.',
+              observedGeneration: 1,
+              lastTransitionTime: TIME,
+            },
+          ],
+        },
+      },
+      Events: events,
+    };
+  };
+}
+
+const LIMITS_MESSAGE =
+  'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.';
+
+const running = (at: (s: number) => string): Record<string, unknown> => ({ phase: 'Running', podName: 'sbr-r', startTime: at(-5), reason: 'PodRunning' });
+
+const rows: Row[] = [
+  {
+    name: 'a terminal run past its TTL is deleted',
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec: { ...spec, ttlSecondsAfterFinished: 60 }, status: { phase: 'Succeeded', reason: 'Succeeded', completionTime: at(-120) } }],
+    }),
+    key: 'r',
+    expected: without(runKey('r')),
+    requeued: false,
+  },
+  {
+    name: "a terminal run within its own TTL but past the administrator's maximum TTL is deleted",
+    env: { CODEMODE_TTL_SECONDS_AFTER_FINISHED: '30', CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' },
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec: { ...spec, ttlSecondsAfterFinished: 600 }, status: { phase: 'TimedOut', reason: 'TimedOut', completionTime: at(-120) } }],
+    }),
+    key: 'r',
+    expected: without(runKey('r')),
+    requeued: false,
+  },
+  {
+    name: 'a terminal run within its TTL is left as it is, and looked at again when the TTL ends',
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec: { ...spec, ttlSecondsAfterFinished: 600 }, status: { phase: 'Failed', reason: 'NonZeroExit', completionTime: at(-10) } }],
+    }),
+    key: 'r',
+    expected: (w) => w,
+    requeued: true,
+  },
+  {
+    name: 'a run whose executor vanished, its pod marker left, past its deadline: Failed, never started again',
+    clockAheadSeconds: HOUR,
+    world: ({ at }) => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }], pods: [marker('r')] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a run started by this replica, no longer executing here, past its deadline: Failed, never started again',
+    clockAheadSeconds: HOUR,
+    world: () => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }], pods: [marker('r')] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a run started by this replica, no longer executing here, within its deadline: left to its outcome',
+    world: () => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }], pods: [marker('r')] }),
+    key: 'r',
+    expected: (w) => w,
+    requeued: true,
+  },
+  {
+    name: 'a run with a pod marker and no executor annotation (removed): Failed at once, never started again',
+    world: () => ({ runs: [{ name: 'r', spec }], pods: [marker('r')] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a Running run with no pod, past its deadline: Failed with a reason',
+    clockAheadSeconds: HOUR,
+    world: ({ at }) => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a Running run in a session, past its deadline: Failed, never sent to the session again',
+    clockAheadSeconds: HOUR,
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec: { ...spec, session: 's' }, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: { ...running(at), podName: undefined } }],
+    }),
+    key: 'r',
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a run executed by another live replica (it holds the leader Lease) within its deadline is left alone',
+    world: ({ at }) => ({
+      runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }],
+      pods: [marker('r')],
+      leases: [{ name: LEADER_LEASE, holder: OTHER, renewTime: at(-1), durationSeconds: 15 }],
+    }),
+    key: 'r',
+    expected: (w) => w,
+    requeued: true,
+  },
+  {
+    name: "a run beyond the administrator's limits: claimed, Failed InvalidSpec, no pod created",
+    env: { CODEMODE_MAX_TIMEOUT_SECONDS: '60' },
+    world: () => ({ runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 } }] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: 'a run claimed by this replica and never started (no marker): executed — here refused by the limits, so no pod',
+    env: { CODEMODE_MAX_TIMEOUT_SECONDS: '60' },
+    world: () => ({ runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 }, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }] }),
+    key: 'r',
+    expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE),
+    requeued: true,
+  },
+  {
+    name: "a kubectl run while the namespace's run slots are full: Pending, Queued, nothing started",
+    env: { CODEMODE_MAX_NAMESPACE_RUNS: '1', CODEMODE_MAX_CONCURRENT_RUNS: '1' },
+    world: ({ at }) => ({
+      runs: [
+        { name: 'busy', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: { ...running(at), podName: 'sbr-busy' } },
+        { name: 'r', spec },
+      ],
+      pods: [marker('busy')],
+    }),
+    key: 'r',
+    expected: changed(runKey('r'), (run) => ({
+      ...run,
+      status: {
+        phase: 'Pending',
+        reason: Reasons.Queued,
+        message: expect.stringMatching(/^Waiting for a free run slot: 1 of 1 runs are executing in namespace .*\. The run starts when one is free\.$/),
+        observedGeneration: 1,
+        conditions: [{ type: 'Ready', status: 'False', reason: Reasons.Queued, message: expect.any(String), observedGeneration: 1, lastTransitionTime: TIME }],
+      },
+    })),
+    requeued: true,
+  },
+];
+
+describe('SandboxRun reconcile against the real API server', () => {
+  // A loop rather than it.each: the rows' names are sentences, and it.each would cut them short.
+  for (const row of rows) it(row.name, () => runRow(row, 'int-run', (ns, now, env) => runRig(clients, ns, now, env)));
+});

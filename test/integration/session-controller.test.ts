@@ -1,0 +1,144 @@
+// SandboxSessionController.reconcile through a table of world states on the real API server,
+// twice each (helpers/table.ts). A session's pod is a marker pod that can never be scheduled; no
+// row makes the controller create a real kernel pod.
+import { describe, expect, it } from 'vitest';
+import { Reasons, SANDBOXSESSION_KIND, SessionReasons } from '../../src/api/v1alpha1/index.js';
+import { sessionRig } from './helpers/rig.js';
+import { changed, clients, runRow, without, type Row } from './helpers/table.js';
+import { TIME, type World } from './helpers/world.js';
+
+const key = (name: string): string => `${SANDBOXSESSION_KIND}/${name}`;
+const marker = (session: string): { name: string; owner: { kind: typeof SANDBOXSESSION_KIND; name: string } } => ({
+  name: `sess-${session}`,
+  owner: { kind: SANDBOXSESSION_KIND, name: session },
+});
+const spec = { language: 'python', idleTimeoutSeconds: 600 };
+const ready = (at: (s: number) => string): Record<string, unknown> => ({
+  phase: 'Ready',
+  podName: 'sess-s',
+  reason: SessionReasons.KernelReady,
+  lastActivityTime: at(-5),
+});
+
+/** The session's status after the controller applied `status` (and the fields it always sets). */
+function withStatus(name: string, status: Record<string, unknown>, extra: World = {}): (w: World) => World {
+  return changed(
+    name.includes('/') ? name : key(name),
+    (s) => ({ ...s, status: { ...(s.status as object), observedGeneration: 1, expiresAt: TIME, ...status } }),
+    extra,
+  );
+}
+
+const condition = (status: 'True' | 'False', reason: string, message: unknown): unknown[] => [
+  { type: 'Ready', status, reason, message, observedGeneration: 1, lastTransitionTime: TIME },
+];
+const event = (type: string, reason: string, action: string, note: unknown): World => ({ Events: [{ type, reason, action, note, regarding: key('s') }] });
+
+const GONE = "The session's pod is gone, and its state with it. Create a new session.";
+
+const rows: Row[] = [
+  {
+    name: 'a Ready session whose pod vanished: Lost (KernelLost), no new pod',
+    world: ({ at }) => ({ sessions: [{ name: 's', spec, status: ready(at) }] }),
+    key: 's',
+    expected: withStatus(
+      's',
+      { phase: 'Lost', reason: SessionReasons.KernelLost, message: GONE, conditions: condition('False', SessionReasons.KernelLost, GONE) },
+      event('Warning', SessionReasons.KernelLost, 'Start', GONE),
+    ),
+    requeued: true,
+  },
+  {
+    name: 'the gateway saw the interpreter die: Lost, and its pod is deleted',
+    world: ({ at }) => ({
+      sessions: [{ name: 's', spec, status: { ...ready(at), kernelLost: { message: 'the exec stream closed', time: at(-1) } } }],
+      pods: [marker('s')],
+    }),
+    key: 's',
+    expected: (w) => {
+      const message = 'The interpreter is gone (the exec stream closed). Create a new session.';
+      return without('Pod/sess-s')(
+        withStatus(
+          's',
+          { phase: 'Lost', reason: SessionReasons.KernelLost, message, conditions: condition('False', SessionReasons.KernelLost, message) },
+          event('Warning', SessionReasons.KernelLost, 'Start', message),
+        )(w),
+      );
+    },
+    requeued: true,
+  },
+  {
+    name: 'a session idle past its timeout is deleted, with an Event',
+    clockAheadSeconds: 3600,
+    world: ({ at }) => ({ sessions: [{ name: 's', spec, status: ready(at) }] }),
+    key: 's',
+    expected: (w) => ({ ...without(key('s'))(w), ...event('Normal', SessionReasons.IdleTimeout, 'Delete', 'Deleted the session: idle for 600s.') }),
+    requeued: false,
+  },
+  {
+    name: 'a busy session past its maximum lifetime is deleted, with an Event',
+    clockAheadSeconds: 120,
+    world: ({ at }) => ({ sessions: [{ name: 's', spec: { ...spec, maxLifetimeSeconds: 60 }, status: { ...ready(at), lastActivityTime: at(110) } }] }),
+    key: 's',
+    expected: (w) => ({
+      ...without(key('s'))(w),
+      ...event('Normal', SessionReasons.LifetimeExceeded, 'Delete', 'Deleted the session: past its maximum lifetime.'),
+    }),
+    requeued: false,
+  },
+  {
+    name: 'a new session whose pod exists and is not scheduled yet: Pending, no second pod',
+    world: () => ({ sessions: [{ name: 's', spec }], pods: [marker('s')] }),
+    key: 's',
+    expected: withStatus('s', {
+      phase: 'Pending',
+      podName: 'sess-s',
+      reason: SessionReasons.PodPending,
+      message: expect.any(String),
+      conditions: condition('False', SessionReasons.PodPending, expect.any(String)),
+    }),
+    requeued: true,
+  },
+  {
+    name: 'a session whose pod did not start in time: Failed (Unschedulable), its pod deleted',
+    clockAheadSeconds: 300,
+    world: () => ({ sessions: [{ name: 's', spec, status: { phase: 'Pending', podName: 'sess-s', reason: SessionReasons.PodPending } }], pods: [marker('s')] }),
+    key: 's',
+    expected: (w) => {
+      const message = expect.stringMatching(
+        /^The session's pod did not start in time \(.*\)\. Try again later or ask the administrator to check the cluster's capacity\.$/,
+      );
+      return without('Pod/sess-s')(
+        withStatus(
+          's',
+          { phase: 'Failed', reason: Reasons.Unschedulable, message, conditions: condition('False', Reasons.Unschedulable, message) },
+          event('Warning', Reasons.Unschedulable, 'Start', message),
+        )(w),
+      );
+    },
+    requeued: true,
+  },
+  {
+    name: "a session beyond the administrator's limits: Failed InvalidSpec, no pod created",
+    env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '1200' },
+    world: () => ({ sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 1800 } }] }),
+    key: 's',
+    expected: changed(key('s'), (s) => ({
+      ...s,
+      status: { phase: 'Failed', reason: Reasons.InvalidSpec, message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200.' },
+    })),
+    requeued: true,
+  },
+  {
+    name: 'a Lost session stays Lost: no new pod',
+    world: ({ at }) => ({ sessions: [{ name: 's', spec, status: { ...ready(at), phase: 'Lost', reason: SessionReasons.KernelLost, message: GONE } }] }),
+    key: 's',
+    expected: withStatus('s', {}),
+    requeued: true,
+  },
+];
+
+describe('SandboxSession reconcile against the real API server', () => {
+  // A loop rather than it.each: the rows' names are sentences, and it.each would cut them short.
+  for (const row of rows) it(row.name, () => runRow(row, 'int-session', (ns, now, env) => sessionRig(clients, ns, now, env)));
+});
