@@ -87,6 +87,11 @@ export interface Config {
   readonly runQueueLength: number;
   readonly runQueueTimeoutSeconds: number;
   readonly maxBatchSize: number;
+  // Per-user limits and audit records (issue 9).
+  readonly userMaxRuns: number;
+  readonly userMaxSessions: number;
+  readonly userMaxExecutionsPerMinute: number;
+  readonly auditQueueLength: number;
 }
 
 export interface ConfigProblem {
@@ -257,6 +262,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     runQueueLength: c.runQueueLength,
     runQueueTimeoutSeconds: c.runQueueTimeoutSeconds,
     maxBatchSize: c.maxBatchSize,
+    userMaxRuns: c.userMaxRuns,
+    userMaxSessions: c.userMaxSessions,
+    userMaxExecutionsPerMinute: c.userMaxExecutionsPerMinute,
+    auditQueueLength: c.auditQueueLength,
   };
   return deepFreeze(config);
 }

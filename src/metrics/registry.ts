@@ -8,6 +8,7 @@ import { SANDBOX_CHECKS } from '../selfcheck/evaluate.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
 import type { AdmissionLimit, RunLoad } from '../runs/admission.js';
+import type { AuditResult } from '../audit/writer.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -29,6 +30,8 @@ export interface Metrics {
   admissionRejected(limit: AdmissionLimit): void;
   /** This replica's run slots: executing and waiting. */
   admissionLoad(load: RunLoad): void;
+  /** Audit records of session calls: written or dropped (src/audit/writer.ts), and the queue. */
+  audit: { result(result: AuditResult): void; queue(length: number): void };
 }
 
 export function createMetrics(): Metrics {
@@ -139,16 +142,27 @@ export function createMetrics(): Metrics {
 
   const admissionRejections = new Counter({
     name: 'codemode_admission_rejections_total',
-    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions or batch_size.',
+    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions, batch_size, or a per-user limit (user_runs, user_sessions, user_executions_per_minute).',
     labelNames: ['limit'] as const,
     registers: [registry],
   });
   const runSlotsUsed = new Gauge({ name: 'codemode_admission_runs_executing', help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).', registers: [registry] });
   const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
+  const auditRecords = new Counter({
+    name: 'codemode_audit_records_total',
+    help: 'Audit records of session calls (finished SandboxRuns written after the reply), by result: written, or dropped (queue full while the API server was unreachable, refused, or shutdown).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const auditQueue = new Gauge({ name: 'codemode_audit_queue_length', help: 'Audit records of session calls waiting to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).', registers: [registry] });
 
   return {
     registry,
     sandboxCheck,
+    audit: {
+      result: (result): void => void auditRecords.inc({ result }),
+      queue: (length): void => void auditQueue.set(length),
+    },
     admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
     admissionLoad(load): void {
       runSlotsUsed.set(load.replicaActive);

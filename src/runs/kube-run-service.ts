@@ -12,6 +12,15 @@ import { SessionError, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from '../sessions/outcome.js';
 import { quotaExceeded, type RunSlots } from './run-slots.js';
 import type { Ticket } from './admission.js';
+import type { UserLimits } from './user-limits.js';
+import type { AuditWriter } from '../audit/writer.js';
+import { auditEntry } from '../audit/record.js';
+
+/** Optional collaborators: per-user limits and the audit writer for session calls. */
+export interface KubeRunServiceExtras {
+  limits?: UserLimits;
+  audit?: AuditWriter;
+}
 
 export interface KubeRunServiceOptions {
   namespace: string;
@@ -29,6 +38,7 @@ export class KubeRunService implements RunService {
     private readonly sessions?: SessionService,
     /** Back-pressure: a transient run needs a slot (waits in the queue, or is refused). */
     private readonly slots?: RunSlots,
+    private readonly extras: KubeRunServiceExtras = {},
   ) {}
 
   async execute(req: ExecuteRequest, options: ExecuteOptions = {}): Promise<RunOutcome> {
@@ -47,11 +57,22 @@ export class KubeRunService implements RunService {
         'Send smaller code: split the work into several calls or generate data inside the sandbox.',
       );
     }
+    const name = generateRunName();
+    // Per-user limits first: a refused call takes no run slot and leaves no object behind.
+    const endHold = this.extras.limits?.admit('run', name, req.owner);
+    try {
+      return await this.executeTransient(req, name, timeoutSeconds, options);
+    } finally {
+      endHold?.();
+    }
+  }
+
+  private async executeTransient(req: ExecuteRequest, name: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
       metadata: {
-        name: generateRunName(),
+        name,
         namespace: this.opts.namespace,
         labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(req.owner && { [LABEL_OWNER]: ownerLabelValue(req.owner.user) }) },
         annotations: { [ANNOTATION_EXECUTOR]: this.opts.identity },
@@ -126,8 +147,10 @@ export class KubeRunService implements RunService {
   }
 
   /**
-   * A call in a session goes straight to the session's interpreter: no SandboxRun is created (the
-   * session's status counts the calls), so the call costs no API write on its path.
+   * A call in a session goes straight to the session's interpreter: no SandboxRun is created before
+   * or during it, so the call costs no API write on its path. Its audit record (a finished
+   * SandboxRun with spec.session) is queued after the outcome is known and written in the
+   * background (src/audit).
    */
   private async executeInSession(req: ExecuteRequest, session: string, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
@@ -136,9 +159,17 @@ export class KubeRunService implements RunService {
     if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
       throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
     }
+    // The record's name is chosen now: the per-user rate counts this call under it until the
+    // record itself shows in the cache.
+    const recordName = generateRunName();
+    this.extras.limits?.admit('session_call', recordName, req.owner);
+    const started = Date.now();
     try {
       const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
-      return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
+      const outcome = sessionOutcome(r, this.opts.namespace, timeoutSeconds);
+      // Only queued here (no I/O): never delays or fails the call.
+      this.extras.audit?.record(auditEntry({ name: recordName, namespace: this.opts.namespace, session, ...(req.owner && { owner: req.owner }), language: req.language, timeoutSeconds, code: req.code, startedMs: started, endedMs: Date.now(), outcome }));
+      return outcome;
     } catch (err) {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);
       throw err;

@@ -49,6 +49,11 @@ export interface SessionServiceOptions {
   maxSessions?: number;
   /** Told of each create() refused for capacity (metrics). */
   onRefused?(limit: 'sessions'): void;
+  /**
+   * The per-user session limit (runs/user-limits.ts): throws the refusal, or holds the new name
+   * for its owner until the returned function is called.
+   */
+  admitSession?(name: string, owner: Owner | undefined): () => void;
 }
 
 export interface SessionInfo {
@@ -145,11 +150,13 @@ export class SessionService {
     }
     this.checkCapacity();
     const name = generateSessionName();
+    const endHold = this.opts.admitSession?.(name, owner);
     this.creating.add(name);
     try {
       return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner);
     } finally {
       this.creating.delete(name);
+      endHold?.();
     }
   }
 
