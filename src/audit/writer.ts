@@ -109,6 +109,11 @@ export class AuditWriter {
         // The API server is unreachable or overloaded: keep the entry first in line and pause all
         // writers; the queue bound decides what is dropped meanwhile.
         this.queue.unshift(entry);
+        // Back in line, the oldest stay: the bound holds for what came since (the newest go).
+        while (this.queue.length > this.opts.capacity) {
+          this.queue.pop();
+          this.drop(`the queue is full (CODEMODE_AUDIT_QUEUE_LENGTH=${this.opts.capacity}) while the API server is unreachable`);
+        }
         this.pause();
         this.log.debug({ err: apiErrorMessage(err) }, 'Failed to write an audit record; retrying');
         return;
