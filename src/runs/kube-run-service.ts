@@ -167,8 +167,14 @@ export class KubeRunService implements RunService {
     try {
       const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
       const outcome = sessionOutcome(r, this.opts.namespace, timeoutSeconds);
-      // Only queued here (no I/O): never delays or fails the call.
-      this.extras.audit?.record(auditEntry({ name: recordName, namespace: this.opts.namespace, session, ...(req.owner && { owner: req.owner }), language: req.language, timeoutSeconds, code: req.code, startedMs: started, endedMs: Date.now(), outcome }));
+      // After the reply (next turn of the event loop) and only queued (no I/O there either): the
+      // record never delays or fails the call.
+      const audit = this.extras.audit;
+      if (audit) {
+        const ended = Date.now();
+        const call = { name: recordName, namespace: this.opts.namespace, session, ...(req.owner && { owner: req.owner }), language: req.language, timeoutSeconds, code: req.code, startedMs: started, endedMs: ended, outcome };
+        setImmediate(() => audit.record(auditEntry(call)));
+      }
       return outcome;
     } catch (err) {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);

@@ -77,7 +77,16 @@ describe('per-user limits across two replicas', () => {
       expect(refused.isError).toBe(true);
       expect(text(refused)).toMatch(/refused for your per-user limit \(user_runs\): you have 2 of 2 runs executing across all gateway replicas \(CODEMODE_USER_MAX_RUNS\)[\s\S]*Retry in \d+ seconds/);
     }
-    expect(text(await ok(b1, 'execute_code', { code: 'print("bob runs")' }))).toContain('bob runs');
+    const bobs = await ok(b1, 'execute_code', { code: 'print("bob runs")' });
+    expect(text(bobs)).toContain('bob runs');
+    // A transient run is its own audit record: who, when, language, outcome, duration.
+    const name = String(bobs.structuredContent?.run);
+    await until(async () => (await listRuns()).some((r) => r.metadata.name === name && r.status?.completionTime !== undefined), 30_000, "bob's run recorded");
+    const record = (await listRuns()).find((r) => r.metadata.name === name);
+    expect(record?.spec).toMatchObject({ owner: { user: 'bob' }, language: 'python' });
+    expect(record?.status).toMatchObject({ phase: 'Succeeded', exitCode: 0 });
+    expect(record?.status?.startTime).toBeDefined();
+    expect(record?.status?.durationMs).toBeGreaterThanOrEqual(0);
     for (const r of await Promise.all(long)) expect(r.isError ?? false, text(r)).toBe(false);
   });
 
