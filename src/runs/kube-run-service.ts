@@ -58,16 +58,21 @@ export class KubeRunService implements RunService {
       );
     }
     const name = generateRunName();
+    let created = false;
     // Per-user limits first: a refused call takes no run slot and leaves no object behind.
-    const endHold = this.extras.limits?.admit('run', name, req.owner);
+    const hold = this.extras.limits?.admit('run', name, req.owner);
     try {
-      return await this.executeTransient(req, name, timeoutSeconds, options);
+      return await this.executeTransient(req, name, timeoutSeconds, options, () => (created = true));
+    } catch (err) {
+      // Refused for capacity or by the quota before anything was created: not an execution.
+      if (!created) hold?.cancel();
+      throw err;
     } finally {
-      endHold?.();
+      hold?.end();
     }
   }
 
-  private async executeTransient(req: ExecuteRequest, name: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
+  private async executeTransient(req: ExecuteRequest, name: string, timeoutSeconds: number, options: ExecuteOptions, onCreated: () => void): Promise<RunOutcome> {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -90,6 +95,7 @@ export class KubeRunService implements RunService {
     let run;
     try {
       run = await this.create(body);
+      onCreated();
     } catch (err) {
       ticket?.release();
       throw err;
@@ -162,7 +168,7 @@ export class KubeRunService implements RunService {
     // The record's name is chosen now: the per-user rate counts this call under it until the
     // record itself shows in the cache.
     const recordName = generateRunName();
-    this.extras.limits?.admit('session_call', recordName, req.owner);
+    const hold = this.extras.limits?.admit('session_call', recordName, req.owner);
     const started = Date.now();
     try {
       const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
@@ -177,6 +183,9 @@ export class KubeRunService implements RunService {
       }
       return outcome;
     } catch (err) {
+      // No such session, not ready, or its interpreter lost: the call left no outcome to record.
+      // (A call whose kernel was lost mid-way stays counted: it may have run.)
+      if (err instanceof SessionError && !/ was lost: /.test(err.message)) hold?.cancel();
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);
       throw err;
     }

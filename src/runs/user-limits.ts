@@ -139,6 +139,16 @@ export function userRefusal(action: UserAction, usage: UserUsage, caps: UserCaps
   return undefined;
 }
 
+/** What admit() holds for this replica until the caches show it. */
+export interface Hold {
+  /** The run finished or the session exists: the caches count it now. */
+  end(): void;
+  /** Nothing was started after all: forget it (it does not count for the rate either). */
+  cancel(): void;
+}
+
+const NO_HOLD: Hold = { end: () => undefined, cancel: () => undefined };
+
 export interface UserLimitsDeps {
   caps: UserCaps;
   namespace: string;
@@ -159,13 +169,14 @@ export class UserLimits {
 
   /**
    * Admits `action` named `name` (the run, the audit record of the session call, or the session)
-   * for `owner`, or throws the AdmissionError. The returned function ends the local hold of a run
-   * or a session being created (the cache shows it by then); the execution itself stays counted
-   * for the minute. Callers without an owner (no authentication wiring) are not limited.
+   * for `owner`, or throws the AdmissionError. end() ends the local hold of a run or of a session
+   * being created (the cache shows it by then); the execution itself stays counted for the minute
+   * unless cancel() says nothing was started (refused for capacity, no such session). Callers
+   * without an owner (no authentication wiring) are not limited.
    */
-  admit(action: UserAction, name: string, owner: Owner | undefined): () => void {
+  admit(action: UserAction, name: string, owner: Owner | undefined): Hold {
     const { caps } = this.d;
-    if (!owner || (caps.runs === 0 && caps.sessions === 0 && caps.executionsPerMinute === 0)) return () => undefined;
+    if (!owner || (caps.runs === 0 && caps.sessions === 0 && caps.executionsPerMinute === 0)) return NO_HOLD;
     const now = this.d.now?.() ?? Date.now();
     this.prune(now);
     const usage = userUsage(this.d.runs(this.d.namespace), this.d.sessions(this.d.namespace), this.local, owner.user, now);
@@ -180,10 +191,13 @@ export class UserLimits {
       ...(action === 'session' ? { creatingSession: caps.sessions > 0 } : caps.executionsPerMinute > 0 && { executedAtMs: now }),
     };
     if (entry.running || entry.creatingSession || entry.executedAtMs !== undefined) this.local.set(name, entry);
-    return () => {
-      entry.running = false;
-      entry.creatingSession = false;
-      if (entry.executedAtMs === undefined) this.local.delete(name);
+    return {
+      end: () => {
+        entry.running = false;
+        entry.creatingSession = false;
+        if (entry.executedAtMs === undefined) this.local.delete(name);
+      },
+      cancel: () => void this.local.delete(name),
     };
   }
 

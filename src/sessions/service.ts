@@ -53,7 +53,7 @@ export interface SessionServiceOptions {
    * The per-user session limit (runs/user-limits.ts): throws the refusal, or holds the new name
    * for its owner until the returned function is called.
    */
-  admitSession?(name: string, owner: Owner | undefined): () => void;
+  admitSession?(name: string, owner: Owner | undefined): { end(): void };
 }
 
 export interface SessionInfo {
@@ -156,7 +156,7 @@ export class SessionService {
       return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner);
     } finally {
       this.creating.delete(name);
-      endHold?.();
+      endHold?.end();
     }
   }
 

@@ -69,10 +69,12 @@ describe('UserLimits', () => {
     let now = NOW;
     const l = new UserLimits({ caps: { runs: 1, sessions: 0, executionsPerMinute: 2 }, namespace: 'n', runs: () => [], sessions: () => [], now: () => now });
     const alice = { user: 'alice' };
-    const end = l.admit('run', 'r1', alice);
+    const hold = l.admit('run', 'r1', alice);
     expect(() => l.admit('run', 'r2', alice)).toThrow(AdmissionError);
     expect(() => l.admit('run', 'x', { user: 'bob' })).not.toThrow();
-    end();
+    hold.end();
+    // A call refused for capacity after admission started nothing: it does not count.
+    l.admit('session_call', 'c0', alice).cancel();
     l.admit('session_call', 'c1', alice);
     expect(() => l.admit('session_call', 'c2', alice)).toThrow(/user_executions_per_minute/);
     now += 61_000;
