@@ -31,6 +31,11 @@ import { WarmPool } from './controller/warm-pool.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
+import { UserLimits } from './limits/user-limits.js';
+import { AuditWriter } from './audit/writer.js';
+
+/** On shutdown, queued audit records get this long to be written. */
+const AUDIT_FLUSH_MS = 5000;
 
 export interface Operator {
   identity: string;
@@ -205,6 +210,16 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     metrics,
     ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
   });
+  // Per-user limits, counted from the caches every replica shares (runs/user-limits.ts).
+  const userLimits = new UserLimits({
+    caps: { runs: config.userMaxRuns, sessions: config.userMaxSessions, executionsPerMinute: config.userMaxExecutionsPerMinute },
+    namespace: ns,
+    runs: (namespace) => runs.list(namespace),
+    sessions: (namespace) => sessions.list(namespace),
+    onRefused: (limit) => metrics?.admissionRejected(limit),
+  });
+  // Audit records of session calls, written after the reply (src/audit).
+  const audit = new AuditWriter(clients, { capacity: config.auditQueueLength, onResult: (r) => metrics?.audit.result(r), onQueue: (n) => metrics?.audit.queue(n) }, log.child({ component: 'audit' }));
   const sessionService = new SessionService(
     clients,
     sessions,
@@ -219,13 +234,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       adminGroups: config.adminGroups,
       maxSessions: config.maxSessions,
       onRefused: (limit) => metrics?.admissionRejected(limit),
+      admitSession: (name, owner) => userLimits.admit('session', name, owner),
     },
     log.child({ component: 'sessions' }),
     policies,
   );
   executor.setSessions(sessionService);
 
-  const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots);
+  const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots, { limits: userLimits, audit });
 
   return {
     identity,
@@ -273,6 +289,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionController.stop();
       slots.admission.close();
       await executor.drain();
+      // The calls have ended: their records get a few seconds to reach the API server.
+      await audit.stop(AUDIT_FLUSH_MS);
       kernels.closeAll();
       await runs.stop();
       await sessions.stop();

@@ -574,6 +574,46 @@ export const FIELDS = {
     },
     int(0, 100),
   ),
+  // --- Per-user limits and audit records (issue 9, audit part). 0 = unlimited. ---
+  userMaxRuns: field(
+    {
+      env: 'CODEMODE_USER_MAX_RUNS',
+      default: '0',
+      description:
+        'Transient runs one user (the authenticated owner) may have executing at once across all gateway replicas, counted from the SandboxRuns every replica watches; a call beyond it is refused with the count and when to retry. Applies to the admin groups too. 0: no per-user limit.',
+      allowed: 'an integer from 0 to 10000',
+    },
+    int(0, 10000),
+  ),
+  userMaxSessions: field(
+    {
+      env: 'CODEMODE_USER_MAX_SESSIONS',
+      default: '0',
+      description: 'Live SandboxSessions one user may own across all gateway replicas; create_session beyond it is refused. Applies to the admin groups too. 0: no per-user limit.',
+      allowed: 'an integer from 0 to 10000',
+    },
+    int(0, 10000),
+  ),
+  userMaxExecutionsPerMinute: field(
+    {
+      env: 'CODEMODE_USER_MAX_EXECUTIONS_PER_MINUTE',
+      default: '0',
+      description:
+        'Executions (execute_code calls, in sessions or not) one user may start in any 60 s across all gateway replicas, counted from the SandboxRuns and audit records created in the last minute (audit records show on other replicas after they are written, usually within a second). Applies to the admin groups too. 0: no per-user limit.',
+      allowed: 'an integer from 0 to 100000',
+    },
+    int(0, 100000),
+  ),
+  auditQueueLength: field(
+    {
+      env: 'CODEMODE_AUDIT_QUEUE_LENGTH',
+      default: '1000',
+      description:
+        'Audit records of session calls one replica holds waiting to be written (each call in a session is recorded as a finished SandboxRun after its reply); while the API server is unreachable the queue fills, and records beyond it are dropped, counted in codemode_audit_records_total{result="dropped"} and logged.',
+      allowed: 'an integer from 1 to 100000',
+    },
+    int(1, 100000),
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

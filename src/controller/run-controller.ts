@@ -21,7 +21,7 @@ import {
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { ControllerMetrics } from './metrics.js';
@@ -123,9 +123,12 @@ export class SandboxRunController {
     const run = parsed.run;
 
     const uid = run.metadata.uid ?? '';
+    const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
+    const auditRecord = executor === AUDIT_EXECUTOR;
     const decision = decideRun(run, {
       identity: this.d.opts.identity,
-      executor: run.metadata.annotations?.[ANNOTATION_EXECUTOR],
+      executor,
+      auditRecord,
       busyHere: this.d.executor.isBusy(uid),
       started: this.hasStarted(run),
       ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now, this.d.opts.maxTtlSecondsAfterFinished),
@@ -151,6 +154,9 @@ export class SandboxRunController {
         return;
       }
       case 'fail': {
+        // An audit record is never claimed (a claimed one would look executable): the
+        // resourceVersion of the cached copy lets only one replica close it.
+        if (auditRecord) return this.closeAuditRecord(run, decision.message, now);
         // Claim first, so only one replica writes the failure.
         const claimed = await this.claim(run);
         if (!claimed) return;
@@ -237,6 +243,26 @@ export class SandboxRunController {
       this.d.log.info({ sandboxrun: `${run.metadata.namespace}/${run.metadata.name}` }, 'Queued SandboxRun: no free run slot');
     } catch (err) {
       // Changed meanwhile (claimed, finished): the next reconcile sees the new state.
+      if (!isConflict(err) && !isNotFound(err)) throw err;
+    }
+  }
+
+  /** An audit record whose writer never wrote its outcome: Failed, so its TTL runs. */
+  private async closeAuditRecord(run: CachedRun, message: string, now: Date): Promise<void> {
+    const status = { phase: 'Failed', reason: Reasons.ExecFailed, message, completionTime: now.toISOString() };
+    try {
+      await this.d.clients.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: run.metadata.namespace ?? '',
+          plural: SANDBOXRUN_PLURAL,
+          name: run.metadata.name,
+          body: { metadata: { resourceVersion: run.metadata.resourceVersion }, status },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+    } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
     }
   }

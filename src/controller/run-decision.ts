@@ -32,6 +32,11 @@ export interface RunFacts {
   ttlRemainingMs: number | undefined;
   /** ms until the run's whole time budget is over (lostAfterMs). */
   lostAfterMs: number;
+  /**
+   * The run is an audit record of a session call that already happened (executor AUDIT_EXECUTOR):
+   * never executed or claimed, whatever its phase.
+   */
+  auditRecord?: boolean;
 }
 
 /** A run ours with a marker whose outcome never arrived is looked at again after this long. */
@@ -39,11 +44,16 @@ export const RECHECK_MS = 5_000;
 
 export const VANISHED_MESSAGE = 'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
 
+export const AUDIT_INCOMPLETE_MESSAGE = 'The gateway replica that recorded this session call stopped before it wrote the outcome; the call itself ran once, in its session.';
+
 export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDecision {
   if (isTerminalPhase(run.status?.phase)) {
     const remaining = f.ttlRemainingMs ?? 0;
     return remaining > 0 ? { kind: 'wait', afterMs: remaining } : { kind: 'delete' };
   }
+  // An audit record gets its terminal status right after it is created. If its writer died in
+  // between, it is closed as Failed once the call's budget is over (so its TTL can start).
+  if (f.auditRecord === true) return f.lostAfterMs > 0 ? { kind: 'wait', afterMs: f.lostAfterMs } : { kind: 'fail', message: AUDIT_INCOMPLETE_MESSAGE };
   if (f.busyHere) return { kind: 'wait' };
   // Unclaimed with a marker: someone removed the annotation of a run that may have started.
   if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };

@@ -9,7 +9,7 @@
 import { RunRequestError } from './refusal.js';
 
 /** The caps a refusal can name; a closed set (metric label `limit`). */
-export const ADMISSION_LIMITS = ['replica_runs', 'namespace_runs', 'sessions', 'batch_size'] as const;
+export const ADMISSION_LIMITS = ['replica_runs', 'namespace_runs', 'sessions', 'batch_size', 'user_runs', 'user_sessions', 'user_executions_per_minute'] as const;
 export type AdmissionLimit = (typeof ADMISSION_LIMITS)[number];
 
 export interface RunCaps {

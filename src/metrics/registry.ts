@@ -10,6 +10,7 @@ import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
 import { ADMISSION_LIMITS, type AdmissionLimit, type RunLoad } from '../limits/admission.js';
 import { serviceMetrics, type ServiceMetrics } from './service-metrics.js';
+import type { AuditResult } from '../audit/writer.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -25,6 +26,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   admissionRejected(limit: AdmissionLimit): void;
   /** This replica's run slots: executing and waiting. */
   admissionLoad(load: RunLoad): void;
+  /** Audit records of session calls: written or dropped (src/audit/writer.ts), and the queue. */
+  audit: { result(result: AuditResult): void; queue(length: number): void };
 }
 
 export function createMetrics(): Metrics {
@@ -135,12 +138,19 @@ export function createMetrics(): Metrics {
 
   const admissionRejections = new Counter({
     name: 'codemode_admission_rejections_total',
-    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions or batch_size.',
+    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions, batch_size, or a per-user limit (user_runs, user_sessions, user_executions_per_minute).',
     labelNames: ['limit'] as const,
     registers: [registry],
   });
   const runSlotsUsed = new Gauge({ name: 'codemode_admission_runs_executing', help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).', registers: [registry] });
   const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
+  const auditRecords = new Counter({
+    name: 'codemode_audit_records_total',
+    help: 'Audit records of session calls (finished SandboxRuns written after the reply), by result: written, or dropped (queue full while the API server was unreachable, refused, or shutdown).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const auditQueue = new Gauge({ name: 'codemode_audit_queue_length', help: 'Audit records of session calls waiting to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).', registers: [registry] });
 
   // Series of closed sets exist from the start (at 0): a rate or an alert then sees "none" as 0.
   runsTotal.inc({ phase: 'Succeeded', reason: 'Succeeded', runtime: 'python' }, 0);
@@ -155,6 +165,10 @@ export function createMetrics(): Metrics {
     registry,
     ...service,
     sandboxCheck,
+    audit: {
+      result: (result): void => void auditRecords.inc({ result }),
+      queue: (length): void => void auditQueue.set(length),
+    },
     admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
     admissionLoad(load): void {
       runSlotsUsed.set(load.replicaActive);

@@ -15,6 +15,15 @@ import { limitProblems } from '../limits/spec-limits.js';
 import { callInSession } from './session-call.js';
 import { quotaExceeded, type RunSlots } from '../limits/run-slots.js';
 import type { Ticket } from '../limits/admission.js';
+import type { UserLimits } from '../limits/user-limits.js';
+import type { AuditWriter } from '../audit/writer.js';
+import { auditEntry } from '../audit/record.js';
+
+/** Optional collaborators: per-user limits and the audit writer for session calls. */
+export interface KubeRunServiceExtras {
+  limits?: UserLimits;
+  audit?: AuditWriter;
+}
 
 export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
   /** This process's identity (the executor annotation on the runs it executes). */
@@ -31,6 +40,7 @@ export class KubeRunService implements RunService {
     private readonly sessions?: SessionService,
     /** Back-pressure: a transient run needs a slot (waits in the queue, or is refused). */
     private readonly slots?: RunSlots,
+    private readonly extras: KubeRunServiceExtras = {},
   ) {}
 
   async execute(req: ExecuteRequest, options: ExecuteOptions = {}): Promise<RunOutcome> {
@@ -41,11 +51,27 @@ export class KubeRunService implements RunService {
       throw new RunRequestError(problems.map((p) => `${sentence(p.problem)}.`).join(' '), problems.map((p) => `${sentence(p.hint)}.`).join(' '));
     }
     if (req.session !== undefined) return this.executeInSession(req, req.session, timeoutSeconds, options);
+    const name = generateRunName();
+    let created = false;
+    // Per-user limits first: a refused call takes no run slot and leaves no object behind.
+    const hold = this.extras.limits?.admit('run', name, req.owner);
+    try {
+      return await this.executeTransient(req, name, timeoutSeconds, options, () => (created = true));
+    } catch (err) {
+      // Refused for capacity or by the quota before anything was created: not an execution.
+      if (!created) hold?.cancel();
+      throw err;
+    } finally {
+      hold?.end();
+    }
+  }
+
+  private async executeTransient(req: ExecuteRequest, name: string, timeoutSeconds: number, options: ExecuteOptions, onCreated: () => void): Promise<RunOutcome> {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
       metadata: {
-        name: generateRunName(),
+        name,
         namespace: this.opts.namespace,
         labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(req.owner && { [LABEL_OWNER]: ownerLabelValue(req.owner.user) }) },
         annotations: { [ANNOTATION_EXECUTOR]: this.opts.identity },
@@ -63,6 +89,7 @@ export class KubeRunService implements RunService {
     let run;
     try {
       run = await this.create(body);
+      onCreated();
     } catch (err) {
       ticket?.release();
       throw err;
@@ -121,21 +148,40 @@ export class KubeRunService implements RunService {
 
   /**
    * A call in a session goes straight to the session's interpreter (session-call.ts): no SandboxRun
-   * is created (the session's status counts the calls), so the call costs no API write on its path.
+   * is created before or during it, so the call costs no API write on its path. Its audit record (a
+   * finished SandboxRun with spec.session) is queued after the outcome is known and written in the
+   * background (src/audit).
    */
   private async executeInSession(req: ExecuteRequest, session: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
-    const started = performance.now();
+    // The record's name is chosen now: the per-user rate counts this call under it until the
+    // record itself shows in the cache.
+    const recordName = generateRunName();
+    const hold = this.extras.limits?.admit('session_call', recordName, req.owner);
+    const started = Date.now();
     const call = await callInSession(
       this.sessions,
       this.opts.namespace,
       { session, code: req.code, timeoutSeconds, ...(req.language !== undefined && { language: req.language }), ...(req.stdin !== undefined && { stdin: req.stdin }), ...(req.owner && { owner: req.owner }) },
       options.onOutput,
     );
-    if (!call.ok) throw new RunRequestError(call.message, call.hint);
+    if (!call.ok) {
+      // No such session, not ready, or its interpreter lost: the call left no outcome to record.
+      // (A call whose kernel was lost mid-way stays counted: it may have run.)
+      if (call.stage === 'refused' || !/ was lost: /.test(call.message)) hold?.cancel();
+      throw new RunRequestError(call.message, call.hint);
+    }
     const { outcome } = call;
+    const ended = Date.now();
     this.opts.metrics?.output(outcome.stdoutBytes, outcome.stderrBytes);
-    this.opts.metrics?.sessionCall(call.runtime, outcome.phase, outcome.reason ?? Reasons.Succeeded, (performance.now() - started) / 1000);
+    this.opts.metrics?.sessionCall(call.runtime, outcome.phase, outcome.reason ?? Reasons.Succeeded, (ended - started) / 1000);
+    // After the reply (next turn of the event loop) and only queued (no I/O there either): the
+    // record never delays or fails the call.
+    const audit = this.extras.audit;
+    if (audit) {
+      const entry = { name: recordName, namespace: this.opts.namespace, session, ...(req.owner && { owner: req.owner }), language: req.language ?? call.runtime, timeoutSeconds, code: req.code, startedMs: started, endedMs: ended, outcome };
+      setImmediate(() => audit.record(auditEntry(entry)));
+    }
     return outcome;
   }
 }

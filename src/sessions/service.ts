@@ -43,6 +43,11 @@ export type SessionServiceOptions = Pick<Config, 'namespace' | 'outputCapChars' 
     readonly startupTimeoutSeconds: number;
     /** Told of each create() refused for capacity (metrics). */
     onRefused?(limit: 'sessions'): void;
+    /**
+     * The per-user session limit (src/limits/user-limits.ts): throws the refusal, or holds the new
+     * name for its owner until the returned function is called.
+     */
+    admitSession?(name: string, owner: Owner | undefined): { end(): void };
   };
 
 export interface SessionInfo {
@@ -168,11 +173,13 @@ export class SessionService {
     }
     this.checkCapacity();
     const name = generateSessionName();
+    const endHold = this.opts.admitSession?.(name, owner);
     this.creating.add(name);
     try {
       return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner);
     } finally {
       this.creating.delete(name);
+      endHold?.end();
     }
   }
 

@@ -72,6 +72,10 @@ describe('loadConfig defaults', () => {
       runQueueLength: 32,
       runQueueTimeoutSeconds: 30,
       maxBatchSize: 10,
+      userMaxRuns: 0,
+      userMaxSessions: 0,
+      userMaxExecutionsPerMinute: 0,
+      auditQueueLength: 1000,
     } satisfies Config);
   });
 
@@ -142,6 +146,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED', '604800', { maxTtlSecondsAfterFinished: 604800 }],
     ['CODEMODE_MAX_CONCURRENT_RUNS', '8', { maxConcurrentRuns: 8 }],
     ['CODEMODE_MAX_NAMESPACE_RUNS', '200', { maxNamespaceRuns: 200 }],
+    ['CODEMODE_USER_MAX_RUNS', '3', { userMaxRuns: 3 }],
+    ['CODEMODE_USER_MAX_EXECUTIONS_PER_MINUTE', '0', { userMaxExecutionsPerMinute: 0 }],
     ['CODEMODE_MAX_SESSIONS', '5', { maxSessions: 5 }],
     ['CODEMODE_RUN_QUEUE_LENGTH', '0', { runQueueLength: 0 }],
     ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '5', { runQueueTimeoutSeconds: 5 }],
@@ -154,7 +160,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(58);
+    expect(envs).toHaveLength(62);
   });
 });
 

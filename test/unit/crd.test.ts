@@ -115,6 +115,7 @@ describe('SandboxRun CRD', () => {
       ['Duration(ms)', 'integer', '.status.durationMs'],
       ['Reason', 'string', '.status.reason'],
       ['Pod', 'string', '.status.podName'],
+      ['Session', 'string', '.spec.session'],
       ['Age', 'date', '.metadata.creationTimestamp'],
     ]);
   });

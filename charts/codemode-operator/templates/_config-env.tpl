@@ -116,4 +116,12 @@
   value: {{ include "codemode.envValue" .Values.config.warmPoolMin }}
 - name: CODEMODE_WARM_POOL_MAX
   value: {{ include "codemode.envValue" .Values.config.warmPoolMax }}
+- name: CODEMODE_USER_MAX_RUNS
+  value: {{ include "codemode.envValue" .Values.config.userMaxRuns }}
+- name: CODEMODE_USER_MAX_SESSIONS
+  value: {{ include "codemode.envValue" .Values.config.userMaxSessions }}
+- name: CODEMODE_USER_MAX_EXECUTIONS_PER_MINUTE
+  value: {{ include "codemode.envValue" .Values.config.userMaxExecutionsPerMinute }}
+- name: CODEMODE_AUDIT_QUEUE_LENGTH
+  value: {{ include "codemode.envValue" .Values.config.auditQueueLength }}
 {{- end }}

@@ -197,6 +197,7 @@ export const SANDBOXRUN_PRINTER_COLUMNS: PrinterColumn[] = [
     priority: 1,
   },
   { name: 'Pod', type: 'string', jsonPath: '.status.podName', description: 'Sandbox pod.', priority: 1 },
+  { name: 'Session', type: 'string', jsonPath: '.spec.session', description: 'The session the code ran in (session calls and their audit records).', priority: 1 },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' },
 ];
 

@@ -28,5 +28,12 @@ export const LABEL_RUNTIME = 'codemode.dev/runtime';
  */
 export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';
 
+/**
+ * The executor value of an audit record: a SandboxRun that records a call already made in a
+ * session (src/audit). No replica identity looks like it (identities have no '/'), so no replica —
+ * not even one from before audit records existed — executes or claims it: it is history, not work.
+ */
+export const AUDIT_EXECUTOR = 'codemode.dev/audit-record';
+
 /** Name of the SandboxSession a pod belongs to (shortened like LABEL_RUN when too long). */
 export const LABEL_SESSION = 'codemode.dev/session';

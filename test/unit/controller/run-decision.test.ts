@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
-import { decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
+import { AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
+import { AUDIT_INCOMPLETE_MESSAGE, decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
 
 const run = (phase?: string): SandboxRun =>
   ({ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', metadata: { name: 'r', namespace: 'n', uid: 'u' }, spec: { language: 'python', code: '1', timeoutSeconds: 30 }, ...(phase && { status: { phase } }) }) as SandboxRun;
@@ -31,6 +32,32 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
         for (const busyHere of [false, true]) {
           const d = decideRun(run('Running'), facts({ executor, lostAfterMs, busyHere, started: true }));
           expect(['execute', 'claim']).not.toContain(d.kind);
+        }
+      }
+    }
+  });
+
+  // Audit records (src/audit) record session calls that already ran: executing one would run the
+  // call a second time, so no fact may lead there.
+  it.each([
+    ['terminal, TTL left', 'Succeeded', {}, { kind: 'wait', afterMs: 1000 }, { ttlRemainingMs: 1000 }],
+    ['terminal, TTL over', 'TimedOut', {}, { kind: 'delete' }, { ttlRemainingMs: -1 }],
+    ['status not written yet', undefined, {}, { kind: 'wait', afterMs: 60_000 }, {}],
+    ['status never written, budget over', undefined, { lostAfterMs: 0 }, { kind: 'fail', message: AUDIT_INCOMPLETE_MESSAGE }, {}],
+  ])('audit record: %s', (_n, phase, f, expected, extra) => {
+    expect(decideRun(run(phase), facts({ executor: AUDIT_EXECUTOR, auditRecord: true, ...f, ...extra }))).toMatchObject(expected);
+  });
+
+  it('never executes or claims an audit record, whatever the other facts say', () => {
+    for (const phase of [undefined, 'Pending', 'Running']) {
+      for (const executor of ['me', AUDIT_EXECUTOR, undefined]) {
+        for (const started of [false, true]) {
+          for (const lostAfterMs of [-1, 0, 60_000]) {
+            for (const busyHere of [false, true]) {
+              const d = decideRun(run(phase), facts({ identity: 'me', executor, started, lostAfterMs, busyHere, auditRecord: true }));
+              expect(['execute', 'claim']).not.toContain(d.kind);
+            }
+          }
         }
       }
     }

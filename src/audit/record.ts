@@ -1,0 +1,124 @@
+// The audit record of a call in a session: a SandboxRun created after the call, already finished.
+// Transient runs are their own record (their SandboxRun is created before they run); a session
+// call goes straight to the session's kernel, so it is recorded afterwards, off its path
+// (writer.ts). Pure builders; the record carries who, when, language, outcome and duration, the
+// first bytes of the code and sizes of the output — never the output itself.
+import { createHash } from 'node:crypto';
+import { API_VERSION, LABEL_OWNER, SANDBOXRUN_KIND, ownerLabelValue, type Language, type Owner, type RunPhase, type SandboxRunStatus } from '../api/v1alpha1/index.js';
+import { prefixWithinUtf8 } from '../api/v1alpha1/storage.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
+import { runLabelValue } from '../sandbox/names.js';
+
+/** spec.code of a record keeps this many bytes of the call's code: enough to recognise it, small to store. */
+export const AUDIT_CODE_MAX_BYTES = 1024;
+/** The whole code's size and SHA-256, so a record can be matched with code kept elsewhere. */
+export const ANNOTATION_CODE_BYTES = 'codemode.dev/code-bytes';
+export const ANNOTATION_CODE_SHA256 = 'codemode.dev/code-sha256';
+
+/** What a record keeps of a call's outcome (the run engine's RunOutcome has these fields). */
+export interface AuditOutcome {
+  phase: Extract<RunPhase, 'Succeeded' | 'Failed' | 'TimedOut'>;
+  reason?: string;
+  exitCode?: number;
+  durationMs?: number;
+  stdoutBytes: number;
+  stderrBytes: number;
+  truncated: boolean;
+}
+
+/** What the writer keeps of a call until it is written: bounded (the code is cut at enqueue time). */
+export interface AuditEntry {
+  name: string;
+  namespace: string;
+  session: string;
+  owner?: Owner;
+  language: Language;
+  timeoutSeconds: number;
+  codeHead: string;
+  codeBytes: number;
+  codeSha256: string;
+  startTime: string;
+  completionTime: string;
+  outcome: AuditOutcome;
+}
+
+export interface AuditCall {
+  name: string;
+  namespace: string;
+  session: string;
+  owner?: Owner;
+  language: Language;
+  timeoutSeconds: number;
+  code: string;
+  startedMs: number;
+  endedMs: number;
+  outcome: AuditOutcome;
+}
+
+/** The entry to keep for a finished call: the code cut to AUDIT_CODE_MAX_BYTES right away. */
+export function auditEntry(c: AuditCall): AuditEntry {
+  const o = c.outcome;
+  const head = prefixWithinUtf8(c.code, AUDIT_CODE_MAX_BYTES);
+  return {
+    name: c.name,
+    namespace: c.namespace,
+    session: c.session,
+    ...(c.owner && { owner: c.owner }),
+    language: c.language,
+    timeoutSeconds: c.timeoutSeconds,
+    // spec.code must not be empty; a code that is only cut-off bytes keeps one character.
+    codeHead: head === '' ? '#' : head,
+    codeBytes: Buffer.byteLength(c.code, 'utf8'),
+    codeSha256: createHash('sha256').update(c.code, 'utf8').digest('hex'),
+    startTime: new Date(c.startedMs).toISOString(),
+    completionTime: new Date(c.endedMs).toISOString(),
+    outcome: {
+      phase: o.phase,
+      truncated: o.truncated,
+      stdoutBytes: o.stdoutBytes,
+      stderrBytes: o.stderrBytes,
+      ...(o.reason !== undefined && { reason: o.reason }),
+      ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
+      ...(o.durationMs !== undefined && { durationMs: Math.max(0, Math.round(o.durationMs)) }),
+    },
+  };
+}
+
+/** The SandboxRun to create (the API server ignores status on create: auditStatus follows). */
+export function auditRunBody(e: AuditEntry, ttlSecondsAfterFinished?: number): object {
+  return {
+    apiVersion: API_VERSION,
+    kind: SANDBOXRUN_KIND,
+    metadata: {
+      name: e.name,
+      namespace: e.namespace,
+      labels: {
+        [LABEL_MANAGED_BY]: MANAGED_BY_VALUE,
+        [LABEL_SESSION]: runLabelValue(e.session),
+        ...(e.owner && { [LABEL_OWNER]: ownerLabelValue(e.owner.user) }),
+      },
+      annotations: {
+        // No replica executes or claims it (run-decision.ts): the call already ran.
+        [ANNOTATION_EXECUTOR]: AUDIT_EXECUTOR,
+        [ANNOTATION_CODE_BYTES]: String(e.codeBytes),
+        [ANNOTATION_CODE_SHA256]: e.codeSha256,
+      },
+    },
+    spec: {
+      ...(e.owner && { owner: e.owner }),
+      language: e.language,
+      code: e.codeHead,
+      timeoutSeconds: e.timeoutSeconds,
+      session: e.session,
+      ...(ttlSecondsAfterFinished !== undefined && { ttlSecondsAfterFinished }),
+    },
+  };
+}
+
+/**
+ * The record's terminal status. No message: a session call's message can quote the program's
+ * exception, and a record never carries what the program printed — only sizes.
+ */
+export function auditStatus(e: AuditEntry): SandboxRunStatus {
+  return { observedGeneration: 1, startTime: e.startTime, completionTime: e.completionTime, ...e.outcome };
+}

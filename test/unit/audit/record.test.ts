@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { parseSandboxRun } from '../../../src/api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
+import { AUDIT_CODE_MAX_BYTES, auditEntry, auditRunBody, auditStatus, type AuditCall } from '../../../src/audit/record.js';
+import { retryable } from '../../../src/audit/writer.js';
+import type { RunOutcome } from '../../../src/runs/types.js';
+
+const outcome: RunOutcome = { runName: '', session: 's1', namespace: 'n', phase: 'Failed', reason: 'Exception', message: 'ValueError: secret-value', stdout: 'printed secret', stderr: 'trace', truncated: false, stdoutBytes: 14, stderrBytes: 5, durationMs: 12.6 };
+const call = (code: string): AuditCall => ({ name: 'run-abc', namespace: 'n', session: 's1', owner: { user: 'alice', groups: ['dev'] }, language: 'python', timeoutSeconds: 30, code, startedMs: Date.parse('2026-11-23T12:00:00Z'), endedMs: Date.parse('2026-11-23T12:00:01Z'), outcome });
+
+describe('audit records of session calls', () => {
+  it('record who, when, language, outcome and duration — and no output', () => {
+    const e = auditEntry(call('x = 1'));
+    const body = auditRunBody(e, 600) as Record<string, unknown>;
+    const parsed = parseSandboxRun({ ...body, status: auditStatus(e) });
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    const r = parsed.run;
+    expect(r.spec).toMatchObject({ owner: { user: 'alice', groups: ['dev'] }, language: 'python', session: 's1', code: 'x = 1', ttlSecondsAfterFinished: 600 });
+    expect(r.metadata.labels).toMatchObject({ 'codemode.dev/owner': 'alice', 'codemode.dev/session': 's1' });
+    expect(r.metadata.annotations?.[ANNOTATION_EXECUTOR]).toBe(AUDIT_EXECUTOR);
+    expect(r.status).toMatchObject({ phase: 'Failed', reason: 'Exception', durationMs: 13, startTime: '2026-11-23T12:00:00.000Z', completionTime: '2026-11-23T12:00:01.000Z', stdoutBytes: 14 });
+    const text = JSON.stringify({ body, status: auditStatus(e) });
+    for (const secret of ['printed secret', 'secret-value', 'trace']) expect(text).not.toContain(secret);
+  });
+
+  it.each([
+    ['short code is kept whole', 'print(1)', 'print(1)'],
+    ['long code is cut at the byte bound, on a character boundary', 'é'.repeat(AUDIT_CODE_MAX_BYTES), 'é'.repeat(AUDIT_CODE_MAX_BYTES / 2)],
+  ])('%s', (_n, code, head) => {
+    const e = auditEntry(call(code));
+    expect(e.codeHead).toBe(head);
+    expect(e.codeBytes).toBe(Buffer.byteLength(code));
+    expect(e.codeSha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it.each([
+    [undefined, true],
+    [429, true],
+    [500, true],
+    [503, true],
+    [403, false],
+    [422, false],
+    [400, false],
+  ])('a write that failed with HTTP %s is retried: %s', (status, expected) => {
+    expect(retryable(status)).toBe(expected);
+  });
+});

@@ -1,0 +1,53 @@
+// The writer while the API server cannot be reached: a real client pointed at a closed port (no
+// fake API). record() must return at once, never throw, hold at most its capacity, and count what
+// it drops.
+import { createServer } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { auditEntry } from '../../../src/audit/record.js';
+import { AuditWriter, type AuditResult } from '../../../src/audit/writer.js';
+import { makeClients } from '../../../src/kube/clients.js';
+
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+const entry = (i: number) =>
+  auditEntry({ name: `run-${i}`, namespace: 'n', session: 's', owner: { user: 'alice' }, language: 'python', timeoutSeconds: 30, code: 'secret = 1', startedMs: 0, endedMs: 1, outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 0, stderrBytes: 0 } });
+
+describe('AuditWriter with the API server unreachable', () => {
+  it('queues up to its capacity, drops and counts the rest, never throws, and drops what is left on stop', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${await closedPort()}`, skipTLSVerify: true }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const results: AuditResult[] = [];
+    const lines: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) });
+    const writer = new AuditWriter(makeClients(kc), { capacity: 5, concurrency: 2, onResult: (r) => results.push(r) }, log);
+    const accepted = Array.from({ length: 20 }, (_, i) => writer.record(entry(i)));
+    // At most capacity waiting, plus the writes already in flight when the queue filled.
+    expect(accepted.filter(Boolean).length).toBeLessThanOrEqual(7);
+    expect(results.filter((r) => r === 'dropped').length).toBeGreaterThanOrEqual(13);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(writer.length).toBeLessThanOrEqual(5);
+    await writer.stop(100);
+    expect(writer.length).toBe(0);
+    // A write still in flight at stop is dropped when it fails.
+    for (let i = 0; i < 100 && results.length < 20; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(results).not.toContain('written');
+    expect(results).toHaveLength(20);
+    expect(writer.record(entry(99))).toBe(false);
+    // Logged with counts only: never the code.
+    expect(lines.join('')).toContain('Dropped audit records of session calls');
+    expect(lines.join('')).not.toContain('secret');
+  });
+});
