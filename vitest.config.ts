@@ -3,8 +3,7 @@ import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 // e2e tests talk to the local test cluster unless KUBECONFIG points elsewhere.
-const kubeconfig =
-  process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
+const kubeconfig = process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
 // Projects: `unit` is pure logic (no cluster); `integration` drives the controllers' reconcile
 // against the real API server (API objects only, no pod ever runs: files may run side by side);

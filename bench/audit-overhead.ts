@@ -20,7 +20,9 @@ try {
       extras.audit = on ? writer : undefined;
       const level = await executeCodeThroughput(op.url, clients, seconds * 1000, sessions);
       const cpu = process.cpuUsage();
-      console.log(`audit ${on ? 'on ' : 'off'}: ${level.runsPerSecond} calls/s, median ${level.latencyMs.median} ms, p95 ${level.latencyMs.p95} ms, errors ${level.errors} (process CPU so far ${Math.round((cpu.user + cpu.system) / 1000)} ms)`);
+      console.log(
+        `audit ${on ? 'on ' : 'off'}: ${level.runsPerSecond} calls/s, median ${level.latencyMs.median} ms, p95 ${level.latencyMs.p95} ms, errors ${level.errors} (process CPU so far ${Math.round((cpu.user + cpu.system) / 1000)} ms)`,
+      );
     }
   }
 } finally {

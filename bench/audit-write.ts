@@ -34,7 +34,16 @@ async function phase(ns: string, rate: number, seconds: number): Promise<string>
   let written = 0;
   let dropped = 0;
   let maxQueue = 0;
-  const writer = new AuditWriter(clients, { capacity: 100_000, concurrency: Number(process.env.AUDIT_CONCURRENCY ?? 4), onResult: (r) => (r === 'written' ? written++ : dropped++), onQueue: (n) => (maxQueue = Math.max(maxQueue, n)) }, pino({ level: 'silent' }));
+  const writer = new AuditWriter(
+    clients,
+    {
+      capacity: 100_000,
+      concurrency: Number(process.env.AUDIT_CONCURRENCY ?? 4),
+      onResult: (r) => (r === 'written' ? written++ : dropped++),
+      onQueue: (n) => (maxQueue = Math.max(maxQueue, n)),
+    },
+    pino({ level: 'silent' }),
+  );
   const total = rate * seconds;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -63,19 +72,23 @@ async function phase(ns: string, rate: number, seconds: number): Promise<string>
   return [
     `rate ${rate}/s for ${seconds} s: ${written} written, ${dropped} dropped`,
     `  fed in ${fedS.toFixed(1)} s, all written after ${doneS.toFixed(1)} s (${(written / doneS).toFixed(0)} records/s), largest backlog ${maxQueue}`,
-    `  gateway CPU ${(((cpu.user + cpu.system) / 1000) / written).toFixed(2)} ms per record; record() on the call path ${((recordMs / total) * 1000).toFixed(1)} µs per call`,
+    `  gateway CPU ${((cpu.user + cpu.system) / 1000 / written).toFixed(2)} ms per record; record() on the call path ${((recordMs / total) * 1000).toFixed(1)} µs per call`,
   ].join('\n');
 }
 
 async function main(): Promise<void> {
-  const phases = (process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['20:10', '100:10', '300:5']).map((p) => p.split(':').map(Number) as [number, number]);
+  const phases = (process.argv.slice(2).length > 0 ? process.argv.slice(2) : ['20:10', '100:10', '300:5']).map(
+    (p) => p.split(':').map(Number) as [number, number],
+  );
   const ns = await createNamespace(k, 'bench-audit');
   try {
     const e = entry(ns);
     const bytes = Buffer.byteLength(JSON.stringify({ ...(auditRunBody(e, 3600) as object), status: auditStatus(e) }));
     console.log(`record: ${bytes} bytes of JSON before the API server's metadata (code ${CODE.length} bytes)`);
     for (const [rate, seconds] of phases) console.log(await phase(ns, rate, seconds));
-    const list = (await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, limit: 1 })) as { items: unknown[] };
+    const list = (await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, limit: 1 })) as {
+      items: unknown[];
+    };
     console.log(`stored object (as served): ${Buffer.byteLength(JSON.stringify(list.items[0]))} bytes`);
   } finally {
     await deleteNamespace(k, ns);

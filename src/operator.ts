@@ -54,7 +54,12 @@ export interface Operator {
 }
 
 /** What the gateway serves from `operator`: its run and session services and the gateway settings. */
-export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>): GatewayDeps {
+export function gatewayDeps(
+  operator: Operator,
+  config: Config,
+  logger: Logger,
+  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>,
+): GatewayDeps {
   return {
     runService: operator.runService,
     sessions: operator.sessionService,
@@ -107,9 +112,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXRUN_PLURAL}`,
     (cont) =>
-      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, limit: LIST_PAGE_SIZE, _continue: cont }) as Promise<
-        KubernetesListObject<KubernetesObject>
-      >,
+      clients.custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        limit: LIST_PAGE_SIZE,
+        _continue: cont,
+      }) as Promise<KubernetesListObject<KubernetesObject>>,
     log.child({ informer: 'sandboxruns' }),
     // Code, stdin and outputs stay in the API server: the controller does not need them cached.
     { transform: stripRun },
@@ -121,7 +131,12 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log.child({ informer: 'pods' }),
     { labelSelector: podSelector() },
   );
-  const policies = new NetworkPolicyGuard(clients, ns, log.child({ controller: 'networkpolicy' }), metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') });
+  const policies = new NetworkPolicyGuard(
+    clients,
+    ns,
+    log.child({ controller: 'networkpolicy' }),
+    metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') },
+  );
   const events = new EventRecorder(clients.events, identity, log);
   const podWatcher = new PodWatcher(pods);
   const runtimeDir = findRuntimeDir();
@@ -154,9 +169,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXSESSION_PLURAL}`,
     (cont) =>
-      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, limit: LIST_PAGE_SIZE, _continue: cont }) as Promise<
-        KubernetesListObject<KubernetesObject>
-      >,
+      clients.custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXSESSION_PLURAL,
+        limit: LIST_PAGE_SIZE,
+        _continue: cont,
+      }) as Promise<KubernetesListObject<KubernetesObject>>,
     log.child({ informer: 'sandboxsessions' }),
   );
   const runtimeFiles = options.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
@@ -182,7 +202,12 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     },
   });
   metrics?.watchPool(() => pool.readyPods().length);
-  metrics?.watchSessions(() => sessions.list(ns).filter((s) => !s.metadata?.deletionTimestamp).map((s) => (s as { status?: { phase?: string } }).status?.phase));
+  metrics?.watchSessions(() =>
+    sessions
+      .list(ns)
+      .filter((s) => !s.metadata?.deletionTimestamp)
+      .map((s) => (s as { status?: { phase?: string } }).status?.phase),
+  );
   const poolController = new PoolController({
     pool,
     pods,
@@ -219,7 +244,11 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     onRefused: (limit) => metrics?.admissionRejected(limit),
   });
   // Audit records of session calls, written after the reply (src/audit).
-  const audit = new AuditWriter(clients, { capacity: config.auditQueueLength, onResult: (r) => metrics?.audit.result(r), onQueue: (n) => metrics?.audit.queue(n) }, log.child({ component: 'audit' }));
+  const audit = new AuditWriter(
+    clients,
+    { capacity: config.auditQueueLength, onResult: (r) => metrics?.audit.result(r), onQueue: (n) => metrics?.audit.queue(n) },
+    log.child({ component: 'audit' }),
+  );
   const sessionService = new SessionService(
     clients,
     sessions,
@@ -241,7 +270,10 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   executor.setSessions(sessionService);
 
-  const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots, { limits: userLimits, audit });
+  const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots, {
+    limits: userLimits,
+    audit,
+  });
 
   return {
     identity,

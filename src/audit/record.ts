@@ -4,7 +4,16 @@
 // (writer.ts). Pure builders; the record carries who, when, language, outcome and duration, the
 // first bytes of the code and sizes of the output — never the output itself.
 import { createHash } from 'node:crypto';
-import { API_VERSION, LABEL_OWNER, SANDBOXRUN_KIND, ownerLabelValue, type Language, type Owner, type RunPhase, type SandboxRunStatus } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  LABEL_OWNER,
+  SANDBOXRUN_KIND,
+  ownerLabelValue,
+  type Language,
+  type Owner,
+  type RunPhase,
+  type SandboxRunStatus,
+} from '../api/v1alpha1/index.js';
 import { prefixWithinUtf8 } from '../api/v1alpha1/storage.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import { runLabelValue } from '../sandbox/names.js';

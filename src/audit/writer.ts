@@ -135,7 +135,13 @@ export class AuditWriter {
 
   private async create(e: AuditEntry): Promise<void> {
     try {
-      await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: e.namespace, plural: SANDBOXRUN_PLURAL, body: auditRunBody(e, this.opts.ttlSecondsAfterFinished) });
+      await this.clients.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: e.namespace,
+        plural: SANDBOXRUN_PLURAL,
+        body: auditRunBody(e, this.opts.ttlSecondsAfterFinished),
+      });
     } catch (err) {
       // Created by an earlier attempt whose answer was lost: the name is the record's own.
       if (statusOf(err) !== 409) throw err;

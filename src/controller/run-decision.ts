@@ -42,9 +42,11 @@ export interface RunFacts {
 /** A run ours with a marker whose outcome never arrived is looked at again after this long. */
 export const RECHECK_MS = 5_000;
 
-export const VANISHED_MESSAGE = 'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
+export const VANISHED_MESSAGE =
+  'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
 
-export const AUDIT_INCOMPLETE_MESSAGE = 'The gateway replica that recorded this session call stopped before it wrote the outcome; the call itself ran once, in its session.';
+export const AUDIT_INCOMPLETE_MESSAGE =
+  'The gateway replica that recorded this session call stopped before it wrote the outcome; the call itself ran once, in its session.';
 
 export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDecision {
   if (isTerminalPhase(run.status?.phase)) {
@@ -69,7 +71,12 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
  * Milliseconds until a finished run should be deleted (≤ 0: now). The administrator's maximum
  * shortens a longer spec.ttlSecondsAfterFinished, so storage is freed whatever a creator asks.
  */
-export function ttlRemainingMs(run: { spec: { ttlSecondsAfterFinished?: number }; status?: { completionTime?: string } }, defaultTtlSeconds: number, now: Date, maxTtlSeconds = Infinity): number | undefined {
+export function ttlRemainingMs(
+  run: { spec: { ttlSecondsAfterFinished?: number }; status?: { completionTime?: string } },
+  defaultTtlSeconds: number,
+  now: Date,
+  maxTtlSeconds = Infinity,
+): number | undefined {
   const done = run.status?.completionTime;
   if (!done) return undefined;
   const ttl = Math.min(run.spec.ttlSecondsAfterFinished ?? defaultTtlSeconds, maxTtlSeconds);
@@ -80,7 +87,11 @@ export function ttlRemainingMs(run: { spec: { ttlSecondsAfterFinished?: number }
  * How long a run may stay non-terminal before any replica may declare it lost (its executor
  * crashed): pod start-up allowance + the run's timeout + a margin. Pure time math.
  */
-export function lostAfterMs(run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } }, podStartupTimeoutSeconds: number, now: Date): number {
+export function lostAfterMs(
+  run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } },
+  podStartupTimeoutSeconds: number,
+  now: Date,
+): number {
   const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
   const budget = (podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60) * 1000;
   return created + budget - now.getTime();

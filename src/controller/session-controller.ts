@@ -155,12 +155,24 @@ export class SandboxSessionController {
       // Events tell transitions: a later write to a session already Lost or Failed (a spec edit, a
       // status from an older version) must not report the failure again.
       if ((next.phase === 'Lost' || next.phase === 'Failed') && session.status?.phase !== next.phase) {
-        this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
+        this.d.events.record(
+          { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+          'Warning',
+          next.reason ?? 'Failed',
+          'Start',
+          next.message ?? '',
+        );
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
         // A pod of its own: creation → Ready as the kubelet reports it (a claim is timed by the pool).
         const coldSeconds = pod && !isPoolPod(pod) ? readySeconds(pod) : undefined;
         if (coldSeconds !== undefined) this.d.metrics?.podStarted('cold', coldSeconds);
-        this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', SessionReasons.KernelReady, 'Start', `The ${session.spec.language} interpreter is ready in pod ${podName}.`);
+        this.d.events.record(
+          { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+          'Normal',
+          SessionReasons.KernelReady,
+          'Start',
+          `The ${session.spec.language} interpreter is ready in pod ${podName}.`,
+        );
       }
     }
     if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, podName);
@@ -171,8 +183,10 @@ export class SandboxSessionController {
   private checkLimits(s: SandboxSession): string | undefined {
     const { opts } = this.d;
     const problems: string[] = [];
-    if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds) problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
-    if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds) problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
+    if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds)
+      problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
+    if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds)
+      problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
     return problems.length ? `Invalid SandboxSession: ${problems.join('; ')}.` : undefined;
   }
 
@@ -180,7 +194,14 @@ export class SandboxSessionController {
     const { opts, pool } = this.d;
     const language = kernelLanguage(session.spec.language);
     if (!pool?.enabled || language !== POOL_LANGUAGE) return undefined;
-    const owner = { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name: session.metadata.name, uid: session.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
+    const owner = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXSESSION_KIND,
+      name: session.metadata.name,
+      uid: session.metadata.uid ?? '',
+      controller: true,
+      blockOwnerDeletion: true,
+    };
     const lifetime = session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds;
     return pool.claim(owner, { [LABEL_SESSION]: runLabelValue(session.metadata.name) }, lifetime + 60);
   }
@@ -194,7 +215,10 @@ export class SandboxSessionController {
     const body = buildSessionPod(
       session,
       // Backstop: the pod cannot outlive the session's maximum lifetime.
-      sandboxPodOptions(opts, { image: opts.images[language], activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60 }),
+      sandboxPodOptions(opts, {
+        image: opts.images[language],
+        activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60,
+      }),
       kernelCommand(language),
       this.d.runtime.volume,
     );
@@ -219,7 +243,13 @@ export class SandboxSessionController {
     }
     const reason = cause === 'idle' ? SessionReasons.IdleTimeout : SessionReasons.LifetimeExceeded;
     const why = cause === 'idle' ? `idle for ${session.spec.idleTimeoutSeconds}s` : 'past its maximum lifetime';
-    this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', reason, 'Delete', `Deleted the session: ${why}.`);
+    this.d.events.record(
+      { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+      'Normal',
+      reason,
+      'Delete',
+      `Deleted the session: ${why}.`,
+    );
     this.d.metrics?.sessionCollected(cause);
     this.d.log.info({ sandboxsession: `${ns}/${name}`, cause }, 'Deleted idle SandboxSession');
   }
@@ -244,7 +274,12 @@ export class SandboxSessionController {
           namespace,
           plural: SANDBOXSESSION_PLURAL,
           name,
-          body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) }, status: controllerOwned(status) },
+          body: {
+            apiVersion: API_VERSION,
+            kind: SANDBOXSESSION_KIND,
+            metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) },
+            status: controllerOwned(status),
+          },
           fieldManager: CONTROLLER_FIELD_MANAGER,
           force: true,
         },

@@ -9,7 +9,15 @@
 import { RunRequestError } from './refusal.js';
 
 /** The caps a refusal can name; a closed set (metric label `limit`). */
-export const ADMISSION_LIMITS = ['replica_runs', 'namespace_runs', 'sessions', 'batch_size', 'user_runs', 'user_sessions', 'user_executions_per_minute'] as const;
+export const ADMISSION_LIMITS = [
+  'replica_runs',
+  'namespace_runs',
+  'sessions',
+  'batch_size',
+  'user_runs',
+  'user_sessions',
+  'user_executions_per_minute',
+] as const;
 export type AdmissionLimit = (typeof ADMISSION_LIMITS)[number];
 
 export interface RunCaps {
@@ -103,7 +111,14 @@ export class AdmissionError extends RunRequestError {
   }
 }
 
-export function runRefusal(load: RunLoad, caps: RunCaps, limit: AdmissionLimit, cause: RefusalCause, namespace: string, meanRunSeconds: number): AdmissionError {
+export function runRefusal(
+  load: RunLoad,
+  caps: RunCaps,
+  limit: AdmissionLimit,
+  cause: RefusalCause,
+  namespace: string,
+  meanRunSeconds: number,
+): AdmissionError {
   const retry = retryAfterSeconds(load, caps, limit, meanRunSeconds);
   return new AdmissionError(
     limit,

@@ -22,18 +22,30 @@ export interface LimitProblem {
 export function limitProblems(req: LimitRequest, limits: SpecLimits): LimitProblem[] {
   const problems: LimitProblem[] = [];
   if (req.timeoutSeconds > limits.maxTimeoutSeconds) {
-    problems.push({ field: 'spec.timeoutSeconds', problem: `timeout ${req.timeoutSeconds}s is above the maximum of ${limits.maxTimeoutSeconds}s`, hint: `use a timeout of at most ${limits.maxTimeoutSeconds} seconds, or split the work into shorter runs` });
+    problems.push({
+      field: 'spec.timeoutSeconds',
+      problem: `timeout ${req.timeoutSeconds}s is above the maximum of ${limits.maxTimeoutSeconds}s`,
+      hint: `use a timeout of at most ${limits.maxTimeoutSeconds} seconds, or split the work into shorter runs`,
+    });
   }
   const bytes = Buffer.byteLength(req.code, 'utf8');
   if (bytes > limits.maxCodeBytes) {
-    problems.push({ field: 'spec.code', problem: `the code is ${bytes} bytes, above the maximum of ${limits.maxCodeBytes}`, hint: 'send smaller code: split the work into several calls or generate data inside the sandbox' });
+    problems.push({
+      field: 'spec.code',
+      problem: `the code is ${bytes} bytes, above the maximum of ${limits.maxCodeBytes}`,
+      hint: 'send smaller code: split the work into several calls or generate data inside the sandbox',
+    });
   }
   const { cpu, memory } = req.resources ?? {};
   if (cpu && parseQuantity(cpu) > parseQuantity(limits.maxCpu)) {
     problems.push({ field: 'spec.resources.cpu', problem: `cpu ${cpu} is above the maximum of ${limits.maxCpu}`, hint: `ask for at most ${limits.maxCpu}` });
   }
   if (memory && parseQuantity(memory) > parseQuantity(limits.maxMemory)) {
-    problems.push({ field: 'spec.resources.memory', problem: `memory ${memory} is above the maximum of ${limits.maxMemory}`, hint: `ask for at most ${limits.maxMemory}` });
+    problems.push({
+      field: 'spec.resources.memory',
+      problem: `memory ${memory} is above the maximum of ${limits.maxMemory}`,
+      hint: `ask for at most ${limits.maxMemory}`,
+    });
   }
   return problems;
 }

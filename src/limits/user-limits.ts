@@ -43,7 +43,10 @@ export interface LocalUse {
   creatingSession?: boolean;
 }
 
-type Obj = KubernetesObject & { spec?: { owner?: { user?: unknown }; session?: unknown; timeoutSeconds?: unknown }; status?: { phase?: unknown; startTime?: unknown; expiresAt?: unknown } };
+type Obj = KubernetesObject & {
+  spec?: { owner?: { user?: unknown }; session?: unknown; timeoutSeconds?: unknown };
+  status?: { phase?: unknown; startTime?: unknown; expiresAt?: unknown };
+};
 
 const TERMINAL = new Set(['Succeeded', 'Failed', 'TimedOut']);
 
@@ -55,7 +58,13 @@ const secondsUntil = (ms: number, nowMs: number): number => Math.max(0, (ms - no
 const soonest = (xs: number[]): number | undefined => (xs.length > 0 ? Math.min(...xs) : undefined);
 
 /** Pure: the user's usage from the caches (`runs`, `sessions`) and this replica's `local` entries. */
-export function userUsage(runs: readonly KubernetesObject[], sessions: readonly KubernetesObject[], local: ReadonlyMap<string, LocalUse>, user: string, nowMs: number): UserUsage {
+export function userUsage(
+  runs: readonly KubernetesObject[],
+  sessions: readonly KubernetesObject[],
+  local: ReadonlyMap<string, LocalUse>,
+  user: string,
+  nowMs: number,
+): UserUsage {
   const label = ownerLabelValue(user);
   const running = new Set<string>();
   const executed = new Map<string, number>();

@@ -67,8 +67,18 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
   const wqDepth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue.', labelNames: ['name'] as const, registers: [registry] });
-  const wqAdds = new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames: ['name'] as const, registers: [registry] });
-  const wqRetries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'] as const, registers: [registry] });
+  const wqAdds = new Counter({
+    name: 'workqueue_adds_total',
+    help: 'Total number of adds handled by workqueue.',
+    labelNames: ['name'] as const,
+    registers: [registry],
+  });
+  const wqRetries = new Counter({
+    name: 'workqueue_retries_total',
+    help: 'Total number of retries handled by workqueue.',
+    labelNames: ['name'] as const,
+    registers: [registry],
+  });
   const wqQueue = new Histogram({
     name: 'workqueue_queue_duration_seconds',
     help: 'How long in seconds an item stays in workqueue before being requested.',
@@ -142,15 +152,27 @@ export function createMetrics(): Metrics {
     labelNames: ['limit'] as const,
     registers: [registry],
   });
-  const runSlotsUsed = new Gauge({ name: 'codemode_admission_runs_executing', help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).', registers: [registry] });
-  const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
+  const runSlotsUsed = new Gauge({
+    name: 'codemode_admission_runs_executing',
+    help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).',
+    registers: [registry],
+  });
+  const runSlotsWaiting = new Gauge({
+    name: 'codemode_admission_runs_waiting',
+    help: 'execute_code calls waiting for a run slot on this replica.',
+    registers: [registry],
+  });
   const auditRecords = new Counter({
     name: 'codemode_audit_records_total',
     help: 'Audit records of session calls (finished SandboxRuns written after the reply), by result: written, or dropped (queue full while the API server was unreachable, refused, or shutdown).',
     labelNames: ['result'] as const,
     registers: [registry],
   });
-  const auditQueue = new Gauge({ name: 'codemode_audit_queue_length', help: 'Audit records of session calls waiting to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).', registers: [registry] });
+  const auditQueue = new Gauge({
+    name: 'codemode_audit_queue_length',
+    help: 'Audit records of session calls waiting to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).',
+    registers: [registry],
+  });
 
   // Series of closed sets exist from the start (at 0): a rate or an alert then sees "none" as 0.
   runsTotal.inc({ phase: 'Succeeded', reason: 'Succeeded', runtime: 'python' }, 0);

@@ -212,8 +212,19 @@ export class RunExecutor {
     const { opts } = this.d;
     const runtime = normalizeLanguage(run.spec.language);
     if (!this.pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
-    const owner = { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name: run.metadata.name, uid: run.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
-    const pod = await this.pool.claim(owner, { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime }, opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60);
+    const owner = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      name: run.metadata.name,
+      uid: run.metadata.uid ?? '',
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+    const pod = await this.pool.claim(
+      owner,
+      { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime },
+      opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+    );
     return pod?.metadata?.name;
   }
 
@@ -222,7 +233,16 @@ export class RunExecutor {
    * status write, the pod's deletion and the Events go on in the background (drain() waits),
    * so the caller's reply does not wait for them.
    */
-  private async executeInPod(run: SandboxRun, ns: string, podName: string, runtime: Runtime, output: EventEmitter, log: Logger, started: number, via: 'runner' | 'kernel'): Promise<RunOutcome> {
+  private async executeInPod(
+    run: SandboxRun,
+    ns: string,
+    podName: string,
+    runtime: Runtime,
+    output: EventEmitter,
+    log: Logger,
+    started: number,
+    via: 'runner' | 'kernel',
+  ): Promise<RunOutcome> {
     const startTime = new Date();
     let finished = false;
     let runningWrite: Promise<void> = Promise.resolve();
@@ -231,10 +251,17 @@ export class RunExecutor {
     const runningTimer = setTimeout(() => {
       if (finished) return;
       runningWrite = this.record.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
-      this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Normal', 'Started', 'Execute', `Executing ${runtime} code in pod ${podName}.`);
+      this.d.events.record(
+        { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+        'Normal',
+        'Started',
+        'Execute',
+        `Executing ${runtime} code in pod ${podName}.`,
+      );
     }, RUNNING_WRITE_DELAY_MS);
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
-    const executed = via === 'kernel' ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput) : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
+    const executed =
+      via === 'kernel' ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput) : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
@@ -283,13 +310,33 @@ export class RunExecutor {
     const call = await callInSession(
       this.sessions,
       ns,
-      { session, code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, language: run.spec.language, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }), ...(run.spec.owner && { owner: run.spec.owner }) },
+      {
+        session,
+        code: run.spec.code,
+        timeoutSeconds: run.spec.timeoutSeconds,
+        language: run.spec.language,
+        ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
+        ...(run.spec.owner && { owner: run.spec.owner }),
+      },
       (chunk) => output.emit('chunk', chunk),
     );
     if (!call.ok) return this.finishEarly(run, call.stage === 'refused' ? Reasons.InvalidSpec : Reasons.KernelLost, `${call.message} ${call.hint}`, log);
     const o = call.outcome;
-    const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };
-    const status = this.record.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
+    const c: Classification = {
+      phase: o.phase,
+      reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'],
+      message: o.message ?? 'The code ran to completion.',
+      ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
+    };
+    const status = this.record.fit(
+      run,
+      completedStatus(
+        run,
+        c,
+        { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated },
+        { start: startTime, end: new Date() },
+      ),
+    );
     await this.record.patchStatus(run, status, log);
     this.record.recordOutcome(run, c);
     this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
@@ -297,7 +344,11 @@ export class RunExecutor {
     return { ...this.record.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
   }
 
-  private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
+  private async createPod(
+    run: SandboxRun,
+    podName: string,
+    log: Logger,
+  ): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
     const { opts } = this.d;
     const ns = this.record.namespaceOf(run);
     const runtime = normalizeLanguage(run.spec.language);
@@ -317,7 +368,13 @@ export class RunExecutor {
     } catch (err) {
       // The namespace's ResourceQuota (deploy/) is the backstop behind the run caps: say so.
       const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
-      if (quota) return { failure: { reason: Reasons.QuotaExceeded, message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.` } };
+      if (quota)
+        return {
+          failure: {
+            reason: Reasons.QuotaExceeded,
+            message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.`,
+          },
+        };
       if (statusOf(err) !== 409) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
       // Deterministic name: it exists already. Adopt it only if it is ours.
       const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });

@@ -106,7 +106,13 @@ export class InPodExecution {
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
       const r = await conn.run(
-        { language: runtime, code: run.spec.code, timeoutMs: run.spec.timeoutSeconds * 1000, capChars: this.d.outputCapChars, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) },
+        {
+          language: runtime,
+          code: run.spec.code,
+          timeoutMs: run.spec.timeoutSeconds * 1000,
+          capChars: this.d.outputCapChars,
+          ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
+        },
         onOutput,
       );
       const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
@@ -133,7 +139,16 @@ export class InPodExecution {
       // ends it that way too, and the pod's status says so.
       const verdict = await this.podVerdict(ns, podName);
       return {
-        facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName), ...(verdict !== undefined && { podFailure: verdict }) },
+        facts: {
+          exitCode: undefined,
+          timedOut: false,
+          oomKilled: false,
+          runnerReported: false,
+          execError: err.message,
+          watchdogFired: false,
+          podGone: this.podGone(ns, podName),
+          ...(verdict !== undefined && { podFailure: verdict }),
+        },
         captured: NOTHING_CAPTURED,
       };
     } finally {
@@ -151,7 +166,18 @@ export class InPodExecution {
       await this.d.policies.ensure(ns);
       return undefined;
     } catch (err) {
-      return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: (err as Error).message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: NOTHING_CAPTURED };
+      return {
+        facts: {
+          exitCode: undefined,
+          timedOut: false,
+          oomKilled: false,
+          runnerReported: false,
+          execError: (err as Error).message,
+          watchdogFired: false,
+          podGone: this.podGone(ns, podName),
+        },
+        captured: NOTHING_CAPTURED,
+      };
     }
   }
 

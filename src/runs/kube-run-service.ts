@@ -1,7 +1,17 @@
 // RunService on Kubernetes: each execute_code call becomes a SandboxRun object (the record that
 // survives restarts and is visible with kubectl), executed by this process's RunExecutor so the
 // output can stream back while it runs.
-import { API_VERSION, GROUP, LABEL_OWNER, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, ownerLabelValue, parseSandboxRun, type SandboxRun } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  LABEL_OWNER,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  ownerLabelValue,
+  parseSandboxRun,
+  type SandboxRun,
+} from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
@@ -66,7 +76,13 @@ export class KubeRunService implements RunService {
     }
   }
 
-  private async executeTransient(req: ExecuteRequest, name: string, timeoutSeconds: number, options: ExecuteOptions, onCreated: () => void): Promise<RunOutcome> {
+  private async executeTransient(
+    req: ExecuteRequest,
+    name: string,
+    timeoutSeconds: number,
+    options: ExecuteOptions,
+    onCreated: () => void,
+  ): Promise<RunOutcome> {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -130,7 +146,13 @@ export class KubeRunService implements RunService {
   private async create(body: object): Promise<SandboxRun> {
     let created: unknown;
     try {
-      created = await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXRUN_PLURAL, body });
+      created = await this.clients.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.opts.namespace,
+        plural: SANDBOXRUN_PLURAL,
+        body,
+      });
     } catch (err) {
       const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
       if (quota) {
@@ -162,7 +184,14 @@ export class KubeRunService implements RunService {
     const call = await callInSession(
       this.sessions,
       this.opts.namespace,
-      { session, code: req.code, timeoutSeconds, ...(req.language !== undefined && { language: req.language }), ...(req.stdin !== undefined && { stdin: req.stdin }), ...(req.owner && { owner: req.owner }) },
+      {
+        session,
+        code: req.code,
+        timeoutSeconds,
+        ...(req.language !== undefined && { language: req.language }),
+        ...(req.stdin !== undefined && { stdin: req.stdin }),
+        ...(req.owner && { owner: req.owner }),
+      },
       options.onOutput,
     );
     if (!call.ok) {
@@ -179,7 +208,18 @@ export class KubeRunService implements RunService {
     // record never delays or fails the call.
     const audit = this.extras.audit;
     if (audit) {
-      const entry = { name: recordName, namespace: this.opts.namespace, session, ...(req.owner && { owner: req.owner }), language: req.language ?? call.runtime, timeoutSeconds, code: req.code, startedMs: started, endedMs: ended, outcome };
+      const entry = {
+        name: recordName,
+        namespace: this.opts.namespace,
+        session,
+        ...(req.owner && { owner: req.owner }),
+        language: req.language ?? call.runtime,
+        timeoutSeconds,
+        code: req.code,
+        startedMs: started,
+        endedMs: ended,
+        outcome,
+      };
       setImmediate(() => audit.record(auditEntry(entry)));
     }
     return outcome;

@@ -110,9 +110,17 @@ export class RunRecorder {
   private async deleteUnrecordable(run: SandboxRun, log: Logger): Promise<void> {
     const ns = this.namespaceOf(run);
     log.warn('Deleted SandboxRun: it is too large to record its result');
-    this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Warning', 'TooLarge', 'Delete', 'The SandboxRun is too large to store its result (etcd request limit); it was deleted. Send smaller code, stdin or annotations.');
-    await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name }).catch((err: unknown) => {
-      if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
-    });
+    this.d.events.record(
+      { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+      'Warning',
+      'TooLarge',
+      'Delete',
+      'The SandboxRun is too large to store its result (etcd request limit); it was deleted. Send smaller code, stdin or annotations.',
+    );
+    await this.d.clients.custom
+      .deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name })
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
+      });
   }
 }

@@ -41,11 +41,21 @@ export function languageProblem(session: string, sessionLanguage: SessionLanguag
   };
 }
 
-export async function callInSession(sessions: SessionService, namespace: string, req: SessionCallRequest, onOutput?: (chunk: OutputChunk) => void): Promise<SessionCallResult> {
+export async function callInSession(
+  sessions: SessionService,
+  namespace: string,
+  req: SessionCallRequest,
+  onOutput?: (chunk: OutputChunk) => void,
+): Promise<SessionCallResult> {
   // Another user's session is "not found", exactly like a name that does not exist.
   const info = await sessions.find(req.session, req.owner);
   if (!info) {
-    return { ok: false, stage: 'refused', message: `There is no session "${req.session}".`, hint: 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).' };
+    return {
+      ok: false,
+      stage: 'refused',
+      message: `There is no session "${req.session}".`,
+      hint: 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).',
+    };
   }
   const wrongLanguage = languageProblem(req.session, info.language, req.language);
   if (wrongLanguage) return { ok: false, ...wrongLanguage };

@@ -98,7 +98,8 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     if (f.oomKilled && !f.timedOut && f.exitCode !== 0) return oom(f.exitCode);
     if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
-    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: `The program exited with code 0.${leftoverNote(f.leftovers)}` };
+    if (f.exitCode === 0)
+      return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: `The program exited with code 0.${leftoverNote(f.leftovers)}` };
     return {
       phase: 'Failed',
       reason: Reasons.NonZeroExit,
@@ -115,7 +116,11 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     return { phase: 'Failed', reason: Reasons.PodDeleted, message: 'The sandbox pod was deleted while the code ran. Run it again.' };
   }
   if (f.execError !== undefined) {
-    return { phase: 'Failed', reason: Reasons.ExecFailed, message: `The code could not be run in the sandbox: ${f.execError}. Run it again; if this repeats, tell the administrator.` };
+    return {
+      phase: 'Failed',
+      reason: Reasons.ExecFailed,
+      message: `The code could not be run in the sandbox: ${f.execError}. Run it again; if this repeats, tell the administrator.`,
+    };
   }
   // The runner died without its trailer (e.g. killed together with everything else).
   return {
@@ -137,12 +142,7 @@ export interface CapturedOutput {
   truncated: boolean;
 }
 
-export function completedStatus(
-  run: SandboxRun,
-  c: Classification,
-  out: CapturedOutput | undefined,
-  times: { start?: Date; end: Date },
-): SandboxRunStatus {
+export function completedStatus(run: SandboxRun, c: Classification, out: CapturedOutput | undefined, times: { start?: Date; end: Date }): SandboxRunStatus {
   const generation = run.metadata.generation;
   const startTime = run.status?.startTime ?? times.start?.toISOString();
   const durationMs = startTime ? Math.max(0, times.end.getTime() - Date.parse(startTime)) : undefined;

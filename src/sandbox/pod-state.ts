@@ -2,10 +2,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Reasons, type Reason } from '../api/v1alpha1/index.js';
 
-export type PodState =
-  | { kind: 'ready' }
-  | { kind: 'pending'; message: string }
-  | { kind: 'failed'; reason: Reason; message: string };
+export type PodState = { kind: 'ready' } | { kind: 'pending'; message: string } | { kind: 'failed'; reason: Reason; message: string };
 
 const IMAGE_ERRORS = new Set(['ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
 
@@ -33,7 +30,11 @@ export function podState(pod: V1Pod): PodState {
       };
     }
     if (waiting?.reason === 'CreateContainerConfigError' || waiting?.reason === 'CreateContainerError' || waiting?.reason === 'RunContainerError') {
-      return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox container could not start (${waiting.reason}: ${waiting.message ?? 'no details'}).` };
+      return {
+        kind: 'failed',
+        reason: Reasons.PodFailed,
+        message: `The sandbox container could not start (${waiting.reason}: ${waiting.message ?? 'no details'}).`,
+      };
     }
   }
   const ready = pod.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';

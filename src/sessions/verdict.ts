@@ -25,7 +25,8 @@ export async function podVerdict(clients: KubeClients, namespace: string, name: 
 
 /** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
 export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number } {
-  const evalue = verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
+  const evalue =
+    verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
   return {
     status: 'lost',
     stdout: '',

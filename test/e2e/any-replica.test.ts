@@ -55,7 +55,10 @@ describe('any replica serves any request', () => {
       await ok(c, 'execute_code', { session, code: "open('/workspace/notes/b.txt', 'w').write(str(total))" });
     }
     const before = [...proxy.served];
-    expect(before.every((n) => n > 0), `both replicas served requests: ${before.join(', ')}`).toBe(true);
+    expect(
+      before.every((n) => n > 0),
+      `both replicas served requests: ${before.join(', ')}`,
+    ).toBe(true);
 
     // One replica goes away mid-way (its listener and its operator stop, as on a killed pod that
     // the Service stops routing to).

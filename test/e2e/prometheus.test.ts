@@ -25,7 +25,11 @@ let mcp: TestClient | undefined;
 beforeAll(async () => {
   const bins = await ensurePrometheus();
   ns = await createNamespace(k, 'prometheus');
-  op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1', CODEMODE_CPU_REQUEST: '10m' }, { metrics: true, sandboxCheck: true });
+  op = await startOperator(
+    ns,
+    { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1', CODEMODE_CPU_REQUEST: '10m' },
+    { metrics: true, sandboxCheck: true },
+  );
   const check = op.operator.sandboxCheck;
   await until(() => check?.status.kind === 'checked', CHECK_WAIT_MS, 'a completed sandbox check');
   // Prometheus scrapes from before the first call, so rates see the calls happen.
@@ -64,7 +68,10 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
     // racing the second claim could make both warm: then go again (bounded).
     for (let round = 0; round < 4; round++) {
       await until(async () => (await poolReady()) >= 1, 180_000, 'a ready warm pod');
-      const [ok, failed] = await Promise.all([client.callTool('execute_code', { code: 'print(6 * 7)' }), client.callTool('execute_code', { code: 'import sys\nprint("x" * 100)\nsys.exit(3)' })]);
+      const [ok, failed] = await Promise.all([
+        client.callTool('execute_code', { code: 'print(6 * 7)' }),
+        client.callTool('execute_code', { code: 'import sys\nprint("x" * 100)\nsys.exit(3)' }),
+      ]);
       expect(sc(ok), JSON.stringify(ok.content)).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
       expect(sc(failed), JSON.stringify(failed.content)).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit' });
       const warm = await metric(/^codemode_pod_start_seconds_count\{start="warm"\} (\d+)/m);
@@ -119,7 +126,13 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
       await until(() => promHas(input), 180_000, `Prometheus to show ${input}`);
     }
     const rules = alertRules();
-    expect(rules.map((r) => r.alert).sort()).toEqual(['CodemodeExecutionFailureRatioHigh', 'CodemodeNoLeader', 'CodemodeReconcileErrors', 'CodemodeSandboxNotEnforced', 'CodemodeWarmPoolEmpty']);
+    expect(rules.map((r) => r.alert).sort()).toEqual([
+      'CodemodeExecutionFailureRatioHigh',
+      'CodemodeNoLeader',
+      'CodemodeReconcileErrors',
+      'CodemodeSandboxNotEnforced',
+      'CodemodeWarmPoolEmpty',
+    ]);
     for (const rule of rules) {
       const r = await prom?.query(rule.expr);
       expect(r?.status, `${rule.alert}: ${r?.error ?? ''}`).toBe('success');
@@ -128,7 +141,17 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
   }, 600_000);
 
   it.skipIf(!helmAvailable())('ships exactly these files in the chart (PrometheusRule, dashboard ConfigMap)', async () => {
-    const out = await helm('template', 't', CHART, '--set', 'prometheusRule.enabled=true', '--show-only', 'templates/prometheusrule.yaml', '--show-only', 'templates/grafana-dashboard.yaml');
+    const out = await helm(
+      'template',
+      't',
+      CHART,
+      '--set',
+      'prometheusRule.enabled=true',
+      '--show-only',
+      'templates/prometheusrule.yaml',
+      '--show-only',
+      'templates/grafana-dashboard.yaml',
+    );
     const docs = parseAllDocuments(out).map((d) => d.toJS() as { kind: string; spec?: { groups: unknown }; data?: Record<string, string> });
     const rule = docs.find((d) => d.kind === 'PrometheusRule');
     const cm = docs.find((d) => d.kind === 'ConfigMap');

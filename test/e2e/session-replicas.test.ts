@@ -44,7 +44,11 @@ async function sessionPods(): Promise<Map<string, string[]>> {
 describe('sessions across replicas', () => {
   it('uses a session created through one replica through the other at once, in one interpreter', async () => {
     // Wait until both pools are warm, so both session controllers have a pod to claim.
-    await until(async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.length >= 3, 180_000, 'a warm pool');
+    await until(
+      async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.length >= 3,
+      180_000,
+      'a warm pool',
+    );
     const sessions: string[] = [];
     for (let i = 0; i < 4; i++) {
       const created = await viaA.callTool('create_session', { language: 'python' });
@@ -59,9 +63,13 @@ describe('sessions across replicas', () => {
       }
     }
     // Every session ends up owning exactly one pod: the one its status names.
-    await until(async () => {
-      const pods = await sessionPods();
-      return sessions.every((s) => pods.get(s)?.length === 1);
-    }, 60_000, 'one pod per session');
+    await until(
+      async () => {
+        const pods = await sessionPods();
+        return sessions.every((s) => pods.get(s)?.length === 1);
+      },
+      60_000,
+      'one pod per session',
+    );
   }, 600_000);
 });

@@ -25,7 +25,9 @@ beforeAll(async () => {
   const csv = users.map((u) => `${tokens[u]},${u},${u}-id`).join('\n');
   await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'team-tokens' }, stringData: { 'tokens.csv': `${csv}\n` } } });
   for (let i = 0; i < 2; i++) {
-    replicas.push(await startOperator(ns, { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens', CODEMODE_CPU_REQUEST: '10m', ...LIMITS }));
+    replicas.push(
+      await startOperator(ns, { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens', CODEMODE_CPU_REQUEST: '10m', ...LIMITS }),
+    );
   }
 });
 afterAll(async () => {
@@ -54,14 +56,21 @@ async function listRuns(): Promise<SandboxRun[]> {
 }
 
 type Meta = { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; status?: unknown };
-const ownedBy = (user: string) => (r: Meta): boolean => r.metadata?.labels?.[LABEL_OWNER] === user;
+const ownedBy =
+  (user: string) =>
+  (r: Meta): boolean =>
+    r.metadata?.labels?.[LABEL_OWNER] === user;
 const isAudit = (r: Meta): boolean => r.metadata?.annotations?.[ANNOTATION_EXECUTOR] === AUDIT_EXECUTOR;
 const terminal = (r: Meta): boolean => ['Succeeded', 'Failed', 'TimedOut'].includes(String((r.status as { phase?: string } | undefined)?.phase));
 
 /** Until both replicas' caches show `n` finished audit records of `user`. */
 async function recordsSeenEverywhere(user: string, n: number): Promise<void> {
   for (const r of replicas) {
-    await until(() => r.operator.runCache.list().filter((o) => ownedBy(user)(o) && isAudit(o) && terminal(o)).length >= n, 60_000, `${n} audit records of ${user} in a replica's cache`);
+    await until(
+      () => r.operator.runCache.list().filter((o) => ownedBy(user)(o) && isAudit(o) && terminal(o)).length >= n,
+      60_000,
+      `${n} audit records of ${user} in a replica's cache`,
+    );
   }
 }
 
@@ -71,11 +80,14 @@ describe('per-user limits across two replicas', () => {
     // One long run through each replica; not awaited: they hold the two slots.
     const long = [a0, a1].map((c) => c.callTool('execute_code', { code: 'import time; time.sleep(20)', timeout_seconds: 60 }));
     await until(async () => (await listRuns()).filter((r) => ownedBy('alice')(r) && !isAudit(r)).length >= 2, 60_000, "alice's two runs created");
-    for (const r of replicas) await until(() => r.operator.runCache.list().filter((o) => ownedBy('alice')(o) && !isAudit(o)).length >= 2, 30_000, "alice's runs in both caches");
+    for (const r of replicas)
+      await until(() => r.operator.runCache.list().filter((o) => ownedBy('alice')(o) && !isAudit(o)).length >= 2, 30_000, "alice's runs in both caches");
     for (const c of [a0, a1]) {
       const refused = await c.callTool('execute_code', { code: 'print(1)' });
       expect(refused.isError).toBe(true);
-      expect(text(refused)).toMatch(/refused for your per-user limit \(user_runs\): you have 2 of 2 runs executing across all gateway replicas \(CODEMODE_USER_MAX_RUNS\)[\s\S]*Retry in \d+ seconds/);
+      expect(text(refused)).toMatch(
+        /refused for your per-user limit \(user_runs\): you have 2 of 2 runs executing across all gateway replicas \(CODEMODE_USER_MAX_RUNS\)[\s\S]*Retry in \d+ seconds/,
+      );
     }
     const bobs = await ok(b1, 'execute_code', { code: 'print("bob runs")' });
     expect(text(bobs)).toContain('bob runs');
@@ -95,7 +107,9 @@ describe('per-user limits across two replicas', () => {
     const first = await ok(c0, 'create_session', { language: 'python' });
     const refused = await c1.callTool('create_session', { language: 'python' });
     expect(refused.isError).toBe(true);
-    expect(text(refused)).toMatch(/refused for your per-user limit \(user_sessions\): you have 1 of 1 sessions live across all gateway replicas \(CODEMODE_USER_MAX_SESSIONS\)[\s\S]*close_session[\s\S]*retry in \d+ seconds/);
+    expect(text(refused)).toMatch(
+      /refused for your per-user limit \(user_sessions\): you have 1 of 1 sessions live across all gateway replicas \(CODEMODE_USER_MAX_SESSIONS\)[\s\S]*close_session[\s\S]*retry in \d+ seconds/,
+    );
     await ok(b1, 'create_session', { language: 'python' });
     // Closing frees the unit for the user.
     await ok(c1, 'close_session', { session: first.structuredContent?.session });
@@ -128,7 +142,9 @@ describe('per-user limits across two replicas', () => {
     for (const c of [d0, d1]) {
       const refused = await c.callTool('execute_code', { session, code: 'n' });
       expect(refused.isError).toBe(true);
-      expect(text(refused)).toMatch(/refused for your per-user limit \(user_executions_per_minute\): you started 5 of 5 executions in the last 60 seconds across all gateway replicas \(CODEMODE_USER_MAX_EXECUTIONS_PER_MINUTE\)[\s\S]*Retry in \d+ seconds/);
+      expect(text(refused)).toMatch(
+        /refused for your per-user limit \(user_executions_per_minute\): you started 5 of 5 executions in the last 60 seconds across all gateway replicas \(CODEMODE_USER_MAX_EXECUTIONS_PER_MINUTE\)[\s\S]*Retry in \d+ seconds/,
+      );
     }
 
     // Bob is unaffected; his records are finished before his last call: had any replica executed

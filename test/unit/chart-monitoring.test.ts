@@ -33,9 +33,11 @@ describe('alert rules (charts/codemode-operator/rules)', () => {
 
   it('pass their promtool unit tests', async () => {
     // promtool resolves rule_files relative to the test file.
-    const r = await run(bins.promtool, ['test', 'rules', ALERT_TESTS.split('/').pop() ?? ''], { cwd: dirname(ALERT_TESTS) }).catch((err: { stdout?: string; stderr?: string }) => {
-      throw new Error(`promtool test rules failed:\n${err.stdout ?? ''}${err.stderr ?? ''}`);
-    });
+    const r = await run(bins.promtool, ['test', 'rules', ALERT_TESTS.split('/').pop() ?? ''], { cwd: dirname(ALERT_TESTS) }).catch(
+      (err: { stdout?: string; stderr?: string }) => {
+        throw new Error(`promtool test rules failed:\n${err.stdout ?? ''}${err.stderr ?? ''}`);
+      },
+    );
     expect(r.stdout).toContain('SUCCESS');
   });
 
@@ -56,15 +58,15 @@ describe('alert rules (charts/codemode-operator/rules)', () => {
 });
 
 describe('dashboard and alerts read metrics the gateway exports', () => {
-  it.each([
-    ...panelQueries().map((q) => [`panel ${q.name}`, q.expr] as const),
-    ...alertRules().map((r) => [`alert ${r.alert}`, r.expr] as const),
-  ])('%s', async (_name, expr) => {
-    const names = metricNames(expr);
-    expect(names.length).toBeGreaterThan(0);
-    const have = await exported();
-    for (const n of names) expect(have, n).toContain(n);
-  });
+  it.each([...panelQueries().map((q) => [`panel ${q.name}`, q.expr] as const), ...alertRules().map((r) => [`alert ${r.alert}`, r.expr] as const)])(
+    '%s',
+    async (_name, expr) => {
+      const names = metricNames(expr);
+      expect(names.length).toBeGreaterThan(0);
+      const have = await exported();
+      for (const n of names) expect(have, n).toContain(n);
+    },
+  );
 
   it('has unique panel ids, a datasource variable and a job filter on every query', () => {
     const d = dashboard();

@@ -66,10 +66,9 @@ export const ConditionSchema = z.object({
   type: z
     .string()
     .max(316)
-    .regex(
-      /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/,
-      { error: 'must be a CamelCase condition type, optionally prefixed with a DNS domain and /' },
-    )
+    .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/, {
+      error: 'must be a CamelCase condition type, optionally prefixed with a DNS domain and /',
+    })
     .describe('Type of the condition in CamelCase, e.g. Ready or Complete.'),
   status: ConditionStatusSchema.describe('Status of the condition: True, False or Unknown.'),
   reason: z
@@ -80,18 +79,9 @@ export const ConditionSchema = z.object({
       error: 'must be CamelCase: a letter, then letters, digits, _ , or :',
     })
     .describe('Machine-readable CamelCase reason for the last transition (see the Reasons list).'),
-  message: z
-    .string()
-    .max(32768)
-    .describe('Human-readable details about the last transition; may be empty.'),
-  lastTransitionTime: z.iso
-    .datetime({ offset: true })
-    .describe('When the condition last changed status (RFC 3339).'),
-  observedGeneration: z
-    .int()
-    .min(0)
-    .optional()
-    .describe('The metadata.generation the condition was computed from.'),
+  message: z.string().max(32768).describe('Human-readable details about the last transition; may be empty.'),
+  lastTransitionTime: z.iso.datetime({ offset: true }).describe('When the condition last changed status (RFC 3339).'),
+  observedGeneration: z.int().min(0).optional().describe('The metadata.generation the condition was computed from.'),
 });
 export type Condition = z.infer<typeof ConditionSchema>;
 
@@ -110,16 +100,11 @@ export const SessionReasons = {
 } as const;
 
 /** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
-export function setCondition(
-  conditions: readonly Condition[] | undefined,
-  next: Omit<Condition, 'lastTransitionTime'>,
-  now: Date,
-): Condition[] {
+export function setCondition(conditions: readonly Condition[] | undefined, next: Omit<Condition, 'lastTransitionTime'>, now: Date): Condition[] {
   const list = [...(conditions ?? [])];
   const i = list.findIndex((c) => c.type === next.type);
   const prev = i >= 0 ? list[i] : undefined;
-  const lastTransitionTime =
-    prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
+  const lastTransitionTime = prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
   const cond: Condition = { ...next, lastTransitionTime };
   if (i >= 0) list[i] = cond;
   else list.push(cond);

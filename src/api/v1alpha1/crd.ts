@@ -3,21 +3,8 @@
 // scripts/gen-crds.ts writes the result to crds/; nothing else should hand-edit it.
 import { stringify } from 'yaml';
 import { z } from 'zod';
-import {
-  API_VERSION,
-  GROUP,
-  SANDBOXRUN_KIND,
-  SANDBOXRUN_PLURAL,
-  SandboxRunSpecSchema,
-  SandboxRunStatusSchema,
-  VERSION,
-} from './sandboxrun.js';
-import {
-  SANDBOXSESSION_KIND,
-  SANDBOXSESSION_PLURAL,
-  SandboxSessionSpecSchema,
-  SandboxSessionStatusSchema,
-} from './sandboxsession.js';
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SandboxRunSpecSchema, SandboxRunStatusSchema, VERSION } from './sandboxrun.js';
+import { SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, SandboxSessionSpecSchema, SandboxSessionStatusSchema } from './sandboxsession.js';
 
 /** A node of an OpenAPI v3 schema as plain JSON. */
 export type JsonSchema = { [key: string]: unknown };
@@ -197,7 +184,13 @@ export const SANDBOXRUN_PRINTER_COLUMNS: PrinterColumn[] = [
     priority: 1,
   },
   { name: 'Pod', type: 'string', jsonPath: '.status.podName', description: 'Sandbox pod.', priority: 1 },
-  { name: 'Session', type: 'string', jsonPath: '.spec.session', description: 'The session the code ran in (session calls and their audit records).', priority: 1 },
+  {
+    name: 'Session',
+    type: 'string',
+    jsonPath: '.spec.session',
+    description: 'The session the code ran in (session calls and their audit records).',
+    priority: 1,
+  },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' },
 ];
 
@@ -205,8 +198,7 @@ const SANDBOXRUN_DEFINITION: KindDefinition = {
   kind: SANDBOXRUN_KIND,
   plural: SANDBOXRUN_PLURAL,
   shortNames: ['sbr'],
-  description:
-    'SandboxRun executes one piece of code in a fresh, hardened sandbox pod (or in a SandboxSession) and records its output and exit status.',
+  description: 'SandboxRun executes one piece of code in a fresh, hardened sandbox pod (or in a SandboxSession) and records its output and exit status.',
   specSchema: SandboxRunSpecSchema,
   specDescription: 'What to run: the code, its language and limits.',
   statusSchema: SandboxRunStatusSchema,
@@ -244,7 +236,7 @@ export function buildSandboxSessionCrd(): CustomResourceDefinition {
     description:
       'SandboxSession keeps an interpreter alive in a hardened sandbox pod between calls; it is deleted when idle past idleTimeoutSeconds or older than maxLifetimeSeconds.',
     specSchema: SandboxSessionSpecSchema,
-    specDescription: 'The interpreter language and the session\'s lifetime limits.',
+    specDescription: "The interpreter language and the session's lifetime limits.",
     statusSchema: SandboxSessionStatusSchema,
     statusDescription: 'Observed state of the session, written by the controller and the gateway.',
     printerColumns: SANDBOXSESSION_PRINTER_COLUMNS,

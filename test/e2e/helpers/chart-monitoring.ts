@@ -49,11 +49,7 @@ export function alertRules(): AlertRule[] {
  * for $__rate_interval (and $__interval), `job` for the job variable.
  */
 export function substitute(expr: string, vars: { rate: string; job: string }): string {
-  return expr
-    .replaceAll('$__rate_interval', vars.rate)
-    .replaceAll('$__interval', vars.rate)
-    .replaceAll('$job', vars.job)
-    .replaceAll('${job}', vars.job);
+  return expr.replaceAll('$__rate_interval', vars.rate).replaceAll('$__interval', vars.rate).replaceAll('$job', vars.job).replaceAll('${job}', vars.job);
 }
 
 /** Metric names a PromQL expression reads (ours and the standard families we export). */

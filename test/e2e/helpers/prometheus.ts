@@ -77,7 +77,9 @@ export async function startPrometheus(bins: PrometheusBins, target: string, job:
   };
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const ready = await fetch(`${url}/-/ready`).then((r) => r.ok).catch(() => false);
+    const ready = await fetch(`${url}/-/ready`)
+      .then((r) => r.ok)
+      .catch(() => false);
     if (ready) break;
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();

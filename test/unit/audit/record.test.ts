@@ -5,8 +5,32 @@ import { AUDIT_CODE_MAX_BYTES, auditEntry, auditRunBody, auditStatus, type Audit
 import { retryable } from '../../../src/audit/writer.js';
 import type { RunOutcome } from '../../../src/runs/types.js';
 
-const outcome: RunOutcome = { runName: '', session: 's1', namespace: 'n', phase: 'Failed', reason: 'Exception', message: 'ValueError: secret-value', stdout: 'printed secret', stderr: 'trace', truncated: false, stdoutBytes: 14, stderrBytes: 5, durationMs: 12.6 };
-const call = (code: string): AuditCall => ({ name: 'run-abc', namespace: 'n', session: 's1', owner: { user: 'alice', groups: ['dev'] }, language: 'python', timeoutSeconds: 30, code, startedMs: Date.parse('2026-11-23T12:00:00Z'), endedMs: Date.parse('2026-11-23T12:00:01Z'), outcome });
+const outcome: RunOutcome = {
+  runName: '',
+  session: 's1',
+  namespace: 'n',
+  phase: 'Failed',
+  reason: 'Exception',
+  message: 'ValueError: secret-value',
+  stdout: 'printed secret',
+  stderr: 'trace',
+  truncated: false,
+  stdoutBytes: 14,
+  stderrBytes: 5,
+  durationMs: 12.6,
+};
+const call = (code: string): AuditCall => ({
+  name: 'run-abc',
+  namespace: 'n',
+  session: 's1',
+  owner: { user: 'alice', groups: ['dev'] },
+  language: 'python',
+  timeoutSeconds: 30,
+  code,
+  startedMs: Date.parse('2026-11-23T12:00:00Z'),
+  endedMs: Date.parse('2026-11-23T12:00:01Z'),
+  outcome,
+});
 
 describe('audit records of session calls', () => {
   it('record who, when, language, outcome and duration — and no output', () => {
@@ -19,7 +43,14 @@ describe('audit records of session calls', () => {
     expect(r.spec).toMatchObject({ owner: { user: 'alice', groups: ['dev'] }, language: 'python', session: 's1', code: 'x = 1', ttlSecondsAfterFinished: 600 });
     expect(r.metadata.labels).toMatchObject({ 'codemode.dev/owner': 'alice', 'codemode.dev/session': 's1' });
     expect(r.metadata.annotations?.[ANNOTATION_EXECUTOR]).toBe(AUDIT_EXECUTOR);
-    expect(r.status).toMatchObject({ phase: 'Failed', reason: 'Exception', durationMs: 13, startTime: '2026-11-23T12:00:00.000Z', completionTime: '2026-11-23T12:00:01.000Z', stdoutBytes: 14 });
+    expect(r.status).toMatchObject({
+      phase: 'Failed',
+      reason: 'Exception',
+      durationMs: 13,
+      startTime: '2026-11-23T12:00:00.000Z',
+      completionTime: '2026-11-23T12:00:01.000Z',
+      stdoutBytes: 14,
+    });
     const text = JSON.stringify({ body, status: auditStatus(e) });
     for (const secret of ['printed secret', 'secret-value', 'trace']) expect(text).not.toContain(secret);
   });

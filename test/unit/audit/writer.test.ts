@@ -18,7 +18,18 @@ async function closedPort(): Promise<number> {
 }
 
 const entry = (i: number) =>
-  auditEntry({ name: `run-${i}`, namespace: 'n', session: 's', owner: { user: 'alice' }, language: 'python', timeoutSeconds: 30, code: 'secret = 1', startedMs: 0, endedMs: 1, outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 0, stderrBytes: 0 } });
+  auditEntry({
+    name: `run-${i}`,
+    namespace: 'n',
+    session: 's',
+    owner: { user: 'alice' },
+    language: 'python',
+    timeoutSeconds: 30,
+    code: 'secret = 1',
+    startedMs: 0,
+    endedMs: 1,
+    outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 0, stderrBytes: 0 },
+  });
 
 describe('AuditWriter with the API server unreachable', () => {
   it('queues up to its capacity, drops and counts the rest, never throws, and drops what is left on stop', async () => {

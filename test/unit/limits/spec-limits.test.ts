@@ -10,14 +10,20 @@ describe('limitProblems', () => {
     ['code over the byte limit (counted in UTF-8, not characters)', { timeoutSeconds: 1, code: 'é'.repeat(51) }, ['spec.code']],
     ['cpu above the maximum', { timeoutSeconds: 1, code: 'x', resources: { cpu: '1500m' } }, ['spec.resources.cpu']],
     ['memory above the maximum', { timeoutSeconds: 1, code: 'x', resources: { memory: '1025Mi' } }, ['spec.resources.memory']],
-    ['everything at once, in field order', { timeoutSeconds: 99, code: 'x'.repeat(101), resources: { cpu: '2', memory: '2Gi' } }, ['spec.timeoutSeconds', 'spec.code', 'spec.resources.cpu', 'spec.resources.memory']],
+    [
+      'everything at once, in field order',
+      { timeoutSeconds: 99, code: 'x'.repeat(101), resources: { cpu: '2', memory: '2Gi' } },
+      ['spec.timeoutSeconds', 'spec.code', 'spec.resources.cpu', 'spec.resources.memory'],
+    ],
   ])('%s', (_name, req, fields) => {
     expect(limitProblems(req, LIMITS).map((p) => p.field)).toEqual(fields);
   });
 
   it('says what is wrong and what to do, as one sentence for a SandboxRun', () => {
     const message = invalidSpecMessage(limitProblems({ timeoutSeconds: 120, code: 'x' }, LIMITS));
-    expect(message).toBe('Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.');
+    expect(message).toBe(
+      'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.',
+    );
     expect(invalidSpecMessage([])).toBeUndefined();
   });
 });

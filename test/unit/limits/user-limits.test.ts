@@ -8,7 +8,11 @@ import { AdmissionError } from '../../../src/limits/admission.js';
 const NOW = Date.parse('2026-11-23T12:00:00Z');
 const ago = (s: number): string => new Date(NOW - s * 1000).toISOString();
 
-function run(name: string, user: string, o: { phase?: string; created?: number; started?: number; session?: string; audit?: boolean; deleting?: boolean; label?: string } = {}): KubernetesObject {
+function run(
+  name: string,
+  user: string,
+  o: { phase?: string; created?: number; started?: number; session?: string; audit?: boolean; deleting?: boolean; label?: string } = {},
+): KubernetesObject {
   return {
     metadata: {
       name,
@@ -18,17 +22,35 @@ function run(name: string, user: string, o: { phase?: string; created?: number; 
       ...(o.deleting && { deletionTimestamp: ago(0) as unknown as Date }),
     },
     spec: { owner: { user }, timeoutSeconds: 30, ...(o.session && { session: o.session }) },
-    ...((o.phase || o.started !== undefined) && { status: { ...(o.phase && { phase: o.phase }), ...(o.started !== undefined && { startTime: ago(o.started) }) } }),
+    ...((o.phase || o.started !== undefined) && {
+      status: { ...(o.phase && { phase: o.phase }), ...(o.started !== undefined && { startTime: ago(o.started) }) },
+    }),
   } as KubernetesObject;
 }
 const session = (name: string, user: string, expiresIn?: number): KubernetesObject =>
-  ({ metadata: { name, labels: { [LABEL_OWNER]: user } }, spec: { owner: { user } }, ...(expiresIn !== undefined && { status: { expiresAt: new Date(NOW + expiresIn * 1000).toISOString() } }) }) as KubernetesObject;
+  ({
+    metadata: { name, labels: { [LABEL_OWNER]: user } },
+    spec: { owner: { user } },
+    ...(expiresIn !== undefined && { status: { expiresAt: new Date(NOW + expiresIn * 1000).toISOString() } }),
+  }) as KubernetesObject;
 
 describe('userUsage (what every replica sees, plus what this one started)', () => {
   it.each<[string, KubernetesObject[], KubernetesObject[], Array<[string, LocalUse]>, Partial<UserUsage>]>([
     ['nothing', [], [], [], { runs: 0, sessions: 0, executions: 0 }],
-    ['a running run counts as running and as an execution', [run('a', 'alice', { phase: 'Running', created: 5 })], [], [], { runs: 1, executions: 1, nextRunDeadlineSeconds: 25 }],
-    ['a finished run counts only for the rate', [run('a', 'alice', { phase: 'Succeeded', started: 10 })], [], [], { runs: 0, executions: 1, oldestExecutionLeavesSeconds: 50 }],
+    [
+      'a running run counts as running and as an execution',
+      [run('a', 'alice', { phase: 'Running', created: 5 })],
+      [],
+      [],
+      { runs: 1, executions: 1, nextRunDeadlineSeconds: 25 },
+    ],
+    [
+      'a finished run counts only for the rate',
+      [run('a', 'alice', { phase: 'Succeeded', started: 10 })],
+      [],
+      [],
+      { runs: 0, executions: 1, oldestExecutionLeavesSeconds: 50 },
+    ],
     ['an execution older than a minute does not count', [run('a', 'alice', { phase: 'Succeeded', created: 90, started: 61 })], [], [], { executions: 0 }],
     ['an audit record counts for the rate only', [run('a', 'alice', { audit: true, session: 's', started: 3 })], [], [], { runs: 0, executions: 1 }],
     ['a kubectl run in a session is no transient run', [run('a', 'alice', { session: 's' })], [], [], { runs: 0, executions: 1 }],
@@ -36,7 +58,17 @@ describe('userUsage (what every replica sees, plus what this one started)', () =
     ['a label that matches but another spec owner does not count', [run('a', 'mallory', { label: 'alice' })], [], [], { runs: 0 }],
     ['a run being deleted does not count', [run('a', 'alice', { deleting: true })], [], [], { runs: 0, executions: 0 }],
     ['sessions, with the soonest expiry', [], [session('s1', 'alice', 300), session('s2', 'alice', 100)], [], { sessions: 2, nextSessionExpirySeconds: 100 }],
-    ['local entries not yet in the cache count, the cache ones once', [run('a', 'alice', { phase: 'Running' })], [], [['a', { user: 'alice', running: true, executedAtMs: NOW - 1000 }], ['b', { user: 'alice', running: true, executedAtMs: NOW }], ['c', { user: 'alice', running: false, executedAtMs: NOW - 2000 }]], { runs: 2, executions: 3 }],
+    [
+      'local entries not yet in the cache count, the cache ones once',
+      [run('a', 'alice', { phase: 'Running' })],
+      [],
+      [
+        ['a', { user: 'alice', running: true, executedAtMs: NOW - 1000 }],
+        ['b', { user: 'alice', running: true, executedAtMs: NOW }],
+        ['c', { user: 'alice', running: false, executedAtMs: NOW - 2000 }],
+      ],
+      { runs: 2, executions: 3 },
+    ],
     ['a session being created counts', [], [session('s1', 'alice')], [['s2', { user: 'alice', running: false, creatingSession: true }]], { sessions: 2 }],
   ])('%s', (_n, runs, sessions, local, expected) => {
     expect(userUsage(runs, sessions, new Map(local), 'alice', NOW)).toMatchObject(expected);
@@ -48,12 +80,33 @@ describe('userRefusal (which limit, how full, when to retry)', () => {
   const idle: UserUsage = { runs: 0, sessions: 0, executions: 0 };
   it.each<[string, 'run' | 'session_call' | 'session', Partial<UserUsage>, Partial<UserCaps>, string | undefined, RegExp | undefined]>([
     ['run within every limit', 'run', { runs: 1, executions: 4 }, {}, undefined, undefined],
-    ['run at the run limit', 'run', { runs: 2, nextRunDeadlineSeconds: 3.2 }, {}, 'user_runs', /you have 2 of 2 runs executing across all gateway replicas \(CODEMODE_USER_MAX_RUNS\)[\s\S]*Retry in 4 seconds/],
+    [
+      'run at the run limit',
+      'run',
+      { runs: 2, nextRunDeadlineSeconds: 3.2 },
+      {},
+      'user_runs',
+      /you have 2 of 2 runs executing across all gateway replicas \(CODEMODE_USER_MAX_RUNS\)[\s\S]*Retry in 4 seconds/,
+    ],
     ['run at the run limit, hint capped', 'run', { runs: 2, nextRunDeadlineSeconds: 600 }, {}, 'user_runs', /Retry in 10 seconds/],
-    ['run at the rate limit', 'run', { executions: 5, oldestExecutionLeavesSeconds: 12.5 }, {}, 'user_executions_per_minute', /you started 5 of 5 executions in the last 60 seconds[\s\S]*Retry in 13 seconds/],
+    [
+      'run at the rate limit',
+      'run',
+      { executions: 5, oldestExecutionLeavesSeconds: 12.5 },
+      {},
+      'user_executions_per_minute',
+      /you started 5 of 5 executions in the last 60 seconds[\s\S]*Retry in 13 seconds/,
+    ],
     ['session call ignores the run limit', 'session_call', { runs: 9 }, {}, undefined, undefined],
     ['session call at the rate limit', 'session_call', { executions: 6 }, {}, 'user_executions_per_minute', /^The call was refused/],
-    ['session at the session limit', 'session', { sessions: 1, nextSessionExpirySeconds: 42 }, {}, 'user_sessions', /you have 1 of 1 sessions live[\s\S]*retry in 42 seconds, when your next idle session expires/],
+    [
+      'session at the session limit',
+      'session',
+      { sessions: 1, nextSessionExpirySeconds: 42 },
+      {},
+      'user_sessions',
+      /you have 1 of 1 sessions live[\s\S]*retry in 42 seconds, when your next idle session expires/,
+    ],
     ['session ignores the rate', 'session', { executions: 99 }, {}, undefined, undefined],
     ['0 means unlimited', 'run', { runs: 99, sessions: 99, executions: 99 }, { runs: 0, executionsPerMinute: 0 }, undefined, undefined],
     ['0 sessions means unlimited', 'session', { sessions: 99 }, { sessions: 0 }, undefined, undefined],
