@@ -13,9 +13,10 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<22||(a=
 
 step() { printf '\n==== %s\n' "$*"; }
 
-step "static checks: types, lint, generated CRDs"
+step "static checks: types, lint, formatting, generated CRDs"
 tsc -p tsconfig.json --noEmit
 eslint .
+prettier --check --log-level warn src test bench scripts vitest.config.ts eslint.config.js || { echo 'Formatting differs: run npm run format.'; exit 1; }
 tsx scripts/gen-crds.ts --check
 tsx scripts/gen-docs.ts --check
 
