@@ -30,6 +30,26 @@ export class KernelConnectionError extends Error {
   }
 }
 
+/**
+ * The exec stream could not even be opened because the API server (or the network to it) did not
+ * answer: nothing reached the kernel, and whether it is alive cannot be told from here.
+ */
+export class KernelUnreachableError extends KernelConnectionError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KernelUnreachableError';
+  }
+}
+
+/** A socket-level failure (ECONNRESET, ECONNREFUSED, ETIMEDOUT, …), not an answer from the API server. */
+export function isNetworkError(err: unknown): boolean {
+  // client-node rejects with the websocket's ErrorEvent (the socket error in `.error`) or an Error.
+  const e = err as { code?: unknown; error?: { code?: unknown }; cause?: { code?: unknown }; message?: unknown } | null;
+  const code = e?.code ?? e?.error?.code ?? e?.cause?.code;
+  if (typeof code === 'string' && /^E[A-Z_]+$/.test(code)) return true;
+  return typeof e?.message === 'string' && /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)\b|socket disconnected|socket hang up/.test(e.message);
+}
+
 /** The pod sent something the protocol does not allow; its stream was closed. */
 export class KernelProtocolError extends KernelConnectionError {
   constructor(readonly breach: string) {

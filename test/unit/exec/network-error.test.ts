@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest';
+import { isNetworkError } from '../../../src/exec/kernel-stream.js';
+
+const sysErr = (code: string): Error => Object.assign(new Error(`connect ${code} 127.0.0.1:6443`), { code });
+
+describe('isNetworkError: no answer from the API server, as opposed to an answer', () => {
+  it.each([
+    ['a socket error with a code', sysErr('ECONNRESET'), true],
+    ['refused', sysErr('ECONNREFUSED'), true],
+    ["the websocket's ErrorEvent carrying it", { type: 'error', message: 'read ECONNRESET', error: sysErr('ECONNRESET') }, true],
+    ['a TLS handshake cut short', new Error('Client network socket disconnected before secure TLS connection was established'), true],
+    ['a stream error quoting the socket error', new Error('exec stream error: read ECONNRESET'), true],
+    ['the API server answered 404', new Error('Unexpected server response: 404'), false],
+    ['the relay exited', new Error('the kernel relay exited (exit code 1)'), false],
+    ['not an error', undefined, false],
+  ])('%s', (_what, err, expected) => {
+    expect(isNetworkError(err)).toBe(expected);
+  });
+});
