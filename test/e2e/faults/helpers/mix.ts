@@ -157,6 +157,8 @@ export class Mix {
       // An answer that is neither an error nor the expected output is a wrong answer: kept as 'error'
       // with what came back, and the verdict fails on it.
       this.records.push({ id, kind, ...(session && { session }), outcome: ok ? 'ok' : 'error', ...rest, detail: ok ? '' : r.isError ? detailOf(r) : `WRONG ANSWER ${JSON.stringify(r.structuredContent).slice(0, 300)}` });
+      // A failing replica answers at once: don't spin (a real client backs off too).
+      if (!ok) await new Promise((res) => setTimeout(res, 500));
     } catch (err) {
       this.clients.delete(url);
       this.records.push({ id, kind, ...(session && { session }), outcome: 'threw', detail: String(err).slice(0, 300) });

@@ -4,7 +4,7 @@
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../../../src/api/v1alpha1/index.js';
 import type { TestKube } from '../../helpers/kube.js';
-import { RUN_TIMEOUT_SECONDS, type Mix } from './mix.js';
+import type { Mix } from './mix.js';
 
 /**
  * A run whose executor vanished is failed once start-up + timeout + 60 s have passed since its
@@ -122,7 +122,7 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
   const byName = new Map(runs.map((r) => [r.metadata.name, r]));
   for (const c of mix.records) {
     if (c.detail.startsWith('WRONG ANSWER')) problems.push(`call ${c.id}: ${c.detail}`);
-    if (c.outcome === 'error' && !/^\w+: .{10,}/s.test(c.detail)) problems.push(`call ${c.id} failed without a reason a user can act on: ${c.detail}`);
+    if (c.outcome === 'error' && !/^\w*: .{20,}/s.test(c.detail)) problems.push(`call ${c.id} failed without a reason a user can act on: ${c.detail}`);
     if (c.kind === 'transient' && c.outcome === 'ok' && c.run && byName.get(c.run)?.status?.phase !== 'Succeeded') problems.push(`call ${c.id} answered success but run ${c.run} is ${byName.get(c.run)?.status?.phase}`);
   }
   const lists = await mix.sessionLists();
@@ -131,6 +131,10 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
     if (!list) continue;
     surviving++;
     if (new Set(list).size !== list.length) problems.push(`session ${session} executed a call twice: ${list.filter((x, i) => list.indexOf(x) !== i).join(', ')}`);
+    // A caller told "its state is gone" would start over: that must be true.
+    for (const c of mix.records.filter((r) => r.session === session && r.outcome === 'error' && /state is gone|was lost|is lost/.test(r.detail))) {
+      problems.push(`session ${session} kept its state, but call ${c.id} was told: ${c.detail}`);
+    }
     for (const c of mix.records.filter((r) => r.session === session && r.outcome === 'ok')) {
       if (list[(c.position ?? 0) - 1] !== c.id) problems.push(`session ${session} lost state: call ${c.id} answered position ${c.position}, list has ${list[(c.position ?? 0) - 1]}`);
     }
