@@ -12,6 +12,8 @@ export interface CallRecord {
   id: string;
   kind: 'transient' | 'session';
   session?: string;
+  /** The replica the call was sent to. */
+  url: string;
   /** Answered (isError or not), or threw (connection lost, client timeout). */
   outcome: 'ok' | 'error' | 'threw';
   /** The run name (transient) from structuredContent. */
@@ -156,12 +158,12 @@ export class Mix {
       const { ok, ...rest } = read(r);
       // An answer that is neither an error nor the expected output is a wrong answer: kept as 'error'
       // with what came back, and the verdict fails on it.
-      this.records.push({ id, kind, ...(session && { session }), outcome: ok ? 'ok' : 'error', ...rest, detail: ok ? '' : r.isError ? detailOf(r) : `WRONG ANSWER ${JSON.stringify(r.structuredContent).slice(0, 300)}` });
+      this.records.push({ id, kind, ...(session && { session }), url, outcome: ok ? 'ok' : 'error', ...rest, detail: ok ? '' : r.isError ? detailOf(r) : `WRONG ANSWER ${JSON.stringify(r.structuredContent).slice(0, 300)}` });
       // A failing replica answers at once: don't spin (a real client backs off too).
       if (!ok) await new Promise((res) => setTimeout(res, 500));
     } catch (err) {
       this.clients.delete(url);
-      this.records.push({ id, kind, ...(session && { session }), outcome: 'threw', detail: String(err).slice(0, 300) });
+      this.records.push({ id, kind, ...(session && { session }), url, outcome: 'threw', detail: String(err).slice(0, 300) });
       await new Promise((r) => setTimeout(r, 500));
     }
   }
