@@ -6,8 +6,9 @@ import { defineConfig } from 'vitest/config';
 const kubeconfig =
   process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
-// Two projects: `unit` is pure logic (no cluster); `e2e` talks to the real test cluster
-// (test/cluster) and runs files one at a time because they share one small node.
+// `unit` is pure logic (no cluster); `e2e` talks to the real test cluster (test/cluster) and runs
+// files one at a time because they share one small node; `faults-cluster` and `cluster-lifecycle`
+// disrupt the cluster itself and run last.
 export default defineConfig({
   test: {
     projects: [
@@ -26,6 +27,18 @@ export default defineConfig({
           // Memory tests compare the heap after a full collection.
           execArgv: ['--expose-gc'],
           testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // Faults that disrupt the whole cluster (API server and kubelet restarts): after the e2e
+        // phase, one file at a time, since every other suite would see the outage.
+        test: {
+          name: 'faults-cluster',
+          include: ['test/faults/**/*.test.ts'],
+          fileParallelism: false,
+          env: { KUBECONFIG: kubeconfig },
+          testTimeout: 480_000,
           hookTimeout: 300_000,
         },
       },

@@ -40,6 +40,9 @@ step "end-to-end tests on the test cluster"
 status=0
 run_vitest e2e --project e2e || status=$?
 
+step "cluster faults: kube-apiserver and kubelet restarted during a run mix"
+run_vitest faults-cluster --project faults-cluster || status=$?
+
 step "cluster lifecycle (down/up)"
 run_vitest lifecycle --project cluster-lifecycle || status=$?
 
