@@ -97,6 +97,8 @@ export interface Summary {
   failedRuns: string[];
   calls: Record<CallOutcome, number>;
   sessionsSurviving: number;
+  /** What failed calls were told, distinct, for the log. */
+  errorSamples: string[];
 }
 type CallOutcome = 'ok' | 'error' | 'threw';
 
@@ -142,5 +144,6 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
   const calls = { ok: 0, error: 0, threw: 0 };
   for (const c of mix.records) calls[c.outcome]++;
   const failedRuns = runs.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.metadata.name}: ${r.status?.phase} ${r.status?.reason}: ${(r.status?.message ?? '').slice(0, 160)}`);
-  return { problems, summary: { runs: runs.length, succeeded: runs.length - failedRuns.length, failedRuns, calls, sessionsSurviving: surviving } };
+  const errorSamples = [...new Set(mix.records.filter((c) => c.outcome !== 'ok').map((c) => c.detail.replace(/\S*-[0-9a-z]{6,}\S*/g, '…').slice(0, 160)))].slice(0, 8);
+  return { problems, summary: { runs: runs.length, succeeded: runs.length - failedRuns.length, failedRuns, calls, sessionsSurviving: surviving, errorSamples } };
 }
