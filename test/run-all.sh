@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm test`: everything CI runs. Static checks and unit tests first (fast, no cluster), then the
 # real single-node cluster (built on first use — see test/cluster/), the end-to-end suites
-# against it, and finally the cluster scripts' own lifecycle test. Ends with one summary line.
+# against it (with most of the fault suite, docs/faults.md), the faults that restart the API server
+# and the kubelet, and finally the cluster scripts' own lifecycle test. Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"

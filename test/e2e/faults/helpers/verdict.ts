@@ -3,6 +3,7 @@
 // and surviving sessions with their state (every answered call's id in place, none twice).
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../../../src/api/v1alpha1/index.js';
+import { LABEL_POOL } from '../../../../src/sandbox/pod.js';
 import type { TestKube } from '../../helpers/kube.js';
 import type { Mix } from './mix.js';
 
@@ -16,6 +17,8 @@ export const GRACE_SECONDS = 60;
 /** Every pod ever seen carrying each run (owner reference by uid), from a watch kept running. */
 export class PodLedger {
   readonly podsByRun = new Map<string, Set<string>>();
+  /** Runs carried by a warm-pool pod (the rest ran in cold pods or sessions). */
+  readonly warm = new Set<string>();
   private abort: { abort(): void } | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
@@ -45,6 +48,7 @@ export class PodLedger {
       if (o.kind !== SANDBOXRUN_KIND || !pod.metadata?.uid) continue;
       const set = this.podsByRun.get(o.uid) ?? new Set<string>();
       set.add(pod.metadata.uid);
+      if (pod.metadata.labels?.[LABEL_POOL] !== undefined) this.warm.add(o.uid);
       this.podsByRun.set(o.uid, set);
     }
   }
@@ -93,6 +97,8 @@ export async function waitAllTerminal(k: TestKube, ns: string, startupSeconds: n
 
 export interface Summary {
   runs: number;
+  /** Transient runs carried by a warm-pool pod: shows the mix had warm and cold runs. */
+  warm: number;
   succeeded: number;
   failedRuns: string[];
   calls: Record<CallOutcome, number>;
@@ -145,5 +151,5 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
   for (const c of mix.records) calls[c.outcome]++;
   const failedRuns = runs.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.metadata.name}: ${r.status?.phase} ${r.status?.reason}: ${(r.status?.message ?? '').slice(0, 160)}`);
   const errorSamples = [...new Set(mix.records.filter((c) => c.outcome !== 'ok').map((c) => c.detail.replace(/\S*-[0-9a-z]{6,}\S*/g, '…').slice(0, 160)))].slice(0, 8);
-  return { problems, summary: { runs: runs.length, succeeded: runs.length - failedRuns.length, failedRuns, calls, sessionsSurviving: surviving, errorSamples } };
+  return { problems, summary: { runs: runs.length, warm: runs.filter((r) => ledger.warm.has(r.metadata.uid ?? '')).length, succeeded: runs.length - failedRuns.length, failedRuns, calls, sessionsSurviving: surviving, errorSamples } };
 }
