@@ -41,14 +41,6 @@ export class KernelUnreachableError extends KernelConnectionError {
   }
 }
 
-/** A socket-level failure (ECONNRESET, ECONNREFUSED, ETIMEDOUT, …), not an answer from the API server. */
-export function isNetworkError(err: unknown): boolean {
-  // client-node rejects with the websocket's ErrorEvent (the socket error in `.error`) or an Error.
-  const e = err as { code?: unknown; error?: { code?: unknown }; cause?: { code?: unknown }; message?: unknown } | null;
-  const code = e?.code ?? e?.error?.code ?? e?.cause?.code;
-  if (typeof code === 'string' && /^E[A-Z_]+$/.test(code)) return true;
-  return typeof e?.message === 'string' && /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)\b|socket disconnected|socket hang up/.test(e.message);
-}
 
 /** The pod sent something the protocol does not allow; its stream was closed. */
 export class KernelProtocolError extends KernelConnectionError {

@@ -6,9 +6,10 @@ import type { Exec } from '@kubernetes/client-node';
 import type { KernelLanguage } from '../api/v1alpha1/index.js';
 import { describeError, exitCodeFromStatus } from './exec.js';
 import { capText, type KernelResult } from './frames.js';
-import { KernelConnectionError, KernelStream, KernelUnreachableError, isNetworkError, type OutputListener } from './kernel-stream.js';
+import { isNetworkError } from '../util/network-error.js';
+import { KernelConnectionError, KernelStream, KernelUnreachableError, type OutputListener } from './kernel-stream.js';
 
-export { KernelConnectionError, KernelProtocolError, KernelUnreachableError, isNetworkError } from './kernel-stream.js';
+export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
 
 export const RUNTIME_MOUNT = '/codemode/runtime';

@@ -23,8 +23,9 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../controller/informer.js';
-import { KernelConnectionError, KernelProtocolError, KernelUnreachableError, isNetworkError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
+import { KernelConnectionError, KernelProtocolError, KernelUnreachableError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { capText } from '../exec/frames.js';
+import { isNetworkError } from '../util/network-error.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';

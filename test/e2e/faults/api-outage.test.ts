@@ -57,5 +57,7 @@ describe('fault: API server unreachable for the gateway', () => {
     console.log(`api-outage: ${JSON.stringify(summary)}`);
     expect(problems).toEqual([]);
     expect(summary.sessionsSurviving).toBe(mix.sessions.length);
+    // An unreachable API server is named as such, not reported as the operator's internal error.
+    expect(mix.records.filter((c) => /internal error/.test(c.detail)).map((c) => c.detail)).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isNetworkError } from '../../../src/exec/kernel-stream.js';
+import { isNetworkError } from '../../src/util/network-error.js';
 
 const sysErr = (code: string): Error => Object.assign(new Error(`connect ${code} 127.0.0.1:6443`), { code });
 
@@ -11,6 +11,8 @@ describe('isNetworkError: no answer from the API server, as opposed to an answer
     ['a TLS handshake cut short', new Error('Client network socket disconnected before secure TLS connection was established'), true],
     ['a stream error quoting the socket error', new Error('exec stream error: read ECONNRESET'), true],
     ['the API server answered 404', new Error('Unexpected server response: 404'), false],
+    ["fetch's TypeError with the socket error as its cause", new TypeError('fetch failed', { cause: sysErr('ECONNREFUSED') }), true],
+    ['wrapped by us, cause kept', new Error('Failed to create SandboxRun', { cause: new TypeError('fetch failed', { cause: sysErr('ECONNRESET') }) }), true],
     ['the relay exited', new Error('the kernel relay exited (exit code 1)'), false],
     ['not an error', undefined, false],
   ])('%s', (_what, err, expected) => {
