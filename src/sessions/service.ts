@@ -34,7 +34,7 @@ import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
 import { sessionCapacity } from '../runs/admission.js';
 import { quotaExceeded } from '../runs/run-slots.js';
-import { lostTo, podVerdict } from './verdict.js';
+import { lostTo, podState } from './verdict.js';
 
 export interface SessionServiceOptions {
   namespace: string;
@@ -216,10 +216,11 @@ export class SessionService {
       // kill of the interpreter or an eviction of its pod ends the stream too: the pod's status
       // says which, and the caller gets that as the call's outcome.
       const breach = err instanceof KernelProtocolError;
-      const verdict = breach ? undefined : await podVerdict(this.clients, this.opts.namespace, pod);
+      const seen = breach ? undefined : await podState(this.clients, this.opts.namespace, pod);
+      const verdict = seen?.failure;
       // A broken connection is not a dead kernel: when the API server was unreachable, or a fresh
       // stream finds the kernel answering, the session keeps its state and is not marked lost.
-      if (!breach && !verdict) {
+      if (!breach && !seen?.stopped) {
         if (err instanceof KernelUnreachableError) throw new SessionError(`Session ${name} could not be reached: ${err.message}. The code did not run; the session keeps its state.`, 'Call again in a moment.');
         if ((await this.probe(pod, kernelLanguage(s.spec.language))) !== 'gone') {
           throw new SessionError(
