@@ -15,3 +15,18 @@ export function isNetworkError(err: unknown, depth = 0): boolean {
   if (typeof e.message === 'string' && NETWORK_MESSAGE.test(e.message)) return true;
   return isNetworkError(e.error, depth + 1) || isNetworkError(e.cause, depth + 1);
 }
+
+/** HTTP statuses an API server answers while it starts, stops or sheds load. */
+const UNAVAILABLE_STATUS = new Set([429, 500, 502, 503, 504]);
+
+/**
+ * The API server was unreachable or said it cannot serve right now (a restart, an overload):
+ * a network error, or one of those statuses (client-node's ApiException carries it in `code`),
+ * anywhere in the cause chain.
+ */
+export function isApiUnavailable(err: unknown, depth = 0): boolean {
+  if (err === null || typeof err !== 'object' || depth > 5) return false;
+  const e = err as { code?: unknown; cause?: unknown };
+  if (typeof e.code === 'number' && UNAVAILABLE_STATUS.has(e.code)) return true;
+  return isNetworkError(err) || isApiUnavailable(e.cause, depth + 1);
+}

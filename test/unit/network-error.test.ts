@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isNetworkError } from '../../src/util/network-error.js';
+import { isApiUnavailable, isNetworkError } from '../../src/util/network-error.js';
 
 const sysErr = (code: string): Error => Object.assign(new Error(`connect ${code} 127.0.0.1:6443`), { code });
 
@@ -17,5 +17,20 @@ describe('isNetworkError: no answer from the API server, as opposed to an answer
     ['not an error', undefined, false],
   ])('%s', (_what, err, expected) => {
     expect(isNetworkError(err)).toBe(expected);
+  });
+});
+
+describe('isApiUnavailable: unreachable, or answering that it cannot serve now', () => {
+  const apiErr = (code: number): Error => Object.assign(new Error(`HTTP-Code: ${code}`), { code });
+  it.each([
+    ['a socket error', sysErr('ECONNREFUSED'), true],
+    ['503 while the API server starts', apiErr(503), true],
+    ['429 under load', apiErr(429), true],
+    ['500 wrapped by us', new Error('Failed to create SandboxRun', { cause: apiErr(500) }), true],
+    ['404', apiErr(404), false],
+    ['409 conflict', apiErr(409), false],
+    ['422 invalid', apiErr(422), false],
+  ])('%s', (_what, err, expected) => {
+    expect(isApiUnavailable(err)).toBe(expected);
   });
 });

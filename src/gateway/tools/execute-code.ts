@@ -10,7 +10,7 @@ import type { OutputChunk, RunOutcome } from '../../runs/types.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
-import { isNetworkError } from '../../util/network-error.js';
+import { isApiUnavailable } from '../../util/network-error.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -294,10 +294,10 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
       logger.info('Stopped waiting for run: the client went away; the run continues');
       return errorResult('The request was cancelled; the run continues and is recorded in its SandboxRun.');
     }
-    if (isNetworkError(err)) {
-      logger.warn({ err }, 'Failed to execute run: the Kubernetes API server did not answer');
+    if (isApiUnavailable(err)) {
+      logger.warn({ err }, 'Failed to execute run: the Kubernetes API server was unavailable');
       return errorResult(
-        'The operator could not reach the Kubernetes API server. If the run was started it is recorded in its SandboxRun; ' +
+        'The operator could not reach the Kubernetes API server (unreachable or unavailable). If the run was started it is recorded in its SandboxRun; ' +
           'otherwise nothing ran. Try again in a moment; if it keeps failing, ask the administrator to check the cluster.',
       );
     }
