@@ -3,8 +3,7 @@ import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 // e2e tests talk to the local test cluster unless KUBECONFIG points elsewhere.
-const kubeconfig =
-  process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
+const kubeconfig = process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
 // `unit` is pure logic (no cluster); `e2e` talks to the real test cluster (test/cluster) and runs
 // files one at a time because they share one small node; `faults-cluster` and `cluster-lifecycle`

@@ -20,7 +20,13 @@ export const WRITE_VERBS = new Set(['create', 'patch', 'update', 'delete', 'dele
  * process (so ~0 per run in a batch). Cold: the pod is watched until Ready through the informer
  * (no request of its own), then one exec of the runner script.
  */
-export const COLD_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'get networkpolicies', 'create networkpolicies', 'create pods', 'connect pods/exec']);
+export const COLD_CRITICAL_PATH: ReadonlySet<string> = new Set([
+  'create sandboxruns',
+  'get networkpolicies',
+  'create networkpolicies',
+  'create pods',
+  'connect pods/exec',
+]);
 /**
  * Warm: the claim (a patch of a ready pool pod, guarded by resourceVersion) replaces the pod create,
  * and the code goes as one framed request over the kernel stream the operator opened when the pool
@@ -29,8 +35,16 @@ export const COLD_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxr
 export const WARM_CRITICAL_PATH: ReadonlySet<string> = new Set(['create sandboxruns', 'get networkpolicies', 'create networkpolicies', 'patch pods']);
 
 const SERVER_VERBS: Record<string, string> = {
-  POST: 'create', PUT: 'update', PATCH: 'patch', APPLY: 'patch', DELETE: 'delete', DELETECOLLECTION: 'deletecollection',
-  GET: 'get', LIST: 'list', WATCH: 'watch', CONNECT: 'connect',
+  POST: 'create',
+  PUT: 'update',
+  PATCH: 'patch',
+  APPLY: 'patch',
+  DELETE: 'delete',
+  DELETECOLLECTION: 'deletecollection',
+  GET: 'get',
+  LIST: 'list',
+  WATCH: 'watch',
+  CONNECT: 'connect',
 };
 
 export type Counts = Record<string, number>;

@@ -28,7 +28,9 @@ export async function backToBackSection(ctx: BenchContext, samples = 40): Promis
     const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2' });
     ctx.stops.push(() => op.stop());
     const ready = async (): Promise<number> =>
-      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) =>
+        p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+      ).length;
     await until(async () => (await ready()) >= 2, 180_000, 'the minimum pool');
     const mcp = await connect(op.url, 'current');
     ctx.stops.push(() => mcp.close());

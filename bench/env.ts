@@ -30,7 +30,8 @@ export interface BenchSettings {
 function parseScale(raw: string | undefined): number {
   if (raw === undefined || raw === '') return 1;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0 || n > 10) throw new Error(`BENCH_SCALE=${raw} is not a number in (0, 10]; use e.g. 0.1 while developing or 1 for published figures.`);
+  if (!Number.isFinite(n) || n <= 0 || n > 10)
+    throw new Error(`BENCH_SCALE=${raw} is not a number in (0, 10]; use e.g. 0.1 while developing or 1 for published figures.`);
   return n;
 }
 

@@ -116,17 +116,27 @@ async function main(): Promise<void> {
       const t1 = Date.now();
       await sleep(4000);
       const ev = (await events(k, ns, 'probe')).filter(([t]) => t >= t0);
-      console.log(`delete+create (${t1 - t0} ms, create sent ${t1 - gap} ms after the delete returned): probe events ${JSON.stringify(ev.map(([t, w]) => [w, t - t0]))}`);
+      console.log(
+        `delete+create (${t1 - t0} ms, create sent ${t1 - gap} ms after the delete returned): probe events ${JSON.stringify(ev.map(([t, w]) => [w, t - t0]))}`,
+      );
     }
     // 4. An allow-all egress edit, undone after 4 s.
     for (let i = 0; i < rounds; i++) {
       const current = await k.networking.readNamespacedNetworkPolicy({ namespace: ns, name: SANDBOX_NETWORK_POLICY_NAME });
       const t0 = Date.now();
-      const edited = await k.networking.replaceNamespacedNetworkPolicy({ namespace: ns, name: SANDBOX_NETWORK_POLICY_NAME, body: { ...current, spec: { ...current.spec, podSelector: current.spec?.podSelector ?? {}, egress: [{}] } } });
+      const edited = await k.networking.replaceNamespacedNetworkPolicy({
+        namespace: ns,
+        name: SANDBOX_NETWORK_POLICY_NAME,
+        body: { ...current, spec: { ...current.spec, podSelector: current.spec?.podSelector ?? {}, egress: [{}] } },
+      });
       await sleep(4000);
       const opened = await after(ns, 'probe', t0, 'open');
       const t1 = Date.now();
-      await k.networking.replaceNamespacedNetworkPolicy({ namespace: ns, name: SANDBOX_NETWORK_POLICY_NAME, body: { ...policy, metadata: { ...policy.metadata, resourceVersion: edited.metadata?.resourceVersion } } });
+      await k.networking.replaceNamespacedNetworkPolicy({
+        namespace: ns,
+        name: SANDBOX_NETWORK_POLICY_NAME,
+        body: { ...policy, metadata: { ...policy.metadata, resourceVersion: edited.metadata?.resourceVersion } },
+      });
       await sleep(4000);
       const closed = await after(ns, 'probe', t1, 'closed');
       console.log(`edit allow-all→open ${opened} ms; undo→closed ${closed} ms`);

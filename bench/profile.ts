@@ -154,7 +154,8 @@ export function podsCreatedTwice(timer: CallTimer, from: number, to: number): st
 /** Runs that claimed more than one pool pod between two instants (a warm run executed twice). */
 export function runsClaimedTwice(timer: CallTimer, from: number, to: number): string[] {
   const seen = new Map<string, number>();
-  for (const c of timer.calls) if (c.key === 'patch pods' && c.ok && c.about && c.start >= from && c.start <= to) seen.set(c.about, (seen.get(c.about) ?? 0) + 1);
+  for (const c of timer.calls)
+    if (c.key === 'patch pods' && c.ok && c.about && c.start >= from && c.start <= to) seen.set(c.about, (seen.get(c.about) ?? 0) + 1);
   return [...seen].filter(([, n]) => n > 1).map(([run]) => run);
 }
 
@@ -205,8 +206,14 @@ interface CallView {
 
 type Mark = [phaseEndingHere: string, at: (v: CallView) => number | undefined];
 
-const sent = (key: string) => (v: CallView): number | undefined => v.reqs.find((r) => r.key === key)?.t;
-const done = (key: string, last = false) => (v: CallView): number | undefined => (last ? v.timed.filter((c) => c.key === key).at(-1) : v.timed.find((c) => c.key === key))?.end;
+const sent =
+  (key: string) =>
+  (v: CallView): number | undefined =>
+    v.reqs.find((r) => r.key === key)?.t;
+const done =
+  (key: string, last = false) =>
+  (v: CallView): number | undefined =>
+    (last ? v.timed.filter((c) => c.key === key).at(-1) : v.timed.find((c) => c.key === key))?.end;
 
 /**
  * Phases of a cold run (pool off): create the SandboxRun, (NetworkPolicy once per namespace),
@@ -243,7 +250,13 @@ export interface PhaseProfile {
   skipped: Record<string, number>;
 }
 
-export function profileCalls(calls: readonly TimedCall[], tally: RequestTally, timer: CallTimer, pods: PodTimeline | undefined, marks: readonly Mark[]): PhaseProfile {
+export function profileCalls(
+  calls: readonly TimedCall[],
+  tally: RequestTally,
+  timer: CallTimer,
+  pods: PodTimeline | undefined,
+  marks: readonly Mark[],
+): PhaseProfile {
   const phases: number[][] = marks.map(() => []);
   const skipped: Record<string, number> = {};
   let running = 0;
@@ -335,10 +348,26 @@ export async function execSplit(k: TestKube, ns: string, pod: string, n: number)
   const runner: number[] = [];
   const code = Buffer.from('print(1)\n');
   for (let i = 0; i < n + 3; i++) {
-    const r1 = await execInPod(k.exec, { namespace: ns, pod, container: SANDBOX_CONTAINER, command: ['python3', '-c', 'print(1)'], capChars: 1000, watchdogMs: 30_000 });
+    const r1 = await execInPod(k.exec, {
+      namespace: ns,
+      pod,
+      container: SANDBOX_CONTAINER,
+      command: ['python3', '-c', 'print(1)'],
+      capChars: 1000,
+      watchdogMs: 30_000,
+    });
     const nonce = newNonce();
-    const r2 = await execInPod(k.exec, { namespace: ns, pod, container: SANDBOX_CONTAINER, command: runnerCommand('python', 30, code.length, nonce), stdin: code, capChars: 1000, watchdogMs: 30_000 });
-    if (r1.exitCode !== 0 || parseTrailer(r2.stderrTail, nonce)?.exitCode !== 0) throw new Error(`exec split failed: ${r1.error ?? ''} ${r2.error ?? r2.stderr.text}`);
+    const r2 = await execInPod(k.exec, {
+      namespace: ns,
+      pod,
+      container: SANDBOX_CONTAINER,
+      command: runnerCommand('python', 30, code.length, nonce),
+      stdin: code,
+      capChars: 1000,
+      watchdogMs: 30_000,
+    });
+    if (r1.exitCode !== 0 || parseTrailer(r2.stderrTail, nonce)?.exitCode !== 0)
+      throw new Error(`exec split failed: ${r1.error ?? ''} ${r2.error ?? r2.stderr.text}`);
     if (i < 3) continue;
     raw.push(r1.durationMs);
     runner.push(r2.durationMs);

@@ -105,7 +105,17 @@ function throughputRows(r: Results): Cell[][] {
   const rows: Cell[][] = [];
   const row = (name: string, e: ThroughputLevel, vs: string, target = '', ok = ''): Cell[] => {
     const err = e.errors ? ` (${e.errors} errors)` : '';
-    return [`${name} c=${e.concurrency}${err}`, e.latencyMs.median, e.latencyMs.p95, e.latencyMs.p99, String(e.completed), `${e.runsPerSecond}/s`, vs, target, ok];
+    return [
+      `${name} c=${e.concurrency}${err}`,
+      e.latencyMs.median,
+      e.latencyMs.p95,
+      e.latencyMs.p99,
+      String(e.completed),
+      `${e.runsPerSecond}/s`,
+      vs,
+      target,
+      ok,
+    ];
   };
   for (const e of r.throughput.executeCode) {
     const vs = ratio(e.runsPerSecond, level(r.throughput, 'rawExec', e.concurrency)?.runsPerSecond);
@@ -115,7 +125,9 @@ function throughputRows(r: Results): Cell[][] {
   const sessions = r.throughput.session;
   if (typeof sessions === 'string') rows.push(notMeasured('throughput session execute_code', sessions));
   for (const e of typeof sessions === 'string' ? [] : (sessions ?? [])) {
-    rows.push(row('throughput session execute_code (a session per client)', e, x(ratio(e.runsPerSecond, level(r.throughput, 'rawExec', e.concurrency)?.runsPerSecond))));
+    rows.push(
+      row('throughput session execute_code (a session per client)', e, x(ratio(e.runsPerSecond, level(r.throughput, 'rawExec', e.concurrency)?.runsPerSecond))),
+    );
   }
   for (const e of r.throughput.rawExec) rows.push(row('throughput raw exec', e, 'floor'));
   return rows;
@@ -126,11 +138,43 @@ function apiRow(mode: 'cold' | 'warm', api: ApiRequestsResult | string): Cell[][
   if (typeof api === 'string') return [notMeasured(name, api, '≤ 2 on the hot path')];
   const measured = api.measuredBeforeReply;
   return [
-    [`${name} (by the code; operator ${api.operatorWritesPerRun} in all)`, api.criticalPathWritesPerRun, '', '', String(api.runs), '', '', '≤ 2 on the hot path', meets(api.criticalPathWritesPerRun <= 2)],
+    [
+      `${name} (by the code; operator ${api.operatorWritesPerRun} in all)`,
+      api.criticalPathWritesPerRun,
+      '',
+      '',
+      String(api.runs),
+      '',
+      '',
+      '≤ 2 on the hot path',
+      meets(api.criticalPathWritesPerRun <= 2),
+    ],
     ...(measured && measured.calls > 0
-      ? [[`API writes/run done before the reply, ${mode} (measured per call; upper bound)`, measured.perCall.median, measured.perCall.p95, measured.perCall.p99, String(measured.calls), '', '', '', ''] as Cell[]]
+      ? [
+          [
+            `API writes/run done before the reply, ${mode} (measured per call; upper bound)`,
+            measured.perCall.median,
+            measured.perCall.p95,
+            measured.perCall.p99,
+            String(measured.calls),
+            '',
+            '',
+            '',
+            '',
+          ] as Cell[],
+        ]
       : []),
-    [`API writes/run seen by the API server, ${mode} (all clients${api.otherClientsSeen ? ', OTHERS ACTIVE' : ''})`, api.apiserverWritesPerRun, '', '', String(api.runs), '', '', '', ''],
+    [
+      `API writes/run seen by the API server, ${mode} (all clients${api.otherClientsSeen ? ', OTHERS ACTIVE' : ''})`,
+      api.apiserverWritesPerRun,
+      '',
+      '',
+      String(api.runs),
+      '',
+      '',
+      '',
+      '',
+    ],
   ];
 }
 
@@ -143,14 +187,34 @@ function rssRows(r: Results): Cell[][] {
   return (['compiled', 'tsx'] as const).map((mode): Cell[] => {
     const full = rss.withFinishedRuns[mode].rss;
     const label = mode === 'compiled' ? 'plain node, as deployed' : 'under tsx';
-    return [`gateway RSS, ${rss.finishedRuns} finished runs, ${label} (empty ns: ${mb(rss.emptyNamespace[mode].rss)})`, mb(full), '', '', '1', '', '', target, mode === 'compiled' ? meets(full <= 150e6) : ''];
+    return [
+      `gateway RSS, ${rss.finishedRuns} finished runs, ${label} (empty ns: ${mb(rss.emptyNamespace[mode].rss)})`,
+      mb(full),
+      '',
+      '',
+      '1',
+      '',
+      '',
+      target,
+      mode === 'compiled' ? meets(full <= 150e6) : '',
+    ];
   });
 }
 
 function rssSessionsRow(live: Results['rss100Sessions']): Cell[] {
   const target = '≤ 150 MB (+1,000 runs)';
   if (typeof live === 'string') return notMeasured('gateway RSS, 100 live sessions', live, target);
-  return [`gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node`, `${(live.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, meets(live.rss <= 150e6)];
+  return [
+    `gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node`,
+    `${(live.rss / 1e6).toFixed(1)} MB`,
+    '',
+    '',
+    '1',
+    '',
+    '',
+    target,
+    meets(live.rss <= 150e6),
+  ];
 }
 
 function hostileRows(h: Results['hostile']): Cell[][] {
@@ -159,7 +223,17 @@ function hostileRows(h: Results['hostile']): Cell[][] {
   const err = h.benignErrors ? ` (${h.benignErrors} benign errors)` : '';
   return [
     ['benign session print(1), quiet', h.quietMs.median, h.quietMs.p95, h.quietMs.p99, String(h.quietMs.n), '', 'floor', '', ''],
-    [`benign session print(1), hostile neighbour (${h.attacks} attacks)${err}`, h.underAttackMs.median, h.underAttackMs.p95, h.underAttackMs.p99, String(h.underAttackMs.n), '', `p50 ${x(h.p50Ratio)} p95 ${x(h.p95Ratio)}`, target, meets(h.benignErrors === 0 ? atMost(h.p95Ratio, 1.5) : false)],
+    [
+      `benign session print(1), hostile neighbour (${h.attacks} attacks)${err}`,
+      h.underAttackMs.median,
+      h.underAttackMs.p95,
+      h.underAttackMs.p99,
+      String(h.underAttackMs.n),
+      '',
+      `p50 ${x(h.p50Ratio)} p95 ${x(h.p95Ratio)}`,
+      target,
+      meets(h.benignErrors === 0 ? atMost(h.p95Ratio, 1.5) : false),
+    ],
   ];
 }
 
@@ -169,8 +243,21 @@ function storageRows(storage: Results['storage']): Cell[][] {
   return storage.map((row): Cell[] => {
     const kib = Math.round(row.fieldBytes / 1024);
     const peak = row.probe.maxRss === undefined ? '' : `, peak ${(row.probe.maxRss / 1e6).toFixed(1)} MB`;
-    const capped = typeof row.capped === 'string' ? `heap capped at 384 MiB: ${row.capped.slice(0, 60)}` : `heap capped at 384 MiB: ${(row.capped.rss / 1e6).toFixed(1)} MB, peak ${((row.capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`;
-    return [`gateway RSS after restart, ${row.runs} finished runs of 4 × ${kib} KiB (code, stdin, stdout, stderr), plain node${peak}; ${capped}`, `${(row.probe.rss / 1e6).toFixed(1)} MB`, '', '', '1', '', '', target, meets(typeof row.capped !== 'string')];
+    const capped =
+      typeof row.capped === 'string'
+        ? `heap capped at 384 MiB: ${row.capped.slice(0, 60)}`
+        : `heap capped at 384 MiB: ${(row.capped.rss / 1e6).toFixed(1)} MB, peak ${((row.capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`;
+    return [
+      `gateway RSS after restart, ${row.runs} finished runs of 4 × ${kib} KiB (code, stdin, stdout, stderr), plain node${peak}; ${capped}`,
+      `${(row.probe.rss / 1e6).toFixed(1)} MB`,
+      '',
+      '',
+      '1',
+      '',
+      '',
+      target,
+      meets(typeof row.capped !== 'string'),
+    ];
   });
 }
 
@@ -178,7 +265,17 @@ function backToBackRow(b: Results['backToBack']): Cell[] {
   const name = 'back-to-back warm execute_code, default pool';
   if (typeof b === 'string') return notMeasured(name, b);
   const err = b.errors ? `, ${b.errors} errors` : '';
-  return [`${name} (p90 ${b.p90}; ${b.coldFallbacks} went cold, included; pool grew to ${b.poolTarget}${err})`, b.ms.median, b.ms.p95, b.ms.p99, String(b.ms.n), '', '', '', ''];
+  return [
+    `${name} (p90 ${b.p90}; ${b.coldFallbacks} went cold, included; pool grew to ${b.poolTarget}${err})`,
+    b.ms.median,
+    b.ms.p95,
+    b.ms.p99,
+    String(b.ms.n),
+    '',
+    '',
+    '',
+    '',
+  ];
 }
 
 export const HEADER = ['figure (latency in ms)', 'median', 'p95', 'p99', 'n', 'rate', 'vs floor', 'target (brief)', 'meets'];
@@ -211,8 +308,13 @@ export function renderResults(r: Results): string {
 /** The profile and breakdowns printed under the table. */
 export function summaryLines(r: Results): string[] {
   const lines: string[] = [];
-  const fmt = (c: Record<string, number>): string => Object.entries(c).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(', ');
-  const phaseLine = (phase: string, s: Summary, indent = '  '): string => `${indent}${phase.padEnd(48 - indent.length)} ${String(s.median).padStart(7)}   p95 ${s.p95}`;
+  const fmt = (c: Record<string, number>): string =>
+    Object.entries(c)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
+  const phaseLine = (phase: string, s: Summary, indent = '  '): string =>
+    `${indent}${phase.padEnd(48 - indent.length)} ${String(s.median).padStart(7)}   p95 ${s.p95}`;
   const phases = (name: string, p: PhaseProfile | undefined): void => {
     if (!p) return;
     lines.push(`${name} phases, median ms (${p.profiled} calls; ${p.runningStatusPatches} with a Running status patch too):`);
@@ -221,22 +323,34 @@ export function summaryLines(r: Results): string[] {
     if (skipped.length) lines.push(`WARNING: ${name}: calls left out of the phases for a missing mark: ${skipped.map(([m, n]) => `${n} × "${m}"`).join(', ')}`);
   };
   const trips = (name: string, t: Record<string, Summary> | undefined): void => {
-    if (t) lines.push(`${name} API round trips over the batch (final status patch, pod delete, completion Event: after the reply; connect: to the open websocket), median ms: ${Object.entries(t).map(([k, v]) => `${k} ${v.median} (n=${v.n})`).join(', ')}`);
+    if (t)
+      lines.push(
+        `${name} API round trips over the batch (final status patch, pod delete, completion Event: after the reply; connect: to the open websocket), median ms: ${Object.entries(
+          t,
+        )
+          .map(([k, v]) => `${k} ${v.median} (n=${v.n})`)
+          .join(', ')}`,
+      );
   };
   phases('cold execute_code', r.profile.cold);
   trips('cold', r.profile.coldApiRoundTripsMs);
   phases('warm execute_code', r.profile.warm);
   const kernel = r.profile.warmKernel;
   if (kernel) {
-    lines.push(`  of which, from the kernel stream's frames (${kernel.calls} calls; stream ready before the claim in ${kernel.streamReadyBeforeClaim}, opened on the call's path in ${kernel.streamOpenedOnPath}):`);
+    lines.push(
+      `  of which, from the kernel stream's frames (${kernel.calls} calls; stream ready before the claim in ${kernel.streamReadyBeforeClaim}, opened on the call's path in ${kernel.streamOpenedOnPath}):`,
+    );
     for (const [phase, s] of Object.entries(kernel.phasesMs)) lines.push(phaseLine(phase, s, '    '));
   }
   trips('warm', r.profile.warmApiRoundTripsMs);
   if (typeof r.warmTransient !== 'string' && r.warmTransient.streamWaitTimeouts) {
-    lines.push(`WARNING: ${r.warmTransient.streamWaitTimeouts} warm calls were made before the operator's kernel stream to every ready pool pod had answered (STREAM_TIMEOUT_MS, bench/warm.ts)`);
+    lines.push(
+      `WARNING: ${r.warmTransient.streamWaitTimeouts} warm calls were made before the operator's kernel stream to every ready pool pod had answered (STREAM_TIMEOUT_MS, bench/warm.ts)`,
+    );
   }
   // A run executed twice: its pod created twice (cold), or two pool pods claimed for it (warm).
-  const twice = (n: number | undefined, of: Latency | string, how: string): string => `${n ?? '?'} of ${typeof of === 'string' ? '?' : of.ms.n + of.errors} (${how})`;
+  const twice = (n: number | undefined, of: Latency | string, how: string): string =>
+    `${n ?? '?'} of ${typeof of === 'string' ? '?' : of.ms.n + of.errors} (${how})`;
   if (r.profile.coldRunsExecutedTwice !== undefined || r.profile.warmRunsExecutedTwice !== undefined) {
     const parts = [
       ...(r.profile.coldRunsExecutedTwice !== undefined ? [`cold ${twice(r.profile.coldRunsExecutedTwice, r.cold, 'pod created twice')}`] : []),
@@ -247,22 +361,29 @@ export function summaryLines(r: Results): string[] {
   }
   if (typeof r.rawPodFloor !== 'string') {
     const f = r.rawPodFloor.phasesMs;
-    lines.push(`raw pod floor, median ms from create: create call ${f.createCall.median}, scheduled ${f.toScheduled.median}, Ready ${f.toReady.median}; first exec ${f.exec.median}; delete call ${f.delete.median}`);
+    lines.push(
+      `raw pod floor, median ms from create: create call ${f.createCall.median}, scheduled ${f.toScheduled.median}, Ready ${f.toReady.median}; first exec ${f.exec.median}; delete call ${f.delete.median}`,
+    );
   }
-  if (r.profile.execSplit) lines.push(`exec in a running pod, median ms: raw python3 -c ${r.profile.execSplit.rawPythonMs.median}, cold path's runner script + python ${r.profile.execSplit.runnerPythonMs.median}`);
+  if (r.profile.execSplit)
+    lines.push(
+      `exec in a running pod, median ms: raw python3 -c ${r.profile.execSplit.rawPythonMs.median}, cold path's runner script + python ${r.profile.execSplit.runnerPythonMs.median}`,
+    );
   if (r.profile.apiRequest) {
     const a = r.profile.apiRequest;
     lines.push(
       `one API GET, median ms: client-node as shipped (new TCP+TLS connection each; the bench's floors) ${a.clientNodeGetMs.median}, client-node with reuseConnections (the operator) ${a.reusedClientNodeGetMs.median}, one kept-alive HTTPS connection ${a.keepAliveGetMs.median}`,
     );
   }
-  if (r.profile.mcpRoundTripMs) lines.push(`MCP round trip without Kubernetes (refused empty code), median ${r.profile.mcpRoundTripMs.median} ms, p95 ${r.profile.mcpRoundTripMs.p95} ms`);
+  if (r.profile.mcpRoundTripMs)
+    lines.push(`MCP round trip without Kubernetes (refused empty code), median ${r.profile.mcpRoundTripMs.median} ms, p95 ${r.profile.mcpRoundTripMs.p95} ms`);
   if (typeof r.session !== 'string') lines.push(`create_session: ${r.session.createMs} ms`);
   for (const mode of ['cold', 'warm'] as const) {
     const a = r.apiRequests[mode];
     if (typeof a === 'string') continue;
     lines.push(`API writes per ${mode} run on the hot path (by the code): ${a.criticalPath.join(', ')} (NetworkPolicy: once per namespace)`);
-    if (a.measuredBeforeReply) lines.push(`API writes per ${mode} run done before the reply (measured, ${a.measuredBeforeReply.calls} calls): ${fmt(a.measuredBeforeReply.byKey)}`);
+    if (a.measuredBeforeReply)
+      lines.push(`API writes per ${mode} run done before the reply (measured, ${a.measuredBeforeReply.calls} calls): ${fmt(a.measuredBeforeReply.byKey)}`);
     const execs = mode === 'warm' ? ' (connect pods/exec: kernel streams to the new pool pods, opened before any claim)' : '';
     lines.push(`API requests per ${mode} run, operator: ${fmt(a.operatorPerRun)}${execs}`);
     lines.push(`API requests per ${mode} run, API server (all clients): ${fmt(a.apiserverPerRun)}`);
@@ -271,12 +392,15 @@ export function summaryLines(r: Results): string[] {
     const extra = mode === 'cold' ? Math.round(((a.operatorPerRun['connect pods/exec'] ?? 0) - 1) * a.runs) : 0;
     if (extra > 0) lines.push(`WARNING: ${extra} more execs than ${a.runs} cold runs: some runs were executed twice (see docs/performance.md)`);
   }
-  if (typeof r.rss !== 'string') lines.push(`retained heap per finished SandboxRun (after GC, compiled): ${(r.rss.heapBytesPerFinishedRun / 1024).toFixed(1)} KiB`);
+  if (typeof r.rss !== 'string')
+    lines.push(`retained heap per finished SandboxRun (after GC, compiled): ${(r.rss.heapBytesPerFinishedRun / 1024).toFixed(1)} KiB`);
   const live = r.rss100Sessions;
   if (typeof live !== 'string' && typeof r.rss !== 'string' && live.sessions > 0) {
     const perSession = (live.rss - r.rss.withFinishedRuns.compiled.rss) / live.sessions;
     const heapPerSession = (live.heapUsedAfterGc - r.rss.withFinishedRuns.compiled.heapUsedAfterGc) / live.sessions;
-    lines.push(`per live session (kernel stream open, compiled): RSS ${(perSession / 1024).toFixed(0)} KiB, retained heap ${(heapPerSession / 1024).toFixed(1)} KiB; ${live.sessions} sessions opened in ${live.openSeconds} s`);
+    lines.push(
+      `per live session (kernel stream open, compiled): RSS ${(perSession / 1024).toFixed(0)} KiB, retained heap ${(heapPerSession / 1024).toFixed(1)} KiB; ${live.sessions} sessions opened in ${live.openSeconds} s`,
+    );
   }
   return lines;
 }

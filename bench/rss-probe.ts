@@ -49,7 +49,17 @@ async function main(): Promise<void> {
   }
   const g = process.memoryUsage();
   const maxRss = process.resourceUsage().maxRSS * 1024;
-  const result = { sessions: opened.length, rssBeforeStart: before, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, rssAfterGc: g.rss, heapUsedAfterGc: g.heapUsed, maxRss };
+  const result = {
+    sessions: opened.length,
+    rssBeforeStart: before,
+    rss: m.rss,
+    heapUsed: m.heapUsed,
+    heapTotal: m.heapTotal,
+    external: m.external,
+    rssAfterGc: g.rss,
+    heapUsedAfterGc: g.heapUsed,
+    maxRss,
+  };
   process.stdout.write(`${PROBE_PREFIX}${JSON.stringify(result)}\n`);
   await op.stop();
 }

@@ -7,7 +7,18 @@ import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, parseSandboxRun } from '../src/api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  LABEL_MANAGED_BY,
+  MANAGED_BY_VALUE,
+  Reasons,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  parseSandboxRun,
+} from '../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
 import { completedStatus } from '../src/controller/status.js';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -35,7 +46,10 @@ export interface ProbeResult {
 async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
   const name = `bench-done-${String(i).padStart(5, '0')}`;
   const created = await k.custom.createNamespacedCustomObject({
-    group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL,
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: SANDBOXRUN_PLURAL,
     body: {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -118,7 +132,12 @@ export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string
   const args = [
     ...nodeArgs,
     ...(mode === 'tsx'
-      ? [fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)), fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), ns, String(sessions)]
+      ? [
+          fileURLToPath(new URL('../node_modules/tsx/dist/cli.mjs', import.meta.url)),
+          fileURLToPath(new URL('./rss-probe.ts', import.meta.url)),
+          ns,
+          String(sessions),
+        ]
       : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)]),
   ];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.

@@ -89,7 +89,9 @@ async function main(): Promise<void> {
   r.ratios = computeRatios(r);
   const table = renderResults(r);
   const paths = await writeResults(r, table);
-  process.stdout.write(`\ncodemode-operator bench, ${r.date}, scale ${s.scale}\n${describeMachine(machine)}\n\n${table}\n\n${summaryLines(r).join('\n')}\n\nwrote ${paths.join(' and ')}\n`);
+  process.stdout.write(
+    `\ncodemode-operator bench, ${r.date}, scale ${s.scale}\n${describeMachine(machine)}\n\n${table}\n\n${summaryLines(r).join('\n')}\n\nwrote ${paths.join(' and ')}\n`,
+  );
 }
 
 main().then(

@@ -57,7 +57,10 @@ export class PodTimeline {
   readonly watcher: PodWatcher;
   private readonly times = new Map<string, PodTimes>();
 
-  constructor(k: TestKube, readonly namespace: string) {
+  constructor(
+    k: TestKube,
+    readonly namespace: string,
+  ) {
     const selector = `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}`;
     this.informer = new ResilientInformer<V1Pod>(
       k.kc,
@@ -91,7 +94,12 @@ export class PodTimeline {
   readyNamesWith(label: string, value: string): string[] {
     return this.informer
       .list(this.namespace)
-      .filter((p) => p.metadata?.labels?.[label] === value && !p.metadata.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+      .filter(
+        (p) =>
+          p.metadata?.labels?.[label] === value &&
+          !p.metadata.deletionTimestamp &&
+          p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+      )
       .map((p) => p.metadata?.name ?? '');
   }
 

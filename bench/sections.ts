@@ -2,13 +2,33 @@
 // (startOperator) on their own bench-* namespace, with instance hooks counting their API calls.
 import { startOperator, type RunningOperator } from '../test/e2e/helpers/operator.js';
 import { apiRequestFloor } from './api-floor.js';
-import { COLD_CRITICAL_PATH, RequestTally, WARM_CRITICAL_PATH, diff, parseRequestTotals, scrapeApiserver, summarizeApiRequests, type Counts } from './api-requests.js';
+import {
+  COLD_CRITICAL_PATH,
+  RequestTally,
+  WARM_CRITICAL_PATH,
+  diff,
+  parseRequestTotals,
+  scrapeApiserver,
+  summarizeApiRequests,
+  type Counts,
+} from './api-requests.js';
 import { failed, latency, log, sleep, stopAll, type BenchContext } from './context.js';
 import { scaled } from './env.js';
 import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
 import { hostileNeighbour } from './hostile.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
-import { COLD_MARKS, CallTimer, WARM_MARKS, execSplit, kernelSplit, podsCreatedTwice, profileCalls, roundTrips, runsClaimedTwice, writesBeforeReply } from './profile.js';
+import {
+  COLD_MARKS,
+  CallTimer,
+  WARM_MARKS,
+  execSplit,
+  kernelSplit,
+  podsCreatedTwice,
+  profileCalls,
+  roundTrips,
+  runsClaimedTwice,
+  writesBeforeReply,
+} from './profile.js';
 import type { Results, RssPair } from './report.js';
 import { compileProbe, deleteSeededRuns, deleteSessions, probeRss, seedFinishedRuns } from './rss.js';
 import { PodTimeline } from './sandbox-pod.js';
@@ -63,7 +83,11 @@ async function instrumentedOperator(ctx: BenchContext, prefix: string, env: Reco
 }
 
 /** Runs `measure` with the API server's counters scraped around its recorded part. */
-async function withApiCounts<T extends McpLatency>(ctx: BenchContext, tally: RequestTally, measure: (o: LatencyOptions) => Promise<T>): Promise<{ lat: T; server: Counts; operator: Counts; from: number; to: number }> {
+async function withApiCounts<T extends McpLatency>(
+  ctx: BenchContext,
+  tally: RequestTally,
+  measure: (o: LatencyOptions) => Promise<T>,
+): Promise<{ lat: T; server: Counts; operator: Counts; from: number; to: number }> {
   let before: Counts = {};
   let from = 0;
   const lat = await measure({
@@ -89,7 +113,10 @@ export async function coldSection(ctx: BenchContext, floorNs: string | undefined
     log(`cold: execute_code print(1) × ${n} (API server metrics scraped around the batch)`);
     const m = await withApiCounts(ctx, tally, (o) => executeCodeLatency(op.url, n, o));
     r.cold = latency(m.lat);
-    r.apiRequests.cold = { ...summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH), measuredBeforeReply: writesBeforeReply(m.lat.calls, timer) };
+    r.apiRequests.cold = {
+      ...summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH),
+      measuredBeforeReply: writesBeforeReply(m.lat.calls, timer),
+    };
     r.profile.cold = profileCalls(m.lat.calls, tally, timer, pods, COLD_MARKS);
     r.profile.coldApiRoundTripsMs = roundTrips(timer, m.from, m.to);
     r.profile.coldRunsExecutedTwice = podsCreatedTwice(timer, m.from, m.to).length;
@@ -149,7 +176,10 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
     if (s.sections.has('session')) r.session = noKernels;
     return;
   }
-  const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE), CODEMODE_WARM_POOL_MAX: String(POOL_SIZE) });
+  const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', {
+    CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE),
+    CODEMODE_WARM_POOL_MAX: String(POOL_SIZE),
+  });
   if (s.sections.has('warm')) {
     try {
       const n = scaled(s, s.warmSamples);
@@ -202,7 +232,13 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
     log('rss: probes with the finished runs');
     const full = await probe();
     const perRun = Math.round((full.compiled.heapUsedAfterGc - empty.compiled.heapUsedAfterGc) / count);
-    r.rss = { finishedRuns: count, seedSeconds: Math.round(seedSeconds * 10) / 10, heapBytesPerFinishedRun: perRun, emptyNamespace: empty, withFinishedRuns: full };
+    r.rss = {
+      finishedRuns: count,
+      seedSeconds: Math.round(seedSeconds * 10) / 10,
+      heapBytesPerFinishedRun: perRun,
+      emptyNamespace: empty,
+      withFinishedRuns: full,
+    };
     const sessions = scaled(s, s.liveSessions, 2);
     log(`rss: probe (compiled) opening ${sessions} live sessions, with the finished runs`);
     try {

@@ -12,7 +12,17 @@
 import './env.js';
 import { pathToFileURL } from 'node:url';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { API_VERSION, GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, MAX_CODE_BYTES_HARD, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION } from '../src/api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  LABEL_MANAGED_BY,
+  MANAGED_BY_VALUE,
+  MAX_CODE_BYTES_HARD,
+  Reasons,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+} from '../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
 import { createNamespace, deleteNamespace, testKube, type TestKube } from '../test/e2e/helpers/kube.js';
 import { inBatches, log } from './context.js';
@@ -61,7 +71,10 @@ function text(seed: number, bytes: number): string {
 async function seedOne(k: TestKube, ns: string, i: number, fieldBytes: number): Promise<void> {
   const name = `big-done-${String(i).padStart(5, '0')}`;
   await k.custom.createNamespacedCustomObject({
-    group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL,
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: SANDBOXRUN_PLURAL,
     body: {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -71,9 +84,19 @@ async function seedOne(k: TestKube, ns: string, i: number, fieldBytes: number): 
   });
   const now = new Date().toISOString();
   const status = {
-    phase: 'Succeeded', reason: Reasons.Succeeded, message: 'The program exited with code 0.', exitCode: 0,
-    stdout: text(i + 2, fieldBytes), stderr: text(i + 3, fieldBytes), stdoutBytes: fieldBytes, stderrBytes: fieldBytes, truncated: false,
-    startTime: now, completionTime: now, durationMs: 1, observedGeneration: 1,
+    phase: 'Succeeded',
+    reason: Reasons.Succeeded,
+    message: 'The program exited with code 0.',
+    exitCode: 0,
+    stdout: text(i + 2, fieldBytes),
+    stderr: text(i + 3, fieldBytes),
+    stdoutBytes: fieldBytes,
+    stderrBytes: fieldBytes,
+    truncated: false,
+    startTime: now,
+    completionTime: now,
+    durationMs: 1,
+    observedGeneration: 1,
   };
   await k.custom.patchNamespacedCustomObjectStatus(
     { group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name, body: { status } },
@@ -94,7 +117,11 @@ export interface ProbeSource {
 }
 
 /** Seeds each shape in its own namespace, probes every source's operator on it, cleans up. */
-export async function measureStorage(k: TestKube, shapes: readonly StorageShape[] = STORAGE_SHAPES, sources: readonly ProbeSource[] = [{ label: 'this checkout' }]): Promise<Array<StorageRow & { source: string }>> {
+export async function measureStorage(
+  k: TestKube,
+  shapes: readonly StorageShape[] = STORAGE_SHAPES,
+  sources: readonly ProbeSource[] = [{ label: 'this checkout' }],
+): Promise<Array<StorageRow & { source: string }>> {
   const compiled = await Promise.all(sources.map(async (src) => ({ src, build: await compileProbe(src.dir) })));
   const rows: Array<StorageRow & { source: string }> = [];
   try {
@@ -107,8 +134,15 @@ export async function measureStorage(k: TestKube, shapes: readonly StorageShape[
           log(`storage: probing a fresh gateway (${src.label})`);
           const probe = await probeRss(ns, 'compiled', build.dir);
           log(`storage: ${src.label}: rss ${(probe.rss / 1e6).toFixed(1)} MB, peak ${((probe.maxRss ?? 0) / 1e6).toFixed(1)} MB`);
-          const capped = await probeRss(ns, 'compiled', build.dir, 0, [`--max-old-space-size=${CAPPED_HEAP_MB}`]).catch((err: unknown) => `failed: ${String(err).replace(/^.* exited /s, 'exited ').slice(0, 200)}`);
-          log(`storage: ${src.label}, heap capped at ${CAPPED_HEAP_MB} MiB: ${typeof capped === 'string' ? capped : `rss ${(capped.rss / 1e6).toFixed(1)} MB, peak ${((capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`}`);
+          const capped = await probeRss(ns, 'compiled', build.dir, 0, [`--max-old-space-size=${CAPPED_HEAP_MB}`]).catch(
+            (err: unknown) =>
+              `failed: ${String(err)
+                .replace(/^.* exited /s, 'exited ')
+                .slice(0, 200)}`,
+          );
+          log(
+            `storage: ${src.label}, heap capped at ${CAPPED_HEAP_MB} MiB: ${typeof capped === 'string' ? capped : `rss ${(capped.rss / 1e6).toFixed(1)} MB, peak ${((capped.maxRss ?? 0) / 1e6).toFixed(1)} MB`}`,
+          );
           rows.push({ ...shape, seedSeconds, probe, capped, source: src.label });
         }
       } finally {
@@ -131,7 +165,9 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     (rows) => {
       for (const r of rows) {
         const capped = typeof r.capped === 'string' ? r.capped : { rss: r.capped.rss, maxRss: r.capped.maxRss };
-        process.stdout.write(`${JSON.stringify({ source: r.source, runs: r.runs, fieldBytes: r.fieldBytes, seedSeconds: r.seedSeconds, rss: r.probe.rss, maxRss: r.probe.maxRss, heapUsedAfterGc: r.probe.heapUsedAfterGc, capped })}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ source: r.source, runs: r.runs, fieldBytes: r.fieldBytes, seedSeconds: r.seedSeconds, rss: r.probe.rss, maxRss: r.probe.maxRss, heapUsedAfterGc: r.probe.heapUsedAfterGc, capped })}\n`,
+        );
       }
       process.exit(0);
     },

@@ -99,5 +99,9 @@ export async function openSessions(url: string, n: number): Promise<string[]> {
 /** `python3 -c 'print(1)'` execs to ONE running pod from `concurrency` callers. */
 export function rawExecThroughput(k: TestKube, ns: string, pod: string, concurrency: number, windowMs: number): Promise<ThroughputLevel> {
   const call: Call = () => timedExec(k, ns, pod, PRINT_1);
-  return closedLoop(concurrency, windowMs, Array.from({ length: concurrency }, () => call));
+  return closedLoop(
+    concurrency,
+    windowMs,
+    Array.from({ length: concurrency }, () => call),
+  );
 }

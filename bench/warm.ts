@@ -28,7 +28,14 @@ export interface WarmLatency extends McpLatency {
   streamWaitTimeouts: number;
 }
 
-export async function warmLatency(url: string, pods: PodTimeline, tally: RequestTally, timer: CallTimer, n: number, opts: LatencyOptions = {}): Promise<WarmLatency> {
+export async function warmLatency(
+  url: string,
+  pods: PodTimeline,
+  tally: RequestTally,
+  timer: CallTimer,
+  n: number,
+  opts: LatencyOptions = {},
+): Promise<WarmLatency> {
   let streamWaitTimeouts = 0;
   const full = async (): Promise<void> => {
     if (!(await pods.untilReady(LABEL_POOL, 'warm', POOL_SIZE, FILL_TIMEOUT_MS))) {

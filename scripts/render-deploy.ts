@@ -13,7 +13,12 @@ const NAMESPACE = 'codemode';
 function findHelm(): string {
   if (process.env.HELM) return process.env.HELM;
   const bin = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin');
-  const built = existsSync(bin) ? readdirSync(bin).filter((d) => d.startsWith('helm-')).sort().reverse() : [];
+  const built = existsSync(bin)
+    ? readdirSync(bin)
+        .filter((d) => d.startsWith('helm-'))
+        .sort()
+        .reverse()
+    : [];
   for (const d of built) if (existsSync(join(bin, d, 'helm'))) return join(bin, d, 'helm');
   return 'helm';
 }

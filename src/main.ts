@@ -33,13 +33,24 @@ async function main(): Promise<void> {
   const operator = createOperator(config, clients, log, metrics);
   const auth = createAuth(config, clients, log.child({ component: 'auth' }));
   if (config.authMode === 'none' && !isLoopbackBind(config.bindAddress)) {
-    log.warn({ bindAddress: config.bindAddress }, 'Authentication is off (CODEMODE_AUTH_MODE=none) on an address beyond loopback: anyone who reaches the gateway can run code (accepted with CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true)');
+    log.warn(
+      { bindAddress: config.bindAddress },
+      'Authentication is off (CODEMODE_AUTH_MODE=none) on an address beyond loopback: anyone who reaches the gateway can run code (accepted with CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true)',
+    );
   }
   let ready = false;
   let stopping = false;
   let draining = false;
 
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected, auth: auth.http }));
+  const app = createApp(
+    gatewayDeps(operator, config, log, {
+      isReady: () => ready,
+      isDraining: () => draining,
+      onToolCall: metrics.toolCall,
+      onAdmissionRejected: metrics.admissionRejected,
+      auth: auth.http,
+    }),
+  );
   app.get('/metrics', async (c) => {
     c.header('Content-Type', metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());

@@ -49,7 +49,12 @@ export interface Operator {
 }
 
 /** What the gateway serves from `operator`: its run and session services and the gateway settings. */
-export function gatewayDeps(operator: Operator, config: Config, logger: Logger, process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>): GatewayDeps {
+export function gatewayDeps(
+  operator: Operator,
+  config: Config,
+  logger: Logger,
+  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>,
+): GatewayDeps {
   return {
     runService: operator.runService,
     sessions: operator.sessionService,
@@ -102,9 +107,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXRUN_PLURAL}`,
     (cont) =>
-      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, limit: LIST_PAGE_SIZE, _continue: cont }) as Promise<
-        KubernetesListObject<KubernetesObject>
-      >,
+      clients.custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        limit: LIST_PAGE_SIZE,
+        _continue: cont,
+      }) as Promise<KubernetesListObject<KubernetesObject>>,
     log.child({ informer: 'sandboxruns' }),
     // Code, stdin and outputs stay in the API server: the controller does not need them cached.
     { transform: stripRun },
@@ -116,7 +126,12 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log.child({ informer: 'pods' }),
     { labelSelector: podSelector() },
   );
-  const policies = new NetworkPolicyGuard(clients, ns, log.child({ controller: 'networkpolicy' }), metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') });
+  const policies = new NetworkPolicyGuard(
+    clients,
+    ns,
+    log.child({ controller: 'networkpolicy' }),
+    metrics && { ...metrics.networkPolicy, queue: metrics.queue('networkpolicy') },
+  );
   const events = new EventRecorder(clients.events, identity, log);
   const podWatcher = new PodWatcher(pods);
   const runtimeDir = findRuntimeDir();
@@ -148,9 +163,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXSESSION_PLURAL}`,
     (cont) =>
-      clients.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, limit: LIST_PAGE_SIZE, _continue: cont }) as Promise<
-        KubernetesListObject<KubernetesObject>
-      >,
+      clients.custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXSESSION_PLURAL,
+        limit: LIST_PAGE_SIZE,
+        _continue: cont,
+      }) as Promise<KubernetesListObject<KubernetesObject>>,
     log.child({ informer: 'sandboxsessions' }),
   );
   const runtimeFiles = options.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
@@ -219,13 +239,19 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   executor.setSessions(sessionService);
 
-  const runService = new KubeRunService(clients, executor, {
-    namespace: ns,
-    identity,
-    defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-    maxTimeoutSeconds: config.maxTimeoutSeconds,
-    maxCodeBytes: config.maxCodeBytes,
-  }, sessionService, slots);
+  const runService = new KubeRunService(
+    clients,
+    executor,
+    {
+      namespace: ns,
+      identity,
+      defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+      maxTimeoutSeconds: config.maxTimeoutSeconds,
+      maxCodeBytes: config.maxCodeBytes,
+    },
+    sessionService,
+    slots,
+  );
 
   return {
     identity,

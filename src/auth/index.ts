@@ -20,7 +20,19 @@ export interface Auth {
   stop(): Promise<void>;
 }
 
-type AuthConfig = Pick<Config, 'authMode' | 'namespace' | 'authTokensSecret' | 'authAudience' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcUsernameClaim' | 'oidcGroupsClaim' | 'publicUrl'>;
+type AuthConfig = Pick<
+  Config,
+  | 'authMode'
+  | 'namespace'
+  | 'authTokensSecret'
+  | 'authAudience'
+  | 'oidcIssuer'
+  | 'oidcAudience'
+  | 'oidcJwksUrl'
+  | 'oidcUsernameClaim'
+  | 'oidcGroupsClaim'
+  | 'publicUrl'
+>;
 
 const none: Authenticator = { mode: 'none', authenticate: async (): Promise<AuthResult> => ({ ok: true, identity: ANONYMOUS }) };
 

@@ -33,8 +33,10 @@ export function identityFromClaims(p: JWTPayload, usernameClaim: string, groupsC
 
 function describe(err: unknown): string {
   if (err instanceof errors.JWTExpired) return 'The token has expired; get a new one from the issuer.';
-  if (err instanceof errors.JWTClaimValidationFailed) return `The token's "${err.claim}" claim is not accepted (${err.reason === 'check_failed' ? 'wrong value' : err.reason}).`;
-  if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey) return 'The token is not signed by the configured issuer.';
+  if (err instanceof errors.JWTClaimValidationFailed)
+    return `The token's "${err.claim}" claim is not accepted (${err.reason === 'check_failed' ? 'wrong value' : err.reason}).`;
+  if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey)
+    return 'The token is not signed by the configured issuer.';
   return 'The token is not a valid JWT for this gateway.';
 }
 

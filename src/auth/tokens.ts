@@ -55,7 +55,10 @@ export function parseTokensCsv(text: string): ParsedTokens {
     const key = d.toString('hex');
     if (seen.has(key)) return void problems.push(`line ${i + 1}: the same token as an earlier line`);
     seen.add(key);
-    const groupList = groups.split(',').map((g) => g.trim()).filter(Boolean);
+    const groupList = groups
+      .split(',')
+      .map((g) => g.trim())
+      .filter(Boolean);
     entries.push({ digest: d, identity: Object.freeze({ user, groups: Object.freeze(groupList) }) });
   });
   return { entries, problems };
@@ -74,7 +77,10 @@ export class TokensAuthenticator implements Authenticator {
     const parsed = parseTokensCsv(text);
     this.entries = parsed.entries;
     if (parsed.problems.length) this.log.warn({ problems: parsed.problems }, 'Skipped lines of the tokens Secret');
-    this.log.info({ tokens: parsed.entries.length, secret: secret?.metadata?.name }, secret ? 'Loaded bearer tokens' : 'The tokens Secret is missing: every request is refused');
+    this.log.info(
+      { tokens: parsed.entries.length, secret: secret?.metadata?.name },
+      secret ? 'Loaded bearer tokens' : 'The tokens Secret is missing: every request is refused',
+    );
   }
 
   async authenticate(token: string | undefined): Promise<AuthResult> {

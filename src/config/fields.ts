@@ -69,7 +69,12 @@ const image = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/, {
 function commaList<T extends z.ZodType<string, string>>(item: T) {
   return z
     .string()
-    .transform((s) => s.split(',').map((p) => p.trim()).filter((p) => p !== ''))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((p) => p.trim())
+        .filter((p) => p !== ''),
+    )
     .pipe(z.array(item));
 }
 
@@ -124,8 +129,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_NAMESPACE',
       default: 'codemode',
-      description:
-        'Namespace where the gateway creates SandboxRuns and their pods; the controller watches only this namespace.',
+      description: 'Namespace where the gateway creates SandboxRuns and their pods; the controller watches only this namespace.',
       allowed: 'a DNS-1123 label (at most 63 characters)',
     },
     dnsLabel,
@@ -193,11 +197,7 @@ export const FIELDS = {
   maxCpu: quantityField('CODEMODE_MAX_CPU', '2', 'Largest CPU limit a run may ask for.'),
   maxMemory: quantityField('CODEMODE_MAX_MEMORY', '2Gi', 'Largest memory limit a run may ask for.'),
   cpuRequest: quantityField('CODEMODE_CPU_REQUEST', '100m', 'CPU request of sandbox pods (capped at the limit).'),
-  memoryRequest: quantityField(
-    'CODEMODE_MEMORY_REQUEST',
-    '128Mi',
-    'Memory request of sandbox pods (capped at the limit).',
-  ),
+  memoryRequest: quantityField('CODEMODE_MEMORY_REQUEST', '128Mi', 'Memory request of sandbox pods (capped at the limit).'),
   ephemeralStorageLimit: quantityField(
     'CODEMODE_EPHEMERAL_STORAGE_LIMIT',
     '1Gi',
@@ -235,7 +235,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_RESYNC_SECONDS',
       default: '300',
-      description: 'Period of the controller\'s full resync of every SandboxRun.',
+      description: "Period of the controller's full resync of every SandboxRun.",
       allowed: 'an integer from 1 to 86400',
     },
     int(1, 86400),
@@ -276,8 +276,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_ALLOWED_HOSTS',
       default: '',
-      description:
-        'Comma-separated Host header names the gateway accepts (DNS-rebinding protection). Empty: localhost, 127.0.0.1 and [::1] only.',
+      description: 'Comma-separated Host header names the gateway accepts (DNS-rebinding protection). Empty: localhost, 127.0.0.1 and [::1] only.',
       allowed: 'a comma-separated list of host names or IP addresses, without scheme or port',
     },
     commaList(host),
@@ -314,7 +313,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_WARM_POOL_SIZE',
       default: '',
-      description: 'Former name of CODEMODE_WARM_POOL_MIN, still read as the pool\'s minimum; 0 (without CODEMODE_WARM_POOL_MAX) disables and drains the pool.',
+      description: "Former name of CODEMODE_WARM_POOL_MIN, still read as the pool's minimum; 0 (without CODEMODE_WARM_POOL_MAX) disables and drains the pool.",
       allowed: 'an integer from 0 to 100, equal to CODEMODE_WARM_POOL_MIN if both are set',
     },
     int(0, 100),
@@ -376,13 +375,16 @@ export const FIELDS = {
         'Secret (in CODEMODE_NAMESPACE) whose key tokens.csv lists the bearer tokens of mode tokens, one `token,user,uid,"group1,group2"` line each (the kube-apiserver static token format); watched, so edits apply without a restart.',
       allowed: 'a Secret name (DNS-1123 subdomain)',
     },
-    z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, { error: 'must be a DNS-1123 subdomain' }).max(253),
+    z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, { error: 'must be a DNS-1123 subdomain' })
+      .max(253),
   ),
   authAudience: optionalField(
     {
       env: 'CODEMODE_AUTH_AUDIENCE',
       default: '',
-      description: 'Audience a token must be issued for in mode kubernetes (TokenReview audiences); empty accepts the API server\'s own audience.',
+      description: "Audience a token must be issued for in mode kubernetes (TokenReview audiences); empty accepts the API server's own audience.",
       allowed: 'a non-empty string without spaces',
     },
     z.string().regex(/^\S+$/, { error: 'must not contain spaces' }),
@@ -400,7 +402,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_OIDC_AUDIENCE',
       default: '',
-      description: 'Audience (aud) JWTs must be issued for in mode oidc, usually the gateway\'s public /mcp URL.',
+      description: "Audience (aud) JWTs must be issued for in mode oidc, usually the gateway's public /mcp URL.",
       allowed: 'a non-empty string without spaces',
     },
     z.string().regex(/^\S+$/, { error: 'must not contain spaces' }),
@@ -409,7 +411,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_OIDC_JWKS_URL',
       default: '',
-      description: 'Where the issuer\'s signing keys (JWKS) are; by default from the issuer\'s discovery document.',
+      description: "Where the issuer's signing keys (JWKS) are; by default from the issuer's discovery document.",
       allowed: 'an http(s) URL',
     },
     z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
@@ -419,7 +421,7 @@ export const FIELDS = {
     z.string().regex(/^[A-Za-z0-9_.:-]+$/, { error: 'must be a claim name' }),
   ),
   oidcGroupsClaim: field(
-    { env: 'CODEMODE_OIDC_GROUPS_CLAIM', default: 'groups', description: 'JWT claim with the user\'s groups in mode oidc.', allowed: 'a claim name' },
+    { env: 'CODEMODE_OIDC_GROUPS_CLAIM', default: 'groups', description: "JWT claim with the user's groups in mode oidc.", allowed: 'a claim name' },
     z.string().regex(/^[A-Za-z0-9_.:-]+$/, { error: 'must be a claim name' }),
   ),
   publicUrl: optionalField(
@@ -488,8 +490,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED',
       default: '86400',
-      description:
-        'Longest a finished SandboxRun is kept, whatever its spec.ttlSecondsAfterFinished asks (a larger value is shortened to this).',
+      description: 'Longest a finished SandboxRun is kept, whatever its spec.ttlSecondsAfterFinished asks (a larger value is shortened to this).',
       allowed: `an integer from 0 to ${MAX_TTL_SECONDS_AFTER_FINISHED} (one week), not below CODEMODE_TTL_SECONDS_AFTER_FINISHED`,
     },
     int(0, MAX_TTL_SECONDS_AFTER_FINISHED),
@@ -501,7 +502,7 @@ export const FIELDS = {
       env: 'CODEMODE_MAX_CONCURRENT_RUNS',
       default: '16',
       description:
-        'Transient runs (each in its own sandbox pod) one gateway replica executes at once, execute_code calls and kubectl-created SandboxRuns together; further calls wait in the queue. Calls in a session are not counted (they use the session\'s pod, one call at a time).',
+        "Transient runs (each in its own sandbox pod) one gateway replica executes at once, execute_code calls and kubectl-created SandboxRuns together; further calls wait in the queue. Calls in a session are not counted (they use the session's pod, one call at a time).",
       allowed: 'an integer from 1 to 1000, not above CODEMODE_MAX_NAMESPACE_RUNS',
     },
     int(1, 1000),
@@ -529,7 +530,8 @@ export const FIELDS = {
     {
       env: 'CODEMODE_RUN_QUEUE_LENGTH',
       default: '32',
-      description: 'execute_code calls one replica holds waiting for a free run slot; a call beyond it is refused at once. 0: refuse whenever the runs are at their cap.',
+      description:
+        'execute_code calls one replica holds waiting for a free run slot; a call beyond it is refused at once. 0: refuse whenever the runs are at their cap.',
       allowed: 'an integer from 0 to 10000',
     },
     int(0, 10000),
@@ -547,7 +549,8 @@ export const FIELDS = {
     {
       env: 'CODEMODE_MAX_BATCH_SIZE',
       default: '10',
-      description: 'Messages in one JSON-RPC batch (2025-03-26 clients may send arrays); a longer batch is refused with HTTP 400 and a JSON-RPC error before any of it runs.',
+      description:
+        'Messages in one JSON-RPC batch (2025-03-26 clients may send arrays); a longer batch is refused with HTTP 400 and a JSON-RPC error before any of it runs.',
       allowed: 'an integer from 1 to 100 (the MCP SDK refuses more than 100 anyway)',
     },
     int(1, 100),

@@ -106,19 +106,14 @@ export class ConfigError extends Error {
 
 function formatProblems(problems: readonly ConfigProblem[]): string {
   const lines = problems.map((p) => {
-    const shown =
-      p.value === undefined || p.value.trim() === ''
-        ? '(default)'
-        : JSON.stringify(p.value.length > 100 ? `${p.value.slice(0, 100)}…` : p.value);
+    const shown = p.value === undefined || p.value.trim() === '' ? '(default)' : JSON.stringify(p.value.length > 100 ? `${p.value.slice(0, 100)}…` : p.value);
     return `  - ${p.env}=${shown} ${p.problem}. Allowed: ${p.allowed}.`;
   });
   const count = problems.length === 1 ? '1 problem' : `${problems.length} problems`;
   return `Invalid configuration (${count}):\n${lines.join('\n')}`;
 }
 
-function shapeOf<T extends Record<string, { schema: z.ZodType }>>(
-  fields: T,
-): { [K in keyof T]: T[K]['schema'] } {
+function shapeOf<T extends Record<string, { schema: z.ZodType }>>(fields: T): { [K in keyof T]: T[K]['schema'] } {
   const entries = Object.entries(fields).map(([key, f]) => [key, f.schema]);
   return Object.fromEntries(entries) as { [K in keyof T]: T[K]['schema'] };
 }
@@ -146,7 +141,10 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
     add('defaultMemory', `must not exceed CODEMODE_MAX_MEMORY (${c.maxMemory})`);
   }
   if (c.authMode === 'none' && !isLoopbackBind(c.bindAddress) && !c.authNoneBeyondLoopback) {
-    add('authMode', `is none while CODEMODE_BIND_ADDRESS=${c.bindAddress} is beyond loopback, so anyone who reaches the gateway could run code; choose tokens, kubernetes or oidc, or set CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true to accept that`);
+    add(
+      'authMode',
+      `is none while CODEMODE_BIND_ADDRESS=${c.bindAddress} is beyond loopback, so anyone who reaches the gateway could run code; choose tokens, kubernetes or oidc, or set CODEMODE_AUTH_NONE_BEYOND_LOOPBACK=true to accept that`,
+    );
   }
   if (c.authMode === 'oidc' && c.oidcIssuer === undefined) add('oidcIssuer', 'must be set when CODEMODE_AUTH_MODE=oidc');
   if (c.authMode === 'oidc' && c.oidcAudience === undefined) add('oidcAudience', 'must be set when CODEMODE_AUTH_MODE=oidc');
@@ -176,7 +174,12 @@ function warmPoolIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   const minKey: FieldKey = c.warmPoolMin === undefined && c.warmPoolSize !== undefined ? 'warmPoolSize' : 'warmPoolMin';
   if (min > max) return [issue(minKey, `must not exceed CODEMODE_WARM_POOL_MAX (${max})`)];
   if (min === 0 && max > 0) {
-    return [issue(minKey, `must be at least 1 when CODEMODE_WARM_POOL_MAX (${max}) is above 0: the pool grows from claims of its own pods, so an empty pool would never start; set CODEMODE_WARM_POOL_MAX=0 to disable the pool`)];
+    return [
+      issue(
+        minKey,
+        `must be at least 1 when CODEMODE_WARM_POOL_MAX (${max}) is above 0: the pool grows from claims of its own pods, so an empty pool would never start; set CODEMODE_WARM_POOL_MAX=0 to disable the pool`,
+      ),
+    ];
   }
   return [];
 }
@@ -262,8 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 }
 
 /** One row per variable, in a stable order; the README's configuration table comes from it. */
-export const CONFIG_DOCS: Array<{ env: string; default: string; description: string; allowed: string }> =
-  Object.values(FIELDS).map((f) => ({ ...f.doc }));
+export const CONFIG_DOCS: Array<{ env: string; default: string; description: string; allowed: string }> = Object.values(FIELDS).map((f) => ({ ...f.doc }));
 
 function cell(text: string): string {
   return text.replace(/\|/g, '\\|');
@@ -272,8 +274,7 @@ function cell(text: string): string {
 /** CONFIG_DOCS as a markdown table. */
 export function describeConfigMarkdown(): string {
   const rows = CONFIG_DOCS.map(
-    (d) =>
-      `| \`${d.env}\` | ${d.default === '' ? '(empty)' : `\`${cell(d.default)}\``} | ${cell(d.description)} | ${cell(d.allowed)} |`,
+    (d) => `| \`${d.env}\` | ${d.default === '' ? '(empty)' : `\`${cell(d.default)}\``} | ${cell(d.description)} | ${cell(d.allowed)} |`,
   );
   return ['| Variable | Default | Description | Allowed |', '| --- | --- | --- | --- |', ...rows].join('\n') + '\n';
 }

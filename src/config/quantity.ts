@@ -22,9 +22,7 @@ const MULTIPLIERS: Readonly<Record<string, number>> = {
 export function parseQuantity(q: string): number {
   const match = QUANTITY_PATTERN.exec(q);
   if (!match) {
-    throw new Error(
-      `Invalid quantity "${q}": expected a number with an optional suffix m, k, Ki, Mi, Gi, Ti, M, G or T (e.g. 500m, 1, 512Mi)`,
-    );
+    throw new Error(`Invalid quantity "${q}": expected a number with an optional suffix m, k, Ki, Mi, Gi, Ti, M, G or T (e.g. 500m, 1, 512Mi)`);
   }
   const suffix = match[3] ?? '';
   const multiplier = MULTIPLIERS[suffix] ?? 1;

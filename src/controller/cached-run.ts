@@ -4,13 +4,7 @@
 // is still to be executed is read with one GET (or comes back from the claim) when it executes.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { z } from 'zod';
-import {
-  ObjectMetaSchema,
-  SandboxRunSchema,
-  SandboxRunSpecSchema,
-  SandboxRunStatusSchema,
-  describeIssues,
-} from '../api/v1alpha1/index.js';
+import { ObjectMetaSchema, SandboxRunSchema, SandboxRunSpecSchema, SandboxRunStatusSchema, describeIssues } from '../api/v1alpha1/index.js';
 
 /** Set on a cached object, so nothing mistakes it for a whole run. */
 export const STRIPPED_ANNOTATION = 'codemode.dev/cache-stripped';

@@ -48,15 +48,28 @@ export async function listAllPages<T extends KubernetesObject>(page: ListPageFn<
 
 /** A Watch whose events carry transformed objects (ERROR events pass unchanged). */
 class TransformingWatch<T extends KubernetesObject> extends Watch {
-  constructor(kc: KubeConfig, private readonly transform: (obj: T) => T) {
+  constructor(
+    kc: KubeConfig,
+    private readonly transform: (obj: T) => T,
+  ) {
     super(kc);
   }
 
-  override watch(path: string, params: Record<string, string | number | boolean | undefined>, cb: (phase: string, apiObj: unknown, watchObj?: unknown) => void, done: (err: unknown) => void): Promise<AbortController> {
-    return super.watch(path, params, (phase, obj, watchObj) => {
-      const out = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? this.transform(obj as T) : obj;
-      cb(phase, out, watchObj);
-    }, done);
+  override watch(
+    path: string,
+    params: Record<string, string | number | boolean | undefined>,
+    cb: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    return super.watch(
+      path,
+      params,
+      (phase, obj, watchObj) => {
+        const out = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? this.transform(obj as T) : obj;
+        cb(phase, out, watchObj);
+      },
+      done,
+    );
   }
 }
 

@@ -104,7 +104,11 @@ export class LeaderElector {
       const lease = await this.api.readNamespacedLease({ namespace, name }).catch(() => undefined);
       if (lease?.spec?.holderIdentity === identity) {
         await this.api
-          .replaceNamespacedLease({ namespace, name, body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new V1MicroTime(Date.now()) } } })
+          .replaceNamespacedLease({
+            namespace,
+            name,
+            body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new V1MicroTime(Date.now()) } },
+          })
           .catch(() => undefined);
       }
     }

@@ -235,10 +235,15 @@ export class NetworkPolicyGuard {
 
   private async replace(observed: V1NetworkPolicy, drift: Exclude<PolicyDrift, 'ok'>): Promise<void> {
     try {
-      await this.clients.networking.replaceNamespacedNetworkPolicy({ namespace: this.namespace, name: SANDBOX_NETWORK_POLICY_NAME, body: restoredPolicy(this.desired, observed) });
+      await this.clients.networking.replaceNamespacedNetworkPolicy({
+        namespace: this.namespace,
+        name: SANDBOX_NETWORK_POLICY_NAME,
+        body: restoredPolicy(this.desired, observed),
+      });
     } catch (err) {
       // Conflict: someone wrote it meanwhile; the informer brings the new version and we retry.
-      if (isNotFound(err) || isConflict(err)) throw new Error(`NetworkPolicy ${this.ref()} changed while being restored: ${apiErrorMessage(err)}`, { cause: err });
+      if (isNotFound(err) || isConflict(err))
+        throw new Error(`NetworkPolicy ${this.ref()} changed while being restored: ${apiErrorMessage(err)}`, { cause: err });
       throw new Error(`Failed to restore NetworkPolicy ${this.ref()}: ${apiErrorMessage(err)}`, { cause: err });
     }
     this.restoredLog(drift === 'missing' ? 'deleted' : 'modified');

@@ -80,7 +80,12 @@ export function refillDeferralMs(p: { readyWarm: number; busyRuns: number; short
  * so it must cover the pool lifetime plus the longest claim (a session's maximum lifetime or a
  * run's start-up plus maximum timeout); an abandoned pod (operator uninstalled) still ends.
  */
-export function poolPodDeadlineSeconds(p: { poolLifetimeSeconds: number; sessionMaxLifetimeSeconds: number; podStartupTimeoutSeconds: number; maxTimeoutSeconds: number }): number {
+export function poolPodDeadlineSeconds(p: {
+  poolLifetimeSeconds: number;
+  sessionMaxLifetimeSeconds: number;
+  podStartupTimeoutSeconds: number;
+  maxTimeoutSeconds: number;
+}): number {
   const longestClaim = Math.max(p.sessionMaxLifetimeSeconds, p.podStartupTimeoutSeconds + p.maxTimeoutSeconds) + 60;
   return p.poolLifetimeSeconds + longestClaim;
 }

@@ -173,7 +173,13 @@ export class SandboxRunController {
   /** The whole run (with its code), read once when it is about to execute. */
   private async readRun(namespace: string, name: string): Promise<SandboxRun | undefined> {
     try {
-      const obj = (await this.d.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name })) as KubernetesObject;
+      const obj = (await this.d.clients.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: SANDBOXRUN_PLURAL,
+        name,
+      })) as KubernetesObject;
       const parsed = parseSandboxRun(obj);
       if (parsed.ok) return parsed.run;
       await this.rejectInvalid(obj, parsed.message);

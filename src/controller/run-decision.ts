@@ -37,7 +37,8 @@ export interface RunFacts {
 /** A run ours with a marker whose outcome never arrived is looked at again after this long. */
 export const RECHECK_MS = 5_000;
 
-export const VANISHED_MESSAGE = 'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
+export const VANISHED_MESSAGE =
+  'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
 
 export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDecision {
   if (isTerminalPhase(run.status?.phase)) {

@@ -41,15 +41,7 @@ import { sessionOutcome } from '../sessions/outcome.js';
 import { SessionError, type SessionService } from '../sessions/service.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
-import {
-  classifyExecution,
-  completedStatus,
-  failedStatus,
-  runningStatus,
-  type Classification,
-  type ExecutionFacts,
-  type Limits,
-} from './status.js';
+import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type ExecutionFacts, type Limits } from './status.js';
 import { podFailure, type PodFailure } from './bounds.js';
 
 /** A run still executing after this long gets its Running status written. */
@@ -139,8 +131,19 @@ export class RunExecutor {
     const { opts } = this.d;
     const runtime = normalizeLanguage(run.spec.language);
     if (!this.pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
-    const owner = { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name: run.metadata.name, uid: run.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
-    const pod = await this.pool.claim(owner, { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime }, opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60);
+    const owner = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      name: run.metadata.name,
+      uid: run.metadata.uid ?? '',
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+    const pod = await this.pool.claim(
+      owner,
+      { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime },
+      opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+    );
     return pod?.metadata?.name;
   }
 
@@ -257,7 +260,13 @@ export class RunExecutor {
     const runningTimer = setTimeout(() => {
       if (finished) return;
       runningWrite = this.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
-      this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Normal', 'Started', 'Execute', `Executing ${runtime} code in pod ${podName}.`);
+      this.d.events.record(
+        { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+        'Normal',
+        'Started',
+        'Execute',
+        `Executing ${runtime} code in pod ${podName}.`,
+      );
     }, RUNNING_WRITE_DELAY_MS);
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed = via === 'kernel' ? await this.viaKernel(run, ns, podName, runtime, onOutput) : await this.viaRunner(run, ns, podName, runtime, onOutput);
@@ -297,7 +306,13 @@ export class RunExecutor {
   }
 
   /** A cold pod: one exec of the runner script, the code on its stdin. */
-  private async viaRunner(run: SandboxRun, ns: string, podName: string, runtime: ReturnType<typeof normalizeLanguage>, onOutput: (stream: 'stdout' | 'stderr', text: string) => void): Promise<Executed> {
+  private async viaRunner(
+    run: SandboxRun,
+    ns: string,
+    podName: string,
+    runtime: ReturnType<typeof normalizeLanguage>,
+    onOutput: (stream: 'stdout' | 'stderr', text: string) => void,
+  ): Promise<Executed> {
     const code = Buffer.from(run.spec.code, 'utf8');
     const stdin = run.spec.stdin ? Buffer.from(run.spec.stdin, 'utf8') : Buffer.alloc(0);
     const nonce = newNonce();
@@ -342,7 +357,13 @@ export class RunExecutor {
   }
 
   /** A claimed warm pod: the kernel runs the code as a fresh program (op "run"). */
-  private async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: ReturnType<typeof normalizeLanguage>, onOutput: (stream: 'stdout' | 'stderr', text: string) => void): Promise<Executed> {
+  private async viaKernel(
+    run: SandboxRun,
+    ns: string,
+    podName: string,
+    runtime: ReturnType<typeof normalizeLanguage>,
+    onOutput: (stream: 'stdout' | 'stderr', text: string) => void,
+  ): Promise<Executed> {
     const empty = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
@@ -350,7 +371,13 @@ export class RunExecutor {
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
       const r = await conn.run(
-        { language: runtime, code: run.spec.code, timeoutMs: run.spec.timeoutSeconds * 1000, capChars: this.d.opts.outputCapChars, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) },
+        {
+          language: runtime,
+          code: run.spec.code,
+          timeoutMs: run.spec.timeoutSeconds * 1000,
+          capChars: this.d.opts.outputCapChars,
+          ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
+        },
         onOutput,
       );
       const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
@@ -377,7 +404,16 @@ export class RunExecutor {
       // ends it that way too, and the pod's status says so.
       const verdict = await this.podVerdict(ns, podName);
       return {
-        facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: err.message, watchdogFired: false, podGone: this.podGone(ns, podName), ...(verdict !== undefined && { podFailure: verdict }) },
+        facts: {
+          exitCode: undefined,
+          timedOut: false,
+          oomKilled: false,
+          runnerReported: false,
+          execError: err.message,
+          watchdogFired: false,
+          podGone: this.podGone(ns, podName),
+          ...(verdict !== undefined && { podFailure: verdict }),
+        },
         captured: empty,
       };
     } finally {
@@ -396,7 +432,18 @@ export class RunExecutor {
       return undefined;
     } catch (err) {
       const empty = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
-      return { facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: (err as Error).message, watchdogFired: false, podGone: this.podGone(ns, podName) }, captured: empty };
+      return {
+        facts: {
+          exitCode: undefined,
+          timedOut: false,
+          oomKilled: false,
+          runnerReported: false,
+          execError: (err as Error).message,
+          watchdogFired: false,
+          podGone: this.podGone(ns, podName),
+        },
+        captured: empty,
+      };
     }
   }
 
@@ -432,13 +479,28 @@ export class RunExecutor {
     const { podName: _none, ...marker } = runningStatus(run, '', startTime, startTime);
     await this.patchStatus(run, marker, log);
     try {
-      const r = await this.sessions.execute(session, { code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) }, (stream, text) =>
-        output.emit('chunk', { stream, text } satisfies OutputChunk),
+      const r = await this.sessions.execute(
+        session,
+        { code: run.spec.code, timeoutSeconds: run.spec.timeoutSeconds, ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }) },
+        (stream, text) => output.emit('chunk', { stream, text } satisfies OutputChunk),
         run.spec.owner,
       );
       const o = sessionOutcome(r, run.metadata.namespace ?? this.d.opts.namespace, run.spec.timeoutSeconds);
-      const c: Classification = { phase: o.phase, reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'], message: o.message ?? 'The code ran to completion.', ...(o.exitCode !== undefined && { exitCode: o.exitCode }) };
-      const status = this.fit(run, completedStatus(run, c, { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated }, { start: startTime, end: new Date() }));
+      const c: Classification = {
+        phase: o.phase,
+        reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'],
+        message: o.message ?? 'The code ran to completion.',
+        ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
+      };
+      const status = this.fit(
+        run,
+        completedStatus(
+          run,
+          c,
+          { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated },
+          { start: startTime, end: new Date() },
+        ),
+      );
       await this.patchStatus(run, status, log);
       this.recordOutcome(run, run.metadata.namespace ?? this.d.opts.namespace, c);
       this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000);
@@ -449,7 +511,11 @@ export class RunExecutor {
     }
   }
 
-  private async createPod(run: SandboxRun, podName: string, log: Logger): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
+  private async createPod(
+    run: SandboxRun,
+    podName: string,
+    log: Logger,
+  ): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
     const { opts } = this.d;
     const ns = run.metadata.namespace ?? opts.namespace;
     const runtime = normalizeLanguage(run.spec.language);
@@ -469,7 +535,13 @@ export class RunExecutor {
     } catch (err) {
       // The namespace's ResourceQuota (deploy/) is the backstop behind the run caps: say so.
       const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
-      if (quota) return { failure: { reason: Reasons.QuotaExceeded, message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.` } };
+      if (quota)
+        return {
+          failure: {
+            reason: Reasons.QuotaExceeded,
+            message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.`,
+          },
+        };
       if (statusOf(err) !== 409) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
       // Deterministic name: it exists already. Adopt it only if it is ours.
       const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });
@@ -482,11 +554,9 @@ export class RunExecutor {
   }
 
   private deletePod(namespace: string, name: string, log: Logger): void {
-    this.d.clients.core
-      .deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 })
-      .catch((err: unknown) => {
-        if (!isNotFound(err)) log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
-      });
+    this.d.clients.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch((err: unknown) => {
+      if (!isNotFound(err)) log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
+    });
   }
 
   private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger): Promise<RunOutcome> {
@@ -562,10 +632,18 @@ export class RunExecutor {
   private async deleteUnrecordable(run: SandboxRun, log: Logger): Promise<void> {
     const ns = run.metadata.namespace ?? this.d.opts.namespace;
     log.warn('Deleted SandboxRun: it is too large to record its result');
-    this.d.events.record({ name: run.metadata.name, namespace: ns, uid: run.metadata.uid }, 'Warning', 'TooLarge', 'Delete', 'The SandboxRun is too large to store its result (etcd request limit); it was deleted. Send smaller code, stdin or annotations.');
-    await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name }).catch((err: unknown) => {
-      if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
-    });
+    this.d.events.record(
+      { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+      'Warning',
+      'TooLarge',
+      'Delete',
+      'The SandboxRun is too large to store its result (etcd request limit); it was deleted. Send smaller code, stdin or annotations.',
+    );
+    await this.d.clients.custom
+      .deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name })
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
+      });
   }
 
   /** What is stored (and returned): outputs cut to the byte cap and to what fits in etcd. */

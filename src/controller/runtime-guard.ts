@@ -38,7 +38,11 @@ export class RuntimeConfigMapGuard {
   ensure(namespace: string): Promise<void> {
     // Never create an empty ConfigMap: kernel pods mounting it could not start.
     if (Object.keys(this.files).length === 0) {
-      return Promise.reject(new Error('This operator has no session kernels (runtime/ was not found next to its code), so it cannot start session or pool pods; run it from a checkout or the gateway image, which carry runtime/.'));
+      return Promise.reject(
+        new Error(
+          'This operator has no session kernels (runtime/ was not found next to its code), so it cannot start session or pool pods; run it from a checkout or the gateway image, which carry runtime/.',
+        ),
+      );
     }
     const cached = this.ensured.get(namespace);
     if (cached && Date.now() - cached.atMs < ENSURE_CACHE_MS) return cached.promise;

@@ -42,12 +42,20 @@ export async function sweepRuntimeConfigMaps(clients: KubeClients, namespace: st
     try {
       if (action === 'mark') {
         await clients.core.patchNamespacedConfigMap(
-          { namespace, name, body: { metadata: { resourceVersion: cm.metadata?.resourceVersion, annotations: { [ANNOTATION_UNUSED_SINCE]: new Date().toISOString() } } } },
+          {
+            namespace,
+            name,
+            body: { metadata: { resourceVersion: cm.metadata?.resourceVersion, annotations: { [ANNOTATION_UNUSED_SINCE]: new Date().toISOString() } } },
+          },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
         log.info({ configmap: name }, 'Marked ConfigMap unused');
       } else if (action === 'delete') {
-        await clients.core.deleteNamespacedConfigMap({ namespace, name, body: { preconditions: { uid: cm.metadata?.uid, resourceVersion: cm.metadata?.resourceVersion } } });
+        await clients.core.deleteNamespacedConfigMap({
+          namespace,
+          name,
+          body: { preconditions: { uid: cm.metadata?.uid, resourceVersion: cm.metadata?.resourceVersion } },
+        });
         log.info({ configmap: name }, 'Deleted ConfigMap of an older runtime');
       }
     } catch (err) {

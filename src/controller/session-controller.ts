@@ -144,9 +144,21 @@ export class SandboxSessionController {
       // newer copy exists: reconcile again from it.
       if (!(await this.patchStatus(ns, name, next, session.metadata.resourceVersion))) return { requeueAfterMs: 100 };
       if (next.phase === 'Lost' || next.phase === 'Failed') {
-        this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Warning', next.reason ?? 'Failed', 'Start', next.message ?? '');
+        this.d.events.record(
+          { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+          'Warning',
+          next.reason ?? 'Failed',
+          'Start',
+          next.message ?? '',
+        );
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
-        this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', SessionReasons.KernelReady, 'Start', `The ${session.spec.language} interpreter is ready in pod ${podName}.`);
+        this.d.events.record(
+          { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+          'Normal',
+          SessionReasons.KernelReady,
+          'Start',
+          `The ${session.spec.language} interpreter is ready in pod ${podName}.`,
+        );
       }
     }
     if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, podName);
@@ -157,8 +169,10 @@ export class SandboxSessionController {
   private checkLimits(s: SandboxSession): string | undefined {
     const { opts } = this.d;
     const problems: string[] = [];
-    if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds) problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
-    if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds) problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
+    if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds)
+      problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
+    if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds)
+      problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
     return problems.length ? `Invalid SandboxSession: ${problems.join('; ')}.` : undefined;
   }
 
@@ -166,7 +180,14 @@ export class SandboxSessionController {
     const { opts, pool } = this.d;
     const language = kernelLanguage(session.spec.language);
     if (!pool?.enabled || language !== POOL_LANGUAGE) return undefined;
-    const owner = { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name: session.metadata.name, uid: session.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
+    const owner = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXSESSION_KIND,
+      name: session.metadata.name,
+      uid: session.metadata.uid ?? '',
+      controller: true,
+      blockOwnerDeletion: true,
+    };
     const lifetime = session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds;
     return pool.claim(owner, { [LABEL_SESSION]: runLabelValue(session.metadata.name) }, lifetime + 60);
   }
@@ -180,7 +201,10 @@ export class SandboxSessionController {
     const body = buildSessionPod(
       session,
       // Backstop: the pod cannot outlive the session's maximum lifetime.
-      sandboxPodOptions(opts, { image: opts.images[language], activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60 }),
+      sandboxPodOptions(opts, {
+        image: opts.images[language],
+        activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60,
+      }),
       kernelCommand(language),
       this.d.runtime.volume,
     );
@@ -205,7 +229,13 @@ export class SandboxSessionController {
     }
     const reason = cause === 'idle' ? SessionReasons.IdleTimeout : SessionReasons.LifetimeExceeded;
     const why = cause === 'idle' ? `idle for ${session.spec.idleTimeoutSeconds}s` : 'past its maximum lifetime';
-    this.d.events.record({ name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND }, 'Normal', reason, 'Delete', `Deleted the session: ${why}.`);
+    this.d.events.record(
+      { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+      'Normal',
+      reason,
+      'Delete',
+      `Deleted the session: ${why}.`,
+    );
     this.d.metrics?.sessionCollected(cause);
     this.d.log.info({ sandboxsession: `${ns}/${name}`, cause }, 'Deleted idle SandboxSession');
   }
@@ -230,7 +260,12 @@ export class SandboxSessionController {
           namespace,
           plural: SANDBOXSESSION_PLURAL,
           name,
-          body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) }, status: controllerOwned(status) },
+          body: {
+            apiVersion: API_VERSION,
+            kind: SANDBOXSESSION_KIND,
+            metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) },
+            status: controllerOwned(status),
+          },
           fieldManager: CONTROLLER_FIELD_MANAGER,
           force: true,
         },

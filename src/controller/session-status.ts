@@ -21,7 +21,14 @@ export const SessionReasons = {
  * What the session's status should say given its pod (undefined: not created yet / gone).
  * `expiresAt` comes from the GC math; `now` stamps condition transitions.
  */
-export function computeSessionStatus(session: SandboxSession, pod: V1Pod | undefined, podName: string, expiresAt: Date, startupExpired: boolean, now: Date): SandboxSessionStatus {
+export function computeSessionStatus(
+  session: SandboxSession,
+  pod: V1Pod | undefined,
+  podName: string,
+  expiresAt: Date,
+  startupExpired: boolean,
+  now: Date,
+): SandboxSessionStatus {
   const prev = session.status ?? {};
   const generation = session.metadata.generation;
   const base = { ...prev, podName, observedGeneration: generation, expiresAt: expiresAt.toISOString() };
@@ -35,10 +42,16 @@ export function computeSessionStatus(session: SandboxSession, pod: V1Pod | undef
   }
   if (!pod) {
     if (prev.phase === 'Ready') {
-      const message = 'The session\'s pod is gone, and its state with it. Create a new session.';
+      const message = "The session's pod is gone, and its state with it. Create a new session.";
       return { ...base, phase: 'Lost', reason: SessionReasons.KernelLost, message, conditions: cond('False', SessionReasons.KernelLost, message) };
     }
-    return { ...base, phase: 'Pending', reason: SessionReasons.PodPending, message: 'Creating the session\'s pod.', conditions: cond('False', SessionReasons.PodPending, 'Creating the pod.') };
+    return {
+      ...base,
+      phase: 'Pending',
+      reason: SessionReasons.PodPending,
+      message: "Creating the session's pod.",
+      conditions: cond('False', SessionReasons.PodPending, 'Creating the pod.'),
+    };
   }
   const s = podState(pod);
   if (s.kind === 'ready') {

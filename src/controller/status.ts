@@ -24,16 +24,11 @@ export interface Limits {
 }
 
 /** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
-export function setCondition(
-  conditions: readonly Condition[] | undefined,
-  next: Omit<Condition, 'lastTransitionTime'>,
-  now: Date,
-): Condition[] {
+export function setCondition(conditions: readonly Condition[] | undefined, next: Omit<Condition, 'lastTransitionTime'>, now: Date): Condition[] {
   const list = [...(conditions ?? [])];
   const i = list.findIndex((c) => c.type === next.type);
   const prev = i >= 0 ? list[i] : undefined;
-  const lastTransitionTime =
-    prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
+  const lastTransitionTime = prev && prev.status === next.status ? prev.lastTransitionTime : now.toISOString();
   const cond: Condition = { ...next, lastTransitionTime };
   if (i >= 0) list[i] = cond;
   else list.push(cond);
@@ -115,7 +110,8 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     if (f.oomKilled && !f.timedOut && f.exitCode !== 0) return oom(f.exitCode);
     if (f.diskFull && failed) return { ...diskFull(f.diskFull, limits), exitCode: f.exitCode };
     if (f.timedOut) return { ...timedOut, exitCode: f.exitCode };
-    if (f.exitCode === 0) return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: `The program exited with code 0.${leftoverNote(f.leftovers)}` };
+    if (f.exitCode === 0)
+      return { phase: 'Succeeded', reason: Reasons.Succeeded, exitCode: 0, message: `The program exited with code 0.${leftoverNote(f.leftovers)}` };
     return {
       phase: 'Failed',
       reason: Reasons.NonZeroExit,
@@ -132,7 +128,11 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     return { phase: 'Failed', reason: Reasons.PodDeleted, message: 'The sandbox pod was deleted while the code ran. Run it again.' };
   }
   if (f.execError !== undefined) {
-    return { phase: 'Failed', reason: Reasons.ExecFailed, message: `The code could not be run in the sandbox: ${f.execError}. Run it again; if this repeats, tell the administrator.` };
+    return {
+      phase: 'Failed',
+      reason: Reasons.ExecFailed,
+      message: `The code could not be run in the sandbox: ${f.execError}. Run it again; if this repeats, tell the administrator.`,
+    };
   }
   // The runner died without its trailer (e.g. killed together with everything else).
   return {
@@ -154,12 +154,7 @@ export interface CapturedOutput {
   truncated: boolean;
 }
 
-export function completedStatus(
-  run: SandboxRun,
-  c: Classification,
-  out: CapturedOutput | undefined,
-  times: { start?: Date; end: Date },
-): SandboxRunStatus {
+export function completedStatus(run: SandboxRun, c: Classification, out: CapturedOutput | undefined, times: { start?: Date; end: Date }): SandboxRunStatus {
   const generation = run.metadata.generation;
   const startTime = run.status?.startTime ?? times.start?.toISOString();
   const durationMs = startTime ? Math.max(0, times.end.getTime() - Date.parse(startTime)) : undefined;
@@ -194,10 +189,7 @@ export function failedStatus(run: SandboxRun, reason: Reason, message: string, n
   return completedStatus(run, { phase: 'Failed', reason, message }, undefined, { end: now });
 }
 
-export type PodState =
-  | { kind: 'ready' }
-  | { kind: 'pending'; message: string }
-  | { kind: 'failed'; reason: Reason; message: string };
+export type PodState = { kind: 'ready' } | { kind: 'pending'; message: string } | { kind: 'failed'; reason: Reason; message: string };
 
 const IMAGE_ERRORS = new Set(['ErrImagePull', 'ImagePullBackOff', 'ErrImageNeverPull', 'InvalidImageName']);
 
@@ -225,7 +217,11 @@ export function podState(pod: V1Pod): PodState {
       };
     }
     if (waiting?.reason === 'CreateContainerConfigError' || waiting?.reason === 'CreateContainerError' || waiting?.reason === 'RunContainerError') {
-      return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox container could not start (${waiting.reason}: ${waiting.message ?? 'no details'}).` };
+      return {
+        kind: 'failed',
+        reason: Reasons.PodFailed,
+        message: `The sandbox container could not start (${waiting.reason}: ${waiting.message ?? 'no details'}).`,
+      };
     }
   }
   const ready = pod.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
@@ -241,7 +237,12 @@ export function podState(pod: V1Pod): PodState {
  * Milliseconds until a finished run should be deleted (≤ 0: now). The administrator's maximum
  * shortens a longer spec.ttlSecondsAfterFinished, so storage is freed whatever a creator asks.
  */
-export function ttlRemainingMs(run: { spec: { ttlSecondsAfterFinished?: number }; status?: { completionTime?: string } }, defaultTtlSeconds: number, now: Date, maxTtlSeconds = Infinity): number | undefined {
+export function ttlRemainingMs(
+  run: { spec: { ttlSecondsAfterFinished?: number }; status?: { completionTime?: string } },
+  defaultTtlSeconds: number,
+  now: Date,
+  maxTtlSeconds = Infinity,
+): number | undefined {
   const done = run.status?.completionTime;
   if (!done) return undefined;
   const ttl = Math.min(run.spec.ttlSecondsAfterFinished ?? defaultTtlSeconds, maxTtlSeconds);
@@ -252,7 +253,11 @@ export function ttlRemainingMs(run: { spec: { ttlSecondsAfterFinished?: number }
  * How long a run may stay non-terminal before any replica may declare it lost (its executor
  * crashed): pod start-up allowance + the run's timeout + a margin. Pure time math.
  */
-export function lostAfterMs(run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } }, podStartupTimeoutSeconds: number, now: Date): number {
+export function lostAfterMs(
+  run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } },
+  podStartupTimeoutSeconds: number,
+  now: Date,
+): number {
   const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
   const budget = (podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60) * 1000;
   return created + budget - now.getTime();

@@ -93,7 +93,9 @@ export class WarmPool {
       const ns = p.metadata?.namespace;
       const name = p.metadata?.name;
       if (ns !== d.opts.namespace || !name || !this.isCurrent(p) || podState(p).kind !== 'ready') return;
-      kernels.get(ns, name, SANDBOX_CONTAINER, POOL_LANGUAGE).catch((err: unknown) => d.log.debug({ pod: name, err: apiErrorMessage(err) }, 'Could not connect to a pool pod yet'));
+      kernels
+        .get(ns, name, SANDBOX_CONTAINER, POOL_LANGUAGE)
+        .catch((err: unknown) => d.log.debug({ pod: name, err: apiErrorMessage(err) }, 'Could not connect to a pool pod yet'));
     });
     d.pods.onDelete((p) => {
       if (p.metadata?.namespace && p.metadata.name) kernels.drop(p.metadata.namespace, p.metadata.name);
@@ -135,7 +137,10 @@ export class WarmPool {
       const ns = this.d.opts.namespace;
       const all = this.d.pods.list(ns);
       const nowMs = Date.now();
-      const pending = this.expected.pending(all.map((p) => p.metadata?.name ?? ''), nowMs);
+      const pending = this.expected.pending(
+        all.map((p) => p.metadata?.name ?? ''),
+        nowMs,
+      );
       const plan = planPool(all, { hash: this.hash, target, nowMs, maxAgeMs: POOL_POD_LIFETIME_SECONDS * 1000, pending });
       for (const { pod, cause } of plan.remove) await this.delete(pod, cause);
       if (plan.create <= 0) {
@@ -143,7 +148,13 @@ export class WarmPool {
         return undefined;
       }
       this.shortSince ??= nowMs;
-      const wait = refillDeferralMs({ readyWarm: plan.readyCurrent, busyRuns: all.filter(isBusyRunPod).length, shortSinceMs: this.shortSince, nowMs, deferMs: this.d.refillDeferMs ?? 0 });
+      const wait = refillDeferralMs({
+        readyWarm: plan.readyCurrent,
+        busyRuns: all.filter(isBusyRunPod).length,
+        shortSinceMs: this.shortSince,
+        nowMs,
+        deferMs: this.d.refillDeferMs ?? 0,
+      });
       if (wait > 0) return wait;
       this.shortSince = undefined;
       await this.d.policies.ensure(ns);

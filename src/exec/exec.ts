@@ -88,10 +88,7 @@ export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResul
         durationMs: Math.round(performance.now() - started),
       });
     };
-    const timer = setTimeout(
-      () => finish({ error: `no result within ${req.watchdogMs} ms`, watchdogFired: true }),
-      req.watchdogMs,
-    );
+    const timer = setTimeout(() => finish({ error: `no result within ${req.watchdogMs} ms`, watchdogFired: true }), req.watchdogMs);
     const stdin = req.stdin === undefined ? null : Readable.from([req.stdin]);
     exec
       .exec(req.namespace, req.pod, req.container, req.command, outSink, errSink, stdin, false, (status) => {
@@ -139,7 +136,16 @@ export interface RawExecResult {
  * One command with raw (binary) stdout, for file operations. stdout is kept up to
  * maxStdoutBytes; stderr up to 4 KiB (it carries our scripts' error sentences).
  */
-export function execRaw(exec: Exec, namespace: string, pod: string, container: string, command: string[], stdin: Buffer | undefined, maxStdoutBytes: number, watchdogMs = 30_000): Promise<RawExecResult> {
+export function execRaw(
+  exec: Exec,
+  namespace: string,
+  pod: string,
+  container: string,
+  command: string[],
+  stdin: Buffer | undefined,
+  maxStdoutBytes: number,
+  watchdogMs = 30_000,
+): Promise<RawExecResult> {
   const chunks: Buffer[] = [];
   let size = 0;
   let overflow = false;
@@ -171,7 +177,9 @@ export function execRaw(exec: Exec, namespace: string, pod: string, container: s
     };
     const timer = setTimeout(() => finish({ error: `no result within ${watchdogMs} ms` }), watchdogMs);
     exec
-      .exec(namespace, pod, container, command, out, err, stdin === undefined ? null : Readable.from([stdin]), false, (status) => finish(exitCodeFromStatus(status)))
+      .exec(namespace, pod, container, command, out, err, stdin === undefined ? null : Readable.from([stdin]), false, (status) =>
+        finish(exitCodeFromStatus(status)),
+      )
       .then((ws) => {
         stream.attach(ws);
         ws.on('close', () => setImmediate(() => finish({ error: 'exec stream closed without a status' })));

@@ -63,7 +63,13 @@ export const ResultFrameSchema = z.object({
   stderrBytes: count,
   truncated: z.boolean(),
   result: optional(text),
-  exitCode: optional(z.number().int().min(-(2 ** 31)).max(2 ** 32)),
+  exitCode: optional(
+    z
+      .number()
+      .int()
+      .min(-(2 ** 31))
+      .max(2 ** 32),
+  ),
   error: optional(KernelErrorSchema),
   durationMs: z.number().finite().nonnegative().max(Number.MAX_SAFE_INTEGER),
   timedOut: optional(z.boolean()),

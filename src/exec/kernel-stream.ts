@@ -41,7 +41,6 @@ export class KernelUnreachableError extends KernelConnectionError {
   }
 }
 
-
 /** The pod sent something the protocol does not allow; its stream was closed. */
 export class KernelProtocolError extends KernelConnectionError {
   constructor(readonly breach: string) {
@@ -93,7 +92,13 @@ export class KernelStream {
   }
 
   /** Sends a request; resolves with its pong (undefined) or its sanitized result. */
-  request(message: Record<string, unknown>, expects: 'pong' | 'result', capChars: number, timeoutMs: number, onOutput?: OutputListener): Promise<KernelResult | undefined> {
+  request(
+    message: Record<string, unknown>,
+    expects: 'pong' | 'result',
+    capChars: number,
+    timeoutMs: number,
+    onOutput?: OutputListener,
+  ): Promise<KernelResult | undefined> {
     if (this.closedReason !== undefined) return Promise.reject(this.closedError());
     const id = String(this.nextId++);
     return new Promise((resolve, reject) => {
@@ -103,7 +108,16 @@ export class KernelStream {
         // A kernel that misses its own deadline is stuck; this stream can't be trusted any more.
         this.fail('a call did not answer in time');
       }, timeoutMs);
-      this.pending.set(id, { expects, capChars, streamed: 0, room: { stdout: capChars, stderr: capChars }, resolve, reject, timer, ...(onOutput && { onOutput }) });
+      this.pending.set(id, {
+        expects,
+        capChars,
+        streamed: 0,
+        room: { stdout: capChars, stderr: capChars },
+        resolve,
+        reject,
+        timer,
+        ...(onOutput && { onOutput }),
+      });
       this.updateFrameLimit();
       try {
         this.write(encodeFrame({ ...message, id }));

@@ -60,7 +60,14 @@ export class KernelConnection {
   private constructor(private readonly stream: KernelStream) {}
 
   /** Opens the relay exec stream; resolves once the kernel answered a ping. */
-  static async open(exec: Exec, namespace: string, pod: string, container: string, language: KernelLanguage, connectTimeoutMs = 15_000): Promise<KernelConnection> {
+  static async open(
+    exec: Exec,
+    namespace: string,
+    pod: string,
+    container: string,
+    language: KernelLanguage,
+    connectTimeoutMs = 15_000,
+  ): Promise<KernelConnection> {
     const stdin = new PassThrough();
     stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
     // The websocket exists only once exec() resolved; a failure before that closes it right after.

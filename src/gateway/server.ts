@@ -118,11 +118,13 @@ function cacheJsonSchema(schema: unknown): void {
   const convert = std.jsonSchema;
   if (!convert) return;
   const memo = new Map<string, unknown>();
-  const memoised = (io: 'input' | 'output') => (options: unknown): unknown => {
-    const key = `${io} ${JSON.stringify(options)}`;
-    if (!memo.has(key)) memo.set(key, deepFreeze(convert[io](options)));
-    return memo.get(key);
-  };
+  const memoised =
+    (io: 'input' | 'output') =>
+    (options: unknown): unknown => {
+      const key = `${io} ${JSON.stringify(options)}`;
+      if (!memo.has(key)) memo.set(key, deepFreeze(convert[io](options)));
+      return memo.get(key);
+    };
   // zod accepts an assigned `~standard` (its setter keeps it on the instance).
   holder['~standard'] = { ...std, jsonSchema: { input: memoised('input'), output: memoised('output') } };
   cached.add(schema);

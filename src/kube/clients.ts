@@ -1,15 +1,7 @@
 // The Kubernetes API clients every part of the process shares (one KubeConfig, one HTTP agent).
 import { createHash } from 'node:crypto';
 import tls from 'node:tls';
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  EventsV1Api,
-  Exec,
-  KubeConfig,
-  NetworkingV1Api,
-} from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api, Exec, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
 
 export interface KubeClients {
   kc: KubeConfig;
@@ -26,9 +18,7 @@ export function loadKubeConfig(): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromDefault();
   if (!kc.getCurrentCluster()) {
-    throw new Error(
-      'No Kubernetes cluster configured: set KUBECONFIG, run in a pod, or start the local test cluster with `npm run cluster:up`.',
-    );
+    throw new Error('No Kubernetes cluster configured: set KUBECONFIG, run in a pod, or start the local test cluster with `npm run cluster:up`.');
   }
   return kc;
 }
@@ -70,7 +60,8 @@ function shareSecureContexts(kc: KubeConfig): void {
     if (o.secureContext) return;
     const material = { ca: o.ca, cert: o.cert, key: o.key, pfx: o.pfx, passphrase: o.passphrase };
     const hash = createHash('sha256');
-    for (const [name, value] of Object.entries(material)) hash.update(`${name}:${value === undefined ? '-' : Buffer.isBuffer(value) ? value.toString('base64') : JSON.stringify(value)};`);
+    for (const [name, value] of Object.entries(material))
+      hash.update(`${name}:${value === undefined ? '-' : Buffer.isBuffer(value) ? value.toString('base64') : JSON.stringify(value)};`);
     const key = hash.digest('hex');
     let ctx = contexts.get(key);
     if (!ctx) {

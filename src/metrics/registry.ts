@@ -68,8 +68,18 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
   const wqDepth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue.', labelNames: ['name'] as const, registers: [registry] });
-  const wqAdds = new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames: ['name'] as const, registers: [registry] });
-  const wqRetries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'] as const, registers: [registry] });
+  const wqAdds = new Counter({
+    name: 'workqueue_adds_total',
+    help: 'Total number of adds handled by workqueue.',
+    labelNames: ['name'] as const,
+    registers: [registry],
+  });
+  const wqRetries = new Counter({
+    name: 'workqueue_retries_total',
+    help: 'Total number of retries handled by workqueue.',
+    labelNames: ['name'] as const,
+    registers: [registry],
+  });
   const wqQueue = new Histogram({
     name: 'workqueue_queue_duration_seconds',
     help: 'How long in seconds an item stays in workqueue before being requested.',
@@ -143,8 +153,16 @@ export function createMetrics(): Metrics {
     labelNames: ['limit'] as const,
     registers: [registry],
   });
-  const runSlotsUsed = new Gauge({ name: 'codemode_admission_runs_executing', help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).', registers: [registry] });
-  const runSlotsWaiting = new Gauge({ name: 'codemode_admission_runs_waiting', help: 'execute_code calls waiting for a run slot on this replica.', registers: [registry] });
+  const runSlotsUsed = new Gauge({
+    name: 'codemode_admission_runs_executing',
+    help: 'Run slots of this replica in use (CODEMODE_MAX_CONCURRENT_RUNS caps it).',
+    registers: [registry],
+  });
+  const runSlotsWaiting = new Gauge({
+    name: 'codemode_admission_runs_waiting',
+    help: 'execute_code calls waiting for a run slot on this replica.',
+    registers: [registry],
+  });
 
   return {
     registry,

@@ -99,7 +99,14 @@ export class AdmissionError extends RunRequestError {
   }
 }
 
-export function runRefusal(load: RunLoad, caps: RunCaps, limit: AdmissionLimit, cause: RefusalCause, namespace: string, meanRunSeconds: number): AdmissionError {
+export function runRefusal(
+  load: RunLoad,
+  caps: RunCaps,
+  limit: AdmissionLimit,
+  cause: RefusalCause,
+  namespace: string,
+  meanRunSeconds: number,
+): AdmissionError {
   const retry = retryAfterSeconds(load, caps, limit, meanRunSeconds);
   return new AdmissionError(
     limit,

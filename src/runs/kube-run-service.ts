@@ -1,7 +1,17 @@
 // RunService on Kubernetes: each execute_code call becomes a SandboxRun object (the record that
 // survives restarts and is visible with kubectl), executed by this process's RunExecutor so the
 // output can stream back while it runs.
-import { API_VERSION, GROUP, LABEL_OWNER, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, ownerLabelValue, parseSandboxRun, type SandboxRun } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  LABEL_OWNER,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  ownerLabelValue,
+  parseSandboxRun,
+  type SandboxRun,
+} from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { RunExecutor } from '../controller/run-executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
@@ -109,7 +119,13 @@ export class KubeRunService implements RunService {
   private async create(body: object): Promise<SandboxRun> {
     let created: unknown;
     try {
-      created = await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXRUN_PLURAL, body });
+      created = await this.clients.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.opts.namespace,
+        plural: SANDBOXRUN_PLURAL,
+        body,
+      });
     } catch (err) {
       const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
       if (quota) {
@@ -134,10 +150,18 @@ export class KubeRunService implements RunService {
     const timeoutSeconds = req.timeoutSeconds ?? this.opts.defaultTimeoutSeconds;
     const info = this.sessions.list(req.owner).find((s) => s.name === session);
     if (info && req.language !== 'python' && kernelLanguage(info.language) !== normalizeLanguage(req.language)) {
-      throw new RunRequestError(`Session ${session} runs ${info.language}, not ${req.language}.`, `Send ${info.language} code to this session, or create a ${req.language} session.`);
+      throw new RunRequestError(
+        `Session ${session} runs ${info.language}, not ${req.language}.`,
+        `Send ${info.language} code to this session, or create a ${req.language} session.`,
+      );
     }
     try {
-      const r = await this.sessions.execute(session, { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) }, options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined, req.owner);
+      const r = await this.sessions.execute(
+        session,
+        { code: req.code, timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) },
+        options.onOutput ? (stream, text) => options.onOutput?.({ stream, text }) : undefined,
+        req.owner,
+      );
       return sessionOutcome(r, this.opts.namespace, timeoutSeconds);
     } catch (err) {
       if (err instanceof SessionError) throw new RunRequestError(err.message, err.hint);

@@ -1,11 +1,6 @@
 // The NetworkPolicy that cuts every sandbox pod off the network.
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
-import {
-  LABEL_MANAGED_BY,
-  LABEL_SANDBOX,
-  MANAGED_BY_VALUE,
-  SANDBOX_LABEL_VALUE,
-} from '../api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, LABEL_SANDBOX, MANAGED_BY_VALUE, SANDBOX_LABEL_VALUE } from '../api/v1alpha1/index.js';
 
 export const SANDBOX_NETWORK_POLICY_NAME = 'codemode-sandbox-deny-all';
 

@@ -66,7 +66,10 @@ export interface SandboxPodSettings {
  * session, pool, canary). Limits default to the administrator's; requests are capped at the limits
  * by the builder (atMost).
  */
-export function sandboxPodOptions(c: SandboxPodSettings, o: { image: string; activeDeadlineSeconds: number; cpuLimit?: string; memoryLimit?: string }): PodBuildOptions {
+export function sandboxPodOptions(
+  c: SandboxPodSettings,
+  o: { image: string; activeDeadlineSeconds: number; cpuLimit?: string; memoryLimit?: string },
+): PodBuildOptions {
   return {
     image: o.image,
     imagePullPolicy: c.imagePullPolicy,
@@ -132,11 +135,7 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
         'ephemeral-storage': opts.ephemeralStorageLimit,
       },
     },
-    volumeMounts: [
-      { name: 'workspace', mountPath: WORKSPACE_DIR },
-      { name: 'tmp', mountPath: TMP_DIR },
-      ...extraMounts,
-    ],
+    volumeMounts: [{ name: 'workspace', mountPath: WORKSPACE_DIR }, { name: 'tmp', mountPath: TMP_DIR }, ...extraMounts],
   };
 }
 

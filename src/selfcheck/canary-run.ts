@@ -152,7 +152,9 @@ export async function runCanary(d: CanaryRunDeps): Promise<CanaryRunResult> {
     const gatewayHosts = targets.filter((t) => t.name === 'gateway');
     const [control, gatewayAnswered] = await Promise.all([
       echoControl(d, echo, echoIp),
-      gatewayHosts.length === 0 ? Promise.resolve(undefined) : retryFor(async () => (await Promise.all(gatewayHosts.map((t) => gatewayAnswers(t.host, t.port, 1500)))).every(Boolean), CONTROL_WINDOW_MS),
+      gatewayHosts.length === 0
+        ? Promise.resolve(undefined)
+        : retryFor(async () => (await Promise.all(gatewayHosts.map((t) => gatewayAnswers(t.host, t.port, 1500)))).every(Boolean), CONTROL_WINDOW_MS),
     ]);
     const parsed = parseCanaryReport(await runProgram(d, canary, d.program, targets));
     if (!parsed.ok) return { ok: false, problem: parsed.problem };

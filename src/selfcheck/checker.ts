@@ -28,9 +28,7 @@ export interface SandboxGate {
 }
 
 export type SandboxCheckState =
-  | { kind: 'pending' }
-  | { kind: 'failed'; problem: string }
-  | { kind: 'checked'; results: CheckResult[]; verdict: Verdict; at: Date };
+  { kind: 'pending' } | { kind: 'failed'; problem: string } | { kind: 'checked'; results: CheckResult[]; verdict: Verdict; at: Date };
 
 export interface SandboxCheckerDeps {
   run: () => Promise<CanaryRunResult>;
@@ -155,7 +153,10 @@ export class SandboxChecker implements SandboxGate {
 
   notReady(): string | undefined {
     const s = this.state;
-    if (s.kind === 'checked') return s.verdict.allowed ? undefined : `the sandbox self-check found protections not enforced by the cluster: ${s.verdict.refused.join(', ')} (see the operator log)`;
+    if (s.kind === 'checked')
+      return s.verdict.allowed
+        ? undefined
+        : `the sandbox self-check found protections not enforced by the cluster: ${s.verdict.refused.join(', ')} (see the operator log)`;
     if (this.acceptsAll) return undefined;
     return s.kind === 'pending' ? 'the sandbox self-check has not completed yet' : `the sandbox self-check could not run: ${s.problem}`;
   }

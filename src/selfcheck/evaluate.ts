@@ -29,7 +29,7 @@ export interface Expectations {
 
 /** What an administrator does about each unenforced protection. */
 export const ADMIN_HINTS: Readonly<Record<SandboxCheckName, string>> = {
-  process_limit: 'set the kubelet\'s podPidsLimit (KubeletConfiguration) on every node to at most CODEMODE_MAX_PROCESSES',
+  process_limit: "set the kubelet's podPidsLimit (KubeletConfiguration) on every node to at most CODEMODE_MAX_PROCESSES",
   memory_limit: 'make the nodes enforce container memory limits (the memory cgroup controller must be enabled)',
   readonly_root: 'use a container runtime that honours readOnlyRootFilesystem',
   no_service_account_token: 'stop whatever mounts a service-account token into pods of this namespace (an admission webhook or policy)',
@@ -58,9 +58,17 @@ function processLimit(r: CanaryReport, max: number): CheckResult {
   const f = r.fork_probe;
   // Only EAGAIN is the pids controller saying no; ENOMEM and the like prove nothing about it.
   if (f.failed_after !== null && f.failed_after < max && f.error === 'EAGAIN') {
-    return { check: 'process_limit', enforced: true, detail: `pids.max reads ${shown}, but fork() failed (${f.error ?? 'error'}) after ${f.failed_after} processes, below ${max}` };
+    return {
+      check: 'process_limit',
+      enforced: true,
+      detail: `pids.max reads ${shown}, but fork() failed (${f.error ?? 'error'}) after ${f.failed_after} processes, below ${max}`,
+    };
   }
-  return { check: 'process_limit', enforced: false, detail: `pids.max reads ${shown} and ${f.attempted} processes started without meeting a limit (required: at most ${max})` };
+  return {
+    check: 'process_limit',
+    enforced: false,
+    detail: `pids.max reads ${shown} and ${f.attempted} processes started without meeting a limit (required: at most ${max})`,
+  };
 }
 
 function memoryLimit(r: CanaryReport, expected: number): CheckResult {
@@ -105,7 +113,8 @@ function network(r: CanaryReport, exp: Expectations): CheckResult {
   const seen = [...r.network.map(describeProbe), ...notes].join('; ');
   if (missing.length > 0) return { check: 'network', enforced: false, detail: `unverified: no result for ${missing.join(', ')}; ${seen}` };
   // Silence from a listener nobody can reach proves nothing.
-  if (!exp.control.reached) return { check: 'network', enforced: false, detail: `unverified: the echo listener did not answer a non-sandbox client either; ${seen}` };
+  if (!exp.control.reached)
+    return { check: 'network', enforced: false, detail: `unverified: the echo listener did not answer a non-sandbox client either; ${seen}` };
   if (exp.gatewaySkipped === undefined && exp.gatewayAnswered === false) {
     return { check: 'network', enforced: false, detail: `unverified: the gateway did not answer the operator on its own address either; ${seen}` };
   }

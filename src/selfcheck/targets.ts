@@ -54,7 +54,8 @@ export function gatewayAddresses(i: Pick<TargetInputs, 'inCluster' | 'ownAddress
   if (!i.inCluster) return { hosts: [], skipped: 'the gateway runs outside the cluster' };
   if (i.port === 0) return { hosts: [], skipped: 'the gateway port is chosen at start (CODEMODE_PORT=0)' };
   const bind = bare(i.bindAddress);
-  if (bind === '0.0.0.0' || bind === '::') return i.ownAddresses.length > 0 ? { hosts: [...i.ownAddresses] } : { hosts: [], skipped: 'the gateway has no non-loopback address' };
+  if (bind === '0.0.0.0' || bind === '::')
+    return i.ownAddresses.length > 0 ? { hosts: [...i.ownAddresses] } : { hosts: [], skipped: 'the gateway has no non-loopback address' };
   if (isIP(bind) !== 0 && !isLoopback(bind)) return { hosts: [bind] };
   return { hosts: [], skipped: `the gateway listens on ${i.bindAddress} only` };
 }

@@ -45,7 +45,13 @@ export async function writeFileInPod(exec: Exec, ns: string, pod: string, path: 
 
 const TYPES: Record<string, FileEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };
 
-export async function listFilesInPod(exec: Exec, ns: string, pod: string, path: string, maxEntries: number): Promise<{ entries: FileEntry[]; truncated: boolean }> {
+export async function listFilesInPod(
+  exec: Exec,
+  ns: string,
+  pod: string,
+  path: string,
+  maxEntries: number,
+): Promise<{ entries: FileEntry[]; truncated: boolean }> {
   const r = await execRaw(exec, ns, pod, SANDBOX_CONTAINER, fileOpCommand('list', path, String(maxEntries + 1)), undefined, 4 * 1024 * 1024);
   if (r.exitCode !== 0) fail('list_files', r);
   const entries = r.stdout

@@ -33,11 +33,26 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
         : { ...base, phase: 'Succeeded' };
     case 'error':
       // The message is a summary (it lands in status conditions); the full text is in stderr.
-      return { ...base, phase: 'Failed', reason: Reasons.Exception, message: capText(`${r.error?.ename ?? 'Error'}: ${r.error?.evalue ?? ''}`.trim(), MESSAGE_MAX_CHARS).text };
+      return {
+        ...base,
+        phase: 'Failed',
+        reason: Reasons.Exception,
+        message: capText(`${r.error?.ename ?? 'Error'}: ${r.error?.evalue ?? ''}`.trim(), MESSAGE_MAX_CHARS).text,
+      };
     case 'timeout':
-      return { ...base, phase: 'TimedOut', reason: Reasons.TimedOut, message: `The call ran longer than timeout_seconds=${timeoutSeconds} and was interrupted; the session keeps its state.` };
+      return {
+        ...base,
+        phase: 'TimedOut',
+        reason: Reasons.TimedOut,
+        message: `The call ran longer than timeout_seconds=${timeoutSeconds} and was interrupted; the session keeps its state.`,
+      };
     default:
-      return { ...base, phase: 'Failed', reason: Reasons.KernelLost, message: 'The call could not be interrupted at its timeout, so the session was stopped and its state is lost. Create a new session.' };
+      return {
+        ...base,
+        phase: 'Failed',
+        reason: Reasons.KernelLost,
+        message: 'The call could not be interrupted at its timeout, so the session was stopped and its state is lost. Create a new session.',
+      };
   }
 }
 
@@ -50,10 +65,18 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
 function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason' | 'message'> | undefined {
   const lost = 'The session is lost with its state: create a new session.';
   if (r.status === 'lost' && r.error?.ename === Reasons.OOMKilled) {
-    return { phase: 'Failed', reason: Reasons.OOMKilled, message: `The session's interpreter used more memory than its limit and was killed. ${lost} Use less memory: process data in smaller pieces.` };
+    return {
+      phase: 'Failed',
+      reason: Reasons.OOMKilled,
+      message: `The session's interpreter used more memory than its limit and was killed. ${lost} Use less memory: process data in smaller pieces.`,
+    };
   }
   if (r.status === 'lost' && r.error?.ename === Reasons.Evicted) {
-    return { phase: 'Failed', reason: Reasons.Evicted, message: `The session's pod was evicted by the kubelet (${r.error.evalue}). ${lost} Write less data to /workspace.` };
+    return {
+      phase: 'Failed',
+      reason: Reasons.Evicted,
+      message: `The session's pod was evicted by the kubelet (${r.error.evalue}). ${lost} Write less data to /workspace.`,
+    };
   }
   if (r.processLimit === true) {
     const c = processLimit({}, r.status === 'timeout' ? 'The call was stopped at its timeout; the session keeps its state.' : '');
@@ -66,7 +89,11 @@ function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason'
     return { phase: 'Failed', reason: c.reason, message: c.message };
   }
   if (r.oomKilled === true) {
-    return { phase: 'Failed', reason: Reasons.OOMKilled, message: 'A process of the call used more memory than the sandbox allows and was killed. Use less memory: process data in smaller pieces.' };
+    return {
+      phase: 'Failed',
+      reason: Reasons.OOMKilled,
+      message: 'A process of the call used more memory than the sandbox allows and was killed. Use less memory: process data in smaller pieces.',
+    };
   }
   return undefined;
 }

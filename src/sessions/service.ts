@@ -113,7 +113,11 @@ export class SessionService {
 
   private require(name: string, caller: Owner | undefined): SandboxSession {
     const s = this.get(name);
-    if (!s || !canSee(s, caller, this.opts.adminGroups ?? [])) throw new SessionError(`There is no session "${name}".`, 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).');
+    if (!s || !canSee(s, caller, this.opts.adminGroups ?? []))
+      throw new SessionError(
+        `There is no session "${name}".`,
+        'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).',
+      );
     return s;
   }
 
@@ -135,14 +139,20 @@ export class SessionService {
     return this.informer
       .list(this.opts.namespace)
       .map((o) => parseSandboxSession(o))
-      .filter((p): p is { ok: true; session: SandboxSession } => p.ok && !p.session.metadata.deletionTimestamp && canSee(p.session, caller, this.opts.adminGroups ?? []))
+      .filter(
+        (p): p is { ok: true; session: SandboxSession } =>
+          p.ok && !p.session.metadata.deletionTimestamp && canSee(p.session, caller, this.opts.adminGroups ?? []),
+      )
       .map((p) => this.info(p.session))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
   async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner): Promise<SessionInfo> {
     if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
-      throw new SessionError(`idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`, `Use at most ${this.opts.sessionMaxIdleTimeoutSeconds}.`);
+      throw new SessionError(
+        `idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`,
+        `Use at most ${this.opts.sessionMaxIdleTimeoutSeconds}.`,
+      );
     }
     this.checkCapacity();
     const name = generateSessionName();
@@ -163,23 +173,49 @@ export class SessionService {
     throw refusal;
   }
 
-  private async createNamed(name: string, language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner): Promise<SessionInfo> {
+  private async createNamed(
+    name: string,
+    language: SessionLanguage,
+    idleTimeoutSeconds: number | undefined,
+    signal?: AbortSignal,
+    owner?: Owner,
+  ): Promise<SessionInfo> {
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXSESSION_KIND,
-      metadata: { name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(owner && { [LABEL_OWNER]: ownerLabelValue(owner.user) }) } },
+      metadata: {
+        name,
+        namespace: this.opts.namespace,
+        labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(owner && { [LABEL_OWNER]: ownerLabelValue(owner.user) }) },
+      },
       spec: { ...(owner && { owner }), language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
     };
     try {
-      await this.clients.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, body });
+      await this.clients.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.opts.namespace,
+        plural: SANDBOXSESSION_PLURAL,
+        body,
+      });
     } catch (err) {
       const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
-      if (quota) throw new SessionError(`The session was refused: the namespace is at its ResourceQuota (${quota}).`, 'Close a session you no longer need with close_session, or ask the administrator to raise the quota.');
+      if (quota)
+        throw new SessionError(
+          `The session was refused: the namespace is at its ResourceQuota (${quota}).`,
+          'Close a session you no longer need with close_session, or ask the administrator to raise the quota.',
+        );
       throw new Error(`Failed to create SandboxSession: ${apiErrorMessage(err)}`, { cause: err });
     }
-    const s = await this.waitUntil(name, (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''), this.opts.startupTimeoutSeconds * 1000 + 5000, signal);
+    const s = await this.waitUntil(
+      name,
+      (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''),
+      this.opts.startupTimeoutSeconds * 1000 + 5000,
+      signal,
+    );
     if (!s) throw new SessionError(`Session ${name} did not become ready in time.`, 'Try again later; the cluster may be short of capacity.');
-    if (s.status?.phase !== 'Ready') throw new SessionError(`Session ${name} could not start: ${s.status?.message ?? 'unknown reason'}`, 'Fix the cause above or ask the administrator.');
+    if (s.status?.phase !== 'Ready')
+      throw new SessionError(`Session ${name} could not start: ${s.status?.message ?? 'unknown reason'}`, 'Fix the cause above or ask the administrator.');
     return this.info(s);
   }
 
@@ -187,7 +223,13 @@ export class SessionService {
     const s = this.get(name);
     if (s && !canSee(s, caller, this.opts.adminGroups ?? [])) return false;
     try {
-      await this.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: SANDBOXSESSION_PLURAL, name });
+      await this.clients.custom.deleteNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.opts.namespace,
+        plural: SANDBOXSESSION_PLURAL,
+        name,
+      });
     } catch (err) {
       if (isNotFound(err)) return false;
       throw err;
@@ -208,7 +250,10 @@ export class SessionService {
       await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
         throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
       });
-      result = await conn.exec({ code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) }, onOutput);
+      result = await conn.exec(
+        { code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) },
+        onOutput,
+      );
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       this.kernels.drop(this.opts.namespace, pod);
@@ -221,7 +266,11 @@ export class SessionService {
       // A broken connection is not a dead kernel: when the API server was unreachable, or a fresh
       // stream finds the kernel answering, the session keeps its state and is not marked lost.
       if (!breach && !seen?.stopped) {
-        if (err instanceof KernelUnreachableError) throw new SessionError(`Session ${name} could not be reached: ${err.message}. The code did not run; the session keeps its state.`, 'Call again in a moment.');
+        if (err instanceof KernelUnreachableError)
+          throw new SessionError(
+            `Session ${name} could not be reached: ${err.message}. The code did not run; the session keeps its state.`,
+            'Call again in a moment.',
+          );
         if ((await this.probe(pod, kernelLanguage(s.spec.language))) !== 'gone') {
           throw new SessionError(
             `The connection to session ${name} broke during the call: ${err.message}. The session keeps its state, but whether this call ran is unknown.`,
@@ -231,7 +280,10 @@ export class SessionService {
       }
       await this.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
       if (verdict) return lostTo(verdict, name, this.opts.outputCapChars);
-      throw new SessionError(`Session ${name} was lost: ${err.message}. Its state is gone.`, 'Create a new session with create_session and run the setup again.');
+      throw new SessionError(
+        `Session ${name} was lost: ${err.message}. Its state is gone.`,
+        'Create a new session with create_session and run the setup again.',
+      );
     }
     if (result.status === 'lost') {
       this.kernels.drop(this.opts.namespace, pod);
@@ -260,7 +312,10 @@ export class SessionService {
 
   async writeFile(name: string, path: string, content: Buffer, caller?: Owner): Promise<number> {
     if (content.length > this.opts.maxFileBytes) {
-      throw new SessionError(`The content is ${content.length} bytes; the limit is ${this.opts.maxFileBytes}.`, 'Write smaller files, or generate large data inside the session with execute_code.');
+      throw new SessionError(
+        `The content is ${content.length} bytes; the limit is ${this.opts.maxFileBytes}.`,
+        'Write smaller files, or generate large data inside the session with execute_code.',
+      );
     }
     const s = this.readySession(name, caller);
     this.noteActivity(s, 0);
@@ -323,7 +378,12 @@ export class SessionService {
         try {
           // The resourceVersion makes the increment conditional: two replicas cannot both add to
           // the same runCount. expiresAt follows from lastActivityTime; the controller writes it.
-          await this.applyStatus(name, GATEWAY_FIELD_MANAGER, { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls }, s.metadata.resourceVersion);
+          await this.applyStatus(
+            name,
+            GATEWAY_FIELD_MANAGER,
+            { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls },
+            s.metadata.resourceVersion,
+          );
           break;
         } catch (err) {
           if (!isConflict(err)) throw err;
@@ -358,7 +418,12 @@ export class SessionService {
     );
   }
 
-  private waitUntil(name: string, done: (s: SandboxSession | undefined) => boolean, timeoutMs: number, signal?: AbortSignal): Promise<SandboxSession | undefined> {
+  private waitUntil(
+    name: string,
+    done: (s: SandboxSession | undefined) => boolean,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<SandboxSession | undefined> {
     return new Promise((resolve) => {
       const check = (): void => {
         const s = this.get(name);

@@ -19,7 +19,12 @@ export async function podVerdict(clients: KubeClients, namespace: string, name: 
  * deleted, or its container terminated): then its kernel is gone too. A pod that could not be read
  * (the API server did not answer) is not known to have stopped.
  */
-export async function podState(clients: KubeClients, namespace: string, name: string, waitMs = VERDICT_WAIT_MS): Promise<{ failure?: PodFailure; stopped: boolean }> {
+export async function podState(
+  clients: KubeClients,
+  namespace: string,
+  name: string,
+  waitMs = VERDICT_WAIT_MS,
+): Promise<{ failure?: PodFailure; stopped: boolean }> {
   const end = Date.now() + waitMs;
   for (;;) {
     let gone = false;
@@ -38,7 +43,8 @@ export async function podState(clients: KubeClients, namespace: string, name: st
 
 /** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
 export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number } {
-  const evalue = verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
+  const evalue =
+    verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
   return {
     status: 'lost',
     stdout: '',

@@ -26,7 +26,11 @@ describe('test cluster', () => {
 
   it('runs a pod from the locally built sandbox image and execs into it', async () => {
     await runPod(k, ns, simplePod('exec-target', ['sleep', 'infinity']));
-    const ok = await execCapture(k, ns, 'exec-target', ['sh', '-c', 'echo out; echo err >&2; python3 -c "import json,sqlite3,asyncio; print(json.dumps([1]))"; node -e "console.log(2)"']);
+    const ok = await execCapture(k, ns, 'exec-target', [
+      'sh',
+      '-c',
+      'echo out; echo err >&2; python3 -c "import json,sqlite3,asyncio; print(json.dumps([1]))"; node -e "console.log(2)"',
+    ]);
     expect(ok).toMatchObject({ exitCode: 0, stdout: 'out\n[1]\n2\n', stderr: 'err\n' });
     const failing = await execCapture(k, ns, 'exec-target', ['sh', '-c', 'echo bad >&2; exit 3']);
     expect(failing).toMatchObject({ exitCode: 3, stderr: 'bad\n' });
@@ -56,12 +60,18 @@ describe('test cluster', () => {
     const server = await runPod(
       k,
       ns,
-      simplePod('np-server', ['sh', '-c', `mkdir -p /tmp/www && echo ${payload} > /tmp/www/data && cd /tmp/www && exec python3 -m http.server 8080`], { role: 'server' }),
+      simplePod('np-server', ['sh', '-c', `mkdir -p /tmp/www && echo ${payload} > /tmp/www/data && cd /tmp/www && exec python3 -m http.server 8080`], {
+        role: 'server',
+      }),
     );
     await runPod(k, ns, simplePod('np-client', ['sleep', 'infinity'], { role: 'client' }));
     const url = `http://${server.status?.podIP}:8080/data`;
     const fetch = (): Promise<string> =>
-      execCapture(k, ns, 'np-client', ['python3', '-c', `import urllib.request\ntry:\n print(urllib.request.urlopen("${url}", timeout=3).read().decode().strip())\nexcept Exception as e:\n print("FAILED", type(e).__name__)`]).then((r) => r.stdout.trim());
+      execCapture(k, ns, 'np-client', [
+        'python3',
+        '-c',
+        `import urllib.request\ntry:\n print(urllib.request.urlopen("${url}", timeout=3).read().decode().strip())\nexcept Exception as e:\n print("FAILED", type(e).__name__)`,
+      ]).then((r) => r.stdout.trim());
 
     // The server answers before any policy exists (the web server may need a moment to listen).
     await until(async () => (await fetch()) === payload, 30_000, 'server reachable before the policy');

@@ -43,7 +43,9 @@ describe('cluster scripts', () => {
   it('up restarts kube-proxy and kube-router when their iptables rules went missing', () => {
     const before = pids();
     // Remove kube-router's jump into its pod firewall: NetworkPolicies would silently stop applying.
-    const jump = execFileSync('iptables-save', ['-t', 'filter'], { encoding: 'utf8' }).split('\n').find((l) => /^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/.test(l));
+    const jump = execFileSync('iptables-save', ['-t', 'filter'], { encoding: 'utf8' })
+      .split('\n')
+      .find((l) => /^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/.test(l));
     expect(jump).toBeDefined();
     execFileSync('bash', ['-c', `iptables ${(jump as string).replace(/^-A /, '-D ')}`]);
     const r = script('up');

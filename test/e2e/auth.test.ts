@@ -26,7 +26,12 @@ async function probe(url: string, authorization?: string): Promise<{ status: num
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(authorization && { authorization }) },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '0' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '0' } },
+    }),
   });
   await res.body?.cancel();
   return { status: res.status, header: res.headers.get('www-authenticate') };
@@ -47,7 +52,10 @@ describe('mode tokens', () => {
   const csv = (lines: string[]): Record<string, string> => ({ 'tokens.csv': `${lines.join('\n')}\n` });
 
   beforeAll(async () => {
-    await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'team-tokens' }, stringData: csv([`${alice},alice,u1,"dev"`, `${bob},bob,u2`]) } });
+    await k.core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'team-tokens' }, stringData: csv([`${alice},alice,u1,"dev"`, `${bob},bob,u2`]) },
+    });
     op = await startOperator(ns, { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens' });
   });
   afterAll(async () => op?.stop());
@@ -57,17 +65,31 @@ describe('mode tokens', () => {
     for (const auth of [undefined, `Bearer ${tok()}`, 'Basic YWxpY2U6eA==']) {
       const r = await probe(op.url, auth);
       expect(r.status).toBe(401);
-      expect(r.header).toMatch(/^Bearer resource_metadata="http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource\/mcp", error="invalid_(token|request)"/);
+      expect(r.header).toMatch(
+        /^Bearer resource_metadata="http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource\/mcp", error="invalid_(token|request)"/,
+      );
     }
   });
 
-  it("records the caller as the owner of its runs and sessions (field and label)", async () => {
+  it('records the caller as the owner of its runs and sessions (field and label)', async () => {
     const client = await connect(op.url, 'current', { authorization: `Bearer ${bob}` });
     try {
       const run = await client.callTool('execute_code', { code: 'print(1)' });
       const session = await client.callTool('create_session', { language: 'python' });
-      const r = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: String(run.structuredContent?.run) })) as SandboxRun;
-      const s = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: String(session.structuredContent?.session) })) as SandboxSession;
+      const r = (await k.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        name: String(run.structuredContent?.run),
+      })) as SandboxRun;
+      const s = (await k.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXSESSION_PLURAL,
+        name: String(session.structuredContent?.session),
+      })) as SandboxSession;
       for (const obj of [r, s]) {
         expect(obj.spec.owner).toEqual({ user: 'bob' });
         expect(obj.metadata.labels?.[LABEL_OWNER]).toBe('bob');
@@ -89,7 +111,11 @@ describe('mode tokens', () => {
       const listed = await b.callTool('list_sessions', {});
       expect(JSON.stringify(listed.structuredContent)).not.toContain(mine);
       // Every tool answers bob exactly as for a name that does not exist.
-      const text = (r: { content: Array<{ text?: string }> }, name: string): string => (r.content.map((c) => c.text ?? '').join('\n')).replaceAll(name, 'NAME');
+      const text = (r: { content: Array<{ text?: string }> }, name: string): string =>
+        r.content
+          .map((c) => c.text ?? '')
+          .join('\n')
+          .replaceAll(name, 'NAME');
       for (const [tool, args] of [
         ['execute_code', { code: 'secret' }],
         ['read_file', { path: 'notes.txt' }],
@@ -101,7 +127,9 @@ describe('mode tokens', () => {
         const none = await b.callTool(tool, { ...args, session: ghost });
         expect(theirs.isError ?? false, `${tool}: ${JSON.stringify(theirs.content)}`).toBe(tool !== 'close_session');
         expect(text(theirs, mine)).toBe(text(none, ghost));
-        expect(JSON.stringify(theirs.structuredContent ?? {}).replaceAll(mine, 'NAME')).toBe(JSON.stringify(none.structuredContent ?? {}).replaceAll(ghost, 'NAME'));
+        expect(JSON.stringify(theirs.structuredContent ?? {}).replaceAll(mine, 'NAME')).toBe(
+          JSON.stringify(none.structuredContent ?? {}).replaceAll(ghost, 'NAME'),
+        );
       }
       // Alice's session is untouched by all of that.
       const still = await a.callTool('execute_code', { session: mine, code: 'secret + 1' });
@@ -114,7 +142,11 @@ describe('mode tokens', () => {
   });
 
   it('follows edits of the Secret without a restart', async () => {
-    await k.core.replaceNamespacedSecret({ namespace: ns, name: 'team-tokens', body: { metadata: { name: 'team-tokens' }, stringData: csv([`${bob},bob,u2`, `${carol},carol,u3`]) } });
+    await k.core.replaceNamespacedSecret({
+      namespace: ns,
+      name: 'team-tokens',
+      body: { metadata: { name: 'team-tokens' }, stringData: csv([`${bob},bob,u2`, `${carol},carol,u3`]) },
+    });
     await until(async () => (await probe(op.url, `Bearer ${alice}`)).status === 401, 30_000, "alice's removed token refused");
     await until(async () => (await probe(op.url, `Bearer ${carol}`)).status !== 401, 30_000, "carol's new token accepted");
     expect(await runsCode(op.url, carol)).toBe(true);
@@ -126,7 +158,8 @@ describe('mode kubernetes (TokenReview)', () => {
   let op: RunningOperator;
   const AUDIENCE = 'codemode-e2e';
   const saToken = async (audience: string): Promise<string> =>
-    (await k.core.createNamespacedServiceAccountToken({ namespace: ns, name: 'agent', body: { spec: { audiences: [audience], expirationSeconds: 600 } } })).status?.token ?? '';
+    (await k.core.createNamespacedServiceAccountToken({ namespace: ns, name: 'agent', body: { spec: { audiences: [audience], expirationSeconds: 600 } } }))
+      .status?.token ?? '';
 
   beforeAll(async () => {
     await k.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'agent' } } });

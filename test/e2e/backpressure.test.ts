@@ -49,7 +49,12 @@ afterAll(async () => {
 async function record<T>(path: string, labelSelector?: string): Promise<{ events: Array<{ type: string; obj: T }>; ended: () => boolean; stop: () => void }> {
   const events: Array<{ type: string; obj: T }> = [];
   let ended = false;
-  const ctl = await new Watch(k.kc).watch(path, labelSelector ? { labelSelector } : {}, (type: string, obj: T) => void events.push({ type, obj }), () => (ended = true));
+  const ctl = await new Watch(k.kc).watch(
+    path,
+    labelSelector ? { labelSelector } : {},
+    (type: string, obj: T) => void events.push({ type, obj }),
+    () => (ended = true),
+  );
   return { events, ended: () => ended, stop: () => ctl.abort() };
 }
 
@@ -134,13 +139,22 @@ describe('back-pressure', () => {
       }
       const over = await client.callTool('create_session', { language: 'bash' });
       expect(over.isError).toBe(true);
-      expect(text(over)).toMatch(new RegExp(`The session was refused for capacity \\(sessions\\): 3 of 3 sessions are live in namespace ${ns} \\(CODEMODE_MAX_SESSIONS\\)\\.\\nClose a session you no longer need with close_session .* retry in \\d+ seconds`, 's'));
+      expect(text(over)).toMatch(
+        new RegExp(
+          `The session was refused for capacity \\(sessions\\): 3 of 3 sessions are live in namespace ${ns} \\(CODEMODE_MAX_SESSIONS\\)\\.\\nClose a session you no longer need with close_session .* retry in \\d+ seconds`,
+          's',
+        ),
+      );
       // Room again once one is closed.
       await client.callTool('close_session', { session: created.pop() });
-      await until(async () => {
-        const list = (await client.callTool('list_sessions', {})).structuredContent?.sessions as unknown[];
-        return list.length === 2;
-      }, 30_000, 'the closed session to leave the cache');
+      await until(
+        async () => {
+          const list = (await client.callTool('list_sessions', {})).structuredContent?.sessions as unknown[];
+          return list.length === 2;
+        },
+        30_000,
+        'the closed session to leave the cache',
+      );
       const again = await client.callTool('create_session', { language: 'bash' });
       expect(again.isError, text(again)).toBeFalsy();
       created.push(String(again.structuredContent?.session));
@@ -154,7 +168,12 @@ describe('back-pressure', () => {
     // The neighbour on B keeps creating runs, so count only this batch's: its code is unique.
     const code = `print("batch-${Date.now()}")`;
     const ofBatch = async (): Promise<number> => (await listRuns()).filter((r) => r.spec.code === code).length;
-    const batch = Array.from({ length: 6 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'execute_code', arguments: { code } } }));
+    const batch = Array.from({ length: 6 }, (_, i) => ({
+      jsonrpc: '2.0',
+      id: i + 1,
+      method: 'tools/call',
+      params: { name: 'execute_code', arguments: { code } },
+    }));
     const res = await fetch(a.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-03-26' },
@@ -179,17 +198,33 @@ describe('back-pressure', () => {
     // Fill A's 8 slots with runs that take a while, so the namespace (cap 9) has one slot left.
     const client = await connect(a.url, 'current');
     const long = Array.from({ length: 8 }, () =>
-      client.callTool('execute_code', { code: 'import time; time.sleep(12); print("long")' }).catch((err: unknown) => ({ content: [{ type: 'text', text: String(err) }] }) as ToolResult),
+      client
+        .callTool('execute_code', { code: 'import time; time.sleep(12); print("long")' })
+        .catch((err: unknown) => ({ content: [{ type: 'text', text: String(err) }] }) as ToolResult),
     );
-    await until(async () => (await listRuns()).filter((r) => r.status?.phase === 'Running' && r.metadata.annotations?.['codemode.dev/executor'] === a.operator.identity).length === 8, 120_000, "A's 8 long runs to be Running");
+    await until(
+      async () =>
+        (await listRuns()).filter((r) => r.status?.phase === 'Running' && r.metadata.annotations?.['codemode.dev/executor'] === a.operator.identity).length ===
+        8,
+      120_000,
+      "A's 8 long runs to be Running",
+    );
     const names = ['q1', 'q2', 'q3', 'q4'];
     for (const name of names) {
-      await k.custom.createNamespacedCustomObject({ ...api, namespace: ns, body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name }, spec: { language: 'bash', code: `sleep 1; echo ${name}` } } });
+      await k.custom.createNamespacedCustomObject({
+        ...api,
+        namespace: ns,
+        body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name }, spec: { language: 'bash', code: `sleep 1; echo ${name}` } },
+      });
     }
-    await until(async () => {
-      const all = await listRuns();
-      return names.every((n) => ['Succeeded', 'Failed', 'TimedOut'].includes(all.find((r) => r.metadata.name === n)?.status?.phase ?? ''));
-    }, 180_000, 'the kubectl-created runs to finish');
+    await until(
+      async () => {
+        const all = await listRuns();
+        return names.every((n) => ['Succeeded', 'Failed', 'TimedOut'].includes(all.find((r) => r.metadata.name === n)?.status?.phase ?? ''));
+      },
+      180_000,
+      'the kubectl-created runs to finish',
+    );
     for (const r of await Promise.all(long)) expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'long\n' });
     await client.close();
     runs.stop();
@@ -197,7 +232,9 @@ describe('back-pressure', () => {
     const final = await listRuns();
     for (const n of names) expect(final.find((r) => r.metadata.name === n)?.status).toMatchObject({ phase: 'Succeeded', stdout: `${n}\n` });
     // At least three waited as Pending/Queued, saying how full the caps were.
-    const queued = new Set(runs.events.filter(({ obj }) => obj.status?.reason === 'Queued' && obj.status.phase === 'Pending').map(({ obj }) => obj.metadata.name));
+    const queued = new Set(
+      runs.events.filter(({ obj }) => obj.status?.reason === 'Queued' && obj.status.phase === 'Pending').map(({ obj }) => obj.metadata.name),
+    );
     expect(queued.size).toBeGreaterThanOrEqual(3);
     const message = runs.events.find(({ obj }) => obj.status?.reason === 'Queued')?.obj.status?.message ?? '';
     expect(message).toMatch(/^Waiting for a free run slot: \d+ of \d+ runs are executing .*The run starts when one is free\.$/);
@@ -218,7 +255,7 @@ describe('back-pressure', () => {
   }, 300_000);
 });
 
-describe('ResourceQuota backstop (the chart\'s, as rendered in deploy/codemode-operator.yaml)', () => {
+describe("ResourceQuota backstop (the chart's, as rendered in deploy/codemode-operator.yaml)", () => {
   let qns = '';
   let op: RunningOperator | undefined;
   afterAll(async () => {
@@ -226,7 +263,7 @@ describe('ResourceQuota backstop (the chart\'s, as rendered in deploy/codemode-o
     if (qns) await deleteNamespace(k, qns);
   });
 
-  it('turns the API server\'s quota refusals into clear errors: QuotaExceeded for a pod, a named quota for a SandboxRun', async () => {
+  it("turns the API server's quota refusals into clear errors: QuotaExceeded for a pod, a named quota for a SandboxRun", async () => {
     qns = await createNamespace(k, 'quota');
     // The shipped quota, made small: one pod, three SandboxRuns.
     const quota = parseAllDocuments(readFileSync('deploy/codemode-operator.yaml', 'utf8'))
@@ -236,27 +273,45 @@ describe('ResourceQuota backstop (the chart\'s, as rendered in deploy/codemode-o
     quota.spec = { hard: { ...quota.spec?.hard, pods: '1', 'count/sandboxruns.codemode.dev': '3' } };
     await k.core.createNamespacedResourceQuota({ namespace: qns, body: quota });
     // The API server refuses everything under a quota whose usage is not computed yet.
-    await until(async () => (await k.core.readNamespacedResourceQuota({ namespace: qns, name: 'codemode-sandboxes' })).status?.hard?.pods === '1', 60_000, 'the quota status');
+    await until(
+      async () => (await k.core.readNamespacedResourceQuota({ namespace: qns, name: 'codemode-sandboxes' })).status?.hard?.pods === '1',
+      60_000,
+      'the quota status',
+    );
     op = await startOperator(qns, { CODEMODE_CPU_REQUEST: '10m' });
     const client = await connect(op.url, 'current');
     try {
       // Settled with its error too, so a failure below leaves no unhandled rejection behind.
-      const long = client.callTool('execute_code', { code: 'import time; time.sleep(6); print("first")' }).catch((err: unknown) => ({ content: [{ type: 'text', text: String(err) }] }) as ToolResult);
-      await until(async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.some((p) => p.status?.phase === 'Running'), 90_000, 'the first run pod to be Running');
+      const long = client
+        .callTool('execute_code', { code: 'import time; time.sleep(6); print("first")' })
+        .catch((err: unknown) => ({ content: [{ type: 'text', text: String(err) }] }) as ToolResult);
+      await until(
+        async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.some((p) => p.status?.phase === 'Running'),
+        90_000,
+        'the first run pod to be Running',
+      );
       const second = await client.callTool('execute_code', { code: 'print("second")' });
       expect(second.isError).toBe(true);
       expect(second.structuredContent).toMatchObject({ phase: 'Failed', reason: 'QuotaExceeded' });
-      expect(text(second)).toMatch(/The run failed \(QuotaExceeded\)\. The namespace's ResourceQuota refused the sandbox pod \(exceeded quota: codemode-sandboxes, requested: pods=1, used: pods=1, limited: pods=1\)/);
+      expect(text(second)).toMatch(
+        /The run failed \(QuotaExceeded\)\. The namespace's ResourceQuota refused the sandbox pod \(exceeded quota: codemode-sandboxes, requested: pods=1, used: pods=1, limited: pods=1\)/,
+      );
       expect((await long).structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'first\n' });
 
       // Sandbox pods satisfy the quota's CPU, memory and ephemeral-storage requirements.
-      await until(async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.length === 0, 60_000, 'the first pod to go');
+      await until(
+        async () => (await k.core.listNamespacedPod({ namespace: qns, labelSelector: 'codemode.dev/run' })).items.length === 0,
+        60_000,
+        'the first pod to go',
+      );
       const third = await client.callTool('execute_code', { code: 'print("third")' });
       expect(third.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'third\n' });
 
       const fourth = await client.callTool('execute_code', { code: 'print("fourth")' });
       expect(fourth.isError).toBe(true);
-      expect(text(fourth)).toMatch(/The run was refused: the namespace \S+ is at its ResourceQuota \(exceeded quota: codemode-sandboxes, requested: count\/sandboxruns\.codemode\.dev=1, used: count\/sandboxruns\.codemode\.dev=3, limited: count\/sandboxruns\.codemode\.dev=3\)/);
+      expect(text(fourth)).toMatch(
+        /The run was refused: the namespace \S+ is at its ResourceQuota \(exceeded quota: codemode-sandboxes, requested: count\/sandboxruns\.codemode\.dev=1, used: count\/sandboxruns\.codemode\.dev=3, limited: count\/sandboxruns\.codemode\.dev=3\)/,
+      );
     } finally {
       await client.close();
     }

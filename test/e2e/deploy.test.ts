@@ -46,12 +46,19 @@ beforeAll(async () => {
   const objs = manifests();
   for (const obj of objs.filter((o) => o.kind === 'Namespace')) await api.create(obj);
   // The tokens Secret lives in CODEMODE_NAMESPACE, the sandbox namespace.
-  await k.core.createNamespacedSecret({ namespace: sandboxNs, body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},deploy-user,u1,"dev"\n` } } });
+  await k.core.createNamespacedSecret({
+    namespace: sandboxNs,
+    body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},deploy-user,u1,"dev"\n` } },
+  });
   for (const obj of objs.filter((o) => o.kind !== 'Namespace')) await api.create(obj);
-  await until(async () => {
-    const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/name=codemode-operator' });
-    return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-  }, 240_000, 'the operator Deployment to be Ready (readiness waits for the first sandbox self-check)');
+  await until(
+    async () => {
+      const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'app.kubernetes.io/name=codemode-operator' });
+      return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    },
+    240_000,
+    'the operator Deployment to be Ready (readiness waits for the first sandbox self-check)',
+  );
   forward = spawn(kubectl, ['port-forward', '-n', ns, 'svc/codemode-operator', ':8080'], { env: process.env });
   base = await new Promise<string>((resolve, reject) => {
     forward?.stdout?.on('data', (b: Buffer) => {
@@ -76,7 +83,11 @@ describe('deploy/codemode-operator.yaml', () => {
   });
 
   it('refuses a caller without a token, with the header that says where to look', async () => {
-    const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    const res = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{}',
+    });
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toMatch(/^Bearer resource_metadata=".*\/\.well-known\/oauth-protected-resource\/mcp"/);
   });

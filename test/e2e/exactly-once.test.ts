@@ -24,7 +24,12 @@ afterAll(async () => {
 });
 
 async function create(name: string, annotations: Record<string, string> = {}): Promise<SandboxRun> {
-  const body = { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name, annotations }, spec: { language: 'python', code: 'print("ran")', timeoutSeconds: 1 } };
+  const body = {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'SandboxRun',
+    metadata: { name, annotations },
+    spec: { language: 'python', code: 'print("ran")', timeoutSeconds: 1 },
+  };
   return (await k.custom.createNamespacedCustomObject({ ...api, namespace: ns, body })) as SandboxRun;
 }
 
@@ -35,7 +40,10 @@ describe('exactly-once', () => {
     const run = await create('vanished', { [ANNOTATION_EXECUTOR]: 'a-replica-that-is-gone' });
     // The marker: a pod that carries the run, as the vanished executor left it.
     const marker = simplePod('vanished-marker', ['sleep', 'infinity'], { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE });
-    marker.metadata = { ...marker.metadata, ownerReferences: [{ apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', name: 'vanished', uid: run.metadata.uid ?? '', controller: true }] };
+    marker.metadata = {
+      ...marker.metadata,
+      ownerReferences: [{ apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', name: 'vanished', uid: run.metadata.uid ?? '', controller: true }],
+    };
     await k.core.createNamespacedPod({ namespace: ns, body: marker });
     await until(async () => (await get('vanished')).status?.phase === 'Failed', 150_000, 'the vanished run Failed');
     const done = await get('vanished');
@@ -51,7 +59,14 @@ describe('exactly-once', () => {
     const first = await get('fresh');
     expect(first.status, JSON.stringify(first.status)).toMatchObject({ phase: 'Succeeded', stdout: 'ran\n' });
     // The outcome was recorded before the pod was deleted; afterwards nothing starts it again.
-    await until(async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}` })).items.every((p) => p.metadata?.name === 'vanished-marker'), 30_000, 'the run pod deleted');
+    await until(
+      async () =>
+        (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}` })).items.every(
+          (p) => p.metadata?.name === 'vanished-marker',
+        ),
+      30_000,
+      'the run pod deleted',
+    );
     await new Promise((r) => setTimeout(r, 3000));
     const later = await get('fresh');
     expect(later.status?.completionTime).toBe(first.status?.completionTime);

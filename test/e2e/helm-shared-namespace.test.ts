@@ -29,16 +29,45 @@ afterAll(async () => {
 
 describe('charts/codemode-operator with sandboxes in the release namespace', () => {
   it('runs the operator there and cleans up after it on uninstall', async () => {
-    await helm('install', release, CHART, '-n', ns, '--set', 'sandboxNamespace.separate=false', '--set', 'replicaCount=1', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--set', 'resources.requests.cpu=10m', '--set', 'config.cpuRequest=10m', '--wait', '--timeout', '8m');
+    await helm(
+      'install',
+      release,
+      CHART,
+      '-n',
+      ns,
+      '--set',
+      'sandboxNamespace.separate=false',
+      '--set',
+      'replicaCount=1',
+      '--set',
+      'image.pullPolicy=Never',
+      '--set',
+      'config.warmPoolSize=1',
+      '--set',
+      'resources.requests.cpu=10m',
+      '--set',
+      'config.cpuRequest=10m',
+      '--wait',
+      '--timeout',
+      '8m',
+    );
     installed = true;
     // What the operator creates at run time, which Helm does not know about.
     // The runtime ConfigMap is content-addressed: codemode-runtime-<hash of its files>.
-    const created = ['networkpolicy.networking.k8s.io/codemode-sandbox-deny-all', 'configmap/codemode-runtime-', 'lease.coordination.k8s.io/codemode-operator-leader'];
-    await until(async () => {
-      const names = await leftovers();
-      const pool = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/sandbox=true' });
-      return created.every((c) => names.some((n) => n.startsWith(c))) && pool.items.length > 0;
-    }, 180_000, 'the operator to create its policy, ConfigMap, Lease and a warm pool pod');
+    const created = [
+      'networkpolicy.networking.k8s.io/codemode-sandbox-deny-all',
+      'configmap/codemode-runtime-',
+      'lease.coordination.k8s.io/codemode-operator-leader',
+    ];
+    await until(
+      async () => {
+        const names = await leftovers();
+        const pool = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/sandbox=true' });
+        return created.every((c) => names.some((n) => n.startsWith(c))) && pool.items.length > 0;
+      },
+      180_000,
+      'the operator to create its policy, ConfigMap, Lease and a warm pool pod',
+    );
 
     await helm('uninstall', release, '-n', ns, '--wait', '--timeout', '8m');
     installed = false;

@@ -23,10 +23,26 @@ const auth = { authorization: `Bearer ${token}` };
 /** Small requests: the shared 2-core node is often full of other suites' pods. */
 const LIGHT = ['--set', 'resources.requests.cpu=10m', '--set', 'config.cpuRequest=10m'];
 /** Every optional object on (ServiceMonitor and HTTPRoute need CRDs this cluster does not have). */
-const OPTIONAL = ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}', '--set', 'httpRoute.enabled=true', '--set', 'httpRoute.hostnames={mcp.example.com}', '--set', 'httpRoute.parentRefs[0].name=gw', '--set', 'serviceMonitor.enabled=true'];
+const OPTIONAL = [
+  '--set',
+  'ingress.enabled=true',
+  '--set',
+  'ingress.hosts={mcp.example.com}',
+  '--set',
+  'httpRoute.enabled=true',
+  '--set',
+  'httpRoute.hostnames={mcp.example.com}',
+  '--set',
+  'httpRoute.parentRefs[0].name=gw',
+  '--set',
+  'serviceMonitor.enabled=true',
+];
 
 async function gatewayPods(): Promise<Array<{ name: string; image: string; ready: boolean; terminating: boolean }>> {
-  const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `app.kubernetes.io/instance=${release},app.kubernetes.io/name=codemode-operator` });
+  const pods = await k.core.listNamespacedPod({
+    namespace: ns,
+    labelSelector: `app.kubernetes.io/instance=${release},app.kubernetes.io/name=codemode-operator`,
+  });
   return pods.items.map((p) => ({
     name: p.metadata?.name ?? '',
     image: p.spec?.containers[0]?.image ?? '',
@@ -61,7 +77,21 @@ describe('charts/codemode-operator', () => {
   });
 
   it('renders manifests the API server accepts (kubectl apply --dry-run=server)', async () => {
-    const manifests = await helm('template', release, CHART, '-n', dryNs, '--set', 'sandboxNamespace.create=false', '--set', `sandboxNamespace.name=${dryNs}`, '--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}');
+    const manifests = await helm(
+      'template',
+      release,
+      CHART,
+      '-n',
+      dryNs,
+      '--set',
+      'sandboxNamespace.create=false',
+      '--set',
+      `sandboxNamespace.name=${dryNs}`,
+      '--set',
+      'ingress.enabled=true',
+      '--set',
+      'ingress.hosts={mcp.example.com}',
+    );
     const out = await kubectl(['apply', '--dry-run=server', '-f', '-'], manifests);
     expect(out).toMatch(/deployment\.apps\/cm-codemode-operator created \(server dry run\)/);
     expect(out).toMatch(/role\.rbac\.authorization\.k8s\.io\/cm-codemode-operator created/);
@@ -77,17 +107,42 @@ describe('charts/codemode-operator', () => {
 
   it('installs with two replicas and serves execute_code through the Service', async () => {
     await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'helm-test-token' }, stringData: { token } } });
-    await helm('install', release, CHART, '-n', ns, '--set', 'replicaCount=2', '--set', 'image.pullPolicy=Never', '--set', 'config.warmPoolSize=1', '--set', 'tests.tokenSecret.name=helm-test-token', ...LIGHT, '--wait', '--timeout', '8m');
+    await helm(
+      'install',
+      release,
+      CHART,
+      '-n',
+      ns,
+      '--set',
+      'replicaCount=2',
+      '--set',
+      'image.pullPolicy=Never',
+      '--set',
+      'config.warmPoolSize=1',
+      '--set',
+      'tests.tokenSecret.name=helm-test-token',
+      ...LIGHT,
+      '--wait',
+      '--timeout',
+      '8m',
+    );
     installed = true;
     // The tokens Secret lives in the sandbox namespace the release created; the gateway watches it.
-    await k.core.createNamespacedSecret({ namespace: sandboxNs(), body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},helm-user,u1,"dev"\n` } } });
+    await k.core.createNamespacedSecret({
+      namespace: sandboxNs(),
+      body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},helm-user,u1,"dev"\n` } },
+    });
     const { ip, url } = await serviceUrl();
     // The host name clients use must be allowed (DNS-rebinding protection): here, the ClusterIP.
     await helm('upgrade', release, CHART, '-n', ns, '--reuse-values', '--set', `config.allowedHosts=${ip}`, '--wait', '--timeout', '5m');
-    await until(async () => {
-      const pods = await gatewayPods();
-      return pods.length === 2 && pods.every((p) => p.ready && !p.terminating);
-    }, 180_000, 'two Ready gateway pods');
+    await until(
+      async () => {
+        const pods = await gatewayPods();
+        return pods.length === 2 && pods.every((p) => p.ready && !p.terminating);
+      },
+      180_000,
+      'two Ready gateway pods',
+    );
 
     // Tokens are picked up from the watched Secret within seconds.
     let client: TestClient | undefined;
@@ -131,10 +186,14 @@ describe('charts/codemode-operator', () => {
     try {
       await helm('upgrade', release, CHART, '-n', ns, '--reuse-values', '--set', `image.tag=${newTag}`, '--wait', '--timeout', '8m');
       // --wait returns when the new pods are Ready; the old ones may still be draining.
-      await until(async () => {
-        const pods = await gatewayPods();
-        return pods.length === 2 && pods.every((p) => p.image === `${IMAGE}:${newTag}` && p.ready && !p.terminating);
-      }, 300_000, 'only new-tag gateway pods');
+      await until(
+        async () => {
+          const pods = await gatewayPods();
+          return pods.length === 2 && pods.every((p) => p.image === `${IMAGE}:${newTag}` && p.ready && !p.terminating);
+        },
+        300_000,
+        'only new-tag gateway pods',
+      );
     } finally {
       stop = true;
       await caller;
@@ -147,14 +206,18 @@ describe('charts/codemode-operator', () => {
   it('uninstalls without leaving sandbox pods, policies or leases behind', async () => {
     await helm('uninstall', release, '-n', ns, '--wait', '--timeout', '8m');
     installed = false;
-    await until(async () => {
-      try {
-        await k.core.readNamespace({ name: sandboxNs() });
-        return false;
-      } catch {
-        return true;
-      }
-    }, 300_000, `namespace ${sandboxNs()} to be deleted`);
+    await until(
+      async () => {
+        try {
+          await k.core.readNamespace({ name: sandboxNs() });
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      300_000,
+      `namespace ${sandboxNs()} to be deleted`,
+    );
     // The gateway's own pods finish their shutdown (runs in flight, quiet period) after Helm
     // returned; wait for them, bounded, before looking for leftovers.
     await until(async () => (await k.core.listNamespacedPod({ namespace: ns })).items.length === 0, 180_000, `the gateway pods in ${ns} to exit`);

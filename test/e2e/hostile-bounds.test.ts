@@ -51,11 +51,17 @@ const text = (r: ToolResult): string => r.content.map((c) => c.text ?? '').join(
 
 async function runPodName(namespace: string, run: string): Promise<string> {
   let podName = '';
-  await until(async () => {
-    const o = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name: run })) as { status?: { phase?: string; podName?: string } };
-    podName = o.status?.podName ?? '';
-    return ['Succeeded', 'Failed', 'TimedOut'].includes(o.status?.phase ?? '');
-  }, 15_000, `SandboxRun ${run} to record its result`);
+  await until(
+    async () => {
+      const o = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name: run })) as {
+        status?: { phase?: string; podName?: string };
+      };
+      podName = o.status?.podName ?? '';
+      return ['Succeeded', 'Failed', 'TimedOut'].includes(o.status?.phase ?? '');
+    },
+    15_000,
+    `SandboxRun ${run} to record its result`,
+  );
   return podName;
 }
 
@@ -66,7 +72,9 @@ async function attack(client: TestClient, name: keyof typeof ATTACKS): Promise<{
   const r = await client.callTool('execute_code', args);
   const ms = Math.round(performance.now() - t0);
   // The call's time includes creating the pod; duration_ms is the code's own run in the sandbox.
-  console.info(`hostile-bounds: ${name} ended as ${String(r.structuredContent?.reason ?? r.structuredContent?.phase)}: call ${ms} ms, run ${String(r.structuredContent?.duration_ms)} ms`);
+  console.info(
+    `hostile-bounds: ${name} ended as ${String(r.structuredContent?.reason ?? r.structuredContent?.phase)}: call ${ms} ms, run ${String(r.structuredContent?.duration_ms)} ms`,
+  );
   if (name === 'bashForkBomb' && r.structuredContent?.phase === 'Succeeded') {
     expect(r.structuredContent.message, text(r)).toMatch(/It left \d+ processes running, killed when it exited/);
     return { r, ms };
@@ -105,10 +113,14 @@ function bounded(label: string, env: Record<string, string>, pooled: boolean): v
     /** A pool pod is ready, so the next run is served warm. */
     const poolReady = async (): Promise<void> => {
       if (!pooled) return;
-      await until(async () => {
-        const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
-        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-      }, 120_000, 'a ready pool pod');
+      await until(
+        async () => {
+          const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
+          return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        },
+        120_000,
+        'a ready pool pod',
+      );
     };
     const servedBy = async (r: ToolResult): Promise<void> => {
       const pod = await runPodName(ns, String(r.structuredContent?.run));
@@ -122,16 +134,27 @@ function bounded(label: string, env: Record<string, string>, pooled: boolean): v
         const { r } = await attack(client, name);
         await servedBy(r);
         // The sandbox is single-use: its pod (and everything left in it) goes away.
-        await until(async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool!=warm' })).items.filter((p) => p.metadata?.labels?.['codemode.dev/run'] !== undefined && !p.metadata.deletionTimestamp).length === 0, 60_000, 'the run pods to be deleted');
+        await until(
+          async () =>
+            (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool!=warm' })).items.filter(
+              (p) => p.metadata?.labels?.['codemode.dev/run'] !== undefined && !p.metadata.deletionTimestamp,
+            ).length === 0,
+          60_000,
+          'the run pods to be deleted',
+        );
       },
       TEST_TIMEOUT_MS,
     );
 
     it(
-      'a setsid escapee that keeps writing ends the run with the program\'s own exit code',
+      "a setsid escapee that keeps writing ends the run with the program's own exit code",
       async () => {
         await poolReady();
-        const r = await client.callTool('execute_code', { language: 'bash', code: 'setsid yes >/dev/stdout &\nsleep 0.5\necho main\nexit 3', timeout_seconds: 20 });
+        const r = await client.callTool('execute_code', {
+          language: 'bash',
+          code: 'setsid yes >/dev/stdout &\nsleep 0.5\necho main\nexit 3',
+          timeout_seconds: 20,
+        });
         expect(r.structuredContent, text(r)).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', exit_code: 3 });
         await servedBy(r);
       },
@@ -182,7 +205,11 @@ describe('resource bounds in a session', () => {
     'a fork bomb ends as ProcessLimit at the timeout, and the session lives on without it',
     async () => {
       const session = await newSession('python');
-      const r = await client.callTool('execute_code', { session, code: 'import subprocess\nsubprocess.run(["bash", "-c", "f(){ f & f; }; f"])', timeout_seconds: 5 });
+      const r = await client.callTool('execute_code', {
+        session,
+        code: 'import subprocess\nsubprocess.run(["bash", "-c", "f(){ f & f; }; f"])',
+        timeout_seconds: 5,
+      });
       expect(r.structuredContent?.reason, text(r)).toBe('ProcessLimit');
       expect(text(r)).toMatch(/more processes than the sandbox allows.*stopped at its timeout/);
       // Everything the bomb started was killed with the call: the next call can fork again.
@@ -228,7 +255,13 @@ describe('a container-level OOM kill on the warm path', () => {
 
   beforeAll(async () => {
     ns = await createNamespace(k, 'bounds-oom');
-    op = await startOperator(ns, { ...LIMITS, CODEMODE_WARM_POOL_SIZE: '1', CODEMODE_DEFAULT_MEMORY: '128Mi', CODEMODE_MEMORY_REQUEST: '64Mi', CODEMODE_TMP_SIZE_LIMIT: '512Mi' });
+    op = await startOperator(ns, {
+      ...LIMITS,
+      CODEMODE_WARM_POOL_SIZE: '1',
+      CODEMODE_DEFAULT_MEMORY: '128Mi',
+      CODEMODE_MEMORY_REQUEST: '64Mi',
+      CODEMODE_TMP_SIZE_LIMIT: '512Mi',
+    });
     client = await connect(op.url, 'current');
   }, TEST_TIMEOUT_MS);
   afterAll(async () => {
@@ -240,10 +273,14 @@ describe('a container-level OOM kill on the warm path', () => {
   it(
     'ends as OOMKilled when the kernel itself is killed',
     async () => {
-      await until(async () => {
-        const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
-        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-      }, 120_000, 'a ready pool pod');
+      await until(
+        async () => {
+          const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
+          return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        },
+        120_000,
+        'a ready pool pod',
+      );
       const r = await client.callTool('execute_code', { code: ATTACKS.tmpFill.code, timeout_seconds: 30 });
       expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
       const pod = await runPodName(ns, String(r.structuredContent?.run));

@@ -42,7 +42,9 @@ async function newSession(): Promise<string> {
 }
 
 async function sessionStatus(name: string): Promise<{ phase?: string; message?: string }> {
-  const s = (await op.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name })) as { status?: { phase?: string; message?: string } };
+  const s = (await op.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name })) as {
+    status?: { phase?: string; message?: string };
+  };
   return s.status ?? {};
 }
 
@@ -120,21 +122,25 @@ describe('same-uid programs cannot reach the kernel or the relays through /proc'
     expect(String(sc(r).stdout).trim()).toMatch(/^(relay:denied ?)+$/);
   });
 
-  it('from a warm run\'s program, neither the kernel nor the relay is reachable', async () => {
-    // A run meets a kernel only in a warm pod; when the pool is empty it runs cold: try again.
-    let found: string[] = [];
-    // Earlier attacks in this file lose their sessions' pool pods; the pool refills meanwhile.
-    const deadline = Date.now() + 180_000;
-    for (let attempt = 0; Date.now() < deadline && !found.some((f) => f.startsWith('kernel:')); attempt++) {
-      if (attempt > 0) await new Promise((r) => setTimeout(r, 5000));
-      const r = await mcp.callTool('execute_code', { code: PROBE });
-      expect(sc(r), text(r)).toMatchObject({ phase: 'Succeeded' });
-      found = String(sc(r).stdout).trim().split(' ');
-    }
-    expect(found).toContain('kernel:denied');
-    expect(found).toContain('relay:denied');
-    expect(found.every((f) => f.endsWith(':denied'))).toBe(true);
-   }, ATTACK_TIMEOUT_MS);
+  it(
+    "from a warm run's program, neither the kernel nor the relay is reachable",
+    async () => {
+      // A run meets a kernel only in a warm pod; when the pool is empty it runs cold: try again.
+      let found: string[] = [];
+      // Earlier attacks in this file lose their sessions' pool pods; the pool refills meanwhile.
+      const deadline = Date.now() + 180_000;
+      for (let attempt = 0; Date.now() < deadline && !found.some((f) => f.startsWith('kernel:')); attempt++) {
+        if (attempt > 0) await new Promise((r) => setTimeout(r, 5000));
+        const r = await mcp.callTool('execute_code', { code: PROBE });
+        expect(sc(r), text(r)).toMatchObject({ phase: 'Succeeded' });
+        found = String(sc(r).stdout).trim().split(' ');
+      }
+      expect(found).toContain('kernel:denied');
+      expect(found).toContain('relay:denied');
+      expect(found.every((f) => f.endsWith(':denied'))).toBe(true);
+    },
+    ATTACK_TIMEOUT_MS,
+  );
 });
 
 const attacks: [string, string][] = [
@@ -142,73 +148,102 @@ const attacks: [string, string][] = [
   ['a malformed header', `blast(b'hello, gateway\\n')`],
   ['a body that is not JSON', `blast(b'5\\n{{{{{')`],
   ['a 64 MiB frame', `blast(b'%d\\n' % (64 << 20) + b'A' * (4 << 20))`],
-  ['frames for unknown ids', `blast(frame({'id': '999999', 'type': 'result', 'status': 'ok', 'stdout': '', 'stderr': '', 'stdoutBytes': 0, 'stderrBytes': 0, 'truncated': False, 'durationMs': 1}), 100)`],
+  [
+    'frames for unknown ids',
+    `blast(frame({'id': '999999', 'type': 'result', 'status': 'ok', 'stdout': '', 'stderr': '', 'stdoutBytes': 0, 'stderrBytes': 0, 'truncated': False, 'durationMs': 1}), 100)`,
+  ],
   ['a flood of output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': 'F' * 60000}), 200)`],
   ['a result of the wrong shape for its own call', `blast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdoutBytes': -1}))`],
   ['a pong for its own call', `blast(frame({'id': call_id(), 'type': 'pong'}))`],
 ];
 
 describe('hostile frames from session code', () => {
-  it.each(attacks)('%s: the call fails clearly, the session is Lost with the reason, nothing else is hurt', async (_name, attack) => {
-    const s = await newSession();
-    const r = await mcp.callTool('execute_code', { session: s, code: `${BLAST}\n${attack}\nimport time\ntime.sleep(30)` });
-    expect(r.isError, text(r)).toBe(true);
-    expect(text(r)).toMatch(/broke the kernel protocol/);
-    await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`).catch(async (err: unknown) => {
-      throw new Error(`${String(err)}: ${JSON.stringify(await sessionStatus(s))}`);
-    });
-    expect((await sessionStatus(s)).message).toMatch(/broke the kernel protocol/);
-    const again = await mcp.callTool('execute_code', { session: s, code: '1' });
-    expect(again.isError).toBe(true);
-    expect(text(again)).toMatch(/lost/i);
-  }, ATTACK_TIMEOUT_MS);
+  it.each(attacks)(
+    '%s: the call fails clearly, the session is Lost with the reason, nothing else is hurt',
+    async (_name, attack) => {
+      const s = await newSession();
+      const r = await mcp.callTool('execute_code', { session: s, code: `${BLAST}\n${attack}\nimport time\ntime.sleep(30)` });
+      expect(r.isError, text(r)).toBe(true);
+      expect(text(r)).toMatch(/broke the kernel protocol/);
+      await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`).catch(async (err: unknown) => {
+        throw new Error(`${String(err)}: ${JSON.stringify(await sessionStatus(s))}`);
+      });
+      expect((await sessionStatus(s)).message).toMatch(/broke the kernel protocol/);
+      const again = await mcp.callTool('execute_code', { session: s, code: '1' });
+      expect(again.isError).toBe(true);
+      expect(text(again)).toMatch(/lost/i);
+    },
+    ATTACK_TIMEOUT_MS,
+  );
 
-  it('a breach between calls (from a background thread) loses the session at its next call', async () => {
-    const s = await newSession();
-    const first = await mcp.callTool('execute_code', { session: s, code: `${BLAST}\nimport threading, time\nthreading.Thread(target=lambda: (time.sleep(2), blast(b'4\\nnull')), daemon=True).start()` });
-    expect(sc(first), text(first)).toMatchObject({ phase: 'Succeeded' });
-    await new Promise((r) => setTimeout(r, 5000));
-    const next = await mcp.callTool('execute_code', { session: s, code: '1' });
-    expect(next.isError, text(next)).toBe(true);
-    expect(text(next)).toMatch(/broke the kernel protocol/);
-    await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
-  }, ATTACK_TIMEOUT_MS);
+  it(
+    'a breach between calls (from a background thread) loses the session at its next call',
+    async () => {
+      const s = await newSession();
+      const first = await mcp.callTool('execute_code', {
+        session: s,
+        code: `${BLAST}\nimport threading, time\nthreading.Thread(target=lambda: (time.sleep(2), blast(b'4\\nnull')), daemon=True).start()`,
+      });
+      expect(sc(first), text(first)).toMatchObject({ phase: 'Succeeded' });
+      await new Promise((r) => setTimeout(r, 5000));
+      const next = await mcp.callTool('execute_code', { session: s, code: '1' });
+      expect(next.isError, text(next)).toBe(true);
+      expect(text(next)).toMatch(/broke the kernel protocol/);
+      await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
+    },
+    ATTACK_TIMEOUT_MS,
+  );
 
-  it('a forged result for its own call is cut to the cap and harms no one', async () => {
-    const s = await newSession();
-    const cap = op.config.outputCapChars;
-    const r = await mcp.callTool('execute_code', {
-      session: s,
-      code: `${BLAST}\nblast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdout': 'S' * ${cap * 3}, 'stderr': '', 'stdoutBytes': 1, 'stderrBytes': 0, 'truncated': False, 'durationMs': 1, 'result': 'R' * ${cap * 2}}))\nimport time\ntime.sleep(2)`,
-    });
-    expect(sc(r).stdout).toBe('S'.repeat(cap));
-    expect(sc(r)).toMatchObject({ truncated: true });
-    expect(String(sc(r).result).length).toBe(cap);
-  }, ATTACK_TIMEOUT_MS);
+  it(
+    'a forged result for its own call is cut to the cap and harms no one',
+    async () => {
+      const s = await newSession();
+      const cap = op.config.outputCapChars;
+      const r = await mcp.callTool('execute_code', {
+        session: s,
+        code: `${BLAST}\nblast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdout': 'S' * ${cap * 3}, 'stderr': '', 'stdoutBytes': 1, 'stderrBytes': 0, 'truncated': False, 'durationMs': 1, 'result': 'R' * ${cap * 2}}))\nimport time\ntime.sleep(2)`,
+      });
+      expect(sc(r).stdout).toBe('S'.repeat(cap));
+      expect(sc(r)).toMatchObject({ truncated: true });
+      expect(String(sc(r).result).length).toBe(cap);
+    },
+    ATTACK_TIMEOUT_MS,
+  );
 
-  it('an output flood and an exception flood are capped', async () => {
-    const s = await newSession();
-    const cap = op.config.outputCapChars;
-    const out = await mcp.callTool('execute_code', { session: s, code: `import sys\nfor _ in range(50):\n    sys.stdout.write('o' * 200000)\n    sys.stderr.write('e' * 200000)` });
-    expect(sc(out)).toMatchObject({ phase: 'Succeeded', truncated: true });
-    expect(String(sc(out).stdout).length).toBe(cap);
-    expect(String(sc(out).stderr).length).toBe(cap);
-    const exc = await mcp.callTool('execute_code', { session: s, code: `raise ValueError('v' * 10_000_000)` });
-    expect(sc(exc)).toMatchObject({ phase: 'Failed', reason: 'Exception' });
-    expect(String(sc(exc).stderr).length).toBeLessThanOrEqual(cap);
-    expect(text(exc).length).toBeLessThan(10 * cap);
-    expect(sc(await mcp.callTool('execute_code', { session: s, code: '6 * 7' }))).toMatchObject({ phase: 'Succeeded', result: '42' });
-  }, ATTACK_TIMEOUT_MS);
+  it(
+    'an output flood and an exception flood are capped',
+    async () => {
+      const s = await newSession();
+      const cap = op.config.outputCapChars;
+      const out = await mcp.callTool('execute_code', {
+        session: s,
+        code: `import sys\nfor _ in range(50):\n    sys.stdout.write('o' * 200000)\n    sys.stderr.write('e' * 200000)`,
+      });
+      expect(sc(out)).toMatchObject({ phase: 'Succeeded', truncated: true });
+      expect(String(sc(out).stdout).length).toBe(cap);
+      expect(String(sc(out).stderr).length).toBe(cap);
+      const exc = await mcp.callTool('execute_code', { session: s, code: `raise ValueError('v' * 10_000_000)` });
+      expect(sc(exc)).toMatchObject({ phase: 'Failed', reason: 'Exception' });
+      expect(String(sc(exc).stderr).length).toBeLessThanOrEqual(cap);
+      expect(text(exc).length).toBeLessThan(10 * cap);
+      expect(sc(await mcp.callTool('execute_code', { session: s, code: '6 * 7' }))).toMatchObject({ phase: 'Succeeded', result: '42' });
+    },
+    ATTACK_TIMEOUT_MS,
+  );
 
-  it('a kernel killed mid-call: the call fails and the session is Lost with a reason', async () => {
-    const s = await newSession();
-    const r = await mcp.callTool('execute_code', { session: s, code: 'import os\nprint("bye", flush=True)\nos.kill(os.getpid(), 9)' });
-    expect(r.isError, text(r)).toBe(true);
-    expect(text(r)).toMatch(/lost/i);
-    await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
-    // The gateway (the stream closed) or the controller (the pod failed) may tell first.
-    expect((await sessionStatus(s)).message).toMatch(/.{10,}/);
-  }, ATTACK_TIMEOUT_MS);
+  it(
+    'a kernel killed mid-call: the call fails and the session is Lost with a reason',
+    async () => {
+      const s = await newSession();
+      const r = await mcp.callTool('execute_code', { session: s, code: 'import os\nprint("bye", flush=True)\nos.kill(os.getpid(), 9)' });
+      expect(r.isError, text(r)).toBe(true);
+      expect(text(r)).toMatch(/lost/i);
+      await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
+      // The gateway (the stream closed) or the controller (the pod failed) may tell first.
+      expect((await sessionStatus(s)).message).toMatch(/.{10,}/);
+    },
+    ATTACK_TIMEOUT_MS,
+  );
 });
 
 describe('after the attacks', () => {

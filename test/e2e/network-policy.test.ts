@@ -93,18 +93,27 @@ describe('the sandbox NetworkPolicy', () => {
 describe('under a loop that deletes and edits the policy', () => {
   it('no sandbox started meanwhile exchanges data with the API server or another pod', { timeout: 600_000 }, async () => {
     const payload = `netpol-${Date.now()}`;
-    const server = await runPod(k, ns, simplePod('server', ['sh', '-c', `mkdir -p /tmp/www && echo ${payload} > /tmp/www/data && cd /tmp/www && exec python3 -m http.server 8080`]));
+    const server = await runPod(
+      k,
+      ns,
+      simplePod('server', ['sh', '-c', `mkdir -p /tmp/www && echo ${payload} > /tmp/www/data && cd /tmp/www && exec python3 -m http.server 8080`]),
+    );
     const apiIp = (await k.core.readNamespacedService({ namespace: 'default', name: 'kubernetes' })).spec?.clusterIP ?? '';
     const probe = probeCode(apiIp, `${server.status?.podIP}`, payload);
     // Control: the same code in an ordinary pod does exchange data with both, so a FAILED below
     // means the network was cut, not that the probe cannot work.
     await runPod(k, ns, simplePod('control', ['sleep', 'infinity']));
-    await until(async () => /api GOT[\s\S]*pod GOT/.test((await execCapture(k, ns, 'control', ['python3', '-c', probe])).stdout), 60_000, 'the control pod to reach both');
+    await until(
+      async () => /api GOT[\s\S]*pod GOT/.test((await execCapture(k, ns, 'control', ['python3', '-c', probe])).stdout),
+      60_000,
+      'the control pod to reach both',
+    );
 
     const benign = await startBenignNeighbour(op.url, { runEvery: 4, pauseMs: 200 });
     const chaos = startChaos();
     const outputs: Array<[string, string]> = [];
-    const note = (what: string, phase: unknown, stdout: unknown, message?: unknown): void => void outputs.push([what, `${String(phase)} ${String(stdout)} ${message ? String(message) : ''}`]);
+    const note = (what: string, phase: unknown, stdout: unknown, message?: unknown): void =>
+      void outputs.push([what, `${String(phase)} ${String(stdout)} ${message ? String(message) : ''}`]);
     try {
       await Promise.all([
         // Warm while the pool has pods, cold once the pool is drained.
@@ -195,10 +204,14 @@ async function coldRun(runName: string, code: string): Promise<SandboxRun> {
   const spec = { language: 'python', code, timeoutSeconds: 30, resources: { cpu: '500m' } };
   await k.custom.createNamespacedCustomObject({ ...api, body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name: runName }, spec } });
   let run: SandboxRun | undefined;
-  await until(async () => {
-    run = (await k.custom.getNamespacedCustomObject({ ...api, name: runName })) as SandboxRun;
-    return ['Succeeded', 'Failed', 'TimedOut'].includes(run.status?.phase ?? '');
-  }, 180_000, `SandboxRun ${runName} to finish`);
+  await until(
+    async () => {
+      run = (await k.custom.getNamespacedCustomObject({ ...api, name: runName })) as SandboxRun;
+      return ['Succeeded', 'Failed', 'TimedOut'].includes(run.status?.phase ?? '');
+    },
+    180_000,
+    `SandboxRun ${runName} to finish`,
+  );
   return run as SandboxRun;
 }
 
@@ -235,13 +248,19 @@ function startChaos(): { counts: { deletes: number; edits: number }; fights: Arr
   const fights: Array<{ start: number; end: number }> = [];
   let stopping = false;
   const loop = (async (): Promise<void> => {
-    for (let i = 0; !stopping; ) {
+    for (let i = 0; !stopping;) {
       await sleep(QUIET_MS);
       if (stopping) break;
       const start = Date.now();
       while (!stopping && Date.now() - start < FIGHT_MS) {
         if (i++ % 2 === 0) {
-          if (await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name }).then(() => true, () => false)) counts.deletes++;
+          if (
+            await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name }).then(
+              () => true,
+              () => false,
+            )
+          )
+            counts.deletes++;
         } else {
           const [, change] = edits[(i >> 1) % edits.length] as [string, Edit];
           if (await edit(change)) counts.edits++;

@@ -20,7 +20,11 @@ let n = 0;
 function createAs(user: string, groups: string[], spec: Record<string, unknown>, kind = 'SandboxRun'): { ok: boolean; out: string } {
   const name = `r${++n}`;
   const body = JSON.stringify({ apiVersion: 'codemode.dev/v1alpha1', kind, metadata: { name, namespace: ns }, spec });
-  const r = spawnSync(kubectl, ['create', '-f', '-', '-o', 'name', '--as', user, ...groups.flatMap((g) => ['--as-group', g])], { input: body, env: process.env, encoding: 'utf8' });
+  const r = spawnSync(kubectl, ['create', '-f', '-', '-o', 'name', '--as', user, ...groups.flatMap((g) => ['--as-group', g])], {
+    input: body,
+    env: process.env,
+    encoding: 'utf8',
+  });
   return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -30,7 +34,12 @@ beforeAll(async () => {
   ns = await createNamespace(k, 'owner');
   const api = KubernetesObjectApi.makeApiClient(k.kc);
   // RBAC lets alice and the "gateway" use SandboxRuns here; the policy decides on the owner.
-  await api.create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'runs', namespace: ns }, rules: [{ apiGroups: ['codemode.dev'], resources: ['sandboxruns', 'sandboxsessions'], verbs: ['create', 'get', 'list', 'patch'] }] } as KubernetesObject);
+  await api.create({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: 'runs', namespace: ns },
+    rules: [{ apiGroups: ['codemode.dev'], resources: ['sandboxruns', 'sandboxsessions'], verbs: ['create', 'get', 'list', 'patch'] }],
+  } as KubernetesObject);
   await api.create({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',
@@ -94,7 +103,11 @@ describe('owner admission policy', () => {
     const created = createAs('alice', ['dev'], run({ user: 'alice' }));
     expect(created.ok, created.out).toBe(true);
     const name = created.out.trim().split('/').pop() ?? '';
-    const patch = spawnSync(kubectl, ['patch', 'sbr', name, '-n', ns, '--type=merge', '-p', '{"spec":{"owner":{"user":"mallory"}}}', '--as', 'alice', '--as-group', 'dev'], { env: process.env, encoding: 'utf8' });
+    const patch = spawnSync(
+      kubectl,
+      ['patch', 'sbr', name, '-n', ns, '--type=merge', '-p', '{"spec":{"owner":{"user":"mallory"}}}', '--as', 'alice', '--as-group', 'dev'],
+      { env: process.env, encoding: 'utf8' },
+    );
     expect(patch.status).not.toBe(0);
     expect(`${patch.stdout}${patch.stderr}`).toMatch(/spec\.owner cannot be changed/);
   });

@@ -31,10 +31,14 @@ const text = (r: ToolResult): string => r.content.map((c) => c.text ?? '').join(
  */
 async function finishedRun<T extends { status?: { phase?: string } }>(namespace: string, name: string): Promise<T> {
   let run: T | undefined;
-  await until(async () => {
-    run = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name })) as T;
-    return ['Succeeded', 'Failed', 'TimedOut'].includes(run.status?.phase ?? '');
-  }, 10_000, `SandboxRun ${name} to record its result`);
+  await until(
+    async () => {
+      run = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name })) as T;
+      return ['Succeeded', 'Failed', 'TimedOut'].includes(run.status?.phase ?? '');
+    },
+    10_000,
+    `SandboxRun ${name} to record its result`,
+  );
   return run as T;
 }
 const client = (era: Era): TestClient => clients[era] as TestClient;
@@ -90,7 +94,10 @@ describe('execute_code behaviour', () => {
     expect(typeof (globalThis as { gc?: unknown }).gc).toBe('function');
     const before = await retained();
 
-    const r = await client('current').callTool('execute_code', { code: 'import sys\nfor _ in range(40):\n    sys.stdout.write("x" * (1024 * 1024))', timeout_seconds: 60 });
+    const r = await client('current').callTool('execute_code', {
+      code: 'import sys\nfor _ in range(40):\n    sys.stdout.write("x" * (1024 * 1024))',
+      timeout_seconds: 60,
+    });
     const grew = (await retained()) - before;
 
     expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', truncated: true });
@@ -134,10 +141,14 @@ describe('execute_code on warm pool pods', () => {
     await deleteNamespace(k, poolNs);
   });
   beforeEach(async () => {
-    await until(async () => {
-      const pods = await k.core.listNamespacedPod({ namespace: poolNs, labelSelector: 'codemode.dev/pool=warm' });
-      return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-    }, 120_000, 'a ready pool pod');
+    await until(
+      async () => {
+        const pods = await k.core.listNamespacedPod({ namespace: poolNs, labelSelector: 'codemode.dev/pool=warm' });
+        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      },
+      120_000,
+      'a ready pool pod',
+    );
   });
   const onPoolPod = (r: ToolResult): void => expect(String(r.structuredContent?.stdout)).toMatch(/^codemode-pool-python-/);
 
@@ -159,7 +170,10 @@ describe('execute_code on warm pool pods', () => {
   });
 
   it('stops an infinite loop and its children at the timeout and records TimedOut', async () => {
-    const r = await mcp.callTool('execute_code', { code: 'import os, socket\nprint(socket.gethostname(), flush=True)\nos.fork()\nwhile True: pass', timeout_seconds: 2 });
+    const r = await mcp.callTool('execute_code', {
+      code: 'import os, socket\nprint(socket.gethostname(), flush=True)\nos.fork()\nwhile True: pass',
+      timeout_seconds: 2,
+    });
     expect(r.isError).toBe(true);
     expect(r.structuredContent).toMatchObject({ phase: 'TimedOut', reason: 'DeadlineExceeded' });
     onPoolPod(r);

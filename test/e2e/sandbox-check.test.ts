@@ -65,105 +65,139 @@ const allowAll: V1NetworkPolicy = {
 };
 
 describe('sandbox self-check', () => {
-  it('finds every protection enforced in the test cluster, and code runs', async () => {
-    const t0 = Date.now();
-    const o = await start();
-    console.log(`first check after ${Date.now() - t0} ms`);
-    const state = o.operator.sandboxCheck?.status;
-    // The details (pids.max, which targets were silent) are in the failure message.
-    expect(enforced(state), describeState(state)).toEqual({
-      process_limit: true,
-      memory_limit: true,
-      readonly_root: true,
-      no_service_account_token: true,
-      network: true,
-    });
-    const pids = state?.kind === 'checked' ? state.results.find((r) => r.check === 'process_limit')?.detail : '';
-    console.log(`process_limit: ${pids}`);
-    expect(await readyz(o)).toBe(200);
-    const metrics = await metricsText(o);
-    expect(metrics).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 1/);
-    expect(metrics).toMatch(/codemode_sandbox_check_last_success_timestamp_seconds \d/);
+  it(
+    'finds every protection enforced in the test cluster, and code runs',
+    async () => {
+      const t0 = Date.now();
+      const o = await start();
+      console.log(`first check after ${Date.now() - t0} ms`);
+      const state = o.operator.sandboxCheck?.status;
+      // The details (pids.max, which targets were silent) are in the failure message.
+      expect(enforced(state), describeState(state)).toEqual({
+        process_limit: true,
+        memory_limit: true,
+        readonly_root: true,
+        no_service_account_token: true,
+        network: true,
+      });
+      const pids = state?.kind === 'checked' ? state.results.find((r) => r.check === 'process_limit')?.detail : '';
+      console.log(`process_limit: ${pids}`);
+      expect(await readyz(o)).toBe(200);
+      const metrics = await metricsText(o);
+      expect(metrics).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 1/);
+      expect(metrics).toMatch(/codemode_sandbox_check_last_success_timestamp_seconds \d/);
 
-    const mcp = await connect(o.url, 'current');
-    const r = await mcp.callTool('execute_code', { code: 'print(6 * 7)' });
-    await mcp.close();
-    console.log(`code ran after ${Date.now() - t0} ms`);
-    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
-    // The canary and the echo pod are gone after each check.
-    await until(async () => (await selfcheckPods()) === 0, 60_000, 'the check pods to be deleted');
-  }, TEST_TIMEOUT_MS);
+      const mcp = await connect(o.url, 'current');
+      const r = await mcp.callTool('execute_code', { code: 'print(6 * 7)' });
+      await mcp.close();
+      console.log(`code ran after ${Date.now() - t0} ms`);
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
+      // The canary and the echo pod are gone after each check.
+      await until(async () => (await selfcheckPods()) === 0, 60_000, 'the check pods to be deleted');
+    },
+    TEST_TIMEOUT_MS,
+  );
 
-  it('sees an allow-all NetworkPolicy and refuses code with a clear error', async () => {
-    const o = op as RunningOperator;
-    await k.networking.createNamespacedNetworkPolicy({ namespace: ns, body: allowAll });
-    // kube-router applies the new policy within seconds: check until the canary sees it.
-    await until(async () => enforced(await o.operator.sandboxCheck?.checkNow()).network === false, CHECK_WAIT_MS, 'the check to see the open network');
-    const state = o.operator.sandboxCheck?.status;
-    expect(enforced(state), describeState(state)).toMatchObject({ process_limit: true, readonly_root: true, network: false });
-    const detail = state?.kind === 'checked' ? state.results.find((r) => r.check === 'network')?.detail : '';
-    expect(detail).toMatch(/exchanged data with .*pod_ip/);
-    expect(await readyz(o)).toBe(503);
-    expect(await metricsText(o)).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 0/);
+  it(
+    'sees an allow-all NetworkPolicy and refuses code with a clear error',
+    async () => {
+      const o = op as RunningOperator;
+      await k.networking.createNamespacedNetworkPolicy({ namespace: ns, body: allowAll });
+      // kube-router applies the new policy within seconds: check until the canary sees it.
+      await until(async () => enforced(await o.operator.sandboxCheck?.checkNow()).network === false, CHECK_WAIT_MS, 'the check to see the open network');
+      const state = o.operator.sandboxCheck?.status;
+      expect(enforced(state), describeState(state)).toMatchObject({ process_limit: true, readonly_root: true, network: false });
+      const detail = state?.kind === 'checked' ? state.results.find((r) => r.check === 'network')?.detail : '';
+      expect(detail).toMatch(/exchanged data with .*pod_ip/);
+      expect(await readyz(o)).toBe(503);
+      expect(await metricsText(o)).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 0/);
 
-    const mcp = await connect(o.url, 'current');
-    const run = await mcp.callTool('execute_code', { code: 'print(1)' });
-    const session = await mcp.callTool('create_session', { language: 'python' });
-    await mcp.close();
-    for (const r of [run, session]) {
-      expect(r.isError).toBe(true);
-      expect(r.content[0]?.text).toMatch(/does not enforce: network \(network isolation\)/);
-      expect(r.content[0]?.text).toContain('CODEMODE_ACCEPT_UNENFORCED=network');
-    }
+      const mcp = await connect(o.url, 'current');
+      const run = await mcp.callTool('execute_code', { code: 'print(1)' });
+      const session = await mcp.callTool('create_session', { language: 'python' });
+      await mcp.close();
+      for (const r of [run, session]) {
+        expect(r.isError).toBe(true);
+        expect(r.content[0]?.text).toMatch(/does not enforce: network \(network isolation\)/);
+        expect(r.content[0]?.text).toContain('CODEMODE_ACCEPT_UNENFORCED=network');
+      }
 
-    // A run created with kubectl fails with a reason instead of running unprotected.
-    await k.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: ns,
-      plural: SANDBOXRUN_PLURAL,
-      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name: 'kubectl-run' }, spec: { language: 'python', code: 'print(1)' } },
-    });
-    let status: { phase?: string; reason?: string; message?: string } = {};
-    await until(async () => {
-      const obj = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: 'kubectl-run' })) as { status?: typeof status };
-      status = obj.status ?? {};
-      return status.phase === 'Failed';
-    }, 60_000, 'the kubectl-created run to fail');
-    expect(status.reason).toBe('SandboxNotEnforced');
-    expect(status.message).toMatch(/network/);
+      // A run created with kubectl fails with a reason instead of running unprotected.
+      await k.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name: 'kubectl-run' }, spec: { language: 'python', code: 'print(1)' } },
+      });
+      let status: { phase?: string; reason?: string; message?: string } = {};
+      await until(
+        async () => {
+          const obj = (await k.custom.getNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: SANDBOXRUN_PLURAL,
+            name: 'kubectl-run',
+          })) as { status?: typeof status };
+          status = obj.status ?? {};
+          return status.phase === 'Failed';
+        },
+        60_000,
+        'the kubectl-created run to fail',
+      );
+      expect(status.reason).toBe('SandboxNotEnforced');
+      expect(status.message).toMatch(/network/);
 
-    // So does a session created with kubectl: no pod is started for it.
-    await k.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: ns,
-      plural: SANDBOXSESSION_PLURAL,
-      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxSession', metadata: { name: 'kubectl-session' }, spec: { language: 'python' } },
-    });
-    await until(async () => {
-      const obj = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: 'kubectl-session' })) as { status?: typeof status };
-      status = obj.status ?? {};
-      return status.phase === 'Failed';
-    }, 60_000, 'the kubectl-created session to fail');
-    expect(status.reason).toBe('SandboxNotEnforced');
-    expect((await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/session' })).items).toEqual([]);
-  }, TEST_TIMEOUT_MS);
+      // So does a session created with kubectl: no pod is started for it.
+      await k.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXSESSION_PLURAL,
+        body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxSession', metadata: { name: 'kubectl-session' }, spec: { language: 'python' } },
+      });
+      await until(
+        async () => {
+          const obj = (await k.custom.getNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: SANDBOXSESSION_PLURAL,
+            name: 'kubectl-session',
+          })) as { status?: typeof status };
+          status = obj.status ?? {};
+          return status.phase === 'Failed';
+        },
+        60_000,
+        'the kubectl-created session to fail',
+      );
+      expect(status.reason).toBe('SandboxNotEnforced');
+      expect((await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/session' })).items).toEqual([]);
+    },
+    TEST_TIMEOUT_MS,
+  );
 
-  it('runs code when the administrator accepted the risk, and says so', async () => {
-    const o = await start({ CODEMODE_ACCEPT_UNENFORCED: 'network' });
-    const state = o.operator.sandboxCheck?.status;
-    expect(enforced(state).network, describeState(state)).toBe(false);
-    expect(state?.kind === 'checked' && state.verdict).toMatchObject({ allowed: true, refused: [], accepted: ['network'] });
-    expect(state?.kind === 'checked' && state.verdict.summary).toMatch(/^WARNING: this cluster does not enforce network isolation for sandboxes; code runs anyway because CODEMODE_ACCEPT_UNENFORCED=network/);
-    expect(await readyz(o)).toBe(200);
-    const metrics = await metricsText(o);
-    expect(metrics).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 0/);
-    expect(metrics).toMatch(/codemode_sandbox_check_accepted\{check="network"\} 1/);
+  it(
+    'runs code when the administrator accepted the risk, and says so',
+    async () => {
+      const o = await start({ CODEMODE_ACCEPT_UNENFORCED: 'network' });
+      const state = o.operator.sandboxCheck?.status;
+      expect(enforced(state).network, describeState(state)).toBe(false);
+      expect(state?.kind === 'checked' && state.verdict).toMatchObject({ allowed: true, refused: [], accepted: ['network'] });
+      expect(state?.kind === 'checked' && state.verdict.summary).toMatch(
+        /^WARNING: this cluster does not enforce network isolation for sandboxes; code runs anyway because CODEMODE_ACCEPT_UNENFORCED=network/,
+      );
+      expect(await readyz(o)).toBe(200);
+      const metrics = await metricsText(o);
+      expect(metrics).toMatch(/codemode_sandbox_check_enforced\{check="network"\} 0/);
+      expect(metrics).toMatch(/codemode_sandbox_check_accepted\{check="network"\} 1/);
 
-    const mcp = await connect(o.url, 'current');
-    const r = await mcp.callTool('execute_code', { code: 'print(6 * 7)' });
-    await mcp.close();
-    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
-  }, TEST_TIMEOUT_MS);
+      const mcp = await connect(o.url, 'current');
+      const r = await mcp.callTool('execute_code', { code: 'print(6 * 7)' });
+      await mcp.close();
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
+    },
+    TEST_TIMEOUT_MS,
+  );
 });

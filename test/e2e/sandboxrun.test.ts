@@ -23,7 +23,11 @@ afterAll(async () => {
 const api = { group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL };
 
 async function apply(name: string, spec: Record<string, unknown>): Promise<void> {
-  await k.custom.createNamespacedCustomObject({ ...api, namespace: ns, body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name }, spec } });
+  await k.custom.createNamespacedCustomObject({
+    ...api,
+    namespace: ns,
+    body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { name }, spec },
+  });
 }
 
 async function get(name: string): Promise<SandboxRun | undefined> {
@@ -36,10 +40,14 @@ async function get(name: string): Promise<SandboxRun | undefined> {
 
 async function finished(name: string): Promise<SandboxRun> {
   let run: SandboxRun | undefined;
-  await until(async () => {
-    run = await get(name);
-    return ['Succeeded', 'Failed', 'TimedOut'].includes(run?.status?.phase ?? '');
-  }, 90_000, `SandboxRun ${name} to finish`);
+  await until(
+    async () => {
+      run = await get(name);
+      return ['Succeeded', 'Failed', 'TimedOut'].includes(run?.status?.phase ?? '');
+    },
+    90_000,
+    `SandboxRun ${name} to finish`,
+  );
   return run as SandboxRun;
 }
 
@@ -59,10 +67,14 @@ describe('SandboxRun without the gateway', () => {
     const run = await finished('applied');
     expect(run.status).toMatchObject({ phase: 'Succeeded', exitCode: 0, stdout: 'applied 2\n', reason: 'Succeeded', observedGeneration: 1 });
     expect(run.status?.conditions?.find((c) => c.type === 'Complete')).toMatchObject({ status: 'True', reason: 'Succeeded' });
-    await until(async () => {
-      const events = await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=applied' });
-      return ['Started', 'Succeeded'].every((r) => events.items.some((e) => e.reason === r));
-    }, 10_000, 'Started and Succeeded events');
+    await until(
+      async () => {
+        const events = await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=applied' });
+        return ['Started', 'Succeeded'].every((r) => events.items.some((e) => e.reason === r));
+      },
+      10_000,
+      'Started and Succeeded events',
+    );
     // Single-use pod: gone after the run.
     await until(async () => !(await podExists(podNameForRun('applied'))), 30_000, 'pod deleted after the run');
   });
@@ -146,16 +158,24 @@ describe('execute_code input errors and disconnects', () => {
     const client = await connect(op.url, '2025');
     const marker = `done-${Date.now()}`;
     const call = client.callTool('execute_code', { code: `import time\ntime.sleep(3)\nprint("${marker}")`, timeout_seconds: 30 }).catch(() => 'aborted');
-    await until(async () => {
-      const list = (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns })) as { items: SandboxRun[] };
-      return list.items.some((r) => r.spec.code.includes(marker) && r.status?.phase === 'Running');
-    }, 60_000, 'the run to start');
+    await until(
+      async () => {
+        const list = (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns })) as { items: SandboxRun[] };
+        return list.items.some((r) => r.spec.code.includes(marker) && r.status?.phase === 'Running');
+      },
+      60_000,
+      'the run to start',
+    );
     await client.close();
     await call;
-    await until(async () => {
-      const list = (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns })) as { items: SandboxRun[] };
-      const run = list.items.find((r) => r.spec.code.includes(marker));
-      return run?.status?.phase === 'Succeeded' && run.status.stdout === `${marker}\n`;
-    }, 60_000, 'the abandoned run to complete and be recorded');
+    await until(
+      async () => {
+        const list = (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns })) as { items: SandboxRun[] };
+        const run = list.items.find((r) => r.spec.code.includes(marker));
+        return run?.status?.phase === 'Succeeded' && run.status.stdout === `${marker}\n`;
+      },
+      60_000,
+      'the abandoned run to complete and be recorded',
+    );
   });
 });

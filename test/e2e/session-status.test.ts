@@ -2,7 +2,15 @@
 // their own fields with server-side apply under distinct field managers, on the real API server,
 // while both write at once; a dead interpreter reported by the gateway becomes phase Lost.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTROLLER_FIELD_MANAGER, GATEWAY_FIELD_MANAGER, GATEWAY_LOST_FIELD_MANAGER, GROUP, SANDBOXSESSION_PLURAL, VERSION, type SandboxSession } from '../../src/api/v1alpha1/index.js';
+import {
+  CONTROLLER_FIELD_MANAGER,
+  GATEWAY_FIELD_MANAGER,
+  GATEWAY_LOST_FIELD_MANAGER,
+  GROUP,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  type SandboxSession,
+} from '../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient } from './helpers/operator.js';
 
@@ -22,7 +30,9 @@ afterAll(async () => {
   await deleteNamespace(k, ns);
 });
 
-type ManagedSession = SandboxSession & { metadata: { managedFields?: Array<{ manager?: string; subresource?: string; fieldsV1?: { 'f:status'?: Record<string, unknown> } }> } };
+type ManagedSession = SandboxSession & {
+  metadata: { managedFields?: Array<{ manager?: string; subresource?: string; fieldsV1?: { 'f:status'?: Record<string, unknown> } }> };
+};
 
 const read = async (name: string): Promise<ManagedSession> =>
   (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name })) as ManagedSession;
@@ -54,7 +64,14 @@ describe('SandboxSession status writers', () => {
       let n = 0;
       while (!stop) {
         await k.custom
-          .patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name, body: [{ op: 'add', path: '/metadata/labels/churn', value: String(n++) }] })
+          .patchNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: SANDBOXSESSION_PLURAL,
+            name,
+            body: [{ op: 'add', path: '/metadata/labels/churn', value: String(n++) }],
+          })
           .catch(() => undefined);
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -76,10 +93,14 @@ describe('SandboxSession status writers', () => {
     expect(own[CONTROLLER_FIELD_MANAGER]).toEqual(expect.arrayContaining(['f:phase', 'f:podName', 'f:expiresAt', 'f:conditions']));
     expect(own[CONTROLLER_FIELD_MANAGER]).not.toContain('f:runCount');
     // expiresAt is the controller's, computed from the gateway's lastActivityTime.
-    await until(async () => {
-      const now = await read(name);
-      return Date.parse(now.status?.expiresAt ?? '') === Date.parse(now.status?.lastActivityTime ?? '') + 600_000;
-    }, 30_000, 'expiresAt = lastActivityTime + idle timeout');
+    await until(
+      async () => {
+        const now = await read(name);
+        return Date.parse(now.status?.expiresAt ?? '') === Date.parse(now.status?.lastActivityTime ?? '') + 600_000;
+      },
+      30_000,
+      'expiresAt = lastActivityTime + idle timeout',
+    );
   });
 
   it('turns a dead interpreter reported by the gateway into phase Lost with what it saw', async () => {

@@ -77,10 +77,15 @@ describe('sessions', () => {
     expect(sc(await mcp.callTool('read_file', { session: s, path: 'data/notes.txt' }))).toMatchObject({ content: 'héllo\n' });
     const bytes = Buffer.from([0, 1, 2, 250, 255]);
     await mcp.callTool('write_file', { session: s, path: '/workspace/bin.dat', content: bytes.toString('base64'), encoding: 'base64' });
-    expect(sc(await mcp.callTool('read_file', { session: s, path: 'bin.dat', encoding: 'base64' }))).toMatchObject({ content: bytes.toString('base64'), size: 5 });
+    expect(sc(await mcp.callTool('read_file', { session: s, path: 'bin.dat', encoding: 'base64' }))).toMatchObject({
+      content: bytes.toString('base64'),
+      size: 5,
+    });
     expect(sc(await run(s, 'open("/workspace/data/notes.txt").read()'))).toMatchObject({ result: "'héllo\\n'" });
     const list = sc(await mcp.callTool('list_files', { session: s }));
-    expect(list.entries).toEqual(expect.arrayContaining([{ name: 'bin.dat', type: 'file', size: 5 }, expect.objectContaining({ name: 'data', type: 'directory' })]));
+    expect(list.entries).toEqual(
+      expect.arrayContaining([{ name: 'bin.dat', type: 'file', size: 5 }, expect.objectContaining({ name: 'data', type: 'directory' })]),
+    );
 
     for (const path of ['../etc/passwd', '/etc/passwd', 'a/../../x']) {
       const r = await mcp.callTool('read_file', { session: s, path });
@@ -110,10 +115,15 @@ describe('idle garbage collection', () => {
   it('collects an idle session and its pod, even across a gateway restart', async () => {
     const s = await newSession('python', { idle_timeout_seconds: 12 });
     await run(s, 'y = 1');
-    const get = (): Promise<unknown> => k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: s }).catch(() => undefined);
+    const get = (): Promise<unknown> =>
+      k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: s }).catch(() => undefined);
     const session = (await get()) as { status: { podName: string; lastActivityTime?: string } };
     const podName = session.status.podName;
-    await until(async () => ((await get()) as { status: { lastActivityTime?: string } }).status.lastActivityTime !== undefined, 10_000, 'activity recorded in status');
+    await until(
+      async () => ((await get()) as { status: { lastActivityTime?: string } }).status.lastActivityTime !== undefined,
+      10_000,
+      'activity recorded in status',
+    );
     // Restart the gateway: the session still works, and is still collected later.
     await mcp.close();
     await op.stop();
@@ -122,7 +132,15 @@ describe('idle garbage collection', () => {
     const after = await run(s, 'y + 1');
     expect(sc(after), JSON.stringify(after.content)).toMatchObject({ result: '2' });
     await until(async () => (await get()) === undefined, 60_000, 'the idle session to be deleted');
-    await until(async () => !(await k.core.readNamespacedPod({ namespace: ns, name: podName }).then(() => true, () => false)), 60_000, 'its pod to be deleted');
+    await until(
+      async () =>
+        !(await k.core.readNamespacedPod({ namespace: ns, name: podName }).then(
+          () => true,
+          () => false,
+        )),
+      60_000,
+      'its pod to be deleted',
+    );
   });
 });
 
@@ -131,13 +149,20 @@ describe('warm pool', () => {
     const ns2 = await createNamespace(k, 'refill');
     // Every pool pod that ever exists, from a watch opened before the operator starts.
     const created = new Set<string>();
-    const watch = await new Watch(k.kc).watch(`/api/v1/namespaces/${ns2}/pods`, {}, (type: string, pod: V1Pod) => {
-      if (type === 'ADDED' && pod.metadata?.name?.startsWith('codemode-pool-')) created.add(pod.metadata.name);
-    }, () => undefined);
+    const watch = await new Watch(k.kc).watch(
+      `/api/v1/namespaces/${ns2}/pods`,
+      {},
+      (type: string, pod: V1Pod) => {
+        if (type === 'ADDED' && pod.metadata?.name?.startsWith('codemode-pool-')) created.add(pod.metadata.name);
+      },
+      () => undefined,
+    );
     const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_REFILL_DEFER_MS: '10000' });
     try {
       const pool = async (): Promise<{ warm: number; ready: number }> => {
-        const pods = (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => !p.metadata?.deletionTimestamp);
+        const pods = (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter(
+          (p) => !p.metadata?.deletionTimestamp,
+        );
         return { warm: pods.length, ready: pods.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length };
       };
       await until(async () => (await pool()).ready === 2, 120_000, 'the pool to fill');
@@ -168,11 +193,15 @@ describe('warm pool', () => {
     const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '5' });
     try {
       const warm = async (): Promise<number> =>
-        (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+        (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) =>
+          p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        ).length;
       await until(async () => (await warm()) === 5, 120_000, 'the pool to fill');
       const clients = await Promise.all(Array.from({ length: 4 }, () => connect(op2.url, 'current')));
       const results = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => (clients[i % 4] as TestClient).callTool('execute_code', { code: 'import socket\nprint(socket.gethostname())', timeout_seconds: 60 })),
+        Array.from({ length: 20 }, (_, i) =>
+          (clients[i % 4] as TestClient).callTool('execute_code', { code: 'import socket\nprint(socket.gethostname())', timeout_seconds: 60 }),
+        ),
       );
       await Promise.all(clients.map((c) => c.close()));
       const hosts = results.map((r) => String(sc(r).stdout).trim());

@@ -35,14 +35,37 @@ function text(seed: number, bytes: number): string {
 async function seedMaxRun(i: number): Promise<void> {
   const name = `max-${String(i).padStart(4, '0')}`;
   await k.custom.createNamespacedCustomObject({
-    group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL,
-    body: { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, metadata: { name, annotations: { 'codemode.dev/executor': 'seed' } }, spec: { language: 'python', code: text(i, MAX_CODE_BYTES_HARD), stdin: text(i, MAX_STDIN_BYTES) } },
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: SANDBOXRUN_PLURAL,
+    body: {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      metadata: { name, annotations: { 'codemode.dev/executor': 'seed' } },
+      spec: { language: 'python', code: text(i, MAX_CODE_BYTES_HARD), stdin: text(i, MAX_STDIN_BYTES) },
+    },
   });
   const now = new Date().toISOString();
   await k.custom.patchNamespacedCustomObjectStatus(
     {
-      group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name,
-      body: { status: { phase: 'Succeeded', reason: 'Succeeded', message: 'The program exited with code 0.', exitCode: 0, stdout: text(i, MAX_OUTPUT_BYTES_HARD), stderr: text(i + 1, MAX_OUTPUT_BYTES_HARD), completionTime: now, startTime: now } },
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: SANDBOXRUN_PLURAL,
+      name,
+      body: {
+        status: {
+          phase: 'Succeeded',
+          reason: 'Succeeded',
+          message: 'The program exited with code 0.',
+          exitCode: 0,
+          stdout: text(i, MAX_OUTPUT_BYTES_HARD),
+          stderr: text(i + 1, MAX_OUTPUT_BYTES_HARD),
+          completionTime: now,
+          startTime: now,
+        },
+      },
     },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
@@ -84,15 +107,29 @@ describe('a namespace full of maximum-size finished runs', () => {
     expect(op).toBeDefined();
     const name = 'from-kubectl';
     await k.custom.createNamespacedCustomObject({
-      group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL,
-      body: { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, metadata: { name }, spec: { language: 'python', code: 'import sys\nprint(sys.stdin.read().upper())', stdin: 'hello' } },
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: SANDBOXRUN_PLURAL,
+      body: {
+        apiVersion: API_VERSION,
+        kind: SANDBOXRUN_KIND,
+        metadata: { name },
+        spec: { language: 'python', code: 'import sys\nprint(sys.stdin.read().upper())', stdin: 'hello' },
+      },
     });
     let status: { phase?: string; stdout?: string } = {};
-    await until(async () => {
-      const obj = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name })) as { status?: typeof status };
-      status = obj.status ?? {};
-      return status.phase === 'Succeeded' || status.phase === 'Failed';
-    }, 180_000, 'the API-created run to finish');
+    await until(
+      async () => {
+        const obj = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name })) as {
+          status?: typeof status;
+        };
+        status = obj.status ?? {};
+        return status.phase === 'Succeeded' || status.phase === 'Failed';
+      },
+      180_000,
+      'the API-created run to finish',
+    );
     expect(status).toMatchObject({ phase: 'Succeeded', stdout: 'HELLO\n' });
     const cached = op?.operator.runCache.list().find((o) => o.metadata?.name === name) as { spec?: object } | undefined;
     expect(cached?.spec).not.toHaveProperty('code');

@@ -27,7 +27,10 @@ async function readyWarm(ns: string, hash?: string): Promise<V1Pod[]> {
 }
 
 async function gone(ns: string, name: string): Promise<boolean> {
-  return k.core.readNamespacedPod({ namespace: ns, name }).then((p) => p.metadata?.deletionTimestamp !== undefined, () => true);
+  return k.core.readNamespacedPod({ namespace: ns, name }).then(
+    (p) => p.metadata?.deletionTimestamp !== undefined,
+    () => true,
+  );
 }
 
 async function call(mcp: TestClient, code = HOSTNAME): Promise<ToolResult> {
@@ -37,7 +40,9 @@ async function call(mcp: TestClient, code = HOSTNAME): Promise<ToolResult> {
 }
 
 async function sessionPod(ns: string, session: string): Promise<V1Pod> {
-  const s = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: session })) as { status: { podName: string } };
+  const s = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: session })) as {
+    status: { podName: string };
+  };
   return k.core.readNamespacedPod({ namespace: ns, name: s.status.podName });
 }
 
@@ -59,7 +64,11 @@ describe('warm pool versions', () => {
       // Hold the leader Lease by hand, so the new version cannot replace the old pod yet: the
       // window in which a pool chosen by label alone would serve it.
       const lease = await leases.readNamespacedLease({ namespace: ns, name: LEADER_LEASE });
-      await leases.replaceNamespacedLease({ namespace: ns, name: LEADER_LEASE, body: { ...lease, spec: { ...lease.spec, holderIdentity: 'e2e-holder', leaseDurationSeconds: 3600, renewTime: new V1MicroTime(Date.now()) } } });
+      await leases.replaceNamespacedLease({
+        namespace: ns,
+        name: LEADER_LEASE,
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: 'e2e-holder', leaseDurationSeconds: 3600, renewTime: new V1MicroTime(Date.now()) } },
+      });
       const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1', CODEMODE_DEFAULT_MEMORY: '256Mi' });
       const mcp = await connect(op.url, 'current');
       try {
@@ -72,7 +81,11 @@ describe('warm pool versions', () => {
         await leases.deleteNamespacedLease({ namespace: ns, name: LEADER_LEASE });
         await until(() => gone(ns, staleName), 60_000, 'the old pool pod to be deleted');
         let fresh: V1Pod | undefined;
-        await until(async () => (fresh = (await readyWarm(ns, op.operator.poolController.hash))[0]) !== undefined, 120_000, 'a ready pool pod of the new version');
+        await until(
+          async () => (fresh = (await readyWarm(ns, op.operator.poolController.hash))[0]) !== undefined,
+          120_000,
+          'a ready pool pod of the new version',
+        );
         expect(fresh?.spec?.containers[0]?.resources?.limits?.memory).toBe('256Mi');
         expect(host(await call(mcp))).toBe(fresh?.metadata?.name);
       } finally {
@@ -114,7 +127,10 @@ describe('warm pool versions', () => {
       const a2 = await start();
       expect(String(sc(await a2.callTool('execute_code', { code: probe, session: sa })).stdout)).toBe('False\n');
       expect(String(sc(await b.callTool('execute_code', { code: probe, session: sb })).stdout)).toBe('True\n');
-      for (const [session, name, content] of [[sa, nameA, files], [sb, nameB, variant]] as const) {
+      for (const [session, name, content] of [
+        [sa, nameA, files],
+        [sb, nameB, variant],
+      ] as const) {
         const pod = await sessionPod(ns, session);
         expect(pod.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap?.name).toBe(name);
         const cm = await k.core.readNamespacedConfigMap({ namespace: ns, name });
@@ -145,7 +161,11 @@ describe('warm pool size', () => {
       const op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0' });
       const mcp = await connect(op.url, 'current');
       try {
-        await until(async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` })).items.length === 0, 60_000, 'the pool to be drained');
+        await until(
+          async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` })).items.length === 0,
+          60_000,
+          'the pool to be drained',
+        );
         const r = await mcp.callTool('execute_code', { code: '6 * 7', session });
         expect(sc(r), JSON.stringify(r.content)).toMatchObject({ result: '42' });
       } finally {

@@ -64,7 +64,11 @@ export async function clusterFaultScenario(component: 'kube-apiserver' | 'kubele
     const identity = gw.identity;
     mix = new Mix({ urls: () => [url], runSleepSeconds: 2 });
     await mix.start();
-    await until(async () => (await listRuns(k, ns)).some((r) => r.metadata.annotations?.[ANNOTATION_EXECUTOR] === identity && r.status?.phase === 'Running'), 120_000, 'a run in flight');
+    await until(
+      async () => (await listRuns(k, ns)).some((r) => r.metadata.annotations?.[ANNOTATION_EXECUTOR] === identity && r.status?.phase === 'Running'),
+      120_000,
+      'a run in flight',
+    );
     await restartComponent(component);
     await mix.waitFor((c) => c.kind === 'transient' && c.outcome === 'ok', `a transient run after the ${component} restart`, 240_000);
     await mix.waitFor((c) => c.kind === 'session' && c.outcome === 'ok', `a session call after the ${component} restart`, 240_000);

@@ -93,9 +93,7 @@ describe('parseSandboxRun', () => {
   it('keeps unknown metadata fields and a full status', () => {
     const status = {
       phase: 'Succeeded',
-      conditions: [
-        { type: 'Complete', status: 'True', reason: 'Succeeded', message: '', lastTransitionTime: '2026-01-02T03:04:05Z' },
-      ],
+      conditions: [{ type: 'Complete', status: 'True', reason: 'Succeeded', message: '', lastTransitionTime: '2026-01-02T03:04:05Z' }],
       exitCode: 0,
       stdout: 'hi\n',
       stdoutBytes: 3,

@@ -23,17 +23,24 @@ describe('chart config generated from src/config/fields.ts', () => {
   });
 
   it('has a values.yaml entry for every field the chart does not derive', () => {
-    expect(Object.keys(values.config).sort()).toEqual(fields.filter((f) => f.inValues).map((f) => f.key).sort());
+    expect(Object.keys(values.config).sort()).toEqual(
+      fields
+        .filter((f) => f.inValues)
+        .map((f) => f.key)
+        .sort(),
+    );
     expect(Object.keys(values.config)).not.toContain('namespace');
   });
 
   it('defaults to a configuration the gateway accepts', () => {
     // As the env template renders them: lists joined with commas, everything as a string.
     const env = Object.fromEntries(
-      fields.filter((f) => f.inValues).map((f) => {
-        const v = values.config[f.key];
-        return [f.env, Array.isArray(v) ? v.join(',') : String(v)];
-      }),
+      fields
+        .filter((f) => f.inValues)
+        .map((f) => {
+          const v = values.config[f.key];
+          return [f.env, Array.isArray(v) ? v.join(',') : String(v)];
+        }),
     );
     const config = loadConfig({ ...env, CODEMODE_NAMESPACE: 'codemode-sandboxes' });
     expect(config.bindAddress).toBe('0.0.0.0');
@@ -90,7 +97,9 @@ describe('values documentation', () => {
 
   it('types values from their defaults and lists leaves in the table', () => {
     const { schema, rows } = analyseValues('# -- n\nn: 1\nm:\n  # -- s\n  s: x\n  # -- l\n  l: []\n', []);
-    expect(schema).toMatchObject({ properties: { n: { type: 'integer' }, m: { type: 'object', properties: { s: { type: 'string' }, l: { type: 'array' } } } } });
+    expect(schema).toMatchObject({
+      properties: { n: { type: 'integer' }, m: { type: 'object', properties: { s: { type: 'string' }, l: { type: 'array' } } } },
+    });
     expect(valuesTableMarkdown(rows)).toContain('| `m.s` | `"x"` | s |');
   });
 });

@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  CONFIG_DOCS,
-  ConfigError,
-  LOOPBACK_HOSTS,
-  describeConfigMarkdown,
-  loadConfig,
-  parseQuantity,
-} from '../../src/config/index.js';
+import { CONFIG_DOCS, ConfigError, LOOPBACK_HOSTS, describeConfigMarkdown, loadConfig, parseQuantity } from '../../src/config/index.js';
 import type { Config } from '../../src/config/index.js';
 
 const IMAGE = 'codemode.local/sandbox:v1';
@@ -76,9 +69,7 @@ describe('loadConfig defaults', () => {
   });
 
   it('treats blank values as unset (Helm renders unset values as "")', () => {
-    expect(loadConfig({ CODEMODE_PORT: '', CODEMODE_NAMESPACE: '  ', CODEMODE_RUNTIME_CLASS: '' })).toEqual(
-      loadConfig({}),
-    );
+    expect(loadConfig({ CODEMODE_PORT: '', CODEMODE_NAMESPACE: '  ', CODEMODE_RUNTIME_CLASS: '' })).toEqual(loadConfig({}));
   });
 
   it('is deeply frozen', () => {
@@ -123,11 +114,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_PUBLIC_URL', 'https://mcp.example.com/', { publicUrl: 'https://mcp.example.com' }],
     ['CODEMODE_PORT', '0', { port: 0 }],
     ['CODEMODE_ALLOWED_HOSTS', 'MCP.example.com, [::1],', { allowedHosts: ['mcp.example.com', '[::1]'] }],
-    [
-      'CODEMODE_ALLOWED_ORIGINS',
-      'https://App.example.com/,http://localhost:3000',
-      { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] },
-    ],
+    ['CODEMODE_ALLOWED_ORIGINS', 'https://App.example.com/,http://localhost:3000', { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] }],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
@@ -216,21 +203,36 @@ describe('loadConfig errors', () => {
     [{ CODEMODE_DEFAULT_MEMORY: '3Gi' }, 'CODEMODE_DEFAULT_MEMORY="3Gi" must not exceed CODEMODE_MAX_MEMORY (2Gi)'],
     [{ CODEMODE_BIND_ADDRESS: '0.0.0.0' }, 'CODEMODE_AUTH_MODE=(default) is none while CODEMODE_BIND_ADDRESS=0.0.0.0 is beyond loopback'],
     [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_AUDIENCE: 'x' }, 'CODEMODE_OIDC_ISSUER=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
-    [{ CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example' }, 'CODEMODE_OIDC_AUDIENCE=(default) must be set when CODEMODE_AUTH_MODE=oidc'],
-    [{ CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' }, 'CODEMODE_TTL_SECONDS_AFTER_FINISHED=(default) must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (60)'],
+    [
+      { CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example' },
+      'CODEMODE_OIDC_AUDIENCE=(default) must be set when CODEMODE_AUTH_MODE=oidc',
+    ],
+    [
+      { CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED: '60' },
+      'CODEMODE_TTL_SECONDS_AFTER_FINISHED=(default) must not exceed CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED (60)',
+    ],
     [{ CODEMODE_MAX_NAMESPACE_RUNS: '8' }, 'CODEMODE_MAX_CONCURRENT_RUNS=(default) must not exceed CODEMODE_MAX_NAMESPACE_RUNS (8)'],
     [{ CODEMODE_WARM_POOL_MIN: '4', CODEMODE_WARM_POOL_MAX: '3' }, 'CODEMODE_WARM_POOL_MIN="4" must not exceed CODEMODE_WARM_POOL_MAX (3)'],
     [{ CODEMODE_WARM_POOL_SIZE: '4', CODEMODE_WARM_POOL_MAX: '3' }, 'CODEMODE_WARM_POOL_SIZE="4" must not exceed CODEMODE_WARM_POOL_MAX (3)'],
     [{ CODEMODE_WARM_POOL_MAX: '1' }, 'CODEMODE_WARM_POOL_MIN=(default) must not exceed CODEMODE_WARM_POOL_MAX (1)'],
     [{ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '8' }, 'CODEMODE_WARM_POOL_MIN="0" must be at least 1 when CODEMODE_WARM_POOL_MAX (8) is above 0'],
-    [{ CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_MIN: '3' }, 'CODEMODE_WARM_POOL_SIZE="2" is the former name of CODEMODE_WARM_POOL_MIN (3) and disagrees with it; set only CODEMODE_WARM_POOL_MIN'],
+    [
+      { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_MIN: '3' },
+      'CODEMODE_WARM_POOL_SIZE="2" is the former name of CODEMODE_WARM_POOL_MIN (3) and disagrees with it; set only CODEMODE_WARM_POOL_MIN',
+    ],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });
 
   it.each<[NodeJS.ProcessEnv, Partial<Config>]>([
-    [{ CODEMODE_BIND_ADDRESS: '0.0.0.0', CODEMODE_AUTH_NONE_BEYOND_LOOPBACK: 'true' }, { bindAddress: '0.0.0.0', authMode: 'none', authNoneBeyondLoopback: true }],
-    [{ CODEMODE_BIND_ADDRESS: '0.0.0.0', CODEMODE_AUTH_MODE: 'tokens' }, { bindAddress: '0.0.0.0', authMode: 'tokens' }],
+    [
+      { CODEMODE_BIND_ADDRESS: '0.0.0.0', CODEMODE_AUTH_NONE_BEYOND_LOOPBACK: 'true' },
+      { bindAddress: '0.0.0.0', authMode: 'none', authNoneBeyondLoopback: true },
+    ],
+    [
+      { CODEMODE_BIND_ADDRESS: '0.0.0.0', CODEMODE_AUTH_MODE: 'tokens' },
+      { bindAddress: '0.0.0.0', authMode: 'tokens' },
+    ],
     [{ CODEMODE_BIND_ADDRESS: '127.0.0.2' }, { bindAddress: '127.0.0.2', authMode: 'none' }],
   ])('accepts an unauthenticated gateway beyond loopback only when told to: %j', (env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
@@ -272,8 +274,6 @@ describe('describeConfigMarkdown', () => {
     const lines = describeConfigMarkdown().trimEnd().split('\n');
     expect(lines[0]).toBe('| Variable | Default | Description | Allowed |');
     expect(lines).toHaveLength(CONFIG_DOCS.length + 2);
-    expect(lines).toContain(
-      '| `CODEMODE_PORT` | `8080` | Port the MCP gateway listens on (0 picks a free port). | an integer from 0 to 65535 |',
-    );
+    expect(lines).toContain('| `CODEMODE_PORT` | `8080` | Port the MCP gateway listens on (0 picks a free port). | an integer from 0 to 65535 |');
   });
 });

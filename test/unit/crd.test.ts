@@ -2,12 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import {
-  CRD_FILE_HEADER,
-  buildSandboxRunCrd,
-  renderSandboxRunCrdYaml,
-  toStructural,
-} from '../../src/api/v1alpha1/index.js';
+import { CRD_FILE_HEADER, buildSandboxRunCrd, renderSandboxRunCrdYaml, toStructural } from '../../src/api/v1alpha1/index.js';
 import type { JsonSchema } from '../../src/api/v1alpha1/index.js';
 
 const crd = buildSandboxRunCrd();
@@ -123,17 +118,9 @@ describe('SandboxRun CRD', () => {
 describe('toStructural', () => {
   it.each<[string, JsonSchema, JsonSchema]>([
     ['drops additionalProperties: false', { type: 'object', additionalProperties: false }, { type: 'object' }],
-    [
-      'turns {} into preserve-unknown-fields',
-      { type: 'object', additionalProperties: {} },
-      { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-    ],
+    ['turns {} into preserve-unknown-fields', { type: 'object', additionalProperties: {} }, { type: 'object', 'x-kubernetes-preserve-unknown-fields': true }],
     ['drops $schema', { $schema: 'x', type: 'string' }, { type: 'string' }],
-    [
-      'keeps real integer bounds',
-      { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: 10 },
-      { type: 'integer', maximum: 10 },
-    ],
+    ['keeps real integer bounds', { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: 10 }, { type: 'integer', maximum: 10 }],
   ])('%s', (_name, input, expected) => {
     expect(toStructural(input)).toEqual(expected);
   });

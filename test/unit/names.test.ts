@@ -14,15 +14,12 @@ describe('podNameForRun', () => {
     expect(podNameForRun(run)).toBe(pod);
   });
 
-  it.each([long, `${limit}b`, 'run.with.dots', 'Upper', `x${'-'.repeat(70)}y`, 'a-'.repeat(60)])(
-    '%s → a valid DNS-1123 label ending in a hash',
-    (run) => {
-      const pod = podNameForRun(run);
-      expect(pod.length).toBeLessThanOrEqual(63);
-      expect(pod).toMatch(DNS_LABEL);
-      expect(pod).toMatch(/^sbr-.*-[0-9a-f]{8}$/);
-    },
-  );
+  it.each([long, `${limit}b`, 'run.with.dots', 'Upper', `x${'-'.repeat(70)}y`, 'a-'.repeat(60)])('%s → a valid DNS-1123 label ending in a hash', (run) => {
+    const pod = podNameForRun(run);
+    expect(pod.length).toBeLessThanOrEqual(63);
+    expect(pod).toMatch(DNS_LABEL);
+    expect(pod).toMatch(/^sbr-.*-[0-9a-f]{8}$/);
+  });
 
   it('is deterministic and keeps distinct runs distinct', () => {
     expect(podNameForRun(long)).toBe(podNameForRun(long));

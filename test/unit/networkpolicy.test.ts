@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { LABEL_MANAGED_BY, LABEL_SANDBOX } from '../../src/api/v1alpha1/index.js';
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
-import { SANDBOX_NETWORK_POLICY_NAME, buildSandboxNetworkPolicy, restoredPolicy, sandboxPolicyDrift, type PolicyDrift } from '../../src/sandbox/networkpolicy.js';
+import {
+  SANDBOX_NETWORK_POLICY_NAME,
+  buildSandboxNetworkPolicy,
+  restoredPolicy,
+  sandboxPolicyDrift,
+  type PolicyDrift,
+} from '../../src/sandbox/networkpolicy.js';
 import { buildRunPod } from '../../src/sandbox/pod.js';
 
 describe('buildSandboxNetworkPolicy', () => {
@@ -76,9 +82,19 @@ describe('sandboxPolicyDrift', () => {
     ['being deleted', observed({ deletionTimestamp: new Date() }), 'missing'],
     ['as built', observed({}), 'ok'],
     // What client-node's deserializer produces: every known field present, unset ones undefined.
-    ['with undefined fields', observed({ spec: { ingress: undefined, egress: undefined, podSelector: { matchLabels: { 'codemode.dev/sandbox': 'true' }, matchExpressions: undefined } } }), 'ok'],
+    [
+      'with undefined fields',
+      observed({
+        spec: { ingress: undefined, egress: undefined, podSelector: { matchLabels: { 'codemode.dev/sandbox': 'true' }, matchExpressions: undefined } },
+      }),
+      'ok',
+    ],
     ['with null and empty lists (same meaning)', observed({ spec: { ingress: [], egress: null } }), 'ok'],
-    ['with keys in another order', observed({ spec: { policyTypes: ['Ingress', 'Egress'], podSelector: { matchLabels: { 'codemode.dev/sandbox': 'true' } } } }), 'ok'],
+    [
+      'with keys in another order',
+      observed({ spec: { policyTypes: ['Ingress', 'Egress'], podSelector: { matchLabels: { 'codemode.dev/sandbox': 'true' } } } }),
+      'ok',
+    ],
     ['with an extra label', observed({ labels: { 'app.kubernetes.io/managed-by': 'codemode-operator', team: 'x' } }), 'ok'],
     ['with an allow-all egress rule', observed({ spec: { egress: [{}] } }), 'modified'],
     ['with an egress rule to one port', observed({ spec: { egress: [{ ports: [{ port: 443, protocol: 'TCP' }] }] } }), 'modified'],
@@ -87,7 +103,11 @@ describe('sandboxPolicyDrift', () => {
     ['with policyTypes in another order', observed({ spec: { policyTypes: ['Egress', 'Ingress'] } }), 'modified'],
     ['selecting other pods', observed({ spec: { podSelector: { matchLabels: { 'codemode.dev/sandbox': 'false' } } } }), 'modified'],
     ['selecting every pod', observed({ spec: { podSelector: {} } }), 'modified'],
-    ['with an extra selector expression', observed({ spec: { podSelector: { matchLabels: { 'codemode.dev/sandbox': 'true' }, matchExpressions: [{ key: 'x', operator: 'Exists' }] } } }), 'modified'],
+    [
+      'with an extra selector expression',
+      observed({ spec: { podSelector: { matchLabels: { 'codemode.dev/sandbox': 'true' }, matchExpressions: [{ key: 'x', operator: 'Exists' }] } } }),
+      'modified',
+    ],
     ['without its managed-by label', observed({ labels: {} }), 'modified'],
     ['with another managed-by value', observed({ labels: { 'app.kubernetes.io/managed-by': 'someone' } }), 'modified'],
   ])('%s → %s', (_name, obs, want) => {

@@ -28,13 +28,11 @@ const opts: PodBuildOptions = {
 
 /** Reads `a.b[0].c` from an object, so expectations can be written as a flat table. */
 function at(obj: unknown, path: string): unknown {
-  return path
-    .split(/\.|(?=\[)/)
-    .reduce<unknown>((cur, part) => {
-      if (cur === undefined || cur === null) return undefined;
-      const index = /^\[(\d+)\]$/.exec(part);
-      return (cur as Record<string, unknown>)[index ? Number(index[1]) : part];
-    }, obj);
+  return path.split(/\.|(?=\[)/).reduce<unknown>((cur, part) => {
+    if (cur === undefined || cur === null) return undefined;
+    const index = /^\[(\d+)\]$/.exec(part);
+    return (cur as Record<string, unknown>)[index ? Number(index[1]) : part];
+  }, obj);
 }
 
 const pod = buildRunPod(run, opts);
@@ -78,10 +76,7 @@ describe('buildRunPod', () => {
     ['spec.activeDeadlineSeconds', 150],
     ['spec.dnsPolicy', undefined],
     ['spec.runtimeClassName', undefined],
-    [
-      'spec.securityContext',
-      { runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-    ],
+    ['spec.securityContext', { runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }],
     // the one container
     ['spec.containers.length', 1],
     ['spec.containers[0].name', 'sandbox'],
@@ -144,9 +139,15 @@ describe('buildRunPod', () => {
   });
 
   it.each<[Partial<PodBuildOptions>, Record<string, string>]>([
-    [{ cpuLimit: '50m', memoryLimit: '64Mi' }, { cpu: '50m', memory: '64Mi', 'ephemeral-storage': '64Mi' }],
+    [
+      { cpuLimit: '50m', memoryLimit: '64Mi' },
+      { cpu: '50m', memory: '64Mi', 'ephemeral-storage': '64Mi' },
+    ],
     [{ ephemeralStorageLimit: '32Mi' }, { cpu: '100m', memory: '128Mi', 'ephemeral-storage': '32Mi' }],
-    [{ cpuRequest: '2', cpuLimit: '1' }, { cpu: '1', memory: '128Mi', 'ephemeral-storage': '64Mi' }],
+    [
+      { cpuRequest: '2', cpuLimit: '1' },
+      { cpu: '1', memory: '128Mi', 'ephemeral-storage': '64Mi' },
+    ],
   ])('caps requests at the limits: %j', (override, requests) => {
     const built = buildRunPod(run, { ...opts, ...override });
     expect(built.spec?.containers[0]?.resources?.requests).toEqual(requests);
@@ -177,7 +178,16 @@ describe('buildRunPod', () => {
 });
 
 describe('sandboxPodOptions (one mapping from the settings for every sandbox pod)', () => {
-  const settings = { imagePullPolicy: 'Never' as const, defaultCpu: '1', defaultMemory: '512Mi', cpuRequest: '100m', memoryRequest: '128Mi', ephemeralStorageLimit: '1Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
+  const settings = {
+    imagePullPolicy: 'Never' as const,
+    defaultCpu: '1',
+    defaultMemory: '512Mi',
+    cpuRequest: '100m',
+    memoryRequest: '128Mi',
+    ephemeralStorageLimit: '1Gi',
+    workspaceSizeLimit: '512Mi',
+    tmpSizeLimit: '128Mi',
+  };
   it.each([
     ['the defaults', {}, { cpuLimit: '1', memoryLimit: '512Mi' }],
     ["a run's own limits", { cpuLimit: '500m', memoryLimit: '64Mi' }, { cpuLimit: '500m', memoryLimit: '64Mi' }],

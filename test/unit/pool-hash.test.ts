@@ -82,7 +82,15 @@ describe('WarmPool.couldServe (cold pods that count as demand)', () => {
   // Only the pure parts of WarmPool are used: no API request is made.
   const unused = {} as never;
   const opts = controllerOptions(loadConfig({}), 'r');
-  const pool = new WarmPool({ clients: unused, opts, max: 8, pods: unused, policies: unused, runtime: new RuntimeConfigMapGuard(unused, FILES, pino({ level: 'silent' })), log: pino({ level: 'silent' }) });
+  const pool = new WarmPool({
+    clients: unused,
+    opts,
+    max: 8,
+    pods: unused,
+    policies: unused,
+    runtime: new RuntimeConfigMapGuard(unused, FILES, pino({ level: 'silent' })),
+    log: pino({ level: 'silent' }),
+  });
   const template = poolPodTemplate(opts, runtimeVolume(FILES));
   const container = template.spec?.containers[0];
   const pod = (labels: Record<string, string>, limits = container?.resources?.limits, image = container?.image): V1Pod => ({

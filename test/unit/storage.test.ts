@@ -54,7 +54,14 @@ function maxRun(ch: string, codeBytes = MAX_CODE_BYTES_HARD, stdinBytes = MAX_ST
       labels: { 'app.kubernetes.io/managed-by': 'codemode-operator' },
       annotations: { 'codemode.dev/executor': 'e'.repeat(63) },
       // Three managers (creator, executor claim, status writer): their field lists.
-      managedFields: [1, 2, 3].map((i) => ({ manager: `m${i}`, operation: 'Update', apiVersion: 'codemode.dev/v1alpha1', time: '2026-11-23T17:00:00Z', fieldsType: 'FieldsV1', fieldsV1: { [field(40)]: {} } })),
+      managedFields: [1, 2, 3].map((i) => ({
+        manager: `m${i}`,
+        operation: 'Update',
+        apiVersion: 'codemode.dev/v1alpha1',
+        time: '2026-11-23T17:00:00Z',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { [field(40)]: {} },
+      })),
     },
     spec: {
       language: 'javascript',
@@ -105,7 +112,7 @@ describe('the worst-case stored SandboxRun', () => {
 
   it.each([
     ['spec at the budget', OBJECT_BUDGET_BYTES],
-    ['spec 4 KiB under etcd\'s limit', ETCD_REQUEST_LIMIT_BYTES - 4096],
+    ["spec 4 KiB under etcd's limit", ETCD_REQUEST_LIMIT_BYTES - 4096],
   ])('an object already near the limit (%s) still takes a minimal terminal status', (_n, target) => {
     // Pad code with '<' (6 bytes each in JSON) until the spec alone is ~target bytes.
     const base = maxRun('a', 1, 0);
@@ -117,7 +124,14 @@ describe('the worst-case stored SandboxRun', () => {
   });
 
   it('a minimal status is small whatever the message', () => {
-    const s = minimalStatus({ phase: 'Failed', reason: 'X'.repeat(1024), message: '<'.repeat(32768), completionTime: '2026-11-23T18:00:00Z', observedGeneration: 1, exitCode: 1 });
+    const s = minimalStatus({
+      phase: 'Failed',
+      reason: 'X'.repeat(1024),
+      message: '<'.repeat(32768),
+      completionTime: '2026-11-23T18:00:00Z',
+      observedGeneration: 1,
+      exitCode: 1,
+    });
     expect(jsonSize(s)).toBeLessThan(16 * 1024);
   });
 });
@@ -138,7 +152,11 @@ describe('CRD bounds', () => {
       .filter(([path]) => path !== '$.properties' && !path.startsWith('$.metadata'))
       .filter(([path]) => path !== '$.apiVersion' && path !== '$.kind')
       // A date-time is bounded by its format, which the API server checks (conditions.ts has no maxLength).
-      .filter(([, n]) => (n.type === 'string' && n.maxLength === undefined && n.enum === undefined && n.format !== 'date-time') || (n.type === 'array' && n.maxItems === undefined))
+      .filter(
+        ([, n]) =>
+          (n.type === 'string' && n.maxLength === undefined && n.enum === undefined && n.format !== 'date-time') ||
+          (n.type === 'array' && n.maxItems === undefined),
+      )
       .map(([p]) => p);
     expect(unbounded).toEqual([]);
   });

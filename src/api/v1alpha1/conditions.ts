@@ -66,10 +66,9 @@ export const ConditionSchema = z.object({
   type: z
     .string()
     .max(316)
-    .regex(
-      /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/,
-      { error: 'must be a CamelCase condition type, optionally prefixed with a DNS domain and /' },
-    )
+    .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/, {
+      error: 'must be a CamelCase condition type, optionally prefixed with a DNS domain and /',
+    })
     .describe('Type of the condition in CamelCase, e.g. Ready or Complete.'),
   status: ConditionStatusSchema.describe('Status of the condition: True, False or Unknown.'),
   reason: z
@@ -80,17 +79,8 @@ export const ConditionSchema = z.object({
       error: 'must be CamelCase: a letter, then letters, digits, _ , or :',
     })
     .describe('Machine-readable CamelCase reason for the last transition (see the Reasons list).'),
-  message: z
-    .string()
-    .max(32768)
-    .describe('Human-readable details about the last transition; may be empty.'),
-  lastTransitionTime: z.iso
-    .datetime({ offset: true })
-    .describe('When the condition last changed status (RFC 3339).'),
-  observedGeneration: z
-    .int()
-    .min(0)
-    .optional()
-    .describe('The metadata.generation the condition was computed from.'),
+  message: z.string().max(32768).describe('Human-readable details about the last transition; may be empty.'),
+  lastTransitionTime: z.iso.datetime({ offset: true }).describe('When the condition last changed status (RFC 3339).'),
+  observedGeneration: z.int().min(0).optional().describe('The metadata.generation the condition was computed from.'),
 });
 export type Condition = z.infer<typeof ConditionSchema>;

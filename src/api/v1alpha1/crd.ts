@@ -3,21 +3,8 @@
 // scripts/gen-crds.ts writes the result to crds/; nothing else should hand-edit it.
 import { stringify } from 'yaml';
 import { z } from 'zod';
-import {
-  API_VERSION,
-  GROUP,
-  SANDBOXRUN_KIND,
-  SANDBOXRUN_PLURAL,
-  SandboxRunSpecSchema,
-  SandboxRunStatusSchema,
-  VERSION,
-} from './sandboxrun.js';
-import {
-  SANDBOXSESSION_KIND,
-  SANDBOXSESSION_PLURAL,
-  SandboxSessionSpecSchema,
-  SandboxSessionStatusSchema,
-} from './sandboxsession.js';
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SandboxRunSpecSchema, SandboxRunStatusSchema, VERSION } from './sandboxrun.js';
+import { SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, SandboxSessionSpecSchema, SandboxSessionStatusSchema } from './sandboxsession.js';
 
 /** A node of an OpenAPI v3 schema as plain JSON. */
 export type JsonSchema = { [key: string]: unknown };
@@ -204,8 +191,7 @@ const SANDBOXRUN_DEFINITION: KindDefinition = {
   kind: SANDBOXRUN_KIND,
   plural: SANDBOXRUN_PLURAL,
   shortNames: ['sbr'],
-  description:
-    'SandboxRun executes one piece of code in a fresh, hardened sandbox pod (or in a SandboxSession) and records its output and exit status.',
+  description: 'SandboxRun executes one piece of code in a fresh, hardened sandbox pod (or in a SandboxSession) and records its output and exit status.',
   specSchema: SandboxRunSpecSchema,
   specDescription: 'What to run: the code, its language and limits.',
   statusSchema: SandboxRunStatusSchema,
@@ -243,7 +229,7 @@ export function buildSandboxSessionCrd(): CustomResourceDefinition {
     description:
       'SandboxSession keeps an interpreter alive in a hardened sandbox pod between calls; it is deleted when idle past idleTimeoutSeconds or older than maxLifetimeSeconds.',
     specSchema: SandboxSessionSpecSchema,
-    specDescription: 'The interpreter language and the session\'s lifetime limits.',
+    specDescription: "The interpreter language and the session's lifetime limits.",
     statusSchema: SandboxSessionStatusSchema,
     statusDescription: 'Observed state of the session, written by the controller and the gateway.',
     printerColumns: SANDBOXSESSION_PRINTER_COLUMNS,

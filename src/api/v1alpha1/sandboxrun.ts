@@ -70,34 +70,29 @@ function byteBoundedString(maxBytes: number) {
     .max(maxBytes)
     .refine((s) => utf8Bytes(s) <= maxBytes, { error: `must be at most ${maxBytes} bytes (UTF-8)` })
     .meta({
-      'x-kubernetes-validations': [
-        { rule: `size(bytes(self)) <= ${maxBytes}`, message: `must be at most ${maxBytes} bytes (UTF-8)` },
-      ],
+      'x-kubernetes-validations': [{ rule: `size(bytes(self)) <= ${maxBytes}`, message: `must be at most ${maxBytes} bytes (UTF-8)` }],
     });
 }
 
-const quantity = z.string().max(64).regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
+const quantity = z
+  .string()
+  .max(64)
+  .regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
 
 export const RunResourcesSchema = z.object({
   cpu: quantity
     .optional()
-    .describe(
-      "CPU limit of the run in cores, e.g. 500m or 1. Must not exceed the administrator's maximum; defaults to the administrator's default.",
-    ),
+    .describe("CPU limit of the run in cores, e.g. 500m or 1. Must not exceed the administrator's maximum; defaults to the administrator's default."),
   memory: quantity
     .optional()
-    .describe(
-      "Memory limit of the run, e.g. 256Mi or 1Gi. Must not exceed the administrator's maximum; defaults to the administrator's default.",
-    ),
+    .describe("Memory limit of the run, e.g. 256Mi or 1Gi. Must not exceed the administrator's maximum; defaults to the administrator's default."),
 });
 
 // A plain (non-strict) object of optional, additive fields: new optional fields such as
 // `session` or `profile` can be added later without invalidating stored objects, and older
 // controllers simply ignore them. No discriminated unions, so the CRD stays structural.
 export const SandboxRunSpecSchema = z.object({
-  language: LanguageSchema.default('python').describe(
-    'Language of the code: python, bash, sh, node or javascript (an alias of node).',
-  ),
+  language: LanguageSchema.default('python').describe('Language of the code: python, bash, sh, node or javascript (an alias of node).'),
   code: byteBoundedString(MAX_CODE_BYTES_HARD)
     .min(1)
     .describe(
@@ -108,15 +103,11 @@ export const SandboxRunSpecSchema = z.object({
     .min(1)
     .max(MAX_TIMEOUT_SECONDS_HARD)
     .default(30)
-    .describe(
-      'Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator\'s maximum, which may be lower.',
-    ),
+    .describe("Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator's maximum, which may be lower."),
   stdin: byteBoundedString(MAX_STDIN_BYTES)
     .optional()
     .describe(`Data fed to the program's standard input (at most ${MAX_STDIN_BYTES} bytes). Empty stdin when omitted.`),
-  resources: RunResourcesSchema.optional().describe(
-    'Resource limits of the sandbox container. Each must be within the administrator\'s bounds.',
-  ),
+  resources: RunResourcesSchema.optional().describe("Resource limits of the sandbox container. Each must be within the administrator's bounds."),
   session: z
     .string()
     .max(253)
@@ -145,9 +136,7 @@ const count = z.int().min(0);
 const timestamp = z.iso.datetime({ offset: true }).max(64);
 
 export const SandboxRunStatusSchema = z.object({
-  phase: RunPhaseSchema.optional().describe(
-    'Lifecycle phase: Pending, Running, Succeeded, Failed or TimedOut. The last three are terminal.',
-  ),
+  phase: RunPhaseSchema.optional().describe('Lifecycle phase: Pending, Running, Succeeded, Failed or TimedOut. The last three are terminal.'),
   conditions: z
     .array(ConditionSchema.describe('One observation of the run, in the metav1.Condition format.'))
     .max(MAX_CONDITIONS)
@@ -157,9 +146,7 @@ export const SandboxRunStatusSchema = z.object({
       'x-kubernetes-list-type': 'map',
       'x-kubernetes-list-map-keys': ['type'],
     }),
-  observedGeneration: count
-    .optional()
-    .describe('The metadata.generation this status was computed from.'),
+  observedGeneration: count.optional().describe('The metadata.generation this status was computed from.'),
   podName: z.string().max(253).optional().describe('Name of the sandbox pod that runs the code.'),
   exitCode: z.int().optional().describe('Exit code of the program, when it ran to completion.'),
   stdout: byteBoundedString(MAX_OUTPUT_BYTES_HARD)
@@ -174,11 +161,7 @@ export const SandboxRunStatusSchema = z.object({
   startTime: timestamp.optional().describe('When the code started executing (RFC 3339).'),
   completionTime: timestamp.optional().describe('When the run reached a terminal phase (RFC 3339).'),
   durationMs: count.optional().describe('Execution time of the code in milliseconds.'),
-  reason: z
-    .string()
-    .max(MAX_REASON_LENGTH)
-    .optional()
-    .describe('Stable CamelCase reason of the current phase, e.g. NonZeroExit or OOMKilled.'),
+  reason: z.string().max(MAX_REASON_LENGTH).optional().describe('Stable CamelCase reason of the current phase, e.g. NonZeroExit or OOMKilled.'),
   message: z.string().max(MAX_MESSAGE_LENGTH).optional().describe('Human-readable explanation of the current phase.'),
 });
 export type SandboxRunStatus = z.infer<typeof SandboxRunStatusSchema>;
@@ -219,9 +202,7 @@ export const SandboxRunSchema = z.object({
 });
 export type SandboxRun = z.infer<typeof SandboxRunSchema>;
 
-export type ParseSandboxRunResult =
-  | { ok: true; run: SandboxRun }
-  | { ok: false; message: string };
+export type ParseSandboxRunResult = { ok: true; run: SandboxRun } | { ok: false; message: string };
 
 /** Validates an object read from the API server (or built by a client) and applies defaults. */
 export function parseSandboxRun(obj: unknown): ParseSandboxRunResult {

@@ -25,25 +25,19 @@ export type SessionPhase = z.infer<typeof SessionPhaseSchema>;
 
 export const SandboxSessionSpecSchema = z.object({
   owner: OwnerSchema.optional(),
-  language: SessionLanguageSchema.default('python').describe(
-    'Language of the persistent interpreter: python, bash, node or javascript (an alias of node).',
-  ),
+  language: SessionLanguageSchema.default('python').describe('Language of the persistent interpreter: python, bash, node or javascript (an alias of node).'),
   idleTimeoutSeconds: z
     .int()
     .min(10)
     .max(MAX_IDLE_TIMEOUT_SECONDS_HARD)
     .default(600)
-    .describe(
-      'The session is deleted after this many seconds without a call (10-86400). The administrator\'s maximum may be lower.',
-    ),
+    .describe("The session is deleted after this many seconds without a call (10-86400). The administrator's maximum may be lower."),
   maxLifetimeSeconds: z
     .int()
     .min(10)
     .max(MAX_LIFETIME_SECONDS_HARD)
     .optional()
-    .describe(
-      'The session is deleted this many seconds after creation, busy or not. Defaults to the administrator\'s setting.',
-    ),
+    .describe("The session is deleted this many seconds after creation, busy or not. Defaults to the administrator's setting."),
 });
 export type SandboxSessionSpec = z.infer<typeof SandboxSessionSpecSchema>;
 
@@ -54,12 +48,8 @@ export const SandboxSessionStatusSchema = z.object({
     'Pending (pod starting), Ready (accepts calls), Lost (the interpreter or pod is gone; create a new session) or Failed (never started).',
   ),
   podName: z.string().max(253).optional().describe('Name of the sandbox pod that hosts the interpreter.'),
-  lastActivityTime: timestamp
-    .optional()
-    .describe('When the session was last used (RFC 3339); idle garbage collection counts from here.'),
-  expiresAt: timestamp
-    .optional()
-    .describe('When the session will be deleted if it stays idle (RFC 3339), capped by maxLifetimeSeconds.'),
+  lastActivityTime: timestamp.optional().describe('When the session was last used (RFC 3339); idle garbage collection counts from here.'),
+  expiresAt: timestamp.optional().describe('When the session will be deleted if it stays idle (RFC 3339), capped by maxLifetimeSeconds.'),
   runCount: z.int().min(0).optional().describe('Number of calls executed in the session.'),
   kernelLost: z
     .object({
@@ -67,7 +57,9 @@ export const SandboxSessionStatusSchema = z.object({
       time: timestamp.describe('When (RFC 3339).'),
     })
     .optional()
-    .describe('Written by the gateway replica that saw the interpreter die; the controller then sets phase Lost. The gateway owns lastActivityTime, runCount and kernelLost; the controller every other field (server-side apply field managers).'),
+    .describe(
+      'Written by the gateway replica that saw the interpreter die; the controller then sets phase Lost. The gateway owns lastActivityTime, runCount and kernelLost; the controller every other field (server-side apply field managers).',
+    ),
   observedGeneration: z.int().min(0).optional().describe('The metadata.generation this status was computed from.'),
   conditions: z
     .array(ConditionSchema)

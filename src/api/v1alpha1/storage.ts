@@ -3,11 +3,7 @@
 // request above 1.5 MiB by default: a run whose final status does not fit is never recorded, so
 // its run stays unfinished and is never deleted. The schema bounds every field; what JSON escaping
 // or large metadata add on top is taken out of the stored outputs here, which are ours to cut.
-import {
-  MAX_MESSAGE_LENGTH,
-  MAX_OUTPUT_BYTES_HARD,
-  type SandboxRunStatus,
-} from './sandboxrun.js';
+import { MAX_MESSAGE_LENGTH, MAX_OUTPUT_BYTES_HARD, type SandboxRunStatus } from './sandboxrun.js';
 
 /** etcd's default --max-request-bytes: a larger object cannot be written at all. */
 export const ETCD_REQUEST_LIMIT_BYTES = 1536 * 1024;

@@ -37,8 +37,7 @@ function utf8Bytes(text: string): number {
 // The JSON Schema gets maxLength (characters) so clients see the bound; the byte check catches
 // multi-byte text under that length. Both report the same sentence with the actual size.
 function sizedText(field: string, maxBytes: number, hint: string): z.ZodString {
-  const tooLarge = (input: unknown): string =>
-    `${field} is ${utf8Bytes(String(input))} bytes (UTF-8); the limit is ${maxBytes} bytes. ${hint}`;
+  const tooLarge = (input: unknown): string => `${field} is ${utf8Bytes(String(input))} bytes (UTF-8); the limit is ${maxBytes} bytes. ${hint}`;
   return z
     .string()
     .max(maxBytes, { error: (issue) => tooLarge(issue.input), abort: true })
@@ -50,9 +49,7 @@ function inputSchema(options: GatewayOptions) {
     code: sizedText('code', options.maxCodeBytes, 'Send a shorter program, or generate bulky data inside the code.')
       .min(1, { error: 'code is empty; send the program text to run.' })
       .describe(`Complete program to run, at most ${options.maxCodeBytes} bytes (UTF-8).`),
-    language: LanguageSchema.default('python').describe(
-      'Language of the code: python (default), bash, sh, node or javascript (same as node).',
-    ),
+    language: LanguageSchema.default('python').describe('Language of the code: python (default), bash, sh, node or javascript (same as node).'),
     timeout_seconds: z
       .int()
       .min(1)
@@ -60,9 +57,7 @@ function inputSchema(options: GatewayOptions) {
         error: `timeout_seconds must be at most ${options.maxTimeoutSeconds}; split the work into shorter runs.`,
       })
       .optional()
-      .describe(
-        `Wall-clock limit in seconds (1-${options.maxTimeoutSeconds}); default ${options.defaultTimeoutSeconds}.`,
-      ),
+      .describe(`Wall-clock limit in seconds (1-${options.maxTimeoutSeconds}); default ${options.defaultTimeoutSeconds}.`),
     stdin: sizedText('stdin', MAX_STDIN_BYTES, 'Send less input, or embed generated data in the code.')
       .optional()
       .describe(`Data fed to the program's standard input, at most ${MAX_STDIN_BYTES} bytes.`),
@@ -93,15 +88,11 @@ export function isRunError(outcome: RunOutcome): boolean {
 
 function failureText(outcome: RunOutcome, timeoutSeconds: number, options: GatewayOptions): string {
   if (outcome.phase === 'TimedOut') {
-    return (
-      `The run exceeded timeout_seconds=${timeoutSeconds}; make the code faster or raise ` +
-      `timeout_seconds (max ${options.maxTimeoutSeconds}).`
-    );
+    return `The run exceeded timeout_seconds=${timeoutSeconds}; make the code faster or raise ` + `timeout_seconds (max ${options.maxTimeoutSeconds}).`;
   }
   if (outcome.reason === Reasons.OOMKilled) {
     return (
-      'The run was killed because it ran out of memory (OOMKilled). Use less memory: process ' +
-      'data in smaller pieces instead of loading it all at once.'
+      'The run was killed because it ran out of memory (OOMKilled). Use less memory: process ' + 'data in smaller pieces instead of loading it all at once.'
     );
   }
   const why = outcome.message ?? 'The sandbox could not complete the run; try again.';
@@ -245,8 +236,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     progressToken === undefined
       ? undefined
       : new ProgressReporter(
-          (value, message) =>
-            ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: value, message } }),
+          (value, message) => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: value, message } }),
           (err) => logger.debug({ err }, 'Stopped sending progress'),
         );
   try {

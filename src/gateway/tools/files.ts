@@ -19,8 +19,12 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
     'read_file',
     {
       title: 'Read file',
-      description: 'Read a file from a session\'s /workspace. encoding=base64 for binary files.',
-      inputSchema: z.object({ session, path: path.describe('Path relative to /workspace, e.g. results/out.csv.'), encoding: encoding.describe('utf8 (default) or base64.') }),
+      description: "Read a file from a session's /workspace. encoding=base64 for binary files.",
+      inputSchema: z.object({
+        session,
+        path: path.describe('Path relative to /workspace, e.g. results/out.csv.'),
+        encoding: encoding.describe('utf8 (default) or base64.'),
+      }),
       outputSchema: z.object({ path: z.string(), encoding: z.enum(['utf8', 'base64']), size: z.int(), content: z.string() }),
       annotations: { title: 'Read file', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
@@ -44,8 +48,13 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
     'write_file',
     {
       title: 'Write file',
-      description: 'Create or replace a file in a session\'s /workspace (parent directories are created). encoding=base64 for binary content.',
-      inputSchema: z.object({ session, path: path.describe('Path relative to /workspace.'), content: z.string().describe('File content, as text or base64.'), encoding: encoding.describe('utf8 (default) or base64.') }),
+      description: "Create or replace a file in a session's /workspace (parent directories are created). encoding=base64 for binary content.",
+      inputSchema: z.object({
+        session,
+        path: path.describe('Path relative to /workspace.'),
+        content: z.string().describe('File content, as text or base64.'),
+        encoding: encoding.describe('utf8 (default) or base64.'),
+      }),
       outputSchema: z.object({ path: z.string(), size: z.int() }),
       annotations: { title: 'Write file', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
@@ -67,7 +76,7 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
     'list_files',
     {
       title: 'List files',
-      description: 'List a directory of a session\'s /workspace (default: /workspace itself).',
+      description: "List a directory of a session's /workspace (default: /workspace itself).",
       inputSchema: z.object({ session, path: path.default('.').describe('Directory relative to /workspace; default ".".') }),
       outputSchema: z.object({
         path: z.string(),

@@ -20,5 +20,7 @@ export function toolFailure(err: unknown, logger: Logger, tool: string): CallToo
   if (err instanceof SessionError || err instanceof RunRequestError) return errorResult(`${err.message}\n${err.hint}`);
   if (err instanceof PathError || err instanceof FileOpError) return errorResult(err.message);
   logger.error({ err, tool }, 'Tool failed');
-  return errorResult(`${tool} failed because of an internal error in codemode-operator. Try again; if it keeps failing, ask the administrator to check the operator logs.`);
+  return errorResult(
+    `${tool} failed because of an internal error in codemode-operator. Try again; if it keeps failing, ask the administrator to check the operator logs.`,
+  );
 }

@@ -55,7 +55,10 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       if (refused !== undefined) return errorResult(refused);
       try {
         const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx)));
-        return okResult(`Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`, info);
+        return okResult(
+          `Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`,
+          info,
+        );
       } catch (err) {
         return toolFailure(err, logger, 'create_session');
       }
@@ -73,7 +76,10 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
     },
     (_args, ctx) => {
       const list = sessions.list(callerOf(ctx)).map(toInfo);
-      const text = list.length === 0 ? 'No sessions. Create one with create_session.' : list.map((s) => `${s.session}\t${s.language}\t${s.phase}\truns=${s.run_count}\texpires=${s.expires_at ?? '-'}`).join('\n');
+      const text =
+        list.length === 0
+          ? 'No sessions. Create one with create_session.'
+          : list.map((s) => `${s.session}\t${s.language}\t${s.phase}\truns=${s.run_count}\texpires=${s.expires_at ?? '-'}`).join('\n');
       return okResult(text, { sessions: list });
     },
   );
@@ -90,7 +96,10 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
     async (args, ctx) => {
       try {
         const closed = await sessions.close(args.session, callerOf(ctx));
-        return okResult(closed ? `Closed session ${args.session}.` : `There was no session ${args.session} (already closed or collected).`, { session: args.session, closed });
+        return okResult(closed ? `Closed session ${args.session}.` : `There was no session ${args.session} (already closed or collected).`, {
+          session: args.session,
+          closed,
+        });
       } catch (err) {
         return toolFailure(err, logger, 'close_session');
       }

@@ -47,11 +47,15 @@ describe('fault: gateway SIGKILL mid-run', () => {
     );
     const killed = gw.identity;
     let victim = '';
-    await until(async () => {
-      const run = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(victimId));
-      victim = run?.metadata.name ?? '';
-      return run?.status?.phase === 'Running';
-    }, 120_000, 'the victim run Running');
+    await until(
+      async () => {
+        const run = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(victimId));
+        victim = run?.metadata.name ?? '';
+        return run?.status?.phase === 'Running';
+      },
+      120_000,
+      'the victim run Running',
+    );
     gw.kill('SIGKILL');
     await gw.exited;
     expect(await victimCall).toBe('threw');

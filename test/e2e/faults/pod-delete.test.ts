@@ -29,7 +29,9 @@ afterAll(async () => {
 });
 
 const podOfRun = async (uid: string): Promise<string | undefined> =>
-  (await k.core.listNamespacedPod({ namespace: ns })).items.find((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid) && !p.metadata.deletionTimestamp)?.metadata?.name;
+  (await k.core.listNamespacedPod({ namespace: ns })).items.find(
+    (p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid) && !p.metadata.deletionTimestamp,
+  )?.metadata?.name;
 
 describe('fault: a sandbox pod deleted mid-run', () => {
   it('fails the run with a reason, never starts it again, and loses only the session whose pod went', { timeout: 420_000 }, async () => {
@@ -43,12 +45,16 @@ describe('fault: a sandbox pod deleted mid-run', () => {
     const answer = client.callTool('execute_code', { code: transientCode(victimId, 8), timeout_seconds: 10 });
     let pod: string | undefined;
     let uid = '';
-    await until(async () => {
-      const run = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(victimId));
-      uid = run?.metadata.uid ?? '';
-      pod = run?.status?.phase === 'Running' ? await podOfRun(uid) : undefined;
-      return pod !== undefined;
-    }, 120_000, 'the victim run Running in its pod');
+    await until(
+      async () => {
+        const run = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(victimId));
+        uid = run?.metadata.uid ?? '';
+        pod = run?.status?.phase === 'Running' ? await podOfRun(uid) : undefined;
+        return pod !== undefined;
+      },
+      120_000,
+      'the victim run Running in its pod',
+    );
     await k.core.deleteNamespacedPod({ namespace: ns, name: pod as string, gracePeriodSeconds: 0 });
     const r = await answer;
     expect(r.isError, JSON.stringify(r.structuredContent)).toBe(true);
@@ -56,7 +62,13 @@ describe('fault: a sandbox pod deleted mid-run', () => {
 
     // A session's pod, while its calls go on.
     const lostSession = mix.sessions[0] as string;
-    const s = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL, namespace: ns, name: lostSession })) as SandboxSession;
+    const s = (await k.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: SANDBOXSESSION_PLURAL,
+      namespace: ns,
+      name: lostSession,
+    })) as SandboxSession;
     await k.core.deleteNamespacedPod({ namespace: ns, name: s.status?.podName ?? '', gracePeriodSeconds: 0 });
     await mix.waitFor((c) => c.session === lostSession && c.outcome === 'error', 'the lost session saying so');
     await mix.waitFor((c) => c.kind === 'transient' && c.outcome === 'ok', 'a transient run after the deletions');

@@ -48,7 +48,11 @@ describe('fault: a second replica started and stopped during the mix', () => {
     await mix.waitFor((c) => c.url === bUrl && c.kind === 'session' && c.outcome === 'ok', 'a session call through the second replica');
     // Strike while the second replica executes a run.
     const bIdentity = b.identity;
-    await until(async () => (await listRuns(k, ns)).some((r) => r.metadata.annotations?.[ANNOTATION_EXECUTOR] === bIdentity && r.status?.phase === 'Running'), 120_000, 'a run executing on the second replica');
+    await until(
+      async () => (await listRuns(k, ns)).some((r) => r.metadata.annotations?.[ANNOTATION_EXECUTOR] === bIdentity && r.status?.phase === 'Running'),
+      120_000,
+      'a run executing on the second replica',
+    );
     b.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, ENDPOINT_LAG_MS));
     urls = [a.url];

@@ -35,13 +35,15 @@ export async function startBenignNeighbour(url: string, options: { runEvery?: nu
     report.calls++;
     expected++;
     const got = r.structuredContent?.result;
-    if (r.isError || got !== String(expected)) report.failures.push(`session call ${expected}: ${JSON.stringify(r.structuredContent ?? r.content).slice(0, 300)}`);
+    if (r.isError || got !== String(expected))
+      report.failures.push(`session call ${expected}: ${JSON.stringify(r.structuredContent ?? r.content).slice(0, 300)}`);
     if (options.runEvery && report.calls % options.runEvery === 0) {
       const t1 = performance.now();
       const t = await client.callTool('execute_code', { code: 'print(6 * 7)' });
       report.latenciesMs.push(performance.now() - t1);
       report.calls++;
-      if (t.isError || t.structuredContent?.stdout !== '42\n') report.failures.push(`transient run: ${JSON.stringify(t.structuredContent ?? t.content).slice(0, 300)}`);
+      if (t.isError || t.structuredContent?.stdout !== '42\n')
+        report.failures.push(`transient run: ${JSON.stringify(t.structuredContent ?? t.content).slice(0, 300)}`);
     }
   };
   await once();

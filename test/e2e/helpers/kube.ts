@@ -30,14 +30,18 @@ export async function createNamespace(k: TestKube, prefix: string): Promise<stri
   const name = `${prefix}-${randomBytes(3).toString('hex')}`;
   await k.core.createNamespace({ body: { metadata: { name, labels: { 'codemode.dev/test': 'true' } } } });
   // Pods need the namespace's default ServiceAccount (created by the controller-manager).
-  await until(async () => {
-    try {
-      await k.core.readNamespacedServiceAccount({ namespace: name, name: 'default' });
-      return true;
-    } catch {
-      return false;
-    }
-  }, 30_000, `default ServiceAccount in ${name}`);
+  await until(
+    async () => {
+      try {
+        await k.core.readNamespacedServiceAccount({ namespace: name, name: 'default' });
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    30_000,
+    `default ServiceAccount in ${name}`,
+  );
   return name;
 }
 
@@ -70,10 +74,14 @@ export function simplePod(name: string, command: string[], labels: Record<string
 export async function runPod(k: TestKube, namespace: string, pod: V1Pod): Promise<V1Pod> {
   await k.core.createNamespacedPod({ namespace, body: pod });
   let latest: V1Pod | undefined;
-  await until(async () => {
-    latest = await k.core.readNamespacedPod({ namespace, name: pod.metadata?.name ?? '' });
-    return latest.status?.phase === 'Running' && latest.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
-  }, 90_000, `pod ${namespace}/${pod.metadata?.name} Running`);
+  await until(
+    async () => {
+      latest = await k.core.readNamespacedPod({ namespace, name: pod.metadata?.name ?? '' });
+      return latest.status?.phase === 'Running' && latest.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+    },
+    90_000,
+    `pod ${namespace}/${pod.metadata?.name} Running`,
+  );
   return latest as V1Pod;
 }
 
@@ -103,11 +111,21 @@ export function execCapture(k: TestKube, namespace: string, pod: string, command
       resolve({ stdout, stderr, ...r });
     };
     k.exec
-      .exec(namespace, pod, container, command, sink((s) => (stdout += s)), sink((s) => (stderr += s)), null, false, (status) => {
-        if (status.status === 'Success') return done({ exitCode: 0 });
-        const code = Number(status.details?.causes?.find((c) => c.reason === 'ExitCode')?.message);
-        done(Number.isInteger(code) ? { exitCode: code } : { exitCode: undefined, error: status.message });
-      })
+      .exec(
+        namespace,
+        pod,
+        container,
+        command,
+        sink((s) => (stdout += s)),
+        sink((s) => (stderr += s)),
+        null,
+        false,
+        (status) => {
+          if (status.status === 'Success') return done({ exitCode: 0 });
+          const code = Number(status.details?.causes?.find((c) => c.reason === 'ExitCode')?.message);
+          done(Number.isInteger(code) ? { exitCode: code } : { exitCode: undefined, error: status.message });
+        },
+      )
       .then((ws) => ws.on('close', () => setTimeout(() => done({ exitCode: undefined, error: 'closed without status' }), 100)))
       .catch((err: unknown) => done({ exitCode: undefined, error: String(err) }));
   });

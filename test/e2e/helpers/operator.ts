@@ -30,7 +30,11 @@ export async function connect(url: string, era: Era, headers?: Record<string, st
     return {
       era,
       async callTool(name, args, onProgress): Promise<ToolResult> {
-        return (await client.callTool({ name, arguments: args }, undefined, onProgress ? { onprogress: onProgress, timeout: 120_000 } : { timeout: 120_000 })) as ToolResult;
+        return (await client.callTool(
+          { name, arguments: args },
+          undefined,
+          onProgress ? { onprogress: onProgress, timeout: 120_000 } : { timeout: 120_000 },
+        )) as ToolResult;
       },
       close: () => client.close(),
     };

@@ -50,7 +50,10 @@ export async function startOperator(namespace: string, env: Record<string, strin
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(testKube().kc);
   const metrics = options.sandboxCheck === true ? createMetrics() : undefined;
-  const operator = createOperator(config, clients, log, metrics, { sandboxCheck: options.sandboxCheck === true, ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }) });
+  const operator = createOperator(config, clients, log, metrics, {
+    sandboxCheck: options.sandboxCheck === true,
+    ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }),
+  });
   const auth = createAuth(config, clients, log);
   await auth.start();
   await operator.start();

@@ -12,7 +12,15 @@ describe('parseTokensCsv (kube-apiserver static token format)', () => {
   it.each([
     ['one line, no groups', `${T1},alice,u1`, [{ user: 'alice', groups: [] }], 0],
     ['quoted groups', `${T1},alice,u1,"dev,ops"`, [{ user: 'alice', groups: ['dev', 'ops'] }], 0],
-    ['comments and blank lines', `# team\n\n${T1},alice,u1,dev\n${T2},bob,u2`, [{ user: 'alice', groups: ['dev'] }, { user: 'bob', groups: [] }], 0],
+    [
+      'comments and blank lines',
+      `# team\n\n${T1},alice,u1,dev\n${T2},bob,u2`,
+      [
+        { user: 'alice', groups: ['dev'] },
+        { user: 'bob', groups: [] },
+      ],
+      0,
+    ],
     ['short token skipped', 'short,alice,u1', [], 1],
     ['no user skipped', `${T1},,u1`, [], 1],
     ['duplicate token skipped', `${T1},alice,u1\n${T1},mallory,u9`, [{ user: 'alice', groups: [] }], 1],
@@ -64,7 +72,9 @@ describe('bearerToken', () => {
 
 describe('401 answers and metadata', () => {
   it('points the client to the protected-resource metadata and never echoes quotes', () => {
-    expect(wwwAuthenticate('https://mcp.example.com/.well-known/oauth-protected-resource/mcp', { error: 'invalid_token', description: 'The "aud" claim is wrong.' })).toBe(
+    expect(
+      wwwAuthenticate('https://mcp.example.com/.well-known/oauth-protected-resource/mcp', { error: 'invalid_token', description: 'The "aud" claim is wrong.' }),
+    ).toBe(
       'Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="The aud claim is wrong."',
     );
   });

@@ -40,7 +40,13 @@ describe('stripRun', () => {
     const stripped = stripRun(original) as unknown as Record<string, Record<string, unknown>>;
     expect(stripped.spec).toEqual({ language: 'python', timeoutSeconds: 30, ttlSecondsAfterFinished: 60 });
     expect(stripped.status).toEqual({ phase: 'Succeeded', completionTime: '2026-11-23T17:00:01Z', exitCode: 0 });
-    expect(stripped.metadata).toMatchObject({ name: 'r1', namespace: 'ns', uid: 'u1', resourceVersion: '7', annotations: { 'codemode.dev/executor': 'gw-1', [STRIPPED_ANNOTATION]: 'true' } });
+    expect(stripped.metadata).toMatchObject({
+      name: 'r1',
+      namespace: 'ns',
+      uid: 'u1',
+      resourceVersion: '7',
+      annotations: { 'codemode.dev/executor': 'gw-1', [STRIPPED_ANNOTATION]: 'true' },
+    });
     expect(stripped.metadata).not.toHaveProperty('managedFields');
     expect(jsonSize(stripped)).toBeLessThan(1024);
     // Pure: the watch event's object is not changed.
@@ -101,9 +107,11 @@ describe('listAllPages', () => {
   });
 
   it('propagates a failing page (the informer restarts the whole list)', async () => {
-    await expect(listAllPages(async (cont) => {
-      if (cont) throw new Error('410 Gone');
-      return page(['a'], 'next', '1');
-    })).rejects.toThrow('410 Gone');
+    await expect(
+      listAllPages(async (cont) => {
+        if (cont) throw new Error('410 Gone');
+        return page(['a'], 'next', '1');
+      }),
+    ).rejects.toThrow('410 Gone');
   });
 });

@@ -19,7 +19,11 @@ describe('lastWrittenMs', () => {
   it.each<[string, { creationTimestamp?: Date; managedFields?: Array<{ time?: Date }> }, number]>([
     ['no times: now', {}, now],
     ['created long ago', { creationTimestamp: new Date('2026-11-23T11:00:00Z') }, Date.parse('2026-11-23T11:00:01Z')],
-    ['edited after creation: the edit counts', { creationTimestamp: new Date('2026-11-23T11:00:00Z'), managedFields: [{ time: new Date('2026-11-23T12:00:05Z') }, {}] }, Date.parse('2026-11-23T12:00:06Z')],
+    [
+      'edited after creation: the edit counts',
+      { creationTimestamp: new Date('2026-11-23T11:00:00Z'), managedFields: [{ time: new Date('2026-11-23T12:00:05Z') }, {}] },
+      Date.parse('2026-11-23T12:00:06Z'),
+    ],
     ['written this second: never later than now', { creationTimestamp: new Date('2026-11-23T12:00:10Z') }, now],
     ['server clock ahead: clamped to now', { creationTimestamp: new Date('2026-11-23T12:01:00Z') }, now],
   ])('%s', (_name, metadata, want) => {

@@ -9,7 +9,9 @@ const T0 = Date.parse('2026-11-23T12:00:00Z');
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 let n = 0;
-function poolPod(o: { hash?: string; state?: 'ready' | 'pending' | 'failed'; claimed?: boolean; deleting?: boolean; createdMs?: number; uid?: string } = {}): V1Pod {
+function poolPod(
+  o: { hash?: string; state?: 'ready' | 'pending' | 'failed'; claimed?: boolean; deleting?: boolean; createdMs?: number; uid?: string } = {},
+): V1Pod {
   const state = o.state ?? 'ready';
   return {
     metadata: {
@@ -38,7 +40,13 @@ describe('planPool', () => {
     ['a failed pod is replaced', [poolPod({ state: 'failed' }), poolPod()], {}, 1, ['failed']],
     ['a pod past the pool lifetime is replaced', [poolPod({ createdMs: T0 - 3_600_001 }), poolPod()], {}, 1, ['expired']],
     ['surplus above the target is deleted', [poolPod(), poolPod(), poolPod()], {}, 0, ['surplus']],
-    ['target 0 drains every unclaimed pod, any version', [poolPod(), poolPod({ hash: 'old' }), poolPod({ state: 'pending' })], { target: 0 }, 0, ['stale', 'surplus', 'surplus']],
+    [
+      'target 0 drains every unclaimed pod, any version',
+      [poolPod(), poolPod({ hash: 'old' }), poolPod({ state: 'pending' })],
+      { target: 0 },
+      0,
+      ['stale', 'surplus', 'surplus'],
+    ],
     ['draining never touches claimed pods', [poolPod({ claimed: true }), poolPod({ claimed: true, hash: 'old' })], { target: 0 }, 0, []],
   ])('%s', (_n, pods, over, create, causes) => {
     const plan = planPool(pods as V1Pod[], { ...base, ...over });
@@ -162,15 +170,31 @@ describe('CreateExpectations', () => {
 
 describe('pool pod lifetime', () => {
   it.each([
-    ['sessions are the longest claim', { poolLifetimeSeconds: 3600, sessionMaxLifetimeSeconds: 86400, podStartupTimeoutSeconds: 120, maxTimeoutSeconds: 300 }, 3600 + 86460],
-    ['runs are the longest claim', { poolLifetimeSeconds: 3600, sessionMaxLifetimeSeconds: 60, podStartupTimeoutSeconds: 120, maxTimeoutSeconds: 3600 }, 3600 + 3780],
+    [
+      'sessions are the longest claim',
+      { poolLifetimeSeconds: 3600, sessionMaxLifetimeSeconds: 86400, podStartupTimeoutSeconds: 120, maxTimeoutSeconds: 300 },
+      3600 + 86460,
+    ],
+    [
+      'runs are the longest claim',
+      { poolLifetimeSeconds: 3600, sessionMaxLifetimeSeconds: 60, podStartupTimeoutSeconds: 120, maxTimeoutSeconds: 3600 },
+      3600 + 3780,
+    ],
   ])('deadline covers the pool lifetime and the longest claim: %s', (_n, input, seconds) => {
     expect(poolPodDeadlineSeconds(input)).toBe(seconds);
   });
 
   it.each([
-    ['ready 3 s after creation', { metadata: { creationTimestamp: new Date(T0) }, status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date(T0 + 3000) }] } }, 3],
-    ['not ready', { metadata: { creationTimestamp: new Date(T0) }, status: { conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: new Date(T0 + 3000) }] } }, undefined],
+    [
+      'ready 3 s after creation',
+      { metadata: { creationTimestamp: new Date(T0) }, status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date(T0 + 3000) }] } },
+      3,
+    ],
+    [
+      'not ready',
+      { metadata: { creationTimestamp: new Date(T0) }, status: { conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: new Date(T0 + 3000) }] } },
+      undefined,
+    ],
     ['no creation time', { metadata: {}, status: { conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date(T0) }] } }, undefined],
   ])('readySeconds: %s', (_n, pod, s) => {
     expect(readySeconds(pod as V1Pod)).toBe(s);
@@ -178,7 +202,9 @@ describe('pool pod lifetime', () => {
 });
 
 describe('runtime ConfigMap sweep', () => {
-  const cm = (name: string, unusedSince?: string): V1ConfigMap => ({ metadata: { name, ...(unusedSince !== undefined ? { annotations: { [ANNOTATION_UNUSED_SINCE]: unusedSince } } : {}) } });
+  const cm = (name: string, unusedSince?: string): V1ConfigMap => ({
+    metadata: { name, ...(unusedSince !== undefined ? { annotations: { [ANNOTATION_UNUSED_SINCE]: unusedSince } } : {}) },
+  });
   const p = { current: 'codemode-runtime-new', mounted: new Set(['codemode-runtime-busy']), nowMs: T0 };
   it.each([
     ['ours is kept', cm('codemode-runtime-new', iso(T0 - 3_600_000)), 'keep'],
@@ -192,7 +218,18 @@ describe('runtime ConfigMap sweep', () => {
   });
 
   it('finds the ConfigMaps pods mount', () => {
-    const pods: V1Pod[] = [{ spec: { containers: [], volumes: [{ name: 'runtime', configMap: { name: 'a' } }, { name: 'w', emptyDir: {} }] } }, { spec: { containers: [] } }];
+    const pods: V1Pod[] = [
+      {
+        spec: {
+          containers: [],
+          volumes: [
+            { name: 'runtime', configMap: { name: 'a' } },
+            { name: 'w', emptyDir: {} },
+          ],
+        },
+      },
+      { spec: { containers: [] } },
+    ];
     expect([...mountedConfigMaps(pods)]).toEqual(['a']);
   });
 });

@@ -3,8 +3,22 @@ import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
 
 const run = (phase?: string): SandboxRun =>
-  ({ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', metadata: { name: 'r', namespace: 'n', uid: 'u' }, spec: { language: 'python', code: '1', timeoutSeconds: 30 }, ...(phase && { status: { phase } }) }) as SandboxRun;
-const facts = (f: Partial<RunFacts>): RunFacts => ({ identity: 'me', executor: 'me', busyHere: false, started: false, ttlRemainingMs: undefined, lostAfterMs: 60_000, ...f });
+  ({
+    apiVersion: 'codemode.dev/v1alpha1',
+    kind: 'SandboxRun',
+    metadata: { name: 'r', namespace: 'n', uid: 'u' },
+    spec: { language: 'python', code: '1', timeoutSeconds: 30 },
+    ...(phase && { status: { phase } }),
+  }) as SandboxRun;
+const facts = (f: Partial<RunFacts>): RunFacts => ({
+  identity: 'me',
+  executor: 'me',
+  busyHere: false,
+  started: false,
+  ttlRemainingMs: undefined,
+  lostAfterMs: 60_000,
+  ...f,
+});
 
 describe('decideRun (exactly-once from the API, not from memory)', () => {
   it.each([

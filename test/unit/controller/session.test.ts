@@ -20,8 +20,24 @@ describe('sessionExpiry (idle GC time math)', () => {
   it.each([
     ['never used: idle from creation', undefined, {}, 86400, '2026-11-22T12:00:00.000Z', 'idle', 0],
     ['used 1 minute ago', { lastActivityTime: '2026-11-22T11:59:00.000Z' }, {}, 86400, '2026-11-22T12:09:00.000Z', 'idle', 540_000],
-    ['short idle timeout, long ago', { lastActivityTime: '2026-11-22T11:55:00.000Z' }, { idleTimeoutSeconds: 60 }, 86400, '2026-11-22T11:56:00.000Z', 'idle', -240_000],
-    ['lifetime comes first', { lastActivityTime: '2026-11-22T11:59:59.000Z' }, { maxLifetimeSeconds: 900 }, 86400, '2026-11-22T12:05:00.000Z', 'lifetime', 300_000],
+    [
+      'short idle timeout, long ago',
+      { lastActivityTime: '2026-11-22T11:55:00.000Z' },
+      { idleTimeoutSeconds: 60 },
+      86400,
+      '2026-11-22T11:56:00.000Z',
+      'idle',
+      -240_000,
+    ],
+    [
+      'lifetime comes first',
+      { lastActivityTime: '2026-11-22T11:59:59.000Z' },
+      { maxLifetimeSeconds: 900 },
+      86400,
+      '2026-11-22T12:05:00.000Z',
+      'lifetime',
+      300_000,
+    ],
     ['admin lifetime as default', { lastActivityTime: '2026-11-22T11:59:59.000Z' }, {}, 700, '2026-11-22T12:01:40.000Z', 'lifetime', 100_000],
   ])('%s', (_n, status, spec, defaultLifetime, expiresAt, cause, remaining) => {
     const e = sessionExpiry(session(status, spec), defaultLifetime, now);
@@ -44,7 +60,13 @@ describe('computeSessionStatus', () => {
     ['pod failed before ready', undefined, failedPod, false, 'Failed'],
     ['start-up took too long', undefined, pendingPod, true, 'Failed'],
     ['lost stays lost', { phase: 'Lost' as const }, readyPod, false, 'Lost'],
-    ['the gateway reported the interpreter dead', { phase: 'Ready' as const, kernelLost: { message: 'the exec stream closed', time: '2026-11-22T11:59:00Z' } }, readyPod, false, 'Lost'],
+    [
+      'the gateway reported the interpreter dead',
+      { phase: 'Ready' as const, kernelLost: { message: 'the exec stream closed', time: '2026-11-22T11:59:00Z' } },
+      readyPod,
+      false,
+      'Lost',
+    ],
   ])('%s → %s', (_n, status, pod, startupExpired, phase) => {
     const s = computeSessionStatus(session(status), pod, 'p', exp, startupExpired, now);
     expect(s.phase).toBe(phase);
@@ -60,14 +82,30 @@ describe('computeSessionStatus', () => {
   });
 
   it('says what the gateway saw when it reported the interpreter dead', () => {
-    const s = computeSessionStatus(session({ phase: 'Ready', kernelLost: { message: 'the sandbox broke the kernel protocol', time: '2026-11-22T11:59:00Z' } }), readyPod, 'p', exp, false, now);
+    const s = computeSessionStatus(
+      session({ phase: 'Ready', kernelLost: { message: 'the sandbox broke the kernel protocol', time: '2026-11-22T11:59:00Z' } }),
+      readyPod,
+      'p',
+      exp,
+      false,
+      now,
+    );
     expect(s).toMatchObject({ phase: 'Lost', reason: 'KernelLost' });
     expect(s.message).toContain('the sandbox broke the kernel protocol');
   });
 });
 
 describe('one writer per session status field', () => {
-  const full = { phase: 'Ready' as const, podName: 'p', expiresAt: 'e', lastActivityTime: 't', runCount: 3, kernelLost: { message: 'm', time: 't' }, reason: 'r', message: 'm' };
+  const full = {
+    phase: 'Ready' as const,
+    podName: 'p',
+    expiresAt: 'e',
+    lastActivityTime: 't',
+    runCount: 3,
+    kernelLost: { message: 'm', time: 't' },
+    reason: 'r',
+    message: 'm',
+  };
   it('the controller applies none of the gateway-owned fields', () => {
     expect(controllerOwned(full)).toEqual({ phase: 'Ready', podName: 'p', expiresAt: 'e', reason: 'r', message: 'm' });
   });

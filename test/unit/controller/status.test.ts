@@ -27,7 +27,14 @@ function run(status?: SandboxRun['status'], spec: Partial<SandboxRun['spec']> = 
   };
 }
 
-const facts = (f: Partial<ExecutionFacts>): ExecutionFacts => ({ timedOut: false, oomKilled: false, runnerReported: true, watchdogFired: false, podGone: false, ...f });
+const facts = (f: Partial<ExecutionFacts>): ExecutionFacts => ({
+  timedOut: false,
+  oomKilled: false,
+  runnerReported: true,
+  watchdogFired: false,
+  podGone: false,
+  ...f,
+});
 
 describe('classifyExecution', () => {
   it.each([
@@ -61,9 +68,31 @@ describe('classifyExecution', () => {
     ['process cap wins over a full disk', facts({ exitCode: 1, processLimit: true, diskFull: 'tmp' }), 'Failed', 'ProcessLimit', 1],
     ['OOM kill wins over a full disk', facts({ exitCode: 137, oomKilled: true, diskFull: 'workspace' }), 'Failed', 'OOMKilled', 137],
     ['OOM of a child, program ran into its deadline', facts({ exitCode: 124, timedOut: true, oomKilled: true }), 'TimedOut', 'DeadlineExceeded', 124],
-    ['no report, container OOM-killed', facts({ runnerReported: false, execError: 'relay exited', podFailure: { reason: 'OOMKilled', detail: 'x' } }), 'Failed', 'OOMKilled', undefined],
-    ['no report, pod evicted', facts({ runnerReported: false, exitCode: 137, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } }), 'Failed', 'Evicted', undefined],
-    ['no report, evicted pod also deleted', facts({ runnerReported: false, podGone: true, execError: 'closed', podFailure: { reason: 'Evicted', detail: 'x.' } }), 'Failed', 'Evicted', undefined],
+    [
+      'no report, container OOM-killed',
+      facts({ runnerReported: false, execError: 'relay exited', podFailure: { reason: 'OOMKilled', detail: 'x' } }),
+      'Failed',
+      'OOMKilled',
+      undefined,
+    ],
+    [
+      'no report, pod evicted',
+      facts({
+        runnerReported: false,
+        exitCode: 137,
+        podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' },
+      }),
+      'Failed',
+      'Evicted',
+      undefined,
+    ],
+    [
+      'no report, evicted pod also deleted',
+      facts({ runnerReported: false, podGone: true, execError: 'closed', podFailure: { reason: 'Evicted', detail: 'x.' } }),
+      'Failed',
+      'Evicted',
+      undefined,
+    ],
   ])('bound: %s', (_name, f, phase, reason, exitCode) => {
     const c = classifyExecution(f, 10, limits);
     expect(c).toMatchObject({ phase, reason });
@@ -95,7 +124,9 @@ describe('classifyExecution', () => {
 
   it('quotes the kubelet and the volume limit on eviction', () => {
     const f = facts({ runnerReported: false, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } });
-    expect(classifyExecution(f, 10, { ...limits, workspaceSizeLimit: '64Mi' }).message).toMatch(/evicted by the kubelet: Usage of EmptyDir volume "workspace".*\/workspace is limited to 64Mi/);
+    expect(classifyExecution(f, 10, { ...limits, workspaceSizeLimit: '64Mi' }).message).toMatch(
+      /evicted by the kubelet: Usage of EmptyDir volume "workspace".*\/workspace is limited to 64Mi/,
+    );
   });
 
   it('says how to fix a timeout and an OOM kill', () => {
@@ -122,8 +153,20 @@ describe('status computation', () => {
     const started = new Date('2026-11-22T09:59:58.000Z');
     const r1 = run(runningStatus(run(), 'sbr-r', started, started));
     expect(r1.status).toMatchObject({ phase: 'Running', podName: 'sbr-r', observedGeneration: 1 });
-    const s = completedStatus(r1, { phase: 'Succeeded', reason: 'Succeeded', message: 'ok', exitCode: 0 }, { stdout: '1\n', stderr: '', stdoutBytes: 2, stderrBytes: 0, truncated: false }, { start: new Date(0), end: now });
-    expect(s).toMatchObject({ phase: 'Succeeded', exitCode: 0, stdout: '1\n', durationMs: 2000, startTime: started.toISOString(), completionTime: now.toISOString() });
+    const s = completedStatus(
+      r1,
+      { phase: 'Succeeded', reason: 'Succeeded', message: 'ok', exitCode: 0 },
+      { stdout: '1\n', stderr: '', stdoutBytes: 2, stderrBytes: 0, truncated: false },
+      { start: new Date(0), end: now },
+    );
+    expect(s).toMatchObject({
+      phase: 'Succeeded',
+      exitCode: 0,
+      stdout: '1\n',
+      durationMs: 2000,
+      startTime: started.toISOString(),
+      completionTime: now.toISOString(),
+    });
     expect(s.conditions?.map((c) => [c.type, c.status])).toEqual([
       ['Ready', 'False'],
       ['Complete', 'True'],
@@ -148,9 +191,35 @@ describe('podState', () => {
     ['ready', pod({ phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] }), 'ready', undefined],
     ['running, not ready yet', pod({ phase: 'Running', conditions: [{ type: 'Ready', status: 'False' }] }), 'pending', undefined],
     ['just created', pod({}), 'pending', undefined],
-    ['image missing', pod({ phase: 'Pending', containerStatuses: [{ name: 'sandbox', image: 'x:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImageNeverPull' } } }] }), 'failed', 'ImageNotFound'],
-    ['image pull backoff', pod({ phase: 'Pending', containerStatuses: [{ name: 'sandbox', image: 'x:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ImagePullBackOff' } } }] }), 'failed', 'ImageNotFound'],
-    ['oom killed', pod({ phase: 'Failed', containerStatuses: [{ name: 'sandbox', image: 'x', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, reason: 'OOMKilled' } } }] }), 'failed', 'OOMKilled'],
+    [
+      'image missing',
+      pod({
+        phase: 'Pending',
+        containerStatuses: [{ name: 'sandbox', image: 'x:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImageNeverPull' } } }],
+      }),
+      'failed',
+      'ImageNotFound',
+    ],
+    [
+      'image pull backoff',
+      pod({
+        phase: 'Pending',
+        containerStatuses: [{ name: 'sandbox', image: 'x:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ImagePullBackOff' } } }],
+      }),
+      'failed',
+      'ImageNotFound',
+    ],
+    [
+      'oom killed',
+      pod({
+        phase: 'Failed',
+        containerStatuses: [
+          { name: 'sandbox', image: 'x', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, reason: 'OOMKilled' } } },
+        ],
+      }),
+      'failed',
+      'OOMKilled',
+    ],
     ['deadline', pod({ phase: 'Failed', reason: 'DeadlineExceeded' }), 'failed', 'PodFailed'],
     ['being deleted', pod({ phase: 'Running', deleting: true }), 'failed', 'PodDeleted'],
   ])('%s', (_name, p, kind, reason) => {
@@ -160,7 +229,9 @@ describe('podState', () => {
   });
 
   it('explains an unschedulable pod', () => {
-    const s = podState(pod({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes: Insufficient memory' }] }));
+    const s = podState(
+      pod({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes: Insufficient memory' }] }),
+    );
     expect(s).toEqual({ kind: 'pending', message: 'Unschedulable: 0/1 nodes: Insufficient memory' });
   });
 });
@@ -196,10 +267,41 @@ describe('podFailure', () => {
   const pod = (status: V1Pod['status']): V1Pod => ({ metadata: { name: 'p' }, status });
   it.each([
     ['no pod', undefined, undefined],
-    ['running', pod({ phase: 'Running', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: true, restartCount: 0, state: { running: {} } }] }), undefined],
-    ['container OOM-killed', pod({ phase: 'Failed', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, reason: 'OOMKilled' } } }] }), 'OOMKilled'],
-    ['OOM in lastState', pod({ phase: 'Running', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 1, lastState: { terminated: { exitCode: 137, reason: 'OOMKilled' } } }] }), 'OOMKilled'],
-    ['container exited with an error', pod({ phase: 'Failed', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 1, reason: 'Error' } } }] }), undefined],
+    [
+      'running',
+      pod({ phase: 'Running', containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: true, restartCount: 0, state: { running: {} } }] }),
+      undefined,
+    ],
+    [
+      'container OOM-killed',
+      pod({
+        phase: 'Failed',
+        containerStatuses: [
+          { name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137, reason: 'OOMKilled' } } },
+        ],
+      }),
+      'OOMKilled',
+    ],
+    [
+      'OOM in lastState',
+      pod({
+        phase: 'Running',
+        containerStatuses: [
+          { name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 1, lastState: { terminated: { exitCode: 137, reason: 'OOMKilled' } } },
+        ],
+      }),
+      'OOMKilled',
+    ],
+    [
+      'container exited with an error',
+      pod({
+        phase: 'Failed',
+        containerStatuses: [
+          { name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 1, reason: 'Error' } } },
+        ],
+      }),
+      undefined,
+    ],
     ['evicted', pod({ phase: 'Failed', reason: 'Evicted', message: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi". ' }), 'Evicted'],
   ])('%s', (_name, p, reason) => {
     expect(podFailure(p)?.reason).toBe(reason);

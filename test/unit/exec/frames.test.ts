@@ -9,7 +9,10 @@ describe('parseKernelFrame', () => {
     ['a pong', { id: '1', type: 'pong', language: 'python', busy: false, pid: 7 }],
     ['an output frame', { id: '2', type: 'output', stream: 'stderr', text: 'x' }],
     ['a minimal result', result],
-    ['a full result', { ...result, status: 'error', result: '42', exitCode: 137, error: { ename: 'E', evalue: 'v', traceback: 't' }, timedOut: false, oomKilled: true }],
+    [
+      'a full result',
+      { ...result, status: 'error', result: '42', exitCode: 137, error: { ename: 'E', evalue: 'v', traceback: 't' }, timedOut: false, oomKilled: true },
+    ],
     ['a result with nulls for absent fields', { ...result, result: null, exitCode: null, error: null }],
     ['a kernel error frame', { type: 'error', message: 'malformed frame header' }],
   ])('accepts %s', (_name, frame) => {
@@ -66,7 +69,7 @@ describe('sanitizeResult', () => {
     ['cuts stderr and the result', { ...result, stderr: big, result: big }, { stderr: 'x'.repeat(10), result: 'x'.repeat(10), truncated: true }],
     ['raises byte counts below the kept text', { ...result, stdout: 'éé', stdoutBytes: 0 }, { stdoutBytes: 4 }],
     ['keeps a larger byte count', { ...result, stdoutBytes: 5_000 }, { stdoutBytes: 5_000 }],
-    ['keeps the kernel\'s truncated flag', { ...result, truncated: true }, { truncated: true }],
+    ["keeps the kernel's truncated flag", { ...result, truncated: true }, { truncated: true }],
     ['drops nulls', { ...result, result: null, exitCode: null }, { result: undefined, exitCode: undefined }],
     ['rounds the duration', { ...result, durationMs: 2.7 }, { durationMs: 3 }],
   ])('%s', (_name, frame, expected) => {
@@ -85,7 +88,17 @@ describe('maxFrameBytes', () => {
   it.each([1, 1000, 50_000, 262_144])('fits the largest legitimate result for a cap of %i', (cap) => {
     // Worst case: five texts of `cap` astral characters, as the Python kernel's ASCII fallback writes them.
     const astral = '\ud83c\udf89'.repeat(cap);
-    const body = JSON.stringify({ ...result, stdout: astral, stderr: astral, result: astral, error: { ename: 'E'.repeat(MAX_ENAME_CHARS), evalue: astral, traceback: astral }, stdoutBytes: 2 ** 52, stderrBytes: 2 ** 52, exitCode: -(2 ** 31), durationMs: 2 ** 52 });
+    const body = JSON.stringify({
+      ...result,
+      stdout: astral,
+      stderr: astral,
+      result: astral,
+      error: { ename: 'E'.repeat(MAX_ENAME_CHARS), evalue: astral, traceback: astral },
+      stdoutBytes: 2 ** 52,
+      stderrBytes: 2 ** 52,
+      exitCode: -(2 ** 31),
+      durationMs: 2 ** 52,
+    });
     const asciiEscaped = body.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
     expect(asciiEscaped.length).toBeLessThan(maxFrameBytes(cap));
   });

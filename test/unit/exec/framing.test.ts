@@ -25,7 +25,7 @@ describe('FrameDecoder', () => {
     expect(d.buffered).toBe(0);
   });
 
-  it('reports each frame\'s size on the wire', () => {
+  it("reports each frame's size on the wire", () => {
     const d = new FrameDecoder();
     expect(d.pushSized(wire).map((f) => f.bytes)).toEqual(frames.map((f) => encodeFrame(f).length));
   });

@@ -32,7 +32,10 @@ async function callWith(...chunks: Buffer[]): Promise<{ outcome: PromiseSettledR
 
 describe('KernelStream', () => {
   it('streams output and resolves the call with its result', async () => {
-    const { outcome, output } = await callWith(encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'hi\n' }), ok('1', { stdout: 'hi\n', stdoutBytes: 3 }));
+    const { outcome, output } = await callWith(
+      encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'hi\n' }),
+      ok('1', { stdout: 'hi\n', stdoutBytes: 3 }),
+    );
     expect(outcome).toMatchObject({ status: 'fulfilled', value: { status: 'ok', stdout: 'hi\n', stdoutBytes: 3 } });
     expect(output).toEqual(['stdout:hi\n']);
   });
@@ -62,9 +65,17 @@ describe('KernelStream', () => {
     ['a 64 MiB frame header', [Buffer.from(`${64 * 1024 * 1024}\n`)], /exceeds the limit/],
     ['a result of the wrong shape', [ok('1', { stdoutBytes: -5 })], /not a kernel frame at "stdoutBytes"/],
     ['a pong for a call', [encodeFrame({ id: '1', type: 'pong' })], /a pong frame answered a call/],
-    ['an output flood', Array.from({ length: 20 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'z'.repeat(streamBudgetChars(CAP) / 10) })), /streamed more than/],
+    [
+      'an output flood',
+      Array.from({ length: 20 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'z'.repeat(streamBudgetChars(CAP) / 10) })),
+      /streamed more than/,
+    ],
     ['a flood of frames for unknown ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), /answered no call/],
-    ['big frames for unknown ids', Array.from({ length: 5 }, () => encodeFrame({ id: 'x', type: 'output', stream: 'stdout', text: 'q'.repeat(14_000) })), /answered no call/],
+    [
+      'big frames for unknown ids',
+      Array.from({ length: 5 }, () => encodeFrame({ id: 'x', type: 'output', stream: 'stdout', text: 'q'.repeat(14_000) })),
+      /answered no call/,
+    ],
   ])('fails only this stream on %s, with a clear error for the call', async (_name, chunks, why) => {
     const { outcome, stream, closes } = await callWith(...chunks);
     expect(outcome.status).toBe('rejected');
@@ -77,7 +88,7 @@ describe('KernelStream', () => {
     await expect(stream.request({ op: 'ping' }, 'pong', 0, 1000)).rejects.toBeInstanceOf(KernelProtocolError);
   });
 
-  it('tolerates a few stray frames (a finished call\'s id) without failing', async () => {
+  it("tolerates a few stray frames (a finished call's id) without failing", async () => {
     const { outcome } = await callWith(ok('0'), ok('7'), ok('1'));
     expect(outcome.status).toBe('fulfilled');
   });
@@ -91,11 +102,16 @@ describe('KernelStream', () => {
   });
 
   it('re-caps the result whatever the kernel claims', async () => {
-    const { outcome } = await callWith(ok('1', { stdout: 'o'.repeat(500), stdoutBytes: 1, result: 'r'.repeat(500), error: { ename: 'E', evalue: 'v'.repeat(500), traceback: '' } }));
-    expect(outcome).toMatchObject({ status: 'fulfilled', value: { stdout: 'o'.repeat(CAP), stdoutBytes: CAP, result: 'r'.repeat(CAP), truncated: true, error: { evalue: 'v'.repeat(CAP) } } });
+    const { outcome } = await callWith(
+      ok('1', { stdout: 'o'.repeat(500), stdoutBytes: 1, result: 'r'.repeat(500), error: { ename: 'E', evalue: 'v'.repeat(500), traceback: '' } }),
+    );
+    expect(outcome).toMatchObject({
+      status: 'fulfilled',
+      value: { stdout: 'o'.repeat(CAP), stdoutBytes: CAP, result: 'r'.repeat(CAP), truncated: true, error: { evalue: 'v'.repeat(CAP) } },
+    });
   });
 
-  it('keeps a listener\'s exception away from the stream', async () => {
+  it("keeps a listener's exception away from the stream", async () => {
     const { stream } = harness();
     const call = stream.request({ op: 'exec' }, 'result', CAP, 60_000, () => {
       throw new Error('client went away');
@@ -122,20 +138,28 @@ function randomJson(r: () => number, depth = 0): unknown {
   const keys = ['id', 'type', 'stream', 'text', 'status', 'stdout', 'stderr', 'stdoutBytes', 'truncated', 'error', 'durationMs', 'x'];
   const values: unknown[] = [null, true, 0, -1, 1.5, 1e308, '', '1', 'result', 'output', 'pong', 'stdout', 'ok'];
   switch (pick) {
-    case 0: return values[Math.floor(r() * values.length)];
-    case 1: return Math.floor(r() * 1e6) - 5e5;
-    case 2: return String.fromCharCode(...Array.from({ length: Math.floor(r() * 20) }, () => Math.floor(r() * 0xffff)));
-    case 3: return r() < 0.5;
-    case 4: return null;
-    case 5: return '1';
-    case 6: return Array.from({ length: Math.floor(r() * 4) }, () => randomJson(r, depth + 1));
-    default: return Object.fromEntries(Array.from({ length: Math.floor(r() * 8) }, () => [keys[Math.floor(r() * keys.length)], randomJson(r, depth + 1)]));
+    case 0:
+      return values[Math.floor(r() * values.length)];
+    case 1:
+      return Math.floor(r() * 1e6) - 5e5;
+    case 2:
+      return String.fromCharCode(...Array.from({ length: Math.floor(r() * 20) }, () => Math.floor(r() * 0xffff)));
+    case 3:
+      return r() < 0.5;
+    case 4:
+      return null;
+    case 5:
+      return '1';
+    case 6:
+      return Array.from({ length: Math.floor(r() * 4) }, () => randomJson(r, depth + 1));
+    default:
+      return Object.fromEntries(Array.from({ length: Math.floor(r() * 8) }, () => [keys[Math.floor(r() * keys.length)], randomJson(r, depth + 1)]));
   }
 }
 
 function randomSplits(r: () => number, buf: Buffer): Buffer[] {
   const out: Buffer[] = [];
-  for (let off = 0; off < buf.length; ) {
+  for (let off = 0; off < buf.length;) {
     const n = 1 + Math.floor(r() * 64);
     out.push(buf.subarray(off, off + n));
     off += n;
@@ -148,11 +172,14 @@ describe('KernelStream fuzz: nothing a pod sends throws out of the stream handle
     ['random bytes', (r) => Buffer.from(Array.from({ length: 1 + Math.floor(r() * 200) }, () => Math.floor(r() * 256)))],
     ['random digits and newlines', (r) => Buffer.from(Array.from({ length: 1 + Math.floor(r() * 60) }, () => '0123456789\n{}'[Math.floor(r() * 13)]).join(''))],
     ['random JSON in valid frames', (r) => Buffer.concat(Array.from({ length: 1 + Math.floor(r() * 5) }, () => encodeFrame(randomJson(r))))],
-    ['valid frames with random corruption', (r) => {
-      const b = Buffer.concat([encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'abc' }), ok('1')]);
-      for (let i = 0; i < 3; i++) b[Math.floor(r() * b.length)] = Math.floor(r() * 256);
-      return b;
-    }],
+    [
+      'valid frames with random corruption',
+      (r) => {
+        const b = Buffer.concat([encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'abc' }), ok('1')]);
+        for (let i = 0; i < 3; i++) b[Math.floor(r() * b.length)] = Math.floor(r() * 256);
+        return b;
+      },
+    ],
   ];
 
   it.each(inputs)('%s, randomly split', async (_name, make) => {

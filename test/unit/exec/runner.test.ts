@@ -17,7 +17,14 @@ describe('runnerCommand', () => {
 });
 
 describe('parseTrailer', () => {
-  const t = (exitCode: number, timedOut: boolean, oomKilled: boolean, processLimit: boolean, diskFull?: 'workspace' | 'tmp', leftovers = 0) => ({ exitCode, timedOut, oomKilled, processLimit, diskFull, leftovers });
+  const t = (exitCode: number, timedOut: boolean, oomKilled: boolean, processLimit: boolean, diskFull?: 'workspace' | 'tmp', leftovers = 0) => ({
+    exitCode,
+    timedOut,
+    oomKilled,
+    processLimit,
+    diskFull,
+    leftovers,
+  });
   it.each([
     [`out\x1e${nonce} 0 0 0 0 - 0\n`, t(0, false, false, false)],
     [`\x1e${nonce} 3 0 0 0 - 0\n`, t(3, false, false, false)],

@@ -33,7 +33,16 @@ describe('gateway app', () => {
     expect(before.headers.get('connection')).not.toBe('close');
     gateway.setDraining(true);
     try {
-      const res = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } }) });
+      const res = await fetch(gateway.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
+        }),
+      });
       expect(res.status).toBe(200);
       expect(res.headers.get('connection')).toBe('close');
       await res.body?.cancel();
@@ -50,15 +59,12 @@ describe('gateway app', () => {
     expect(SERVER_VERSION).toBe(pkg.version);
   });
 
-  it.each(['v1 (2025-era)', 'v2 (2026-07-28)'] as const)(
-    'identifies itself with instructions to the %s client',
-    async (kind) => {
-      const client = await connectClient(kind, gateway.url);
-      expect(client.serverInfo()).toMatchObject({ name: SERVER_NAME, version: SERVER_VERSION });
-      expect(client.instructions()).toContain('execute_code');
-      await client.close();
-    },
-  );
+  it.each(['v1 (2025-era)', 'v2 (2026-07-28)'] as const)('identifies itself with instructions to the %s client', async (kind) => {
+    const client = await connectClient(kind, gateway.url);
+    expect(client.serverInfo()).toMatchObject({ name: SERVER_NAME, version: SERVER_VERSION });
+    expect(client.instructions()).toContain('execute_code');
+    await client.close();
+  });
 
   // 2026-07-28 carries the level in each request's envelope and has no logging/setLevel (its
   // client refuses to send it); 2025-era clients set it with logging/setLevel (was -32601).

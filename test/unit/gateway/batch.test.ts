@@ -51,7 +51,11 @@ describe('JSON-RPC batch limit', () => {
   });
 
   it('leaves a wrong content type to the SDK (415), even for a long array', async () => {
-    const res = await fetch(gateway.url, { method: 'POST', headers: { ...HEADERS, 'content-type': 'text/plain' }, body: JSON.stringify([1, 2, 3, 4].map(call)) });
+    const res = await fetch(gateway.url, {
+      method: 'POST',
+      headers: { ...HEADERS, 'content-type': 'text/plain' },
+      body: JSON.stringify([1, 2, 3, 4].map(call)),
+    });
     expect(res.status).toBe(415);
   });
 });

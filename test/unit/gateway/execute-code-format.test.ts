@@ -8,12 +8,7 @@ describe('formatRunText', () => {
     ['stdout only', outcome({ stdout: 'hi\n' }), undefined, 'stdout:\nhi\n\nexit code: 0'],
     ['nothing printed', outcome(), undefined, 'exit code: 0'],
     ['no exit code, no output', outcome({ exitCode: undefined }), undefined, '(no output)'],
-    [
-      'both streams, non-zero exit',
-      outcome({ stdout: 'a', stderr: 'b\n', exitCode: 2 }),
-      undefined,
-      'stdout:\na\n\nstderr:\nb\n\nexit code: 2',
-    ],
+    ['both streams, non-zero exit', outcome({ stdout: 'a', stderr: 'b\n', exitCode: 2 }), undefined, 'stdout:\na\n\nstderr:\nb\n\nexit code: 2'],
     [
       'failure with partial output, truncated',
       outcome({ stdout: 'x', exitCode: undefined, truncated: true }),
@@ -43,7 +38,10 @@ describe('ProgressReporter', () => {
     vi.useFakeTimers();
     try {
       const sent: Array<[number, string]> = [];
-      const reporter = new ProgressReporter(async (p, m) => void sent.push([p, m]), () => undefined);
+      const reporter = new ProgressReporter(
+        async (p, m) => void sent.push([p, m]),
+        () => undefined,
+      );
       reporter.push({ stream: 'stdout', text: 'a' });
       reporter.push({ stream: 'stdout', text: 'b' });
       reporter.push({ stream: 'stderr', text: 'oops' }); // stream change: flushes "ab" now

@@ -88,8 +88,7 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
   });
 
   it('reports a non-zero exit as a normal result, not a tool error', async () => {
-    gateway.service.behaviour = async () =>
-      outcome({ phase: 'Failed', reason: 'NonZeroExit', exitCode: 3, stdout: 'partial\n', stderr: 'boom\n' });
+    gateway.service.behaviour = async () => outcome({ phase: 'Failed', reason: 'NonZeroExit', exitCode: 3, stdout: 'partial\n', stderr: 'boom\n' });
     const result = await (await connect()).callTool({ code: 'exit 3', language: 'bash' });
     expect(result.isError ?? false).toBe(false);
     expect(textOf(result)).toBe('stdout:\npartial\n\nstderr:\nboom\n\nexit code: 3');
@@ -97,13 +96,10 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
   });
 
   it('reports a time-out as a tool error with a hint naming the limits', async () => {
-    gateway.service.behaviour = async () =>
-      outcome({ phase: 'TimedOut', reason: 'DeadlineExceeded', exitCode: undefined, stdout: 'tick\n' });
+    gateway.service.behaviour = async () => outcome({ phase: 'TimedOut', reason: 'DeadlineExceeded', exitCode: undefined, stdout: 'tick\n' });
     const result = await (await connect()).callTool({ code: 'while True: pass', timeout_seconds: 5 });
     expect(result.isError).toBe(true);
-    expect(textOf(result)).toBe(
-      'The run exceeded timeout_seconds=5; make the code faster or raise timeout_seconds (max 600).\n\nstdout:\ntick',
-    );
+    expect(textOf(result)).toBe('The run exceeded timeout_seconds=5; make the code faster or raise timeout_seconds (max 600).\n\nstdout:\ntick');
     expect(ExecuteCodeOutputSchema.parse(result.structuredContent).phase).toBe('TimedOut');
     expect(gateway.service.calls.at(-1)?.request.timeoutSeconds).toBe(5);
   });
@@ -166,9 +162,7 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/internal error in codemode-operator/);
     expect(textOf(result)).not.toContain('etcd');
-    expect(gateway.logLines.some((l) => l.includes('Failed to execute run') && l.includes('etcd exploded'))).toBe(
-      true,
-    );
+    expect(gateway.logLines.some((l) => l.includes('Failed to execute run') && l.includes('etcd exploded'))).toBe(true);
   });
 
   it('streams output as progress notifications that arrive before the result', async () => {

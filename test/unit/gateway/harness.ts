@@ -162,10 +162,7 @@ export async function connectClient(kind: ClientKind, url: URL, headers?: Record
     };
   }
   const transport = new V2Transport(url, requestInit);
-  const client = new V2Client(
-    { name: 'test-v2', version: '2.0.0' },
-    { versionNegotiation: { mode: { pin: '2026-07-28' } } },
-  );
+  const client = new V2Client({ name: 'test-v2', version: '2.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
   await client.connect(transport);
   return {
     era: client.getProtocolEra() ?? 'unknown',
@@ -176,10 +173,7 @@ export async function connectClient(kind: ClientKind, url: URL, headers?: Record
     capabilities: () => client.getServerCapabilities(),
     setLoggingLevel: (level) => client.setLoggingLevel(level),
     callTool: async (args, onProgress) =>
-      (await client.callTool(
-        { name: 'execute_code', arguments: args },
-        onProgress && { onprogress: (p) => onProgress(p.message) },
-      )) as ToolResult,
+      (await client.callTool({ name: 'execute_code', arguments: args }, onProgress && { onprogress: (p) => onProgress(p.message) })) as ToolResult,
     close: () => client.close(),
   };
 }
@@ -200,15 +194,12 @@ export function rawRequest(
   options: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: options.headers },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
+    const req = httpRequest({ host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: options.headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
     req.on('error', reject);
     req.end(options.body);
   });

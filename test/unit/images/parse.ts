@@ -43,7 +43,12 @@ function substitute(s: string, vars: Record<string, string>): string {
 export function aptPackages(run: string): string[] {
   const out: string[] = [];
   for (const m of run.matchAll(/apt-get install([^&;|]*)/g)) {
-    out.push(...(m[1] ?? '').trim().split(/\s+/).filter((t) => t !== '' && !t.startsWith('-')));
+    out.push(
+      ...(m[1] ?? '')
+        .trim()
+        .split(/\s+/)
+        .filter((t) => t !== '' && !t.startsWith('-')),
+    );
   }
   return out;
 }

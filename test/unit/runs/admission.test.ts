@@ -41,9 +41,27 @@ describe('decideRun', () => {
     ['replica full, queue has room', load(8, 8, 3), { atHead: false, canWait: true }, caps, { kind: 'wait' }],
     ['replica full, queue full', load(8, 8, 4), { atHead: false, canWait: true }, caps, { kind: 'reject', limit: 'replica_runs', cause: 'queue_full' }],
     ['namespace full, queue full', load(2, 20, 4), { atHead: false, canWait: true }, caps, { kind: 'reject', limit: 'namespace_runs', cause: 'queue_full' }],
-    ['full, no queue configured', load(8, 8, 0), { atHead: false, canWait: true }, { ...caps, queueLength: 0 }, { kind: 'reject', limit: 'replica_runs', cause: 'no_queue' }],
-    ['full, caller cannot wait (controller)', load(8, 8, 0), { atHead: false, canWait: false }, caps, { kind: 'reject', limit: 'replica_runs', cause: 'no_queue' }],
-    ['room but callers wait, caller cannot wait', load(1, 1, 1), { atHead: false, canWait: false }, caps, { kind: 'reject', limit: 'replica_runs', cause: 'no_queue' }],
+    [
+      'full, no queue configured',
+      load(8, 8, 0),
+      { atHead: false, canWait: true },
+      { ...caps, queueLength: 0 },
+      { kind: 'reject', limit: 'replica_runs', cause: 'no_queue' },
+    ],
+    [
+      'full, caller cannot wait (controller)',
+      load(8, 8, 0),
+      { atHead: false, canWait: false },
+      caps,
+      { kind: 'reject', limit: 'replica_runs', cause: 'no_queue' },
+    ],
+    [
+      'room but callers wait, caller cannot wait',
+      load(1, 1, 1),
+      { atHead: false, canWait: false },
+      caps,
+      { kind: 'reject', limit: 'replica_runs', cause: 'no_queue' },
+    ],
     ['full, at the head: keeps waiting', load(8, 8, 1), { atHead: true, canWait: true }, caps, { kind: 'wait' }],
   ])('%s', (_name, l, call, c, expected) => {
     expect(decideRun(l, c, call)).toEqual(expected);
@@ -66,7 +84,11 @@ describe('messages', () => {
   it.each<[RunLoad, 'replica_runs' | 'namespace_runs', string]>([
     [load(8, 8, 32), 'replica_runs', '8 of 8 runs are executing on this gateway replica (CODEMODE_MAX_CONCURRENT_RUNS) and 32 are waiting'],
     [load(8, 8, 1), 'replica_runs', '8 of 8 runs are executing on this gateway replica (CODEMODE_MAX_CONCURRENT_RUNS) and 1 is waiting'],
-    [load(3, 20, 0), 'namespace_runs', '20 of 20 runs are executing in namespace sbx across all gateway replicas (CODEMODE_MAX_NAMESPACE_RUNS) and 0 are waiting on this replica'],
+    [
+      load(3, 20, 0),
+      'namespace_runs',
+      '20 of 20 runs are executing in namespace sbx across all gateway replicas (CODEMODE_MAX_NAMESPACE_RUNS) and 0 are waiting on this replica',
+    ],
   ])('describes %j (%s)', (l, limit, expected) => {
     expect(describeRunLoad(l, caps, limit, 'sbx')).toBe(expected);
   });
@@ -80,7 +102,9 @@ describe('messages', () => {
     expect(err).toBeInstanceOf(AdmissionError);
     expect(err).toBeInstanceOf(RunRequestError);
     expect(err.limit).toBe('replica_runs');
-    expect(err.message).toBe(`The run was refused for capacity (replica_runs): 8 of 8 runs are executing on this gateway replica (CODEMODE_MAX_CONCURRENT_RUNS) and 4 are waiting. ${sentence}`);
+    expect(err.message).toBe(
+      `The run was refused for capacity (replica_runs): 8 of 8 runs are executing on this gateway replica (CODEMODE_MAX_CONCURRENT_RUNS) and 4 are waiting. ${sentence}`,
+    );
     expect(err.retryAfterSeconds).toBe(3);
     expect(err.hint).toMatch(/^Retry in 3 seconds\./);
   });
@@ -132,7 +156,11 @@ describe('quotaExceeded', () => {
 
 describe('countOthersActive', () => {
   const run = (executor: string | undefined, extra: { phase?: string; session?: string; deleting?: boolean } = {}) => ({
-    metadata: { name: 'r', ...(executor && { annotations: { 'codemode.dev/executor': executor } }), ...(extra.deleting && { deletionTimestamp: new Date('2026-01-01T00:00:00Z') }) },
+    metadata: {
+      name: 'r',
+      ...(executor && { annotations: { 'codemode.dev/executor': executor } }),
+      ...(extra.deleting && { deletionTimestamp: new Date('2026-01-01T00:00:00Z') }),
+    },
     spec: { ...(extra.session && { session: extra.session }) },
     status: { ...(extra.phase && { phase: extra.phase }) },
   });
@@ -171,7 +199,7 @@ describe('takesSlot (when a finished run frees its slot)', () => {
     ['finished, pod terminating', run('Succeeded'), [pod('r1', { deleting: true })], false],
     ['finished, pod gone', run('Failed'), [], false],
     ['finished, pod Failed', run('TimedOut'), [pod('r1', { phase: 'Failed' })], false],
-    ['finished, only other runs\' pods live', run('Succeeded'), [pod('r2')], false],
+    ["finished, only other runs' pods live", run('Succeeded'), [pod('r2')], false],
     ['run deleted, pod gone', undefined, [], false],
   ])('%s → %s', (_name, r, pods, expected) => {
     expect(takesSlot(r, pods, 'r1')).toBe(expected);
@@ -183,7 +211,12 @@ describe('RunAdmission', () => {
 
   function admission(c: Partial<RunCaps> = {}, others = { n: 0 }) {
     const rejected: string[] = [];
-    const a = new RunAdmission({ caps: { ...caps, replicaRuns: 2, queueLength: 2, queueTimeoutSeconds: 5, ...c }, namespace: 'sbx', othersActive: () => others.n, onReject: (l) => void rejected.push(l) });
+    const a = new RunAdmission({
+      caps: { ...caps, replicaRuns: 2, queueLength: 2, queueTimeoutSeconds: 5, ...c },
+      namespace: 'sbx',
+      othersActive: () => others.n,
+      onReject: (l) => void rejected.push(l),
+    });
     return { a, rejected, others };
   }
 
@@ -194,7 +227,9 @@ describe('RunAdmission', () => {
     const order: number[] = [];
     const w3 = a.acquire().then((t) => (order.push(3), t));
     const w4 = a.acquire().then((t) => (order.push(4), t));
-    await expect(a.acquire()).rejects.toThrow('2 of 2 runs are executing on this gateway replica (CODEMODE_MAX_CONCURRENT_RUNS) and 2 are waiting. The wait queue is full');
+    await expect(a.acquire()).rejects.toThrow(
+      '2 of 2 runs are executing on this gateway replica (CODEMODE_MAX_CONCURRENT_RUNS) and 2 are waiting. The wait queue is full',
+    );
     expect(rejected).toEqual(['replica_runs']);
     expect(a.load()).toEqual({ replicaActive: 2, namespaceActive: 2, waiting: 2 });
     t1.release();

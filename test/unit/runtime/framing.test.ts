@@ -5,7 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { FrameDecoder, encodeFrame } from '../../../src/exec/framing.js';
 import { RUNTIME_DIR } from './harness.js';
 
-const messages = [{ id: '1', op: 'ping' }, { id: '2', op: 'exec', code: 'print("héllo ✓ 🎉")\n' }, { id: '3', text: '' }];
+const messages = [
+  { id: '1', op: 'ping' },
+  { id: '2', op: 'exec', code: 'print("héllo ✓ 🎉")\n' },
+  { id: '3', text: '' },
+];
 
 function splitEvery(buf: Buffer, size: number): Buffer[] {
   const parts: Buffer[] = [];

@@ -168,7 +168,9 @@ export class RelayClient {
 
   /** A one-shot run: the code as a fresh program (op "run", warm pool pods). */
   run(language: string, code: string, options: ExecOptions = {}): Promise<Reply<ResultFrame & { timedOut: boolean; oomKilled: boolean }>> {
-    return this.request({ op: 'run', language, code, timeoutMs: 10_000, ...options }) as Promise<Reply<ResultFrame & { timedOut: boolean; oomKilled: boolean }>>;
+    return this.request({ op: 'run', language, code, timeoutMs: 10_000, ...options }) as Promise<
+      Reply<ResultFrame & { timedOut: boolean; oomKilled: boolean }>
+    >;
   }
 
   /** Sends any request (an `id` is added) and resolves with its result or pong. */
@@ -206,7 +208,10 @@ export class RelayClient {
 }
 
 /** Starts a kernel plus one relay; `stop` tears both down. */
-export async function startSession(language: Language, extraArgs: readonly string[] = []): Promise<{ kernel: Kernel; client: RelayClient; stop(): Promise<void> }> {
+export async function startSession(
+  language: Language,
+  extraArgs: readonly string[] = [],
+): Promise<{ kernel: Kernel; client: RelayClient; stop(): Promise<void> }> {
   const kernel = await Kernel.start(language, extraArgs);
   const client = await kernel.connect();
   return {

@@ -9,7 +9,10 @@ const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
 
 const floods: Record<'python' | 'node', { message: string; name: string }> = {
   python: { message: 'raise ValueError("m" * 1_000_000)', name: 'raise type("E" * 5000, (Exception,), {})("x")' },
-  node: { message: 'throw new Error("m".repeat(1_000_000))', name: 'class E extends Error {}; const e = new E("x"); Object.defineProperty(e, "name", { value: "E".repeat(5000) }); throw e' },
+  node: {
+    message: 'throw new Error("m".repeat(1_000_000))',
+    name: 'class E extends Error {}; const e = new E("x"); Object.defineProperty(e, "name", { value: "E".repeat(5000) }); throw e',
+  },
 };
 
 describe.each(['python', 'node'] as const)('%s kernel limits', (language: 'python' | 'node') => {
@@ -57,7 +60,9 @@ describe('python kernel hardening', () => {
       expect(frame.result).toBe('0');
       expect(session.kernel.stderr).toMatch(/"undumpable": true/);
       // Programs it starts exec, which makes them dumpable again: ordinary processes.
-      const child = await session.client.exec('import subprocess\nsubprocess.run(["python3", "-c", "import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"]).returncode');
+      const child = await session.client.exec(
+        'import subprocess\nsubprocess.run(["python3", "-c", "import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"]).returncode',
+      );
       expect(child.frame.stdout).toBe('1\n');
     } finally {
       await session.stop();

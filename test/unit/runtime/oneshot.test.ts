@@ -17,7 +17,7 @@ describe('one-shot runs in the python kernel', () => {
     const { client } = await start();
     const { frame } = await client.run('python', 'import sys\nprint(__name__, sys.argv[0])\nprint(sorted(k for k in globals() if not k.startswith("__")))');
     expect(frame).toMatchObject({ status: 'ok', exitCode: 0, timedOut: false, oomKilled: false, stderr: '' });
-    expect(frame.stdout).toBe('__main__ /workspace/main.py\n[\'sys\']\n');
+    expect(frame.stdout).toBe("__main__ /workspace/main.py\n['sys']\n");
   });
 
   it('starts an interpreter on demand when none was prestarted, and for a second run', async () => {
@@ -44,11 +44,18 @@ describe('one-shot runs in the python kernel', () => {
     ['sys.exit(None)', 'import sys\nprint("a")\nsys.exit(None)'],
     ['sys.exit(256)', 'import sys\nsys.exit(256)'],
     ['an atexit handler', 'import atexit\natexit.register(lambda: print("at exit"))\nprint("main")'],
-    ['a non-daemon thread still running', 'import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()\nprint("main done")'],
+    [
+      'a non-daemon thread still running',
+      'import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()\nprint("main done")',
+    ],
     ['output without a newline on both streams', 'import sys\nsys.stdout.write("out")\nsys.stderr.write("err")'],
   ])('ends a prestarted run like a plain interpreter: %s', async (_name, code) => {
     const { client } = await start();
-    const pick = (f: { exitCode?: number; stdout?: string; stderr?: string }): Record<string, unknown> => ({ exitCode: f.exitCode, stdout: f.stdout, stderr: f.stderr });
+    const pick = (f: { exitCode?: number; stdout?: string; stderr?: string }): Record<string, unknown> => ({
+      exitCode: f.exitCode,
+      stdout: f.stdout,
+      stderr: f.stderr,
+    });
     const prestarted = pick((await client.run('python', code)).frame);
     const plain = pick((await client.run('python', code)).frame);
     expect(prestarted).toEqual(plain);

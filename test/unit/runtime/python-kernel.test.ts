@@ -85,7 +85,12 @@ describe('python kernel', () => {
     expect(frame.stdout).toBe('x'.repeat(1000));
     expect(frame).toMatchObject({ stdoutBytes: 100001, stderr: 'é'.repeat(10) + '\n', stderrBytes: 21, truncated: true });
     // Streamed text is capped the same way.
-    expect(outputs.filter((o) => o.stream === 'stdout').map((o) => o.text).join('')).toBe(frame.stdout);
+    expect(
+      outputs
+        .filter((o) => o.stream === 'stdout')
+        .map((o) => o.text)
+        .join(''),
+    ).toBe(frame.stdout);
   });
 
   it('streams output while the call runs, coalescing writes', async () => {
@@ -111,7 +116,9 @@ describe('python kernel', () => {
   });
 
   it('kills (and reaps) the processes a timed-out call started', async () => {
-    const { frame } = await client.exec('import subprocess, time\np = subprocess.Popen(["sleep", "100"])\nprint(p.pid, flush=True)\ntime.sleep(100)', { timeoutMs: 300 });
+    const { frame } = await client.exec('import subprocess, time\np = subprocess.Popen(["sleep", "100"])\nprint(p.pid, flush=True)\ntime.sleep(100)', {
+      timeoutMs: 300,
+    });
     expect(frame.status).toBe('timeout');
     const pid = Number(frame.stdout.trim());
     expect(pid).toBeGreaterThan(0);
@@ -164,7 +171,9 @@ describe('python kernel that cannot interrupt a call', () => {
   it('replies lost and exits when the code ignores the interrupt', async () => {
     const { kernel, client, stop } = await startSession('python');
     try {
-      const { frame } = await client.exec('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("spinning", flush=True)\nwhile True:\n    pass', { timeoutMs: 200 });
+      const { frame } = await client.exec('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("spinning", flush=True)\nwhile True:\n    pass', {
+        timeoutMs: 200,
+      });
       expect(frame).toMatchObject({ status: 'lost', stdout: 'spinning\n', error: { ename: 'KernelLost' } });
       expect(await kernel.exited).toBe(3);
       await client.closed;

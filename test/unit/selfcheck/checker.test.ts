@@ -5,7 +5,8 @@ import { SandboxChecker } from '../../../src/selfcheck/checker.js';
 import { SANDBOX_CHECKS, type CheckResult, type SandboxCheckName } from '../../../src/selfcheck/evaluate.js';
 
 const log = pino({ level: 'silent' });
-const results = (failing: SandboxCheckName[] = []): CheckResult[] => SANDBOX_CHECKS.map((check) => ({ check, enforced: !failing.includes(check), detail: 'd' }));
+const results = (failing: SandboxCheckName[] = []): CheckResult[] =>
+  SANDBOX_CHECKS.map((check) => ({ check, enforced: !failing.includes(check), detail: 'd' }));
 
 function checker(outcomes: CanaryRunResult[], accept: SandboxCheckName[] = []): SandboxChecker {
   let i = 0;
@@ -20,10 +21,22 @@ function checker(outcomes: CanaryRunResult[], accept: SandboxCheckName[] = []): 
 describe('SandboxChecker as the gate', () => {
   it.each<[string, CanaryRunResult[], SandboxCheckName[], RegExp | undefined, RegExp | undefined]>([
     ['everything enforced', [{ ok: true, results: results() }], [], undefined, undefined],
-    ['network not enforced', [{ ok: true, results: results(['network']) }], [], /does not enforce: network \(network isolation\)/, /not enforced by the cluster: network/],
+    [
+      'network not enforced',
+      [{ ok: true, results: results(['network']) }],
+      [],
+      /does not enforce: network \(network isolation\)/,
+      /not enforced by the cluster: network/,
+    ],
     ['network not enforced, risk accepted', [{ ok: true, results: results(['network']) }], ['network'], undefined, undefined],
     ['process limit missing, network accepted', [{ ok: true, results: results(['process_limit']) }], ['network'], /process_limit/, /process_limit/],
-    ['the first check could not run', [{ ok: false, problem: 'the canary pod did not start' }], [], /could not verify/, /could not run: the canary pod did not start/],
+    [
+      'the first check could not run',
+      [{ ok: false, problem: 'the canary pod did not start' }],
+      [],
+      /could not verify/,
+      /could not run: the canary pod did not start/,
+    ],
     ['it could not run, but every risk is accepted', [{ ok: false, problem: 'x' }], [...SANDBOX_CHECKS], undefined, undefined],
   ])('%s', async (_name, outcomes, accept, refusal, notReady) => {
     const c = checker(outcomes, accept);
@@ -36,7 +49,10 @@ describe('SandboxChecker as the gate', () => {
   });
 
   it('keeps the last verdict when a later check cannot run', async () => {
-    const c = checker([{ ok: true, results: results(['network']) }, { ok: false, problem: 'API hiccup' }]);
+    const c = checker([
+      { ok: true, results: results(['network']) },
+      { ok: false, problem: 'API hiccup' },
+    ]);
     await c.checkNow();
     await c.checkNow();
     expect(c.status.kind).toBe('checked');
@@ -44,7 +60,10 @@ describe('SandboxChecker as the gate', () => {
   });
 
   it('lets code run again once the cluster enforces the protection', async () => {
-    const c = checker([{ ok: true, results: results(['network']) }, { ok: true, results: results() }]);
+    const c = checker([
+      { ok: true, results: results(['network']) },
+      { ok: true, results: results() },
+    ]);
     await c.checkNow();
     expect(await c.refusal()).toBeDefined();
     await c.checkNow();

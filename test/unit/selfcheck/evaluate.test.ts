@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { SANDBOX_CHECKS, decide, evaluateReport, refusalText, type CheckResult, type Expectations, type SandboxCheckName } from '../../../src/selfcheck/evaluate.js';
+import {
+  SANDBOX_CHECKS,
+  decide,
+  evaluateReport,
+  refusalText,
+  type CheckResult,
+  type Expectations,
+  type SandboxCheckName,
+} from '../../../src/selfcheck/evaluate.js';
 import type { CanaryReport } from '../../../src/selfcheck/report.js';
 import { goodReport, outsideCluster } from './fixtures.js';
 
@@ -18,16 +26,46 @@ describe('evaluateReport', () => {
   });
 
   it.each<[string, Partial<CanaryReport>, Partial<Expectations>, SandboxCheckName]>([
-    ['pids.max unlimited and 128 forks succeeded', { pids_max: { path: 'p', value: 'max' }, fork_probe: { attempted: 128, failed_after: null, error: null } }, {}, 'process_limit'],
-    ['pids.max above the cap and no fork failed', { pids_max: { path: 'p', value: '4096' }, fork_probe: { attempted: 128, failed_after: null, error: null } }, {}, 'process_limit'],
-    ['fork() failed for another reason than the pids controller', { pids_max: { path: 'p', value: 'max' }, fork_probe: { attempted: 128, failed_after: 30, error: 'ENOMEM' } }, {}, 'process_limit'],
+    [
+      'pids.max unlimited and 128 forks succeeded',
+      { pids_max: { path: 'p', value: 'max' }, fork_probe: { attempted: 128, failed_after: null, error: null } },
+      {},
+      'process_limit',
+    ],
+    [
+      'pids.max above the cap and no fork failed',
+      { pids_max: { path: 'p', value: '4096' }, fork_probe: { attempted: 128, failed_after: null, error: null } },
+      {},
+      'process_limit',
+    ],
+    [
+      'fork() failed for another reason than the pids controller',
+      { pids_max: { path: 'p', value: 'max' }, fork_probe: { attempted: 128, failed_after: 30, error: 'ENOMEM' } },
+      {},
+      'process_limit',
+    ],
     ['no pids file and no fork failed', { pids_max: null, fork_probe: { attempted: 128, failed_after: null, error: null } }, {}, 'process_limit'],
     ['memory unlimited (cgroup v1)', { memory_limit: { path: 'p', value: '9223372036854771712' } }, {}, 'memory_limit'],
     ['memory unlimited (cgroup v2)', { memory_limit: { path: 'p', value: 'max' } }, {}, 'memory_limit'],
     ['memory above the canary limit', { memory_limit: { path: 'p', value: String(1024 ** 3) } }, {}, 'memory_limit'],
-    ['a writable root mount', { root: { '/': { readonly_mount: false, write: 'EACCES' }, '/usr': { readonly_mount: true, write: 'EROFS' } } }, {}, 'readonly_root'],
-    ['a write to /usr that succeeded', { root: { '/': { readonly_mount: true, write: 'EROFS' }, '/usr': { readonly_mount: true, write: 'written' } } }, {}, 'readonly_root'],
-    ['an unknown mount flag', { root: { '/': { readonly_mount: null, write: 'EROFS' }, '/usr': { readonly_mount: true, write: 'EROFS' } } }, {}, 'readonly_root'],
+    [
+      'a writable root mount',
+      { root: { '/': { readonly_mount: false, write: 'EACCES' }, '/usr': { readonly_mount: true, write: 'EROFS' } } },
+      {},
+      'readonly_root',
+    ],
+    [
+      'a write to /usr that succeeded',
+      { root: { '/': { readonly_mount: true, write: 'EROFS' }, '/usr': { readonly_mount: true, write: 'written' } } },
+      {},
+      'readonly_root',
+    ],
+    [
+      'an unknown mount flag',
+      { root: { '/': { readonly_mount: null, write: 'EROFS' }, '/usr': { readonly_mount: true, write: 'EROFS' } } },
+      {},
+      'readonly_root',
+    ],
     ['a mounted token', { service_account_token: true }, {}, 'no_service_account_token'],
     ['the API server answered', { network: reply('api_server') }, {}, 'network'],
     ['the echo pod answered', { network: reply('pod_ip') }, {}, 'network'],
@@ -57,7 +95,12 @@ describe('evaluateReport', () => {
 
   it('needs the gateway to answer the operator before its silence counts', () => {
     const gw = { name: 'gateway' as const, address: '10.88.0.2:8080', proto: 'http' as const, outcome: 'no_reply' as const, detail: 'timeout' };
-    const inCluster: Expectations = { maxProcesses: 128, memoryLimitBytes: 512 * 1024 * 1024, control: { reached: true, via: 'the operator' }, gatewayAnswered: true };
+    const inCluster: Expectations = {
+      maxProcesses: 128,
+      memoryLimitBytes: 512 * 1024 * 1024,
+      control: { reached: true, via: 'the operator' },
+      gatewayAnswered: true,
+    };
     const report = goodReport({ network: [...base.network, gw] });
     expect(verdictOf(report, inCluster).network).toBe(true);
     expect(verdictOf(report, { ...inCluster, gatewayAnswered: false }).network).toBe(false);
@@ -74,8 +117,24 @@ describe('decide', () => {
     ['all enforced', [], [], true, [], [], /^Sandbox check passed/],
     ['all enforced, a risk accepted anyway', [], ['network'], true, [], [], /^Sandbox check passed/],
     ['network missing', ['network'], [], false, ['network'], [], /FAILED: not enforced: network\. .*CODEMODE_ACCEPT_UNENFORCED=network/],
-    ['network missing and accepted', ['network'], ['network'], true, [], ['network'], /^WARNING: this cluster does not enforce network isolation for sandboxes; code runs anyway because CODEMODE_ACCEPT_UNENFORCED=network/],
-    ['two missing, one accepted', ['network', 'process_limit'], ['network'], false, ['process_limit'], ['network'], /not enforced: process_limit\..*podPidsLimit.*WARNING/],
+    [
+      'network missing and accepted',
+      ['network'],
+      ['network'],
+      true,
+      [],
+      ['network'],
+      /^WARNING: this cluster does not enforce network isolation for sandboxes; code runs anyway because CODEMODE_ACCEPT_UNENFORCED=network/,
+    ],
+    [
+      'two missing, one accepted',
+      ['network', 'process_limit'],
+      ['network'],
+      false,
+      ['process_limit'],
+      ['network'],
+      /not enforced: process_limit\..*podPidsLimit.*WARNING/,
+    ],
   ])('%s', (_name, failing, accept, allowed, refused, accepted, summary) => {
     const v = decide(only(failing), accept);
     expect({ allowed: v.allowed, refused: v.refused, accepted: v.accepted }).toEqual({ allowed, refused, accepted });

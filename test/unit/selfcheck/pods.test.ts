@@ -28,8 +28,7 @@ const run: SandboxRun = {
 const canary = buildCanaryPod('ns', opts);
 const runPod = buildRunPod(run, opts);
 const policySelector = buildSandboxNetworkPolicy('ns').spec?.podSelector?.matchLabels ?? {};
-const selectedByPolicy = (labels: Record<string, string> | undefined): boolean =>
-  Object.entries(policySelector).every(([k, v]) => labels?.[k] === v);
+const selectedByPolicy = (labels: Record<string, string> | undefined): boolean => Object.entries(policySelector).every(([k, v]) => labels?.[k] === v);
 
 describe('buildCanaryPod', () => {
   it('is a run pod in everything that isolates it: same spec, only identity differs', () => {

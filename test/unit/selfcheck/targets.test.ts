@@ -44,8 +44,16 @@ describe('gatewayAddresses', () => {
     ['in a pod, bound to ::', { inCluster: true, bindAddress: '::', ownAddresses: ['10.88.0.2', 'fd00::2'] }, { hosts: ['10.88.0.2', 'fd00::2'] }],
     ['in a pod, bound to one address', { inCluster: true, bindAddress: '10.88.0.2' }, { hosts: ['10.88.0.2'] }],
     ['in a pod, loopback only', { inCluster: true, bindAddress: '127.0.0.1' }, { hosts: [], skipped: 'the gateway listens on 127.0.0.1 only' }],
-    ['in a pod, random port', { inCluster: true, bindAddress: '0.0.0.0', port: 0 }, { hosts: [], skipped: 'the gateway port is chosen at start (CODEMODE_PORT=0)' }],
-    ['in a pod without addresses', { inCluster: true, bindAddress: '0.0.0.0', ownAddresses: [] }, { hosts: [], skipped: 'the gateway has no non-loopback address' }],
+    [
+      'in a pod, random port',
+      { inCluster: true, bindAddress: '0.0.0.0', port: 0 },
+      { hosts: [], skipped: 'the gateway port is chosen at start (CODEMODE_PORT=0)' },
+    ],
+    [
+      'in a pod without addresses',
+      { inCluster: true, bindAddress: '0.0.0.0', ownAddresses: [] },
+      { hosts: [], skipped: 'the gateway has no non-loopback address' },
+    ],
   ])('%s', (_name, over, expected) => {
     expect(gatewayAddresses({ ...outside, ...over })).toEqual(expected);
   });

@@ -118,7 +118,9 @@ sys.__stdout__.write("%(safe)d %(outside)d %(other)d" % counts)
 `;
 
   it('never returns content from outside while a path flips between a file and a symlink to /etc/passwd', () => {
-    const racer = spawn('python3', ['-c', `
+    const racer = spawn('python3', [
+      '-c',
+      `
 import os
 r = ${JSON.stringify(root)}
 while True:
@@ -128,7 +130,8 @@ while True:
         os.rename(r + "/file.tmp", r + "/race")
     except OSError:
         pass
-`]);
+`,
+    ]);
     try {
       const r = spawnSync('python3', ['-I', '-S', '-c', driver(3000)], { input: script, timeout: 60_000 });
       const [safe = 0, outside = -1] = r.stdout.toString().split(' ').map(Number);

@@ -46,7 +46,10 @@ describe('sessionOutcome', () => {
     [result({ status: 'timeout', processLimit: true }), /allows a limited number of processes.*stopped at its timeout; the session keeps its state/],
     [result({ status: 'error', error, diskFull: 'tmp' }), /^\/tmp reached its size limit and the program could not write more/],
     [lostTo({ reason: 'OOMKilled', detail: 'x' }, 's1'), /more memory than its limit.*create a new session/],
-    [lostTo({ reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' }, 's1'), /evicted.*"workspace" exceeds the limit "64Mi"/],
+    [
+      lostTo({ reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' }, 's1'),
+      /evicted.*"workspace" exceeds the limit "64Mi"/,
+    ],
   ])('says what happened and what to do (%#)', (r, text) => {
     expect(sessionOutcome(r, 'ns', 10).message).toMatch(text);
   });

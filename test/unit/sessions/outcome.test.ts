@@ -4,15 +4,41 @@ import { describe, expect, it } from 'vitest';
 import { sessionOutcome } from '../../../src/sessions/outcome.js';
 import type { SessionCallResult } from '../../../src/sessions/service.js';
 
-const base: SessionCallResult = { session: 's', capChars: 10, status: 'ok', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1 };
+const base: SessionCallResult = {
+  session: 's',
+  capChars: 10,
+  status: 'ok',
+  stdout: '',
+  stderr: '',
+  stdoutBytes: 0,
+  stderrBytes: 0,
+  truncated: false,
+  durationMs: 1,
+};
 
 describe('sessionOutcome', () => {
   it.each([
     ['an ok call', base, { phase: 'Succeeded', stderr: '', truncated: false }],
-    ['an exception: traceback joins stderr', { ...base, status: 'error', stderr: 'ab', error: { ename: 'E', evalue: 'v', traceback: 'tb' } }, { phase: 'Failed', reason: 'Exception', stderr: 'abtb', message: 'E: v', truncated: false }],
-    ['stderr and traceback cut to the cap together', { ...base, status: 'error', stderr: 'x'.repeat(8), error: { ename: 'E', evalue: 'v', traceback: 'y'.repeat(8) } }, { stderr: `${'x'.repeat(8)}yy`, truncated: true }],
-    ['a traceback already in stderr is not repeated', { ...base, status: 'error', stderr: 'tb', error: { ename: 'E', evalue: 'v', traceback: 'tb' } }, { stderr: 'tb' }],
-    ['a long exception message is summarised', { ...base, status: 'error', error: { ename: 'E', evalue: 'v'.repeat(5000), traceback: '' } }, { message: `E: ${'v'.repeat(997)}` }],
+    [
+      'an exception: traceback joins stderr',
+      { ...base, status: 'error', stderr: 'ab', error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
+      { phase: 'Failed', reason: 'Exception', stderr: 'abtb', message: 'E: v', truncated: false },
+    ],
+    [
+      'stderr and traceback cut to the cap together',
+      { ...base, status: 'error', stderr: 'x'.repeat(8), error: { ename: 'E', evalue: 'v', traceback: 'y'.repeat(8) } },
+      { stderr: `${'x'.repeat(8)}yy`, truncated: true },
+    ],
+    [
+      'a traceback already in stderr is not repeated',
+      { ...base, status: 'error', stderr: 'tb', error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
+      { stderr: 'tb' },
+    ],
+    [
+      'a long exception message is summarised',
+      { ...base, status: 'error', error: { ename: 'E', evalue: 'v'.repeat(5000), traceback: '' } },
+      { message: `E: ${'v'.repeat(997)}` },
+    ],
     ['a lost kernel', { ...base, status: 'lost' }, { phase: 'Failed', reason: 'KernelLost' }],
   ] as [string, SessionCallResult, Record<string, unknown>][])('%s', (_name, r, expected) => {
     expect(sessionOutcome(r, 'ns', 30)).toMatchObject(expected);

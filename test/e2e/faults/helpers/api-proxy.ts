@@ -43,10 +43,12 @@ export async function startApiProxy(kubeconfig = process.env.KUBECONFIG ?? ''): 
     };
     client.on('error', end).on('close', end);
     upstream.on('error', end).on('close', end);
-    const forward = (to: Socket) => (data: Buffer): void => {
-      if (pair.stalled) pair.held.push({ to, data });
-      else to.write(data);
-    };
+    const forward =
+      (to: Socket) =>
+      (data: Buffer): void => {
+        if (pair.stalled) pair.held.push({ to, data });
+        else to.write(data);
+      };
     client.on('data', forward(upstream));
     upstream.on('data', forward(client));
   });

@@ -40,7 +40,7 @@ export function transientCode(id: string, sleepSeconds: number): string {
   return [
     'import os, time',
     "p = '/tmp/faults-once'",
-    "n = os.path.getsize(p) if os.path.exists(p) else 0",
+    'n = os.path.getsize(p) if os.path.exists(p) else 0',
     "open(p, 'a').write('x')",
     `time.sleep(${sleepSeconds})`,
     `print(${JSON.stringify(id)}, n + 1)`,
@@ -150,7 +150,13 @@ export class Mix {
     await this.attempt(id, 'session', session, { session, code: sessionCode(id) }, (r) => ({ position: Number(r.structuredContent?.result), ok: !r.isError }));
   }
 
-  private async attempt(id: string, kind: CallRecord['kind'], session: string | undefined, args: Record<string, unknown>, read: (r: ToolResult) => { ok: boolean; run?: string; position?: number }): Promise<void> {
+  private async attempt(
+    id: string,
+    kind: CallRecord['kind'],
+    session: string | undefined,
+    args: Record<string, unknown>,
+    read: (r: ToolResult) => { ok: boolean; run?: string; position?: number },
+  ): Promise<void> {
     let url = '';
     try {
       url = this.pickUrl();
@@ -158,7 +164,15 @@ export class Mix {
       const { ok, ...rest } = read(r);
       // An answer that is neither an error nor the expected output is a wrong answer: kept as 'error'
       // with what came back, and the verdict fails on it.
-      this.records.push({ id, kind, ...(session && { session }), url, outcome: ok ? 'ok' : 'error', ...rest, detail: ok ? '' : r.isError ? detailOf(r) : `WRONG ANSWER ${JSON.stringify(r.structuredContent).slice(0, 300)}` });
+      this.records.push({
+        id,
+        kind,
+        ...(session && { session }),
+        url,
+        outcome: ok ? 'ok' : 'error',
+        ...rest,
+        detail: ok ? '' : r.isError ? detailOf(r) : `WRONG ANSWER ${JSON.stringify(r.structuredContent).slice(0, 300)}`,
+      });
       // A failing replica answers at once: don't spin (a real client backs off too).
       if (!ok) await new Promise((res) => setTimeout(res, 500));
     } catch (err) {

@@ -2,7 +2,16 @@
 // terminal within its budget plus a stated grace, every failure with a reason a user can act on,
 // and surviving sessions with their state (every answered call's id in place, none twice).
 import { Watch, type V1Pod } from '@kubernetes/client-node';
-import { GROUP, LABEL_MANAGED_BY, MANAGED_BY_VALUE, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../../../src/api/v1alpha1/index.js';
+import {
+  GROUP,
+  LABEL_MANAGED_BY,
+  MANAGED_BY_VALUE,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  isTerminalPhase,
+  type SandboxRun,
+} from '../../../../src/api/v1alpha1/index.js';
 import { LABEL_POOL } from '../../../../src/sandbox/pod.js';
 import type { TestKube } from '../../helpers/kube.js';
 import type { Mix } from './mix.js';
@@ -23,7 +32,10 @@ export class PodLedger {
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly k: TestKube, private readonly ns: string) {}
+  constructor(
+    private readonly k: TestKube,
+    private readonly ns: string,
+  ) {}
 
   async start(): Promise<void> {
     await this.relist();
@@ -62,7 +74,12 @@ export class PodLedger {
     while (!this.stopped) {
       await new Promise<void>((resolve) => {
         new Watch(this.k.kc)
-          .watch(`/api/v1/namespaces/${this.ns}/pods`, { labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}` }, (_type, obj: V1Pod) => this.note(obj), () => resolve())
+          .watch(
+            `/api/v1/namespaces/${this.ns}/pods`,
+            { labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}` },
+            (_type, obj: V1Pod) => this.note(obj),
+            () => resolve(),
+          )
           .then((req) => (this.abort = req))
           .catch(() => resolve());
       });
@@ -88,9 +105,11 @@ export async function waitAllTerminal(k: TestKube, ns: string, startupSeconds: n
       continue;
     }
     const open = runs.filter((r) => !isTerminalPhase(r.status?.phase));
-    const budget = (r: SandboxRun): number => Date.parse(r.metadata.creationTimestamp ?? '') + (startupSeconds + r.spec.timeoutSeconds + 60 + GRACE_SECONDS) * 1000;
+    const budget = (r: SandboxRun): number =>
+      Date.parse(r.metadata.creationTimestamp ?? '') + (startupSeconds + r.spec.timeoutSeconds + 60 + GRACE_SECONDS) * 1000;
     const late = open.filter((r) => Date.now() > budget(r));
-    if (open.length === 0 || late.length === open.length) return { runs, late: late.map((r) => `${r.metadata.name} ${JSON.stringify(r.status ?? {})}`.slice(0, 400)) };
+    if (open.length === 0 || late.length === open.length)
+      return { runs, late: late.map((r) => `${r.metadata.name} ${JSON.stringify(r.status ?? {})}`.slice(0, 400)) };
     await new Promise((r) => setTimeout(r, 1000));
   }
 }
@@ -123,33 +142,53 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
     const counted = /^(t-\S+) (\d+)\n$/.exec(s?.stdout ?? '');
     if (counted && counted[2] !== '1') problems.push(`run ${r.metadata.name} executed ${counted[2]} times in its pod`);
     if (ledger.count(r.metadata.uid ?? '') > 1) problems.push(`run ${r.metadata.name} was carried by ${ledger.count(r.metadata.uid ?? '')} pods`);
-    if (s?.phase === 'Succeeded' && token && s.stdout !== `${token} 1\n`) problems.push(`run ${r.metadata.name} succeeded with wrong output ${JSON.stringify(s.stdout)}`);
-    if (isTerminalPhase(s?.phase) && s?.phase !== 'Succeeded' && (!s?.reason || (s.message ?? '').length < 10)) problems.push(`run ${r.metadata.name} ended ${s?.phase} without a reason and message: ${JSON.stringify(s)}`);
+    if (s?.phase === 'Succeeded' && token && s.stdout !== `${token} 1\n`)
+      problems.push(`run ${r.metadata.name} succeeded with wrong output ${JSON.stringify(s.stdout)}`);
+    if (isTerminalPhase(s?.phase) && s?.phase !== 'Succeeded' && (!s?.reason || (s.message ?? '').length < 10))
+      problems.push(`run ${r.metadata.name} ended ${s?.phase} without a reason and message: ${JSON.stringify(s)}`);
   }
   for (const [token, names] of byToken) if (names.length > 1) problems.push(`call ${token} created ${names.length} runs: ${names.join(', ')}`);
   const byName = new Map(runs.map((r) => [r.metadata.name, r]));
   for (const c of mix.records) {
     if (c.detail.startsWith('WRONG ANSWER')) problems.push(`call ${c.id}: ${c.detail}`);
     if (c.outcome === 'error' && !/^\w*: .{20,}/s.test(c.detail)) problems.push(`call ${c.id} failed without a reason a user can act on: ${c.detail}`);
-    if (c.kind === 'transient' && c.outcome === 'ok' && c.run && byName.get(c.run)?.status?.phase !== 'Succeeded') problems.push(`call ${c.id} answered success but run ${c.run} is ${byName.get(c.run)?.status?.phase}`);
+    if (c.kind === 'transient' && c.outcome === 'ok' && c.run && byName.get(c.run)?.status?.phase !== 'Succeeded')
+      problems.push(`call ${c.id} answered success but run ${c.run} is ${byName.get(c.run)?.status?.phase}`);
   }
   const lists = await mix.sessionLists();
   let surviving = 0;
   for (const [session, list] of lists) {
     if (!list) continue;
     surviving++;
-    if (new Set(list).size !== list.length) problems.push(`session ${session} executed a call twice: ${list.filter((x, i) => list.indexOf(x) !== i).join(', ')}`);
+    if (new Set(list).size !== list.length)
+      problems.push(`session ${session} executed a call twice: ${list.filter((x, i) => list.indexOf(x) !== i).join(', ')}`);
     // A caller told "its state is gone" would start over: that must be true.
     for (const c of mix.records.filter((r) => r.session === session && r.outcome === 'error' && /state is gone|was lost|is lost/.test(r.detail))) {
       problems.push(`session ${session} kept its state, but call ${c.id} was told: ${c.detail}`);
     }
     for (const c of mix.records.filter((r) => r.session === session && r.outcome === 'ok')) {
-      if (list[(c.position ?? 0) - 1] !== c.id) problems.push(`session ${session} lost state: call ${c.id} answered position ${c.position}, list has ${list[(c.position ?? 0) - 1]}`);
+      if (list[(c.position ?? 0) - 1] !== c.id)
+        problems.push(`session ${session} lost state: call ${c.id} answered position ${c.position}, list has ${list[(c.position ?? 0) - 1]}`);
     }
   }
   const calls = { ok: 0, error: 0, threw: 0 };
   for (const c of mix.records) calls[c.outcome]++;
-  const failedRuns = runs.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.metadata.name}: ${r.status?.phase} ${r.status?.reason}: ${(r.status?.message ?? '').slice(0, 160)}`);
-  const errorSamples = [...new Set(mix.records.filter((c) => c.outcome !== 'ok').map((c) => c.detail.replace(/\S*-[0-9a-z]{6,}\S*/g, '…').slice(0, 160)))].slice(0, 8);
-  return { problems, summary: { runs: runs.length, warm: runs.filter((r) => ledger.warm.has(r.metadata.uid ?? '')).length, succeeded: runs.length - failedRuns.length, failedRuns, calls, sessionsSurviving: surviving, errorSamples } };
+  const failedRuns = runs
+    .filter((r) => r.status?.phase !== 'Succeeded')
+    .map((r) => `${r.metadata.name}: ${r.status?.phase} ${r.status?.reason}: ${(r.status?.message ?? '').slice(0, 160)}`);
+  const errorSamples = [
+    ...new Set(mix.records.filter((c) => c.outcome !== 'ok').map((c) => c.detail.replace(/\S*-[0-9a-z]{6,}\S*/g, '…').slice(0, 160))),
+  ].slice(0, 8);
+  return {
+    problems,
+    summary: {
+      runs: runs.length,
+      warm: runs.filter((r) => ledger.warm.has(r.metadata.uid ?? '')).length,
+      succeeded: runs.length - failedRuns.length,
+      failedRuns,
+      calls,
+      sessionsSurviving: surviving,
+      errorSamples,
+    },
+  };
 }
