@@ -8,7 +8,8 @@ const kubeconfig = process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? 
 // Projects: `unit` is pure logic (no cluster); `integration` drives the controllers' reconcile
 // against the real API server (API objects only, no pod ever runs: files may run side by side);
 // `e2e` talks to the real test cluster (test/cluster) and runs files one at a time because they
-// share one small node.
+// share one small node; `faults-cluster` and `cluster-lifecycle` disrupt the cluster itself and run
+// last.
 export default defineConfig({
   test: {
     projects: [
@@ -36,6 +37,18 @@ export default defineConfig({
           // Memory tests compare the heap after a full collection.
           execArgv: ['--expose-gc'],
           testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // Faults that disrupt the whole cluster (API server and kubelet restarts): after the e2e
+        // phase, one file at a time, since every other suite would see the outage.
+        test: {
+          name: 'faults-cluster',
+          include: ['test/faults/**/*.test.ts'],
+          fileParallelism: false,
+          env: { KUBECONFIG: kubeconfig },
+          testTimeout: 480_000,
           hookTimeout: 300_000,
         },
       },

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `npm test`: everything CI runs. Static checks and unit tests first (fast, no cluster), then the
 # real single-node cluster (built on first use — see test/cluster/), the integration tables
-# (reconcile against its API server), the end-to-end suites against it, and finally the cluster
-# scripts' own lifecycle test. Ends with one summary line.
+# (reconcile against its API server), the end-to-end suites against it (with most of the fault
+# suite, docs/faults.md), the faults that restart the API server and the kubelet, and finally the
+# cluster scripts' own lifecycle test. Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
@@ -46,6 +47,9 @@ bash test/cluster/images/build.sh gateway
 
 step "end-to-end tests on the test cluster"
 run_vitest e2e --project e2e || status=$?
+
+step "cluster faults: kube-apiserver and kubelet restarted during a run mix"
+run_vitest faults-cluster --project faults-cluster || status=$?
 
 step "cluster lifecycle (down/up)"
 run_vitest lifecycle --project cluster-lifecycle || status=$?

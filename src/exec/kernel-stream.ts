@@ -30,6 +30,17 @@ export class KernelConnectionError extends Error {
   }
 }
 
+/**
+ * The exec stream could not even be opened because the API server (or the network to it) did not
+ * answer: nothing reached the kernel, and whether it is alive cannot be told from here.
+ */
+export class KernelUnreachableError extends KernelConnectionError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KernelUnreachableError';
+  }
+}
+
 /** The pod sent something the protocol does not allow; its stream was closed. */
 export class KernelProtocolError extends KernelConnectionError {
   constructor(readonly breach: string) {

@@ -6,9 +6,10 @@ import type { Exec } from '@kubernetes/client-node';
 import type { KernelLanguage } from '../api/v1alpha1/index.js';
 import { describeError, exitCodeFromStatus } from './exec.js';
 import { capText, type KernelResult } from './frames.js';
-import { KernelConnectionError, KernelStream, type OutputListener } from './kernel-stream.js';
+import { isNetworkError } from '../util/network-error.js';
+import { KernelConnectionError, KernelStream, KernelUnreachableError, type OutputListener } from './kernel-stream.js';
 
-export { KernelConnectionError, KernelProtocolError } from './kernel-stream.js';
+export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
 
 export const RUNTIME_MOUNT = '/codemode/runtime';
@@ -111,7 +112,10 @@ export class KernelConnection {
         }),
       )
       .catch((err: unknown) => {
-        throw new KernelConnectionError(`Cannot reach the session kernel in pod ${namespace}/${pod}: ${describeError(err)}`, { cause: err });
+        // No answer from the API server at all (vs. an answer such as "pod not found"): the kernel
+        // may well be alive, so callers must not conclude that it is gone.
+        const Failure = isNetworkError(err) ? KernelUnreachableError : KernelConnectionError;
+        throw new Failure(`Cannot reach the session kernel in pod ${namespace}/${pod}: ${describeError(err)}`, { cause: err });
       });
     ws.socket = socket;
     if (stream.closed) socket.close();

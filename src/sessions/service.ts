@@ -24,8 +24,9 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../kube/informer.js';
-import { KernelConnectionError, KernelProtocolError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
+import { KernelConnectionError, KernelProtocolError, KernelUnreachableError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { capText } from '../exec/frames.js';
+import { isNetworkError } from '../util/network-error.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
@@ -34,7 +35,7 @@ import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
-import { lostTo, podVerdict } from './verdict.js';
+import { lostTo, readPodState } from './verdict.js';
 
 export type SessionServiceOptions = Pick<
   Config,
@@ -300,7 +301,23 @@ export class SessionService {
       // kill of the interpreter or an eviction of its pod ends the stream too: the pod's status
       // says which, and the caller gets that as the call's outcome.
       const breach = err instanceof KernelProtocolError;
-      const verdict = breach ? undefined : await podVerdict(this.clients, this.opts.namespace, pod);
+      const seen = breach ? undefined : await readPodState(this.clients, this.opts.namespace, pod);
+      const verdict = seen?.failure;
+      // A broken connection is not a dead kernel: when the API server was unreachable, or a fresh
+      // stream finds the kernel answering, the session keeps its state and is not marked lost.
+      if (!breach && !seen?.stopped) {
+        if (err instanceof KernelUnreachableError)
+          throw new SessionError(
+            `Session ${name} could not be reached: ${err.message}. The code did not run; the session keeps its state.`,
+            'Call again in a moment.',
+          );
+        if ((await this.probe(pod, kernelLanguage(s.spec.language))) !== 'gone') {
+          throw new SessionError(
+            `The connection to session ${name} broke during the call: ${err.message}. The session keeps its state, but whether this call ran is unknown.`,
+            'Check the state this call would change before running it again.',
+          );
+        }
+      }
       await this.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
       if (verdict) return lostTo(verdict, name, this.opts.outputCapChars);
       throw new SessionError(
@@ -314,6 +331,17 @@ export class SessionService {
     }
     this.noteActivity(s, 1);
     return { ...result, session: name, capChars: this.opts.outputCapChars };
+  }
+
+  /** After a broken stream: does a fresh one reach a kernel that answers? */
+  private async probe(pod: string, language: ReturnType<typeof kernelLanguage>): Promise<'alive' | 'unreachable' | 'gone'> {
+    try {
+      await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, language);
+      return 'alive';
+    } catch (err) {
+      this.kernels.drop(this.opts.namespace, pod);
+      return err instanceof KernelUnreachableError || isNetworkError(err) ? 'unreachable' : 'gone';
+    }
   }
 
   async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {

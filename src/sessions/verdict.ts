@@ -5,20 +5,38 @@ import { Reasons } from '../api/v1alpha1/index.js';
 import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
 import type { KernelResult } from '../exec/kernel.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
-import type { KubeClients } from '../kube/clients.js';
+import { isNotFound, type KubeClients } from '../kube/clients.js';
 
 const VERDICT_WAIT_MS = 8000;
 const VERDICT_POLL_MS = 500;
 
 export async function podVerdict(clients: KubeClients, namespace: string, name: string, waitMs = VERDICT_WAIT_MS): Promise<PodFailure | undefined> {
+  return (await readPodState(clients, namespace, name, waitMs)).failure;
+}
+
+/**
+ * The pod's failure, if its status names one, and whether it is known to have stopped (gone, being
+ * deleted, or its container terminated): then its kernel is gone too. A pod that could not be read
+ * (the API server did not answer) is not known to have stopped.
+ */
+export async function readPodState(
+  clients: KubeClients,
+  namespace: string,
+  name: string,
+  waitMs = VERDICT_WAIT_MS,
+): Promise<{ failure?: PodFailure; stopped: boolean }> {
   const end = Date.now() + waitMs;
   for (;;) {
-    const pod = await clients.core.readNamespacedPod({ namespace, name }).catch(() => undefined);
+    let gone = false;
+    const pod = await clients.core.readNamespacedPod({ namespace, name }).catch((err: unknown) => {
+      gone = isNotFound(err);
+      return undefined;
+    });
     const failure = podFailure(pod);
-    if (failure) return failure;
+    if (failure) return { failure, stopped: true };
     const cs = pod?.status?.containerStatuses?.find((c) => c.name === SANDBOX_CONTAINER);
-    const stopped = !pod || pod.metadata?.deletionTimestamp !== undefined || cs?.state?.terminated !== undefined;
-    if (stopped || Date.now() >= end) return undefined;
+    const stopped = gone || pod?.metadata?.deletionTimestamp !== undefined || cs?.state?.terminated !== undefined;
+    if (stopped || Date.now() >= end) return { stopped };
     await new Promise((r) => setTimeout(r, VERDICT_POLL_MS));
   }
 }

@@ -10,6 +10,7 @@ import type { OutputChunk, RunOutcome } from '../../runs/types.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
+import { isApiUnavailable } from '../../util/network-error.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -285,6 +286,13 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     if (signal.aborted) {
       logger.info('Stopped waiting for run: the client went away; the run continues');
       return errorResult('The request was cancelled; the run continues and is recorded in its SandboxRun.');
+    }
+    if (isApiUnavailable(err)) {
+      logger.warn({ err }, 'Failed to execute run: the Kubernetes API server was unavailable');
+      return errorResult(
+        'The operator could not reach the Kubernetes API server (unreachable or unavailable). If the run was started it is recorded in its SandboxRun; ' +
+          'otherwise nothing ran. Try again in a moment; if it keeps failing, ask the administrator to check the cluster.',
+      );
     }
     logger.error({ err }, 'Failed to execute run');
     return errorResult(

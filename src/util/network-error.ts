@@ -1,0 +1,32 @@
+// Telling "the API server did not answer" apart from "the API server answered with an error":
+// only the first leaves the far side (a session kernel, a run) possibly intact and unknown.
+
+const NETWORK_MESSAGE = /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)\b|socket disconnected|socket hang up/;
+
+/**
+ * A socket-level failure (ECONNRESET, ECONNREFUSED, ETIMEDOUT, …) anywhere in the error's cause
+ * chain. client-node rejects with a websocket ErrorEvent (the socket error in `.error`), an
+ * Error, or fetch's TypeError with the socket error as its cause.
+ */
+export function isNetworkError(err: unknown, depth = 0): boolean {
+  if (err === null || typeof err !== 'object' || depth > 5) return false;
+  const e = err as { code?: unknown; error?: unknown; cause?: unknown; message?: unknown };
+  if (typeof e.code === 'string' && /^E[A-Z_]+$/.test(e.code)) return true;
+  if (typeof e.message === 'string' && NETWORK_MESSAGE.test(e.message)) return true;
+  return isNetworkError(e.error, depth + 1) || isNetworkError(e.cause, depth + 1);
+}
+
+/** HTTP statuses an API server answers while it starts, stops or sheds load. */
+const UNAVAILABLE_STATUS = new Set([429, 500, 502, 503, 504]);
+
+/**
+ * The API server was unreachable or said it cannot serve right now (a restart, an overload):
+ * a network error, or one of those statuses (client-node's ApiException carries it in `code`),
+ * anywhere in the cause chain.
+ */
+export function isApiUnavailable(err: unknown, depth = 0): boolean {
+  if (err === null || typeof err !== 'object' || depth > 5) return false;
+  const e = err as { code?: unknown; cause?: unknown };
+  if (typeof e.code === 'number' && UNAVAILABLE_STATUS.has(e.code)) return true;
+  return isNetworkError(err) || isApiUnavailable(e.cause, depth + 1);
+}
