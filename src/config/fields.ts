@@ -618,6 +618,16 @@ export const FIELDS = {
     },
     int(1, 100000),
   ),
+  auditTtlSeconds: field(
+    {
+      env: 'CODEMODE_AUDIT_TTL_SECONDS',
+      default: '600',
+      description:
+        "Seconds an audit record of a session call is kept in the API (its spec.ttlSecondsAfterFinished). Records count against the namespace's SandboxRun quota like runs do: at a sustained rate of r session calls per second about r × this many records exist, so keep r × CODEMODE_AUDIT_TTL_SECONDS well below the quota's count/sandboxruns (the chart's default is 2000), or raise the quota. Ship the operator's logs for a longer history.",
+      allowed: `an integer from 60 to ${MAX_TTL_SECONDS_AFTER_FINISHED} (CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED shortens it, as for every run)`,
+    },
+    int(60, MAX_TTL_SECONDS_AFTER_FINISHED),
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

@@ -69,6 +69,7 @@ describe('loadConfig defaults', () => {
       userMaxSessions: 0,
       userMaxExecutionsPerMinute: 0,
       auditQueueLength: 1000,
+      auditTtlSeconds: 600,
     } satisfies Config);
   });
 
@@ -120,6 +121,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_ALLOWED_HOSTS', 'MCP.example.com, [::1],', { allowedHosts: ['mcp.example.com', '[::1]'] }],
     ['CODEMODE_ALLOWED_ORIGINS', 'https://App.example.com/,http://localhost:3000', { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] }],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
+    ['CODEMODE_AUDIT_TTL_SECONDS', '60', { auditTtlSeconds: 60 }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
@@ -147,7 +149,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(62);
+    expect(envs).toHaveLength(63);
   });
 });
 

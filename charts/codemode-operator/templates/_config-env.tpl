@@ -124,4 +124,6 @@
   value: {{ include "codemode.envValue" .Values.config.userMaxExecutionsPerMinute }}
 - name: CODEMODE_AUDIT_QUEUE_LENGTH
   value: {{ include "codemode.envValue" .Values.config.auditQueueLength }}
+- name: CODEMODE_AUDIT_TTL_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.auditTtlSeconds }}
 {{- end }}
