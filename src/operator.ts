@@ -246,7 +246,12 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   // Audit records of session calls, written after the reply (src/audit).
   const audit = new AuditWriter(
     clients,
-    { capacity: config.auditQueueLength, ttlSecondsAfterFinished: config.auditTtlSeconds, onResult: (r) => metrics?.audit.result(r), onQueue: (n) => metrics?.audit.queue(n) },
+    {
+      capacity: config.auditQueueLength,
+      ttlSecondsAfterFinished: config.auditTtlSeconds,
+      onResult: (r) => metrics?.audit.result(r),
+      onQueue: (n) => metrics?.audit.queue(n),
+    },
     log.child({ component: 'audit' }),
   );
   const sessionService = new SessionService(
