@@ -129,7 +129,7 @@ describe('per-user limits across two replicas', () => {
     const records = (await listRuns()).filter((r) => ownedBy('dave')(r) && isAudit(r));
     expect(records).toHaveLength(5);
     for (const r of records) {
-      expect(r.spec).toMatchObject({ owner: { user: 'dave' }, language: 'python', session });
+      expect(r.spec).toMatchObject({ owner: { user: 'dave' }, language: 'python', session, ttlSecondsAfterFinished: 600 });
       expect(r.status?.startTime).toBeDefined();
       expect(r.status?.completionTime).toBeDefined();
       expect(r.status?.durationMs).toBeGreaterThanOrEqual(0);
