@@ -1,4 +1,7 @@
 // The Python session kernel (runtime/python), driven through its relay like the gateway does.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Kernel, processExists, startSession, type RelayClient } from './harness.js';
 
@@ -131,11 +134,14 @@ describe('python kernel', () => {
     try {
       await client.exec('shared = 1');
       expect((await other.exec('shared + 1')).frame.result).toBe('2');
-      const running = client.exec('import time\ntime.sleep(0.5)\n"done"');
-      await sleep(100);
+      // The call runs until the test releases it, so "busy" is seen however loaded the machine is.
+      const release = join(mkdtempSync(join(tmpdir(), 'kernel-busy-')), 'release');
+      const running = client.exec(`import os, time\nwhile not os.path.exists(${JSON.stringify(release)}):\n    time.sleep(0.01)\n"done"`);
+      for (let i = 0; i < 500 && (await other.ping()).frame.busy !== true; i++) await sleep(10);
       expect((await other.ping()).frame.busy).toBe(true);
       const busy = (await other.exec('1')).frame;
       expect(busy).toMatchObject({ status: 'error', error: { ename: 'KernelBusy' } });
+      writeFileSync(release, '');
       expect((await running).frame.result).toBe("'done'");
       expect((await other.exec('shared')).frame.result).toBe('1');
     } finally {
