@@ -209,4 +209,37 @@ function listen(socketPath) {
   process.umask(umask);
 }
 
-listen(socketPath);
+/**
+ * Resolves true once the pod cannot connect to the API server's Service (refused, or no answer
+ * within 0.3 s), checked every 50 ms for at most 10 s; only with CODEMODE_NETWORK_CHECK=1 (sandbox
+ * pods). Some CNIs program a new pod's NetworkPolicy a moment after it started: no code may run
+ * in that moment, so the socket is created only after this.
+ */
+async function networkIsolated(limitMs = 10_000) {
+  const host = process.env.KUBERNETES_SERVICE_HOST ?? '';
+  if (process.env.CODEMODE_NETWORK_CHECK !== '1' || host === '') return true;
+  const port = Number(process.env.KUBERNETES_SERVICE_PORT) || 443;
+  const reachable = () =>
+    new Promise((resolve) => {
+      const s = net.connect({ host, port });
+      const done = (v) => {
+        s.destroy();
+        resolve(v);
+      };
+      s.setTimeout(300, () => done(false));
+      s.once('connect', () => done(true));
+      s.once('error', () => done(false));
+    });
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    if (!(await reachable())) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+networkIsolated().then((isolated) => {
+  if (isolated) return listen(socketPath);
+  log('Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)', {});
+  process.exit(3);
+});

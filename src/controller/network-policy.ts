@@ -13,8 +13,9 @@
 // code already running when it is deleted gets a window of a few hundred ms. Independently of
 // any of this, kube-router leaves every NEW pod open until its next sync: 190-1380 ms after the
 // container started (kube-router issue #873; its --netpol-default-deny, PR #2079, closes that);
-// sandbox code starts later (Ready, then an exec): 12 cold runs probing from their first
-// instruction never saw that window.
+// sandbox code starts later (Ready, then an exec), and 12 cold runs probing from their first
+// instruction never saw that window on a quiet node — but one did on a loaded one, so the runner
+// and the kernels start code only once the pod cannot reach the API server (src/exec/runner.ts).
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';

@@ -26,6 +26,7 @@ export type ControllerOptions = Pick<
   | 'podStartupTimeoutSeconds'
   | 'resyncSeconds'
   | 'runtimeClassName'
+  | 'acceptUnenforced'
   | 'sessionMaxIdleTimeoutSeconds'
   | 'sessionMaxLifetimeSeconds'
   | 'maxFileBytes'

@@ -18,6 +18,24 @@ export const TMP_FULL_KIB = 256;
  */
 export const WORKSPACE_CHECK_SECONDS = 0.2;
 
+/**
+ * With CODEMODE_NETWORK_CHECK=1 (sandbox pods, src/sandbox/pod.ts) the runner starts the program
+ * only once the pod cannot connect to the API server's Service — refused, or no answer within
+ * 0.3 s — checking every 50 ms for this many seconds at most, then refuses the run. A CNI that programs
+ * a new pod's NetworkPolicy a moment after it started must not let code run in that moment.
+ */
+export const NETWORK_CHECK_SECONDS = 10;
+
+/** The check, a POSIX sh fragment (bash's /dev/tcp does the connect; without bash it is skipped). */
+export const NETWORK_CHECK_SCRIPT = `if [ "\${CODEMODE_NETWORK_CHECK:-}" = 1 ] && [ -n "\${KUBERNETES_SERVICE_HOST:-}" ] && command -v bash >/dev/null 2>&1; then
+  t0=$(date +%s)
+  while timeout 0.3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" 2>/dev/null; do
+    [ $(($(date +%s) - t0)) -ge ${NETWORK_CHECK_SECONDS} ] && { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
+    sleep 0.05
+  done
+fi
+`;
+
 // $1 runtime, $2 timeout seconds, $3 code bytes, $4 nonce for the trailer.
 // $CODEMODE_WORKSPACE_LIMIT_BYTES (pod env) is the /workspace limit the runner enforces itself.
 // The trailer is the last thing written to stderr:
@@ -65,7 +83,7 @@ sweep() { sig=STOP; i=0; left=0; while [ $i -lt 300 ]; do i=$((i + 1)); k=0
   done; [ $k = 0 ] && { [ $sig = KILL ] && return; sig=KILL; }; done; }
 wskib() { u=$(du -sk /workspace 2>/dev/null) && echo "\${u%%[!0-9]*}"; }
 wl=$((\${CODEMODE_WORKSPACE_LIMIT_BYTES:-0} / 1024))
-oom; o0=$c; forkfail; f0=$c; s0=$(date +%s)
+${NETWORK_CHECK_SCRIPT}oom; o0=$c; forkfail; f0=$c; s0=$(date +%s)
 cd /workspace 2>/dev/null || cd /tmp
 exec 3<&0
 timeout -k ${KILL_GRACE_SECONDS} "$t" "$@" <&3 3<&- &

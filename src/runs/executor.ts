@@ -67,6 +67,7 @@ export type RunEngineOptions = Pick<
   | 'tmpSizeLimit'
   | 'podStartupTimeoutSeconds'
   | 'runtimeClassName'
+  | 'acceptUnenforced'
 >;
 
 interface Execution {

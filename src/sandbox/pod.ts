@@ -30,6 +30,13 @@ export const RUNTIME_DIR = '/codemode/runtime';
 export const SANDBOX_UID = 65534;
 /** Env var with /workspace's size limit in bytes, read inside the pod (runner and kernel). */
 export const WORKSPACE_LIMIT_ENV = 'CODEMODE_WORKSPACE_LIMIT_BYTES';
+/**
+ * Set to 1 on sandbox pods: the runner and the session kernel wait, before any code starts, until
+ * the pod cannot reach the API server's Service (bounded). Some CNIs program a new pod's
+ * NetworkPolicy a moment after its container started (kube-router before --netpol-default-deny:
+ * up to 1.4 s measured on a quiet node, more under load); code must not start in that window.
+ */
+export const NETWORK_CHECK_ENV = 'CODEMODE_NETWORK_CHECK';
 /** Small on purpose: scheduling should not reserve disk a run rarely uses. */
 export const EPHEMERAL_STORAGE_REQUEST = '64Mi';
 
@@ -46,6 +53,11 @@ export interface PodBuildOptions {
   tmpSizeLimit: string;
   activeDeadlineSeconds: number;
   runtimeClassName?: string;
+  /**
+   * The runner and the kernel start code only once the pod has no network (NETWORK_CHECK_ENV);
+   * false when the administrator accepted an unenforced NetworkPolicy (CODEMODE_ACCEPT_UNENFORCED).
+   */
+  networkCheck?: boolean;
 }
 
 /** The administrator's settings every sandbox pod is built from (a Pick of Config). */
@@ -59,6 +71,7 @@ export interface SandboxPodSettings {
   workspaceSizeLimit: string;
   tmpSizeLimit: string;
   runtimeClassName?: string;
+  acceptUnenforced?: readonly string[];
 }
 
 /**
@@ -82,6 +95,7 @@ export function sandboxPodOptions(
     tmpSizeLimit: c.tmpSizeLimit,
     activeDeadlineSeconds: o.activeDeadlineSeconds,
     ...(c.runtimeClassName !== undefined && { runtimeClassName: c.runtimeClassName }),
+    networkCheck: !(c.acceptUnenforced ?? []).includes('network'),
   };
 }
 
@@ -121,6 +135,7 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
       { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
       // The runner and the kernel stop a program whose /workspace grows past this (see volumes).
       { name: WORKSPACE_LIMIT_ENV, value: String(parseQuantity(opts.workspaceSizeLimit)) },
+      ...(opts.networkCheck === false ? [] : [{ name: NETWORK_CHECK_ENV, value: '1' }]),
     ],
     securityContext: containerSecurityContext(),
     resources: {

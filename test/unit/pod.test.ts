@@ -93,6 +93,8 @@ describe('buildRunPod', () => {
         { name: 'PYTHONUNBUFFERED', value: '1' },
         { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
         { name: 'CODEMODE_WORKSPACE_LIMIT_BYTES', value: String(512 * 1024 * 1024) },
+        // Code starts only once the pod has no network (runner, kernels).
+        { name: 'CODEMODE_NETWORK_CHECK', value: '1' },
       ],
     ],
     ['spec.containers[0].securityContext.readOnlyRootFilesystem', true],
@@ -195,6 +197,17 @@ describe('sandboxPodOptions (one mapping from the settings for every sandbox pod
     const o = sandboxPodOptions(settings, { image: 'img', activeDeadlineSeconds: 90, ...limits });
     expect(o).toMatchObject({ image: 'img', activeDeadlineSeconds: 90, cpuRequest: '100m', memoryRequest: '128Mi', ...expected });
     expect(o).not.toHaveProperty('runtimeClassName');
+  });
+  it.each([
+    ['no acceptance', undefined, true],
+    ['other checks accepted', ['memory_limit'], true],
+    ['an unenforced network accepted', ['network', 'memory_limit'], false],
+  ])('checks the network before code starts unless it was accepted as unenforced: %s', (_n, acceptUnenforced, check) => {
+    expect(sandboxPodOptions({ ...settings, ...(acceptUnenforced && { acceptUnenforced }) }, { image: 'i', activeDeadlineSeconds: 1 }).networkCheck).toBe(
+      check,
+    );
+    const env = buildRunPod(run, { ...opts, networkCheck: check }).spec?.containers[0]?.env ?? [];
+    expect(env.some((e) => e.name === 'CODEMODE_NETWORK_CHECK')).toBe(check);
   });
   it('keeps a RuntimeClass', () => {
     expect(sandboxPodOptions({ ...settings, runtimeClassName: 'gvisor' }, { image: 'i', activeDeadlineSeconds: 1 }).runtimeClassName).toBe('gvisor');

@@ -13,6 +13,7 @@ import queue
 import socket
 import sys
 import threading
+import time
 
 from .bounds import bounded
 from .framing import FrameReader, ProtocolError, encode
@@ -179,6 +180,36 @@ class KernelServer:
         self._calls.put((conn, msg))
 
 
+NETWORK_CHECK_SECONDS = 10.0
+
+
+def network_isolated(limit=NETWORK_CHECK_SECONDS):
+    """True once the pod cannot connect to the API server's Service (refused, or no answer within
+    0.3 s), checked every 50 ms for at most `limit` seconds. Only with CODEMODE_NETWORK_CHECK=1
+    (sandbox pods): some CNIs program a new pod's NetworkPolicy a moment after it started, and no
+    code may run in that moment. The gateway reaches the kernel through exec, not the network."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    if os.environ.get("CODEMODE_NETWORK_CHECK") != "1" or not host:
+        return True
+    try:
+        port = int(os.environ.get("KUBERNETES_SERVICE_PORT", "443") or "443")
+    except ValueError:
+        port = 443
+    deadline = time.monotonic() + limit
+    while True:
+        reached = False
+        try:
+            with socket.create_connection((host, port), timeout=0.3):
+                reached = True
+        except OSError:
+            pass
+        if not reached:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 def main(argv):
     global LOG_FD
     parser = argparse.ArgumentParser(description="codemode session kernel (runtime/README.md)")
@@ -197,6 +228,10 @@ def main(argv):
         from .python_session import PythonSession
         session = PythonSession(LOG_FD)
     sys.dont_write_bytecode = False  # see kernel.py
+    # Before the socket exists: no call reaches the interpreter while the pod still has network.
+    if not network_isolated():
+        log("Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)")
+        sys.exit(3)
     try:
         KernelServer(args.socket, session, OneShot(args.prestart), undumpable).serve_forever()
     except KeyboardInterrupt:
