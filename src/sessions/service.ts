@@ -66,6 +66,9 @@ export interface SessionInfo {
 }
 
 /** Refused or impossible request about a session, with what to do instead. */
+/** How long close() waits for this replica's cache to see the delete. */
+const CLOSE_SEEN_MS = 5000;
+
 export class SessionError extends Error {
   constructor(
     message: string,
@@ -122,7 +125,8 @@ export class SessionService {
     let s = this.get(name);
     const phase = s?.status?.phase;
     if (phase !== 'Ready' && phase !== 'Lost' && phase !== 'Failed') s = await this.read(name);
-    return s && canSee(s, caller, this.opts.adminGroups ?? []) ? s : undefined;
+    // A session being deleted is gone for its users already.
+    return s && !s.metadata.deletionTimestamp && canSee(s, caller, this.opts.adminGroups ?? []) ? s : undefined;
   }
 
   private async read(name: string): Promise<SandboxSession | undefined> {
@@ -275,6 +279,9 @@ export class SessionService {
       throw err;
     }
     if (s?.status?.podName) this.kernels.drop(this.opts.namespace, s.status.podName);
+    // Until this replica's cache has seen the delete, a call here would still find the session
+    // (and its terminating pod's kernel): the reply waits for it (bounded).
+    await this.waitUntil(name, (x) => x === undefined || x.metadata.deletionTimestamp !== undefined, CLOSE_SEEN_MS);
     return true;
   }
 
