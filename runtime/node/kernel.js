@@ -69,6 +69,8 @@ Object.defineProperty(process, 'stdin', {
   configurable: true,
   get: () => callStdin.stream || (callStdin.stream = NodeSession.stdinStream(callStdin.text)),
 });
+/** The real exit, for the kernel itself: user code's process.exit only ends its call. */
+const exitKernel = process.exit.bind(process);
 process.exit = (code) => {
   throw new ExitRequest(code);
 };
@@ -241,5 +243,5 @@ async function networkIsolated(limitMs = 10_000) {
 networkIsolated().then((isolated) => {
   if (isolated) return listen(socketPath);
   log('Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)', {});
-  process.exit(3);
+  exitKernel(3);
 });

@@ -79,11 +79,11 @@ export class Kernel {
   }
 
   /** Starts a kernel in a fresh temp directory and waits for its "Started kernel" log line. */
-  static async start(language: Language, extraArgs: readonly string[] = []): Promise<Kernel> {
+  static async start(language: Language, extraArgs: readonly string[] = [], env: Record<string, string> = {}): Promise<Kernel> {
     const dir = mkdtempSync(join(tmpdir(), 'codemode-kernel-'));
     const socket = join(dir, 'run', 'kernel.sock');
     const [cmd, args] = kernelCommand(language, socket, extraArgs);
-    const proc = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
     const kernel = new Kernel(language, socket, dir, proc);
     try {
       await kernel.waitForLog('Started kernel', 15_000);
