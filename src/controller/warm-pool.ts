@@ -203,6 +203,14 @@ export class WarmPool {
         this.d.onClaim?.('warm', (performance.now() - began) / 1000);
         return claimed;
       } catch (err) {
+        // The patch may have landed although its answer was lost (an API server restarting answers
+        // a repeated request with a conflict): the pod itself says whose it is. Taking another pod
+        // then would leave this one carrying the run too.
+        const mine = await this.claimedBy(pod, owner.uid);
+        if (mine) {
+          this.d.onClaim?.('warm', (performance.now() - began) / 1000);
+          return mine;
+        }
         // Conflict or gone: someone else got it. Invalid: the pod is older than its lifetime and
         // the claim's deadline would have to rise (the API only lowers it): take another.
         if (isConflict(err) || isNotFound(err) || statusOf(err) === 422) continue;
@@ -211,6 +219,16 @@ export class WarmPool {
     }
     this.d.onClaim?.('empty', (performance.now() - began) / 1000);
     return undefined;
+  }
+
+  /** The pod as the API server has it now, if `uid` owns it (undefined when it cannot be read). */
+  private async claimedBy(pod: V1Pod, uid: string): Promise<V1Pod | undefined> {
+    try {
+      const now = await this.d.clients.core.readNamespacedPod({ namespace: pod.metadata?.namespace ?? this.d.opts.namespace, name: pod.metadata?.name ?? '' });
+      return now.metadata?.ownerReferences?.some((o) => o.uid === uid) ? now : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** Ready, unclaimed pods of this version, from the informer cache (what a claim can take). */
