@@ -63,6 +63,18 @@ if running kubelet && [[ "$(cat "$PIDS/kubelet.config-sha256" 2>/dev/null || tru
   log "the kubelet runs with an older kubelet.yaml: restarting it"
   stop_daemon kubelet
 fi
+# A running kubelet that stopped renewing its node Lease is restarted: seen after the fault
+# suite's kube-apiserver and kubelet restarts ("failed to update lease"), the node turned NotReady
+# while every daemon looked running, and every later test failed.
+lease_age() {
+  local t
+  t="$(kubectl_ get lease -n kube-node-lease "$NODE_NAME" -o jsonpath='{.spec.renewTime}' 2>/dev/null)" && [[ -n "$t" ]] || return 1
+  echo $(( $(date +%s) - $(date -d "$t" +%s) ))
+}
+if running kubelet && age="$(lease_age)" && (( age > 60 )); then
+  log "the kubelet has not renewed its node lease for ${age}s: restarting it"
+  stop_daemon kubelet
+fi
 KUBELET_SINCE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 running kubelet && KUBELET_SINCE=""
 start_daemon kubelet "$BIN_K8S/kubelet" --config "$CLUSTER_DIR/config/kubelet.yaml" \
