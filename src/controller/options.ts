@@ -1,38 +1,21 @@
-// What the controller needs from the configuration: a Pick of Config (src/config), so the
-// controller's settings are declared once, where they are parsed.
+// What the controllers need from the configuration: the run engine's settings (they build the
+// same sandbox pods) plus their own, all Picks of Config (src/config), declared once.
 import type { Config } from '../config/index.js';
+import type { RunEngineOptions } from '../runs/executor.js';
 
-export type ControllerOptions = Pick<
-  Config,
-  | 'namespace'
-  | 'images'
-  | 'imagePullPolicy'
-  | 'defaultTimeoutSeconds'
-  | 'maxTimeoutSeconds'
-  | 'maxCodeBytes'
-  | 'outputCapChars'
-  | 'outputCapBytes'
-  | 'defaultCpu'
-  | 'defaultMemory'
-  | 'maxCpu'
-  | 'maxMemory'
-  | 'cpuRequest'
-  | 'memoryRequest'
-  | 'ephemeralStorageLimit'
-  | 'workspaceSizeLimit'
-  | 'tmpSizeLimit'
-  | 'ttlSecondsAfterFinished'
-  | 'maxTtlSecondsAfterFinished'
-  | 'podStartupTimeoutSeconds'
-  | 'resyncSeconds'
-  | 'runtimeClassName'
-  | 'acceptUnenforced'
-  | 'sessionMaxIdleTimeoutSeconds'
-  | 'sessionMaxLifetimeSeconds'
-  | 'maxFileBytes'
-  | 'warmPoolMin'
-  | 'warmPoolMax'
-> & {
-  /** Unique per process: recorded on the runs this process executes. */
-  readonly identity: string;
-};
+export type ControllerOptions = RunEngineOptions &
+  Pick<
+    Config,
+    | 'defaultTimeoutSeconds'
+    | 'ttlSecondsAfterFinished'
+    | 'maxTtlSecondsAfterFinished'
+    | 'resyncSeconds'
+    | 'sessionMaxIdleTimeoutSeconds'
+    | 'sessionMaxLifetimeSeconds'
+    | 'maxFileBytes'
+    | 'warmPoolMin'
+    | 'warmPoolMax'
+  > & {
+    /** Unique per process: recorded on the runs this process executes. */
+    readonly identity: string;
+  };

@@ -234,28 +234,22 @@ export class SandboxRunController {
       // A pending run has no other condition yet (and the cache keeps none): the list starts here.
       conditions: setCondition(undefined, { type: CONDITION_READY, status: 'False', reason: Reasons.Queued, message, observedGeneration: generation }, now),
     };
-    try {
-      await this.d.clients.custom.patchNamespacedCustomObjectStatus(
-        {
-          group: GROUP,
-          version: VERSION,
-          namespace: run.metadata.namespace ?? '',
-          plural: SANDBOXRUN_PLURAL,
-          name: run.metadata.name,
-          body: { metadata: { resourceVersion: run.metadata.resourceVersion }, status },
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
+    if (await this.patchStatusOf(run, status)) {
       this.d.log.info({ sandboxrun: `${run.metadata.namespace}/${run.metadata.name}` }, 'Queued SandboxRun: no free run slot');
-    } catch (err) {
-      // Changed meanwhile (claimed, finished): the next reconcile sees the new state.
-      if (!isConflict(err) && !isNotFound(err)) throw err;
     }
   }
 
   /** An audit record whose writer never wrote its outcome: Failed, so its TTL runs. */
   private async closeAuditRecord(run: CachedRun, message: string, now: Date): Promise<void> {
     const status = { phase: 'Failed', reason: Reasons.ExecFailed, message, completionTime: now.toISOString() };
+    await this.patchStatusOf(run, status);
+  }
+
+  /**
+   * Merge-patches the status of the copy the decision was made on (resourceVersion): false when the
+   * run changed meanwhile (claimed, finished) or is gone; the next reconcile sees the new state.
+   */
+  private async patchStatusOf(run: CachedRun, status: object): Promise<boolean> {
     try {
       await this.d.clients.custom.patchNamespacedCustomObjectStatus(
         {
@@ -268,8 +262,10 @@ export class SandboxRunController {
         },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
+      return true;
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
+      return false;
     }
   }
 
