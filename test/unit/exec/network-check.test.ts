@@ -1,28 +1,19 @@
 // The runner's network check (src/exec/runner.ts), run by sh against a local port standing in for
 // the API server's Service: code starts at once when the port refuses, and never while it answers.
 import { spawnSync } from 'node:child_process';
-import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiStandIn, type ApiStandIn } from '../helpers/api-stand-in.js';
 import { NETWORK_CHECK_SCRIPT, NETWORK_CHECK_SECONDS } from '../../../src/exec/runner.js';
 
-let server: Server;
+let ports: ApiStandIn;
 let openPort = 0;
 let closedPort = 0;
 
-async function listen(): Promise<Server> {
-  const s = createServer((c) => c.destroy());
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return s;
-}
-
 beforeAll(async () => {
-  server = await listen();
-  openPort = (server.address() as { port: number }).port;
-  const gone = await listen();
-  closedPort = (gone.address() as { port: number }).port;
-  await new Promise((r) => gone.close(r));
+  ports = await apiStandIn();
+  ({ openPort, closedPort } = ports);
 });
-afterAll(() => new Promise((r) => server.close(r)));
+afterAll(() => ports.close());
 
 function check(env: Record<string, string>): { status: number | null; stderr: string } {
   const r = spawnSync('/bin/sh', ['-c', `${NETWORK_CHECK_SCRIPT}echo started`], {

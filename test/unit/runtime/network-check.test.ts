@@ -1,28 +1,19 @@
 // The kernels' network check (runtime/python/codemode_kernel/server.py, runtime/node/kernel.js): a
 // kernel in a pod that can still reach the API server's Service never opens its socket, so no call
 // reaches the interpreter. A local port stands in for the Service.
-import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiStandIn, type ApiStandIn } from '../helpers/api-stand-in.js';
 import { Kernel } from './harness.js';
 
-let server: Server;
+let ports: ApiStandIn;
 let openPort = 0;
 let closedPort = 0;
 
-async function listen(): Promise<Server> {
-  const s = createServer((c) => c.destroy());
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return s;
-}
-
 beforeAll(async () => {
-  server = await listen();
-  openPort = (server.address() as { port: number }).port;
-  const gone = await listen();
-  closedPort = (gone.address() as { port: number }).port;
-  await new Promise((r) => gone.close(r));
+  ports = await apiStandIn();
+  ({ openPort, closedPort } = ports);
 });
-afterAll(() => new Promise((r) => server.close(r)));
+afterAll(() => ports.close());
 
 const env = (port: number): Record<string, string> => ({
   CODEMODE_NETWORK_CHECK: '1',
