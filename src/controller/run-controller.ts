@@ -50,6 +50,8 @@ export interface RunControllerDeps {
 
 /** A Queued run is looked at again at least this often (a freed slot also re-queues it at once). */
 const QUEUED_RECHECK_MAX_MS = 5000;
+/** A run whose cached copy is behind the API is looked at again after this long (its watch event usually comes first). */
+const STALE_CACHE_RECHECK_MS = 1000;
 
 export function runKey(ns: string, name: string): string {
   return `${ns}/${name}`;
@@ -143,7 +145,13 @@ export class SandboxRunController {
       case 'execute': {
         // The cache holds runs without their code: read the whole object once to execute it.
         const whole = await this.readRun(ns, name);
-        if (whole) void this.d.executor.execute(whole);
+        if (!whole) return;
+        // Decided from caches, which can be behind the API: after a watch broke (an API server
+        // restart), the pod cache can have seen this process delete a finished run's pod while the
+        // run cache still shows the run before its outcome — "never started". Only the very object
+        // the decision was made on is executed; a newer one waits for the cache to catch up.
+        if (whole.metadata.resourceVersion !== run.metadata.resourceVersion) return { requeueAfterMs: STALE_CACHE_RECHECK_MS };
+        void this.d.executor.execute(whole);
         return;
       }
       case 'claim': {

@@ -8,7 +8,17 @@
 import { EventEmitter } from 'node:events';
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { API_VERSION, LABEL_RUN, LABEL_RUNTIME, Reasons, SANDBOXRUN_KIND, normalizeLanguage, type Runtime, type SandboxRun } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  LABEL_RUN,
+  LABEL_RUNTIME,
+  Reasons,
+  SANDBOXRUN_KIND,
+  isTerminalPhase,
+  normalizeLanguage,
+  type Runtime,
+  type SandboxRun,
+} from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import type { KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
@@ -131,6 +141,9 @@ export class RunExecutor {
     const uid = run.metadata.uid ?? '';
     const existing = this.executions.get(uid);
     if (existing) return existing.promise;
+    // The last line of exactly-once: a run whose object says it finished or started (read from the
+    // API by the caller) is answered from that status, never started again.
+    if (isTerminalPhase(run.status?.phase) || run.status?.startTime !== undefined) return Promise.resolve(this.record.outcome(run, run.status ?? {}));
     const output = new EventEmitter();
     output.setMaxListeners(0);
     const promise = this.run(run, output).finally(() => {

@@ -1,14 +1,16 @@
 // SandboxRunController.reconcile through a table of world states on the real API server, twice
 // each (helpers/table.ts). No row lets code execute: where a run has "started", a marker pod that
 // can never be scheduled stands for its sandbox pod, as the durable fact run-decision.ts reads.
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { Reasons, SANDBOXRUN_KIND } from '../../src/api/v1alpha1/index.js';
+import { GROUP, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
 import { IDENTITY, runRig } from './helpers/rig.js';
-import { changed, clients, runRow, without, type Row } from './helpers/table.js';
-import { TIME, type World } from './helpers/world.js';
+import { changed, clients, createNamespace, k, runRow, without, type Row } from './helpers/table.js';
+import { deleteNamespace } from '../e2e/helpers/kube.js';
+import { buildWorld, snapshot, TIME, type World } from './helpers/world.js';
 
 const OTHER = 'other-replica-0';
 const spec = { language: 'python', code: 'print(1)', timeoutSeconds: 30 };
@@ -202,4 +204,43 @@ const rows: Row[] = [
 describe('SandboxRun reconcile against the real API server', () => {
   // A loop rather than it.each: the rows' names are sentences, and it.each would cut them short.
   for (const row of rows) it(row.name, () => runRow(row, 'int-run', (ns, now, env) => runRig(clients, ns, now, env)));
+});
+
+describe('SandboxRun reconcile from a cache behind the API server', () => {
+  // Found by the kube-apiserver restart fault: the watches broke, the pod cache saw this replica
+  // delete a finished run's pod while the run cache still held the run from before its outcome —
+  // mine, no marker, "never started" — and the run was executed a second time, in a second pod.
+  it('a run this replica finished is not started again while its cached copy predates the outcome', async () => {
+    const ns = await createNamespace('int-stale');
+    // The limits refuse the run if it is ever executed again: that would write Failed over its outcome.
+    const r = await runRig(clients, ns, new Date(), { CODEMODE_MAX_TIMEOUT_SECONDS: '60' });
+    try {
+      await buildWorld(clients, ns, { runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 }, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }] });
+      await r.settle();
+      await r.freezeRunCache();
+      // Its outcome, recorded by this replica (its pod, already gone, never reached the cache).
+      const outcome = {
+        phase: 'Succeeded',
+        reason: Reasons.Succeeded,
+        message: 'The code ran to completion.',
+        exitCode: 0,
+        completionTime: new Date().toISOString(),
+      };
+      await clients.custom.patchNamespacedCustomObjectStatus(
+        { group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name: 'r', body: { status: outcome } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      const before = await snapshot(clients, ns);
+
+      const res = await r.controller.reconcile(`${ns}/r`);
+      await r.settle();
+
+      expect(await snapshot(clients, ns)).toEqual(before);
+      // Looked at again once the cache has caught up (then: terminal, kept until its TTL).
+      expect(res?.requeueAfterMs).toBeGreaterThan(0);
+    } finally {
+      await r.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
 });

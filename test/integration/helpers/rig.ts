@@ -39,6 +39,11 @@ export interface Rig {
 
 export interface RunRig extends Rig {
   controller: SandboxRunController;
+  /**
+   * Stops the run informer's watch, its cache kept as it is (as a watch broken by an API server
+   * restart leaves it): later writes reach the API only. settle() then no longer waits for it.
+   */
+  freezeRunCache(): Promise<void>;
 }
 
 export interface SessionRig extends Rig {
@@ -71,14 +76,17 @@ export async function runRig(clients: KubeClients, namespace: string, now: Date,
   const controller = new SandboxRunController({ clients: api, opts, log, executor, runs, pods, slots, now: () => now });
   await runs.start();
   await pods.start();
-  const caches = [
-    cacheOf(runs, () => listRuns(clients, namespace)),
-    cacheOf(pods, () => clients.core.listNamespacedPod({ namespace, labelSelector: podSelector() })),
-  ];
+  const runCache = cacheOf(runs, () => listRuns(clients, namespace));
+  const podCache = cacheOf(pods, () => clients.core.listNamespacedPod({ namespace, labelSelector: podSelector() }));
+  let caches = [runCache, podCache];
   return {
     config,
     controller,
     settle: () => settle(calls, caches, () => executor.drain()),
+    async freezeRunCache(): Promise<void> {
+      caches = [podCache];
+      await runs.stop();
+    },
     async stop(): Promise<void> {
       slots.admission.close();
       await executor.drain();

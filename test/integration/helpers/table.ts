@@ -87,7 +87,7 @@ export function changed(key: string, change: (obj: Record<string, unknown>) => R
  * A fresh namespace with its default ServiceAccount (marker pods need one to be admitted) created
  * here rather than awaited from the controller-manager: this layer needs only the API server.
  */
-async function createNamespace(prefix: string): Promise<string> {
+export async function createNamespace(prefix: string): Promise<string> {
   const name = `${prefix}-${randomBytes(3).toString('hex')}`;
   await clients.core.createNamespace({ body: { metadata: { name, labels: { 'codemode.dev/test': 'true' } } } });
   try {
