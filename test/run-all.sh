@@ -49,10 +49,7 @@ step "end-to-end tests on the test cluster"
 run_vitest e2e --project e2e || status=$?
 
 step "cluster faults: kube-apiserver and kubelet restarted during a run mix"
-# The kube-apiserver restart scenario is left out of the gate: in 2 of 3 fresh-clone runs it found
-# one run carried by two pods (an open exactly-once question under a restarting API server,
-# docs/faults.md); it runs with `npx vitest run --project faults-cluster`.
-run_vitest faults-cluster --project faults-cluster test/faults/kubelet-restart.test.ts || status=$?
+run_vitest faults-cluster --project faults-cluster || status=$?
 
 step "cluster lifecycle (down/up)"
 run_vitest lifecycle --project cluster-lifecycle || status=$?
