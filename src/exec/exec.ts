@@ -28,6 +28,8 @@ export interface ExecResult {
   stderrTail: Buffer;
   /** Why no exit code is known: transport error, watchdog, or a Failure status that is not an exit. */
   error?: string;
+  /** The exec stream opened: the command (and its stdin) may have reached the pod. */
+  opened: boolean;
   watchdogFired: boolean;
   durationMs: number;
 }
@@ -71,6 +73,7 @@ export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResul
 
   return new Promise<ExecResult>((resolve) => {
     let done = false;
+    let opened = false;
     const stream = new StreamCloser();
     const finish = (r: { exitCode?: number; error?: string; watchdogFired?: boolean }): void => {
       if (done) return;
@@ -81,6 +84,7 @@ export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResul
       stream.close();
       resolve({
         ...r,
+        opened: opened || r.exitCode !== undefined,
         watchdogFired: r.watchdogFired ?? false,
         stdout,
         stderr,
@@ -96,6 +100,7 @@ export async function execInPod(exec: Exec, req: ExecRequest): Promise<ExecResul
         finish(exitCodeFromStatus(status));
       })
       .then((ws) => {
+        opened = true;
         stream.attach(ws);
         ws.on('close', (code: number, reason: Buffer) => {
           // Give an in-flight status callback a tick to land first.

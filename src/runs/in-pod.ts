@@ -6,7 +6,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod } from '../exec/exec.js';
-import { KernelConnectionError, type KernelConnections } from '../exec/kernel.js';
+import { KernelConnectionError, KernelUnreachableError, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
 import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
@@ -85,6 +85,7 @@ export class InPodExecution {
         ...(verdict !== undefined && { podFailure: verdict }),
         runnerReported: trailer !== undefined,
         execError: result.error,
+        codeSent: result.opened,
         watchdogFired: result.watchdogFired,
         podGone: this.podGone(ns, podName),
       },
@@ -145,6 +146,8 @@ export class InPodExecution {
           oomKilled: false,
           runnerReported: false,
           execError: err.message,
+          // Unreachable: the stream never opened, nothing reached the kernel.
+          codeSent: !(err instanceof KernelUnreachableError),
           watchdogFired: false,
           podGone: this.podGone(ns, podName),
           ...(verdict !== undefined && { podFailure: verdict }),
@@ -173,6 +176,7 @@ export class InPodExecution {
           oomKilled: false,
           runnerReported: false,
           execError: (err as Error).message,
+          codeSent: false,
           watchdogFired: false,
           podGone: this.podGone(ns, podName),
         },

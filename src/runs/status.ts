@@ -53,6 +53,11 @@ export interface ExecutionFacts {
   runnerReported: boolean;
   /** The exec transport failed or the watchdog fired (no result from the pod). */
   execError?: string;
+  /**
+   * The code may have reached the sandbox (the stream had opened): a transport failure after that
+   * cannot tell whether the code ran. False only when it provably did not start.
+   */
+  codeSent?: boolean;
   watchdogFired: boolean;
   /** The pod was gone or terminating when the exec ended. */
   podGone: boolean;
@@ -115,11 +120,18 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
   if (f.podGone) {
     return { phase: 'Failed', reason: Reasons.PodDeleted, message: 'The sandbox pod was deleted while the code ran. Run it again.' };
   }
+  if (f.execError !== undefined && f.codeSent === false) {
+    return {
+      phase: 'Failed',
+      reason: Reasons.ExecFailed,
+      message: `The code could not be run in the sandbox: ${f.execError}. It did not start; run it again. If this repeats, tell the administrator.`,
+    };
+  }
   if (f.execError !== undefined) {
     return {
       phase: 'Failed',
       reason: Reasons.ExecFailed,
-      message: `The code could not be run in the sandbox: ${f.execError}. Run it again; if this repeats, tell the administrator.`,
+      message: `The connection to the sandbox broke after the code was sent (${f.execError}): it may have run in part or in full, and its outcome is unknown. Run it again only if repeating it is safe; if this repeats, tell the administrator.`,
     };
   }
   // The runner died without its trailer (e.g. killed together with everything else).

@@ -122,6 +122,19 @@ describe('classifyExecution', () => {
     );
   });
 
+  it.each([
+    ['the stream never opened', false, /^The code could not be run in the sandbox: refused\. It did not start; run it again\./],
+    [
+      'the stream broke after it opened',
+      true,
+      /^The connection to the sandbox broke after the code was sent \(refused\): it may have run.*only if repeating it is safe/,
+    ],
+    ['unknown whether it opened', undefined, /it may have run in part or in full, and its outcome is unknown/],
+  ])('says whether code whose stream failed may have run: %s', (_name, codeSent, text) => {
+    const f = facts({ runnerReported: false, execError: 'refused', ...(codeSent !== undefined && { codeSent }) });
+    expect(classifyExecution(f, 10, limits)).toMatchObject({ phase: 'Failed', reason: 'ExecFailed', message: expect.stringMatching(text) as string });
+  });
+
   it('says how to fix a timeout and an OOM kill', () => {
     expect(classifyExecution(facts({ exitCode: 124, timedOut: true }), 5, limits).message).toMatch(/timeoutSeconds=5.*maximum 300/);
     expect(classifyExecution(facts({ exitCode: 137, oomKilled: true }), 5, limits).message).toMatch(/512Mi.*resources.memory.*2Gi/);
