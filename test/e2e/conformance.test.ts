@@ -101,7 +101,7 @@ describe('MCP conformance suite', () => {
     );
     expect(RUN.filter((s) => s in EXCLUDED)).toEqual([]);
     expect([...server].sort()).toEqual([...RUN, ...Object.keys(EXCLUDED)].sort());
-    // Its authorization scenarios test clients only (docs/auth.md says so, naming them).
+    // Its authorization scenarios test clients only (docs/conformance.md names them).
     expect(server.filter((s) => s.startsWith('auth'))).toEqual([]);
     expect((await listed('--client')).filter((s) => s.startsWith('auth/')).length).toBeGreaterThan(0);
   });
