@@ -55,7 +55,9 @@ export function mcpServerFactory(deps: GatewayDeps): () => McpServer {
   const tools = defineTools(deps);
   return () => {
     // logging: clients may set a level (logging/setLevel, deprecated in 2026-07-28 but still
-    // served) and tools send run lifecycle messages as notifications/message.
+    // served; the MCP conformance suite's logging-set-level checks it). No tool sends
+    // notifications/message yet, and a level set in one request would not outlive its per-request
+    // server: run lifecycle messages sent as log notifications would need the level per request.
     const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions, capabilities: { logging: {} } });
     const register = server.registerTool.bind(server) as unknown as (name: string, config: object, handler: ToolHandler) => unknown;
     for (const tool of tools) register(tool.name, tool.config, tool.handler);
