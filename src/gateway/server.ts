@@ -54,10 +54,11 @@ export function mcpServerFactory(deps: GatewayDeps): () => McpServer {
   const instructions = serverInstructions(deps);
   const tools = defineTools(deps);
   return () => {
-    // logging: clients may set a level (logging/setLevel, deprecated in 2026-07-28 but still
-    // served; the MCP conformance suite's logging-set-level checks it). No tool sends
-    // notifications/message yet, and a level set in one request would not outlive its per-request
-    // server: run lifecycle messages sent as log notifications would need the level per request.
+    // logging: execute_code sends each run's outcome as a log notification (logger codemode.run)
+    // at the level the client asks for per request (2026-07-28: io.modelcontextprotocol/logLevel;
+    // none asked, none sent). logging/setLevel (deprecated in 2026-07-28, checked by the MCP
+    // conformance suite) is answered, but a level set by one request cannot outlive its
+    // per-request server: older clients get the notifications unfiltered.
     const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions, capabilities: { logging: {} } });
     const register = server.registerTool.bind(server) as unknown as (name: string, config: object, handler: ToolHandler) => unknown;
     for (const tool of tools) register(tool.name, tool.config, tool.handler);

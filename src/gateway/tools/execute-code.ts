@@ -3,6 +3,7 @@
 // the outcome into a compact text result plus structuredContent.
 import { z } from 'zod';
 import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
+import type { Logger } from 'pino';
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
 import { RunRequestError } from '../../limits/refusal.js';
 import { AdmissionError } from '../../limits/admission.js';
@@ -220,6 +221,18 @@ function callerGone(ctx: ServerContext): AbortSignal {
 
 type ExecuteCodeArgs = z.infer<ReturnType<typeof inputSchema>>;
 
+/**
+ * The run's lifecycle as an MCP log notification (logger "codemode.run") on this request's own
+ * stream, before the result. The SDK honours the level the client asked for (2026-07-28: the
+ * request's `io.modelcontextprotocol/logLevel`; none asked, none sent). Names and outcome only:
+ * never code or output.
+ */
+async function logLifecycle(ctx: ServerContext, level: 'info' | 'warning', outcome: RunOutcome, logger: Logger): Promise<void> {
+  const where = outcome.session !== undefined ? `session ${outcome.session}` : `SandboxRun ${outcome.namespace}/${outcome.runName}`;
+  const data = `${where} finished: ${outcome.phase}${outcome.reason ? ` (${outcome.reason})` : ''}${outcome.durationMs !== undefined ? ` in ${outcome.durationMs} ms` : ''}.`;
+  await ctx.mcpReq.log(level, data, 'codemode.run').catch((err: unknown) => logger.debug({ err }, 'Stopped sending a log notification'));
+}
+
 async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: ServerContext): Promise<CallToolResult> {
   const { options } = deps;
   const logger = deps.logger.child({ tool: EXECUTE_CODE_TOOL, requestId: ctx.mcpReq.id, language: args.language });
@@ -267,6 +280,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
       'Completed run',
     );
     const failure = isRunError(outcome) ? failureText(outcome, timeoutSeconds, options) : undefined;
+    await logLifecycle(ctx, outcome.phase === 'Succeeded' ? 'info' : 'warning', outcome, logger);
     return {
       content: [{ type: 'text', text: formatRunText(outcome, failure) }],
       structuredContent: toStructured(outcome),
