@@ -29,8 +29,8 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
-  const clients = makeClients(loadKubeConfig());
   const metrics = createMetrics();
+  const clients = makeClients(loadKubeConfig(), metrics.kubeApi);
   const operator = createOperator(config, clients, log, metrics);
   const auth = createAuth(config, clients, log.child({ component: 'auth' }));
   if (config.authMode === 'none' && !isLoopbackBind(config.bindAddress)) {

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import tls from 'node:tls';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api, Exec, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
+import { countApiRequests, countExec, type KubeApiMetrics } from './api-metrics.js';
 
 export interface KubeClients {
   kc: KubeConfig;
@@ -76,8 +77,10 @@ function shareSecureContexts(kc: KubeConfig): void {
   };
 }
 
-export function makeClients(kc: KubeConfig): KubeClients {
+/** `apiMetrics`: where the requests of these clients (and of informers on `kc`) are counted. */
+export function makeClients(kc: KubeConfig, apiMetrics?: KubeApiMetrics): KubeClients {
   reuseConnections(kc);
+  if (apiMetrics) countApiRequests(kc, apiMetrics);
   return {
     kc,
     core: kc.makeApiClient(CoreV1Api),
@@ -85,7 +88,7 @@ export function makeClients(kc: KubeConfig): KubeClients {
     networking: kc.makeApiClient(NetworkingV1Api),
     events: kc.makeApiClient(EventsV1Api),
     coordination: kc.makeApiClient(CoordinationV1Api),
-    exec: new Exec(kc),
+    exec: countExec(new Exec(kc), kc),
   };
 }
 

@@ -7,6 +7,7 @@
 import { ListWatch, Watch } from '@kubernetes/client-node';
 import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { kubeApiMetricsOf, resourceOf, type KubeApiMetrics, type InformerResource } from './api-metrics.js';
 
 export type Listener<T> = (obj: T) => void;
 
@@ -78,6 +79,9 @@ export class ResilientInformer<T extends KubernetesObject> {
   private stopped = false;
   private restartDelayMs = 1000;
   private restartTimer: NodeJS.Timeout | undefined;
+  /** Where restarts are counted: the metrics of the KubeConfig's requests, if counted. */
+  private readonly metrics: KubeApiMetrics | undefined;
+  private readonly resource: InformerResource;
 
   constructor(
     kc: KubeConfig,
@@ -86,6 +90,8 @@ export class ResilientInformer<T extends KubernetesObject> {
     private readonly log: Logger,
     options: InformerOptions<T> = {},
   ) {
+    this.metrics = kubeApiMetricsOf(kc);
+    this.resource = resourceOf(path);
     const transform = options.transform ?? ((o: T) => o);
     const watch = options.transform ? new TransformingWatch<T>(kc, transform) : new Watch(kc);
     this.informer = new ListWatch<T>(path, watch, () => listAllPages(listPage, transform), false, options.labelSelector);
@@ -130,6 +136,11 @@ export class ResilientInformer<T extends KubernetesObject> {
     const delay = this.restartDelayMs;
     this.restartDelayMs = Math.min(this.restartDelayMs * 2, 30_000);
     this.log.warn({ err: String((err as Error)?.message ?? err), retryInMs: delay }, 'Informer stopped; restarting');
+    try {
+      this.metrics?.informerRestarted(this.resource);
+    } catch {
+      // counting never stops a restart
+    }
     this.restartTimer = setTimeout(() => {
       if (this.stopped) return;
       this.informer.start().catch((e: unknown) => this.onError(e));

@@ -11,6 +11,8 @@ import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
 import { ADMISSION_LIMITS, type AdmissionLimit, type RunLoad } from '../limits/admission.js';
 import { serviceMetrics, type ServiceMetrics } from './service-metrics.js';
 import type { AuditResult } from '../audit/writer.js';
+import type { KubeApiMetrics } from '../kube/api-metrics.js';
+import { kubeApiMetrics } from './kube-api-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -28,6 +30,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   admissionLoad(load: RunLoad): void;
   /** Audit records of session calls: written or dropped (src/audit/writer.ts), and the queue. */
   audit: { result(result: AuditResult): void; queue(length: number): void };
+  /** Kubernetes API requests by verb and result, informer restarts (makeClients counts them here). */
+  kubeApi: KubeApiMetrics;
 }
 
 export function createMetrics(): Metrics {
@@ -187,6 +191,7 @@ export function createMetrics(): Metrics {
     registry,
     ...service,
     sandboxCheck,
+    kubeApi: kubeApiMetrics(registry),
     audit: {
       result: (result): void => void auditRecords.inc({ result }),
       queue: (length): void => void auditQueue.set(length),

@@ -122,12 +122,14 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
       `codemode_sandbox_check_last_success_timestamp_seconds{job="${JOB}"} > 0`,
       `sum by (namespace) (rate(codemode_runs_total{job="${JOB}"}[10m])) + sum by (namespace) (rate(codemode_session_calls_total{job="${JOB}"}[10m])) > 0`,
       `sum by (namespace, controller) (rate(controller_runtime_reconcile_total{job="${JOB}",controller=~"sandboxrun|sandboxsession"}[15m])) > 0`,
+      `sum by (namespace) (rate(codemode_kube_api_requests_total{job="${JOB}"}[10m])) > 0`,
     ]) {
       await until(() => promHas(input), 180_000, `Prometheus to show ${input}`);
     }
     const rules = alertRules();
     expect(rules.map((r) => r.alert).sort()).toEqual([
       'CodemodeExecutionFailureRatioHigh',
+      'CodemodeKubeApiErrors',
       'CodemodeNoLeader',
       'CodemodeReconcileErrors',
       'CodemodeSandboxNotEnforced',

@@ -53,8 +53,8 @@ export async function startOperator(namespace: string, env: Record<string, strin
     ...env,
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const clients = makeClients(testKube().kc);
   const metrics = options.sandboxCheck === true || options.metrics === true ? createMetrics() : undefined;
+  const clients = makeClients(testKube().kc, metrics?.kubeApi);
   const operator = createOperator(config, clients, log, metrics, {
     sandboxCheck: options.sandboxCheck === true,
     ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }),
