@@ -3,16 +3,19 @@
 // the leader election and with a fixed clock (helpers/pool-rig.ts). Pool pods are markers that
 // never run, whether the row made them or the controller did (the rig gates the controller's
 // pods); every delete the controller sends must carry uid and resourceVersion preconditions.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, it } from 'vitest';
-import { SANDBOXRUN_KIND, SANDBOXSESSION_KIND } from '../../src/api/v1alpha1/index.js';
-import { LABEL_MANAGED_BY, LABEL_RUNTIME, LABEL_SANDBOX, MANAGED_BY_VALUE } from '../../src/api/v1alpha1/labels.js';
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SANDBOXSESSION_KIND, VERSION } from '../../src/api/v1alpha1/index.js';
+import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SANDBOX, MANAGED_BY_VALUE } from '../../src/api/v1alpha1/labels.js';
 import { ANNOTATION_UNUSED_SINCE } from '../../src/controller/runtime-guard.js';
 import { SWEEP_GRACE_MS } from '../../src/controller/runtime-sweep.js';
 import { LABEL_POOL, LABEL_POOL_HASH, POOL_LANGUAGE } from '../../src/sandbox/pod.js';
 import { LABEL_RUNTIME_HASH, runtimeVolume } from '../../src/sandbox/runtime-configmap.js';
 import { filesHash } from '../../src/sandbox/template-hash.js';
-import { RUNTIME_FILES, currentPoolPod, poolRig } from './helpers/pool-rig.js';
-import { clients, runRow, without, type Row } from './helpers/table.js';
+import { runLabelValue } from '../../src/sandbox/names.js';
+import { RUNTIME_FILES, currentPoolPod, poolRig, type PoolRigHooks } from './helpers/pool-rig.js';
+import { changed, clients, runRow, without, type Row } from './helpers/table.js';
 import { MARKER_GATE, type MarkerSpec, type World } from './helpers/world.js';
 
 /** This checkout's pool pods: their template hash and deadline (the same for every row's pool size). */
@@ -67,7 +70,31 @@ const oldCm = (name: string, annotations?: Record<string, string>): { name: stri
   ...(annotations && { annotations }),
 });
 
-const rows: Row[] = [
+/**
+ * Another replica claims `pod` for run `run` just before the leader's delete of it lands: the
+ * leader decided on the pod as its informer showed it (unclaimed), the claim changed it since.
+ */
+function claimedBeforeDelete(pod: string, run: string): PoolRigHooks {
+  return {
+    async beforeDelete(namespace, what): Promise<void> {
+      if (what !== `Pod/${pod}`) return;
+      const r = (await clients.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: SANDBOXRUN_PLURAL,
+        namespace,
+        name: run,
+      })) as KubernetesObject;
+      const owner = { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name: run, uid: r.metadata?.uid ?? '', controller: true, blockOwnerDeletion: true };
+      await clients.core.patchNamespacedPod(
+        { namespace, name: pod, body: { metadata: { labels: { [LABEL_POOL]: 'claimed', [LABEL_RUN]: runLabelValue(run) }, ownerReferences: [owner] } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+    },
+  };
+}
+
+const rows: Array<Row & { hooks?: PoolRigHooks }> = [
   {
     name: 'an empty pool is filled to its minimum with pods of this template, after its runtime ConfigMap',
     world: () => ({}),
@@ -106,6 +133,28 @@ const rows: Row[] = [
     }),
     key: 'pool',
     expected: gone('a', 'c-starting'),
+    requeued: true,
+  },
+  {
+    name: 'a surplus pod claimed by another replica just before the delete lands is not deleted (uid and resourceVersion preconditions)',
+    env: { CODEMODE_WARM_POOL_MIN: '1' },
+    world: () => ({
+      runs: [{ name: 'r', spec }],
+      podsSecondsApart: true,
+      pods: [
+        { ...warm('oldest'), phase: 'Ready' },
+        { ...warm('newest'), phase: 'Ready' },
+      ],
+    }),
+    hooks: claimedBeforeDelete('oldest', 'r'),
+    key: 'pool',
+    expected: changed('Pod/oldest', (p) => {
+      const meta = p.metadata as { labels: Record<string, string> };
+      return {
+        ...p,
+        metadata: { ...meta, labels: { ...meta.labels, [LABEL_POOL]: 'claimed', [LABEL_RUN]: runLabelValue('r') }, owners: ['SandboxRun/r (controller)'] },
+      };
+    }),
     requeued: true,
   },
   {
@@ -179,5 +228,5 @@ const rows: Row[] = [
 ];
 
 describe('warm-pool reconcile (the leader pass) against the real API server', () => {
-  for (const row of rows) it(row.name, () => runRow(row, 'int-pool', (ns, now, env) => poolRig(clients, ns, now, env)));
+  for (const row of rows) it(row.name, () => runRow(row, 'int-pool', (ns, now, env) => poolRig(clients, ns, now, env, row.hooks)));
 });

@@ -5,7 +5,8 @@
 // No pool pod ever runs here either: every pod the controller creates gets the marker scheduling
 // gate on its way to the API server (the template and its hash are untouched), so pods stay
 // Pending and nothing but the test and the controller writes them. Every delete the controller
-// sends is recorded, and settle() fails if one lacked uid and resourceVersion preconditions.
+// sends is recorded, and settle() fails if one lacked uid and resourceVersion preconditions; a
+// hook can change the object just before the delete lands (another replica's claim racing it).
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { NetworkPolicyGuard } from '../../../src/controller/network-policy.js';
@@ -49,12 +50,23 @@ export function currentPoolPod(env: Record<string, string> = {}): { hash: string
   return { hash: template.metadata?.labels?.[LABEL_POOL_HASH] ?? '', deadlineSeconds: template.spec?.activeDeadlineSeconds };
 }
 
-export async function poolRig(clients: KubeClients, namespace: string, now: Date, env: Record<string, string> = {}): Promise<PoolRig> {
+/** `beforeDelete` runs just before a delete the controller sends reaches the API server (a race). */
+export interface PoolRigHooks {
+  beforeDelete?(namespace: string, what: string): Promise<void>;
+}
+
+export async function poolRig(
+  clients: KubeClients,
+  namespace: string,
+  now: Date,
+  env: Record<string, string> = {},
+  hooks: PoolRigHooks = {},
+): Promise<PoolRig> {
   const config = poolConfig(namespace, env);
   const opts = controllerOptions(config, IDENTITY);
   const calls = new InFlight();
   const deletes: Array<{ what: string; preconditions?: { uid?: string; resourceVersion?: string } }> = [];
-  const api = calls.clients({ ...clients, core: gated(clients.core, deletes) });
+  const api = calls.clients({ ...clients, core: gated(clients.core, deletes, hooks) });
   const pods = podInformer(clients, namespace);
   const runtime = new RuntimeConfigMapGuard(api, RUNTIME_FILES, log);
   const clock = (): number => now.getTime();
@@ -107,7 +119,7 @@ export async function poolRig(clients: KubeClients, namespace: string, now: Date
 }
 
 /** `core` with the marker gate added to every pod it creates and every delete recorded. */
-function gated(core: CoreV1Api, deletes: Array<{ what: string; preconditions?: { uid?: string; resourceVersion?: string } }>): CoreV1Api {
+function gated(core: CoreV1Api, deletes: Array<{ what: string; preconditions?: { uid?: string; resourceVersion?: string } }>, hooks: PoolRigHooks): CoreV1Api {
   return new Proxy(core, {
     get(target, prop, receiver): unknown {
       const v: unknown = Reflect.get(target, prop, receiver);
@@ -118,8 +130,10 @@ function gated(core: CoreV1Api, deletes: Array<{ what: string; preconditions?: {
           call({ ...req, body: { ...req.body, spec: { ...req.body.spec, schedulingGates: [{ name: MARKER_GATE }] } } }, ...rest);
       }
       if (typeof prop === 'string' && prop.startsWith('deleteNamespaced')) {
-        return (req: { name: string; body?: { preconditions?: { uid?: string; resourceVersion?: string } } }, ...rest: unknown[]) => {
-          deletes.push({ what: `${prop.slice('deleteNamespaced'.length)}/${req.name}`, preconditions: req.body?.preconditions });
+        return async (req: { namespace: string; name: string; body?: { preconditions?: { uid?: string; resourceVersion?: string } } }, ...rest: unknown[]) => {
+          const what = `${prop.slice('deleteNamespaced'.length)}/${req.name}`;
+          deletes.push({ what, preconditions: req.body?.preconditions });
+          await hooks.beforeDelete?.(req.namespace, what);
           return call(req, ...rest);
         };
       }
