@@ -181,7 +181,11 @@ export async function versions(c: KubeClients, namespace: string): Promise<Recor
   add(SANDBOXSESSION_KIND, ((await c.custom.listNamespacedCustomObject({ ...sessionApi, namespace })) as { items: KubernetesObject[] }).items);
   add('Pod', (await c.core.listNamespacedPod({ namespace })).items);
   add('Lease', (await c.coordination.listNamespacedLease({ namespace })).items);
-  add('ConfigMap', (await c.core.listNamespacedConfigMap({ namespace })).items);
+  // kube-root-ca.crt is the controller-manager's, published whenever it gets to the new namespace.
+  add(
+    'ConfigMap',
+    (await c.core.listNamespacedConfigMap({ namespace })).items.filter((cm) => cm.metadata?.name !== 'kube-root-ca.crt'),
+  );
   add('NetworkPolicy', (await c.networking.listNamespacedNetworkPolicy({ namespace })).items);
   add('Event', (await c.events.listNamespacedEvent({ namespace })).items);
   return out;
