@@ -36,6 +36,8 @@ export interface PoolControllerDeps {
   refillDeferMs?: number;
   log: Logger;
   metrics?: ControllerMetrics;
+  /** The clock demand, expiry and the sweep are judged by (tests fix it); Date.now by default. */
+  now?: () => number;
 }
 
 export class PoolController {
@@ -43,10 +45,15 @@ export class PoolController {
   private readonly elector: LeaderElector;
   private readonly demand: PoolDemand;
   private lastSweepMs = 0;
+  private readonly now: () => number;
 
   constructor(private readonly d: PoolControllerDeps) {
+    this.now = d.now ?? Date.now;
     this.demand = new PoolDemand((p) => d.pool.couldServe(p));
-    this.queue = new WorkQueue(() => this.reconcile(), { workers: 1, metrics: d.metrics?.queue('warmpool') });
+    this.queue = new WorkQueue(() => (this.elector.isLeader ? this.reconcile() : Promise.resolve({ requeueAfterMs: d.resyncMs })), {
+      workers: 1,
+      metrics: d.metrics?.queue('warmpool'),
+    });
     this.elector = new LeaderElector(
       d.clients.coordination,
       {
@@ -62,7 +69,7 @@ export class PoolController {
       d.log.child({ component: 'leader-election' }),
     );
     d.pods.onChange((p) => {
-      this.demand.observe(p, Date.now());
+      this.demand.observe(p, this.now());
       if (this.elector.isLeader) this.queue.add(POOL_KEY);
     });
     d.pods.onDelete((p) => this.demand.forget(p));
@@ -78,14 +85,19 @@ export class PoolController {
   }
 
   /** The pool size the leader aims for now. */
-  target(nowMs = Date.now()): number {
+  target(nowMs = this.now()): number {
     return this.demand.target(this.d, nowMs, (this.d.refillDeferMs ?? 0) / 1000);
   }
 
   /** Call once the pod informer has listed: claims seen from now on count as demand. */
   start(): void {
-    this.demand.prime();
+    this.prime();
     this.elector.start();
+  }
+
+  /** From now on, claims seen count as demand (start() does it; tests that skip the election too). */
+  prime(): void {
+    this.demand.prime();
   }
 
   async stop(): Promise<void> {
@@ -93,9 +105,12 @@ export class PoolController {
     await this.elector.stop();
   }
 
-  private async reconcile(): Promise<{ requeueAfterMs: number }> {
+  /**
+   * One pass over the whole pool, as the leader makes it: the work queue calls it only while this
+   * replica holds the Lease; tests call it directly, without an election.
+   */
+  async reconcile(): Promise<{ requeueAfterMs: number }> {
     const resync = this.d.resyncMs;
-    if (!this.elector.isLeader) return { requeueAfterMs: resync };
     const target = this.target();
     this.d.metrics?.poolTarget(target);
     const again = await this.d.pool.refill(target);
@@ -105,11 +120,11 @@ export class PoolController {
   }
 
   private async sweep(): Promise<void> {
-    const now = Date.now();
+    const now = this.now();
     if (now - this.lastSweepMs < SWEEP_PERIOD_MS) return;
     this.lastSweepMs = now;
-    await sweepRuntimeConfigMaps(this.d.clients, this.d.namespace, this.d.runtime.name, this.d.pods.list(this.d.namespace), this.d.log).catch((err: unknown) =>
-      this.d.log.warn({ err: apiErrorMessage(err) }, 'Failed to sweep runtime ConfigMaps'),
+    await sweepRuntimeConfigMaps(this.d.clients, this.d.namespace, this.d.runtime.name, this.d.pods.list(this.d.namespace), this.d.log, now).catch(
+      (err: unknown) => this.d.log.warn({ err: apiErrorMessage(err) }, 'Failed to sweep runtime ConfigMaps'),
     );
   }
 }

@@ -33,19 +33,26 @@ export function sweepAction(cm: V1ConfigMap, p: { current: string; mounted: Read
   return p.nowMs - sinceMs >= (p.graceMs ?? SWEEP_GRACE_MS) ? 'delete' : 'keep';
 }
 
-export async function sweepRuntimeConfigMaps(clients: KubeClients, namespace: string, current: string, pods: readonly V1Pod[], log: Logger): Promise<void> {
+export async function sweepRuntimeConfigMaps(
+  clients: KubeClients,
+  namespace: string,
+  current: string,
+  pods: readonly V1Pod[],
+  log: Logger,
+  nowMs = Date.now(),
+): Promise<void> {
   const list = await clients.core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_RUNTIME_HASH });
   const mounted = mountedConfigMaps(pods);
   for (const cm of list.items) {
     const name = cm.metadata?.name ?? '';
-    const action = sweepAction(cm, { current, mounted, nowMs: Date.now() });
+    const action = sweepAction(cm, { current, mounted, nowMs });
     try {
       if (action === 'mark') {
         await clients.core.patchNamespacedConfigMap(
           {
             namespace,
             name,
-            body: { metadata: { resourceVersion: cm.metadata?.resourceVersion, annotations: { [ANNOTATION_UNUSED_SINCE]: new Date().toISOString() } } },
+            body: { metadata: { resourceVersion: cm.metadata?.resourceVersion, annotations: { [ANNOTATION_UNUSED_SINCE]: new Date(nowMs).toISOString() } } },
           },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );

@@ -46,6 +46,8 @@ export interface WarmPoolDeps {
    * any claim, so a run that claims one pays no exec set-up (~60 ms) on its path.
    */
   kernels?: KernelConnections;
+  /** The clock refills judge pod age by (tests fix it); Date.now by default. */
+  now?: () => number;
 }
 
 export function poolSelector(): string {
@@ -136,7 +138,8 @@ export class WarmPool {
     try {
       const ns = this.d.opts.namespace;
       const all = this.d.pods.list(ns);
-      const nowMs = Date.now();
+      const now = this.d.now ?? Date.now;
+      const nowMs = now();
       const pending = this.expected.pending(
         all.map((p) => p.metadata?.name ?? ''),
         nowMs,
@@ -161,7 +164,7 @@ export class WarmPool {
       await this.d.runtime.ensure(ns);
       for (let i = 0; i < plan.create; i++) {
         const created = await this.d.clients.core.createNamespacedPod({ namespace: ns, body: this.template });
-        if (created.metadata?.name) this.expected.created(created.metadata.name, Date.now());
+        if (created.metadata?.name) this.expected.created(created.metadata.name, now());
       }
       return undefined;
     } catch (err) {

@@ -28,7 +28,7 @@ import { until } from '../../e2e/helpers/kube.js';
 /** The executor annotation this rig's replica writes. */
 export const IDENTITY = 'integration-replica';
 
-const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+export const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
 export interface Rig {
   config: Config;
@@ -147,7 +147,7 @@ function runInformer(clients: KubeClients, namespace: string): ResilientInformer
   );
 }
 
-function podInformer(clients: KubeClients, namespace: string): ResilientInformer<V1Pod> {
+export function podInformer(clients: KubeClients, namespace: string): ResilientInformer<V1Pod> {
   return new ResilientInformer<V1Pod>(
     clients.kc,
     `/api/v1/namespaces/${namespace}/pods`,
@@ -180,7 +180,7 @@ function listSessions(clients: KubeClients, namespace: string, cont?: string): P
 }
 
 /** Promises of API calls still in flight, kept by proxies around the API clients. */
-class InFlight {
+export class InFlight {
   readonly pending = new Set<Promise<void>>();
 
   clients(c: KubeClients): KubeClients {
@@ -217,18 +217,18 @@ class InFlight {
   }
 }
 
-interface Cache {
+export interface Cache {
   /** name → resourceVersion in the informer's cache and in the API server. */
   cached(): Map<string, string | undefined>;
   actual(): Promise<Map<string, string | undefined>>;
 }
 
-function cacheOf<T extends KubernetesObject>(informer: ResilientInformer<T>, list: () => Promise<KubernetesListObject<T>>): Cache {
+export function cacheOf<T extends KubernetesObject>(informer: ResilientInformer<T>, list: () => Promise<KubernetesListObject<T>>): Cache {
   const byName = (items: readonly T[]): Map<string, string | undefined> => new Map(items.map((o) => [o.metadata?.name ?? '', o.metadata?.resourceVersion]));
   return { cached: () => byName(informer.list()), actual: async () => byName((await list()).items) };
 }
 
-async function settle(calls: InFlight, caches: Cache[], drain: () => Promise<void>): Promise<void> {
+export async function settle(calls: InFlight, caches: Cache[], drain: () => Promise<void>): Promise<void> {
   // Quiet = nothing in flight across a macrotask (a call may start right after another ends).
   for (let quiet = 0; quiet < 2;) {
     await drain();

@@ -25,10 +25,12 @@ export interface Row {
   /** How far the controller's clock is ahead of the real one (seconds). */
   clockAheadSeconds?: number;
   world(clock: Clock): WorldSpec;
+  /** Objects created once the controller's informers run (what it sees happen, e.g. a claim). */
+  meanwhile?(clock: Clock): WorldSpec;
   /** Name of the object to reconcile. */
   key: string;
   /** The world after one reconcile, from the world before it (normalised: see world.ts). */
-  expected(before: World): World;
+  expected(before: World, clock: Clock): World;
   /** Whether the settled object is looked at again later (time-based work left). */
   requeued: boolean;
 }
@@ -44,8 +46,10 @@ export async function runRow<R extends Rig & { controller: { reconcile(key: stri
   let r: R | undefined;
   try {
     const start = Date.now();
-    await buildWorld(clients, ns, row.world({ at: (s) => new Date(start + s * 1000).toISOString() }));
+    const clock: Clock = { at: (s) => new Date(start + s * 1000).toISOString() };
+    await buildWorld(clients, ns, row.world(clock));
     r = await rig(ns, new Date(start + (row.clockAheadSeconds ?? 0) * 1000), row.env);
+    if (row.meanwhile) await buildWorld(clients, ns, row.meanwhile(clock));
     await r.settle();
     const key = `${ns}/${row.key}`;
     const before = await snapshot(clients, ns);
@@ -55,7 +59,7 @@ export async function runRow<R extends Rig & { controller: { reconcile(key: stri
     const after = await snapshot(clients, ns);
     // INTEGRATION_DUMP=1 prints each row's worlds (to write a new row's expectation).
     if (process.env.INTEGRATION_DUMP) console.log(JSON.stringify({ before, after }, null, 1));
-    expect(after).toEqual(row.expected(before));
+    expect(after).toEqual(row.expected(before, clock));
 
     const written = await versions(clients, ns);
     const again = await r.controller.reconcile(key);

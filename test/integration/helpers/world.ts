@@ -1,9 +1,11 @@
 // A "world" for reconcile tests: real API objects in a fresh namespace of the real API server —
 // SandboxRuns and SandboxSessions (status through the status subresource, as controllers write it),
 // pods as markers that can never run (a scheduling gate keeps them unscheduled, and the API server
-// sets their only status at creation, so nothing changes them behind the test's back) and Leases.
+// sets their only status at creation — or the row, once, through the status subresource — so
+// nothing changes them behind the test's back), Leases and ConfigMaps.
 // The snapshot reads the whole namespace back and normalises away what the server invents
-// (resourceVersion, uid, timestamps, managedFields), so a row states the world it expects.
+// (resourceVersion, uid, timestamps, managedFields, generated pod names), so a row states the
+// world it expects.
 import { PatchStrategy, V1MicroTime, setHeaderOptions, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import {
   API_VERSION,
@@ -22,9 +24,27 @@ import { runLabelValue } from '../../../src/sandbox/names.js';
 export interface WorldSpec {
   runs?: Array<{ name: string; spec: Record<string, unknown>; annotations?: Record<string, string>; status?: Record<string, unknown> }>;
   sessions?: Array<{ name: string; spec?: Record<string, unknown>; status?: Record<string, unknown> }>;
-  /** Marker pods owned (controller: true) by a run or a session of this world. */
-  pods?: Array<{ name: string; owner: { kind: typeof SANDBOXRUN_KIND | typeof SANDBOXSESSION_KIND; name: string } }>;
+  /**
+   * Marker pods, owned (controller: true) by a run or a session of this world or by nothing (an
+   * unclaimed pool pod); `labels` are added to the operator's, `mounts` names a ConfigMap volume.
+   */
+  pods?: MarkerSpec[];
+  /** Create the pods a second apart, so their creationTimestamps (whole seconds) order them. */
+  podsSecondsApart?: boolean;
   leases?: Array<{ name: string; holder: string; renewTime: string; durationSeconds: number }>;
+  configMaps?: Array<{ name: string; labels?: Record<string, string>; annotations?: Record<string, string> }>;
+}
+
+export interface MarkerSpec {
+  name: string;
+  owner?: { kind: typeof SANDBOXRUN_KIND | typeof SANDBOXSESSION_KIND; name: string };
+  labels?: Record<string, string>;
+  mounts?: string;
+  /**
+   * Written through the status subresource after creation (nothing else writes a marker's
+   * status): Failed, or Ready (Running with a Ready condition, as a started pool pod shows).
+   */
+  phase?: 'Failed' | 'Ready';
 }
 
 /** The scheduling gate that keeps marker pods from ever being scheduled. */
@@ -53,7 +73,18 @@ export async function buildWorld(c: KubeClients, namespace: string, w: WorldSpec
     uids.set(`${SANDBOXSESSION_KIND}/${s.name}`, created.metadata?.uid ?? '');
     if (s.status) await patchStatus(c, sessionApi, namespace, s.name, s.status);
   }
-  for (const p of w.pods ?? []) await c.core.createNamespacedPod({ namespace, body: markerPod(p.name, p.owner, uids) });
+  for (const cm of w.configMaps ?? []) {
+    await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: cm.name, labels: cm.labels, annotations: cm.annotations }, data: {} } });
+  }
+  for (const [i, p] of (w.pods ?? []).entries()) {
+    if (w.podsSecondsApart && i > 0) await new Promise((r) => setTimeout(r, 1100));
+    await c.core.createNamespacedPod({ namespace, body: markerPod(p, uids) });
+    if (p.phase) {
+      const ready = { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] };
+      const status = p.phase === 'Ready' ? ready : { phase: p.phase };
+      await c.core.patchNamespacedPodStatus({ namespace, name: p.name, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    }
+  }
   for (const l of w.leases ?? []) {
     await c.coordination.createNamespacedLease({
       namespace,
@@ -70,21 +101,24 @@ async function patchStatus(c: KubeClients, api: typeof runApi, namespace: string
   await c.custom.patchNamespacedCustomObjectStatus({ ...api, namespace, name, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
 }
 
-function markerPod(name: string, owner: { kind: string; name: string }, uids: Map<string, string>): V1Pod {
-  const uid = uids.get(`${owner.kind}/${owner.name}`);
-  if (!uid) throw new Error(`marker pod ${name}: no ${owner.kind} ${owner.name} in this world`);
-  const ownerLabel = owner.kind === SANDBOXRUN_KIND ? LABEL_RUN : LABEL_SESSION;
+export function markerPod(p: MarkerSpec, uids: Map<string, string>): V1Pod {
+  const owner = p.owner;
+  const uid = owner ? uids.get(`${owner.kind}/${owner.name}`) : '';
+  if (owner && !uid) throw new Error(`marker pod ${p.name}: no ${owner.kind} ${owner.name} in this world`);
+  const ownerLabel = owner && { [owner.kind === SANDBOXRUN_KIND ? LABEL_RUN : LABEL_SESSION]: runLabelValue(owner.name) };
   return {
     metadata: {
-      name,
-      labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, [ownerLabel]: runLabelValue(owner.name) },
-      ownerReferences: [{ apiVersion: API_VERSION, kind: owner.kind, name: owner.name, uid, controller: true, blockOwnerDeletion: true }],
+      name: p.name,
+      labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...ownerLabel, ...p.labels },
+      ...(owner &&
+        uid && { ownerReferences: [{ apiVersion: API_VERSION, kind: owner.kind, name: owner.name, uid, controller: true, blockOwnerDeletion: true }] }),
     },
     spec: {
       schedulingGates: [{ name: MARKER_GATE }],
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 0,
       containers: [{ name: 'marker', image: 'codemode.local/sandbox:v1', imagePullPolicy: 'Never' }],
+      ...(p.mounts && { volumes: [{ name: 'runtime', configMap: { name: p.mounts } }] }),
     },
   };
 }
@@ -99,8 +133,27 @@ export async function snapshot(c: KubeClients, namespace: string): Promise<World
   for (const o of runs.items) world[`${SANDBOXRUN_KIND}/${o.metadata?.name}`] = normaliseCustom(o);
   const sessions = (await c.custom.listNamespacedCustomObject({ ...sessionApi, namespace })) as { items: KubernetesObject[] };
   for (const o of sessions.items) world[`${SANDBOXSESSION_KIND}/${o.metadata?.name}`] = normaliseCustom(o);
+  // Pods named by the server (generateName) are keyed by that prefix and a number, in the order of
+  // their normalised form: a row cannot know the names, only how many and what they look like.
+  const generated: Array<{ prefix: string; pod: unknown }> = [];
   for (const p of (await c.core.listNamespacedPod({ namespace })).items) {
-    world[`Pod/${p.metadata?.name}`] = { metadata: meta(p), phase: p.status?.phase, gated: (p.spec?.schedulingGates ?? []).map((g) => g.name) };
+    const deadline = p.spec?.activeDeadlineSeconds;
+    const pod = {
+      metadata: meta(p),
+      phase: p.status?.phase,
+      gated: (p.spec?.schedulingGates ?? []).map((g) => g.name),
+      ...(deadline !== undefined && { deadline }),
+    };
+    const prefix = p.metadata?.generateName;
+    if (prefix) generated.push({ prefix, pod });
+    else world[`Pod/${p.metadata?.name}`] = pod;
+  }
+  generated.sort((a, b) => (a.prefix + JSON.stringify(a.pod)).localeCompare(b.prefix + JSON.stringify(b.pod)));
+  const counts = new Map<string, number>();
+  for (const { prefix, pod } of generated) {
+    const n = (counts.get(prefix) ?? 0) + 1;
+    counts.set(prefix, n);
+    world[`Pod/${prefix}#${n}`] = pod;
   }
   for (const l of (await c.coordination.listNamespacedLease({ namespace })).items) {
     world[`Lease/${l.metadata?.name}`] = { holder: l.spec?.holderIdentity };
@@ -128,7 +181,11 @@ export async function versions(c: KubeClients, namespace: string): Promise<Recor
   add(SANDBOXSESSION_KIND, ((await c.custom.listNamespacedCustomObject({ ...sessionApi, namespace })) as { items: KubernetesObject[] }).items);
   add('Pod', (await c.core.listNamespacedPod({ namespace })).items);
   add('Lease', (await c.coordination.listNamespacedLease({ namespace })).items);
-  add('ConfigMap', (await c.core.listNamespacedConfigMap({ namespace })).items);
+  // kube-root-ca.crt is the controller-manager's, published whenever it gets to the new namespace.
+  add(
+    'ConfigMap',
+    (await c.core.listNamespacedConfigMap({ namespace })).items.filter((cm) => cm.metadata?.name !== 'kube-root-ca.crt'),
+  );
   add('NetworkPolicy', (await c.networking.listNamespacedNetworkPolicy({ namespace })).items);
   add('Event', (await c.events.listNamespacedEvent({ namespace })).items);
   return out;
