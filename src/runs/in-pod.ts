@@ -2,14 +2,13 @@
 // (status.ts classifies): a cold pod runs the runner script through one exec, a claimed warm pod
 // runs it through its kernel. Everything read from the pod is untrusted and already bounded by the
 // exec and kernel layers; a broken stream or a pod that died becomes facts, never an exception.
-import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod } from '../exec/exec.js';
 import { KernelConnectionError, KernelUnreachableError, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
-import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
+import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
 import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { ExecutionFacts } from './status.js';
@@ -187,14 +186,7 @@ export class InPodExecution {
 
   /** An OOM kill or eviction of the pod, once its status shows the container stopped (bounded wait). */
   private async podVerdict(ns: string, podName: string): Promise<PodFailure | undefined> {
-    const stopped = (pod: V1Pod | undefined): boolean =>
-      !pod ||
-      pod.metadata?.deletionTimestamp !== undefined ||
-      pod.status?.reason === 'Evicted' ||
-      pod.status?.phase === 'Failed' ||
-      pod.status?.phase === 'Succeeded' ||
-      (pod.status?.containerStatuses ?? []).some((cs) => cs.state?.terminated !== undefined);
-    return podFailure(await this.d.pods.waitFor(ns, podName, stopped, POD_VERDICT_WAIT_MS));
+    return podFailure(await this.d.pods.waitFor(ns, podName, podStopped, POD_VERDICT_WAIT_MS));
   }
 
   private podGone(ns: string, podName: string): boolean {

@@ -32,3 +32,20 @@ export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
   }
   return undefined;
 }
+
+/**
+ * The pod is known to have stopped running code: gone, being deleted, evicted, finished, or its
+ * container terminated. Then no report from the code can still come, and podFailure() says why
+ * if its status knows. One rule for transient runs (read from the pod cache) and session kernels
+ * (read from the API).
+ */
+export function podStopped(pod: V1Pod | undefined): boolean {
+  return (
+    !pod ||
+    pod.metadata?.deletionTimestamp !== undefined ||
+    pod.status?.reason === 'Evicted' ||
+    pod.status?.phase === 'Failed' ||
+    pod.status?.phase === 'Succeeded' ||
+    (pod.status?.containerStatuses ?? []).some((cs) => cs.state?.terminated !== undefined)
+  );
+}

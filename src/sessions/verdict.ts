@@ -2,9 +2,8 @@
 // or an eviction (e.g. /workspace past its limit). Read from the API with a short bounded poll,
 // since the kubelet reports the stopped container a second or two after the stream ends.
 import { Reasons } from '../api/v1alpha1/index.js';
-import { podFailure, type PodFailure } from '../sandbox/pod-failure.js';
+import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
 import type { KernelResult } from '../exec/kernel.js';
-import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { isNotFound, type KubeClients } from '../kube/clients.js';
 
 const VERDICT_WAIT_MS = 8000;
@@ -27,15 +26,14 @@ export async function readPodState(
 ): Promise<{ failure?: PodFailure; stopped: boolean }> {
   const end = Date.now() + waitMs;
   for (;;) {
-    let gone = false;
+    let unreadable = false;
     const pod = await clients.core.readNamespacedPod({ namespace, name }).catch((err: unknown) => {
-      gone = isNotFound(err);
+      unreadable = !isNotFound(err);
       return undefined;
     });
     const failure = podFailure(pod);
     if (failure) return { failure, stopped: true };
-    const cs = pod?.status?.containerStatuses?.find((c) => c.name === SANDBOX_CONTAINER);
-    const stopped = gone || pod?.metadata?.deletionTimestamp !== undefined || cs?.state?.terminated !== undefined;
+    const stopped = !unreadable && podStopped(pod);
     if (stopped || Date.now() >= end) return { stopped };
     await new Promise((r) => setTimeout(r, VERDICT_POLL_MS));
   }

@@ -5,7 +5,7 @@ import { classifyExecution, completedStatus, failedStatus, runningStatus, type E
 import { setCondition } from '../../../src/api/v1alpha1/index.js';
 import { podState } from '../../../src/sandbox/pod-state.js';
 import { lostAfterMs, ttlRemainingMs } from '../../../src/controller/run-decision.js';
-import { podFailure } from '../../../src/sandbox/pod-failure.js';
+import { podFailure, podStopped } from '../../../src/sandbox/pod-failure.js';
 
 const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -316,5 +316,31 @@ describe('podFailure', () => {
   it('bounds the kubelet message and ends it with a full stop', () => {
     expect(podFailure(pod({ reason: 'Evicted', message: 'x'.repeat(5000) }))?.detail.length).toBeLessThanOrEqual(301);
     expect(podFailure(pod({ reason: 'Evicted', message: ' disk  pressure ' }))?.detail).toBe('disk pressure.');
+  });
+});
+
+describe('podStopped', () => {
+  const cs = (state: NonNullable<NonNullable<V1Pod['status']>['containerStatuses']>[number]['state']) => ({
+    name: 'sandbox',
+    image: 'i',
+    imageID: '',
+    ready: false,
+    restartCount: 0,
+    state,
+  });
+  it.each([
+    ['no pod (gone)', undefined, true],
+    ['running', { metadata: { name: 'p' }, status: { phase: 'Running', containerStatuses: [cs({ running: {} })] } }, false],
+    ['pending, no status yet', { metadata: { name: 'p' }, status: { phase: 'Pending' } }, false],
+    ['being deleted', { metadata: { name: 'p', deletionTimestamp: new Date() }, status: { phase: 'Running' } }, true],
+    ['evicted', { metadata: { name: 'p' }, status: { phase: 'Failed', reason: 'Evicted' } }, true],
+    ['finished', { metadata: { name: 'p' }, status: { phase: 'Succeeded' } }, true],
+    [
+      'container terminated, phase not updated yet',
+      { metadata: { name: 'p' }, status: { phase: 'Running', containerStatuses: [cs({ terminated: { exitCode: 137 } })] } },
+      true,
+    ],
+  ] as Array<[string, V1Pod | undefined, boolean]>)('%s', (_name, p, stopped) => {
+    expect(podStopped(p)).toBe(stopped);
   });
 });
