@@ -3,11 +3,13 @@
 // ClusterIP (kube-proxy programs it on this node; there is no cluster DNS), `helm test`, an
 // upgrade to another image tag while a client keeps calling, and an uninstall that leaves no
 // sandbox pod, policy or lease behind. deploy/ must be the chart rendered with defaults.
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
-import { CHART, ctr, helm, kubectl, sh } from './helpers/helm.js';
+import { CHART, KUBECTL, ctr, helm, kubectl, sh } from './helpers/helm.js';
 import { connect, type TestClient } from './helpers/operator.js';
+import { LABEL_POOL } from '../../src/sandbox/pod.js';
 
 const k = testKube();
 const release = 'cm';
@@ -22,6 +24,8 @@ const token = `t-${randomBytes(16).toString('hex')}`;
 const auth = { authorization: `Bearer ${token}` };
 /** Small requests: the shared 2-core node is often full of other suites' pods. */
 const LIGHT = ['--set', 'resources.requests.cpu=10m', '--set', 'config.cpuRequest=10m'];
+/** The upgraded version's sandbox CPU request: a pool template of its own. */
+const NEW_CPU_REQUEST = '20m';
 /** Every optional object on (ServiceMonitor and HTTPRoute need CRDs this cluster does not have). */
 const OPTIONAL = [
   '--set',
@@ -49,6 +53,28 @@ async function gatewayPods(): Promise<Array<{ name: string; image: string; ready
     ready: p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true,
     terminating: p.metadata?.deletionTimestamp !== undefined,
   }));
+}
+
+/**
+ * Follows the gateway pods' logs from now on (kubectl logs -f: the pods that exist now, e.g. the
+ * old version's through an upgrade); stop() returns their warnings and errors, for a failure's message.
+ */
+function followGatewayLogs(): { stop(): string } {
+  const selector = `app.kubernetes.io/instance=${release},app.kubernetes.io/name=codemode-operator`;
+  const child = spawn(KUBECTL, ['logs', '-f', '-n', ns, '-l', selector, '--prefix', '--max-log-requests', '10', '--tail', '-1'], { env: process.env });
+  let text = '';
+  child.stdout.on('data', (d: Buffer) => (text += d.toString('utf8')));
+  child.stderr.on('data', (d: Buffer) => (text += d.toString('utf8')));
+  return {
+    stop(): string {
+      child.kill();
+      return text
+        .split('\n')
+        .filter((l) => /"level":"(warn|error|fatal)"/.test(l))
+        .slice(-40)
+        .join('\n');
+    },
+  };
 }
 
 async function serviceUrl(): Promise<{ ip: string; url: string }> {
@@ -165,7 +191,7 @@ describe('charts/codemode-operator', () => {
     expect(out).toMatch(/Phase:\s+Succeeded/);
   }, 400_000);
 
-  it('upgrades to another image tag under load: no failed call, no run lost or repeated', async () => {
+  it('upgrades to another image tag and pool template under load: no failed call, no run lost or repeated, old pool pods replaced', async () => {
     const { url } = await serviceUrl();
     const client = await connect(url, 'current', auth);
     // Session calls append their number to a list in the interpreter: a call executed twice, or
@@ -179,6 +205,7 @@ describe('charts/codemode-operator', () => {
     const answered: number[] = [];
     let calls = 0;
     let stop = false;
+    const logs = followGatewayLogs();
     const caller = (async (): Promise<void> => {
       while (!stop) {
         calls++;
@@ -190,7 +217,7 @@ describe('charts/codemode-operator', () => {
             inSession ? { session, code: `calls.append(${n}); print(${n})` } : { code: `print(${n})  # upgrade-load` },
           );
           const out = r.structuredContent as { phase?: string; stdout?: string } | undefined;
-          if (out?.phase !== 'Succeeded' || out.stdout !== `${n}\n`) failures.push(`call ${n}: ${JSON.stringify(r).slice(0, 300)}`);
+          if (out?.phase !== 'Succeeded' || out.stdout !== `${n}\n`) failures.push(`call ${n}: ${JSON.stringify(r.content).slice(0, 1000)}`);
           else if (inSession) answered.push(n);
         } catch (err) {
           failures.push(`call ${n}: ${String((err as Error).message)}`);
@@ -198,7 +225,23 @@ describe('charts/codemode-operator', () => {
       }
     })();
     try {
-      await helm('upgrade', release, CHART, '-n', ns, '--reuse-values', '--set', `image.tag=${newTag}`, '--wait', '--timeout', '8m');
+      // Two versions side by side: the new one also shapes its pool pods differently (another CPU
+      // request, so another template hash); each replica claims only pods of its own hash.
+      await helm(
+        'upgrade',
+        release,
+        CHART,
+        '-n',
+        ns,
+        '--reuse-values',
+        '--set',
+        `image.tag=${newTag}`,
+        '--set',
+        `config.cpuRequest=${NEW_CPU_REQUEST}`,
+        '--wait',
+        '--timeout',
+        '8m',
+      );
       // --wait returns when the new pods are Ready; the old ones may still be draining.
       await until(
         async () => {
@@ -212,8 +255,19 @@ describe('charts/codemode-operator', () => {
       stop = true;
       await caller;
     }
+    // The old version's unclaimed pool pods are replaced by the new leader, never left to serve.
+    await until(
+      async () => {
+        const pool = await k.core.listNamespacedPod({ namespace: sandboxNs(), labelSelector: `${LABEL_POOL}=warm` });
+        const live = pool.items.filter((p) => p.metadata?.deletionTimestamp === undefined);
+        return live.length > 0 && live.every((p) => p.spec?.containers.every((c) => c.resources?.requests?.cpu === NEW_CPU_REQUEST));
+      },
+      300_000,
+      `only pool pods of the new template (cpu request ${NEW_CPU_REQUEST})`,
+    );
+    const problems = logs.stop();
     try {
-      expect(failures).toEqual([]);
+      expect(failures, `the old gateway pods' warnings and errors:\n${problems}`).toEqual([]);
       expect(calls).toBeGreaterThan(3);
       // Every session call ran exactly once, in order, and the session kept its state.
       const list = await client.callTool('execute_code', { session, code: 'print(calls)' });
