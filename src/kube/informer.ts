@@ -4,7 +4,8 @@
 // transform strips each object before it is cached (SandboxRuns carry code and output the
 // controller does not need), and the initial list is read in pages, each stripped before the
 // next is fetched, so a namespace full of large objects is never held whole.
-import { ListWatch, Watch } from '@kubernetes/client-node';
+import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 
