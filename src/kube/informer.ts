@@ -47,6 +47,18 @@ export async function listAllPages<T extends KubernetesObject>(page: ListPageFn<
   return { ...last, items };
 }
 
+/**
+ * The object without metadata.managedFields (pure; the input is not changed): the API server's
+ * field-ownership records are often the largest part of a pod and nothing here reads them from a
+ * cache. For the informers of pods and SandboxSessions, whose caches hold one of each per live
+ * session (SandboxRuns have their own, stricter transform: controller/cached-run.ts).
+ */
+export function withoutManagedFields<T extends KubernetesObject>(obj: T): T {
+  if (!obj.metadata || !('managedFields' in obj.metadata)) return obj;
+  const { managedFields: _dropped, ...metadata } = obj.metadata;
+  return { ...obj, metadata };
+}
+
 /** A Watch whose events carry transformed objects (ERROR events pass unchanged). */
 class TransformingWatch<T extends KubernetesObject> extends Watch {
   constructor(
