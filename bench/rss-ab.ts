@@ -9,7 +9,8 @@ import { compileProbe, deleteSeededRuns, deleteSessions, probeRss, seedFinishedR
 
 /** How long each probe may wait for V8 to shrink the young generation (rss-probe.ts idleRss). */
 const IDLE_SECONDS = 90;
-const MB = (b: number): string => (b / 1048576).toFixed(1);
+// MB as the bench report and the target use them (10^6 bytes).
+const MB = (b: number): string => (b / 1e6).toFixed(1);
 const row = (label: string, r: ProbeResult): string =>
   `${label.padEnd(34)} rss ${MB(r.rss)}  idle ${r.rssIdle === undefined ? '-' : `${MB(r.rssIdle)} (${r.idleSeconds ?? 0} s)`}  after GC ${MB(r.rssAfterGc)}  heap ${MB(r.heapUsed)} (after GC ${MB(r.heapUsedAfterGc)})  before start ${MB(r.rssBeforeStart)}  peak ${MB(r.maxRss ?? 0)}  sessions ${r.sessions}`;
 
