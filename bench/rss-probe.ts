@@ -35,6 +35,8 @@ function openSessions(op: RunningOperator, n: number): Promise<string[]> {
   });
 }
 
+/** Time for V8's background thread to unmap the pages the young generation gave up. */
+const UNMAP_MS = 5000;
 const newSpace = (): number => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
 
 /**
@@ -47,6 +49,8 @@ async function idleRss(maxSeconds: number): Promise<{ rssIdle: number; idleSecon
   const t0 = performance.now();
   const atSettle = newSpace();
   while (newSpace() > atSettle / 2 && performance.now() - t0 < maxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
+  // V8 unmaps the freed pages on a background thread, a moment after the young generation shrank.
+  await new Promise((r) => setTimeout(r, UNMAP_MS));
   return { rssIdle: process.memoryUsage().rss, idleSeconds: Math.round((performance.now() - t0) / 1000), newSpaceAtSettle: atSettle, newSpaceIdle: newSpace() };
 }
 
