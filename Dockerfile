@@ -18,7 +18,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY scripts ./scripts
-RUN npx tsc -p tsconfig.build.json && test -f dist/src/main.js
+RUN npx tsc -p tsconfig.build.json && test -f dist/src/entry.js
 
 # ---- deps: production node_modules only --------------------------------------------------------
 FROM node:${NODE_VERSION}-${DEBIAN_SUITE}-slim AS deps
@@ -46,4 +46,4 @@ ENV NODE_ENV=production
 WORKDIR /app
 USER 65534:65534
 EXPOSE 8080
-ENTRYPOINT ["/usr/local/bin/node", "/app/dist/src/main.js"]
+ENTRYPOINT ["/usr/local/bin/node", "/app/dist/src/entry.js"]

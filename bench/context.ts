@@ -59,11 +59,4 @@ export function failed(what: string, err: unknown): string {
   return `failed: ${msg.slice(0, 200)}`;
 }
 
-/** `make(0) … make(n - 1)`, `size` at a time (each batch in parallel); the results in order. */
-export async function inBatches<T>(n: number, size: number, make: (i: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = [];
-  for (let i = 0; i < n; i += size) {
-    out.push(...(await Promise.all(Array.from({ length: Math.min(size, n - i) }, (_, j) => make(i + j)))));
-  }
-  return out;
-}
+export { inBatches } from './batches.js';

@@ -401,6 +401,10 @@ export function summaryLines(r: Results): string[] {
     lines.push(
       `per live session (kernel stream open, compiled): RSS ${(perSession / 1024).toFixed(0)} KiB, retained heap ${(heapPerSession / 1024).toFixed(1)} KiB; ${live.sessions} sessions opened in ${live.openSeconds} s`,
     );
+    if (live.rssIdle !== undefined)
+      lines.push(
+        `gateway RSS at rest, ${live.sessions} live sessions + ${live.finishedRuns} finished runs (compiled, once V8 shrank the young generation start-up grew, after ${live.idleSeconds ?? 0} s): ${(live.rssIdle / 1e6).toFixed(1)} MB`,
+      );
   }
   return lines;
 }

@@ -23,11 +23,9 @@ import { ANNOTATION_EXECUTOR } from '../src/api/v1alpha1/labels.js';
 import { completedStatus } from '../src/runs/status.js';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
-import { inBatches } from './context.js';
+import { PROBE_PREFIX, inBatches } from './batches.js';
 
 const BATCH = 25;
-/** The line rss-probe.ts prints its JSON on. */
-export const PROBE_PREFIX = 'RSS_PROBE ';
 
 export interface ProbeResult {
   /** Live sessions the probe opened (each used once) before it measured. */
@@ -41,6 +39,11 @@ export interface ProbeResult {
   heapUsedAfterGc: number;
   /** Peak RSS of the probe process (bytes), e.g. while the informers list. */
   maxRss?: number;
+  /** With an idle wait: RSS once V8 has shrunk the young generation start-up grew (rss-probe.ts). */
+  rssIdle?: number;
+  idleSeconds?: number;
+  newSpaceAtSettle?: number;
+  newSpaceIdle?: number;
 }
 
 async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
@@ -128,7 +131,14 @@ function run(cmd: string, args: string[]): Promise<string> {
  * bench itself runs), or compiled (`compiledDir` from compileProbe) with plain node; with
  * `sessions` live sessions opened by the probe's gateway before it measures.
  */
-export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string, sessions = 0, nodeArgs: string[] = []): Promise<ProbeResult> {
+export async function probeRss(
+  ns: string,
+  mode: ProbeMode,
+  compiledDir?: string,
+  sessions = 0,
+  nodeArgs: string[] = [],
+  idleSeconds = 0,
+): Promise<ProbeResult> {
   const args = [
     ...nodeArgs,
     ...(mode === 'tsx'
@@ -137,8 +147,9 @@ export async function probeRss(ns: string, mode: ProbeMode, compiledDir?: string
           fileURLToPath(new URL('./rss-probe.ts', import.meta.url)),
           ns,
           String(sessions),
+          String(idleSeconds),
         ]
-      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions)]),
+      : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions), String(idleSeconds)]),
   ];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
   const out = await run(process.execPath, args);

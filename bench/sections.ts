@@ -216,6 +216,9 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
   }
 }
 
+/** How long the probe with live sessions may wait for V8 to shrink its young generation (bench/rss-probe.ts). */
+const IDLE_SECONDS = 90;
+
 /** Gateway RSS on an empty namespace and with many finished runs, with tsx and compiled. */
 export async function rssSection(ctx: BenchContext): Promise<void> {
   const { k, s, r } = ctx;
@@ -243,7 +246,7 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
     log(`rss: probe (compiled) opening ${sessions} live sessions, with the finished runs`);
     try {
       const t0 = performance.now();
-      const live = await probeRss(ns, 'compiled', compiled.dir, sessions);
+      const live = await probeRss(ns, 'compiled', compiled.dir, sessions, [], IDLE_SECONDS);
       r.rss100Sessions = { ...live, finishedRuns: count, openSeconds: Math.round((performance.now() - t0) / 100) / 10 };
     } catch (err) {
       r.rss100Sessions = failed('rss with sessions', err);

@@ -1,7 +1,7 @@
 // `npm start`: runs the gateway against the current kube-context, or — when there is none —
 // brings up the embedded local test cluster first (test/cluster, needs root). Installs the CRDs
 // and the namespace for convenience (in real clusters `helm install` of charts/codemode-operator
-// does that), then runs dist/src/main.js in the foreground.
+// does that), then runs the gateway (dist/src/entry.js) in the foreground.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -59,7 +59,7 @@ async function main(): Promise<void> {
   await applyManifests(kc, namespace);
   // stdout (the JSON log) passes through unchanged; the sandbox check's result is repeated as a
   // plain line on stderr.
-  const child = spawn(process.execPath, [join(root, 'dist/src/main.js')], { stdio: ['inherit', 'pipe', 'inherit'], env });
+  const child = spawn(process.execPath, [join(root, 'dist/src/entry.js')], { stdio: ['inherit', 'pipe', 'inherit'], env });
   createInterface({ input: child.stdout }).on('line', (line) => {
     process.stdout.write(`${line}\n`);
     const summary = startLineFor(line);

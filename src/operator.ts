@@ -10,7 +10,7 @@ import { GROUP, SANDBOXRUN_PLURAL, VERSION } from './api/v1alpha1/index.js';
 import type { Config } from './config/index.js';
 import { gatewayOptions, type GatewayDeps } from './gateway/types.js';
 import { EventRecorder } from './kube/events.js';
-import { LIST_PAGE_SIZE, ResilientInformer } from './kube/informer.js';
+import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from './kube/informer.js';
 import { stripRun } from './controller/cached-run.js';
 import { NetworkPolicyGuard } from './controller/network-policy.js';
 import type { ControllerOptions } from './controller/options.js';
@@ -129,7 +129,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     `/api/v1/namespaces/${ns}/pods`,
     (cont) => clients.core.listNamespacedPod({ namespace: ns, labelSelector: podSelector(), limit: LIST_PAGE_SIZE, _continue: cont }),
     log.child({ informer: 'pods' }),
-    { labelSelector: podSelector() },
+    { labelSelector: podSelector(), transform: withoutManagedFields },
   );
   const policies = new NetworkPolicyGuard(
     clients,
@@ -178,6 +178,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
         _continue: cont,
       }) as Promise<KubernetesListObject<KubernetesObject>>,
     log.child({ informer: 'sandboxsessions' }),
+    { transform: withoutManagedFields },
   );
   const runtimeFiles = options.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
   const hasKernels = Object.keys(runtimeFiles).length > 0;

@@ -3,7 +3,8 @@
 // server is unreachable, entries wait and are retried with back-off; once the queue is full, new
 // entries are dropped, counted (codemode_audit_records_total{result="dropped"}) and logged (counts
 // only). A record that cannot be stored (refused by the API server) is dropped the same way.
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';

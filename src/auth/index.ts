@@ -1,7 +1,9 @@
 // Builds the configured authentication mode. Tokens never leave this folder.
-import { AuthenticationV1Api } from '@kubernetes/client-node';
+import type { AuthenticationV1Api } from '@kubernetes/client-node';
+import { AuthenticationV1ApiRequestFactory, AuthenticationV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/AuthenticationV1Api.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
+import { apiClass } from '../kube/api-client.js';
 import type { KubeClients } from '../kube/clients.js';
 import { ANONYMOUS, type AuthResult, type Authenticator } from './identity.js';
 import type { AuthHttpOptions } from './middleware.js';
@@ -47,7 +49,16 @@ export function createAuth(config: AuthConfig, clients: KubeClients, log: Logger
     case 'none':
       return { http: http(none), ...alwaysReady };
     case 'kubernetes':
-      return { http: http(new KubernetesAuthenticator(clients.kc.makeApiClient(AuthenticationV1Api), config.authAudience, log)), ...alwaysReady };
+      return {
+        http: http(
+          new KubernetesAuthenticator(
+            clients.kc.makeApiClient(apiClass<AuthenticationV1Api>(AuthenticationV1ApiRequestFactory, AuthenticationV1ApiResponseProcessor)),
+            config.authAudience,
+            log,
+          ),
+        ),
+        ...alwaysReady,
+      };
     case 'oidc':
       return {
         http: http(

@@ -1,7 +1,8 @@
 // Follows one Secret: read it, then watch it by name (fieldSelector), and on any end of the watch
 // read and watch again after a backoff. The informer wrapper in src/controller watches whole
 // collections; RBAC here grants get/list/watch on this one Secret only (resourceNames).
-import { Watch, type CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import type { CoreV1Api, KubeConfig, V1Secret } from '@kubernetes/client-node';
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import type { Logger } from 'pino';
 import { isNotFound } from '../kube/clients.js';
 

@@ -6,7 +6,8 @@
 // ours, so clock skew between nodes cannot make two replicas leaders at once. A leader that cannot
 // renew within the renew deadline (shorter than the lease) stops leading before anyone else may
 // take over.
-import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import type { Logger } from 'pino';
 import { isConflict, isNotFound, apiErrorMessage } from '../kube/clients.js';
 

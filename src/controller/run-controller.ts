@@ -4,7 +4,8 @@
 // sets it when it creates a run (no extra write); a run created with kubectl has none and is
 // claimed by whichever replica first sets it (optimistic concurrency on resourceVersion).
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import {
   CONDITION_READY,

@@ -5,7 +5,8 @@
 // mounts is first marked unused, and deleted only after a grace period in which nobody ensured
 // it; ensuring it clears the mark, which also changes its resourceVersion, so a sweep that
 // decided on the old one fails its precondition.
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { buildRuntimeConfigMap, runtimeVolume, type RuntimeVolume } from '../sandbox/runtime-configmap.js';

@@ -3,7 +3,8 @@
 // precondition; a replica still on that version clears the mark when it next creates a pod (see
 // runtime-guard.ts), so a version still running never loses its kernels.
 import type { V1ConfigMap, V1Pod } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { LABEL_RUNTIME_HASH } from '../sandbox/runtime-configmap.js';

@@ -2,7 +2,8 @@
 // interpreter is ready, and garbage-collects sessions that are idle or too old. GC is time math
 // on the session's status (lastActivityTime) plus requeueAfter — nothing lives only in memory.
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import {
   API_VERSION,

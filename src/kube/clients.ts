@@ -1,7 +1,16 @@
 // The Kubernetes API clients every part of the process shares (one KubeConfig, one HTTP agent).
 import { createHash } from 'node:crypto';
 import tls from 'node:tls';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api, Exec, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
+import type { CoordinationV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+// Deep imports: the package index loads every API group and model (api-client.ts, slim-load.ts).
+import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
+import { Exec } from '@kubernetes/client-node/dist/exec.js';
+import { CoordinationV1ApiRequestFactory, CoordinationV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/CoordinationV1Api.js';
+import { CoreV1ApiRequestFactory, CoreV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/CoreV1Api.js';
+import { CustomObjectsApiRequestFactory, CustomObjectsApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/CustomObjectsApi.js';
+import { EventsV1ApiRequestFactory, EventsV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/EventsV1Api.js';
+import { NetworkingV1ApiRequestFactory, NetworkingV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/NetworkingV1Api.js';
+import { apiClass } from './api-client.js';
 import { countApiRequests, countExec, type KubeApiMetrics } from './api-metrics.js';
 
 export interface KubeClients {
@@ -83,11 +92,11 @@ export function makeClients(kc: KubeConfig, apiMetrics?: KubeApiMetrics): KubeCl
   if (apiMetrics) countApiRequests(kc, apiMetrics);
   return {
     kc,
-    core: kc.makeApiClient(CoreV1Api),
-    custom: kc.makeApiClient(CustomObjectsApi),
-    networking: kc.makeApiClient(NetworkingV1Api),
-    events: kc.makeApiClient(EventsV1Api),
-    coordination: kc.makeApiClient(CoordinationV1Api),
+    core: kc.makeApiClient(apiClass<CoreV1Api>(CoreV1ApiRequestFactory, CoreV1ApiResponseProcessor)),
+    custom: kc.makeApiClient(apiClass<CustomObjectsApi>(CustomObjectsApiRequestFactory, CustomObjectsApiResponseProcessor)),
+    networking: kc.makeApiClient(apiClass<NetworkingV1Api>(NetworkingV1ApiRequestFactory, NetworkingV1ApiResponseProcessor)),
+    events: kc.makeApiClient(apiClass<EventsV1Api>(EventsV1ApiRequestFactory, EventsV1ApiResponseProcessor)),
+    coordination: kc.makeApiClient(apiClass<CoordinationV1Api>(CoordinationV1ApiRequestFactory, CoordinationV1ApiResponseProcessor)),
     exec: countExec(new Exec(kc), kc),
   };
 }

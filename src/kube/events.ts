@@ -1,7 +1,7 @@
 // Kubernetes Events on SandboxRuns (events.k8s.io/v1), so `kubectl describe sbr` tells the story.
 // Recording is fire-and-forget: an Event must never slow down or fail a run.
 import { randomBytes } from 'node:crypto';
-import { V1MicroTime } from '@kubernetes/client-node';
+import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import type { EventsV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';

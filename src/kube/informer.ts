@@ -4,7 +4,8 @@
 // transform strips each object before it is cached (SandboxRuns carry code and output the
 // controller does not need), and the initial list is read in pages, each stripped before the
 // next is fetched, so a namespace full of large objects is never held whole.
-import { ListWatch, Watch } from '@kubernetes/client-node';
+import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { kubeApiMetricsOf, resourceOf, type KubeApiMetrics, type InformerResource } from './api-metrics.js';
@@ -45,6 +46,18 @@ export async function listAllPages<T extends KubernetesObject>(page: ListPageFn<
     cont = meta?._continue || meta?.continue || undefined;
   } while (cont !== undefined);
   return { ...last, items };
+}
+
+/**
+ * The object without metadata.managedFields (pure; the input is not changed): the API server's
+ * field-ownership records are often the largest part of a pod and nothing here reads them from a
+ * cache. For the informers of pods and SandboxSessions, whose caches hold one of each per live
+ * session (SandboxRuns have their own, stricter transform: controller/cached-run.ts).
+ */
+export function withoutManagedFields<T extends KubernetesObject>(obj: T): T {
+  if (!obj.metadata || !('managedFields' in obj.metadata)) return obj;
+  const { managedFields: _dropped, ...metadata } = obj.metadata;
+  return { ...obj, metadata };
 }
 
 /** A Watch whose events carry transformed objects (ERROR events pass unchanged). */

@@ -1,7 +1,8 @@
 // Writes a run's record: its status (retried until it lands, cut to fit etcd), its Events, and the
 // RunOutcome callers get from the same status. The marker that a run's code started (its pod, or a
 // Running status for a run in a session) is removed by the executor only after this has landed.
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
 import type { EventRecorder } from '../kube/events.js';

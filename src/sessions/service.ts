@@ -3,7 +3,8 @@
 // Activity is written to the session's status (throttled, off the call's critical path), so
 // idle garbage collection works across gateway restarts and replicas.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import {

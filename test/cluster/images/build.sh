@@ -211,8 +211,8 @@ build_gateway() {
   say "gateway: npm run build"
   (cd "$REPO_ROOT" && npm run build) >>"$LOG" 2>&1 \
     || fail "npm run build failed in $REPO_ROOT, so the gateway is not ready to be imaged yet."
-  [[ -f "$REPO_ROOT/dist/src/main.js" ]] \
-    || fail "npm run build did not produce dist/src/main.js, the gateway's entrypoint; the gateway source is not ready yet."
+  [[ -f "$REPO_ROOT/dist/src/entry.js" ]] \
+    || fail "npm run build did not produce dist/src/entry.js, the gateway's entrypoint; the gateway source is not ready yet."
 
   say "gateway: npm ci --omit=dev (production node_modules)"
   safe_rmtree "$staging"
@@ -238,7 +238,7 @@ build_gateway() {
     -e 'require("node:crypto").randomUUID(); console.log("node", process.version)' >>"$LOG" 2>&1 \
     || fail "Node does not run inside the gateway rootfs (a shared library is probably missing; see ldd)."
   write_image gateway codemode.local/gateway:v1 "$rootfs" "$key" \
-    '{"User":"65534:65534","Env":["'"$PATH_ENV"'","NODE_ENV=production"],"Entrypoint":["/usr/local/bin/node","/app/dist/src/main.js"],"WorkingDir":"/app"}' \
+    '{"User":"65534:65534","Env":["'"$PATH_ENV"'","NODE_ENV=production"],"Entrypoint":["/usr/local/bin/node","/app/dist/src/entry.js"],"WorkingDir":"/app"}' \
     "$start"
 }
 

@@ -7,11 +7,10 @@ import { pino } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { createAuth } from '../../../src/auth/index.js';
 import { createApp } from '../../../src/gateway/app.js';
-import { makeClients, type KubeClients } from '../../../src/kube/clients.js';
+import { loadKubeConfig, makeClients, type KubeClients } from '../../../src/kube/clients.js';
 import { createMetrics, type Metrics } from '../../../src/metrics/registry.js';
 import { serveMetrics } from '../../../src/metrics/route.js';
 import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
-import { testKube } from './kube.js';
 
 export interface RunningOperator {
   config: Config;
@@ -54,7 +53,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const metrics = options.sandboxCheck === true || options.metrics === true ? createMetrics() : undefined;
-  const clients = makeClients(testKube().kc, metrics?.kubeApi);
+  const clients = makeClients(loadKubeConfig(), metrics?.kubeApi);
   const operator = createOperator(config, clients, log, metrics, {
     sandboxCheck: options.sandboxCheck === true,
     ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }),

@@ -1,0 +1,28 @@
+// client-node's KubeConfig module (dist/config.js) imports createConfiguration and
+// ServerConfiguration from './gen/index.js', which re-exports every API group and model: loading
+// it costs a gateway ~35 MB of memory for code it never runs (docs/performance.md, Memory). This
+// resolve hook gives config.js gen-index.ts instead, which exports those two from their own files.
+// It must be registered before any module that imports config.js is linked, so entry points
+// register it and then import the rest dynamically (src/main.ts). Without it everything works the
+// same, only bigger; if a client-node update imports more names, linking fails at start-up.
+import { registerHooks } from 'node:module';
+
+const CONFIG_MODULE = '/@kubernetes/client-node/dist/config.js';
+let registered = false;
+
+/** True for the import this hook redirects: './gen/index.js' from client-node's config.js. */
+export function isConfigGenIndexImport(specifier: string, parentURL: string | undefined): boolean {
+  return specifier === './gen/index.js' && parentURL !== undefined && parentURL.endsWith(CONFIG_MODULE);
+}
+
+export function loadOnlyUsedClientNode(): void {
+  if (registered) return;
+  registered = true;
+  registerHooks({
+    resolve(specifier, context, nextResolve) {
+      if (!isConfigGenIndexImport(specifier, context.parentURL)) return nextResolve(specifier, context);
+      // Resolved from here, through the chain, so tsx maps gen-index.js to gen-index.ts.
+      return nextResolve('./gen-index.js', { ...context, parentURL: import.meta.url });
+    },
+  });
+}

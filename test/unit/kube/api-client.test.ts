@@ -1,0 +1,182 @@
+// apiClass (src/kube/api-client.ts) must behave as client-node's own API clients: the same
+// parameters in the same order for every method of the groups the gateway uses, and the same
+// requests, middleware order and errors as ObjectCoreV1Api for the same calls.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import {
+  CoreV1Api,
+  type RequestContext,
+  ResponseContext,
+  ServerConfiguration,
+  createConfiguration,
+  setHeaderOptions,
+  PatchStrategy,
+  type CoreV1Api as CoreV1ApiType,
+} from '@kubernetes/client-node';
+import * as Apis from '@kubernetes/client-node/dist/gen/apis/CoreV1Api.js';
+import { CoordinationV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/CoordinationV1Api.js';
+import { CustomObjectsApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/CustomObjectsApi.js';
+import { EventsV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/EventsV1Api.js';
+import { NetworkingV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/NetworkingV1Api.js';
+import { AuthenticationV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/AuthenticationV1Api.js';
+import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
+import { describe, expect, it } from 'vitest';
+import { apiClass, parameterNames } from '../../../src/kube/api-client.js';
+
+const dist = dirname(createRequire(import.meta.url).resolve('@kubernetes/client-node/dist/config.js'));
+
+describe('parameterNames', () => {
+  // Functions built from text: their parameters are what the test is about, and they are unused.
+  it.each([
+    [
+      ['namespace', 'body', '_options'],
+      ['namespace', 'body'],
+    ],
+    [['_options'], []],
+    [[], []],
+    [
+      ['name', 'namespace', 'body', 'dryRun', '_options'],
+      ['name', 'namespace', 'body', 'dryRun'],
+    ],
+  ])('%j', (params, names) => {
+    expect(parameterNames(new Function(...params, 'return 1;') as () => unknown)).toEqual(names);
+  });
+});
+
+/** For each method of client-node's ObjectParamAPI class `Object<group>`: the param fields it passes, in order. */
+function objectParamCalls(group: string): Map<string, string[]> {
+  const src = readFileSync(join(dist, 'gen/types/ObjectParamAPI.js'), 'utf8');
+  const start = src.indexOf(`export class Object${group} {`);
+  const end = src.indexOf('export class ', start + 1);
+  const body = src.slice(start, end < 0 ? undefined : end);
+  const calls = new Map<string, string[]>();
+  for (const m of body.matchAll(/\n {4}(\w+)\(param(?:\s*=\s*\{\})?, options\) \{\n\s+return this\.api\.(\w+)\(([^)]*)\)\.toPromise\(\);/g)) {
+    const [, name, target, args] = m;
+    if (name !== target) continue;
+    calls.set(
+      name ?? '',
+      (args ?? '')
+        .split(',')
+        .map((a) => a.trim())
+        .filter((a) => a !== 'options')
+        .map((a) => a.replace(/^param\./, '')),
+    );
+  }
+  return calls;
+}
+
+describe('apiClass parameters match client-node', () => {
+  it.each([
+    ['CoreV1Api', Apis.CoreV1ApiRequestFactory],
+    ['CustomObjectsApi', CustomObjectsApiRequestFactory],
+    ['NetworkingV1Api', NetworkingV1ApiRequestFactory],
+    ['EventsV1Api', EventsV1ApiRequestFactory],
+    ['CoordinationV1Api', CoordinationV1ApiRequestFactory],
+    ['AuthenticationV1Api', AuthenticationV1ApiRequestFactory],
+  ])('%s', (group, Factory) => {
+    const calls = objectParamCalls(group);
+    expect(calls.size).toBeGreaterThan(3);
+    for (const [method, params] of calls) {
+      // The …WithHttpInfo variants take the same parameters as their namesake.
+      const fn = (Factory.prototype as unknown as Record<string, (...a: unknown[]) => unknown>)[method.replace(/WithHttpInfo$/, '')];
+      expect(fn, method).toBeTypeOf('function');
+      expect(parameterNames(fn as (...a: unknown[]) => unknown), method).toEqual(params);
+    }
+  });
+});
+
+interface Sent {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** A configuration whose HTTP library records each request and answers `status` with `body`. */
+function recording(status: number, body: unknown): { config: ReturnType<typeof createConfiguration>; sent: Sent[]; order: string[] } {
+  const sent: Sent[] = [];
+  const order: string[] = [];
+  const mw = (tag: string) => ({
+    pre: (ctx: RequestContext) => (order.push(`pre ${tag}`), of(ctx)),
+    post: (rsp: ResponseContext) => (order.push(`post ${tag}`), of(rsp)),
+  });
+  const config = createConfiguration({
+    baseServer: new ServerConfiguration('https://k8s.example:6443', {}),
+    middleware: [mw('a'), mw('b')],
+    httpApi: {
+      send: (ctx: RequestContext) => {
+        sent.push({ url: ctx.getUrl(), method: ctx.getHttpMethod(), headers: ctx.getHeaders(), body: ctx.getBody() });
+        const text = JSON.stringify(body);
+        return from(
+          Promise.resolve(
+            new ResponseContext(status, { 'content-type': 'application/json' }, {
+              text: async () => text,
+              binary: async () => Buffer.from(text),
+            } as unknown as ConstructorParameters<typeof ResponseContext>[2]),
+          ),
+        );
+      },
+    },
+  });
+  return { config, sent, order };
+}
+
+async function both(status: number, body: unknown, act: (api: CoreV1ApiType) => Promise<unknown>) {
+  const run = async (api: CoreV1ApiType, rec: ReturnType<typeof recording>) => {
+    const result = await act(api).then(
+      (v) => ({ ok: true, v }),
+      (e: unknown) => ({ ok: false, code: (e as { code?: unknown }).code, message: (e as Error).message }),
+    );
+    return { result: JSON.parse(JSON.stringify(result)) as unknown, sent: rec.sent, order: rec.order };
+  };
+  const a = recording(status, body);
+  const b = recording(status, body);
+  const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
+  return { ours: await run(new Slim(a.config), a), theirs: await run(new CoreV1Api(b.config), b) };
+}
+
+const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'n', labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i' }] } };
+
+describe('apiClass calls like client-node', () => {
+  it.each<[string, number, unknown, (api: CoreV1ApiType) => Promise<unknown>]>([
+    ['read', 200, pod, (api) => api.readNamespacedPod({ name: 'p', namespace: 'n' })],
+    ['create', 201, pod, (api) => api.createNamespacedPod({ namespace: 'n', body: pod, fieldManager: 'fm' })],
+    [
+      'list with a selector',
+      200,
+      { items: [pod], metadata: { continue: 'x' } },
+      (api) => api.listNamespacedPod({ namespace: 'n', labelSelector: 'a=b', limit: 5 }),
+    ],
+    [
+      'merge patch with header options',
+      200,
+      pod,
+      (api) =>
+        api.patchNamespacedPod(
+          { name: 'p', namespace: 'n', body: { metadata: { labels: { a: 'c' } } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
+    ],
+    ['delete', 200, pod, (api) => api.deleteNamespacedPod({ name: 'p', namespace: 'n', gracePeriodSeconds: 0 })],
+    ['a 404', 404, { kind: 'Status', code: 404, reason: 'NotFound' }, (api) => api.readNamespacedPod({ name: 'p', namespace: 'n' })],
+    ['a 409', 409, { kind: 'Status', code: 409, reason: 'Conflict' }, (api) => api.createNamespacedPod({ namespace: 'n', body: pod })],
+    [
+      'with HTTP info',
+      200,
+      pod,
+      (api) => api.readNamespacedPodWithHttpInfo({ name: 'p', namespace: 'n' }).then((i) => ({ status: i.httpStatusCode, data: i.data })),
+    ],
+    ['a missing required parameter', 200, pod, (api) => api.readNamespacedPod({ name: 'p' } as { name: string; namespace: string })],
+  ])('%s', async (_name, status, body, act) => {
+    const { ours, theirs } = await both(status, body, act);
+    expect(ours).toEqual(theirs);
+  });
+
+  it('sees what it compares (a request was sent and middleware ran)', async () => {
+    const { ours } = await both(200, pod, (api) => api.readNamespacedPod({ name: 'p', namespace: 'n' }));
+    expect(ours.sent).toHaveLength(1);
+    expect(ours.sent[0]?.url).toBe('https://k8s.example:6443/api/v1/namespaces/n/pods/p');
+    expect(ours.order).toEqual(['pre a', 'pre b', 'post b', 'post a']);
+  });
+});

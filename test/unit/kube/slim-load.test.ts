@@ -1,0 +1,88 @@
+// The gateway loads client-node without its index of every API group (src/kube/slim-load.ts,
+// api-client.ts): the redirect covers exactly config.js's import, the stand-in exports every name
+// config.js takes from it, no gateway file imports a value from the package index, and a process
+// with the hook loads the gateway without the big generated files (and one without it does not).
+import { execFile } from 'node:child_process';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import * as genIndex from '../../../src/kube/gen-index.js';
+import { isConfigGenIndexImport } from '../../../src/kube/slim-load.js';
+
+const ROOT = join(import.meta.dirname, '../../..');
+const dist = dirname(createRequire(import.meta.url).resolve('@kubernetes/client-node/dist/config.js'));
+const CONFIG_URL = 'file:///app/node_modules/@kubernetes/client-node/dist/config.js';
+
+describe('isConfigGenIndexImport', () => {
+  it.each<[string, string | undefined, boolean]>([
+    ['./gen/index.js', CONFIG_URL, true],
+    ['./gen/index.js', 'file:///app/node_modules/@kubernetes/client-node/dist/api.js', false],
+    ['./gen/index.js', undefined, false],
+    ['./gen/index.js', 'file:///app/src/config.js', false],
+    ['./gen/models/all.js', CONFIG_URL, false],
+    ['@kubernetes/client-node', 'file:///app/src/kube/clients.js', false],
+  ])('%s from %s: %s', (specifier, parent, expected) => {
+    expect(isConfigGenIndexImport(specifier, parent)).toBe(expected);
+  });
+});
+
+it("the stand-in exports every name client-node's config.js imports from its generated index", () => {
+  const src = readFileSync(join(dist, 'config.js'), 'utf8');
+  const imports = [...src.matchAll(/import\s*\{([^}]*)\}\s*from\s*'\.\/gen\/index\.js'/g)];
+  expect(imports).toHaveLength(1);
+  const names = (imports[0]?.[1] ?? '')
+    .split(',')
+    .map((n) => n.trim().split(/\s+as\s+/)[0] ?? '')
+    .filter(Boolean);
+  expect(names.length).toBeGreaterThan(0);
+  for (const n of names) expect(genIndex, n).toHaveProperty(n);
+});
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+it('no gateway file imports a value from the client-node index (types only)', () => {
+  const offenders = files(join(ROOT, 'src')).filter((f) => /^import (?!type )[^;]*from '@kubernetes\/client-node';/m.test(readFileSync(f, 'utf8')));
+  expect(offenders).toEqual([]);
+});
+
+/** The client-node files a fresh process loads for the gateway's modules, with or without the hook. */
+async function loadedClientNodeFiles(withHook: boolean): Promise<string[]> {
+  const script = `
+    import { registerHooks } from 'node:module';
+    const { loadOnlyUsedClientNode } = await import('./src/kube/slim-load.ts');
+    if (${String(withHook)}) loadOnlyUsedClientNode();
+    const seen = [];
+    registerHooks({ load(url, ctx, next) { if (url.includes('/@kubernetes/client-node/')) seen.push(url.split('/@kubernetes/client-node/')[1]); return next(url, ctx); } });
+    await import('./src/operator.ts');
+    await import('./src/auth/index.ts');
+    await import('./src/gateway/app.ts');
+    console.log(JSON.stringify(seen));
+  `;
+  const tsx = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+  const { stdout } = await promisify(execFile)(process.execPath, [tsx, '--input-type=module', '-e', script], { cwd: ROOT, timeout: 60_000 });
+  return JSON.parse(stdout.trim().split('\n').pop() ?? '[]') as string[];
+}
+
+describe('loading the gateway', { timeout: 90_000 }, () => {
+  const big = ['dist/gen/types/ObservableAPI.js', 'dist/gen/types/ObjectParamAPI.js', 'dist/gen/models/all.js', 'dist/index.js'];
+
+  it('with the hook: none of the generated index files, the used API groups only', async () => {
+    const seen = await loadedClientNodeFiles(true);
+    expect(seen).toContain('dist/config.js');
+    expect(seen).toContain('dist/gen/apis/CoreV1Api.js');
+    for (const f of big) expect(seen).not.toContain(f);
+    expect(seen.filter((f) => f.startsWith('dist/gen/apis/') && f.endsWith('Api.js')).length).toBeLessThan(10);
+  });
+
+  it('without the hook: config.js brings the whole index (what the hook is for)', async () => {
+    const seen = await loadedClientNodeFiles(false);
+    expect(seen).toContain('dist/gen/types/ObservableAPI.js');
+  });
+});
