@@ -8,6 +8,7 @@ import type { Configuration, ConfigurationOptions } from '@kubernetes/client-nod
 import type { RequestContext, ResponseContext } from '@kubernetes/client-node/dist/gen/http/http.js';
 import type { Middleware } from '@kubernetes/client-node/dist/gen/middleware.js';
 import { mergeConfiguration } from '@kubernetes/client-node/dist/gen/configuration.js';
+import pRetry from 'p-retry';
 
 type Method = (...args: unknown[]) => Promise<unknown>;
 type Factory = Record<string, Method | undefined>;
@@ -61,6 +62,22 @@ async function call(
 }
 
 /**
+ * A create refused because the namespace's ResourceQuota object changed under the API server's
+ * quota admission (409 Conflict on `resourcequotas`, not on the object itself): common when many
+ * creates charge one quota at once, e.g. during a rolling upgrade. Admission runs before anything
+ * is stored, so the same create can be sent again; an AlreadyExists 409 names the object's kind.
+ */
+export function isQuotaConflict(err: unknown): boolean {
+  const e = err as { code?: unknown; body?: unknown } | null;
+  if (e?.code !== 409) return false;
+  const body = typeof e.body === 'string' ? e.body : JSON.stringify(e.body ?? '');
+  return /"kind"\s*:\s*"resourcequotas"/.test(body);
+}
+
+/** Quota conflicts are retried this often, 20 ms then doubling (~0.6 s in all), before failing. */
+const QUOTA_CONFLICT_RETRIES = 5;
+
+/**
  * A class for KubeConfig.makeApiClient whose instances answer every method of the group's request
  * factory with the object-parameter signature of client-node's own client (`T`, e.g. CoreV1Api).
  */
@@ -76,7 +93,16 @@ export function apiClass<T>(Factory: new (configuration: Configuration) => objec
         const build = factory[name];
         if (typeof build !== 'function') return undefined;
         const names = parameterNames(build);
-        return (param, options) => call(configuration, factory, processor, name, withHttpInfo, names, param, options);
+        const once: Call = (param, options) => call(configuration, factory, processor, name, withHttpInfo, names, param, options);
+        if (!name.startsWith('create')) return once;
+        return (param, options) =>
+          pRetry(() => once(param, options), {
+            retries: QUOTA_CONFLICT_RETRIES,
+            minTimeout: 20,
+            factor: 2,
+            randomize: true,
+            shouldRetry: ({ error }) => isQuotaConflict(error),
+          });
       };
       return new Proxy(this, {
         get(target, key, receiver) {

@@ -22,7 +22,7 @@ import { NetworkingV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/
 import { AuthenticationV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/AuthenticationV1Api.js';
 import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 import { describe, expect, it } from 'vitest';
-import { apiClass, parameterNames } from '../../../src/kube/api-client.js';
+import { apiClass, isQuotaConflict, parameterNames } from '../../../src/kube/api-client.js';
 
 const dist = dirname(createRequire(import.meta.url).resolve('@kubernetes/client-node/dist/config.js'));
 
@@ -178,5 +178,81 @@ describe('apiClass calls like client-node', () => {
     expect(ours.sent).toHaveLength(1);
     expect(ours.sent[0]?.url).toBe('https://k8s.example:6443/api/v1/namespaces/n/pods/p');
     expect(ours.order).toEqual(['pre a', 'pre b', 'post b', 'post a']);
+  });
+});
+
+const QUOTA_CONFLICT = {
+  kind: 'Status',
+  status: 'Failure',
+  message: 'Operation cannot be fulfilled on resourcequotas "q": the object has been modified; please apply your changes to the latest version and try again',
+  reason: 'Conflict',
+  details: { name: 'q', kind: 'resourcequotas' },
+  code: 409,
+};
+const ALREADY_EXISTS = { kind: 'Status', reason: 'AlreadyExists', details: { name: 'p', kind: 'pods' }, code: 409 };
+
+describe('isQuotaConflict', () => {
+  it.each([
+    ['a quota conflict (body as text)', { code: 409, body: JSON.stringify(QUOTA_CONFLICT) }, true],
+    ['a quota conflict (body parsed)', { code: 409, body: QUOTA_CONFLICT }, true],
+    ['the object exists already', { code: 409, body: JSON.stringify(ALREADY_EXISTS) }, false],
+    ['a resourceVersion conflict on the object', { code: 409, body: JSON.stringify({ ...QUOTA_CONFLICT, details: { kind: 'pods' } }) }, false],
+    ['quota exceeded (403)', { code: 403, body: JSON.stringify({ ...QUOTA_CONFLICT, code: 403 }) }, false],
+    ['no status at all', new Error('ECONNRESET'), false],
+    ['null', null, false],
+  ])('%s', (_name, err, expected) => {
+    expect(isQuotaConflict(err)).toBe(expected);
+  });
+});
+
+describe('creates refused by a quota conflict are sent again', () => {
+  /** Answers the requests in turn with `answers` (status, body); records what was sent. */
+  function scripted(answers: Array<[number, unknown]>): { api: CoreV1ApiType; sent: string[] } {
+    const sent: string[] = [];
+    const config = createConfiguration({
+      baseServer: new ServerConfiguration('https://k8s.example:6443', {}),
+      httpApi: {
+        send: (ctx: RequestContext) => {
+          sent.push(`${ctx.getHttpMethod()} ${ctx.getUrl()}`);
+          const [status, body] = answers[Math.min(sent.length - 1, answers.length - 1)] as [number, unknown];
+          const text = JSON.stringify(body);
+          return from(
+            Promise.resolve(
+              new ResponseContext(status, { 'content-type': 'application/json' }, {
+                text: async () => text,
+                binary: async () => Buffer.from(text),
+              } as unknown as ConstructorParameters<typeof ResponseContext>[2]),
+            ),
+          );
+        },
+      },
+    });
+    const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
+    return { api: new Slim(config), sent };
+  }
+
+  it('a create that meets two quota conflicts succeeds on the third request', async () => {
+    const { api, sent } = scripted([
+      [409, QUOTA_CONFLICT],
+      [409, QUOTA_CONFLICT],
+      [201, pod],
+    ]);
+    await expect(api.createNamespacedPod({ namespace: 'n', body: pod })).resolves.toMatchObject({ metadata: { name: 'p' } });
+    expect(sent).toEqual(Array(3).fill('POST https://k8s.example:6443/api/v1/namespaces/n/pods'));
+  });
+
+  it('gives up after its retries with the quota conflict itself', async () => {
+    const { api, sent } = scripted([[409, QUOTA_CONFLICT]]);
+    await expect(api.createNamespacedPod({ namespace: 'n', body: pod })).rejects.toMatchObject({ code: 409 });
+    expect(sent).toHaveLength(6);
+  });
+
+  it.each<[string, (api: CoreV1ApiType) => Promise<unknown>, [number, unknown]]>([
+    ['a create whose object exists', (api) => api.createNamespacedPod({ namespace: 'n', body: pod }), [409, ALREADY_EXISTS]],
+    ['a patch (not a create) meeting a quota conflict', (api) => api.patchNamespacedPod({ name: 'p', namespace: 'n', body: {} }), [409, QUOTA_CONFLICT]],
+  ])('%s is sent once', async (_name, act, answer) => {
+    const { api, sent } = scripted([answer]);
+    await expect(act(api)).rejects.toMatchObject({ code: 409 });
+    expect(sent).toHaveLength(1);
   });
 });
