@@ -22,6 +22,7 @@ import {
 import type { Config } from '../config/index.js';
 import type { KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
@@ -389,7 +390,8 @@ export class RunExecutor {
             message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.`,
           },
         };
-      if (statusOf(err) !== 409) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
+      // A 409 on the quota object (still, after the client's retries) is not a pod of this name.
+      if (statusOf(err) !== 409 || isQuotaConflict(err)) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
       // Deterministic name: it exists already. Adopt it only if it is ours.
       const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });
       const owner = existing.metadata?.ownerReferences?.find((o) => o.controller);
