@@ -106,7 +106,8 @@ export function apiClass<T>(Factory: new (configuration: Configuration) => objec
       };
       return new Proxy(this, {
         get(target, key, receiver) {
-          if (typeof key !== 'string') return Reflect.get(target, key, receiver) as unknown;
+          // A method set on the instance (a wrapper, as on client-node's own classes) wins.
+          if (typeof key !== 'string' || Object.prototype.hasOwnProperty.call(target, key)) return Reflect.get(target, key, receiver) as unknown;
           let m = methods.get(key);
           if (!m) {
             m = method(key);

@@ -256,3 +256,17 @@ describe('creates refused by a quota conflict are sent again', () => {
     expect(sent).toHaveLength(1);
   });
 });
+
+describe('apiClass instances', () => {
+  it('use a method set on the instance, as client-node classes do (wrappers that time or count calls)', async () => {
+    const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
+    const rec = recording(200, pod);
+    const api = new Slim(rec.config);
+    const original = api.readNamespacedPod.bind(api);
+    let wrapped = 0;
+    api.readNamespacedPod = (...args: Parameters<CoreV1ApiType['readNamespacedPod']>) => (wrapped++, original(...args));
+    await api.readNamespacedPod({ name: 'p', namespace: 'n' });
+    expect(wrapped).toBe(1);
+    expect(rec.sent).toHaveLength(1);
+  });
+});
