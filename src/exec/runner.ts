@@ -26,23 +26,13 @@ export const WORKSPACE_CHECK_SECONDS = 0.2;
  */
 export const NETWORK_CHECK_SECONDS = 10;
 
-/**
- * The check, a POSIX sh fragment (bash's /dev/tcp does the connect; without bash it is skipped).
- * One bash runs the loop; each connect is a forked subshell whose 0.3 s starts once it exists, so
- * "no answer" means the network did not answer, not that starting a process was slow on a busy
- * node (a `timeout 0.3 bash -c …` per try counted bash's own start-up, and under load a reachable
- * API server looked unanswered). Anything but "isolated" (bash exit 0) refuses the run.
- */
+/** The check, a POSIX sh fragment (bash's /dev/tcp does the connect; without bash it is skipped). */
 export const NETWORK_CHECK_SCRIPT = `if [ "\${CODEMODE_NETWORK_CHECK:-}" = 1 ] && [ -n "\${KUBERNETES_SERVICE_HOST:-}" ] && command -v bash >/dev/null 2>&1; then
-  bash --norc --noprofile -c 'while :; do
-    ( exec 3<>"/dev/tcp/$0/$1" ) 2>/dev/null & c=$!
-    n=0; while kill -0 $c 2>/dev/null && [ $n -lt 6 ]; do sleep 0.05; n=$((n + 1)); done
-    if kill -0 $c 2>/dev/null; then kill $c 2>/dev/null; exit 0; fi
-    wait $c || exit 0
-    [ $SECONDS -ge $2 ] && exit 125
+  t0=$(date +%s)
+  while timeout 0.3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" 2>/dev/null; do
+    [ $(($(date +%s) - t0)) -ge ${NETWORK_CHECK_SECONDS} ] && { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
     sleep 0.05
-  done' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" ${NETWORK_CHECK_SECONDS} ||
-    { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
+  done
 fi
 `;
 
