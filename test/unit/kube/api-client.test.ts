@@ -86,6 +86,19 @@ describe('apiClass parameters match client-node', () => {
   });
 });
 
+/** What a fake HTTP library answers: `status` with `body` as JSON. */
+function jsonResponse(status: number, body: unknown): ReturnType<typeof from<ResponseContext>> {
+  const text = JSON.stringify(body);
+  return from(
+    Promise.resolve(
+      new ResponseContext(status, { 'content-type': 'application/json' }, {
+        text: async () => text,
+        binary: async () => Buffer.from(text),
+      } as unknown as ConstructorParameters<typeof ResponseContext>[2]),
+    ),
+  );
+}
+
 interface Sent {
   url: string;
   method: string;
@@ -107,15 +120,7 @@ function recording(status: number, body: unknown): { config: ReturnType<typeof c
     httpApi: {
       send: (ctx: RequestContext) => {
         sent.push({ url: ctx.getUrl(), method: ctx.getHttpMethod(), headers: ctx.getHeaders(), body: ctx.getBody() });
-        const text = JSON.stringify(body);
-        return from(
-          Promise.resolve(
-            new ResponseContext(status, { 'content-type': 'application/json' }, {
-              text: async () => text,
-              binary: async () => Buffer.from(text),
-            } as unknown as ConstructorParameters<typeof ResponseContext>[2]),
-          ),
-        );
+        return jsonResponse(status, body);
       },
     },
   });
@@ -215,15 +220,7 @@ describe('creates refused by a quota conflict are sent again', () => {
         send: (ctx: RequestContext) => {
           sent.push(`${ctx.getHttpMethod()} ${ctx.getUrl()}`);
           const [status, body] = answers[Math.min(sent.length - 1, answers.length - 1)] as [number, unknown];
-          const text = JSON.stringify(body);
-          return from(
-            Promise.resolve(
-              new ResponseContext(status, { 'content-type': 'application/json' }, {
-                text: async () => text,
-                binary: async () => Buffer.from(text),
-              } as unknown as ConstructorParameters<typeof ResponseContext>[2]),
-            ),
-          );
+          return jsonResponse(status, body);
         },
       },
     });
