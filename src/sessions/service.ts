@@ -418,10 +418,17 @@ export class SessionService {
     a.writing = true;
     const calls = a.calls;
     a.calls = 0;
+    // Calls not yet added to runCount: they go back to the pending count unless written (or the
+    // session is gone), so a write that kept conflicting or failed never loses them — the next
+    // flush, an interval later, adds them.
+    let unwritten = true;
     try {
-      for (let attempt = 0; attempt < 3; attempt++) {
+      for (let attempt = 0; attempt < 3 && unwritten; attempt++) {
         const s = this.get(name);
-        if (!s) break;
+        if (!s) {
+          unwritten = false;
+          break;
+        }
         const now = new Date();
         try {
           // The resourceVersion makes the increment conditional: two replicas cannot both add to
@@ -432,15 +439,18 @@ export class SessionService {
             { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls },
             s.metadata.resourceVersion,
           );
-          break;
+          unwritten = false;
         } catch (err) {
           if (!isConflict(err)) throw err;
+          // The cached copy was older than the stored one: wait for the watch to bring the new one.
           await new Promise((r) => setTimeout(r, 50));
         }
       }
     } catch (err) {
-      if (!isNotFound(err)) this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
+      if (isNotFound(err)) unwritten = false;
+      else this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
     } finally {
+      if (unwritten) a.calls += calls;
       a.writing = false;
       a.lastWrite = Date.now();
       if (a.calls > 0) this.noteActivity(this.get(name) ?? ({ metadata: { name } } as SandboxSession), 0);
