@@ -644,7 +644,7 @@ export const FIELDS = {
       env: 'CODEMODE_TOOL_CALL_TIMEOUT_SECONDS',
       default: '30',
       description:
-        "Seconds one nested tool call may wait for its upstream; the execution's own remaining time shortens it (time waiting on upstreams counts against the execution's timeout). A call past it raises a ToolError (kind \"timeout\").",
+        'Seconds one nested tool call may wait for its upstream; the execution\'s own remaining time shortens it (time waiting on upstreams counts against the execution\'s timeout). A call past it raises a ToolError (kind "timeout").',
       allowed: 'an integer from 1 to 3600',
     },
     int(1, 3600),
@@ -663,8 +663,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_TOOL_BYTES_PER_RUN',
       default: '8388608',
-      description:
-        'Bytes of tool results (after cutting) and discovery answers one execution may receive; a result past it raises a ToolError (kind "limit").',
+      description: 'Bytes of tool results (after cutting) and discovery answers one execution may receive; a result past it raises a ToolError (kind "limit").',
       allowed: 'an integer from 1024 to 1073741824',
     },
     int(1024, 1024 * 1024 * 1024),

@@ -28,11 +28,14 @@ import type { Ticket } from '../limits/admission.js';
 import type { UserLimits } from '../limits/user-limits.js';
 import type { AuditWriter } from '../audit/writer.js';
 import { auditEntry } from '../audit/record.js';
+import type { RunCalls, ToolBroker } from '../codemode/broker.js';
 
 /** Optional collaborators: per-user limits and the audit writer for session calls. */
 export interface KubeRunServiceExtras {
   limits?: UserLimits;
   audit?: AuditWriter;
+  /** Code mode: the broker of nested tool calls (absent: no upstream servers). */
+  tools?: ToolBroker;
 }
 
 export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
@@ -61,6 +64,14 @@ export class KubeRunService implements RunService {
       throw new RunRequestError(problems.map((p) => `${sentence(p.problem)}.`).join(' '), problems.map((p) => `${sentence(p.hint)}.`).join(' '));
     }
     if (req.session !== undefined) return this.executeInSession(req, req.session, timeoutSeconds, options);
+    if (req.servers !== undefined && req.servers.length > 0) {
+      // Runs are executed by whichever replica's controller picks the SandboxRun up, and its spec
+      // has no field for the servers yet: nested tool calls reach sessions only, for now.
+      throw new RunRequestError(
+        'Tool calls (servers) work in sessions only for now.',
+        'Create a session with create_session and pass it as session, or leave servers out.',
+      );
+    }
     const name = generateRunName();
     let created = false;
     // Per-user limits first: a refused call takes no run slot and leaves no object behind.
@@ -174,11 +185,38 @@ export class KubeRunService implements RunService {
    * finished SandboxRun with spec.session) is queued after the outcome is known and written in the
    * background (src/audit).
    */
+  /**
+   * The broker of this call's nested tool calls, or undefined when the gateway has no upstreams.
+   * Refuses servers the caller may not use. The deadline is the call's: time waiting on upstreams
+   * counts against timeout_seconds.
+   */
+  private toolsFor(req: ExecuteRequest, timeoutSeconds: number): RunCalls | undefined {
+    const broker = this.extras.tools;
+    if (!broker) {
+      if (req.servers?.length) throw new RunRequestError('This gateway has no upstream MCP servers: servers cannot be used.', 'Leave servers out.');
+      return undefined;
+    }
+    const unknown = req.servers ? broker.unknownServers(req.servers, req.owner) : [];
+    if (unknown.length > 0) {
+      const known = broker.serverNames(req.owner);
+      throw new RunRequestError(
+        `Unknown or unavailable upstream servers: ${unknown.join(', ')}.`,
+        `Use some of: ${known.join(', ') || '(none are available to you)'}, or leave servers out for all of them.`,
+      );
+    }
+    return broker.forRun({
+      ...(req.servers && { servers: req.servers }),
+      ...(req.owner && { owner: req.owner }),
+      deadline: Date.now() + timeoutSeconds * 1000,
+    });
+  }
+
   private async executeInSession(req: ExecuteRequest, session: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
     // The record's name is chosen now: the per-user rate counts this call under it until the
     // record itself shows in the cache.
     const recordName = generateRunName();
+    const tools = this.toolsFor(req, timeoutSeconds);
     const hold = this.extras.limits?.admit('session_call', recordName, req.owner);
     const started = Date.now();
     const call = await callInSession(
@@ -191,16 +229,18 @@ export class KubeRunService implements RunService {
         ...(req.language !== undefined && { language: req.language }),
         ...(req.stdin !== undefined && { stdin: req.stdin }),
         ...(req.owner && { owner: req.owner }),
+        ...(tools && { onCall: (frame) => tools.handle(frame) }),
       },
       options.onOutput,
-    );
+    ).finally(() => tools?.close());
     if (!call.ok) {
       // No such session, not ready, or its interpreter lost: the call left no outcome to record.
       // (A call whose kernel was lost mid-way stays counted: it may have run.)
       if (call.stage === 'refused' || !/ was lost: /.test(call.message)) hold?.cancel();
       throw new RunRequestError(call.message, call.hint);
     }
-    const { outcome } = call;
+    const summary = tools?.summary();
+    const outcome = summary && summary.calls > 0 ? { ...call.outcome, toolCalls: summary } : call.outcome;
     const ended = Date.now();
     this.opts.metrics?.output(outcome.stdoutBytes, outcome.stderrBytes);
     this.opts.metrics?.sessionCall(call.runtime, outcome.phase, outcome.reason ?? Reasons.Succeeded, (ended - started) / 1000);
