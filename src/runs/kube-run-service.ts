@@ -64,14 +64,6 @@ export class KubeRunService implements RunService {
       throw new RunRequestError(problems.map((p) => `${sentence(p.problem)}.`).join(' '), problems.map((p) => `${sentence(p.hint)}.`).join(' '));
     }
     if (req.session !== undefined) return this.executeInSession(req, req.session, timeoutSeconds, options);
-    if (req.servers !== undefined && req.servers.length > 0) {
-      // Runs are executed by whichever replica's controller picks the SandboxRun up, and its spec
-      // has no field for the servers yet: nested tool calls reach sessions only, for now.
-      throw new RunRequestError(
-        'Tool calls (servers) work in sessions only for now.',
-        'Create a session with create_session and pass it as session, or leave servers out.',
-      );
-    }
     const name = generateRunName();
     let created = false;
     // Per-user limits first: a refused call takes no run slot and leaves no object behind.
@@ -111,6 +103,8 @@ export class KubeRunService implements RunService {
         ...(req.stdin !== undefined ? { stdin: req.stdin } : {}),
       },
     };
+    // Before anything is created: unknown servers refuse the call.
+    const tools = this.toolsFor(req, timeoutSeconds);
     // Nothing is created before the call has a slot: a refused call leaves no object behind.
     const ticket = await this.acquire(options.signal);
     let run;
@@ -122,7 +116,13 @@ export class KubeRunService implements RunService {
       throw err;
     }
     // Subscribe before the first output can be produced: execute() only starts the work.
-    const done = this.executor.execute(run);
+    // This process executes the run it created, so the broker is handed over in memory: nested
+    // calls reach a warm pod's kernel (a cold pod has no channel for them). The deadline counts
+    // from here, so pod start-up shortens the time tools may take, never lengthens it.
+    const done = this.executor
+      .execute(run, tools && ((frame) => tools.handle(frame)))
+      .then((outcome) => withToolCalls(outcome, tools))
+      .finally(() => tools?.close());
     // The slot is held until the run's pod is gone, even when the caller stops waiting.
     if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, run.metadata.name);
     const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
@@ -239,8 +239,7 @@ export class KubeRunService implements RunService {
       if (call.stage === 'refused' || !/ was lost: /.test(call.message)) hold?.cancel();
       throw new RunRequestError(call.message, call.hint);
     }
-    const summary = tools?.summary();
-    const outcome = summary && summary.calls > 0 ? { ...call.outcome, toolCalls: summary } : call.outcome;
+    const outcome = withToolCalls(call.outcome, tools);
     const ended = Date.now();
     this.opts.metrics?.output(outcome.stdoutBytes, outcome.stderrBytes);
     this.opts.metrics?.sessionCall(call.runtime, outcome.phase, outcome.reason ?? Reasons.Succeeded, (ended - started) / 1000);
@@ -264,6 +263,12 @@ export class KubeRunService implements RunService {
     }
     return outcome;
   }
+}
+
+/** The outcome with the counts of its nested tool calls, when it made any. */
+function withToolCalls(outcome: RunOutcome, tools: RunCalls | undefined): RunOutcome {
+  const summary = tools?.summary();
+  return summary && summary.calls > 0 ? { ...outcome, toolCalls: summary } : outcome;
 }
 
 /** A problem or hint from spec-limits.ts as the start of a sentence. */

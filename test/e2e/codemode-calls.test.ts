@@ -2,7 +2,7 @@
 // server (the reference "everything" server, over Streamable HTTP) through the gateway's broker,
 // over the kernel's exec stream. Policy, limits, cuts and the counts in the result.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, deleteNamespace, testKube } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { startEverything, type Everything } from './helpers/everything.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -18,7 +18,8 @@ beforeAll(async () => {
   everything = await startEverything();
   op = await startOperator(
     ns,
-    { CODEMODE_TOOL_CALLS_PER_RUN: '4', CODEMODE_TOOL_CALL_TIMEOUT_SECONDS: '2', CODEMODE_TOOL_RESULT_MAX_BYTES: '4096' },
+    // One warm pod: a transient run served from the pool reaches tools through its kernel too.
+    { CODEMODE_TOOL_CALLS_PER_RUN: '4', CODEMODE_TOOL_CALL_TIMEOUT_SECONDS: '2', CODEMODE_TOOL_RESULT_MAX_BYTES: '4096', CODEMODE_WARM_POOL_SIZE: '1' },
     { upstreams: everything.caller, metrics: true },
   );
   mcp = await connect(op.url, 'current');
@@ -116,6 +117,22 @@ describe('code mode against the everything server', () => {
     await run('import asyncio\nfrom codemode import mcp\nsums = await asyncio.gather(*(mcp.everything.get_sum(a=i, b=1) for i in range(3)))');
     const r = await run('sums');
     expect(sc(r).result).toBe("['The sum of 0 and 1 is 1.', 'The sum of 1 and 1 is 2.', 'The sum of 2 and 1 is 3.']");
+  });
+
+  it('reaches tools from a transient run in a warm pool pod', async () => {
+    const warm = async (): Promise<boolean> =>
+      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.some((p) =>
+        p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+      );
+    await until(warm, 120_000, 'a ready warm pod');
+    const r = await mcp.callTool('execute_code', {
+      code: 'import socket\nfrom codemode import mcp\nprint(socket.gethostname().startswith("codemode-pool-"), mcp.everything.echo(message="warm"))',
+      servers: ['everything'],
+      timeout_seconds: 60,
+    });
+    expect(sc(r).phase, JSON.stringify(r.content)).toBe('Succeeded');
+    expect(sc(r).stdout).toBe('True Echo: warm\n');
+    expect(sc(r).tool_calls).toMatchObject({ calls: 1, errors: 0 });
   });
 
   it('counts calls in codemode_upstream_calls_total by server and outcome', async () => {

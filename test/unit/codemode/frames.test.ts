@@ -36,7 +36,7 @@ describe('parseCallFrame', () => {
   });
 
   it('refuses a frame above the size bound before looking at it', () => {
-    const r = parseCallFrame({ ...head, op: 'servers' }, MAX_CALL_FRAME_BYTES + 1);
+    const r = parseCallFrame({ ...head, op: 'servers' } as Record<string, unknown>, MAX_CALL_FRAME_BYTES + 1);
     expect(r).toMatchObject({ ok: false, id: '7', callId: 'k1' });
   });
 });
