@@ -13,6 +13,7 @@ const { encode, FrameDecoder } = require('./framing.js');
 const { CallOutput } = require('./output.js');
 const { nowTicks, killStartedSince } = require('./procs.js');
 const { NodeSession, ExitRequest } = require('./session.js');
+const { ToolCalls, prepareEnvironment } = require('./tools.js');
 
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
@@ -37,7 +38,10 @@ function capChars(s, cap) {
 function capError(result, cap) {
   if (!result.error) return result;
   const { ename, evalue, traceback } = result.error;
-  return { ...result, error: { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) } };
+  return {
+    ...result,
+    error: { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) },
+  };
 }
 
 function log(msg, fields = {}) {
@@ -51,6 +55,9 @@ if (!socketPath) {
   process.stderr.write('usage: kernel.js --socket PATH\n');
   process.exit(2);
 }
+// The `codemode` module (tool calls, runtime/sdk) for cells and the programs they start.
+prepareEnvironment(socketPath);
+const tools = new ToolCalls();
 
 // --- Output and process plumbing: everything user code writes goes to the running call. ---
 let current = null; // CallOutput of the running call; output between calls is dropped
@@ -59,7 +66,8 @@ let callStdin = { text: '', stream: null };
 for (const name of ['stdout', 'stderr']) {
   process[name].write = function write(chunk, encoding, cb) {
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
-    if (current) current.write(name, typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk);
+    if (current)
+      current.write(name, typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk);
     if (cb) process.nextTick(cb);
     return true;
   };
@@ -104,8 +112,18 @@ async function execute(conn, req) {
   callStdin = { text: req.stdin || '', stream: null };
   Atomics.store(active, 0, ++seq);
   const handle = conn.sock._handle;
-  watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
+  watchdog.postMessage({
+    op: 'start',
+    seq,
+    id: req.id,
+    pid: process.pid,
+    timeoutMs: req.timeoutMs,
+    graceMs: GRACE_MS,
+    sinceTicks,
+    fd: handle && handle.fd >= 0 ? handle.fd : undefined,
+  });
   let outcome;
+  tools.begin(conn, req.id);
   try {
     outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
   } catch (err) {
@@ -115,6 +133,7 @@ async function execute(conn, req) {
     Atomics.store(active, 0, 0);
     watchdog.postMessage({ op: 'end' });
     current = null;
+    tools.end();
   }
   if (outcome.status === 'timeout') killStartedSince(process.pid, sinceTicks);
   call.finish();
@@ -147,7 +166,9 @@ function dispatch(conn, msg) {
   const cap = Number.isInteger(msg.capChars) && msg.capChars >= 0 ? msg.capChars : DEFAULT_CAP_CHARS;
   const reply = (result) => conn.send({ ...capError(result, cap), id: msg.id, type: 'result' });
   if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
-  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
+  if (msg.op === 'callResult') return tools.deliver(msg); // the answer to a nested tool call (tools.js)
+  if (msg.op !== 'exec' && msg.op !== 'reset')
+    return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
   let req = msg;
   try {
     if (msg.op === 'exec') req = checkExec(msg);
@@ -202,6 +223,7 @@ function listen(socketPath) {
   } catch {
     // no stale socket
   }
+  tools.listen(process.env.CODEMODE_TOOLS_SOCKET);
   const server = net.createServer(serve);
   const umask = process.umask(0o177); // the socket file is created 0600
   server.listen(socketPath, () => {

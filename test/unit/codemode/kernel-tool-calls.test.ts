@@ -15,9 +15,12 @@ interface Gateway {
   stream: KernelStream;
 }
 
-async function open(language: 'python' | 'bash', extra: string[] = []): Promise<Gateway> {
+async function open(language: 'python' | 'bash' | 'node', extra: string[] = []): Promise<Gateway> {
   const kernel = await Kernel.start(language, extra);
-  const relay = spawn('python3', [join(RUNTIME_DIR, 'python/relay.py'), kernel.socket], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const relay =
+    language === 'node'
+      ? spawn(process.execPath, [join(RUNTIME_DIR, 'node/relay.js'), kernel.socket], { stdio: ['pipe', 'pipe', 'inherit'] })
+      : spawn('python3', [join(RUNTIME_DIR, 'python/relay.py'), kernel.socket], { stdio: ['pipe', 'pipe', 'inherit'] });
   const stream = new KernelStream(
     (frame) => relay.stdin?.write(frame),
     () => relay.stdin?.end(),
@@ -28,9 +31,9 @@ async function open(language: 'python' | 'bash', extra: string[] = []): Promise<
 
 const limits = { maxCalls: 5, callTimeoutMs: 1000, resultMaxBytes: 2000, bytesPerRun: 100_000 };
 
-function exec(g: Gateway, code: string, op: 'exec' | 'run' = 'exec', broker = new ToolBroker(fakeUpstream(), limits)): Promise<KernelResult> {
-  const calls = broker.forRun({});
-  const req = { code, timeoutMs: 20_000, capChars: 50_000, ...(op === 'run' && { language: 'python' }) };
+function exec(g: Gateway, code: string, op: 'exec' | 'run' = 'exec', language = 'python'): Promise<KernelResult> {
+  const calls = new ToolBroker(fakeUpstream(), limits).forRun({});
+  const req = { code, timeoutMs: 20_000, capChars: 50_000, ...(op === 'run' && { language }) };
   return g.stream.request({ op, ...req }, 'result', 50_000, 30_000, undefined, (f) => calls.handle(f)) as Promise<KernelResult>;
 }
 
@@ -107,6 +110,37 @@ describe('tool calls from a python session', () => {
   });
 });
 
+describe('tool calls from a node session', () => {
+  let g: Gateway;
+  beforeAll(async () => {
+    g = await open('node');
+  });
+  afterAll(async () => {
+    g.stream.fail('test over');
+    await g.kernel.stop();
+  });
+
+  it.each([
+    ['a call, JSON parsed from text', "const { mcp } = require('codemode');\nawait mcp.demo.get_sum({ a: 2, b: 3 })", '5'],
+    ['in parallel', "const { callTool } = require('codemode');\nawait Promise.all([1, 2].map((a) => callTool('demo', 'get-sum', { a, b: 1 })))", '[ 2, 3 ]'],
+    [
+      'a tool error',
+      "const { mcp, ToolError } = require('codemode');\nawait mcp.demo.fail().catch((e) => `${e instanceof ToolError} ${e.kind} ${e.message}`)",
+      "'true tool it broke'",
+    ],
+    [
+      'a missing argument',
+      "const { mcp } = require('codemode');\nawait mcp.demo.echo({}).catch((e) => e.kind + ': ' + e.message)",
+      `'invalid: demo.echo: missing required argument "message"'`,
+    ],
+    ['search', "const { search } = require('codemode');\n(await search('sum numbers', { limit: 1 }))[0].tool", "'get-sum'"],
+  ])('%s', async (_name, code, expected) => {
+    const r = await exec(g, code);
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.result).toBe(expected);
+  });
+});
+
 describe('tool calls from programs the kernel starts', () => {
   it('works in a warm run (op "run") and from bash (python3 -m codemode)', async () => {
     const py = await open('python', ['--prestart']);
@@ -114,6 +148,8 @@ describe('tool calls from programs the kernel starts', () => {
     try {
       const run = await exec(py, 'from codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=2))', 'run');
       expect(run.stdout).toBe('3\n');
+      const node = await exec(py, "const { mcp } = require('codemode');\nmcp.demo.echo({ message: 'js' }).then(console.log)", 'run', 'node');
+      expect(node.stdout).toBe('Echo: js\n');
       const sh = await exec(bash, 'python3 -m codemode call demo echo message=hello; python3 -m codemode call demo fail; echo "exit $?"');
       expect(sh.stdout).toBe('Echo: hello\nexit 1\n');
       expect(sh.stderr).toContain('ToolError (tool): it broke');
