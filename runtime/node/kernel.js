@@ -38,10 +38,7 @@ function capChars(s, cap) {
 function capError(result, cap) {
   if (!result.error) return result;
   const { ename, evalue, traceback } = result.error;
-  return {
-    ...result,
-    error: { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) },
-  };
+  return { ...result, error: { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) } };
 }
 
 function log(msg, fields = {}) {
@@ -66,8 +63,7 @@ let callStdin = { text: '', stream: null };
 for (const name of ['stdout', 'stderr']) {
   process[name].write = function write(chunk, encoding, cb) {
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
-    if (current)
-      current.write(name, typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk);
+    if (current) current.write(name, typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk);
     if (cb) process.nextTick(cb);
     return true;
   };
@@ -112,16 +108,7 @@ async function execute(conn, req) {
   callStdin = { text: req.stdin || '', stream: null };
   Atomics.store(active, 0, ++seq);
   const handle = conn.sock._handle;
-  watchdog.postMessage({
-    op: 'start',
-    seq,
-    id: req.id,
-    pid: process.pid,
-    timeoutMs: req.timeoutMs,
-    graceMs: GRACE_MS,
-    sinceTicks,
-    fd: handle && handle.fd >= 0 ? handle.fd : undefined,
-  });
+  watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
   let outcome;
   tools.begin(conn, req.id);
   try {
@@ -167,8 +154,7 @@ function dispatch(conn, msg) {
   const reply = (result) => conn.send({ ...capError(result, cap), id: msg.id, type: 'result' });
   if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
   if (msg.op === 'callResult') return tools.deliver(msg); // the answer to a nested tool call (tools.js)
-  if (msg.op !== 'exec' && msg.op !== 'reset')
-    return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
+  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
   let req = msg;
   try {
     if (msg.op === 'exec') req = checkExec(msg);
