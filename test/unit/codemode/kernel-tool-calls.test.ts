@@ -89,6 +89,17 @@ describe('tool calls from a python session', () => {
     expect(r.result).toBe("(5, 'limit')");
   });
 
+  it('interrupts a cell waiting on a tool at its timeout, and keeps the session', async () => {
+    const calls = new ToolBroker(fakeUpstream(), { ...limits, callTimeoutMs: 10_000 }).forRun({});
+    const code = 'from codemode import mcp\nmcp.demo.slow(ms=8000)';
+    const r = (await g.stream.request({ op: 'exec', code, timeoutMs: 300, capChars: 1000 }, 'result', 1000, 20_000, undefined, (f) =>
+      calls.handle(f),
+    )) as KernelResult;
+    calls.close();
+    expect(r.status).toBe('timeout');
+    expect((await exec(g, 'from codemode import mcp\nmcp.demo.get_sum(a=1, b=1)')).result).toBe('2');
+  });
+
   it('keeps a tool result in a variable across calls', async () => {
     await exec(g, 'from codemode import mcp\nkept = mcp.demo.get_sum(a=40, b=2)');
     expect((await exec(g, 'kept')).result).toBe('42');
