@@ -133,6 +133,14 @@ def _json_type(v):
     return type(v).__name__
 
 
+def _json(v):
+    # As JSON.stringify writes it, so messages and enum comparisons match the gateway's (1 != true).
+    try:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(v)
+
+
 def check_args(schema, args):
     """Problems with `args` for a JSON Schema (required, basic types, enums, unknown keys when the
     schema forbids them); the gateway runs the same checks (src/codemode/args.ts)."""
@@ -154,8 +162,8 @@ def check_args(schema, args):
         actual = _json_type(value)
         if types and not any(t == actual or (t == "number" and actual == "integer") for t in types):
             problems.append('argument "%s" must be %s, not %s' % (key, " or ".join(types), actual))
-        elif isinstance(prop.get("enum"), list) and value not in prop["enum"]:
-            problems.append('argument "%s" must be one of %s' % (key, json.dumps(prop["enum"])[:200]))
+        elif isinstance(prop.get("enum"), list) and _json(value) not in [_json(e) for e in prop["enum"]]:
+            problems.append('argument "%s" must be one of %s' % (key, _json(prop["enum"])[:200]))
     return problems[:5]
 
 
