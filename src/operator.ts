@@ -300,7 +300,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots, {
     limits: userLimits,
     audit,
-    ...(tools && { tools }),
+    ...(tools && { tools, events }),
   });
 
   return {

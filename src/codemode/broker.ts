@@ -40,6 +40,21 @@ export interface CallSummary {
   servers: Record<string, { calls: number; errors: number }>;
 }
 
+/** The Event reason for a refused tool call (to move to src/api's reasons with the UpstreamServer kind). */
+export const TOOL_CALL_DENIED_REASON = 'ToolCallDenied';
+/** Denied calls of one run that get an Event: the rest are counted in the result and the metrics. */
+export const MAX_DENIED_EVENTS_PER_RUN = 3;
+
+export interface RunCallOptions {
+  /** Which upstreams the run may call (default: all the owner may). */
+  servers?: readonly string[];
+  owner?: Owner;
+  /** Epoch ms when the execution's own timeout ends: no tool call may outlast it. */
+  deadline?: number;
+  /** Told of a denied call (at most MAX_DENIED_EVENTS_PER_RUN per run), for an Event. */
+  onDenied?: (message: string) => void;
+}
+
 /** Discovery requests (servers, search, describe) one run may make: they cost no upstream call. */
 export const MAX_DISCOVERY_PER_RUN = 1000;
 const MAX_ERROR_CHARS = 500;
@@ -62,7 +77,7 @@ export class ToolBroker {
   }
 
   /** One execution's broker. `servers`: which upstreams it may call (default: all the owner may). */
-  forRun(options: { servers?: readonly string[]; owner?: Owner; deadline?: number }): RunCalls {
+  forRun(options: RunCallOptions): RunCalls {
     return new RunCalls(this.up, this.limits, options, this.metrics);
   }
 }
@@ -74,12 +89,13 @@ export class RunCalls {
   private bytes = 0;
   private active = 0;
   private activeSince = 0;
+  private deniedEvents = 0;
   private readonly totals: CallSummary = { calls: 0, errors: 0, upstreamWaitMs: 0, servers: {} };
 
   constructor(
     private readonly up: UpstreamCaller,
     private readonly limits: BrokerLimits,
-    private readonly opts: { servers?: readonly string[]; owner?: Owner; deadline?: number },
+    private readonly opts: RunCallOptions,
     private readonly metrics?: CodemodeMetrics,
   ) {}
 
@@ -194,6 +210,7 @@ export class RunCalls {
     // A result refused for the byte limit is a limit, whatever the upstream said.
     const final: CallOutcome = outcome === 'ok' && !answer.ok ? 'limit' : outcome;
     const failed = final !== 'ok';
+    if (final === 'denied' && !answer.ok && this.deniedEvents++ < MAX_DENIED_EVENTS_PER_RUN) this.opts.onDenied?.(answer.error.message);
     this.totals.calls++;
     if (failed) this.totals.errors++;
     const key = server === '' ? '(denied)' : server;

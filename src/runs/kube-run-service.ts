@@ -16,7 +16,7 @@ import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
-import { Reasons } from '../api/v1alpha1/index.js';
+import { Reasons, SANDBOXSESSION_KIND } from '../api/v1alpha1/index.js';
 import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
 import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
@@ -28,7 +28,8 @@ import type { Ticket } from '../limits/admission.js';
 import type { UserLimits } from '../limits/user-limits.js';
 import type { AuditWriter } from '../audit/writer.js';
 import { auditEntry } from '../audit/record.js';
-import type { RunCalls, ToolBroker } from '../codemode/broker.js';
+import { TOOL_CALL_DENIED_REASON, type RunCalls, type ToolBroker } from '../codemode/broker.js';
+import type { EventRecorder, EventTarget } from '../kube/events.js';
 
 /** Optional collaborators: per-user limits and the audit writer for session calls. */
 export interface KubeRunServiceExtras {
@@ -36,6 +37,8 @@ export interface KubeRunServiceExtras {
   audit?: AuditWriter;
   /** Code mode: the broker of nested tool calls (absent: no upstream servers). */
   tools?: ToolBroker;
+  /** Where a denied tool call is told (a Warning Event on the session or run). */
+  events?: EventRecorder;
 }
 
 export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
@@ -104,12 +107,14 @@ export class KubeRunService implements RunService {
       },
     };
     // Before anything is created: unknown servers refuse the call.
-    const tools = this.toolsFor(req, timeoutSeconds);
+    let target: EventTarget | undefined;
+    const tools = this.toolsFor(req, timeoutSeconds, () => target);
     // Nothing is created before the call has a slot: a refused call leaves no object behind.
     const ticket = await this.acquire(options.signal);
     let run;
     try {
       run = await this.create(body);
+      target = { name: run.metadata.name, namespace: this.opts.namespace, ...(run.metadata.uid !== undefined && { uid: run.metadata.uid }) };
       onCreated();
     } catch (err) {
       ticket?.release();
@@ -190,7 +195,7 @@ export class KubeRunService implements RunService {
    * Refuses servers the caller may not use. The deadline is the call's: time waiting on upstreams
    * counts against timeout_seconds.
    */
-  private toolsFor(req: ExecuteRequest, timeoutSeconds: number): RunCalls | undefined {
+  private toolsFor(req: ExecuteRequest, timeoutSeconds: number, target: () => EventTarget | undefined): RunCalls | undefined {
     const broker = this.extras.tools;
     if (!broker) {
       if (req.servers?.length) throw new RunRequestError('This gateway has no upstream MCP servers: servers cannot be used.', 'Leave servers out.');
@@ -204,10 +209,16 @@ export class KubeRunService implements RunService {
         `Use some of: ${known.join(', ') || '(none are available to you)'}, or leave servers out for all of them.`,
       );
     }
+    const events = this.extras.events;
+    const onDenied = (message: string): void => {
+      const t = target();
+      if (t) events?.record(t, 'Warning', TOOL_CALL_DENIED_REASON, 'CallTool', `Refused a tool call from the code: ${message}`);
+    };
     return broker.forRun({
       ...(req.servers && { servers: req.servers }),
       ...(req.owner && { owner: req.owner }),
       deadline: Date.now() + timeoutSeconds * 1000,
+      onDenied,
     });
   }
 
@@ -216,7 +227,7 @@ export class KubeRunService implements RunService {
     // The record's name is chosen now: the per-user rate counts this call under it until the
     // record itself shows in the cache.
     const recordName = generateRunName();
-    const tools = this.toolsFor(req, timeoutSeconds);
+    const tools = this.toolsFor(req, timeoutSeconds, () => ({ name: session, namespace: this.opts.namespace, kind: SANDBOXSESSION_KIND }));
     const hold = this.extras.limits?.admit('session_call', recordName, req.owner);
     const started = Date.now();
     const call = await callInSession(

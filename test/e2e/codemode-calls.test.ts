@@ -85,6 +85,17 @@ describe('code mode against the everything server', () => {
     expect(everything.reached.length).toBe(before);
   });
 
+  it('records a Warning Event on the session for a denied call', async () => {
+    await until(
+      async () =>
+        (await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${session}` })).items.some(
+          (e) => e.reason === 'ToolCallDenied' && e.type === 'Warning' && /no tool "no_such_tool"/.test(e.message ?? ''),
+        ),
+      30_000,
+      'the ToolCallDenied Event',
+    );
+  });
+
   it('refuses servers the caller cannot use before running anything', async () => {
     const r = await run('print(1)', { servers: ['nope'] });
     expect(r.isError).toBe(true);

@@ -122,13 +122,20 @@ async function toolNames(server) {
 async function call(server, tool, args, loose) {
   if (args === undefined || args === null) args = {};
   if (typeof args !== 'object' || Array.isArray(args)) throw new ToolError('pass the arguments as one object', 'invalid', server, tool);
-  if (loose && !(await toolNames(server)).includes(tool) && (await toolNames(server)).includes(tool.replace(/_/g, '-'))) tool = tool.replace(/_/g, '-');
-  const key = `${server}\u0000${tool}`;
-  if (!schemas.has(key)) {
-    const [d] = await roundtrip({ op: 'describe', server, tool, detail: 'full' });
-    schemas.set(key, (d && d.inputSchema) || {});
+  let schema;
+  try {
+    if (loose && !(await toolNames(server)).includes(tool) && (await toolNames(server)).includes(tool.replace(/_/g, '-'))) tool = tool.replace(/_/g, '-');
+    const key = `${server}\u0000${tool}`;
+    if (!schemas.has(key)) {
+      const [d] = await roundtrip({ op: 'describe', server, tool, detail: 'full' });
+      schemas.set(key, (d && d.inputSchema) || {});
+    }
+    schema = schemas.get(key);
+  } catch (err) {
+    // Still sent when denied: the gateway refuses the call itself, and counts and records the refusal.
+    if (!(err instanceof ToolError) || err.kind !== 'denied') throw err;
   }
-  const problems = checkArgs(schemas.get(key), args);
+  const problems = checkArgs(schema, args);
   if (problems.length) throw new ToolError(`${server}.${tool}: ${problems.join('; ')}`, 'invalid', server, tool);
   const [value, cut] = await roundtrip({ op: 'call', server, tool, args });
   return withCut(value, cut, `${server}.${tool}`);
