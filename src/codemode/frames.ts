@@ -8,6 +8,11 @@ import { z } from 'zod';
 export const MAX_CALL_FRAME_BYTES = 1024 * 1024;
 /** Nested calls of one request waiting for their answer at the same time. */
 export const MAX_PENDING_CALLS = 32;
+/**
+ * Call frames of one request the stream itself refuses (malformed, no broker, too many pending)
+ * before the rest count as strays: a well-behaved kernel sends none of them in a loop.
+ */
+export const MAX_REFUSED_CALLS = 1000;
 /** Upstream server names are Kubernetes object names. */
 export const SERVER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /** MCP tool names (SEP-986): letters, digits, `_`, `-`, `.`, `/`; 1 to 128 characters. */

@@ -19,7 +19,16 @@ import {
   type KernelFrame,
   type KernelResult,
 } from './frames.js';
-import { MAX_PENDING_CALLS, failure, looksLikeCall, parseCallFrame, type CallAnswer, type CallFrame } from '../codemode/frames.js';
+import {
+  MAX_PENDING_CALLS,
+  MAX_REFUSED_CALLS,
+  failure,
+  looksLikeCall,
+  parseCallFrame,
+  type CallAnswer,
+  type CallFrame,
+  type FailureKind,
+} from '../codemode/frames.js';
 
 export type OutputListener = (stream: 'stdout' | 'stderr', text: string) => void;
 /** Answers a nested tool call of the running code (src/codemode). Must not reject. */
@@ -65,6 +74,8 @@ interface Pending {
   onCall?: CallHandler;
   /** callIds of this request's nested calls waiting for their answer. */
   calls: Set<string>;
+  /** Call frames of this request refused by the stream itself (bounded: MAX_REFUSED_CALLS). */
+  refused: number;
   timer: NodeJS.Timeout;
 }
 
@@ -124,6 +135,7 @@ export class KernelStream {
         reject,
         timer,
         calls: new Set(),
+        refused: 0,
         ...(onOutput && { onOutput }),
         ...(onCall && { onCall }),
       });
@@ -209,18 +221,17 @@ export class KernelStream {
     const callId = parsed.ok ? parsed.frame.callId : parsed.callId;
     const p = id === undefined ? undefined : this.pending.get(id);
     if (id === undefined || callId === undefined || !p || p.expects !== 'result' || p.calls.has(callId)) return this.onUnsolicited(bytes);
-    if (!parsed.ok) return this.answerCall(id, callId, failure('invalid', parsed.why));
+    // Refusals by the stream itself are answered up to a bound, then count as strays.
+    const refuse = (kind: FailureKind, message: string): void =>
+      ++p.refused > MAX_REFUSED_CALLS ? this.onUnsolicited(bytes) : this.answerCall(id, callId, failure(kind, message));
+    if (!parsed.ok) return refuse('invalid', parsed.why);
     if (!p.onCall)
-      return this.answerCall(
-        id,
-        callId,
-        failure(
-          'unavailable',
-          'tool calls are not available here: no upstream MCP servers are configured for this gateway, or this kind of run cannot reach them',
-        ),
+      return refuse(
+        'unavailable',
+        'tool calls are not available here: no upstream MCP servers are configured for this gateway, or this kind of run cannot reach them',
       );
     if (p.calls.size >= MAX_PENDING_CALLS)
-      return this.answerCall(id, callId, failure('limit', `more than ${MAX_PENDING_CALLS} tool calls are waiting at once; wait for some before starting more`));
+      return refuse('limit', `more than ${MAX_PENDING_CALLS} tool calls are waiting at once; wait for some before starting more`);
     p.calls.add(callId);
     p.onCall(parsed.frame)
       .catch((err: unknown) => failure('unavailable', `the gateway failed the call: ${err instanceof Error ? err.message : String(err)}`))

@@ -57,6 +57,16 @@ describe('RunCalls', () => {
     expect(await r.handle(call('rows', { n: 100 }))).toMatchObject({ ok: false, error: { kind: 'limit' } });
   });
 
+  it('tells of at most 3 denied calls per run (Events), and counts all of them', async () => {
+    const { b } = broker({ maxCalls: 100 });
+    const told: string[] = [];
+    const r = b.forRun({ onDenied: (m) => void told.push(m) });
+    for (let i = 0; i < 5; i++) await r.handle(call('nope'));
+    expect(told).toHaveLength(3);
+    expect(told[0]).toMatch(/no tool "nope"/);
+    expect(r.summary()).toMatchObject({ calls: 5, errors: 5 });
+  });
+
   it('abandons pending calls when the run ends', async () => {
     const { b } = broker({ callTimeoutMs: 60_000 });
     const r = b.forRun({});

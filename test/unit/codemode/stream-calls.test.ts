@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/exec/framing.js';
 import { KernelStream, type CallHandler } from '../../../src/exec/kernel-stream.js';
-import { MAX_PENDING_CALLS } from '../../../src/codemode/frames.js';
+import { MAX_PENDING_CALLS, MAX_REFUSED_CALLS } from '../../../src/codemode/frames.js';
 import { UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
 
 function harness(onCall?: CallHandler) {
@@ -69,6 +69,15 @@ describe('call frames on the kernel stream', () => {
     stream.receive(frame({ callId: 'bad id' }));
     expect(stream.breach).toMatch(/answered no call/);
     expect(answers()).toEqual([]);
+  });
+
+  it(`answers at most ${MAX_REFUSED_CALLS} refused call frames of a request, then counts them as strays`, () => {
+    const { stream, answers } = harness(() => Promise.resolve({ ok: true, value: null }));
+    for (let i = 0; i < MAX_REFUSED_CALLS + UNSOLICITED_MAX_FRAMES; i++) stream.receive(frame({ op: 'bad', callId: `k${i}` }));
+    expect(stream.closed).toBe(false);
+    expect(answers()).toHaveLength(MAX_REFUSED_CALLS);
+    stream.receive(frame({ op: 'bad', callId: 'one-more' }));
+    expect(stream.breach).toMatch(/answered no call/);
   });
 
   it('drops an answer whose request finished meanwhile', async () => {
