@@ -8,7 +8,7 @@ const net = require('node:net');
 const path = require('node:path');
 const { encode, FrameDecoder } = require('./framing.js');
 
-const MAX_REQUEST_BYTES = 1024 * 1024;
+const MAX_REQUEST_BYTES = 1024 * 1024 - 4096; // the gateway takes 1 MiB, with the fields added here
 const MAX_PENDING = 32;
 const CALL_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const OPS = { call: ['server', 'tool', 'args'], servers: [], search: ['query', 'limit', 'detail'], describe: ['server', 'tool', 'detail'] };

@@ -20,6 +20,7 @@ import {
   type KernelResult,
 } from './frames.js';
 import {
+  MAX_CALL_FRAME_BYTES,
   MAX_PENDING_CALLS,
   MAX_REFUSED_CALLS,
   failure,
@@ -272,7 +273,11 @@ export class KernelStream {
   /** The largest frame a legitimate kernel may send now: the biggest pending call's, else a pong's. */
   private updateFrameLimit(): void {
     let max = IDLE_MAX_FRAME_BYTES;
-    for (const p of this.pending.values()) if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars));
+    for (const p of this.pending.values()) {
+      if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars));
+      // A call frame above its bound fails that call (parseCallFrame); only far above, the stream.
+      if (p.onCall) max = Math.max(max, MAX_CALL_FRAME_BYTES + 64 * 1024);
+    }
     this.decoder.maxFrameBytes = max;
   }
 }

@@ -16,7 +16,7 @@ import threading
 
 from .framing import FrameReader, ProtocolError, encode
 
-MAX_REQUEST_BYTES = 1024 * 1024  # the gateway accepts call frames up to 1 MiB
+MAX_REQUEST_BYTES = 1024 * 1024 - 4096  # the gateway accepts call frames up to 1 MiB, with the fields added here
 MAX_PENDING = 32  # the gateway answers more than 32 waiting calls of one request with an error
 CALL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 OPS = {

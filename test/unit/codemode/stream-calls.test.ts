@@ -3,16 +3,16 @@
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/exec/framing.js';
 import { KernelStream, type CallHandler } from '../../../src/exec/kernel-stream.js';
-import { MAX_PENDING_CALLS, MAX_REFUSED_CALLS } from '../../../src/codemode/frames.js';
+import { MAX_CALL_FRAME_BYTES, MAX_PENDING_CALLS, MAX_REFUSED_CALLS } from '../../../src/codemode/frames.js';
 import { UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
 
-function harness(onCall?: CallHandler) {
+function harness(onCall?: CallHandler, capChars = 100) {
   const sent: Record<string, unknown>[] = [];
   const stream = new KernelStream(
     (frame) => sent.push(JSON.parse(frame.subarray(frame.indexOf(10) + 1).toString('utf8')) as Record<string, unknown>),
     () => undefined,
   );
-  const call = stream.request({ op: 'exec', code: '' }, 'result', 100, 60_000, undefined, onCall);
+  const call = stream.request({ op: 'exec', code: '' }, 'result', capChars, 60_000, undefined, onCall);
   call.catch(() => undefined);
   const answers = (): Record<string, unknown>[] => sent.filter((m) => m.op === 'callResult');
   return { stream, answers };
@@ -38,6 +38,14 @@ describe('call frames on the kernel stream', () => {
     stream.receive(frame(extra));
     await flush();
     expect(answers()).toMatchObject([{ callId: 'k1', ok: false, error: { kind } }]);
+    expect(stream.closed).toBe(false);
+  });
+
+  it('fails only the call for a frame above the call bound, even with a tiny output cap', async () => {
+    const { stream, answers } = harness(() => Promise.resolve({ ok: true, value: null }), 10);
+    stream.receive(frame({ op: 'search', query: 'x'.repeat(MAX_CALL_FRAME_BYTES) }));
+    await flush();
+    expect(answers()).toMatchObject([{ ok: false, error: { kind: 'invalid', message: expect.stringMatching(/bytes; the limit is/) } }]);
     expect(stream.closed).toBe(false);
   });
 
