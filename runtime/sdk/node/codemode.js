@@ -9,7 +9,7 @@
 //   await callTool('github', 'create_issue', { title: 'x' });
 //
 // Every function returns a promise: always await (Promise.all runs calls in parallel). Names,
-// results, cuts and ToolError kinds are as in the Python module (runtime/sdk/python/codemode.py):
+// results, cuts and ToolError kinds are as in the Python module (runtime/sdk/python/codemode):
 // `mcp.my_server.get_sum` finds server "my-server" and tool "get_sum", or "get-sum" when there is
 // no "get_sum"; arguments are checked against the input schema before the call leaves the sandbox.
 const net = require('node:net');
