@@ -44,7 +44,7 @@ function python(cases: typeof CASES): string[][] {
   const code = 'import json, sys\nfrom codemode import check_args\nprint(json.dumps([check_args(s, a) for s, a in json.load(sys.stdin)]))';
   const out = execFileSync('python3', ['-c', code], {
     input: JSON.stringify(cases.map(([, s, a]) => [s, a])),
-    env: { ...process.env, PYTHONPATH: join(RUNTIME_DIR, 'sdk/python') },
+    env: { ...process.env, PYTHONPATH: join(RUNTIME_DIR, 'sdk/python'), PYTHONDONTWRITEBYTECODE: '1' },
   });
   return JSON.parse(out.toString()) as string[][];
 }
