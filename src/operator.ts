@@ -33,6 +33,8 @@ import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
 import { UserLimits } from './limits/user-limits.js';
 import { AuditWriter } from './audit/writer.js';
+import { ToolBroker, type BrokerLimits } from './codemode/broker.js';
+import type { UpstreamCaller } from './codemode/types.js';
 
 /** On shutdown, queued audit records get this long to be written. */
 const AUDIT_FLUSH_MS = 5000;
@@ -49,6 +51,8 @@ export interface Operator {
   /** What the SandboxRun informer holds (runs without code or output); tests inspect it. */
   runCache: { list(): readonly KubernetesObject[] };
   poolController: PoolController;
+  /** Code mode is on (upstream servers were given): the broker's per-run limits. */
+  codeMode?: { maxCalls: number; callTimeoutSeconds: number };
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -66,6 +70,7 @@ export function gatewayDeps(
     logger,
     options: gatewayOptions(config),
     ...(operator.sandboxCheck !== undefined && { sandboxGate: operator.sandboxCheck }),
+    ...(operator.codeMode && { codeMode: operator.codeMode }),
     ...process,
   };
 }
@@ -100,7 +105,22 @@ export interface OperatorOptions {
   sandboxCheck?: boolean;
   /** Test seam: the session kernels to ship instead of runtime/ (two runtime versions side by side). */
   runtimeFiles?: Readonly<Record<string, string>>;
+  /**
+   * Code mode: the upstream MCP servers sandbox code may call through the broker. The registry of
+   * UpstreamServers (src/upstreams) plugs in here; tests pass a real MCP client of their own.
+   */
+  upstreams?: UpstreamCaller;
 }
+/** The per-run limits of nested tool calls, from the configuration. */
+export function brokerLimits(config: Config): BrokerLimits {
+  return {
+    maxCalls: config.toolCallsPerRun,
+    callTimeoutMs: config.toolCallTimeoutSeconds * 1000,
+    resultMaxBytes: config.toolResultMaxBytes,
+    bytesPerRun: config.toolBytesPerRun,
+  };
+}
+
 /** The former name of OperatorOptions (test seams). */
 export type OperatorOverrides = OperatorOptions;
 
@@ -276,9 +296,11 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   executor.setSessions(sessionService);
 
+  const tools = options.upstreams && new ToolBroker(options.upstreams, brokerLimits(config), metrics?.codemode);
   const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots, {
     limits: userLimits,
     audit,
+    ...(tools && { tools, events }),
   });
 
   return {
@@ -291,6 +313,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     sandboxCheck,
     runCache: runs,
     poolController,
+    ...(tools && { codeMode: { maxCalls: config.toolCallsPerRun, callTimeoutSeconds: config.toolCallTimeoutSeconds } }),
     async start(): Promise<void> {
       try {
         await runs.start();

@@ -13,6 +13,7 @@ const { encode, FrameDecoder } = require('./framing.js');
 const { CallOutput } = require('./output.js');
 const { nowTicks, killStartedSince } = require('./procs.js');
 const { NodeSession, ExitRequest } = require('./session.js');
+const { ToolCalls, prepareEnvironment } = require('./tools.js');
 
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
@@ -51,6 +52,9 @@ if (!socketPath) {
   process.stderr.write('usage: kernel.js --socket PATH\n');
   process.exit(2);
 }
+// The `codemode` module (tool calls, runtime/sdk) for cells and the programs they start.
+prepareEnvironment(socketPath);
+const tools = new ToolCalls();
 
 // --- Output and process plumbing: everything user code writes goes to the running call. ---
 let current = null; // CallOutput of the running call; output between calls is dropped
@@ -106,6 +110,7 @@ async function execute(conn, req) {
   const handle = conn.sock._handle;
   watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
   let outcome;
+  tools.begin(conn, req.id);
   try {
     outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
   } catch (err) {
@@ -115,6 +120,7 @@ async function execute(conn, req) {
     Atomics.store(active, 0, 0);
     watchdog.postMessage({ op: 'end' });
     current = null;
+    tools.end();
   }
   if (outcome.status === 'timeout') killStartedSince(process.pid, sinceTicks);
   call.finish();
@@ -147,6 +153,7 @@ function dispatch(conn, msg) {
   const cap = Number.isInteger(msg.capChars) && msg.capChars >= 0 ? msg.capChars : DEFAULT_CAP_CHARS;
   const reply = (result) => conn.send({ ...capError(result, cap), id: msg.id, type: 'result' });
   if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
+  if (msg.op === 'callResult') return tools.deliver(msg); // the answer to a nested tool call (tools.js)
   if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
   let req = msg;
   try {
@@ -202,6 +209,7 @@ function listen(socketPath) {
   } catch {
     // no stale socket
   }
+  tools.listen(process.env.CODEMODE_TOOLS_SOCKET);
   const server = net.createServer(serve);
   const umask = process.umask(0o177); // the socket file is created 0600
   server.listen(socketPath, () => {

@@ -628,6 +628,46 @@ export const FIELDS = {
     },
     int(60, MAX_TTL_SECONDS_AFTER_FINISHED),
   ),
+  // --- Code mode: nested tool calls from sandbox code, per run (issue 11; src/codemode) ---
+  toolCallsPerRun: field(
+    {
+      env: 'CODEMODE_TOOL_CALLS_PER_RUN',
+      default: '100',
+      description:
+        'Upstream tool calls one execution (a session call or a run) may make from its code; the call after the last raises a ToolError (kind "limit") in the program. Discovery (servers, search, describe) is not counted.',
+      allowed: 'an integer from 1 to 100000',
+    },
+    int(1, 100000),
+  ),
+  toolCallTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_TOOL_CALL_TIMEOUT_SECONDS',
+      default: '30',
+      description:
+        'Seconds one nested tool call may wait for its upstream; the execution\'s own remaining time shortens it (time waiting on upstreams counts against the execution\'s timeout). A call past it raises a ToolError (kind "timeout").',
+      allowed: 'an integer from 1 to 3600',
+    },
+    int(1, 3600),
+  ),
+  toolResultMaxBytes: field(
+    {
+      env: 'CODEMODE_TOOL_RESULT_MAX_BYTES',
+      default: '65536',
+      description:
+        'A tool result whose JSON is larger is cut structurally before it enters the sandbox (same shape: arrays shortened, strings ending in "…", every object key kept while it fits), with a sentence saying what was cut.',
+      allowed: 'an integer from 1024 to 2097152 (the kernel accepts requests up to 4 MiB)',
+    },
+    int(1024, 2 * 1024 * 1024),
+  ),
+  toolBytesPerRun: field(
+    {
+      env: 'CODEMODE_TOOL_BYTES_PER_RUN',
+      default: '8388608',
+      description: 'Bytes of tool results (after cutting) and discovery answers one execution may receive; a result past it raises a ToolError (kind "limit").',
+      allowed: 'an integer from 1024 to 1073741824',
+    },
+    int(1024, 1024 * 1024 * 1024),
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

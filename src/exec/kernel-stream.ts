@@ -19,8 +19,21 @@ import {
   type KernelFrame,
   type KernelResult,
 } from './frames.js';
+import {
+  MAX_CALL_FRAME_BYTES,
+  MAX_PENDING_CALLS,
+  MAX_REFUSED_CALLS,
+  failure,
+  looksLikeCall,
+  parseCallFrame,
+  type CallAnswer,
+  type CallFrame,
+  type FailureKind,
+} from '../codemode/frames.js';
 
 export type OutputListener = (stream: 'stdout' | 'stderr', text: string) => void;
+/** Answers a nested tool call of the running code (src/codemode). Must not reject. */
+export type CallHandler = (frame: CallFrame) => Promise<CallAnswer>;
 
 /** The connection was lost: the call's outcome is unknown, the session may be gone. */
 export class KernelConnectionError extends Error {
@@ -59,6 +72,11 @@ interface Pending {
   resolve(r: KernelResult | undefined): void;
   reject(e: Error): void;
   onOutput?: OutputListener;
+  onCall?: CallHandler;
+  /** callIds of this request's nested calls waiting for their answer. */
+  calls: Set<string>;
+  /** Call frames of this request refused by the stream itself (bounded: MAX_REFUSED_CALLS). */
+  refused: number;
   timer: NodeJS.Timeout;
 }
 
@@ -98,6 +116,7 @@ export class KernelStream {
     capChars: number,
     timeoutMs: number,
     onOutput?: OutputListener,
+    onCall?: CallHandler,
   ): Promise<KernelResult | undefined> {
     if (this.closedReason !== undefined) return Promise.reject(this.closedError());
     const id = String(this.nextId++);
@@ -116,7 +135,10 @@ export class KernelStream {
         resolve,
         reject,
         timer,
+        calls: new Set(),
+        refused: 0,
         ...(onOutput && { onOutput }),
+        ...(onCall && { onCall }),
       });
       this.updateFrameLimit();
       try {
@@ -166,6 +188,7 @@ export class KernelStream {
   }
 
   private onFrame(message: unknown, bytes: number): void {
+    if (looksLikeCall(message)) return this.onCallFrame(message, bytes);
     const parsed = parseKernelFrame(message);
     if (!parsed.ok) return this.fail(parsed.why, true);
     const frame: KernelFrame = parsed.frame;
@@ -189,6 +212,47 @@ export class KernelStream {
     p.resolve(frame.type === 'result' ? sanitizeResult(frame, p.capChars) : undefined);
   }
 
+  /**
+   * A nested tool call from the running code (runtime/PROTOCOL.md, "Tool calls"). A bad call is
+   * answered as that call's failure; only a frame no call can be named for counts as a stray.
+   */
+  private onCallFrame(message: { id?: unknown; callId?: unknown }, bytes: number): void {
+    const parsed = parseCallFrame(message, bytes);
+    const id = parsed.ok ? parsed.frame.id : parsed.id;
+    const callId = parsed.ok ? parsed.frame.callId : parsed.callId;
+    const p = id === undefined ? undefined : this.pending.get(id);
+    if (id === undefined || callId === undefined || !p || p.expects !== 'result' || p.calls.has(callId)) return this.onUnsolicited(bytes);
+    // Refusals by the stream itself are answered up to a bound, then count as strays.
+    const refuse = (kind: FailureKind, message: string): void =>
+      ++p.refused > MAX_REFUSED_CALLS ? this.onUnsolicited(bytes) : this.answerCall(id, callId, failure(kind, message));
+    if (!parsed.ok) return refuse('invalid', parsed.why);
+    if (!p.onCall)
+      return refuse(
+        'unavailable',
+        'tool calls are not available here: no upstream MCP servers are configured for this gateway, or this kind of run cannot reach them',
+      );
+    if (p.calls.size >= MAX_PENDING_CALLS)
+      return refuse('limit', `more than ${MAX_PENDING_CALLS} tool calls are waiting at once; wait for some before starting more`);
+    p.calls.add(callId);
+    p.onCall(parsed.frame)
+      .catch((err: unknown) => failure('unavailable', `the gateway failed the call: ${err instanceof Error ? err.message : String(err)}`))
+      .then((answer) => {
+        p.calls.delete(callId);
+        // The request may have finished meanwhile: its code no longer waits for this answer.
+        if (this.pending.get(id) === p) this.answerCall(id, callId, answer);
+      })
+      .catch(() => undefined);
+  }
+
+  private answerCall(id: string, callId: string, answer: CallAnswer): void {
+    if (this.closedReason !== undefined) return;
+    try {
+      this.write(encodeFrame({ op: 'callResult', id, callId, ...answer }));
+    } catch (err) {
+      this.fail(`cannot write to the exec stream: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
   /** Frames for no pending call: a finished or unknown id. A small budget, then a breach. */
   private onUnsolicited(bytes: number): void {
     this.unsolicited.frames++;
@@ -209,7 +273,11 @@ export class KernelStream {
   /** The largest frame a legitimate kernel may send now: the biggest pending call's, else a pong's. */
   private updateFrameLimit(): void {
     let max = IDLE_MAX_FRAME_BYTES;
-    for (const p of this.pending.values()) if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars));
+    for (const p of this.pending.values()) {
+      if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars));
+      // A call frame above its bound fails that call (parseCallFrame); only far above, the stream.
+      if (p.onCall) max = Math.max(max, MAX_CALL_FRAME_BYTES + 64 * 1024);
+    }
     this.decoder.maxFrameBytes = max;
   }
 }

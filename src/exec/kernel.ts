@@ -7,10 +7,11 @@ import type { KernelLanguage } from '../api/v1alpha1/index.js';
 import { describeError, exitCodeFromStatus } from './exec.js';
 import { capText, type KernelResult } from './frames.js';
 import { isNetworkError } from '../util/network-error.js';
-import { KernelConnectionError, KernelStream, KernelUnreachableError, type OutputListener } from './kernel-stream.js';
+import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallHandler, type OutputListener } from './kernel-stream.js';
 
 export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
+export type { CallHandler } from './kernel-stream.js';
 
 export const RUNTIME_MOUNT = '/codemode/runtime';
 export const KERNEL_SOCKET = '/tmp/.codemode/kernel.sock';
@@ -150,18 +151,18 @@ export class KernelConnection {
   }
 
   /** Runs code in the kernel. Rejects with KernelConnectionError when the stream breaks. */
-  exec(req: KernelExecRequest, onOutput?: OutputListener): Promise<KernelResult> {
-    return this.call('exec', req, onOutput);
+  exec(req: KernelExecRequest, onOutput?: OutputListener, onCall?: CallHandler): Promise<KernelResult> {
+    return this.call('exec', req, onOutput, onCall);
   }
 
   /** Runs code as a fresh program (python kernels). Rejects with KernelConnectionError when the stream breaks. */
-  run(req: KernelRunRequest, onOutput?: OutputListener): Promise<KernelResult> {
-    return this.call('run', req, onOutput);
+  run(req: KernelRunRequest, onOutput?: OutputListener, onCall?: CallHandler): Promise<KernelResult> {
+    return this.call('run', req, onOutput, onCall);
   }
 
-  private async call(op: 'exec' | 'run', req: KernelExecRequest, onOutput?: OutputListener): Promise<KernelResult> {
+  private async call(op: 'exec' | 'run', req: KernelExecRequest, onOutput?: OutputListener, onCall?: CallHandler): Promise<KernelResult> {
     // The kernel stops the code at timeoutMs; the extra time covers its grace period.
-    const r = await this.stream.request({ op, ...req }, 'result', req.capChars, req.timeoutMs + 15_000, onOutput);
+    const r = await this.stream.request({ op, ...req }, 'result', req.capChars, req.timeoutMs + 15_000, onOutput, onCall);
     return r as KernelResult;
   }
 

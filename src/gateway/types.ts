@@ -49,4 +49,9 @@ export interface GatewayDeps {
   onToolCall?(tool: string, outcome: 'ok' | 'error', seconds: number): void;
   /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */
   onAdmissionRejected?(limit: 'batch_size'): void;
+  /**
+   * Code mode: upstream MCP servers are configured, so execute_code takes `servers` and its
+   * description explains the in-sandbox `codemode` API, with the per-run limits it states.
+   */
+  codeMode?: { maxCalls: number; callTimeoutSeconds: number };
 }

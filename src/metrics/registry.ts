@@ -13,6 +13,8 @@ import { serviceMetrics, type ServiceMetrics } from './service-metrics.js';
 import type { AuditResult } from '../audit/writer.js';
 import type { KubeApiMetrics } from '../kube/api-metrics.js';
 import { kubeApiMetrics } from './kube-api-metrics.js';
+import type { CodemodeMetrics } from '../codemode/broker.js';
+import { codemodeMetrics } from './codemode-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -32,6 +34,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   audit: { result(result: AuditResult): void; queue(length: number): void };
   /** Kubernetes API requests by verb and result, informer restarts (makeClients counts them here). */
   kubeApi: KubeApiMetrics;
+  /** Nested tool calls from sandbox code (src/codemode). */
+  codemode: CodemodeMetrics;
 }
 
 export function createMetrics(): Metrics {
@@ -192,6 +196,7 @@ export function createMetrics(): Metrics {
     ...service,
     sandboxCheck,
     kubeApi: kubeApiMetrics(registry),
+    codemode: codemodeMetrics(registry),
     audit: {
       result: (result): void => void auditRecords.inc({ result }),
       queue: (length): void => void auditQueue.set(length),

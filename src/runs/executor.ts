@@ -20,7 +20,7 @@ import {
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import type { KernelConnections } from '../exec/kernel.js';
+import type { CallHandler, KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
@@ -137,8 +137,12 @@ export class RunExecutor {
     return this.executions.has(uid) || this.unrecorded.has(uid);
   }
 
-  /** Starts (or joins) the execution of a run. Idempotent per run UID. */
-  execute(run: SandboxRun): Promise<RunOutcome> {
+  /**
+   * Starts (or joins) the execution of a run. Idempotent per run UID. `onCall` answers the code's
+   * nested tool calls (code mode) when the run lands in a warm pod, whose kernel carries them; a
+   * cold pod's runner has no channel for them (the program cannot import codemode there).
+   */
+  execute(run: SandboxRun, onCall?: CallHandler): Promise<RunOutcome> {
     const uid = run.metadata.uid ?? '';
     const existing = this.executions.get(uid);
     if (existing) return existing.promise;
@@ -147,7 +151,7 @@ export class RunExecutor {
     if (isTerminalPhase(run.status?.phase) || run.status?.startTime !== undefined) return Promise.resolve(this.record.outcome(run, run.status ?? {}));
     const output = new EventEmitter();
     output.setMaxListeners(0);
-    const promise = this.run(run, output).finally(() => {
+    const promise = this.run(run, output, onCall).finally(() => {
       this.executions.delete(uid);
       output.removeAllListeners();
     });
@@ -179,7 +183,7 @@ export class RunExecutor {
     };
   }
 
-  private async run(run: SandboxRun, output: EventEmitter): Promise<RunOutcome> {
+  private async run(run: SandboxRun, output: EventEmitter, onCall?: CallHandler): Promise<RunOutcome> {
     const { opts } = this.d;
     const ns = this.record.namespaceOf(run);
     const name = run.metadata.name;
@@ -195,7 +199,7 @@ export class RunExecutor {
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run);
-      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel');
+      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel', onCall);
       const podName = podNameForRun(name);
       const creating = performance.now();
       const pod = await this.createPod(run, podName, log);
@@ -257,6 +261,7 @@ export class RunExecutor {
     log: Logger,
     started: number,
     via: 'runner' | 'kernel',
+    onCall?: CallHandler,
   ): Promise<RunOutcome> {
     const startTime = new Date();
     let finished = false;
@@ -276,7 +281,9 @@ export class RunExecutor {
     }, RUNNING_WRITE_DELAY_MS);
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed =
-      via === 'kernel' ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput) : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
+      via === 'kernel'
+        ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, onCall)
+        : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));

@@ -5,7 +5,7 @@
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod } from '../exec/exec.js';
-import { KernelConnectionError, KernelUnreachableError, type KernelConnections } from '../exec/kernel.js';
+import { KernelConnectionError, KernelUnreachableError, type CallHandler, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
 import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
@@ -99,7 +99,7 @@ export class InPodExecution {
   }
 
   /** A claimed warm pod: the kernel runs the code as a fresh program (op "run"). */
-  async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput): Promise<Executed> {
+  async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput, onCall?: CallHandler): Promise<Executed> {
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
       const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
@@ -114,6 +114,7 @@ export class InPodExecution {
           ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
         },
         onOutput,
+        onCall,
       );
       const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
       const verdict = reported ? undefined : await this.podVerdict(ns, podName);

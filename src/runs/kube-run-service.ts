@@ -16,7 +16,7 @@ import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
-import { Reasons } from '../api/v1alpha1/index.js';
+import { Reasons, SANDBOXSESSION_KIND } from '../api/v1alpha1/index.js';
 import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
 import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
@@ -28,11 +28,17 @@ import type { Ticket } from '../limits/admission.js';
 import type { UserLimits } from '../limits/user-limits.js';
 import type { AuditWriter } from '../audit/writer.js';
 import { auditEntry } from '../audit/record.js';
+import { TOOL_CALL_DENIED_REASON, type RunCalls, type ToolBroker } from '../codemode/broker.js';
+import type { EventRecorder, EventTarget } from '../kube/events.js';
 
 /** Optional collaborators: per-user limits and the audit writer for session calls. */
 export interface KubeRunServiceExtras {
   limits?: UserLimits;
   audit?: AuditWriter;
+  /** Code mode: the broker of nested tool calls (absent: no upstream servers). */
+  tools?: ToolBroker;
+  /** Where a denied tool call is told (a Warning Event on the session or run). */
+  events?: EventRecorder;
 }
 
 export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
@@ -100,18 +106,28 @@ export class KubeRunService implements RunService {
         ...(req.stdin !== undefined ? { stdin: req.stdin } : {}),
       },
     };
+    // Before anything is created: unknown servers refuse the call.
+    let target: EventTarget | undefined;
+    const tools = this.toolsFor(req, timeoutSeconds, () => target);
     // Nothing is created before the call has a slot: a refused call leaves no object behind.
     const ticket = await this.acquire(options.signal);
     let run;
     try {
       run = await this.create(body);
+      target = { name: run.metadata.name, namespace: this.opts.namespace, ...(run.metadata.uid !== undefined && { uid: run.metadata.uid }) };
       onCreated();
     } catch (err) {
       ticket?.release();
       throw err;
     }
     // Subscribe before the first output can be produced: execute() only starts the work.
-    const done = this.executor.execute(run);
+    // This process executes the run it created, so the broker is handed over in memory: nested
+    // calls reach a warm pod's kernel (a cold pod has no channel for them). The deadline counts
+    // from here, so pod start-up shortens the time tools may take, never lengthens it.
+    const done = this.executor
+      .execute(run, tools && ((frame) => tools.handle(frame)))
+      .then((outcome) => withToolCalls(outcome, tools))
+      .finally(() => tools?.close());
     // The slot is held until the run's pod is gone, even when the caller stops waiting.
     if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, run.metadata.name);
     const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
@@ -174,11 +190,44 @@ export class KubeRunService implements RunService {
    * finished SandboxRun with spec.session) is queued after the outcome is known and written in the
    * background (src/audit).
    */
+  /**
+   * The broker of this call's nested tool calls, or undefined when the gateway has no upstreams.
+   * Refuses servers the caller may not use. The deadline is the call's: time waiting on upstreams
+   * counts against timeout_seconds.
+   */
+  private toolsFor(req: ExecuteRequest, timeoutSeconds: number, target: () => EventTarget | undefined): RunCalls | undefined {
+    const broker = this.extras.tools;
+    if (!broker) {
+      if (req.servers?.length) throw new RunRequestError('This gateway has no upstream MCP servers: servers cannot be used.', 'Leave servers out.');
+      return undefined;
+    }
+    const unknown = req.servers ? broker.unknownServers(req.servers, req.owner) : [];
+    if (unknown.length > 0) {
+      const known = broker.serverNames(req.owner);
+      throw new RunRequestError(
+        `Unknown or unavailable upstream servers: ${unknown.join(', ')}.`,
+        `Use some of: ${known.join(', ') || '(none are available to you)'}, or leave servers out for all of them.`,
+      );
+    }
+    const events = this.extras.events;
+    const onDenied = (message: string): void => {
+      const t = target();
+      if (t) events?.record(t, 'Warning', TOOL_CALL_DENIED_REASON, 'CallTool', `Refused a tool call from the code: ${message}`);
+    };
+    return broker.forRun({
+      ...(req.servers && { servers: req.servers }),
+      ...(req.owner && { owner: req.owner }),
+      deadline: Date.now() + timeoutSeconds * 1000,
+      onDenied,
+    });
+  }
+
   private async executeInSession(req: ExecuteRequest, session: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
     // The record's name is chosen now: the per-user rate counts this call under it until the
     // record itself shows in the cache.
     const recordName = generateRunName();
+    const tools = this.toolsFor(req, timeoutSeconds, () => ({ name: session, namespace: this.opts.namespace, kind: SANDBOXSESSION_KIND }));
     const hold = this.extras.limits?.admit('session_call', recordName, req.owner);
     const started = Date.now();
     const call = await callInSession(
@@ -191,16 +240,17 @@ export class KubeRunService implements RunService {
         ...(req.language !== undefined && { language: req.language }),
         ...(req.stdin !== undefined && { stdin: req.stdin }),
         ...(req.owner && { owner: req.owner }),
+        ...(tools && { onCall: (frame) => tools.handle(frame) }),
       },
       options.onOutput,
-    );
+    ).finally(() => tools?.close());
     if (!call.ok) {
       // No such session, not ready, or its interpreter lost: the call left no outcome to record.
       // (A call whose kernel was lost mid-way stays counted: it may have run.)
       if (call.stage === 'refused' || !/ was lost: /.test(call.message)) hold?.cancel();
       throw new RunRequestError(call.message, call.hint);
     }
-    const { outcome } = call;
+    const outcome = withToolCalls(call.outcome, tools);
     const ended = Date.now();
     this.opts.metrics?.output(outcome.stdoutBytes, outcome.stderrBytes);
     this.opts.metrics?.sessionCall(call.runtime, outcome.phase, outcome.reason ?? Reasons.Succeeded, (ended - started) / 1000);
@@ -224,6 +274,12 @@ export class KubeRunService implements RunService {
     }
     return outcome;
   }
+}
+
+/** The outcome with the counts of its nested tool calls, when it made any. */
+function withToolCalls(outcome: RunOutcome, tools: RunCalls | undefined): RunOutcome {
+  const summary = tools?.summary();
+  return summary && summary.calls > 0 ? { ...outcome, toolCalls: summary } : outcome;
 }
 
 /** A problem or hint from spec-limits.ts as the start of a sentence. */

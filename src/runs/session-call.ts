@@ -5,6 +5,7 @@ import { kernelLanguage, normalizeLanguage, type KernelLanguage, type Language, 
 import { SessionError, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from './session-outcome.js';
 import type { OutputChunk, RunOutcome } from './types.js';
+import type { CallHandler } from '../exec/kernel.js';
 
 export interface SessionCallRequest {
   session: string;
@@ -14,6 +15,8 @@ export interface SessionCallRequest {
   /** The language the caller asked for; undefined means "the session's". */
   language?: Language;
   owner?: Owner;
+  /** Answers the code's nested tool calls (code mode). */
+  onCall?: CallHandler;
 }
 
 /** Why a call did not run: refused before the code reached the interpreter, or failed there. */
@@ -62,7 +65,7 @@ export async function callInSession(
   try {
     const r = await sessions.execute(
       req.session,
-      { code: req.code, timeoutSeconds: req.timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }) },
+      { code: req.code, timeoutSeconds: req.timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }), ...(req.onCall && { onCall: req.onCall }) },
       onOutput ? (stream, text) => onOutput({ stream, text }) : undefined,
       req.owner,
     );

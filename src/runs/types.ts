@@ -1,6 +1,7 @@
 // The contract between the gateway (MCP tools) and the code that executes runs.
 // The gateway never talks to Kubernetes directly for a run: it asks a RunService.
 import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
+import type { CallSummary } from '../codemode/broker.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
 export interface ExecuteRequest {
@@ -13,6 +14,8 @@ export interface ExecuteRequest {
   session?: string;
   /** The authenticated caller, recorded as spec.owner. */
   owner?: Owner;
+  /** Upstream MCP servers the code may call (code mode); absent: all the caller may use. */
+  servers?: string[];
 }
 
 /** Where code ran: a cold pod, a claimed warm pod, or a session's interpreter. */
@@ -64,6 +67,8 @@ export interface RunOutcome {
   reason?: string;
   /** A sentence the user can act on, when not Succeeded. */
   message?: string;
+  /** Nested tool calls the code made (code mode), when it made any. */
+  toolCalls?: CallSummary;
 }
 
 export interface RunService {

@@ -25,7 +25,14 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../kube/informer.js';
-import { KernelConnectionError, KernelProtocolError, KernelUnreachableError, type KernelConnections, type KernelResult } from '../exec/kernel.js';
+import {
+  KernelConnectionError,
+  KernelProtocolError,
+  KernelUnreachableError,
+  type CallHandler,
+  type KernelConnections,
+  type KernelResult,
+} from '../exec/kernel.js';
 import { capText } from '../exec/frames.js';
 import { isNetworkError } from '../util/network-error.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
@@ -84,6 +91,8 @@ export interface SessionCall {
   code: string;
   timeoutSeconds: number;
   stdin?: string;
+  /** Answers the code's nested tool calls (code mode); without it they fail as unavailable. */
+  onCall?: CallHandler;
 }
 
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
@@ -301,6 +310,7 @@ export class SessionService {
       result = await conn.exec(
         { code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) },
         onOutput,
+        call.onCall,
       );
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;

@@ -70,6 +70,10 @@ describe('loadConfig defaults', () => {
       userMaxExecutionsPerMinute: 0,
       auditQueueLength: 1000,
       auditTtlSeconds: 600,
+      toolCallsPerRun: 100,
+      toolCallTimeoutSeconds: 30,
+      toolResultMaxBytes: 65536,
+      toolBytesPerRun: 8388608,
     } satisfies Config);
   });
 
@@ -122,6 +126,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://App.example.com/,http://localhost:3000', { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] }],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_AUDIT_TTL_SECONDS', '60', { auditTtlSeconds: 60 }],
+    ['CODEMODE_TOOL_CALLS_PER_RUN', '3', { toolCallsPerRun: 3 }],
+    ['CODEMODE_TOOL_RESULT_MAX_BYTES', '2048', { toolResultMaxBytes: 2048 }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
@@ -149,7 +155,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(63);
+    expect(envs).toHaveLength(67);
   });
 });
 

@@ -126,4 +126,12 @@
   value: {{ include "codemode.envValue" .Values.config.auditQueueLength }}
 - name: CODEMODE_AUDIT_TTL_SECONDS
   value: {{ include "codemode.envValue" .Values.config.auditTtlSeconds }}
+- name: CODEMODE_TOOL_CALLS_PER_RUN
+  value: {{ include "codemode.envValue" .Values.config.toolCallsPerRun }}
+- name: CODEMODE_TOOL_CALL_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.toolCallTimeoutSeconds }}
+- name: CODEMODE_TOOL_RESULT_MAX_BYTES
+  value: {{ include "codemode.envValue" .Values.config.toolResultMaxBytes }}
+- name: CODEMODE_TOOL_BYTES_PER_RUN
+  value: {{ include "codemode.envValue" .Values.config.toolBytesPerRun }}
 {{- end }}

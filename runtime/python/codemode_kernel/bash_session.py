@@ -112,6 +112,13 @@ class BashSession:
         self._send((". %s < %s\n" % (_quote(self._cell), _quote(stdin))).encode("utf-8") + _printf_markers(token))
         codes = self._pump.wait(token, req["timeoutMs"] / 1000.0, self._alive)
         outcome = {"status": "ok"}
+        if codes is None and self._pump.eof:
+            # The pipes closed: the shell is exiting, but may not be reapable yet (poll() would
+            # still call it alive, and the exit would be reported as a timeout).
+            try:
+                self._proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
         if codes is not None:
             outcome["exitCode"] = int(codes["stdout"] or 0)
         elif not self._alive():

@@ -23,8 +23,9 @@ def encode(message):
 class FrameReader:
     """Reads whole frames from a blocking socket."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, max_bytes=MAX_FRAME_BYTES):
         self._sock = sock
+        self._max = max_bytes
         self._buf = bytearray()
 
     def read(self):
@@ -36,8 +37,8 @@ class FrameReader:
                 if not header.isdigit() or nl > MAX_HEADER_BYTES:
                     raise ProtocolError("malformed frame header %r" % header[:32])
                 size = int(header)
-                if size > MAX_FRAME_BYTES:
-                    raise ProtocolError("frame of %d bytes exceeds %d" % (size, MAX_FRAME_BYTES))
+                if size > self._max:
+                    raise ProtocolError("frame of %d bytes exceeds %d" % (size, self._max))
                 end = nl + 1 + size
                 if len(self._buf) >= end:
                     body = bytes(self._buf[nl + 1:end])

@@ -19,6 +19,7 @@ from .bounds import bounded
 from .framing import FrameReader, ProtocolError, encode
 from .hardening import make_undumpable
 from .oneshot import OneShot, check_run
+from .tools import ToolCalls
 
 DEFAULT_TIMEOUT_MS = 30000
 DEFAULT_CAP_CHARS = 50000
@@ -96,13 +97,17 @@ class KernelServer:
         self._oneshot = oneshot
         self._calls = queue.Queue()
         self._busy = threading.Lock()
+        self._tools = ToolCalls(os.environ.get("CODEMODE_TOOLS_SOCKET"))
 
     def serve_forever(self):
         listener = self._listen()
+        self._tools.start()
         threading.Thread(target=self._accept, args=(listener,), name="codemode-accept", daemon=True).start()
         log("Started kernel", language=self._session.language, socket=self._path, pid=os.getpid(), undumpable=self._undumpable)
         while True:
             conn, msg = self._calls.get()
+            if msg["op"] in ("exec", "run"):
+                self._tools.begin(conn, msg["id"])
             try:
                 if msg["op"] == "run":
                     result = self._oneshot.run(msg, conn.send)
@@ -115,6 +120,7 @@ class KernelServer:
             except Exception as err:  # a kernel bug: report it, keep serving
                 log("Failed to run a call", error=repr(err))
                 result = error_result("KernelError", repr(err))
+            self._tools.end()
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
             conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
@@ -162,6 +168,9 @@ class KernelServer:
         if op == "ping":
             busy = self._busy.locked()
             conn.send({"id": call_id, "type": "pong", "language": self._session.language, "busy": busy, "pid": os.getpid()})
+            return
+        if op == "callResult":  # the gateway's answer to a nested tool call (tools.py)
+            self._tools.deliver(msg)
             return
         if op not in ("exec", "run", "reset"):
             conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping" or "reset"' % repr(op)[:100]), id=call_id, type="result"))

@@ -12,6 +12,7 @@ import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
 import { isApiUnavailable } from '../../util/network-error.js';
+import { ServersArg, ToolCallsOutput, codeModeDescription, toolCallsOutput } from './code-mode.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -28,6 +29,7 @@ export const ExecuteCodeOutputSchema = z.object({
   duration_ms: z.int().min(0).optional().describe('Wall-clock duration of the execution.'),
   reason: z.string().optional().describe('Machine-readable reason when the run did not succeed.'),
   message: z.string().optional().describe('What went wrong and what to do, when the run did not succeed.'),
+  tool_calls: ToolCallsOutput,
 });
 export type ExecuteCodeOutput = z.infer<typeof ExecuteCodeOutputSchema>;
 
@@ -46,6 +48,10 @@ function sizedText(field: string, maxBytes: number, hint: string): z.ZodString {
 }
 
 function inputSchema(options: GatewayOptions) {
+  return baseInput(options).extend({ servers: ServersArg });
+}
+
+function baseInput(options: GatewayOptions) {
   return z.object({
     code: sizedText('code', options.maxCodeBytes, 'Send a shorter program, or generate bulky data inside the code.')
       .min(1, { error: 'code is empty; send the program text to run.' })
@@ -139,6 +145,7 @@ export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
     ...(outcome.durationMs !== undefined && { duration_ms: Math.max(0, Math.round(outcome.durationMs)) }),
     ...(outcome.reason !== undefined && { reason: outcome.reason }),
     ...(outcome.message !== undefined && { message: outcome.message }),
+    ...(outcome.toolCalls !== undefined && { tool_calls: toolCallsOutput(outcome.toolCalls) }),
   };
 }
 
@@ -264,6 +271,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
         ...(args.stdin !== undefined && { stdin: args.stdin }),
         ...(args.session !== undefined && { session: args.session }),
         ...(owner && { owner }),
+        ...(args.servers !== undefined && { servers: args.servers }),
       },
       { signal, ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }) },
     );
@@ -321,8 +329,9 @@ export function registerExecuteCode(server: ToolRegistry, deps: GatewayDeps): vo
     EXECUTE_CODE_TOOL,
     {
       title: 'Execute code',
-      description: DESCRIPTION,
-      inputSchema: inputSchema(deps.options),
+      description: deps.codeMode ? DESCRIPTION + codeModeDescription(deps.codeMode) : DESCRIPTION,
+      // Without upstream servers there is nothing to name: the argument is not offered.
+      inputSchema: deps.codeMode ? inputSchema(deps.options) : baseInput(deps.options),
       outputSchema: ExecuteCodeOutputSchema,
       annotations: {
         title: 'Execute code',

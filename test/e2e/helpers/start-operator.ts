@@ -11,6 +11,7 @@ import { loadKubeConfig, makeClients, type KubeClients } from '../../../src/kube
 import { createMetrics, type Metrics } from '../../../src/metrics/registry.js';
 import { serveMetrics } from '../../../src/metrics/route.js';
 import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
+import type { UpstreamCaller } from '../../../src/codemode/types.js';
 
 export interface RunningOperator {
   config: Config;
@@ -34,6 +35,8 @@ export interface StartOptions {
   runtimeFiles?: Readonly<Record<string, string>>;
   /** Metrics as main.ts wires them, tool calls and gateway refusals included, served at /metrics. */
   metrics?: boolean;
+  /** Code mode: the upstream MCP servers sandbox code may call (a real MCP client in the tests). */
+  upstreams?: UpstreamCaller;
 }
 
 const POOL_VARS = ['CODEMODE_WARM_POOL_SIZE', 'CODEMODE_WARM_POOL_MIN', 'CODEMODE_WARM_POOL_MAX'];
@@ -57,6 +60,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
   const operator = createOperator(config, clients, log, metrics, {
     sandboxCheck: options.sandboxCheck === true,
     ...(options.runtimeFiles && { runtimeFiles: options.runtimeFiles }),
+    ...(options.upstreams && { upstreams: options.upstreams }),
   });
   const auth = createAuth(config, clients, log);
   await auth.start();

@@ -78,7 +78,11 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(options: Partial<GatewayOptions> = {}, auth?: GatewayDeps['auth']): Promise<Gateway> {
+export async function startGateway(
+  options: Partial<GatewayOptions> = {},
+  auth?: GatewayDeps['auth'],
+  extra: Pick<GatewayDeps, 'codeMode'> = {},
+): Promise<Gateway> {
   const service = new InTestRunService();
   const logLines: string[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
@@ -93,6 +97,7 @@ export async function startGateway(options: Partial<GatewayOptions> = {}, auth?:
     isDraining: () => draining,
     ...(auth && { auth }),
     onToolCall: (tool, outcome, seconds) => void toolCalls.push({ tool, outcome, seconds }),
+    ...extra,
   };
   const app = createApp(deps);
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });

@@ -1,0 +1,108 @@
+'use strict';
+// Nested tool calls (runtime/PROTOCOL.md, "Tool calls"), as python/codemode_kernel/tools.py does
+// them: the `codemode` module connects to tools.sock next to the kernel's socket and sends framed
+// requests; this relay tags each with the running call's request id and a callId of its own and
+// sends it on that call's gateway connection; the gateway's callResult comes back via deliver().
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const { encode, FrameDecoder } = require('./framing.js');
+
+const MAX_REQUEST_BYTES = 1024 * 1024 - 4096; // the gateway takes 1 MiB, with the fields added here
+const MAX_PENDING = 32;
+const CALL_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+const OPS = { call: ['server', 'tool', 'args'], servers: [], search: ['query', 'limit', 'detail'], describe: ['server', 'tool', 'detail'] };
+const SDK_DIR = path.join(__dirname, '..', 'sdk');
+
+/** Where the tools socket and the `codemode` modules are, for code and the programs it starts. */
+function prepareEnvironment(socketPath) {
+  process.env.CODEMODE_TOOLS_SOCKET = path.join(path.dirname(path.resolve(socketPath)), 'tools.sock');
+  for (const [name, sub] of [
+    ['NODE_PATH', 'node'],
+    ['PYTHONPATH', 'python'],
+  ]) {
+    const old = process.env[name];
+    process.env[name] = path.join(SDK_DIR, sub) + (old ? path.delimiter + old : '');
+  }
+  // require() in cells resolves global paths computed from NODE_PATH at start-up: recompute them.
+  require('node:module')._initPaths();
+}
+
+const failure = (callId, kind, message) => ({ callId, ok: false, error: { kind, message } });
+
+class ToolCalls {
+  constructor() {
+    this.current = null; // { conn, id } of the running exec
+    this.pending = new Map(); // kernel callId -> { send, callId, id }
+    this.next = 0;
+  }
+
+  listen(socketPath) {
+    try {
+      fs.unlinkSync(socketPath);
+    } catch {
+      // none
+    }
+    const server = net.createServer((sock) => this.serve(sock));
+    const umask = process.umask(0o177);
+    server.listen(socketPath);
+    process.umask(umask);
+    server.unref();
+  }
+
+  begin(conn, id) {
+    this.current = { conn, id };
+  }
+
+  end() {
+    this.current = null;
+    const left = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of left) p.send(failure(p.callId, 'unavailable', "the code's call ended before the tool answered"));
+  }
+
+  deliver(msg) {
+    const p = typeof msg.callId === 'string' ? this.pending.get(msg.callId) : undefined;
+    if (!p || p.id !== msg.id) return;
+    this.pending.delete(msg.callId);
+    const reply = { callId: p.callId, ok: msg.ok === true };
+    for (const k of ['value', 'cut', 'error']) if (k in msg) reply[k] = msg[k];
+    p.send(reply);
+  }
+
+  serve(sock) {
+    const decoder = new FrameDecoder(MAX_REQUEST_BYTES);
+    const send = (m) => {
+      if (!sock.destroyed) sock.write(encode(m));
+    };
+    sock.on('data', (chunk) => {
+      let messages;
+      try {
+        messages = decoder.push(chunk);
+      } catch (err) {
+        send(failure('', 'invalid', `not a tool request: ${err.message}`));
+        sock.destroy();
+        return;
+      }
+      for (const m of messages) this.forward(m, send);
+    });
+    sock.on('error', () => undefined);
+  }
+
+  forward(msg, send) {
+    const callId = msg && typeof msg === 'object' ? msg.callId : undefined;
+    if (typeof callId !== 'string' || !CALL_ID.test(callId))
+      return send(failure('', 'invalid', 'a tool request needs a "callId" of 1-64 letters, digits, "_", "." or "-"'));
+    const fields = Object.hasOwn(OPS, msg.op) ? OPS[msg.op] : undefined;
+    if (!fields) return send(failure(callId, 'invalid', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 60)}; use ${Object.keys(OPS).join(', ')}`));
+    if (!this.current) return send(failure(callId, 'unavailable', 'tool calls work only while code runs in an execute_code call'));
+    if (this.pending.size >= MAX_PENDING) return send(failure(callId, 'limit', `more than ${MAX_PENDING} tool calls are waiting at once`));
+    const kernelId = `k${++this.next}`;
+    this.pending.set(kernelId, { send, callId, id: this.current.id });
+    const frame = { id: this.current.id, type: 'call', callId: kernelId, op: msg.op };
+    for (const k of fields) if (k in msg) frame[k] = msg[k];
+    this.current.conn.send(frame);
+  }
+}
+
+module.exports = { ToolCalls, prepareEnvironment };

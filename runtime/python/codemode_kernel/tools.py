@@ -1,0 +1,161 @@
+"""Nested tool calls (runtime/PROTOCOL.md, "Tool calls"): sandbox code asks the gateway to call an
+upstream MCP tool while its exec/run is running.
+
+The `codemode` module (runtime/sdk) connects to a second UNIX socket, `tools.sock` next to the
+kernel's socket, and sends one framed request per connection. This relay checks it, tags it with
+the running call's request id and a kernel-chosen callId, and sends it as a `call` frame on that
+call's gateway connection; the gateway's `callResult` comes back through the server's reader
+thread (deliver) and is passed to the waiting client. A narrow channel: only these requests, only
+while a call runs, a bounded number at a time. Warm-run programs and bash session commands reach
+it by path (same uid), as session code does; the gateway checks everything again.
+"""
+import os
+import re
+import socket
+import threading
+
+from .framing import FrameReader, ProtocolError, encode
+
+MAX_REQUEST_BYTES = 1024 * 1024 - 4096  # the gateway accepts call frames up to 1 MiB, with the fields added here
+MAX_PENDING = 32  # the gateway answers more than 32 waiting calls of one request with an error
+CALL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+OPS = {
+    "call": ("server", "tool", "args"),
+    "servers": (),
+    "search": ("query", "limit", "detail"),
+    "describe": ("server", "tool", "detail"),
+}
+SDK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "sdk")
+
+
+def prepare_environment(argv):
+    """Before anything starts: where the tools socket is and where the `codemode` module lives,
+    in this process's environment, so session code, bash commands and run programs inherit it."""
+    sock = None
+    for i, a in enumerate(argv[:-1]):
+        if a == "--socket":
+            sock = argv[i + 1]
+    if sock:
+        os.environ["CODEMODE_TOOLS_SOCKET"] = os.path.join(os.path.dirname(os.path.abspath(sock)), "tools.sock")
+    for var, sub in (("PYTHONPATH", "python"), ("NODE_PATH", "node")):
+        path = os.path.join(SDK_DIR, sub)
+        old = os.environ.get(var)
+        os.environ[var] = path + (os.pathsep + old if old else "")
+
+
+def _answer(call_id, kind, message):
+    return {"callId": call_id, "ok": False, "error": {"kind": kind, "message": message}}
+
+
+class ToolCalls:
+    def __init__(self, path):
+        self._path = path
+        self._lock = threading.Lock()
+        self._current = None  # (gateway connection, request id) of the running exec/run
+        self._pending = {}  # kernel callId -> (client send, client callId, request id)
+        self._next = 0
+
+    def start(self):
+        if not self._path:
+            return
+        try:
+            os.unlink(self._path)
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(self._path)
+        finally:
+            os.umask(old)
+        listener.listen(64)
+        threading.Thread(target=self._accept, args=(listener,), name="codemode-tools", daemon=True).start()
+
+    def begin(self, conn, request_id):
+        with self._lock:
+            self._current = (conn, request_id)
+
+    def end(self):
+        """The call finished: what still waits gets an error (its code is over, or it runs in
+        the background of a finished call)."""
+        with self._lock:
+            self._current = None
+            left, self._pending = self._pending, {}
+        for send, client_id, _ in left.values():
+            send(_answer(client_id, "unavailable", "the code's call ended before the tool answered"))
+
+    def deliver(self, msg):
+        """A callResult from the gateway (any connection: a forged one can only answer a call of
+        the code that forged it)."""
+        with self._lock:
+            entry = self._pending.pop(msg.get("callId"), None) if isinstance(msg.get("callId"), str) else None
+        if entry is None or entry[2] != msg.get("id"):
+            return
+        send, client_id, _ = entry
+        reply = {"callId": client_id, "ok": msg.get("ok") is True}
+        for key in ("value", "cut", "error"):
+            if key in msg:
+                reply[key] = msg[key]
+        send(reply)
+
+    def _accept(self, listener):
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(sock,), name="codemode-tool", daemon=True).start()
+
+    def _serve(self, sock):
+        lock = threading.Lock()
+
+        def send(message):
+            with lock:
+                try:
+                    sock.sendall(encode(message))
+                except OSError:
+                    pass
+
+        reader = FrameReader(sock, MAX_REQUEST_BYTES)
+        try:
+            while True:
+                msg = reader.read()
+                if msg is None:
+                    break
+                self._forward(msg, send)
+        except ProtocolError as err:
+            send(_answer("", "invalid", "not a tool request: %s" % err))
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def _forward(self, msg, send):
+        call_id = msg.get("callId") if isinstance(msg, dict) else None
+        if not isinstance(call_id, str) or not CALL_ID.match(call_id):
+            send(_answer("", "invalid", 'a tool request needs a "callId" of 1-64 letters, digits, "_", "." or "-"'))
+            return
+        op = msg.get("op")
+        if op not in OPS:
+            send(_answer(call_id, "invalid", "unknown op %s; use %s" % (repr(op)[:60], ", ".join(sorted(OPS)))))
+            return
+        with self._lock:
+            current = self._current
+            if current is None:
+                reason = "tool calls work only while code runs in an execute_code call"
+            elif len(self._pending) >= MAX_PENDING:
+                reason = "more than %d tool calls are waiting at once" % MAX_PENDING
+            else:
+                reason = None
+                self._next += 1
+                kernel_id = "k%d" % self._next
+                self._pending[kernel_id] = (send, call_id, current[1])
+        if reason is not None:
+            send(_answer(call_id, "limit" if current is not None else "unavailable", reason))
+            return
+        conn, request_id = current
+        frame = {"id": request_id, "type": "call", "callId": kernel_id, "op": op}
+        for key in OPS[op]:
+            if key in msg:
+                frame[key] = msg[key]
+        conn.send(frame)

@@ -1,0 +1,54 @@
+// Arguments checked against a tool's input schema before the call goes upstream: required
+// fields, basic JSON types, enums and unknown keys when the schema forbids them. Deliberately not
+// a full JSON Schema validator (the upstream validates too); the sandbox module does the same
+// checks (runtime/sdk) so a mistake fails before it leaves the sandbox, this catches the rest.
+
+const MAX_PROBLEMS = 5;
+
+type Schema = Record<string, unknown>;
+
+export function jsonType(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+  return typeof v; // string, boolean, object
+}
+
+function matches(v: unknown, type: unknown): boolean {
+  if (typeof type !== 'string') return true;
+  const t = jsonType(v);
+  return t === type || (type === 'number' && t === 'integer');
+}
+
+/** Problems with `args` for `schema` (empty: fine), each a sentence naming the argument. */
+export function checkArgs(schema: Schema | undefined, args: Record<string, unknown>): string[] {
+  if (!schema || typeof schema !== 'object') return [];
+  const props = (typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {}) as Record<string, Schema>;
+  const required = Array.isArray(schema.required) ? schema.required.filter((r): r is string => typeof r === 'string') : [];
+  const problems: string[] = [];
+  for (const r of required) if (!(r in args)) problems.push(`missing required argument "${r}"`);
+  for (const [k, v] of Object.entries(args)) {
+    const p = Object.hasOwn(props, k) ? props[k] : undefined;
+    if (p === undefined) {
+      if (schema.additionalProperties === false) problems.push(`unknown argument "${k}" (expected: ${Object.keys(props).join(', ') || 'none'})`);
+      continue;
+    }
+    if (typeof p !== 'object' || p === null) continue;
+    const types = Array.isArray(p.type) ? p.type : p.type === undefined ? undefined : [p.type];
+    if (types && !types.some((t) => matches(v, t))) problems.push(`argument "${k}" must be ${types.join(' or ')}, not ${jsonType(v)}`);
+    else if (Array.isArray(p.enum) && !p.enum.some((e) => JSON.stringify(e) === JSON.stringify(v)))
+      problems.push(`argument "${k}" must be one of ${JSON.stringify(p.enum).slice(0, 200)}`);
+  }
+  return problems.slice(0, MAX_PROBLEMS);
+}
+
+/** `name(a: string, b?: integer)`: a tool's arguments in one line, for search and describe. */
+export function signature(name: string, schema: Schema | undefined): string {
+  const props = (schema && typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {}) as Record<string, Schema>;
+  const required = new Set(Array.isArray(schema?.required) ? (schema.required as unknown[]) : []);
+  const params = Object.entries(props).map(([k, p]) => {
+    const t = typeof p === 'object' && p !== null ? (Array.isArray(p.type) ? p.type.join('|') : typeof p.type === 'string' ? p.type : 'any') : 'any';
+    return `${k}${required.has(k) ? '' : '?'}: ${t}`;
+  });
+  return `${name}(${params.join(', ')})`;
+}

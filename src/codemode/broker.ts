@@ -1,0 +1,231 @@
+// The broker: every nested tool call a sandbox program makes passes through here (issue 11,
+// "Policy, limits, audit"). A ToolBroker lives as long as the process; each execution gets a
+// RunCalls that enforces that run's policy (which servers), limits (calls, per-call timeout,
+// bytes returned, the run's own deadline) and counts what happened. handle() never rejects:
+// every failure is an answer the program raises as a ToolError.
+import type { Owner } from '../api/v1alpha1/index.js';
+import { checkArgs } from './args.js';
+import { cutToBytes, jsonBytes } from './cut.js';
+import { describeTool, searchTools } from './discovery.js';
+import { failure, type CallAnswer, type CallFrame } from './frames.js';
+import type { UpstreamCaller } from './types.js';
+import { unwrapResult } from './unwrap.js';
+
+export interface BrokerLimits {
+  /** Tool calls one run may make. */
+  maxCalls: number;
+  /** One tool call's limit (the run's remaining time shortens it). */
+  callTimeoutMs: number;
+  /** A result larger than this (JSON bytes) is cut structurally. */
+  resultMaxBytes: number;
+  /** Bytes of results (and discovery answers) one run may receive. */
+  bytesPerRun: number;
+}
+
+/** Outcomes of a tool call (metric label values: a closed set). */
+export const CALL_OUTCOMES = ['ok', 'tool_error', 'denied', 'limit', 'timeout', 'invalid', 'failed'] as const;
+export type CallOutcome = (typeof CALL_OUTCOMES)[number];
+
+export interface CodemodeMetrics {
+  /** `server` is an admin-defined upstream name, or "" when the program named none it may use. */
+  upstreamCall(server: string, outcome: CallOutcome, seconds: number): void;
+}
+
+/** What a run's nested calls amounted to (execute_code's structuredContent.tool_calls). */
+export interface CallSummary {
+  calls: number;
+  errors: number;
+  /** Wall time during which at least one upstream call was pending (part of the run's duration). */
+  upstreamWaitMs: number;
+  servers: Record<string, { calls: number; errors: number }>;
+}
+
+/** The Event reason for a refused tool call (to move to src/api's reasons with the UpstreamServer kind). */
+export const TOOL_CALL_DENIED_REASON = 'ToolCallDenied';
+/** Denied calls of one run that get an Event: the rest are counted in the result and the metrics. */
+export const MAX_DENIED_EVENTS_PER_RUN = 3;
+
+export interface RunCallOptions {
+  /** Which upstreams the run may call (default: all the owner may). */
+  servers?: readonly string[];
+  owner?: Owner;
+  /** Epoch ms when the execution's own timeout ends: no tool call may outlast it. */
+  deadline?: number;
+  /** Told of a denied call (at most MAX_DENIED_EVENTS_PER_RUN per run), for an Event. */
+  onDenied?: (message: string) => void;
+}
+
+/** Discovery requests (servers, search, describe) one run may make: they cost no upstream call. */
+export const MAX_DISCOVERY_PER_RUN = 1000;
+const MAX_ERROR_CHARS = 500;
+
+export class ToolBroker {
+  constructor(
+    private readonly up: UpstreamCaller,
+    readonly limits: BrokerLimits,
+    private readonly metrics?: CodemodeMetrics,
+  ) {}
+
+  serverNames(owner?: Owner): string[] {
+    return this.up.servers(owner).map((s) => s.name);
+  }
+
+  /** The servers in `requested` that `owner` may not use (or that do not exist). */
+  unknownServers(requested: readonly string[], owner?: Owner): string[] {
+    const known = new Set(this.serverNames(owner));
+    return requested.filter((s) => !known.has(s));
+  }
+
+  /** One execution's broker. `servers`: which upstreams it may call (default: all the owner may). */
+  forRun(options: RunCallOptions): RunCalls {
+    return new RunCalls(this.up, this.limits, options, this.metrics);
+  }
+}
+
+export class RunCalls {
+  private readonly abort = new AbortController();
+  private calls = 0;
+  private discovery = 0;
+  private bytes = 0;
+  private active = 0;
+  private activeSince = 0;
+  private deniedEvents = 0;
+  private readonly totals: CallSummary = { calls: 0, errors: 0, upstreamWaitMs: 0, servers: {} };
+
+  constructor(
+    private readonly up: UpstreamCaller,
+    private readonly limits: BrokerLimits,
+    private readonly opts: RunCallOptions,
+    private readonly metrics?: CodemodeMetrics,
+  ) {}
+
+  /** The servers this run may call: the owner's, narrowed to `servers` when given. */
+  allowed(): string[] {
+    const mine = this.up.servers(this.opts.owner).map((s) => s.name);
+    return this.opts.servers ? mine.filter((s) => this.opts.servers?.includes(s)) : mine;
+  }
+
+  async handle(frame: CallFrame): Promise<CallAnswer> {
+    try {
+      if (frame.op === 'call') return await this.call(frame.server, frame.tool, frame.args);
+      if (++this.discovery > MAX_DISCOVERY_PER_RUN) return failure('limit', `this run made more than ${MAX_DISCOVERY_PER_RUN} discovery requests`);
+      if (frame.op === 'servers') return this.answer(this.servers());
+      if (frame.op === 'search') return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail));
+      const denied = this.deny(frame.server);
+      if (denied) return denied;
+      const tools = this.up.tools(frame.server, this.opts.owner) ?? [];
+      if (frame.tool === undefined) return this.answer(tools.map((t) => describeTool(frame.server, t, frame.detail)));
+      const t = tools.find((x) => x.name === frame.tool);
+      if (!t) return failure('denied', noTool(frame.server, frame.tool));
+      return this.answer(describeTool(frame.server, t, frame.detail));
+    } catch (err) {
+      return failure('unavailable', `the gateway could not answer: ${message(err)}`);
+    }
+  }
+
+  summary(): CallSummary {
+    const s = structuredClone(this.totals);
+    if (this.active > 0) s.upstreamWaitMs += performance.now() - this.activeSince;
+    s.upstreamWaitMs = Math.round(s.upstreamWaitMs);
+    return s;
+  }
+
+  /** The run ended: calls still waiting on upstreams are abandoned. */
+  close(): void {
+    this.abort.abort(new Error('the run ended'));
+  }
+
+  private servers(): unknown {
+    const allowed = new Set(this.allowed());
+    return this.up
+      .servers(this.opts.owner)
+      .filter((s) => allowed.has(s.name))
+      .map((s) => ({ name: s.name, tools: s.toolCount, ...(s.description && { description: s.description }) }));
+  }
+
+  private deny(server: string): CallAnswer | undefined {
+    const allowed = this.allowed();
+    if (allowed.includes(server)) return undefined;
+    return failure('denied', `server "${server}" is not available to this program (it may call: ${allowed.join(', ') || 'none'}); call servers() to list them`);
+  }
+
+  private async call(server: string, tool: string, args: Record<string, unknown>): Promise<CallAnswer> {
+    const started = performance.now();
+    const denied = this.deny(server);
+    // Label only admin-defined names: a name the program made up is not one.
+    const label = denied ? '' : server;
+    const done = (outcome: CallOutcome, answer: CallAnswer): CallAnswer => this.count(label, outcome, started, answer);
+    if (denied) return done('denied', denied);
+    const t = this.up.tools(server, this.opts.owner)?.find((x) => x.name === tool);
+    if (!t) return done('denied', failure('denied', noTool(server, tool)));
+    if (this.calls >= this.limits.maxCalls)
+      return done('limit', failure('limit', `this run already made ${this.calls} tool calls; the limit is ${this.limits.maxCalls} per run`));
+    const problems = checkArgs(t.inputSchema, args);
+    if (problems.length > 0) return done('invalid', failure('invalid', `${server}.${tool}: ${problems.join('; ')}`));
+    this.calls++;
+    const left = this.opts.deadline === undefined ? Infinity : this.opts.deadline - Date.now();
+    const timeoutMs = Math.max(0, Math.min(this.limits.callTimeoutMs, left));
+    if (timeoutMs <= 0) return done('timeout', failure('timeout', `${server}.${tool}: the run has no time left for a tool call`));
+    const r = await this.upstream(server, tool, args, timeoutMs);
+    if (r === 'timeout') return done('timeout', failure('timeout', `${server}.${tool} did not answer within ${timeoutMs} ms`));
+    if ('error' in r) return done('failed', failure('unavailable', `${server}.${tool} failed: ${r.error}`));
+    const u = unwrapResult(r.result);
+    if (!u.ok) return done('tool_error', failure('tool', u.message));
+    return done('ok', this.answer(u.value));
+  }
+
+  /** The upstream call, bounded by its timeout even if the caller ignores the signal. */
+  private async upstream(server: string, tool: string, args: Record<string, unknown>, timeoutMs: number) {
+    const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(timeoutMs)]);
+    let timer: NodeJS.Timeout | undefined;
+    if (this.active++ === 0) this.activeSince = performance.now();
+    try {
+      const late = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+      const call = this.up.call(server, tool, args, { signal, timeoutMs }).then(
+        (result) => ({ result }),
+        (err: unknown) => (signal.aborted && !this.abort.signal.aborted ? ('timeout' as const) : { error: message(err) }),
+      );
+      return await Promise.race([call, late]);
+    } finally {
+      clearTimeout(timer);
+      if (--this.active === 0) this.totals.upstreamWaitMs += performance.now() - this.activeSince;
+    }
+  }
+
+  /** A value for the program: cut to the result size, counted against the run's bytes. */
+  private answer(value: unknown): CallAnswer {
+    const c = cutToBytes(value, this.limits.resultMaxBytes);
+    const size = jsonBytes(c.value);
+    if (this.bytes + size > this.limits.bytesPerRun) {
+      return failure(
+        'limit',
+        `this run received ${this.bytes} bytes from tools; the next ${size} would pass the limit of ${this.limits.bytesPerRun} per run (ask for less: filters, pages)`,
+      );
+    }
+    this.bytes += size;
+    return { ok: true, value: c.value, ...(c.cut !== undefined && { cut: c.cut }) };
+  }
+
+  private count(server: string, outcome: CallOutcome, started: number, answer: CallAnswer): CallAnswer {
+    // A result refused for the byte limit is a limit, whatever the upstream said.
+    const final: CallOutcome = outcome === 'ok' && !answer.ok ? 'limit' : outcome;
+    const failed = final !== 'ok';
+    if (final === 'denied' && !answer.ok && this.deniedEvents++ < MAX_DENIED_EVENTS_PER_RUN) this.opts.onDenied?.(answer.error.message);
+    this.totals.calls++;
+    if (failed) this.totals.errors++;
+    const key = server === '' ? '(denied)' : server;
+    const s = (this.totals.servers[key] ??= { calls: 0, errors: 0 });
+    s.calls++;
+    if (failed) s.errors++;
+    this.metrics?.upstreamCall(server, final, (performance.now() - started) / 1000);
+    return answer;
+  }
+}
+
+function noTool(server: string, tool: string): string {
+  return `server "${server}" has no tool "${tool}" that this program may call; use search() or describe("${server}") to find one`;
+}
+
+function message(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR_CHARS);
+}

@@ -1,0 +1,75 @@
+// Nested tool calls on the kernel stream (runtime/PROTOCOL.md, "Tool calls"): what the kernel may
+// send while an exec/run is pending, and what the gateway answers. The kernel side is untrusted
+// (session code runs inside the kernel process and can write any frame): every field is checked
+// here, and a frame that is not a valid call fails only that call when it can be answered at all.
+import { z } from 'zod';
+
+/** A call frame is at most this large (JSON bytes): arguments of a tool call, a search query. */
+export const MAX_CALL_FRAME_BYTES = 1024 * 1024;
+/** Nested calls of one request waiting for their answer at the same time. */
+export const MAX_PENDING_CALLS = 32;
+/**
+ * Call frames of one request the stream itself refuses (malformed, no broker, too many pending)
+ * before the rest count as strays: a well-behaved kernel sends none of them in a loop.
+ */
+export const MAX_REFUSED_CALLS = 1000;
+/** Upstream server names are Kubernetes object names. */
+export const SERVER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** MCP tool names (SEP-986): letters, digits, `_`, `-`, `.`, `/`; 1 to 128 characters. */
+export const TOOL_NAME = /^[A-Za-z0-9_./-]{1,128}$/;
+export const CALL_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+export const DETAILS = ['name', 'summary', 'full'] as const;
+export type Detail = (typeof DETAILS)[number];
+
+const server = z.string().max(253).regex(SERVER_NAME, { error: 'server must be an upstream server name (lowercase letters, digits and -)' });
+const tool = z.string().regex(TOOL_NAME, { error: 'tool must be a tool name (letters, digits, _ . / -, at most 128)' });
+const head = { id: z.string().min(1).max(64), type: z.literal('call'), callId: z.string().regex(CALL_ID) };
+
+export const CallFrameSchema = z.discriminatedUnion('op', [
+  z.object({ ...head, op: z.literal('call'), server, tool, args: z.record(z.string(), z.unknown()).default({}) }),
+  z.object({ ...head, op: z.literal('servers') }),
+  z.object({
+    ...head,
+    op: z.literal('search'),
+    query: z.string().min(1).max(1000),
+    limit: z.int().min(1).max(50).default(10),
+    detail: z.enum(DETAILS).default('summary'),
+  }),
+  z.object({ ...head, op: z.literal('describe'), server, tool: tool.optional(), detail: z.enum(DETAILS).default('full') }),
+]);
+export type CallFrame = z.output<typeof CallFrameSchema>;
+
+/** Why a nested call failed, as the sandbox sees it (the codemode module's ToolError.kind). */
+export const FAILURE_KINDS = ['tool', 'denied', 'limit', 'timeout', 'invalid', 'unavailable'] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+/** The body of a callResult (id and callId are added when it is sent). */
+export type CallAnswer = { ok: true; value: unknown; cut?: string } | { ok: false; error: { kind: FailureKind; message: string } };
+
+export function failure(kind: FailureKind, message: string): CallAnswer {
+  return { ok: false, error: { kind, message } };
+}
+
+/** Is this message a call frame at all (so a bad one is this call's failure, not a stream breach)? */
+export function looksLikeCall(message: unknown): message is { type: 'call'; id?: unknown; callId?: unknown } {
+  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'call';
+}
+
+export type ParsedCall =
+  | { ok: true; frame: CallFrame }
+  /** `callId` set: answer that call with the error; unset: nothing can be answered (a stray). */
+  | { ok: false; id?: string; callId?: string; why: string };
+
+/** Checks a frame with type "call". Never throws. */
+export function parseCallFrame(message: { id?: unknown; callId?: unknown }, bytes: number): ParsedCall {
+  const id = typeof message.id === 'string' && message.id.length <= 64 ? message.id : undefined;
+  const callId = typeof message.callId === 'string' && CALL_ID.test(message.callId) ? message.callId : undefined;
+  const addr = { ...(id !== undefined && { id }), ...(callId !== undefined && { callId }) };
+  if (bytes > MAX_CALL_FRAME_BYTES)
+    return { ok: false, ...addr, why: `the call frame is ${bytes} bytes; the limit is ${MAX_CALL_FRAME_BYTES} (send smaller arguments)` };
+  const r = CallFrameSchema.safeParse(message);
+  if (r.success) return { ok: true, frame: r.data };
+  const issue = r.error.issues[0];
+  const where = issue?.path.length ? ` (${issue.path.map(String).join('.').slice(0, 40)})` : '';
+  return { ok: false, ...addr, why: `not a valid tool call${where}: ${(issue?.message ?? 'invalid').slice(0, 160)}` };
+}

@@ -1,0 +1,50 @@
+// The contract between code mode (src/codemode: nested tool calls from sandbox code) and the
+// upstream side (src/upstreams: MCP client connections, catalogs, search). Only what the broker
+// needs; the registry of UpstreamServers implements it, tests implement it with a real MCP client.
+import type { Owner } from '../api/v1alpha1/index.js';
+
+/** An upstream server a caller may use. `name` is admin-defined (a closed set: metric label). */
+export interface ServerInfo {
+  name: string;
+  /** One line for the program (optional). */
+  description?: string;
+  /** Tools in its catalog now. */
+  toolCount: number;
+}
+
+/** One tool of an upstream's catalog, as tools/list gave it (allow/deny lists already applied). */
+export interface ToolInfo {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments (an object schema). */
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+}
+
+/** A ranked search hit. */
+export interface SearchHit {
+  server: string;
+  tool: string;
+  score: number;
+}
+
+/** The MCP CallToolResult, as loose as the wire allows: the broker checks what it reads. */
+export interface UpstreamResult {
+  content?: unknown;
+  structuredContent?: unknown;
+  isError?: boolean;
+}
+
+export interface UpstreamCaller {
+  /** The ready upstreams `owner` may use (all of them without an owner). */
+  servers(owner?: Owner): ServerInfo[];
+  /** The tools of one server, or undefined when there is no such server (for this owner). */
+  tools(server: string, owner?: Owner): ToolInfo[] | undefined;
+  /** Ranked search over names and descriptions; optional: the broker ranks itself without it. */
+  search?(query: string, options: { servers: readonly string[]; limit: number }): SearchHit[];
+  /**
+   * Calls a tool. Rejects when the upstream is unreachable or the call failed at the protocol
+   * level; a tool's own failure is a result with isError. Must honour `signal`.
+   */
+  call(server: string, tool: string, args: Record<string, unknown>, options: { signal: AbortSignal; timeoutMs: number }): Promise<UpstreamResult>;
+}

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { ToolBroker, type CallOutcome } from '../../../src/codemode/broker.js';
+import { rankTools } from '../../../src/codemode/discovery.js';
+import type { CallFrame } from '../../../src/codemode/frames.js';
+import { DEMO_TOOLS, fakeUpstream } from './fake-upstream.js';
+
+const limits = { maxCalls: 3, callTimeoutMs: 200, resultMaxBytes: 500, bytesPerRun: 2000 };
+const call = (tool: string, args: Record<string, unknown> = {}, server = 'demo'): CallFrame => ({
+  id: '1',
+  type: 'call',
+  callId: 'c',
+  op: 'call',
+  server,
+  tool,
+  args,
+});
+
+function broker(extra: Partial<typeof limits> = {}) {
+  const up = fakeUpstream();
+  const seen: Array<[string, CallOutcome]> = [];
+  const b = new ToolBroker(up, { ...limits, ...extra }, { upstreamCall: (s, o) => void seen.push([s, o]) });
+  return { up, b, seen };
+}
+
+describe('RunCalls', () => {
+  it.each([
+    ['an ok call', call('get-sum', { a: 1, b: 2 }), {}, { ok: true, value: 3 }, ['demo', 'ok']],
+    ['a tool error', call('fail'), {}, { ok: false, error: { kind: 'tool', message: 'it broke' } }, ['demo', 'tool_error']],
+    ['an unknown tool', call('nope'), {}, { ok: false, error: { kind: 'denied' } }, ['demo', 'denied']],
+    ['a server outside servers', call('echo', { message: 'x' }, 'other'), { servers: ['demo'] }, { ok: false, error: { kind: 'denied' } }, ['', 'denied']],
+    ['a made-up server (no label of its own)', call('echo', { message: 'x' }, 'made-up'), {}, { ok: false, error: { kind: 'denied' } }, ['', 'denied']],
+    ['bad arguments', call('echo', { message: 1 }), {}, { ok: false, error: { kind: 'invalid' } }, ['demo', 'invalid']],
+    ['a slow tool', call('slow', { ms: 5000 }), {}, { ok: false, error: { kind: 'timeout' } }, ['demo', 'timeout']],
+    ['a run without time left', call('echo', { message: 'x' }), { deadline: Date.now() - 1 }, { ok: false, error: { kind: 'timeout' } }, ['demo', 'timeout']],
+  ])('%s', async (_name, frame, run, answer, metric) => {
+    const { b, seen } = broker();
+    const r = b.forRun(run);
+    expect(await r.handle(frame)).toMatchObject(answer);
+    expect(seen).toEqual([metric]);
+    expect(r.summary()).toMatchObject({ calls: 1, errors: answer.ok ? 0 : 1 });
+  });
+
+  it('stops at the per-run call limit without calling the upstream', async () => {
+    const { b, up } = broker();
+    const r = b.forRun({});
+    for (let i = 0; i < 3; i++) expect(await r.handle(call('echo', { message: 'x' }))).toMatchObject({ ok: true });
+    expect(await r.handle(call('echo', { message: 'x' }))).toMatchObject({ ok: false, error: { kind: 'limit' } });
+    expect(up.calls).toHaveLength(3);
+    expect(r.summary()).toMatchObject({ calls: 4, errors: 1, servers: { demo: { calls: 4, errors: 1 } } });
+  });
+
+  it('cuts a large result and counts bytes against the run', async () => {
+    const { b } = broker({ bytesPerRun: 900 });
+    const r = b.forRun({});
+    const first = await r.handle(call('rows', { n: 100 }));
+    expect(first).toMatchObject({ ok: true, cut: expect.stringMatching(/^result cut from/) });
+    expect(await r.handle(call('rows', { n: 100 }))).toMatchObject({ ok: false, error: { kind: 'limit' } });
+  });
+
+  it('tells of at most 3 denied calls per run (Events), and counts all of them', async () => {
+    const { b } = broker({ maxCalls: 100 });
+    const told: string[] = [];
+    const r = b.forRun({ onDenied: (m) => void told.push(m) });
+    for (let i = 0; i < 5; i++) await r.handle(call('nope'));
+    expect(told).toHaveLength(3);
+    expect(told[0]).toMatch(/no tool "nope"/);
+    expect(r.summary()).toMatchObject({ calls: 5, errors: 5 });
+  });
+
+  it('abandons pending calls when the run ends', async () => {
+    const { b } = broker({ callTimeoutMs: 60_000 });
+    const r = b.forRun({});
+    const pending = r.handle(call('slow', { ms: 60_000 }));
+    r.close();
+    expect(await pending).toMatchObject({ ok: false, error: { kind: 'unavailable' } });
+  });
+
+  it.each([
+    [
+      'servers',
+      { op: 'servers' },
+      [
+        { name: 'demo', tools: 5, description: 'A demo server' },
+        { name: 'other', tools: 1 },
+      ],
+    ],
+    ['describe by name', { op: 'describe', server: 'other', detail: 'name' }, ['other.echo']],
+    [
+      'describe a summary',
+      { op: 'describe', server: 'demo', tool: 'echo', detail: 'summary' },
+      { server: 'demo', tool: 'echo', signature: 'echo(message: string)', summary: 'Echoes the message back.' },
+    ],
+    ['search', { op: 'search', query: 'add numbers', limit: 2, detail: 'name' }, ['demo.get-sum']],
+  ])('answers discovery: %s', async (_name, f, value) => {
+    const { b } = broker();
+    expect(await b.forRun({}).handle({ id: '1', type: 'call', callId: 'c', ...f } as CallFrame)).toEqual({ ok: true, value });
+  });
+});
+
+describe('rankTools', () => {
+  const catalog = DEMO_TOOLS.map((tool) => ({ server: 'demo', tool }));
+  it.each([
+    ['a name beats a description', 'echo', ['echo']],
+    ['words of the description', 'structured rows', ['rows']],
+    ['no match, no hits', 'kubernetes', []],
+  ])('%s', (_name, query, expected) => {
+    expect(rankTools(query, catalog, 3).map((h) => h.tool)).toEqual(expected);
+  });
+});
