@@ -33,6 +33,8 @@ import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
 import { UserLimits } from './limits/user-limits.js';
 import { AuditWriter } from './audit/writer.js';
+import { UpstreamWatcher } from './upstreams/watcher.js';
+import type { UpstreamRegistry } from './upstreams/types.js';
 
 /** On shutdown, queued audit records get this long to be written. */
 const AUDIT_FLUSH_MS = 5000;
@@ -49,6 +51,8 @@ export interface Operator {
   /** What the SandboxRun informer holds (runs without code or output); tests inspect it. */
   runCache: { list(): readonly KubernetesObject[] };
   poolController: PoolController;
+  /** The team's upstream MCP servers (UpstreamServers of the namespace) for code mode. */
+  upstreams: UpstreamRegistry;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -66,6 +70,7 @@ export function gatewayDeps(
     logger,
     options: gatewayOptions(config),
     ...(operator.sandboxCheck !== undefined && { sandboxGate: operator.sandboxCheck }),
+    upstreams: operator.upstreams,
     ...process,
   };
 }
@@ -281,6 +286,18 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     audit,
   });
 
+  // Code mode's upstream MCP servers: every replica keeps its own warm connections; the leader
+  // (the warm pool's Lease) writes their status.
+  const upstreams = new UpstreamWatcher({
+    clients,
+    namespace: ns,
+    log: log.child({ component: 'upstreams' }),
+    healthIntervalMs: config.upstreamHealthIntervalSeconds * 1000,
+    requestTimeoutMs: config.upstreamRequestTimeoutSeconds * 1000,
+    isLeader: () => poolController.isLeader,
+    ...(metrics !== undefined && { onReady: metrics.upstreamReady }),
+  });
+
   return {
     identity,
     executor,
@@ -291,6 +308,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     sandboxCheck,
     runCache: runs,
     poolController,
+    upstreams: upstreams.registry,
     async start(): Promise<void> {
       try {
         await runs.start();
@@ -319,9 +337,18 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       poolController.start();
       // Needs the pod informer (the canary's readiness); code waits for its first verdict.
       sandboxCheck?.start();
+      await upstreams.start().catch((err: unknown) => {
+        throw new Error(
+          isNotFound(err)
+            ? 'The UpstreamServer CRD is not installed in this cluster. Install the CRDs with: kubectl apply --server-side -f crds/ (helm install of charts/codemode-operator installs them too).'
+            : `Cannot list UpstreamServers in namespace ${ns}: ${apiErrorMessage(err)}`,
+          { cause: err },
+        );
+      });
     },
     async stop(): Promise<void> {
       await sandboxCheck?.stop();
+      await upstreams.stop();
       await poolController.stop();
       controller.stop();
       sessionController.stop();

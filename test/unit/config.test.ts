@@ -70,6 +70,8 @@ describe('loadConfig defaults', () => {
       userMaxExecutionsPerMinute: 0,
       auditQueueLength: 1000,
       auditTtlSeconds: 600,
+      upstreamHealthIntervalSeconds: 15,
+      upstreamRequestTimeoutSeconds: 10,
     } satisfies Config);
   });
 
@@ -122,6 +124,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://App.example.com/,http://localhost:3000', { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] }],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_AUDIT_TTL_SECONDS', '60', { auditTtlSeconds: 60 }],
+    ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
+    ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
