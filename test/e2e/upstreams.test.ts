@@ -1,0 +1,207 @@
+// Code mode's upstream servers against a REAL upstream: the reference "everything" MCP server
+// (npm) over Streamable HTTP, behind a proxy that requires an API key header. The operator runs in
+// this process (startOperator), so the locally spawned upstream is reachable by URL; the
+// UpstreamServers, Secrets and tokens live in the test's own namespace.
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from '../../src/api/v1alpha1/index.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { startOperator, type RunningOperator } from './helpers/operator.js';
+import { startEverything, startKeyProxy, type Everything, type KeyProxy } from './helpers/upstream.js';
+
+const k = testKube();
+const KEY = `key-${randomBytes(12).toString('hex')}`;
+const WRONG_KEY = `wrong-${randomBytes(12).toString('hex')}`;
+const alice = randomBytes(16).toString('hex');
+const bob = randomBytes(16).toString('hex');
+const DENIED = ['get-tiny-image', 'toggle-*'];
+
+let ns: string;
+let op: RunningOperator;
+let everything: Everything;
+let proxy: KeyProxy;
+let logs = '';
+
+async function mcp(token: string): Promise<Client> {
+  const client = new Client({ name: 'e2e-upstreams', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  await client.connect(new StreamableHTTPClientTransport(new URL(op.url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  return client;
+}
+
+async function search(token: string, args: Record<string, unknown>): Promise<Array<{ server: string; name: string; signature: string }>> {
+  const client = await mcp(token);
+  try {
+    const r = await client.callTool({ name: 'search_tools', arguments: args });
+    expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
+    return (r.structuredContent as { results: Array<{ server: string; name: string; signature: string }> }).results;
+  } finally {
+    await client.close();
+  }
+}
+
+async function capabilities(token: string): Promise<string> {
+  const client = await mcp(token);
+  try {
+    const r = await client.readResource({ uri: 'codemode://upstreams' });
+    return (r.contents[0] as { text: string }).text;
+  } finally {
+    await client.close();
+  }
+}
+
+async function createUpstream(name: string, spec: Record<string, unknown>): Promise<void> {
+  await k.custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: UPSTREAMSERVER_PLURAL,
+    body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'UpstreamServer', metadata: { name }, spec },
+  });
+}
+
+async function statusOf(name: string): Promise<UpstreamServerStatus | undefined> {
+  const o = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: UPSTREAMSERVER_PLURAL, name })) as {
+    status?: UpstreamServerStatus;
+  };
+  return o.status;
+}
+
+const ready = (s: UpstreamServerStatus | undefined): { status?: string; reason?: string } => s?.conditions?.find((c) => c.type === 'Ready') ?? {};
+
+/** Tools the upstream lists to a client of its own (with the key), minus the denied globs. */
+async function offeredByUpstream(): Promise<string[]> {
+  const client = new Client({ name: 'e2e-direct', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  await client.connect(new StreamableHTTPClientTransport(new URL(proxy.url), { requestInit: { headers: { 'X-Api-Key': KEY } } }));
+  try {
+    const { tools } = await client.listTools();
+    return tools.map((t) => t.name).filter((n) => n !== 'get-tiny-image' && !n.startsWith('toggle-'));
+  } finally {
+    await client.close();
+  }
+}
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'e2e-upstreams');
+  everything = await startEverything();
+  proxy = await startKeyProxy(everything.port, 'X-Api-Key', KEY);
+  await k.core.createNamespacedSecret({
+    namespace: ns,
+    body: { metadata: { name: 'team-tokens' }, stringData: { 'tokens.csv': `${alice},alice,u1,"dev"\n${bob},bob,u2\n` } },
+  });
+  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'upstream-key' }, stringData: { apiKey: KEY } } });
+  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'rotating-key' }, stringData: { apiKey: WRONG_KEY } } });
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb): void {
+      logs += chunk.toString();
+      cb();
+    },
+  });
+  op = await startOperator(
+    ns,
+    {
+      CODEMODE_AUTH_MODE: 'tokens',
+      CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens',
+      CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS: '1',
+      CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS: '5',
+    },
+    { logger: pino({ level: 'debug' }, sink) },
+  );
+  const withKey = { headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'upstream-key', key: 'apiKey' } }] };
+  await createUpstream('everything', { url: proxy.url, ...withKey, tools: { deny: DENIED } });
+  await createUpstream('nokey', { url: proxy.url });
+  await createUpstream('rotating', { url: proxy.url, headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'rotating-key', key: 'apiKey' } }] });
+  await createUpstream('alice-only', { url: proxy.url, ...withKey, access: { users: ['alice'] } });
+});
+
+afterAll(async () => {
+  await op?.stop();
+  await proxy?.close();
+  await everything?.kill();
+  if (ns) await deleteNamespace(k, ns);
+});
+
+describe('UpstreamServer against the reference everything server', () => {
+  it('becomes Ready with the number of tools the upstream offers after the deny list', async () => {
+    await until(async () => ready(await statusOf('everything')).status === 'True', 60_000, 'everything Ready');
+    // The everything server registers some tools after initialize and announces them with
+    // list_changed: poll until the gateway's count equals what a direct client sees.
+    let want: string[] = [];
+    await until(
+      async () => {
+        want = await offeredByUpstream();
+        return (await statusOf('everything'))?.toolCount === want.length;
+      },
+      60_000,
+      'toolCount equal to the upstream tools minus denied ones',
+    );
+    expect(want).toContain('echo');
+    const s = await statusOf('everything');
+    expect(ready(s).reason).toBe('CatalogLoaded');
+    expect(s?.lastRefreshTime).toMatch(/^\d{4}-\d\d-\d\dT/);
+  });
+
+  it('sends the Secret header to the upstream: without it Unauthorized, with a rotated Secret Ready', async () => {
+    await until(async () => ready(await statusOf('nokey')).reason === 'Unauthorized', 60_000, 'nokey Unauthorized');
+    expect((await statusOf('nokey'))?.lastError).toMatch(/401/);
+    await until(async () => ready(await statusOf('rotating')).reason === 'Unauthorized', 60_000, 'rotating Unauthorized with the wrong key');
+    expect(proxy.refused()).toBeGreaterThan(0);
+    const before = proxy.authorized();
+    await k.core.replaceNamespacedSecret({ namespace: ns, name: 'rotating-key', body: { metadata: { name: 'rotating-key' }, stringData: { apiKey: KEY } } });
+    await until(async () => ready(await statusOf('rotating')).status === 'True', 60_000, 'rotating Ready after the Secret changed');
+    expect(proxy.authorized()).toBeGreaterThan(before);
+  });
+
+  it('search_tools ranks echo first for "echo a message" and never shows a denied tool', async () => {
+    const hits = await search(alice, { query: 'echo a message', limit: 5, servers: ['everything'] });
+    expect(hits[0]).toMatchObject({ server: 'everything', name: 'echo' });
+    expect(hits[0]?.signature).toBe('(message: string)');
+    const image = await search(alice, { query: 'tiny image', servers: ['everything'] });
+    expect(image.map((h) => h.name)).not.toContain('get-tiny-image');
+    const toggles = await search(alice, { query: 'toggle simulated logging', servers: ['everything'] });
+    expect(toggles.filter((h) => h.name.startsWith('toggle-'))).toEqual([]);
+  });
+
+  it('shows a user only the upstreams they may use (search and the capability resource)', async () => {
+    await until(async () => ready(await statusOf('alice-only')).status === 'True', 60_000, 'alice-only Ready');
+    expect((await search(alice, { query: 'echo', servers: ['alice-only'] })).map((h) => h.server)).toContain('alice-only');
+    expect(await search(bob, { query: 'echo', servers: ['alice-only'] })).toEqual([]);
+    expect((await search(bob, { query: 'echo' })).map((h) => h.server)).not.toContain('alice-only');
+    expect(await capabilities(alice)).toMatch(/- alice-only: ready, \d+ tools/);
+    const forBob = await capabilities(bob);
+    expect(forBob).toMatch(/- everything: ready, \d+ tools/);
+    expect(forBob).not.toContain('alice-only');
+  });
+
+  it('turns not Ready with lastError when the upstream goes away, and Ready again when it is back', async () => {
+    await everything.kill();
+    await until(
+      async () => {
+        const s = await statusOf('everything');
+        return ready(s).status === 'False' && ready(s).reason === 'Unreachable' && (s?.lastError ?? '') !== '';
+      },
+      60_000,
+      'everything not Ready after the upstream was killed',
+    );
+    expect(await search(alice, { query: 'echo', servers: ['everything'] })).toEqual([]);
+    await everything.restart();
+    await until(async () => ready(await statusOf('everything')).status === 'True', 60_000, 'everything Ready again');
+    await until(async () => (await search(alice, { query: 'echo a message', servers: ['everything'] }))[0]?.name === 'echo', 30_000, 'echo found again');
+  });
+
+  it('never puts a header value into status, Events or logs', async () => {
+    const objects = JSON.stringify(await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: UPSTREAMSERVER_PLURAL }));
+    const events = JSON.stringify(await k.core.listNamespacedEvent({ namespace: ns }));
+    expect(logs).toContain('Upstream MCP server not reachable');
+    for (const [what, text] of [
+      ['status', objects],
+      ['events', events],
+      ['logs', logs],
+    ] as const) {
+      expect(text.includes(KEY), `${what} contains the key`).toBe(false);
+      expect(text.includes(WRONG_KEY), `${what} contains the old key`).toBe(false);
+    }
+  });
+});
