@@ -3,7 +3,9 @@
 // the status the leader replica writes. Level-based: every event re-derives one server's state
 // from the cache, so the order of events does not matter.
 import { createHash } from 'node:crypto';
-import { PatchStrategy, setHeaderOptions, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Tool } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import {

@@ -126,4 +126,8 @@
   value: {{ include "codemode.envValue" .Values.config.auditQueueLength }}
 - name: CODEMODE_AUDIT_TTL_SECONDS
   value: {{ include "codemode.envValue" .Values.config.auditTtlSeconds }}
+- name: CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.upstreamHealthIntervalSeconds }}
+- name: CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.upstreamRequestTimeoutSeconds }}
 {{- end }}
