@@ -47,7 +47,8 @@ const EXCLUDED: Record<string, string> = {
   'server-sse-polling': `${fixture('test_reconnection')} (closes its SSE stream mid-call; pending in the suite)`,
   'server-sse-multiple-streams':
     'needs an Mcp-Session-Id to open concurrent streams of one session; the gateway is deliberately stateless (any replica serves any request) and issues none, so the suite only warns',
-  'resources-list': "resources: the suite expects its fixture resources; the gateway offers one resource of its own (codemode://upstreams, the code-mode capability summary; files are reached through session tools)",
+  'resources-list':
+    'resources: the suite expects its fixture resources; the gateway offers one resource of its own (codemode://upstreams, the code-mode capability summary; files are reached through session tools)',
   'resources-read-text': "resources: reads the suite's fixture test://static-text",
   'resources-read-binary': "resources: reads the suite's fixture test://static-binary",
   'resources-templates-read': 'resources: the gateway offers no resource templates',
