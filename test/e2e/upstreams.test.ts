@@ -114,6 +114,7 @@ beforeAll(async () => {
   await createUpstream('nokey', { url: proxy.url });
   await createUpstream('rotating', { url: proxy.url, headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'rotating-key', key: 'apiKey' } }] });
   await createUpstream('alice-only', { url: proxy.url, ...withKey, access: { users: ['alice'] } });
+  await createUpstream('late-secret', { url: proxy.url, headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'late-key', key: 'apiKey' } }] });
 });
 
 afterAll(async () => {
@@ -152,6 +153,13 @@ describe('UpstreamServer against the reference everything server', () => {
     await k.core.replaceNamespacedSecret({ namespace: ns, name: 'rotating-key', body: { metadata: { name: 'rotating-key' }, stringData: { apiKey: KEY } } });
     await until(async () => ready(await statusOf('rotating')).status === 'True', 60_000, 'rotating Ready after the Secret changed');
     expect(proxy.authorized()).toBeGreaterThan(before);
+  });
+
+  it('waits in SecretNotFound for a Secret that does not exist yet, and connects once it is created', async () => {
+    await until(async () => ready(await statusOf('late-secret')).reason === 'SecretNotFound', 60_000, 'late-secret SecretNotFound');
+    expect((await statusOf('late-secret'))?.lastError).toMatch(/Secret late-key does not exist/);
+    await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'late-key' }, stringData: { apiKey: KEY } } });
+    await until(async () => ready(await statusOf('late-secret')).status === 'True', 60_000, 'late-secret Ready after the Secret was created');
   });
 
   it('search_tools ranks echo first for "echo a message" and never shows a denied tool', async () => {
