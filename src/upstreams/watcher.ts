@@ -123,16 +123,16 @@ export class UpstreamWatcher {
     if (!parsed.ok) return this.observe(name, undefined, { kind: 'invalid', message: parsed.message });
     const server = parsed.server;
     const spec = server.spec;
+    // The bearer token comes last: it wins over a header of the same name.
     const refs = [
-      ...(spec.headers ?? []).map((h) => ({ header: h.name, ref: h.secretKeyRef })),
-      ...(spec.bearerTokenSecretRef ? [{ header: 'Authorization', ref: spec.bearerTokenSecretRef }] : []),
+      ...(spec.headers ?? []).map((h) => ({ header: h.name, ref: h.secretKeyRef, prefix: '' })),
+      ...(spec.bearerTokenSecretRef ? [{ header: 'Authorization', ref: spec.bearerTokenSecretRef, prefix: 'Bearer ' }] : []),
     ];
     const headers: Record<string, string> = {};
-    for (const { header, ref } of refs) {
+    for (const { header, ref, prefix } of refs) {
       const r = resolveRef(ref, this.secrets.get(ref.name));
       if (!r.ok) return this.observe(name, server, r.pending ? { kind: 'waiting' } : { kind: 'secret-missing', message: r.message });
-      headers[header] =
-        header === 'Authorization' && spec.bearerTokenSecretRef?.name === ref.name && spec.bearerTokenSecretRef.key === ref.key ? `Bearer ${r.value}` : r.value;
+      headers[header] = `${prefix}${r.value}`;
     }
     const fingerprint = createHash('sha256')
       .update(JSON.stringify([spec.url, Object.entries(headers).sort()]))
