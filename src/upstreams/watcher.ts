@@ -134,8 +134,9 @@ export class UpstreamWatcher {
       if (!r.ok) return this.observe(name, server, r.pending ? { kind: 'waiting' } : { kind: 'secret-missing', message: r.message });
       headers[header] = `${prefix}${r.value}`;
     }
+    // Any spec change (a new generation) or new header values: connect afresh and list the catalog again.
     const fingerprint = createHash('sha256')
-      .update(JSON.stringify([spec.url, Object.entries(headers).sort()]))
+      .update(JSON.stringify([server.metadata.generation, spec.url, Object.entries(headers).sort()]))
       .digest('hex');
     let live = this.live.get(name);
     if (live?.fingerprint !== fingerprint) {

@@ -71,16 +71,20 @@ async function statusOf(name: string): Promise<UpstreamServerStatus | undefined>
 
 const ready = (s: UpstreamServerStatus | undefined): { status?: string; reason?: string } => s?.conditions?.find((c) => c.type === 'Ready') ?? {};
 
-/** Tools the upstream lists to a client of its own (with the key), minus the denied globs. */
-async function offeredByUpstream(): Promise<string[]> {
+/** Every tool the upstream lists to a client of its own (with the key). */
+async function upstreamTools(): Promise<string[]> {
   const client = new Client({ name: 'e2e-direct', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
   await client.connect(new StreamableHTTPClientTransport(new URL(proxy.url), { requestInit: { headers: { 'X-Api-Key': KEY } } }));
   try {
-    const { tools } = await client.listTools();
-    return tools.map((t) => t.name).filter((n) => n !== 'get-tiny-image' && !n.startsWith('toggle-'));
+    return (await client.listTools()).tools.map((t) => t.name);
   } finally {
     await client.close();
   }
+}
+
+/** What `everything` should offer: the upstream's tools minus the denied globs. */
+async function offeredByUpstream(): Promise<string[]> {
+  return (await upstreamTools()).filter((n) => n !== 'get-tiny-image' && !n.startsWith('toggle-'));
 }
 
 beforeAll(async () => {
@@ -181,6 +185,23 @@ describe('UpstreamServer against the reference everything server', () => {
     const forBob = await capabilities(bob);
     expect(forBob).toMatch(/- everything: ready, \d+ tools/);
     expect(forBob).not.toContain('alice-only');
+  });
+
+  it('applies an edited deny list: the tool disappears from search and the count', async () => {
+    await k.custom.patchNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: UPSTREAMSERVER_PLURAL,
+      name: 'alice-only',
+      body: [{ op: 'add', path: '/spec/tools', value: { deny: ['echo'] } }],
+    });
+    await until(
+      async () => (await statusOf('alice-only'))?.toolCount === (await upstreamTools()).filter((n) => n !== 'echo').length,
+      60_000,
+      'alice-only counting every upstream tool but echo',
+    );
+    expect((await search(alice, { query: 'echo a message', servers: ['alice-only'] })).map((h) => h.name)).not.toContain('echo');
   });
 
   it('turns not Ready with lastError when the upstream goes away, and Ready again when it is back', async () => {
