@@ -134,6 +134,8 @@ export class UpstreamConnection {
     if (this.stopped) return;
     const epoch = ++this.epoch;
     await this.closeClient();
+    // stop() (or another reconnect) may have come while the old client closed.
+    if (this.stopped || epoch !== this.epoch) return;
     const client = new Client(
       { name: 'codemode-operator', version: '0.1.0' },
       {
@@ -158,7 +160,11 @@ export class UpstreamConnection {
       const transport = new StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } } });
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
       const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
-      if (epoch !== this.epoch) return;
+      if (epoch !== this.epoch) {
+        // Superseded while connecting: this client is nobody's any more.
+        if (this.client !== client) await client.close().catch(() => undefined);
+        return;
+      }
       this.backoffMs = 1000;
       this.loaded(tools);
       this.schedule(epoch, this.opts.healthIntervalMs, () => this.health(epoch));
