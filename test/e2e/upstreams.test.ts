@@ -18,9 +18,18 @@ const WRONG_KEY = `wrong-${randomBytes(12).toString('hex')}`;
 const alice = randomBytes(16).toString('hex');
 const bob = randomBytes(16).toString('hex');
 const DENIED = ['get-tiny-image', 'toggle-*'];
+const ENV = {
+  CODEMODE_AUTH_MODE: 'tokens',
+  CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens',
+  CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS: '1',
+  CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS: '5',
+};
 
 let ns: string;
 let op: RunningOperator;
+/** A second replica, started by the last test. */
+let op2: RunningOperator | undefined;
+let opStopped = false;
 let everything: Everything;
 let proxy: KeyProxy;
 let logs = '';
@@ -103,16 +112,7 @@ beforeAll(async () => {
       cb();
     },
   });
-  op = await startOperator(
-    ns,
-    {
-      CODEMODE_AUTH_MODE: 'tokens',
-      CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens',
-      CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS: '1',
-      CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS: '5',
-    },
-    { logger: pino({ level: 'debug' }, sink) },
-  );
+  op = await startOperator(ns, ENV, { logger: pino({ level: 'debug' }, sink) });
   const withKey = { headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'upstream-key', key: 'apiKey' } }] };
   await createUpstream('everything', { url: proxy.url, ...withKey, tools: { deny: DENIED } });
   await createUpstream('nokey', { url: proxy.url });
@@ -122,7 +122,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await op?.stop();
+  if (!opStopped) await op?.stop();
+  await op2?.stop();
   await proxy?.close();
   await everything?.kill();
   if (ns) await deleteNamespace(k, ns);
@@ -219,6 +220,27 @@ describe('UpstreamServer against the reference everything server', () => {
     await until(async () => ready(await statusOf('everything')).status === 'True', 60_000, 'everything Ready again');
     await until(async () => (await search(alice, { query: 'echo a message', servers: ['everything'] }))[0]?.name === 'echo', 30_000, 'echo found again');
   });
+
+  it('serves the upstreams on a second replica too; after the leader stops, the other one writes the status', async () => {
+    op2 = await startOperator(ns, ENV, {
+      logger: pino({ level: 'debug' }, new Writable({ write: (c: Buffer, _e, cb): void => void ((logs += c.toString()), cb()) })),
+    });
+    const second = op2;
+    await until(
+      () => second.operator.upstreams.servers({ user: 'alice' }).some((s) => s.name === 'everything' && s.ready),
+      60_000,
+      'the second replica connected',
+    );
+    expect(second.operator.upstreams.search({ user: 'alice' }, 'echo a message', { servers: ['everything'] })[0]?.name).toBe('echo');
+    await until(() => op.operator.poolController.isLeader, 60_000, 'the first replica leads');
+    expect(second.operator.poolController.isLeader).toBe(false);
+    opStopped = true;
+    await op.stop();
+    await createUpstream('after-failover', { url: proxy.url, headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'upstream-key', key: 'apiKey' } }] });
+    // The Lease must expire first (15 s of the follower's own clock), then it writes.
+    await until(async () => ready(await statusOf('after-failover')).status === 'True', 90_000, 'after-failover Ready, written by the new leader');
+    expect(second.operator.poolController.isLeader).toBe(true);
+  }, 150_000);
 
   it('never puts a header value into status, Events or logs', async () => {
     const objects = JSON.stringify(await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: UPSTREAMSERVER_PLURAL }));
