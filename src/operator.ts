@@ -337,13 +337,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       poolController.start();
       // Needs the pod informer (the canary's readiness); code waits for its first verdict.
       sandboxCheck?.start();
+      // Without the UpstreamServer CRD (e.g. `helm upgrade`, which never updates CRDs) the gateway
+      // still runs code; it just has no upstreams until the CRD is applied and it restarts.
       await upstreams.start().catch((err: unknown) => {
-        throw new Error(
-          isNotFound(err)
-            ? 'The UpstreamServer CRD is not installed in this cluster. Install the CRDs with: kubectl apply --server-side -f crds/ (helm install of charts/codemode-operator installs them too).'
-            : `Cannot list UpstreamServers in namespace ${ns}: ${apiErrorMessage(err)}`,
-          { cause: err },
+        if (!isNotFound(err)) throw new Error(`Cannot list UpstreamServers in namespace ${ns}: ${apiErrorMessage(err)}`, { cause: err });
+        log.warn(
+          'The UpstreamServer CRD is not installed: code mode has no upstream MCP servers. Apply it (kubectl apply --server-side -f crds/) and restart the gateway.',
         );
+        return upstreams.stop();
       });
     },
     async stop(): Promise<void> {
