@@ -4,7 +4,7 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml } from '../src/api/v1alpha1/index.js';
+import { renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml, renderUpstreamServerCrdYaml } from '../src/api/v1alpha1/index.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -12,6 +12,7 @@ const CRD_DIRS = ['crds', 'charts/codemode-operator/crds'];
 const outputs: Array<{ path: string; render: () => string }> = CRD_DIRS.flatMap((dir) => [
   { path: resolve(repoRoot, dir, 'codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
   { path: resolve(repoRoot, dir, 'codemode.dev_sandboxsessions.yaml'), render: renderSandboxSessionCrdYaml },
+  { path: resolve(repoRoot, dir, 'codemode.dev_upstreamservers.yaml'), render: renderUpstreamServerCrdYaml },
 ]);
 
 async function readIfExists(path: string): Promise<string | undefined> {

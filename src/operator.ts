@@ -35,6 +35,9 @@ import { UserLimits } from './limits/user-limits.js';
 import { AuditWriter } from './audit/writer.js';
 import { ToolBroker, type BrokerLimits } from './codemode/broker.js';
 import type { UpstreamCaller } from './codemode/types.js';
+import { registryCaller } from './codemode/registry-caller.js';
+import { UpstreamWatcher } from './upstreams/watcher.js';
+import type { UpstreamRegistry } from './upstreams/types.js';
 
 /** On shutdown, queued audit records get this long to be written. */
 const AUDIT_FLUSH_MS = 5000;
@@ -53,6 +56,8 @@ export interface Operator {
   poolController: PoolController;
   /** Code mode is on (upstream servers were given): the broker's per-run limits. */
   codeMode?: { maxCalls: number; callTimeoutSeconds: number };
+  /** The team's upstream MCP servers (UpstreamServers of the namespace) for code mode. */
+  upstreams: UpstreamRegistry;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -71,6 +76,7 @@ export function gatewayDeps(
     options: gatewayOptions(config),
     ...(operator.sandboxCheck !== undefined && { sandboxGate: operator.sandboxCheck }),
     ...(operator.codeMode && { codeMode: operator.codeMode }),
+    upstreams: operator.upstreams,
     ...process,
   };
 }
@@ -296,11 +302,25 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   executor.setSessions(sessionService);
 
-  const tools = options.upstreams && new ToolBroker(options.upstreams, brokerLimits(config), metrics?.codemode);
+  // Code mode's upstream MCP servers: every replica keeps its own warm connections; the leader
+  // (the warm pool's Lease) writes their status.
+  const upstreams = new UpstreamWatcher({
+    clients,
+    namespace: ns,
+    log: log.child({ component: 'upstreams' }),
+    healthIntervalMs: config.upstreamHealthIntervalSeconds * 1000,
+    requestTimeoutMs: config.upstreamRequestTimeoutSeconds * 1000,
+    isLeader: () => poolController.isLeader,
+    ...(metrics !== undefined && { onReady: metrics.upstreamReady }),
+  });
+
+  // Nested tool calls from sandbox code go to those upstreams (a test may pass its own caller).
+  const tools = new ToolBroker(options.upstreams ?? registryCaller(upstreams.registry), brokerLimits(config), metrics?.codemode);
   const runService = new KubeRunService(clients, executor, { ...config, identity, ...(metrics !== undefined && { metrics }) }, sessionService, slots, {
     limits: userLimits,
     audit,
-    ...(tools && { tools, events }),
+    tools,
+    events,
   });
 
   return {
@@ -313,7 +333,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     sandboxCheck,
     runCache: runs,
     poolController,
-    ...(tools && { codeMode: { maxCalls: config.toolCallsPerRun, callTimeoutSeconds: config.toolCallTimeoutSeconds } }),
+    codeMode: { maxCalls: config.toolCallsPerRun, callTimeoutSeconds: config.toolCallTimeoutSeconds },
+    upstreams: upstreams.registry,
     async start(): Promise<void> {
       try {
         await runs.start();
@@ -342,9 +363,19 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       poolController.start();
       // Needs the pod informer (the canary's readiness); code waits for its first verdict.
       sandboxCheck?.start();
+      // Without the UpstreamServer CRD (e.g. `helm upgrade`, which never updates CRDs) the gateway
+      // still runs code; it just has no upstreams until the CRD is applied and it restarts.
+      await upstreams.start().catch((err: unknown) => {
+        if (!isNotFound(err)) throw new Error(`Cannot list UpstreamServers in namespace ${ns}: ${apiErrorMessage(err)}`, { cause: err });
+        log.warn(
+          'The UpstreamServer CRD is not installed: code mode has no upstream MCP servers. Apply it (kubectl apply --server-side -f crds/) and restart the gateway.',
+        );
+        return upstreams.stop();
+      });
     },
     async stop(): Promise<void> {
       await sandboxCheck?.stop();
+      await upstreams.stop();
       await poolController.stop();
       controller.stop();
       sessionController.stop();

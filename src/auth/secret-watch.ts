@@ -19,6 +19,8 @@ export class SecretWatch {
     private readonly name: string,
     private readonly onSecret: (s: V1Secret | undefined) => void,
     private readonly log: Logger,
+    /** What the Secret is for, in log messages; told of every failed read (e.g. forbidden). */
+    private readonly options: { what?: string; onError?: (err: unknown) => void } = {},
   ) {}
 
   /** Resolves after the first read (the Secret's content, or its absence, is known). */
@@ -40,7 +42,10 @@ export class SecretWatch {
       rv = s.metadata?.resourceVersion;
       this.onSecret(s);
     } catch (err) {
-      if (!isNotFound(err)) return this.retry(err);
+      if (!isNotFound(err)) {
+        this.options.onError?.(err);
+        return this.retry(err);
+      }
       this.onSecret(undefined);
     }
     try {
@@ -61,7 +66,11 @@ export class SecretWatch {
 
   private retry(err: unknown): void {
     if (this.stopped) return;
-    if (err) this.log.warn({ err: String((err as Error)?.message ?? err), secret: this.name }, 'Watch of the tokens Secret ended; watching again');
+    if (err)
+      this.log.warn(
+        { err: String((err as Error)?.message ?? err), secret: this.name },
+        `Watch of ${this.options.what ?? 'the tokens Secret'} ended; watching again`,
+      );
     const delay = this.delayMs;
     this.delayMs = Math.min(this.delayMs * 2, 30_000);
     clearTimeout(this.timer);

@@ -110,7 +110,7 @@ export class RunCalls {
       if (frame.op === 'call') return await this.call(frame.server, frame.tool, frame.args);
       if (++this.discovery > MAX_DISCOVERY_PER_RUN) return failure('limit', `this run made more than ${MAX_DISCOVERY_PER_RUN} discovery requests`);
       if (frame.op === 'servers') return this.answer(this.servers());
-      if (frame.op === 'search') return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail));
+      if (frame.op === 'search') return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail, this.opts.owner));
       const denied = this.deny(frame.server);
       if (denied) return denied;
       const tools = this.up.tools(frame.server, this.opts.owner) ?? [];
@@ -181,7 +181,7 @@ export class RunCalls {
     if (this.active++ === 0) this.activeSince = performance.now();
     try {
       const late = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
-      const call = this.up.call(server, tool, args, { signal, timeoutMs }).then(
+      const call = this.up.call(server, tool, args, { signal, timeoutMs, ...(this.opts.owner && { owner: this.opts.owner }) }).then(
         (result) => ({ result }),
         (err: unknown) => (signal.aborted && !this.abort.signal.aborted ? ('timeout' as const) : { error: message(err) }),
       );

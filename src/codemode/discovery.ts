@@ -3,6 +3,7 @@
 // the upstream side's cached catalogs: nothing here calls an upstream.
 import { signature } from './args.js';
 import type { Detail } from './frames.js';
+import type { Owner } from '../api/v1alpha1/index.js';
 import type { SearchHit, ToolInfo, UpstreamCaller } from './types.js';
 
 /** The first sentence of a description, at most 200 characters. */
@@ -53,9 +54,11 @@ export function rankTools(query: string, catalog: Array<{ server: string; tool: 
     .slice(0, limit);
 }
 
-export function searchTools(up: UpstreamCaller, allowed: readonly string[], query: string, limit: number, detail: Detail): unknown[] {
-  const catalog = allowed.flatMap((server) => (up.tools(server) ?? []).map((tool) => ({ server, tool })));
-  const hits = up.search ? up.search(query, { servers: allowed, limit }).filter((h) => allowed.includes(h.server)) : rankTools(query, catalog, limit);
+export function searchTools(up: UpstreamCaller, allowed: readonly string[], query: string, limit: number, detail: Detail, owner?: Owner): unknown[] {
+  const catalog = allowed.flatMap((server) => (up.tools(server, owner) ?? []).map((tool) => ({ server, tool })));
+  const hits = up.search
+    ? up.search(query, { servers: allowed, limit, ...(owner && { owner }) }).filter((h) => allowed.includes(h.server))
+    : rankTools(query, catalog, limit);
   return hits.flatMap((h) => {
     const t = catalog.find((c) => c.server === h.server && c.tool.name === h.tool);
     return t ? [describeTool(h.server, t.tool, detail)] : [];

@@ -41,10 +41,15 @@ export interface UpstreamCaller {
   /** The tools of one server, or undefined when there is no such server (for this owner). */
   tools(server: string, owner?: Owner): ToolInfo[] | undefined;
   /** Ranked search over names and descriptions; optional: the broker ranks itself without it. */
-  search?(query: string, options: { servers: readonly string[]; limit: number }): SearchHit[];
+  search?(query: string, options: { servers: readonly string[]; limit: number; owner?: Owner }): SearchHit[];
   /**
    * Calls a tool. Rejects when the upstream is unreachable or the call failed at the protocol
    * level; a tool's own failure is a result with isError. Must honour `signal`.
    */
-  call(server: string, tool: string, args: Record<string, unknown>, options: { signal: AbortSignal; timeoutMs: number }): Promise<UpstreamResult>;
+  call(
+    server: string,
+    tool: string,
+    args: Record<string, unknown>,
+    options: { signal: AbortSignal; timeoutMs: number; owner?: Owner },
+  ): Promise<UpstreamResult>;
 }

@@ -668,6 +668,27 @@ export const FIELDS = {
     },
     int(1024, 1024 * 1024 * 1024),
   ),
+  // --- Upstream MCP servers (issue 11, upstreams part). ---
+  upstreamHealthIntervalSeconds: field(
+    {
+      env: 'CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS',
+      default: '15',
+      description:
+        'Seconds between pings of each connected UpstreamServer (a vanished upstream turns Ready False within about this long), and the longest wait between reconnect attempts (backoff from 1 s).',
+      allowed: 'an integer from 1 to 600',
+    },
+    int(1, 600),
+  ),
+  upstreamRequestTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS',
+      default: '10',
+      description:
+        "Longest the gateway waits for an UpstreamServer to answer a connect, tools/list or ping (tool calls have the UpstreamServer's own spec.callTimeoutSeconds).",
+      allowed: 'an integer from 1 to 300',
+    },
+    int(1, 300),
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

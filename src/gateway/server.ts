@@ -7,6 +7,7 @@ import { deepFreeze } from '../util/deep-freeze.js';
 import { registerExecuteCode } from './tools/execute-code.js';
 import { registerFileTools } from './tools/files.js';
 import { registerSessionTools } from './tools/sessions.js';
+import { capabilityResource, registerSearchTools } from './tools/search-tools.js';
 import type { GatewayDeps } from './types.js';
 
 export const SERVER_NAME = 'codemode-operator';
@@ -53,6 +54,7 @@ interface ToolDefinition {
 export function mcpServerFactory(deps: GatewayDeps): () => McpServer {
   const instructions = serverInstructions(deps);
   const tools = defineTools(deps);
+  const resource = deps.upstreams && capabilityResource(deps.upstreams);
   return () => {
     // logging: execute_code sends each run's outcome as a log notification (logger codemode.run)
     // at the level the client asks for per request (2026-07-28: io.modelcontextprotocol/logLevel;
@@ -62,6 +64,7 @@ export function mcpServerFactory(deps: GatewayDeps): () => McpServer {
     const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions, capabilities: { logging: {} } });
     const register = server.registerTool.bind(server) as unknown as (name: string, config: object, handler: ToolHandler) => unknown;
     for (const tool of tools) register(tool.name, tool.config, tool.handler);
+    if (resource) server.registerResource(resource.name, resource.uri, resource.config, resource.read);
     return server;
   };
 }
@@ -78,6 +81,7 @@ function defineTools(deps: GatewayDeps): ToolDefinition[] {
   registerExecuteCode(registry, deps);
   registerSessionTools(registry, deps);
   registerFileTools(registry, deps);
+  registerSearchTools(registry, deps);
   return tools;
 }
 

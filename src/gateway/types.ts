@@ -7,6 +7,7 @@ import type { AuthHttpOptions } from '../auth/middleware.js';
 import type { RunService } from '../runs/types.js';
 import type { SessionService } from '../sessions/service.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
+import type { UpstreamRegistry } from '../upstreams/types.js';
 
 /**
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
@@ -40,6 +41,8 @@ export interface GatewayDeps {
    * request opens a new one through the Service, which no longer routes here.
    */
   isDraining?(): boolean;
+  /** The team's upstream MCP servers (code mode): search_tools and the capability resource. */
+  upstreams?: UpstreamRegistry;
   /** Authentication of /mcp (src/auth); without it every caller is anonymous (tests of tools). */
   auth?: AuthHttpOptions;
   /**

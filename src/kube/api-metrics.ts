@@ -13,7 +13,7 @@
 // Counting only observes: the request's promise and errors pass on untouched, and a failing
 // counter is ignored.
 import type { ApiConstructor, ApiType, Configuration, Exec, HttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL } from '../api/v1alpha1/index.js';
+import { SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, UPSTREAMSERVER_PLURAL } from '../api/v1alpha1/index.js';
 
 /** HTTP methods of API requests, and CONNECT for an exec websocket (the API server's verb). */
 export const KUBE_API_VERBS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'CONNECT', 'other'] as const;
@@ -41,7 +41,7 @@ export const KUBE_API_RESULTS = [
 export type KubeApiResult = (typeof KUBE_API_RESULTS)[number];
 
 /** The resources the process keeps informers of; any other path counts as `other`. */
-export const INFORMER_RESOURCES = ['pods', 'networkpolicies', SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, 'other'] as const;
+export const INFORMER_RESOURCES = ['pods', 'networkpolicies', SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, UPSTREAMSERVER_PLURAL, 'other'] as const;
 export type InformerResource = (typeof INFORMER_RESOURCES)[number];
 
 export interface KubeApiMetrics {

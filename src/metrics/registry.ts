@@ -36,6 +36,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   kubeApi: KubeApiMetrics;
   /** Nested tool calls from sandbox code (src/codemode). */
   codemode: CodemodeMetrics;
+  /** Whether an UpstreamServer is Ready on this replica (undefined: it was deleted). */
+  upstreamReady(server: string, ready: boolean | undefined): void;
 }
 
 export function createMetrics(): Metrics {
@@ -189,6 +191,13 @@ export function createMetrics(): Metrics {
   for (const result of ['warm', 'empty'] as const) poolClaims.inc({ result }, 0);
   const reconciled = new Set<string>();
   const toolsSeen = new Set<string>();
+  // Server names are UpstreamServer names, set by the administrator: a closed set.
+  const upstreamUp = new Gauge({
+    name: 'codemode_upstream_ready',
+    help: 'Whether this replica is connected to the UpstreamServer and holds its tool catalog (1) or not (0).',
+    labelNames: ['server'] as const,
+    registers: [registry],
+  });
   const service = serviceMetrics(registry);
 
   return {
@@ -202,6 +211,10 @@ export function createMetrics(): Metrics {
       queue: (length): void => void auditQueue.set(length),
     },
     admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
+    upstreamReady(server, ready): void {
+      if (ready === undefined) upstreamUp.remove({ server });
+      else upstreamUp.set({ server }, ready ? 1 : 0);
+    },
     admissionLoad(load): void {
       runSlotsUsed.set(load.replicaActive);
       runSlotsWaiting.set(load.waiting);

@@ -30,7 +30,7 @@ const fixture = (tool: string): string => `calls the suite's reference-server fi
 
 /** Scenarios that test something the gateway deliberately does not offer, with the reason. */
 const EXCLUDED: Record<string, string> = {
-  'completion-complete': 'completions of prompt/resource-template arguments: the gateway declares no prompts, resources or completions capability',
+  'completion-complete': 'completions of prompt/resource-template arguments: the gateway declares no prompts, resource templates or completions capability',
   'tools-call-simple-text': fixture('test_simple_text'),
   'tools-call-image': fixture('test_image_content'),
   'tools-call-audio': fixture('test_audio_content'),
@@ -47,12 +47,13 @@ const EXCLUDED: Record<string, string> = {
   'server-sse-polling': `${fixture('test_reconnection')} (closes its SSE stream mid-call; pending in the suite)`,
   'server-sse-multiple-streams':
     'needs an Mcp-Session-Id to open concurrent streams of one session; the gateway is deliberately stateless (any replica serves any request) and issues none, so the suite only warns',
-  'resources-list': 'resources: the gateway declares no resources capability (files are reached through session tools)',
-  'resources-read-text': 'resources: not offered',
-  'resources-read-binary': 'resources: not offered',
-  'resources-templates-read': 'resources: not offered',
-  'resources-subscribe': 'resources: not offered',
-  'resources-unsubscribe': 'resources: not offered',
+  'resources-list':
+    'resources: the suite expects its fixture resources; the gateway offers one resource of its own (codemode://upstreams, the code-mode capability summary; files are reached through session tools)',
+  'resources-read-text': "resources: reads the suite's fixture test://static-text",
+  'resources-read-binary': "resources: reads the suite's fixture test://static-binary",
+  'resources-templates-read': 'resources: the gateway offers no resource templates',
+  'resources-subscribe': 'resources: no subscriptions (the gateway is stateless)',
+  'resources-unsubscribe': 'resources: no subscriptions (the gateway is stateless)',
   'prompts-list': 'prompts: the gateway declares no prompts capability',
   'prompts-get-simple': 'prompts: not offered',
   'prompts-get-with-args': 'prompts: not offered',

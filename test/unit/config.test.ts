@@ -74,6 +74,8 @@ describe('loadConfig defaults', () => {
       toolCallTimeoutSeconds: 30,
       toolResultMaxBytes: 65536,
       toolBytesPerRun: 8388608,
+      upstreamHealthIntervalSeconds: 15,
+      upstreamRequestTimeoutSeconds: 10,
     } satisfies Config);
   });
 
@@ -128,6 +130,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_AUDIT_TTL_SECONDS', '60', { auditTtlSeconds: 60 }],
     ['CODEMODE_TOOL_CALLS_PER_RUN', '3', { toolCallsPerRun: 3 }],
     ['CODEMODE_TOOL_RESULT_MAX_BYTES', '2048', { toolResultMaxBytes: 2048 }],
+    ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
+    ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
@@ -155,7 +159,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(67);
+    expect(envs).toHaveLength(69);
   });
 });
 

@@ -134,4 +134,8 @@
   value: {{ include "codemode.envValue" .Values.config.toolResultMaxBytes }}
 - name: CODEMODE_TOOL_BYTES_PER_RUN
   value: {{ include "codemode.envValue" .Values.config.toolBytesPerRun }}
+- name: CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.upstreamHealthIntervalSeconds }}
+- name: CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.upstreamRequestTimeoutSeconds }}
 {{- end }}

@@ -102,7 +102,7 @@ function schemaOf(schema: z.ZodType, description: string, path: string): JsonSch
   return { description, ...toStructural(json, path) };
 }
 
-interface KindDefinition {
+export interface KindDefinition {
   kind: string;
   plural: string;
   shortNames: string[];
@@ -135,7 +135,7 @@ function openApiSchema(d: KindDefinition): JsonSchema {
   };
 }
 
-function buildCrd(d: KindDefinition): CustomResourceDefinition {
+export function buildCrd(d: KindDefinition): CustomResourceDefinition {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',

@@ -8,3 +8,5 @@ export * from './owner.js';
 export * from './crd.js';
 export * from './storage.js';
 export * from './sandbox-checks.js';
+export * from './upstreamserver.js';
+export * from './upstreamserver-crd.js';

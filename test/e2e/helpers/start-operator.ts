@@ -3,7 +3,7 @@
 // process that measures the gateway's memory (bench/rss-probe.ts) loads only what a gateway loads.
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { createAuth } from '../../../src/auth/index.js';
 import { createApp } from '../../../src/gateway/app.js';
@@ -37,6 +37,8 @@ export interface StartOptions {
   metrics?: boolean;
   /** Code mode: the upstream MCP servers sandbox code may call (a real MCP client in the tests). */
   upstreams?: UpstreamCaller;
+  /** The operator's logger (a test that checks what is logged); silent by default. */
+  logger?: Logger;
 }
 
 const POOL_VARS = ['CODEMODE_WARM_POOL_SIZE', 'CODEMODE_WARM_POOL_MIN', 'CODEMODE_WARM_POOL_MAX'];
@@ -54,7 +56,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
     ...(env.CODEMODE_WARM_POOL_SIZE !== undefined && env.CODEMODE_WARM_POOL_MAX === undefined ? { CODEMODE_WARM_POOL_MAX: env.CODEMODE_WARM_POOL_SIZE } : {}),
     ...env,
   });
-  const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const log = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const metrics = options.sandboxCheck === true || options.metrics === true ? createMetrics() : undefined;
   const clients = makeClients(loadKubeConfig(), metrics?.kubeApi);
   const operator = createOperator(config, clients, log, metrics, {

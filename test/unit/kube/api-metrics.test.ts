@@ -67,6 +67,7 @@ describe('verbOf and resourceOf', () => {
     ['/api/v1/namespaces/ns/pods', 'pods'],
     ['/apis/codemode.dev/v1alpha1/namespaces/ns/sandboxruns', 'sandboxruns'],
     ['/apis/codemode.dev/v1alpha1/namespaces/ns/sandboxsessions', 'sandboxsessions'],
+    ['/apis/codemode.dev/v1alpha1/namespaces/ns/upstreamservers', 'upstreamservers'],
     ['/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies?x=1', 'networkpolicies'],
     ['/api/v1/namespaces/ns/secrets', 'other'],
     ['', 'other'],

@@ -1,0 +1,228 @@
+// One warm MCP client connection to one upstream (Streamable HTTP, SDK v2 client, either protocol
+// era). It lists the tool catalog on connect and on notifications/tools/list_changed, pings on an
+// interval so a vanished upstream is noticed even when nobody calls it, and reconnects with
+// exponential backoff. Header values come from Secrets: they live only in the transport's
+// requestInit and are removed from every error text this class produces.
+import { Client, SdkError, SdkErrorCode, SdkHttpError, StreamableHTTPClientTransport, type CallToolResult, type Tool } from '@modelcontextprotocol/client';
+import type { Logger } from 'pino';
+import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from '../api/v1alpha1/index.js';
+import { UpstreamError } from './types.js';
+
+/** Most tools kept of one upstream; a catalog beyond it is cut (and the cut logged). */
+export const MAX_TOOLS_PER_SERVER = 2000;
+const MAX_DESCRIPTION_CHARS = 8192;
+const MAX_BACKOFF_MS = 30_000;
+
+export interface ConnectionTarget {
+  url: string;
+  /** Header name → value (values from Secrets). */
+  headers: Readonly<Record<string, string>>;
+}
+
+export interface ConnectionState {
+  ready: boolean;
+  reason: UpstreamReason;
+  /** What went wrong last (secrets removed, bounded); undefined once a connect succeeded. */
+  error?: string;
+  tools: readonly Tool[];
+  refreshedAt?: Date;
+}
+
+export interface ConnectionOptions {
+  /** Between health pings (and the longest reconnect backoff). */
+  healthIntervalMs: number;
+  /** Bound of connect, list and ping requests. */
+  requestTimeoutMs: number;
+  onState(state: ConnectionState): void;
+  log: Logger;
+}
+
+/** Removes every secret value from `text` and bounds its length. */
+export function redact(text: string, secrets: Iterable<string>): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join('[redacted]');
+  return out.length <= MAX_UPSTREAM_ERROR_LENGTH ? out : `${out.slice(0, MAX_UPSTREAM_ERROR_LENGTH - 1)}…`;
+}
+
+/** A reason and a readable sentence for a failure to connect, list or ping. */
+export function classify(err: unknown): { reason: UpstreamReason; message: string } {
+  if (err instanceof SdkHttpError && (err.status === 401 || err.status === 403)) {
+    return {
+      reason: UpstreamReasons.Unauthorized,
+      message: `The upstream refused the gateway's credentials (HTTP ${err.status}); check the Secrets named in headers and bearerTokenSecretRef.`,
+    };
+  }
+  const e = err as { message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const cause = e?.cause ? `: ${String(e.cause.code ?? e.cause.message ?? '')}` : '';
+  return { reason: UpstreamReasons.Unreachable, message: `${String(e?.message ?? err)}${cause}` };
+}
+
+/** Keeps a tool only if its shape is sane; bounds what an upstream can make the gateway hold. */
+function sanitize(tools: readonly Tool[]): Tool[] {
+  return tools
+    .filter((t) => typeof t.name === 'string' && t.name.length > 0 && t.name.length <= 128)
+    .slice(0, MAX_TOOLS_PER_SERVER)
+    .map((t) => ({
+      ...t,
+      ...(typeof t.description === 'string' && { description: t.description.slice(0, MAX_DESCRIPTION_CHARS) }),
+      inputSchema: typeof t.inputSchema === 'object' && t.inputSchema !== null ? t.inputSchema : { type: 'object' },
+    }));
+}
+
+export class UpstreamConnection {
+  private client: Client | undefined;
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private backoffMs = 1000;
+  private current: ConnectionState = { ready: false, reason: UpstreamReasons.Connecting, tools: [] };
+  /** Bumped on every (re)connect, so callbacks of an old client change nothing. */
+  private epoch = 0;
+
+  constructor(
+    readonly name: string,
+    private readonly target: ConnectionTarget,
+    private readonly opts: ConnectionOptions,
+  ) {}
+
+  get state(): ConnectionState {
+    return this.current;
+  }
+
+  start(): void {
+    void this.connect();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.epoch++;
+    clearTimeout(this.timer);
+    await this.closeClient();
+  }
+
+  /** Calls a tool on the connected upstream; see UpstreamRegistry.call for the error contract. */
+  async call(tool: string, args: Record<string, unknown>, timeoutMs: number, signal?: AbortSignal): Promise<CallToolResult> {
+    const client = this.client;
+    if (!client || !this.current.ready) {
+      throw new UpstreamError(
+        'not_ready',
+        `Upstream ${this.name} is not connected (${this.current.reason}${this.current.error ? `: ${this.current.error}` : ''}). Retry later.`,
+      );
+    }
+    try {
+      return await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, ...(signal && { signal }) });
+    } catch (err) {
+      if (signal?.aborted) throw new UpstreamError('aborted', `The call of ${this.name}.${tool} was cancelled.`, { cause: err });
+      if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
+        throw new UpstreamError('timeout', `${this.name}.${tool} did not answer within ${timeoutMs} ms.`, { cause: err });
+      }
+      // A transport failure may mean the upstream went away: check now rather than at the next ping.
+      if (!(err instanceof SdkError && err.code === SdkErrorCode.InvalidResult)) this.checkSoon();
+      throw new UpstreamError('upstream_failed', `${this.name}.${tool} failed: ${this.redact(classify(err).message)}`, { cause: err });
+    }
+  }
+
+  private redact(text: string): string {
+    return redact(text, Object.values(this.target.headers));
+  }
+
+  private setState(next: ConnectionState): void {
+    this.current = next;
+    this.opts.onState(next);
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    const epoch = ++this.epoch;
+    await this.closeClient();
+    // stop() (or another reconnect) may have come while the old client closed.
+    if (this.stopped || epoch !== this.epoch) return;
+    const client = new Client(
+      { name: 'codemode-operator', version: '0.1.0' },
+      {
+        versionNegotiation: { mode: 'auto' },
+        listMaxPages: 100,
+        listChanged: {
+          tools: {
+            onChanged: (err, tools) => {
+              if (epoch !== this.epoch) return;
+              if (err || !tools) return this.fail(epoch, err ?? new Error('tools/list after list_changed returned nothing'));
+              this.loaded(tools);
+            },
+          },
+        },
+      },
+    );
+    client.onclose = () => {
+      if (epoch === this.epoch && this.current.ready) this.fail(epoch, new Error('The connection to the upstream closed'));
+    };
+    this.client = client;
+    try {
+      const transport = new StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } } });
+      await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
+      const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
+      if (epoch !== this.epoch) {
+        // Superseded while connecting: this client is nobody's any more.
+        if (this.client !== client) await client.close().catch(() => undefined);
+        return;
+      }
+      this.backoffMs = 1000;
+      this.loaded(tools);
+      this.schedule(epoch, this.opts.healthIntervalMs, () => this.health(epoch));
+    } catch (err) {
+      this.fail(epoch, err);
+    }
+  }
+
+  private loaded(tools: readonly Tool[]): void {
+    const kept = sanitize(tools);
+    if (kept.length < tools.length) this.opts.log.warn({ upstream: this.name, listed: tools.length, kept: kept.length }, 'Cut the tool catalog of an upstream');
+    this.setState({ ready: true, reason: UpstreamReasons.CatalogLoaded, tools: kept, refreshedAt: new Date() });
+  }
+
+  private async health(epoch: number): Promise<void> {
+    try {
+      await this.client?.ping({ timeout: this.opts.requestTimeoutMs });
+      if (epoch !== this.epoch) return;
+      this.schedule(epoch, this.opts.healthIntervalMs, () => this.health(epoch));
+    } catch (err) {
+      this.fail(epoch, err);
+    }
+  }
+
+  /** A call failed at the transport: ping at once (a failed ping reconnects). */
+  private checkSoon(): void {
+    const epoch = this.epoch;
+    if (this.current.ready) this.schedule(epoch, 0, () => this.health(epoch));
+  }
+
+  private fail(epoch: number, err: unknown): void {
+    if (epoch !== this.epoch || this.stopped) return;
+    const { reason, message } = classify(err);
+    const error = this.redact(message);
+    this.opts.log.warn({ upstream: this.name, reason, err: error, retryInMs: this.backoffMs }, 'Upstream MCP server not reachable; reconnecting');
+    this.setState({ ready: false, reason, error, tools: [], ...(this.current.refreshedAt && { refreshedAt: this.current.refreshedAt }) });
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, Math.max(1000, Math.min(MAX_BACKOFF_MS, this.opts.healthIntervalMs)));
+    this.epoch++;
+    const next = this.epoch;
+    void this.closeClient();
+    this.schedule(next, delay, () => this.connect());
+  }
+
+  private schedule(epoch: number, ms: number, fn: () => Promise<void>): void {
+    if (epoch !== this.epoch || this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (epoch === this.epoch && !this.stopped) void fn();
+    }, ms);
+    this.timer.unref();
+  }
+
+  private async closeClient(): Promise<void> {
+    const c = this.client;
+    this.client = undefined;
+    if (!c) return;
+    c.onclose = undefined;
+    await c.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,88 @@
+// Ranked search over the tools of all upstreams: BM25 (minisearch's BM25+) over weighted fields —
+// the name counts most, then the title, then the description — with prefix and light fuzzy
+// matching, so "create issue" finds create_issue and "issues" finds list_issues. Rebuilt whenever
+// a catalog changes (thousands of tools index in milliseconds); filtered per caller at query time.
+import MiniSearch from 'minisearch';
+import { toolSignature } from './signature.js';
+import type { ToolSignature, UpstreamTool } from './types.js';
+
+export const DEFAULT_SEARCH_LIMIT = 10;
+export const MAX_SEARCH_LIMIT = 50;
+
+/** Words that carry no meaning in a tool query ("echo a message" → echo, message). */
+const STOP_WORDS = new Set(['a', 'an', 'and', 'the', 'to', 'of', 'for', 'in', 'on', 'with', 'by', 'from', 'or', 'is', 'it', 'me', 'my', 'all', 'this', 'that']);
+
+/** Splits snake_case, kebab-case, dotted and camelCase names and ordinary text into words. */
+export function tokenize(text: string): string[] {
+  return text
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((t) => t !== '');
+}
+
+function processTerm(term: string): string | null {
+  const t = term.toLowerCase();
+  return STOP_WORDS.has(t) ? null : t;
+}
+
+interface Doc {
+  id: string;
+  server: string;
+  name: string;
+  title: string;
+  description: string;
+}
+
+export class ToolSearch {
+  private readonly index: MiniSearch<Doc>;
+  private readonly byId = new Map<string, UpstreamTool>();
+
+  constructor(tools: Iterable<UpstreamTool>) {
+    this.index = new MiniSearch<Doc>({
+      fields: ['name', 'title', 'description', 'server'],
+      tokenize,
+      processTerm,
+      searchOptions: {
+        boost: { name: 4, title: 2, description: 1, server: 1 },
+        prefix: (term) => term.length >= 3,
+        fuzzy: (term) => (term.length >= 5 ? 0.2 : false),
+        combineWith: 'OR',
+      },
+    });
+    const docs: Doc[] = [];
+    for (const t of tools) {
+      const id = `${t.server}\u0000${t.name}`;
+      if (this.byId.has(id)) continue;
+      this.byId.set(id, t);
+      docs.push({ id, server: t.server, name: t.name, title: t.title ?? '', description: t.description ?? '' });
+    }
+    this.index.addAll(docs);
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /**
+   * The best `limit` tools for `query` among `servers`, best first (ties by server and name, so
+   * equal queries give equal answers). An empty query lists tools by name.
+   */
+  search(query: string, servers: ReadonlySet<string>, limit = DEFAULT_SEARCH_LIMIT): ToolSignature[] {
+    const n = Math.max(1, Math.min(limit, MAX_SEARCH_LIMIT));
+    const wanted = [...this.byId.values()].filter((t) => servers.has(t.server));
+    if (query.trim() === '') {
+      return wanted
+        .sort((a, b) => a.server.localeCompare(b.server) || a.name.localeCompare(b.name))
+        .slice(0, n)
+        .map((t) => toolSignature(t, 0));
+    }
+    const hits = this.index.search(query, { filter: (r) => servers.has(this.byId.get(r.id as string)?.server ?? '') });
+    return hits
+      .map((h) => ({ tool: this.byId.get(h.id as string), score: h.score }))
+      .filter((h): h is { tool: UpstreamTool; score: number } => h.tool !== undefined)
+      .sort((a, b) => b.score - a.score || a.tool.server.localeCompare(b.tool.server) || a.tool.name.localeCompare(b.tool.name))
+      .slice(0, n)
+      .map((h) => toolSignature(h.tool, Math.round(h.score * 1000) / 1000));
+  }
+}

@@ -1,0 +1,257 @@
+// Keeps the registry in step with the UpstreamServers of the namespace: one informer, the Secrets
+// they name, one warm connection per upstream (rebuilt when its URL or header values change), and
+// the status the leader replica writes. Level-based: every event re-derives one server's state
+// from the cache, so the order of events does not matter.
+import { createHash } from 'node:crypto';
+import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
+import type { Tool } from '@modelcontextprotocol/client';
+import type { Logger } from 'pino';
+import {
+  API_VERSION,
+  GROUP,
+  UPSTREAMSERVER_KIND,
+  UPSTREAMSERVER_PLURAL,
+  UpstreamReasons,
+  VERSION,
+  parseUpstreamServer,
+  type UpstreamServer,
+  type UpstreamServerStatus,
+} from '../api/v1alpha1/index.js';
+import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
+import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import { UpstreamConnection, type ConnectionState } from './connection.js';
+import { ToolFilter } from './policy.js';
+import { Upstreams } from './registry.js';
+import { resolveRef, SecretCache } from './secrets.js';
+import { computeStatus, sameStatus, type Observation } from './status.js';
+import type { UpstreamTool } from './types.js';
+
+export const UPSTREAM_FIELD_MANAGER = 'codemode-gateway-upstreams';
+
+export interface UpstreamWatcherDeps {
+  clients: KubeClients;
+  namespace: string;
+  log: Logger;
+  healthIntervalMs: number;
+  requestTimeoutMs: number;
+  /** Only the leader writes status (replicas may see an upstream differently for a moment). */
+  isLeader(): boolean;
+  /** Readiness per server for a gauge (undefined: the server is gone). */
+  onReady?(server: string, ready: boolean | undefined): void;
+}
+
+interface Live {
+  fingerprint: string;
+  connection: UpstreamConnection;
+}
+
+function toTools(server: string, tools: readonly Tool[], filter: ToolFilter): UpstreamTool[] {
+  return tools
+    .filter((t) => filter.allows(t.name))
+    .map((t) => ({
+      server,
+      name: t.name,
+      ...(t.title !== undefined && { title: t.title }),
+      ...(t.description !== undefined && { description: t.description }),
+      inputSchema: t.inputSchema as Record<string, unknown>,
+      ...(t.outputSchema !== undefined && { outputSchema: t.outputSchema as Record<string, unknown> }),
+      ...(t.annotations !== undefined && { annotations: t.annotations as Record<string, unknown> }),
+    }));
+}
+
+export class UpstreamWatcher {
+  readonly registry = new Upstreams();
+  private readonly informer: ResilientInformer<KubernetesObject>;
+  private readonly secrets: SecretCache;
+  private readonly live = new Map<string, Live>();
+  private readonly observed = new Map<string, Observation>();
+  private resync: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly d: UpstreamWatcherDeps) {
+    const ns = d.namespace;
+    this.informer = new ResilientInformer<KubernetesObject>(
+      d.clients.kc,
+      `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${UPSTREAMSERVER_PLURAL}`,
+      (cont) =>
+        d.clients.custom.listNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural: UPSTREAMSERVER_PLURAL,
+          limit: LIST_PAGE_SIZE,
+          _continue: cont,
+        }) as Promise<KubernetesListObject<KubernetesObject>>,
+      d.log.child({ informer: 'upstreamservers' }),
+      { transform: withoutManagedFields },
+    );
+    this.secrets = new SecretCache(d.clients.kc, d.clients.core, ns, d.log.child({ component: 'upstream-secrets' }), () => this.reconcileAll());
+    this.informer.onChange((o) => this.reconcile(o.metadata?.name ?? ''));
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.informer.start();
+    this.reconcileAll();
+    // A replica that becomes leader writes what it sees; unchanged statuses cost no write.
+    this.resync = setInterval(() => this.writeAll(), Math.max(1000, this.d.healthIntervalMs));
+    this.resync.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.resync);
+    await this.informer.stop();
+    await Promise.all([...this.live.values()].map((l) => l.connection.stop()));
+    this.live.clear();
+    await this.secrets.stop();
+  }
+
+  private reconcileAll(): void {
+    const names = new Set([...this.informer.list(this.d.namespace).map((o) => o.metadata?.name ?? ''), ...this.live.keys(), ...this.observed.keys()]);
+    for (const name of names) this.reconcile(name);
+  }
+
+  private reconcile(name: string): void {
+    if (this.stopped || name === '') return;
+    const obj = this.informer.get(name, this.d.namespace);
+    if (!obj || obj.metadata?.deletionTimestamp) return this.forget(name);
+    const parsed = parseUpstreamServer(obj);
+    this.secrets.retain(this.secretNames());
+    if (!parsed.ok) return this.observe(name, undefined, { kind: 'invalid', message: parsed.message });
+    const server = parsed.server;
+    const spec = server.spec;
+    // The bearer token comes last: it wins over a header of the same name.
+    const refs = [
+      ...(spec.headers ?? []).map((h) => ({ header: h.name, ref: h.secretKeyRef, prefix: '' })),
+      ...(spec.bearerTokenSecretRef ? [{ header: 'Authorization', ref: spec.bearerTokenSecretRef, prefix: 'Bearer ' }] : []),
+    ];
+    const headers: Record<string, string> = {};
+    for (const { header, ref, prefix } of refs) {
+      const r = resolveRef(ref, this.secrets.get(ref.name));
+      if (!r.ok) return this.observe(name, server, r.pending ? { kind: 'waiting' } : { kind: 'secret-missing', message: r.message });
+      headers[header] = `${prefix}${r.value}`;
+    }
+    // Any spec change (a new generation) or new header values: connect afresh and list the catalog again.
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([server.metadata.generation, spec.url, Object.entries(headers).sort()]))
+      .digest('hex');
+    let live = this.live.get(name);
+    if (live?.fingerprint !== fingerprint) {
+      void live?.connection.stop();
+      const connection = new UpstreamConnection(
+        name,
+        { url: spec.url, headers },
+        {
+          healthIntervalMs: this.d.healthIntervalMs,
+          requestTimeoutMs: this.d.requestTimeoutMs,
+          onState: () => this.reconcile(name),
+          log: this.d.log,
+        },
+      );
+      live = { fingerprint, connection };
+      this.live.set(name, live);
+      connection.start();
+    }
+    const state = live.connection.state;
+    this.observe(name, server, connectionObservation(state, toTools(name, state.tools, new ToolFilter(spec.tools)).length), live.connection, state);
+  }
+
+  /** Publishes one server's view to the registry and writes its status. */
+  private observe(name: string, server: UpstreamServer | undefined, o: Observation, connection?: UpstreamConnection, state?: ConnectionState): void {
+    if (!connection) {
+      const old = this.live.get(name);
+      this.live.delete(name);
+      void old?.connection.stop();
+    }
+    this.observed.set(name, o);
+    const spec = server?.spec;
+    const filter = new ToolFilter(spec?.tools);
+    const ready = o.kind === 'connection' && o.ready;
+    this.registry.set({
+      name,
+      // An invalid spec has no readable access list: nobody may use it.
+      access: spec ? spec.access : { users: ['\u0000nobody'] },
+      filter,
+      callTimeoutMs: (spec?.callTimeoutSeconds ?? 60) * 1000,
+      ready,
+      reason: computeStatus(undefined, undefined, o, new Date(0)).conditions?.[0]?.reason ?? UpstreamReasons.Connecting,
+      ...(!ready && { message: o.kind === 'connection' ? (o.error ?? 'Connecting.') : o.kind === 'waiting' ? 'Reading Secrets.' : o.message }),
+      tools: ready && state ? toTools(name, state.tools, filter) : [],
+      ...(connection && {
+        call: (tool: string, args: Record<string, unknown>, timeoutMs: number, signal?: AbortSignal) => connection.call(tool, args, timeoutMs, signal),
+      }),
+    });
+    this.d.onReady?.(name, ready);
+    void this.writeStatus(name);
+  }
+
+  private forget(name: string): void {
+    const live = this.live.get(name);
+    this.live.delete(name);
+    this.observed.delete(name);
+    void live?.connection.stop();
+    this.registry.delete(name);
+    this.d.onReady?.(name, undefined);
+    this.secrets.retain(this.secretNames());
+  }
+
+  private secretNames(): Set<string> {
+    const names = new Set<string>();
+    for (const o of this.informer.list(this.d.namespace)) {
+      const spec = (o as { spec?: { headers?: Array<{ secretKeyRef?: { name?: unknown } }>; bearerTokenSecretRef?: { name?: unknown } } }).spec;
+      for (const h of spec?.headers ?? []) if (typeof h.secretKeyRef?.name === 'string') names.add(h.secretKeyRef.name);
+      if (typeof spec?.bearerTokenSecretRef?.name === 'string') names.add(spec.bearerTokenSecretRef.name);
+    }
+    return names;
+  }
+
+  private writeAll(): void {
+    for (const name of this.observed.keys()) void this.writeStatus(name);
+  }
+
+  /** Leader only; skipped when unchanged; guarded by resourceVersion (a newer copy re-triggers us). */
+  private async writeStatus(name: string): Promise<void> {
+    const o = this.observed.get(name);
+    const obj = this.informer.get(name, this.d.namespace) as (KubernetesObject & { status?: UpstreamServerStatus }) | undefined;
+    if (!o || !obj || this.stopped || !this.d.isLeader()) return;
+    const next = computeStatus(obj.status, obj.metadata?.generation, o, new Date());
+    if (sameStatus(obj.status, next)) return;
+    try {
+      await this.d.clients.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: this.d.namespace,
+          plural: UPSTREAMSERVER_PLURAL,
+          name,
+          body: {
+            apiVersion: API_VERSION,
+            kind: UPSTREAMSERVER_KIND,
+            metadata: { name, namespace: this.d.namespace, resourceVersion: obj.metadata?.resourceVersion },
+            status: next,
+          },
+          fieldManager: UPSTREAM_FIELD_MANAGER,
+          force: true,
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+      );
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) return;
+      this.d.log.warn({ upstream: name, err: apiErrorMessage(err) }, 'Failed to write the status of an UpstreamServer');
+    }
+  }
+}
+
+function connectionObservation(state: ConnectionState, toolCount: number): Observation {
+  return {
+    kind: 'connection',
+    ready: state.ready,
+    reason: state.reason,
+    ...(state.error !== undefined && { error: state.error }),
+    toolCount,
+    ...(state.refreshedAt && { refreshedAt: state.refreshedAt }),
+  };
+}

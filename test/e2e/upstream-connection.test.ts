@@ -1,0 +1,123 @@
+// UpstreamConnection against a real MCP server built with the official SDK (v1 line, stateful
+// Streamable HTTP, as most deployed servers are) in this process: the catalog follows
+// notifications/tools/list_changed, a slow tool hits the call timeout, a tool error stays a
+// result, and a server that restarts is reconnected to. No cluster needed.
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { UpstreamConnection, type ConnectionState } from '../../src/upstreams/connection.js';
+import { UpstreamError } from '../../src/upstreams/types.js';
+import { until } from './helpers/kube.js';
+
+/** A stateful SDK server; every session's McpServer gets the tools `extra` lists too. */
+function startSdkServer(port = 0): Promise<{ server: Server; port: number; servers: McpServer[]; addTool(name: string): void }> {
+  const servers: McpServer[] = [];
+  const extra: string[] = [];
+  const transports = new Map<string, StreamableHTTPServerTransport>();
+  const build = (): McpServer => {
+    const s = new McpServer({ name: 'sdk-upstream', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+    s.registerTool('echo', { description: 'Echoes back the input string', inputSchema: { message: z.string() } }, ({ message }) => ({
+      content: [{ type: 'text', text: message }],
+    }));
+    s.registerTool('slow', { description: 'Sleeps for a while', inputSchema: {} }, async () => {
+      await new Promise((r) => setTimeout(r, 5_000));
+      return { content: [{ type: 'text', text: 'late' }] };
+    });
+    s.registerTool('fail', { description: 'Always fails', inputSchema: {} }, () => ({ content: [{ type: 'text', text: 'it broke' }], isError: true }));
+    for (const name of extra) s.registerTool(name, { description: `Added later: ${name}`, inputSchema: {} }, () => ({ content: [] }));
+    servers.push(s);
+    return s;
+  };
+  const server = createServer((req, res) => {
+    void (async (): Promise<void> => {
+      const sid = req.headers['mcp-session-id'];
+      let t = typeof sid === 'string' ? transports.get(sid) : undefined;
+      if (!t) {
+        if (sid) {
+          res.writeHead(404).end();
+          return;
+        }
+        const transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (id) => void transports.set(id, transport),
+        });
+        await build().connect(transport);
+        t = transport;
+      }
+      await t.handleRequest(req, res);
+    })().catch(() => res.destroy());
+  });
+  return new Promise((resolve) =>
+    server.listen(port, '127.0.0.1', () =>
+      resolve({
+        server,
+        port: (server.address() as AddressInfo).port,
+        servers,
+        addTool(name: string): void {
+          extra.push(name);
+          for (const s of servers) s.registerTool(name, { description: `Added later: ${name}`, inputSchema: {} }, () => ({ content: [] }));
+        },
+      }),
+    ),
+  );
+}
+
+let sdk: Awaited<ReturnType<typeof startSdkServer>>;
+let conn: UpstreamConnection;
+const states: ConnectionState[] = [];
+
+beforeAll(async () => {
+  sdk = await startSdkServer();
+  conn = new UpstreamConnection(
+    'sdk',
+    { url: `http://127.0.0.1:${sdk.port}/mcp`, headers: {} },
+    { healthIntervalMs: 500, requestTimeoutMs: 3_000, onState: (s) => void states.push(s), log: pino({ level: 'silent' }) },
+  );
+  conn.start();
+  await until(() => conn.state.ready, 30_000, 'connected');
+});
+
+afterAll(async () => {
+  await conn?.stop();
+  sdk?.server.closeAllConnections();
+  await new Promise<void>((r) => sdk?.server.close(() => r()));
+});
+
+const names = (): string[] => conn.state.tools.map((t) => t.name).sort();
+
+describe('UpstreamConnection against an SDK server', () => {
+  it('lists the catalog and follows notifications/tools/list_changed', async () => {
+    expect(names()).toEqual(['echo', 'fail', 'slow']);
+    sdk.addTool('added_later');
+    await until(() => names().includes('added_later'), 30_000, 'the new tool after list_changed');
+  });
+
+  it('calls a tool, keeps a tool error as a result, and times out a slow call', async () => {
+    expect(await conn.call('echo', { message: 'hi' }, 5_000)).toMatchObject({ content: [{ type: 'text', text: 'hi' }] });
+    expect(await conn.call('fail', {}, 5_000)).toMatchObject({ isError: true, content: [{ type: 'text', text: 'it broke' }] });
+    const err = await conn.call('slow', {}, 200).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UpstreamError);
+    expect((err as UpstreamError).code).toBe('timeout');
+    const aborted = await conn.call('slow', {}, 5_000, AbortSignal.timeout(100)).catch((e: unknown) => e);
+    expect((aborted as UpstreamError).code).toBe('aborted');
+  });
+
+  it('notices a server that went away and reconnects when it is back', async () => {
+    const port = sdk.port;
+    sdk.server.closeAllConnections();
+    await new Promise<void>((r) => sdk.server.close(() => r()));
+    await until(() => !conn.state.ready, 30_000, 'not ready after the server stopped');
+    expect(conn.state.reason).toBe('Unreachable');
+    expect(conn.state.error).toMatch(/ECONNREFUSED|fetch failed|closed/i);
+    const notReady = await conn.call('echo', { message: 'x' }, 1_000).catch((e: unknown) => e);
+    expect((notReady as UpstreamError).code).toBe('not_ready');
+    sdk = await startSdkServer(port);
+    await until(() => conn.state.ready, 30_000, 'ready after the server came back');
+    expect(names()).toEqual(['echo', 'fail', 'slow']);
+  });
+});

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { ToolFilter } from '../../../src/upstreams/policy.js';
+import { Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
+import { UpstreamError, type UpstreamTool } from '../../../src/upstreams/types.js';
+
+const tool = (server: string, name: string): UpstreamTool => ({ server, name, description: `${name} things`, inputSchema: { type: 'object' } });
+
+function entry(name: string, over: Partial<UpstreamEntry> = {}): UpstreamEntry & { calls: Array<[string, number]> } {
+  const calls: Array<[string, number]> = [];
+  return {
+    name,
+    access: undefined,
+    filter: new ToolFilter({ deny: ['delete_*'] }),
+    callTimeoutMs: 60_000,
+    ready: true,
+    reason: 'CatalogLoaded',
+    tools: [tool(name, 'echo'), tool(name, 'get_issue')],
+    calls,
+    call: async (t, _args, timeoutMs) => {
+      calls.push([t, timeoutMs]);
+      return { content: [{ type: 'text', text: 'ok' }] };
+    },
+    ...over,
+  };
+}
+
+function registry(): { r: Upstreams; open: ReturnType<typeof entry>; team: ReturnType<typeof entry> } {
+  const r = new Upstreams();
+  const open = entry('open');
+  const team = entry('team', { access: { groups: ['dev'] }, callTimeoutMs: 5_000 });
+  r.set(open);
+  r.set(team);
+  r.set(entry('down', { ready: false, reason: 'Unreachable', message: 'fetch failed', tools: [] }));
+  return { r, open, team };
+}
+
+const alice = { user: 'alice', groups: ['dev'] };
+const bob = { user: 'bob' };
+
+async function codeOf(p: Promise<unknown> | (() => unknown)): Promise<string | undefined> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+    return undefined;
+  } catch (err) {
+    return err instanceof UpstreamError ? err.code : String(err);
+  }
+}
+
+describe('Upstreams (the registry)', () => {
+  it('lists only the servers a caller may use', () => {
+    const { r } = registry();
+    expect(r.servers(alice).map((s) => s.name)).toEqual(['down', 'open', 'team']);
+    expect(r.servers(bob).map((s) => s.name)).toEqual(['down', 'open']);
+    expect(r.servers(bob).find((s) => s.name === 'down')).toMatchObject({ ready: false, reason: 'Unreachable', message: 'fetch failed', toolCount: 0 });
+  });
+
+  it.each<[string, () => ReturnType<typeof registry>['r'], string]>([
+    ['a server the caller may not use looks like none', () => registry().r, 'team'],
+    ['a server that does not exist', () => registry().r, 'nope'],
+  ])('%s', async (_name, make, server) => {
+    expect(await codeOf(make().call(bob, server, 'echo', {}))).toBe('unknown_server');
+    expect(await codeOf(() => make().catalog(bob, server))).toBe('unknown_server');
+    expect(await codeOf(() => make().describe(bob, server, 'echo', 'name'))).toBe('unknown_server');
+  });
+
+  it.each([
+    ['denied by the spec', 'open', 'delete_repo', 'tool_denied'],
+    ['not in the catalog', 'open', 'nothing', 'unknown_tool'],
+    ['server not ready', 'down', 'echo', 'not_ready'],
+  ])('refuses a call: %s', async (_name, server, t, code) => {
+    expect(await codeOf(registry().r.call(alice, server, t, {}))).toBe(code);
+  });
+
+  it('calls with the shorter of the two timeouts', async () => {
+    const { r, open, team } = registry();
+    await r.call(alice, 'open', 'echo', {}, { timeoutMs: 1_000 });
+    await r.call(alice, 'team', 'echo', {}, { timeoutMs: 30_000 });
+    await r.call(alice, 'open', 'echo', {});
+    expect(open.calls).toEqual([
+      ['echo', 1_000],
+      ['echo', 60_000],
+    ]);
+    expect(team.calls).toEqual([['echo', 5_000]]);
+  });
+
+  it('does not call when the signal is already aborted', async () => {
+    const { r, open } = registry();
+    expect(await codeOf(r.call(alice, 'open', 'echo', {}, { signal: AbortSignal.abort() }))).toBe('aborted');
+    expect(open.calls).toEqual([]);
+  });
+
+  it('searches only the ready servers a caller may use, and tells listeners of changes', () => {
+    const { r } = registry();
+    expect(r.search(bob, 'echo').map((h) => h.server)).toEqual(['open']);
+    expect(r.search(alice, 'echo').map((h) => h.server)).toEqual(['open', 'team']);
+    expect(r.search(alice, 'echo', { servers: ['team'] }).map((h) => h.server)).toEqual(['team']);
+    let told = 0;
+    r.onChange(() => told++);
+    r.delete('open');
+    expect(told).toBe(1);
+    expect(r.search(alice, 'echo').map((h) => h.server)).toEqual(['team']);
+  });
+
+  it('describes a tool at each level', () => {
+    const { r } = registry();
+    expect(r.describe(alice, 'open', 'echo', 'name')).toEqual({ level: 'name', server: 'open', name: 'echo' });
+    expect(r.describe(alice, 'open', 'echo', 'summary')).toMatchObject({ summary: 'echo things', signature: '()' });
+  });
+});

@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { ToolSearch, tokenize } from '../../../src/upstreams/search.js';
+import type { UpstreamTool } from '../../../src/upstreams/types.js';
+
+describe('tokenize', () => {
+  it.each([
+    ['create_issue', ['create', 'issue']],
+    ['get-tiny-image', ['get', 'tiny', 'image']],
+    ['listPullRequests', ['list', 'Pull', 'Requests']],
+    ['HTTPRequest', ['HTTP', 'Request']],
+    ['Echo a message.', ['Echo', 'a', 'message']],
+  ])('%s', (text, expected) => {
+    expect(tokenize(text)).toEqual(expected);
+  });
+});
+
+const tool = (server: string, name: string, description: string): UpstreamTool => ({ server, name, description, inputSchema: { type: 'object' } });
+const catalog = [
+  tool('everything', 'echo', 'Echoes back the input string'),
+  tool('everything', 'get-sum', 'Returns the sum of two numbers'),
+  tool('everything', 'get-tiny-image', 'Returns a tiny MCP logo image'),
+  tool('everything', 'trigger-long-running-operation', 'Demonstrates a long running operation with progress updates'),
+  tool('github', 'create_issue', 'Create a new issue in a GitHub repository'),
+  tool('github', 'list_issues', 'List issues in a GitHub repository with filters'),
+  tool('github', 'get_issue', 'Get the details of one issue'),
+  tool('github', 'create_pull_request', 'Open a pull request'),
+  tool('jira', 'create_ticket', 'Create a Jira issue (ticket) in a project'),
+];
+const all = new Set(['everything', 'github', 'jira']);
+
+describe('ToolSearch ranking', () => {
+  const index = new ToolSearch(catalog);
+
+  it.each<[string, string]>([
+    ['echo a message', 'everything.echo'],
+    ['add two numbers', 'everything.get-sum'],
+    ['create an issue', 'github.create_issue'],
+    ['list issues', 'github.list_issues'],
+    ['pull request', 'github.create_pull_request'],
+    ['image', 'everything.get-tiny-image'],
+    ['progress', 'everything.trigger-long-running-operation'],
+    ['ticket', 'jira.create_ticket'],
+    ['issus', 'github.list_issues'],
+  ])('%s → %s first', (query, expected) => {
+    const [first] = index.search(query, all);
+    expect(`${first?.server}.${first?.name}`).toBe(expected);
+  });
+
+  it('searches only the given servers', () => {
+    expect(index.search('create issue', new Set(['jira'])).map((h) => h.server)).toEqual(['jira']);
+    expect(index.search('create issue', new Set())).toEqual([]);
+  });
+
+  it('bounds the results and orders equal queries equally', () => {
+    expect(index.search('issue', all, 2)).toHaveLength(2);
+    expect(index.search('issue', all)).toEqual(index.search('issue', all));
+  });
+
+  it('lists tools by name for an empty query', () => {
+    expect(index.search('  ', new Set(['github']), 2).map((h) => h.name)).toEqual(['create_issue', 'create_pull_request']);
+  });
+
+  it('returns signatures, not schemas', () => {
+    const [hit] = index.search('echo', all);
+    expect(hit).toEqual({ server: 'everything', name: 'echo', summary: 'Echoes back the input string', signature: '()', score: expect.any(Number) });
+  });
+});
