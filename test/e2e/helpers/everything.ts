@@ -1,14 +1,10 @@
-// The reference "everything" MCP server (npm @modelcontextprotocol/server-everything), run as a
-// local process over Streamable HTTP, and an UpstreamCaller on a real MCP client connected to it:
-// the upstream side of code mode for tests, until the registry of UpstreamServers (src/upstreams)
-// is plugged into the operator. The operator under test runs in this process, so the caller is
-// handed to startOperator directly.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+// An UpstreamCaller on a real MCP client connected to the reference "everything" server (started
+// by ./upstream.ts): the upstream side of code mode handed straight to the broker, for tests of
+// the broker itself (what reached the server, by tool). The full path through UpstreamServers and
+// the gateway's registry is tested in upstreams.test.ts.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { ToolInfo, UpstreamCaller, UpstreamResult } from '../../../src/codemode/types.js';
+import { startEverything as startServer } from './upstream.js';
 
 export interface Everything {
   caller: UpstreamCaller;
@@ -17,46 +13,11 @@ export interface Everything {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function waitForListening(proc: ChildProcess, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let log = '';
-    const timer = setTimeout(() => reject(new Error(`the everything server did not start: ${log.slice(-500)}`)), timeoutMs);
-    proc.stderr?.on('data', (c: Buffer) => {
-      log += c.toString();
-      if (/listening on port/i.test(log)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the everything server exited (${code}): ${log.slice(-500)}`));
-    });
-  });
-}
-
 /** Starts the server under `name` and connects a client; stop() ends both. */
 export async function startEverything(name = 'everything'): Promise<Everything> {
-  const pkg = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/package.json');
-  const port = await freePort();
-  const proc = spawn(process.execPath, [join(dirname(pkg), 'dist/index.js'), 'streamableHttp'], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  await waitForListening(proc, 30_000);
+  const server = await startServer();
   const client = new Client({ name: 'codemode-e2e-upstream', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(server.url)));
   const tools: ToolInfo[] = (await client.listTools()).tools.map((t) => ({
     name: t.name,
     ...(t.description !== undefined && { description: t.description }),
@@ -77,7 +38,7 @@ export async function startEverything(name = 'everything'): Promise<Everything> 
     reached,
     async stop(): Promise<void> {
       await client.close().catch(() => undefined);
-      proc.kill('SIGTERM');
+      await server.kill();
     },
   };
 }
