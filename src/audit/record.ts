@@ -13,6 +13,9 @@ import {
   type Owner,
   type RunPhase,
   type SandboxRunStatus,
+  type ToolCallCounts,
+  type ToolCallsStatus,
+  toolCallsStatus,
 } from '../api/v1alpha1/index.js';
 import { prefixWithinUtf8 } from '../api/v1alpha1/storage.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
@@ -33,6 +36,8 @@ export interface AuditOutcome {
   stdoutBytes: number;
   stderrBytes: number;
   truncated: boolean;
+  /** Nested tool calls of the call (code mode), as status.toolCalls. */
+  toolCalls?: ToolCallsStatus;
 }
 
 /** What the writer keeps of a call until it is written: bounded (the code is cut at enqueue time). */
@@ -61,7 +66,7 @@ export interface AuditCall {
   code: string;
   startedMs: number;
   endedMs: number;
-  outcome: AuditOutcome;
+  outcome: Omit<AuditOutcome, 'toolCalls'> & { toolCalls?: ToolCallCounts };
 }
 
 /** The entry to keep for a finished call: the code cut to AUDIT_CODE_MAX_BYTES right away. */
@@ -89,6 +94,7 @@ export function auditEntry(c: AuditCall): AuditEntry {
       ...(o.reason !== undefined && { reason: o.reason }),
       ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
       ...(o.durationMs !== undefined && { durationMs: Math.max(0, Math.round(o.durationMs)) }),
+      ...(o.toolCalls !== undefined && o.toolCalls.calls > 0 && { toolCalls: toolCallsStatus(o.toolCalls) }),
     },
   };
 }

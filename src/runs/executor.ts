@@ -16,11 +16,12 @@ import {
   SANDBOXRUN_KIND,
   isTerminalPhase,
   normalizeLanguage,
+  toolCallsStatus,
   type Runtime,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import type { CallHandler, KernelConnections } from '../exec/kernel.js';
+import type { KernelConnections } from '../exec/kernel.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
@@ -35,7 +36,7 @@ import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
 import { callInSession } from './session-call.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
-import type { ExecutionPath, OutputChunk, RunOutcome } from './types.js';
+import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './types.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
@@ -138,11 +139,12 @@ export class RunExecutor {
   }
 
   /**
-   * Starts (or joins) the execution of a run. Idempotent per run UID. `onCall` answers the code's
-   * nested tool calls (code mode) when the run lands in a warm pod, whose kernel carries them; a
-   * cold pod's runner has no channel for them (the program cannot import codemode there).
+   * Starts (or joins) the execution of a run. Idempotent per run UID. `calls` answers the code's
+   * nested tool calls (code mode) when the run lands in a warm pod, whose kernel carries them (a
+   * cold pod's runner has no channel for them: the program cannot import codemode there), and
+   * their counts go into the final status.
    */
-  execute(run: SandboxRun, onCall?: CallHandler): Promise<RunOutcome> {
+  execute(run: SandboxRun, calls?: NestedCalls): Promise<RunOutcome> {
     const uid = run.metadata.uid ?? '';
     const existing = this.executions.get(uid);
     if (existing) return existing.promise;
@@ -151,7 +153,7 @@ export class RunExecutor {
     if (isTerminalPhase(run.status?.phase) || run.status?.startTime !== undefined) return Promise.resolve(this.record.outcome(run, run.status ?? {}));
     const output = new EventEmitter();
     output.setMaxListeners(0);
-    const promise = this.run(run, output, onCall).finally(() => {
+    const promise = this.run(run, output, calls).finally(() => {
       this.executions.delete(uid);
       output.removeAllListeners();
     });
@@ -183,7 +185,7 @@ export class RunExecutor {
     };
   }
 
-  private async run(run: SandboxRun, output: EventEmitter, onCall?: CallHandler): Promise<RunOutcome> {
+  private async run(run: SandboxRun, output: EventEmitter, calls?: NestedCalls): Promise<RunOutcome> {
     const { opts } = this.d;
     const ns = this.record.namespaceOf(run);
     const name = run.metadata.name;
@@ -199,7 +201,7 @@ export class RunExecutor {
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run);
-      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel', onCall);
+      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel', calls);
       const podName = podNameForRun(name);
       const creating = performance.now();
       const pod = await this.createPod(run, podName, log);
@@ -261,7 +263,7 @@ export class RunExecutor {
     log: Logger,
     started: number,
     via: 'runner' | 'kernel',
-    onCall?: CallHandler,
+    calls?: NestedCalls,
   ): Promise<RunOutcome> {
     const startTime = new Date();
     let finished = false;
@@ -282,13 +284,17 @@ export class RunExecutor {
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed =
       via === 'kernel'
-        ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, onCall)
+        ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls?.handle)
         : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
     this.d.metrics?.output?.(executed.captured.stdoutBytes, executed.captured.stderrBytes);
-    const status = this.record.fit(run, completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }));
+    const toolCalls = calls?.summary();
+    const status = this.record.fit(run, {
+      ...completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }),
+      ...(toolCalls && toolCalls.calls > 0 && { toolCalls: toolCallsStatus(toolCalls) }),
+    });
     this.settle(
       run,
       (async () => {

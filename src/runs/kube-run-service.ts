@@ -125,7 +125,7 @@ export class KubeRunService implements RunService {
     // calls reach a warm pod's kernel (a cold pod has no channel for them). The deadline counts
     // from here, so pod start-up shortens the time tools may take, never lengthens it.
     const done = this.executor
-      .execute(run, tools && ((frame) => tools.handle(frame)))
+      .execute(run, tools)
       .then((outcome) => withToolCalls(outcome, tools))
       .finally(() => tools?.close());
     // The slot is held until the run's pod is gone, even when the caller stops waiting.

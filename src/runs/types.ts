@@ -2,6 +2,7 @@
 // The gateway never talks to Kubernetes directly for a run: it asks a RunService.
 import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
 import type { CallSummary } from '../codemode/broker.js';
+import type { CallHandler } from '../exec/kernel.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
 export interface ExecuteRequest {
@@ -69,6 +70,12 @@ export interface RunOutcome {
   message?: string;
   /** Nested tool calls the code made (code mode), when it made any. */
   toolCalls?: CallSummary;
+}
+
+/** Code mode for one run: answers its code's nested tool calls and counts them (src/codemode RunCalls). */
+export interface NestedCalls {
+  handle: CallHandler;
+  summary(): CallSummary;
 }
 
 export interface RunService {

@@ -2,6 +2,7 @@
 // server (the reference "everything" server, over Streamable HTTP) through the gateway's broker,
 // over the kernel's exec stream. Policy, limits, cuts and the counts in the result.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { startEverything, type Everything } from './helpers/everything.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
@@ -47,6 +48,8 @@ async function toolError(call: string, extra: Record<string, unknown> = {}): Pro
   expect(sc(r).phase, JSON.stringify(r.content)).toBe('Succeeded');
   return String(sc(r).result);
 }
+
+let warmRun = '';
 
 describe('code mode against the everything server', () => {
   it('discovers, calls and unwraps results; counts the calls in the result', async () => {
@@ -144,6 +147,30 @@ describe('code mode against the everything server', () => {
     expect(sc(r).phase, JSON.stringify(r.content)).toBe('Succeeded');
     expect(sc(r).stdout).toBe('True Echo: warm\n');
     expect(sc(r).tool_calls).toMatchObject({ calls: 1, errors: 0 });
+    warmRun = String(sc(r).run);
+  });
+
+  it("keeps the counts in the run's status and in a session call's audit record", async () => {
+    const runs = async (): Promise<SandboxRun[]> =>
+      ((await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL })) as { items: SandboxRun[] })
+        .items;
+    const expected = { calls: 1, errors: 0, servers: [{ name: 'everything', calls: 1, errors: 0 }] };
+    // The final status is written after the reply.
+    await until(
+      async () => (await runs()).some((r) => r.metadata.name === warmRun && r.status?.toolCalls !== undefined),
+      30_000,
+      'the warm run status with toolCalls',
+    );
+    expect((await runs()).find((r) => r.metadata.name === warmRun)?.status?.toolCalls).toMatchObject(expected);
+    // The session calls above made tool calls: their audit records (spec.session) count them too.
+    await until(
+      async () => (await runs()).some((r) => r.spec.session !== undefined && (r.status?.toolCalls?.calls ?? 0) > 0),
+      30_000,
+      'an audit record with toolCalls',
+    );
+    const records = (await runs()).filter((r) => r.spec.session !== undefined && r.status?.toolCalls !== undefined);
+    for (const r of records) expect(r.status?.toolCalls?.calls).toBeGreaterThan(0);
+    expect(JSON.stringify(records.map((r) => r.status))).not.toMatch(/Echo:/);
   });
 
   it('counts calls in codemode_upstream_calls_total by server and outcome', async () => {

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
   API_VERSION,
+  MAX_TOOL_CALL_SERVERS,
+  SandboxRunStatusSchema,
+  toolCallsStatus,
   CONDITION_COMPLETE,
   CONDITION_READY,
   GROUP,
@@ -158,5 +161,42 @@ describe('parseSandboxRun', () => {
     if (result.ok) throw new Error('expected failure');
     expect(result.message).toContain('spec.code');
     expect(result.message).toContain('spec.language');
+  });
+});
+
+describe('toolCallsStatus', () => {
+  const many = Object.fromEntries(Array.from({ length: MAX_TOOL_CALL_SERVERS + 5 }, (_, i) => [`s${String(i).padStart(2, '0')}`, { calls: i, errors: 0 }]));
+  it.each<[string, Parameters<typeof toolCallsStatus>[0], ReturnType<typeof toolCallsStatus>]>([
+    ['no servers named', { calls: 0, errors: 0, upstreamWaitMs: 0, servers: {} }, { calls: 0, errors: 0, upstreamWaitMs: 0 }],
+    [
+      'servers busiest first, ties by name; the wait rounded',
+      { calls: 4, errors: 1, upstreamWaitMs: 12.6, servers: { b: { calls: 1, errors: 0 }, a: { calls: 1, errors: 1 }, c: { calls: 2, errors: 0 } } },
+      {
+        calls: 4,
+        errors: 1,
+        upstreamWaitMs: 13,
+        servers: [
+          { name: 'c', calls: 2, errors: 0 },
+          { name: 'a', calls: 1, errors: 1 },
+          { name: 'b', calls: 1, errors: 0 },
+        ],
+      },
+    ],
+    [
+      'a negative wait (clock skew) as 0',
+      { calls: 1, errors: 0, upstreamWaitMs: -3, servers: { a: { calls: 1, errors: 0 } } },
+      { calls: 1, errors: 0, upstreamWaitMs: 0, servers: [{ name: 'a', calls: 1, errors: 0 }] },
+    ],
+  ])('%s', (_name, counts, expected) => {
+    expect(toolCallsStatus(counts)).toEqual(expected);
+    expect(SandboxRunStatusSchema.safeParse({ toolCalls: expected }).success).toBe(true);
+  });
+
+  it(`keeps the ${MAX_TOOL_CALL_SERVERS} busiest servers, and the status validates`, () => {
+    const s = toolCallsStatus({ calls: 2000, errors: 0, upstreamWaitMs: 1, servers: many });
+    expect(s.servers).toHaveLength(MAX_TOOL_CALL_SERVERS);
+    expect(s.servers?.[0]?.name).toBe(`s${MAX_TOOL_CALL_SERVERS + 4}`);
+    expect(s.servers?.some((x) => x.name === 's00')).toBe(false);
+    expect(SandboxRunStatusSchema.safeParse({ toolCalls: s }).success).toBe(true);
   });
 });

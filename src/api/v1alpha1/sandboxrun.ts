@@ -135,6 +135,48 @@ export type SandboxRunSpecInput = z.input<typeof SandboxRunSpecSchema>;
 const count = z.int().min(0);
 const timestamp = z.iso.datetime({ offset: true }).max(64);
 
+/** Upstream servers listed by name in status.toolCalls; a run calling more keeps the busiest. */
+export const MAX_TOOL_CALL_SERVERS = 50;
+
+export const ToolCallsStatusSchema = z
+  .object({
+    calls: count.describe('Tool calls the code made to upstream MCP servers (code mode), refused ones included.'),
+    errors: count.describe('Of those, calls that failed: refused, timed out, over a limit, or an error from the tool.'),
+    upstreamWaitMs: count.describe('Milliseconds during which at least one call was waiting on an upstream (part of durationMs).'),
+    servers: z
+      .array(
+        z
+          .object({
+            name: z.string().min(1).max(253).describe('The UpstreamServer, or "(denied)" for calls naming a server the run may not use.'),
+            calls: count.describe('Tool calls to this server.'),
+            errors: count.describe('Of those, calls that failed.'),
+          })
+          .describe('The calls to one upstream server.'),
+      )
+      .max(MAX_TOOL_CALL_SERVERS)
+      .optional()
+      .meta({ description: 'Calls and errors per upstream server.', 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['name'] }),
+  })
+  .describe("Nested tool calls from the run's code (code mode): counts only, never arguments or results.");
+export type ToolCallsStatus = z.infer<typeof ToolCallsStatusSchema>;
+
+/** What a run's nested calls amounted to, as the broker counts them (src/codemode CallSummary). */
+export interface ToolCallCounts {
+  calls: number;
+  errors: number;
+  upstreamWaitMs: number;
+  servers: Record<string, { calls: number; errors: number }>;
+}
+
+/** Pure: the counts as status.toolCalls — servers by name, the busiest MAX_TOOL_CALL_SERVERS. */
+export function toolCallsStatus(c: ToolCallCounts): ToolCallsStatus {
+  const servers = Object.entries(c.servers)
+    .sort(([a, x], [b, y]) => y.calls - x.calls || a.localeCompare(b))
+    .slice(0, MAX_TOOL_CALL_SERVERS)
+    .map(([name, v]) => ({ name, calls: v.calls, errors: v.errors }));
+  return { calls: c.calls, errors: c.errors, upstreamWaitMs: Math.max(0, Math.round(c.upstreamWaitMs)), ...(servers.length > 0 && { servers }) };
+}
+
 export const SandboxRunStatusSchema = z.object({
   phase: RunPhaseSchema.optional().describe('Lifecycle phase: Pending, Running, Succeeded, Failed or TimedOut. The last three are terminal.'),
   conditions: z
@@ -163,6 +205,7 @@ export const SandboxRunStatusSchema = z.object({
   durationMs: count.optional().describe('Execution time of the code in milliseconds.'),
   reason: z.string().max(MAX_REASON_LENGTH).optional().describe('Stable CamelCase reason of the current phase, e.g. NonZeroExit or OOMKilled.'),
   message: z.string().max(MAX_MESSAGE_LENGTH).optional().describe('Human-readable explanation of the current phase.'),
+  toolCalls: ToolCallsStatusSchema.optional(),
 });
 export type SandboxRunStatus = z.infer<typeof SandboxRunStatusSchema>;
 
