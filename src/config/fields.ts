@@ -124,6 +124,10 @@ function imageField(env: string, runtime: string) {
   );
 }
 
+/** How a result is written into a tool reply's text (src/gateway/tools/result-format.ts). */
+export const RESULT_FORMATS = ['text', 'json', 'toon'] as const;
+export type ResultFormat = (typeof RESULT_FORMATS)[number];
+
 export const FIELDS = {
   namespace: field(
     {
@@ -688,6 +692,17 @@ export const FIELDS = {
       allowed: 'an integer from 1 to 300',
     },
     int(1, 300),
+  ),
+  // --- What search_tools writes into its reply's text (issue 11: compact text, TOON where it pays) ---
+  resultFormat: field(
+    {
+      env: 'CODEMODE_RESULT_FORMAT',
+      default: 'text',
+      description:
+        "How search_tools writes its results into the reply's text (structuredContent is JSON either way): text, one signature per line; json, compact JSON; toon, TOON where the results form a uniform table and compact JSON otherwise. A call may ask for another with its format argument.",
+      allowed: 'text, json or toon',
+    },
+    z.enum(RESULT_FORMATS),
   ),
 };
 

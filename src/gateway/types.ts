@@ -14,12 +14,13 @@ import type { UpstreamRegistry } from '../upstreams/types.js';
  * (DNS-rebinding protection), the timeout applied when the agent sends none and the largest it may
  * ask for, the largest code, the most messages in one JSON-RPC batch.
  */
-export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'>;
+export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'> &
+  Partial<Pick<Config, 'resultFormat'>>;
 
 /** The gateway's settings out of a loaded Config (or anything that has them). */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {
-  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize } = config;
-  return { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize };
+  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize, resultFormat } = config;
+  return { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize, ...(resultFormat && { resultFormat }) };
 }
 
 export interface GatewayDeps {

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { decode } from '@toon-format/toon';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from '../../src/api/v1alpha1/index.js';
@@ -175,6 +176,19 @@ describe('UpstreamServer against the reference everything server', () => {
     expect(image.map((h) => h.name)).not.toContain('get-tiny-image');
     const toggles = await search(alice, { query: 'toggle simulated logging', servers: ['everything'] });
     expect(toggles.filter((h) => h.name.startsWith('toggle-'))).toEqual([]);
+  });
+
+  it('writes the results as TOON when asked (a uniform table), decoding to the structured results', async () => {
+    const client = await mcp(alice);
+    try {
+      const r = await client.callTool({ name: 'search_tools', arguments: { query: 'echo a message', limit: 3, servers: ['everything'], format: 'toon' } });
+      const text = (r.content as Array<{ text: string }>)[0]?.text ?? '';
+      const results = (r.structuredContent as { results: unknown[] }).results;
+      expect(text).toMatch(/^\[\d+\]\{server,name,summary,signature,score\}:/);
+      expect(decode(text)).toEqual(results);
+    } finally {
+      await client.close();
+    }
   });
 
   it('shows a user only the upstreams they may use (search and the capability resource)', async () => {

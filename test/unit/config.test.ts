@@ -76,6 +76,7 @@ describe('loadConfig defaults', () => {
       toolBytesPerRun: 8388608,
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
+      resultFormat: 'text',
     } satisfies Config);
   });
 
@@ -132,6 +133,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_TOOL_RESULT_MAX_BYTES', '2048', { toolResultMaxBytes: 2048 }],
     ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
     ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
+    ['CODEMODE_RESULT_FORMAT', 'toon', { resultFormat: 'toon' }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
@@ -159,7 +161,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(69);
+    expect(envs).toHaveLength(70);
   });
 });
 
@@ -169,6 +171,7 @@ describe('loadConfig errors', () => {
     ['CODEMODE_SANDBOX_IMAGE', 'has space', 'must be a container image reference'],
     ['CODEMODE_IMAGE_PYTHON', '-bad', 'must be a container image reference'],
     ['CODEMODE_IMAGE_PULL_POLICY', 'Sometimes', 'must be one of "Always", "IfNotPresent", "Never"'],
+    ['CODEMODE_RESULT_FORMAT', 'yaml', 'must be one of "text", "json", "toon"'],
     ['CODEMODE_DEFAULT_TIMEOUT_SECONDS', '0', 'must be at least 1'],
     ['CODEMODE_MAX_TIMEOUT_SECONDS', '3601', 'must be at most 3600'],
     ['CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS', '5', 'must be at least 10'],

@@ -138,4 +138,6 @@
   value: {{ include "codemode.envValue" .Values.config.upstreamHealthIntervalSeconds }}
 - name: CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS
   value: {{ include "codemode.envValue" .Values.config.upstreamRequestTimeoutSeconds }}
+- name: CODEMODE_RESULT_FORMAT
+  value: {{ include "codemode.envValue" .Values.config.resultFormat }}
 {{- end }}

@@ -8,7 +8,9 @@ import type { UpstreamRegistry, UpstreamServerInfo } from '../../upstreams/types
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
+import { RESULT_FORMATS } from '../../config/fields.js';
 import { okResult } from './result.js';
+import { formatRows } from './result-format.js';
 
 export const CAPABILITIES_URI = 'codemode://upstreams';
 
@@ -48,6 +50,7 @@ export function capabilitySummary(servers: readonly UpstreamServerInfo[]): strin
 export function registerSearchTools(server: ToolRegistry, deps: GatewayDeps): void {
   const upstreams = deps.upstreams;
   if (!upstreams) return;
+  const defaultFormat = deps.options.resultFormat ?? 'text';
   server.registerTool(
     'search_tools',
     {
@@ -62,6 +65,10 @@ export function registerSearchTools(server: ToolRegistry, deps: GatewayDeps): vo
           .describe('What you want to do, in words.'),
         limit: z.int().min(1).max(MAX_SEARCH_LIMIT).default(10).describe(`Most results (1-${MAX_SEARCH_LIMIT}, default 10).`),
         servers: z.array(z.string().min(1).max(253)).max(64).optional().describe('Only these upstream servers (default: all you may use).'),
+        format: z
+          .enum(RESULT_FORMATS)
+          .optional()
+          .describe(`How the results are written: text (one signature per line), json, or toon (a compact table). Default: ${defaultFormat}.`),
       }),
       outputSchema: z.object({ results: z.array(HitSchema) }),
       annotations: { title: 'Search upstream tools', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
@@ -69,13 +76,15 @@ export function registerSearchTools(server: ToolRegistry, deps: GatewayDeps): vo
     (args, ctx) => {
       const caller = callerOf(ctx);
       const results = upstreams.search(caller, args.query, { limit: args.limit, ...(args.servers && { servers: args.servers }) });
-      return okResult(searchText(upstreams, caller, results), { results });
+      const text =
+        results.length === 0 ? noResults(upstreams, caller) : formatRows(results, args.format ?? defaultFormat, () => results.map(signatureLine).join('\n'));
+      return okResult(text, { results });
     },
   );
 }
 
-function searchText(upstreams: UpstreamRegistry, caller: ReturnType<typeof callerOf>, results: ReturnType<UpstreamRegistry['search']>): string {
-  if (results.length > 0) return results.map(signatureLine).join('\n');
+/** Why a search found nothing: no servers, none ready, or no match. */
+function noResults(upstreams: UpstreamRegistry, caller: ReturnType<typeof callerOf>): string {
   const servers = upstreams.servers(caller);
   if (servers.length === 0) return 'No upstream MCP servers are available to you on this gateway.';
   const ready = servers.filter((s) => s.ready).map((s) => s.name);
