@@ -8,6 +8,7 @@ import type { PodFloorSample } from './floor.js';
 import type { MachineInfo } from './machine.js';
 import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
 import type { BackToBack } from './back-to-back.js';
+import type { CodeModeResult } from './codemode.js';
 import type { HostileResult } from './hostile.js';
 import type { ProbeResult } from './rss.js';
 import type { StorageRow } from './storage.js';
@@ -47,6 +48,8 @@ export interface Results {
   storage: StorageRow[] | string;
   /** Back-to-back warm calls with the default, demand-sized pool. */
   backToBack: BackToBack | string;
+  /** Nested tool calls from sandbox code against the same call from the gateway (bench/codemode.ts). */
+  codeMode: CodeModeResult | string;
   profile: {
     cold?: PhaseProfile;
     warm?: PhaseProfile;
@@ -82,6 +85,7 @@ export function computeRatios(r: Results): Record<string, number | null> {
     coldVsPodFloor: ratio(median(r.cold), median(r.rawPodFloor)),
     throughput16VsRawExec16: ratio(level(r.throughput, 'executeCode', 16)?.runsPerSecond, level(r.throughput, 'rawExec', 16)?.runsPerSecond),
     sessionThroughput16VsRawExec16: ratio(level(r.throughput, 'session', 16)?.runsPerSecond, level(r.throughput, 'rawExec', 16)?.runsPerSecond),
+    nestedCallVsDirect: typeof r.codeMode === 'string' ? null : ratio(r.codeMode.nested.ms.median, r.codeMode.direct.ms.median),
   };
 }
 
@@ -298,6 +302,30 @@ export function tableRows(r: Results): Cell[][] {
     rssSessionsRow(r.rss100Sessions),
     ...hostileRows(r.hostile),
     ...storageRows(r.storage),
+    ...codeModeRows(r.codeMode, q.nestedCallVsDirect),
+  ];
+}
+
+function codeModeRows(c: Results['codeMode'], vs: number | null | undefined): Cell[][] {
+  const target = '≤ 1.2× direct';
+  if (typeof c === 'string') return [notMeasured('nested tool call from sandbox code', c, target)];
+  const tokenRow = (name: string, v: number): Cell[] => [name, v, '', '', '1', '', '', '', ''];
+  return [
+    latencyRow('tool call from the gateway process (echo, warm client)', c.direct, undefined, 'floor'),
+    latencyRow(
+      `nested tool call from sandbox code (echo, in a session; +${(c.nested.ms.median - c.direct.ms.median).toFixed(1)} ms)`,
+      c.nested,
+      vs,
+      target,
+      atMost(vs, 1.2),
+    ),
+    ['nested tool calls per second, one session', '', '', '', '', `${c.callsPerSecond}/s`, '', '', ''],
+    tokenRow(`context tokens: the upstream's tools/list (${c.tokens.upstreamTools} tools)`, c.tokens.upstreamToolsList),
+    tokenRow('context tokens: a synthetic 500-tool tools/list', c.tokens.synthetic500ToolsList),
+    tokenRow("context tokens: the gateway's tools/list in code mode (any catalog)", c.tokens.gatewayToolsList),
+    tokenRow(`search_tools answer, ${c.searchTokens.hits} hits: tokens as text lines`, c.searchTokens.text),
+    tokenRow(`search_tools answer, ${c.searchTokens.hits} hits: tokens as compact JSON`, c.searchTokens.json),
+    tokenRow(`search_tools answer, ${c.searchTokens.hits} hits: tokens as TOON`, c.searchTokens.toon),
   ];
 }
 

@@ -3,6 +3,7 @@
 // written to bench/results/. Everything runs in throwaway bench-* namespaces that are deleted at
 // the end (also on Ctrl-C). BENCH_SCALE, BENCH_ONLY, BENCH_CONCURRENCY: see bench/env.ts.
 import { backToBackSection } from './back-to-back.js';
+import { codeModeSection } from './codemode.js';
 import { loadSettings } from './env.js';
 import { testKube } from '../test/e2e/helpers/kube.js';
 import { Namespaces, failed, log, stopAll, type BenchContext } from './context.js';
@@ -43,6 +44,10 @@ async function sections(ctx: BenchContext): Promise<void> {
     }
   }
   if (s.sections.has('hostile')) await hostileSection(ctx);
+  if (s.sections.has('codemode')) {
+    ctx.r.codeMode = await codeModeSection(ctx);
+    await stopAll(ctx);
+  }
 }
 
 async function main(): Promise<void> {
@@ -66,6 +71,7 @@ async function main(): Promise<void> {
     storage: skipped('storage'),
     hostile: skipped('hostile'),
     backToBack: skipped('backtoback'),
+    codeMode: skipped('codemode'),
     profile: {},
     ratios: {},
   };

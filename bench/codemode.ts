@@ -1,0 +1,149 @@
+// Code mode (issue 11): one nested tool call's round trip measured inside sandbox code, against
+// the same call made directly from the gateway process to the upstream (its registry's warm MCP
+// client); nested calls per second from one session; and the context an agent pays for tools —
+// the upstream's own tools/list against the gateway's (code mode lists no upstream tool), counted
+// with a real tokenizer (gpt-tokenizer, o200k_base), for the everything server and a synthetic
+// catalog of 500 tools. The upstream is the reference "everything" server, declared as an
+// UpstreamServer, so the nested path is the real one: kernel → exec stream → broker → registry.
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { encode } from 'gpt-tokenizer';
+import { GROUP, UPSTREAMSERVER_PLURAL, VERSION } from '../src/api/v1alpha1/index.js';
+import { formatRows } from '../src/gateway/tools/result-format.js';
+import { signatureLine } from '../src/upstreams/signature.js';
+import { until } from '../test/e2e/helpers/kube.js';
+import { connect, startOperator } from '../test/e2e/helpers/operator.js';
+import { startEverything } from '../test/e2e/helpers/upstream.js';
+import { failed, latency, log, type BenchContext } from './context.js';
+import { scaled } from './env.js';
+import type { Latency } from './report.js';
+
+export interface CodeModeResult {
+  /** The same echo call from the gateway process (its warm client to the upstream). */
+  direct: Latency;
+  /** One echo call timed inside the sandbox program, in a session. */
+  nested: Latency;
+  /** Nested calls per second, one program in one session calling back to back. */
+  callsPerSecond: number;
+  tokens: { upstreamToolsList: number; gatewayToolsList: number; synthetic500ToolsList: number; upstreamTools: number };
+  /** Tokens of one search_tools answer (10 hits) written as text lines, compact JSON and TOON. */
+  searchTokens: { hits: number; text: number; json: number; toon: number };
+}
+
+/** Tokens of what a tools/list result puts in an agent's context (the tools as JSON). */
+const tokens = (tools: unknown): number => encode(JSON.stringify(tools)).length;
+
+/** A plausible catalog of 500 tools: 25 services × 20 operations, 2–6 typed parameters each. */
+export function syntheticCatalog(): unknown[] {
+  const services = Array.from({ length: 25 }, (_, i) => `service${i + 1}`);
+  const verbs = ['list', 'get', 'create', 'update', 'delete', 'search', 'archive', 'restore', 'assign', 'comment'];
+  const nouns = ['items', 'projects'];
+  return services.flatMap((svc) =>
+    verbs.flatMap((verb) =>
+      nouns.map((noun, n) => {
+        const params = 2 + ((verb.length + n) % 5);
+        const properties = Object.fromEntries(
+          Array.from({ length: params }, (_, p) => [
+            `${noun.slice(0, -1)}_field_${p}`,
+            { type: p % 3 === 0 ? 'integer' : 'string', description: `The ${noun.slice(0, -1)}'s field number ${p} used by ${verb}.` },
+          ]),
+        );
+        return {
+          name: `${svc}_${verb}_${noun}`,
+          description: `${verb[0]?.toUpperCase()}${verb.slice(1)} ${noun} in ${svc}. Returns the affected ${noun} with their identifiers, owners and timestamps; fails when the caller lacks access.`,
+          inputSchema: { type: 'object', properties, required: Object.keys(properties).slice(0, 1) },
+        };
+      }),
+    ),
+  );
+}
+
+const NESTED_PROGRAM = (n: number): string => `import json, time
+from codemode import mcp
+for _ in range(5):
+    mcp.everything.echo(message="x")
+ms = []
+for _ in range(${n}):
+    t0 = time.perf_counter()
+    mcp.everything.echo(message="x")
+    ms.append((time.perf_counter() - t0) * 1000)
+t0 = time.perf_counter()
+for _ in range(${n}):
+    mcp.everything.echo(message="x")
+print(json.dumps({"ms": ms, "perSecond": ${n} / (time.perf_counter() - t0)}))
+`;
+
+async function toolsList(url: string, headers: Record<string, string> = {}): Promise<unknown[]> {
+  const client = new Client({ name: 'bench-codemode', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  try {
+    return (await client.listTools()).tools;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function codeModeSection(ctx: BenchContext): Promise<CodeModeResult | string> {
+  const n = scaled(ctx.s, 200, 20);
+  const ns = await ctx.nss.create('bench-codemode');
+  const upstream = await startEverything();
+  ctx.stops.push(() => upstream.kill());
+  try {
+    const op = await startOperator(ns, { CODEMODE_TOOL_CALLS_PER_RUN: '100000' });
+    ctx.stops.push(() => op.stop());
+    await ctx.k.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: UPSTREAMSERVER_PLURAL,
+      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'UpstreamServer', metadata: { name: 'everything' }, spec: { url: upstream.url } },
+    });
+    const registry = op.operator.upstreams;
+    await until(() => registry.servers(undefined).some((s) => s.name === 'everything' && s.ready), 60_000, 'the everything UpstreamServer ready');
+
+    log(`codemode: echo × ${n} from the gateway process (its warm client), then × ${n} from sandbox code in a session`);
+    const direct: number[] = [];
+    for (let i = 0; i < n + 5; i++) {
+      const t0 = performance.now();
+      await registry.call(undefined, 'everything', 'echo', { message: 'x' });
+      if (i >= 5) direct.push(performance.now() - t0);
+    }
+    const client = await connect(op.url, 'current');
+    let nested: { ms: number[]; perSecond: number };
+    try {
+      const created = await client.callTool('create_session', { language: 'python' });
+      const session = created.structuredContent?.session;
+      if (typeof session !== 'string') throw new Error(`create_session failed: ${JSON.stringify(created.content).slice(0, 200)}`);
+      const r = await client.callTool('execute_code', { session, code: NESTED_PROGRAM(n), timeout_seconds: 300 });
+      const stdout = String(r.structuredContent?.stdout ?? '');
+      if (r.isError || !stdout.startsWith('{')) throw new Error(`the nested program failed: ${JSON.stringify(r.content).slice(0, 300)}`);
+      nested = JSON.parse(stdout) as { ms: number[]; perSecond: number };
+      await client.callTool('close_session', { session });
+    } finally {
+      await client.close();
+    }
+
+    const hits = registry.search(undefined, 'get a value from a resource', { limit: 10 });
+    const searchTokens = {
+      hits: hits.length,
+      text: encode(formatRows(hits, 'text', () => hits.map(signatureLine).join('\n'))).length,
+      json: encode(formatRows(hits, 'json', () => '')).length,
+      toon: encode(formatRows(hits, 'toon', () => '')).length,
+    };
+    const upstreamTools = await toolsList(upstream.url);
+    const gatewayTools = await toolsList(op.url);
+    return {
+      direct: latency({ samples: direct, errors: 0 }),
+      nested: latency({ samples: nested.ms, errors: 0 }),
+      callsPerSecond: Math.round(nested.perSecond),
+      tokens: {
+        upstreamToolsList: tokens(upstreamTools),
+        gatewayToolsList: tokens(gatewayTools),
+        synthetic500ToolsList: tokens(syntheticCatalog()),
+        upstreamTools: upstreamTools.length,
+      },
+      searchTokens,
+    };
+  } catch (err) {
+    return failed('codemode', err);
+  }
+}
