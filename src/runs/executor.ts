@@ -284,7 +284,7 @@ export class RunExecutor {
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed =
       via === 'kernel'
-        ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls?.handle)
+        ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls && ((frame) => calls.handle(frame)))
         : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
