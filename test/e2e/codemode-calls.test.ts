@@ -173,6 +173,48 @@ describe('code mode against the everything server', () => {
     expect(JSON.stringify(records.map((r) => r.status))).not.toMatch(/Echo:/);
   });
 
+  it('stays up when the program garbles and floods the tools socket, and the session calls tools afterwards', async () => {
+    // Hostile input on the code-mode channel: what sandbox code writes to tools.sock reaches the
+    // kernel and, framed, the gateway. Malformed headers, a huge declared length, a frame over the
+    // bound, a call over the gateway's 1 MiB call bound, then 300 well-framed requests of no op.
+    const flood = await run(
+      [
+        'import json, os, socket',
+        'path = os.environ["CODEMODE_TOOLS_SOCKET"]',
+        'def send(data):',
+        '    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+        '    s.settimeout(10)',
+        '    try:',
+        '        s.connect(path); s.sendall(data); s.shutdown(socket.SHUT_WR)',
+        '        out = b""',
+        '        while len(out) < 100000:',
+        '            c = s.recv(65536)',
+        '            if not c: break',
+        '            out += c',
+        '        return out',
+        '    except OSError:',
+        '        return b"closed"',
+        '    finally:',
+        '        s.close()',
+        'def framed(obj):',
+        '    b = json.dumps(obj).encode()',
+        '    return b"%d\\n%s" % (len(b), b)',
+        'answers = [send(b"not a frame\\n"), send(b"99999999999999999999\\n"), send(b"%d\\n%s" % (2 << 20, b"x" * (2 << 20)))]',
+        'answers.append(send(framed({"op": "call", "server": "everything", "tool": "echo", "args": {"message": "x" * (1 << 20)}, "callId": "big"})))',
+        'answers += [send(framed({"op": "nope", "callId": "k%d" % i})) for i in range(300)]',
+        'len(answers)',
+      ].join('\n'),
+    );
+    // Every send got an answer or a closed connection: nothing hung.
+    expect(sc(flood).phase, JSON.stringify(flood.content)).toBe('Succeeded');
+    expect(sc(flood).result).toBe('304');
+    // The gateway, the session and its tools still work.
+    const after = await run('from codemode import mcp\nmcp.everything.echo(message="still here")');
+    expect(sc(after).phase, JSON.stringify(after.content)).toBe('Succeeded');
+    expect(sc(after).result).toBe("'Echo: still here'");
+    expect((await fetch(new URL('/healthz', op.url))).status).toBe(200);
+  }, 180_000);
+
   it('counts calls in codemode_upstream_calls_total by server and outcome', async () => {
     const text = await op.metrics?.registry.metrics();
     expect(text).toMatch(/codemode_upstream_calls_total\{server="everything",outcome="ok"\} [1-9]/);
