@@ -248,7 +248,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log: log.child({ controller: 'warmpool' }),
     metrics,
   });
-  executor.setPool(pool, kernels);
+  executor.setPool(pool, kernels, hasKernels ? runtimeGuard : undefined);
   const sessionController = new SandboxSessionController({
     pool,
     clients,

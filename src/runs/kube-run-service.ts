@@ -122,7 +122,7 @@ export class KubeRunService implements RunService {
     }
     // Subscribe before the first output can be produced: execute() only starts the work.
     // This process executes the run it created, so the broker is handed over in memory: nested
-    // calls reach a warm pod's kernel (a cold pod has no channel for them). The deadline counts
+    // calls reach the pod's kernel (warm, or a cold pod started with one: executor.ts). The deadline counts
     // from here, so pod start-up shortens the time tools may take, never lengthens it.
     const done = this.executor
       .execute(run, tools)
