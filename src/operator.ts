@@ -310,6 +310,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log: log.child({ component: 'upstreams' }),
     healthIntervalMs: config.upstreamHealthIntervalSeconds * 1000,
     requestTimeoutMs: config.upstreamRequestTimeoutSeconds * 1000,
+    messageMaxBytes: config.upstreamMessageMaxBytes,
     isLeader: () => poolController.isLeader,
     ...(metrics !== undefined && { onReady: metrics.upstreamReady }),
   });

@@ -76,6 +76,7 @@ describe('loadConfig defaults', () => {
       toolBytesPerRun: 8388608,
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
+      upstreamMessageMaxBytes: 16777216,
       resultFormat: 'text',
     } satisfies Config);
   });
@@ -133,6 +134,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_TOOL_RESULT_MAX_BYTES', '2048', { toolResultMaxBytes: 2048 }],
     ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
     ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
+    ['CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES', '1048576', { upstreamMessageMaxBytes: 1048576 }],
     ['CODEMODE_RESULT_FORMAT', 'toon', { resultFormat: 'toon' }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
@@ -161,7 +163,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(70);
+    expect(envs).toHaveLength(71);
   });
 });
 
