@@ -4,7 +4,7 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml, renderUpstreamServerCrdYaml } from '../src/api/v1alpha1/index.js';
+import { renderSandboxProfileCrdYaml, renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml, renderUpstreamServerCrdYaml } from '../src/api/v1alpha1/index.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -13,6 +13,7 @@ const outputs: Array<{ path: string; render: () => string }> = CRD_DIRS.flatMap(
   { path: resolve(repoRoot, dir, 'codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
   { path: resolve(repoRoot, dir, 'codemode.dev_sandboxsessions.yaml'), render: renderSandboxSessionCrdYaml },
   { path: resolve(repoRoot, dir, 'codemode.dev_upstreamservers.yaml'), render: renderUpstreamServerCrdYaml },
+  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxprofiles.yaml'), render: renderSandboxProfileCrdYaml },
 ]);
 
 async function readIfExists(path: string): Promise<string | undefined> {

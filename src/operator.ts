@@ -27,7 +27,8 @@ import { KernelConnections } from './exec/kernel.js';
 import { findRuntimeDir, readRuntimeFiles } from './sessions/runtime-files.js';
 import { SessionService } from './sessions/service.js';
 import { PoolController } from './controller/pool-controller.js';
-import { WarmPool } from './controller/warm-pool.js';
+import { PoolSet } from './controller/pool-set.js';
+import { ProfileCatalog } from './profiles/catalog.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
@@ -167,9 +168,18 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const podWatcher = new PodWatcher(pods);
   const runtimeDir = findRuntimeDir();
   const sandboxCheck = options.sandboxCheck === false ? undefined : newSandboxChecker(config, clients, podWatcher, policies, runtimeDir, log, metrics);
+  // The kinds of sandbox runs and sessions may ask for (SandboxProfiles, plus the built-in one).
+  const profiles = new ProfileCatalog({
+    clients,
+    namespace: ns,
+    defaults: config,
+    defaultProfile: config.defaultProfile,
+    log: log.child({ component: 'profiles' }),
+  });
   const executor = new RunExecutor({
     clients,
     opts,
+    profiles,
     pods: podWatcher,
     ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
     policies,
@@ -211,13 +221,13 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   if (!hasKernels) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
   const kernels = new KernelConnections(clients.exec);
-  // Without kernels there is no pool: max 0 drains what an earlier version left.
-  const poolBounds = { min: hasKernels ? config.warmPoolMin : 0, max: hasKernels ? config.warmPoolMax : 0 };
-  const pool = new WarmPool({
+  // One pool per profile. Without kernels there is no pool: max 0 drains what an earlier version left.
+  const pools = new PoolSet({
+    profiles,
+    kernelsAvailable: hasKernels,
     kernels,
     clients,
     opts,
-    max: poolBounds.max,
     refillDeferMs: config.warmPoolRefillDeferMs,
     pods,
     policies,
@@ -228,7 +238,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       if (r === 'warm') metrics?.podStarted('warm', seconds);
     },
   });
-  metrics?.watchPool(() => pool.readyPods().length);
+  metrics?.watchPool(() => pools.readyPods().length);
   metrics?.watchSessions(() =>
     sessions
       .list(ns)
@@ -236,21 +246,26 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       .map((s) => (s as { status?: { phase?: string } }).status?.phase),
   );
   const poolController = new PoolController({
-    pool,
+    pools,
+    profiles,
     pods,
     runtime: runtimeGuard,
     clients,
     namespace: ns,
     identity,
-    ...poolBounds,
     resyncMs: config.resyncSeconds * 1000,
     refillDeferMs: config.warmPoolRefillDeferMs,
     log: log.child({ controller: 'warmpool' }),
     metrics,
   });
-  executor.setPool(pool, kernels, hasKernels ? runtimeGuard : undefined);
+  profiles.onChange(() => {
+    pools.sync();
+    poolController.poolsChanged();
+  });
+  executor.setPool(pools, kernels, hasKernels ? runtimeGuard : undefined);
   const sessionController = new SandboxSessionController({
-    pool,
+    pools,
+    profiles,
     clients,
     opts,
     log: log.child({ controller: 'sandboxsession' }),
@@ -296,6 +311,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       maxSessions: config.maxSessions,
       onRefused: (limit) => metrics?.admissionRejected(limit),
       admitSession: (name, owner) => userLimits.admit('session', name, owner),
+      profiles,
     },
     log.child({ component: 'sessions' }),
     policies,
@@ -322,6 +338,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     audit,
     tools,
     events,
+    profiles,
   });
 
   return {
@@ -357,6 +374,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
         );
       });
       await pods.start();
+      // Before any controller: runs and sessions resolve their profile from this cache.
+      await profiles.start();
       // Before any controller: sandboxes wait for the policy (the gate), which needs its cache.
       await policies.start();
       controller.start();
@@ -387,6 +406,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       kernels.closeAll();
       await runs.stop();
       await sessions.stop();
+      await profiles.stop();
       await pods.stop();
       await policies.stop();
     },

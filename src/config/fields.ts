@@ -698,10 +698,23 @@ export const FIELDS = {
       env: 'CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES',
       default: '16777216',
       description:
-        "Largest single message (a JSON answer or one SSE event) the gateway reads from an UpstreamServer; a larger answer fails that call (or that tools/list) with a message saying so, and the gateway never holds more of it. Tool results are then cut further to CODEMODE_TOOL_RESULT_MAX_BYTES before they enter a sandbox.",
+        'Largest single message (a JSON answer or one SSE event) the gateway reads from an UpstreamServer; a larger answer fails that call (or that tools/list) with a message saying so, and the gateway never holds more of it. Tool results are then cut further to CODEMODE_TOOL_RESULT_MAX_BYTES before they enter a sandbox.',
       allowed: 'an integer from 65536 to 268435456',
     },
     int(64 * 1024, 256 * 1024 * 1024),
+  ),
+  // --- Profiles (issue 12) ---
+  defaultProfile: field(
+    {
+      env: 'CODEMODE_DEFAULT_PROFILE',
+      default: 'default',
+      description:
+        "The SandboxProfile of runs and sessions that name none. `default` is built from this gateway's own settings (CODEMODE_IMAGE_*, CODEMODE_DEFAULT_CPU, CODEMODE_WARM_POOL_*, ...) unless a SandboxProfile named default exists; any other name must exist as a SandboxProfile.",
+      allowed: 'a SandboxProfile name: lowercase letters, digits and -, at most 40 characters',
+    },
+    z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$/, { error: 'must be a SandboxProfile name (lowercase letters, digits and -, at most 40 characters)' }),
   ),
   // --- What search_tools writes into its reply's text (issue 11: compact text, TOON where it pays) ---
   resultFormat: field(

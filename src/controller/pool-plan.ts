@@ -2,12 +2,15 @@
 // surplus, or all of them when the pool is drained) and how many to create. The leader applies
 // them; every delete it makes carries the pod's uid and resourceVersion as preconditions.
 import type { V1Pod } from '@kubernetes/client-node';
-import { SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
+import { BUILTIN_PROFILE, LABEL_PROFILE, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
 import { LABEL_POOL, LABEL_POOL_HASH } from '../sandbox/pod.js';
 import { podState } from '../sandbox/pod-state.js';
 
 /** An unclaimed pool pod, any version, not being deleted. */
 export const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'warm' && !p.metadata.deletionTimestamp;
+
+/** The profile a sandbox pod was built from (pods without the label: the built-in one's). */
+export const profileOf = (p: V1Pod): string => p.metadata?.labels?.[LABEL_PROFILE] ?? BUILTIN_PROFILE;
 
 /** A pool pod (any version, claimed or not): it carries the hash of its template. */
 export const isPoolPod = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL_HASH] !== undefined;

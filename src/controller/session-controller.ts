@@ -36,6 +36,8 @@ import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
 import { computeSessionStatus, controllerOwned, sessionStatusChanged } from './session-status.js';
 import { WorkQueue } from './workqueue.js';
+import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
+import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 
 const CONTROLLER = 'sandboxsession';
 
@@ -49,7 +51,10 @@ export interface SessionControllerDeps {
   runtime: RuntimeConfigMapGuard;
   events: EventRecorder;
   metrics?: ControllerMetrics;
-  pool?: WarmPool;
+  /** The warm pools by profile (pool-set.ts): a python session claims from its profile's. */
+  pools?: { pool(profile: string): WarmPool | undefined };
+  /** The profiles sessions may name; without it only the built-in profile (the settings in opts). */
+  profiles?: { resolve(name?: string): ResolvedProfile | ProfileRefusal };
   now?: () => Date;
   /** The sandbox self-check: no session pod starts while code is refused. */
   gate?: Pick<SandboxGate, 'refusal'>;
@@ -140,9 +145,14 @@ export class SandboxSessionController {
         await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.SandboxNotEnforced, message: refused });
         return { requeueAfterMs: exp.remainingMs };
       }
-      pod = await this.claimWarm(session);
+      const profile = this.d.profiles?.resolve(session.spec.profile) ?? builtinProfile(this.d.opts);
+      if (isRefusal(profile)) {
+        await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: `${profile.message} ${profile.hint}` });
+        return { requeueAfterMs: exp.remainingMs };
+      }
+      pod = await this.claimWarm(session, profile.name);
       if (pod?.metadata?.name) podName = pod.metadata.name;
-      else pod = await this.createPod(session, podName);
+      else pod = await this.createPod(session, podName, profile);
     }
 
     const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
@@ -191,8 +201,9 @@ export class SandboxSessionController {
     return problems.length ? `Invalid SandboxSession: ${problems.join('; ')}.` : undefined;
   }
 
-  private async claimWarm(session: SandboxSession): Promise<V1Pod | undefined> {
-    const { opts, pool } = this.d;
+  private async claimWarm(session: SandboxSession, profile: string): Promise<V1Pod | undefined> {
+    const { opts } = this.d;
+    const pool = this.d.pools?.pool(profile);
     const language = kernelLanguage(session.spec.language);
     if (!pool?.enabled || language !== POOL_LANGUAGE) return undefined;
     const owner = {
@@ -207,8 +218,8 @@ export class SandboxSessionController {
     return pool.claim(owner, { [LABEL_SESSION]: runLabelValue(session.metadata.name) }, lifetime + 60);
   }
 
-  private async createPod(session: SandboxSession, podName: string): Promise<V1Pod | undefined> {
-    const { opts } = this.d;
+  private async createPod(session: SandboxSession, podName: string, profile: ResolvedProfile): Promise<V1Pod | undefined> {
+    const opts = { ...this.d.opts, ...profile.shape };
     const ns = session.metadata.namespace ?? opts.namespace;
     const language = kernelLanguage(session.spec.language);
     await this.d.policies.ensure(ns);
@@ -219,8 +230,9 @@ export class SandboxSessionController {
       sandboxPodOptions(opts, {
         image: opts.images[language],
         activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60,
+        profile: profile.name,
       }),
-      kernelCommand(language),
+      kernelCommand(language, { preImport: profile.preImport }),
       this.d.runtime.volume,
     );
     try {

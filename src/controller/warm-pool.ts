@@ -8,8 +8,8 @@ import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
-import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
+import { API_VERSION, LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE, SANDBOXPROFILE_KIND } from '../api/v1alpha1/index.js';
+import { kernelCommand } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { LABEL_POOL, LABEL_POOL_HASH, POOL_LANGUAGE, SANDBOX_CONTAINER, buildPoolPod, sandboxPodOptions } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
@@ -17,7 +17,8 @@ import { parseQuantity } from '../config/quantity.js';
 import type { ResilientInformer } from '../kube/informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { ControllerOptions } from './options.js';
-import { CreateExpectations, isBusyRunPod, isWarm, planPool, poolPodDeadlineSeconds, refillDeferralMs, type RemoveCause } from './pool-plan.js';
+import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
+import { CreateExpectations, isBusyRunPod, isWarm, planPool, poolPodDeadlineSeconds, profileOf, refillDeferralMs, type RemoveCause } from './pool-plan.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { podState } from '../sandbox/pod-state.js';
 
@@ -29,6 +30,10 @@ export const POOL_POD_LIFETIME_SECONDS = 3600;
 export interface WarmPoolDeps {
   clients: KubeClients;
   opts: ControllerOptions;
+  /** The profile whose pool this is (default: the built-in one, made of `opts`). */
+  profile?: ResolvedProfile;
+  /** Smallest pool demand may shrink it to (default 0). */
+  min?: number;
   /** Largest pool; 0 disables claims and drains the pool. */
   max: number;
   /**
@@ -42,11 +47,6 @@ export interface WarmPoolDeps {
   log: Logger;
   /** Told of each claim: warm (with the seconds the claim took) or empty (the caller goes cold). */
   onClaim?: (result: 'warm' | 'empty', seconds: number) => void;
-  /**
-   * When set, this process opens a kernel stream to every ready pool pod of its version ahead of
-   * any claim, so a run that claims one pays no exec set-up (~60 ms) on its path.
-   */
-  kernels?: KernelConnections;
   /** The clock refills judge pod age by (tests fix it); Date.now by default. */
   now?: () => number;
 }
@@ -58,11 +58,18 @@ export function poolSelector(): string {
 /** How long a created pool pod may stay unseen by the informer before it is no longer expected. */
 const EXPECTATION_TTL_MS = 30_000;
 
-/** The pool pod this operator builds: pure, so its hash is the same in every replica of a version. */
-export function poolPodTemplate(opts: ControllerOptions, runtime: RuntimeVolume): V1Pod {
-  const deadline = poolPodDeadlineSeconds({ poolLifetimeSeconds: POOL_POD_LIFETIME_SECONDS, ...opts });
-  const build = sandboxPodOptions(opts, { image: opts.images[POOL_LANGUAGE], activeDeadlineSeconds: deadline });
-  return buildPoolPod(opts.namespace, POOL_LANGUAGE, build, kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime);
+/**
+ * A profile's pool pod as this operator builds it: pure, so its hash is the same in every replica
+ * of a version. A SandboxProfile owns its pool pods (deleting it deletes them; a claim replaces the
+ * owner with the run or session).
+ */
+export function poolPodTemplate(opts: ControllerOptions, runtime: RuntimeVolume, profile: ResolvedProfile = builtinProfile(opts)): V1Pod {
+  const o = { ...opts, ...profile.shape };
+  const deadline = poolPodDeadlineSeconds({ poolLifetimeSeconds: POOL_POD_LIFETIME_SECONDS, ...o });
+  const build = sandboxPodOptions(o, { image: o.images[POOL_LANGUAGE], activeDeadlineSeconds: deadline, profile: profile.name });
+  const owner = profile.uid === undefined ? undefined : { apiVersion: API_VERSION, kind: SANDBOXPROFILE_KIND, name: profile.name, uid: profile.uid };
+  const kernel = kernelCommand(POOL_LANGUAGE, { prestart: true, preImport: profile.preImport });
+  return buildPoolPod(opts.namespace, POOL_LANGUAGE, build, kernel, runtime, owner);
 }
 
 // The API server returns quantities in canonical form (0.5 → 500m): compare values, not strings.
@@ -86,23 +93,25 @@ export class WarmPool {
   private readonly template: V1Pod;
   /** The hash of this operator's pool pods: only these are claimed. */
   readonly hash: string;
+  readonly profile: ResolvedProfile;
 
   constructor(private readonly d: WarmPoolDeps) {
-    this.template = poolPodTemplate(d.opts, d.runtime.volume);
+    this.profile = d.profile ?? builtinProfile(d.opts);
+    this.template = poolPodTemplate(d.opts, d.runtime.volume, this.profile);
     this.hash = this.template.metadata?.labels?.[LABEL_POOL_HASH] ?? '';
-    const kernels = d.kernels;
-    if (!kernels || d.max <= 0) return;
-    d.pods.onChange((p) => {
-      const ns = p.metadata?.namespace;
-      const name = p.metadata?.name;
-      if (ns !== d.opts.namespace || !name || !this.isCurrent(p) || podState(p).kind !== 'ready') return;
-      kernels
-        .get(ns, name, SANDBOX_CONTAINER, POOL_LANGUAGE)
-        .catch((err: unknown) => d.log.debug({ pod: name, err: apiErrorMessage(err) }, 'Could not connect to a pool pod yet'));
-    });
-    d.pods.onDelete((p) => {
-      if (p.metadata?.namespace && p.metadata.name) kernels.drop(p.metadata.namespace, p.metadata.name);
-    });
+  }
+
+  /** The profile's name (pods carry it as LABEL_PROFILE). */
+  get name(): string {
+    return this.profile.name;
+  }
+
+  get min(): number {
+    return Math.min(this.d.min ?? 0, this.d.max);
+  }
+
+  get max(): number {
+    return this.d.max;
   }
 
   get enabled(): boolean {
@@ -115,7 +124,7 @@ export class WarmPool {
    */
   couldServe(p: V1Pod): boolean {
     const labels = p.metadata?.labels ?? {};
-    if (!this.enabled || labels[LABEL_POOL] !== undefined) return false;
+    if (!this.enabled || labels[LABEL_POOL] !== undefined || profileOf(p) !== this.name) return false;
     // Any run may use a pool pod (its kernel starts any language); a session only a python one.
     const fits = labels[LABEL_RUN] !== undefined || (labels[LABEL_SESSION] !== undefined && labels[LABEL_RUNTIME] === POOL_LANGUAGE);
     if (!fits) return false;
@@ -124,7 +133,8 @@ export class WarmPool {
     return !!want && !!got && got.image === want.image && sameQuantities(got.resources?.limits, want.resources?.limits);
   }
 
-  private isCurrent(p: V1Pod): boolean {
+  /** A ready-or-starting unclaimed pod of this pool's version. */
+  isCurrent(p: V1Pod): boolean {
     return isWarm(p) && p.metadata?.labels?.[LABEL_POOL_HASH] === this.hash;
   }
 
@@ -145,8 +155,12 @@ export class WarmPool {
         all.map((p) => p.metadata?.name ?? ''),
         nowMs,
       );
-      const plan = planPool(all, { hash: this.hash, target, nowMs, maxAgeMs: POOL_POD_LIFETIME_SECONDS * 1000, pending });
-      for (const { pod, cause } of plan.remove) await this.delete(pod, cause);
+      // Other profiles' pods are theirs (pods of a profile that is gone: PoolController.orphans).
+      const plan = planPool(
+        all.filter((p) => profileOf(p) === this.name),
+        { hash: this.hash, target, nowMs, maxAgeMs: POOL_POD_LIFETIME_SECONDS * 1000, pending },
+      );
+      for (const { pod, cause } of plan.remove) await deletePoolPod(this.d.clients, pod, cause, this.d.log);
       if (plan.create <= 0) {
         this.shortSince = undefined;
         return undefined;
@@ -169,7 +183,7 @@ export class WarmPool {
       }
       return undefined;
     } catch (err) {
-      this.d.log.warn({ err: apiErrorMessage(err) }, 'Failed to refill the warm pool');
+      this.d.log.warn({ profile: this.name, err: apiErrorMessage(err) }, 'Failed to refill the warm pool');
       return undefined;
     } finally {
       this.refilling = false;
@@ -239,24 +253,24 @@ export class WarmPool {
   readyPods(): V1Pod[] {
     return this.d.pods.list(this.d.opts.namespace).filter((p) => this.isCurrent(p) && podState(p).kind === 'ready');
   }
+}
 
-  /**
-   * Deletes an unclaimed pool pod only if it is still the object the decision was made on (uid
-   * and resourceVersion preconditions): a pod another replica has just claimed is left alone.
-   */
-  private async delete(p: V1Pod, cause: RemoveCause): Promise<void> {
-    const name = p.metadata?.name ?? '';
-    try {
-      await this.d.clients.core.deleteNamespacedPod({
-        namespace: p.metadata?.namespace ?? this.d.opts.namespace,
-        name,
-        gracePeriodSeconds: 0,
-        body: { preconditions: { uid: p.metadata?.uid, resourceVersion: p.metadata?.resourceVersion } },
-      });
-      this.d.log.info({ pod: name, cause }, 'Deleted pool Pod');
-    } catch (err) {
-      if (isConflict(err) || isNotFound(err)) this.d.log.debug({ pod: name, cause }, 'Pool Pod changed or went away before its deletion; left alone');
-      else this.d.log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete pool Pod');
-    }
+/**
+ * Deletes an unclaimed pool pod only if it is still the object the decision was made on (uid
+ * and resourceVersion preconditions): a pod another replica has just claimed is left alone.
+ */
+export async function deletePoolPod(clients: KubeClients, p: V1Pod, cause: RemoveCause, log: Logger): Promise<void> {
+  const name = p.metadata?.name ?? '';
+  try {
+    await clients.core.deleteNamespacedPod({
+      namespace: p.metadata?.namespace ?? '',
+      name,
+      gracePeriodSeconds: 0,
+      body: { preconditions: { uid: p.metadata?.uid, resourceVersion: p.metadata?.resourceVersion } },
+    });
+    log.info({ pod: name, cause }, 'Deleted pool Pod');
+  } catch (err) {
+    if (isConflict(err) || isNotFound(err)) log.debug({ pod: name, cause }, 'Pool Pod changed or went away before its deletion; left alone');
+    else log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete pool Pod');
   }
 }

@@ -18,11 +18,22 @@ export const KERNEL_SOCKET = '/tmp/.codemode/kernel.sock';
 
 /**
  * The kernel the pod runs as its main process. `prestart` (warm pool pods): the python kernel
- * starts an interpreter ahead for the one transient run the pod may serve.
+ * starts an interpreter ahead for the one transient run the pod may serve. `preImport` (a
+ * profile's modules): the python kernel imports them into its session interpreter and the
+ * prestarted one before any code arrives.
  */
-export function kernelCommand(language: KernelLanguage, options: { prestart?: boolean } = {}): string[] {
+export function kernelCommand(language: KernelLanguage, options: { prestart?: boolean; preImport?: readonly string[] } = {}): string[] {
   if (language === 'node') return ['node', `${RUNTIME_MOUNT}/node/kernel.js`, '--socket', KERNEL_SOCKET];
-  return ['python3', `${RUNTIME_MOUNT}/python/kernel.py`, '--socket', KERNEL_SOCKET, '--language', language, ...(options.prestart ? ['--prestart'] : [])];
+  return [
+    'python3',
+    `${RUNTIME_MOUNT}/python/kernel.py`,
+    '--socket',
+    KERNEL_SOCKET,
+    '--language',
+    language,
+    ...(options.prestart ? ['--prestart'] : []),
+    ...(options.preImport?.length ? ['--preimport', options.preImport.join(',')] : []),
+  ];
 }
 
 /** The relay each gateway process execs once per pod to reach the kernel's socket. */

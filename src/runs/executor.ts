@@ -30,6 +30,8 @@ import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
 import { podNameForRun, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
+import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
+import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
@@ -57,6 +59,16 @@ export interface RunMetricsSink {
 export interface PoolClaims {
   readonly enabled: boolean;
   claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
+}
+
+/** The warm pools by profile (src/controller/pool-set.ts). */
+export interface ProfilePools {
+  pool(profile: string): PoolClaims | undefined;
+}
+
+/** The profiles runs may name (src/profiles ProfileCatalog). */
+export interface Profiles {
+  resolve(name?: string): ResolvedProfile | ProfileRefusal;
 }
 
 /** This version's kernels (src/controller/runtime-guard.ts): their ConfigMap, present before a pod mounts it. */
@@ -104,6 +116,8 @@ export interface RunExecutorDeps {
   metrics?: RunMetricsSink;
   /** The sandbox self-check: runs created with kubectl are refused like the gateway's. */
   gate?: Pick<SandboxGate, 'refusal'>;
+  /** The profiles runs may name; without it only the built-in profile (the settings in opts). */
+  profiles?: Profiles;
 }
 
 export class RunExecutor {
@@ -116,7 +130,7 @@ export class RunExecutor {
   /** Runs whose outcome is known here but not yet stored in their status. */
   private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
-  private pool: PoolClaims | undefined;
+  private pools: ProfilePools | undefined;
   private kernelRuntime: KernelRuntime | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {
@@ -135,8 +149,8 @@ export class RunExecutor {
    * (this version has kernels), a cold run whose code may call upstream tools gets a kernel in its
    * own pod too: the kernel's stream is the only channel for those calls.
    */
-  setPool(pool: PoolClaims, kernels: KernelConnections, runtime?: KernelRuntime): void {
-    this.pool = pool;
+  setPool(pools: ProfilePools, kernels: KernelConnections, runtime?: KernelRuntime): void {
+    this.pools = pools;
     this.kernelRuntime = runtime;
     this.inPod.setKernels(kernels);
   }
@@ -186,18 +200,22 @@ export class RunExecutor {
     await Promise.allSettled([...this.settling]);
   }
 
-  private limits(run: SandboxRun): Limits {
+  private limits(run: SandboxRun, opts: RunEngineOptions): Limits {
     return {
-      maxTimeoutSeconds: this.d.opts.maxTimeoutSeconds,
-      memoryLimit: run.spec.resources?.memory ?? this.d.opts.defaultMemory,
-      maxMemory: this.d.opts.maxMemory,
-      workspaceSizeLimit: this.d.opts.workspaceSizeLimit,
-      tmpSizeLimit: this.d.opts.tmpSizeLimit,
+      maxTimeoutSeconds: opts.maxTimeoutSeconds,
+      memoryLimit: run.spec.resources?.memory ?? opts.defaultMemory,
+      maxMemory: opts.maxMemory,
+      workspaceSizeLimit: opts.workspaceSizeLimit,
+      tmpSizeLimit: opts.tmpSizeLimit,
     };
   }
 
+  /** The run's profile (its image, limits and pool), or why it cannot be used. */
+  private profileOf(run: SandboxRun): ResolvedProfile | ProfileRefusal {
+    return this.d.profiles?.resolve(run.spec.profile) ?? builtinProfile({ ...this.d.opts, warmPoolMin: 0, warmPoolMax: 0 });
+  }
+
   private async run(run: SandboxRun, output: EventEmitter, calls?: NestedCalls): Promise<RunOutcome> {
-    const { opts } = this.d;
     const ns = this.record.namespaceOf(run);
     const name = run.metadata.name;
     const log = this.d.log.child({ sandboxrun: `${ns}/${name}` });
@@ -205,18 +223,22 @@ export class RunExecutor {
     const started = performance.now();
     this.d.metrics?.runStarted();
     try {
+      // A run in a session uses the session's profile: its own is not looked at.
+      const profile = run.spec.session === undefined ? this.profileOf(run) : builtinProfile({ ...this.d.opts, warmPoolMin: 0, warmPoolMax: 0 });
+      if (isRefusal(profile)) return await this.finishEarly(run, Reasons.InvalidSpec, `${profile.message} ${profile.hint}`, log);
+      const opts: RunEngineOptions = { ...this.d.opts, ...profile.shape };
       const invalid = invalidSpecMessage(limitProblems(run.spec, opts));
       if (invalid) return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
       const refused = await this.d.gate?.refusal();
       if (refused !== undefined) return await this.finishEarly(run, Reasons.SandboxNotEnforced, refused, log);
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
-      const warm = await this.claimWarm(run);
-      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'warm', calls);
+      const warm = await this.claimWarm(run, profile.name, opts);
+      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'warm', opts, calls);
       const podName = podNameForRun(name);
       const creating = performance.now();
-      const kernel = await this.coldKernel(run, ns, calls);
-      const pod = await this.createPod(run, podName, log, kernel);
+      const kernel = await this.coldKernel(run, ns, opts, calls);
+      const pod = await this.createPod(run, podName, log, opts, profile.name, kernel);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
 
       const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
@@ -231,7 +253,7 @@ export class RunExecutor {
         this.deletePod(ns, podName, log);
         return await this.finishEarly(run, reason, message, log);
       }
-      return await this.executeInPod(run, ns, podName, runtime, output, log, started, kernel ? 'cold-kernel' : 'cold', calls);
+      return await this.executeInPod(run, ns, podName, runtime, output, log, started, kernel ? 'cold-kernel' : 'cold', opts, calls);
     } catch (err) {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
       return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
@@ -244,22 +266,22 @@ export class RunExecutor {
    * The kernel a cold pod starts with when the code may call upstream tools (its stream carries
    * the calls), else undefined: the runner script needs no ConfigMap and no kernel start-up.
    */
-  private async coldKernel(run: SandboxRun, ns: string, calls: NestedCalls | undefined): Promise<RunPodKernel | undefined> {
+  private async coldKernel(run: SandboxRun, ns: string, opts: RunEngineOptions, calls: NestedCalls | undefined): Promise<RunPodKernel | undefined> {
     const runtime = this.kernelRuntime;
     if (!runtime || !calls || calls.allowed().length === 0) return undefined;
     // The kernel is python's (it runs every runtime's one-shot programs, as in pool pods): the
     // run's image must be the one python runs in.
-    const { images } = this.d.opts;
+    const { images } = opts;
     if (images[normalizeLanguage(run.spec.language)] !== images[POOL_LANGUAGE]) return undefined;
     await runtime.ensure(ns);
     return { command: kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime: runtime.volume };
   }
 
-  /** A warm pod for this run, if the pool has one that fits (same image, default limits). */
-  private async claimWarm(run: SandboxRun): Promise<string | undefined> {
-    const { opts } = this.d;
+  /** A warm pod of the run's profile, if its pool has one that fits (same image, default limits). */
+  private async claimWarm(run: SandboxRun, profile: string, opts: RunEngineOptions): Promise<string | undefined> {
     const runtime = normalizeLanguage(run.spec.language);
-    if (!this.pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
+    const pool = this.pools?.pool(profile);
+    if (!pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
     const owner = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -268,7 +290,7 @@ export class RunExecutor {
       controller: true,
       blockOwnerDeletion: true,
     };
-    const pod = await this.pool.claim(
+    const pod = await pool.claim(
       owner,
       { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime },
       opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
@@ -290,6 +312,7 @@ export class RunExecutor {
     log: Logger,
     started: number,
     pod: 'warm' | 'cold' | 'cold-kernel',
+    opts: RunEngineOptions,
     calls?: NestedCalls,
   ): Promise<RunOutcome> {
     const startTime = new Date();
@@ -315,7 +338,7 @@ export class RunExecutor {
         : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
-    const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run));
+    const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run, opts));
     this.d.metrics?.output?.(executed.captured.stdoutBytes, executed.captured.stderrBytes);
     const toolCalls = calls?.summary();
     const status = this.record.fit(run, {
@@ -403,9 +426,10 @@ export class RunExecutor {
     run: SandboxRun,
     podName: string,
     log: Logger,
+    opts: RunEngineOptions,
+    profile: string,
     kernel: RunPodKernel | undefined,
   ): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
-    const { opts } = this.d;
     const ns = this.record.namespaceOf(run);
     const runtime = normalizeLanguage(run.spec.language);
     const body = buildRunPod(
@@ -413,6 +437,7 @@ export class RunExecutor {
       sandboxPodOptions(opts, {
         image: opts.images[runtime],
         activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+        profile,
         ...(run.spec.resources?.cpu && { cpuLimit: run.spec.resources.cpu }),
         ...(run.spec.resources?.memory && { memoryLimit: run.spec.resources.memory }),
       }),

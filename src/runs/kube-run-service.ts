@@ -30,6 +30,8 @@ import type { AuditWriter } from '../audit/writer.js';
 import { auditEntry } from '../audit/record.js';
 import type { RunCalls, ToolBroker } from '../codemode/broker.js';
 import type { EventRecorder, EventTarget } from '../kube/events.js';
+import { isRefusal } from '../profiles/catalog.js';
+import type { Profiles } from './executor.js';
 
 /** Optional collaborators: per-user limits and the audit writer for session calls. */
 export interface KubeRunServiceExtras {
@@ -39,6 +41,8 @@ export interface KubeRunServiceExtras {
   tools?: ToolBroker;
   /** Where a denied tool call is told (a Warning Event on the session or run). */
   events?: EventRecorder;
+  /** The profiles a run may name: an unknown one is refused before anything is created. */
+  profiles?: Profiles;
 }
 
 export type KubeRunServiceOptions = Pick<Config, 'namespace' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxCpu' | 'maxMemory'> & {
@@ -66,7 +70,16 @@ export class KubeRunService implements RunService {
     if (problems.length > 0) {
       throw new RunRequestError(problems.map((p) => `${sentence(p.problem)}.`).join(' '), problems.map((p) => `${sentence(p.hint)}.`).join(' '));
     }
-    if (req.session !== undefined) return this.executeInSession(req, req.session, timeoutSeconds, options);
+    if (req.session !== undefined) {
+      if (req.profile !== undefined)
+        throw new RunRequestError(
+          "profile cannot be combined with session: a session call runs in the session's sandbox.",
+          'Leave profile out (the session was created with its profile).',
+        );
+      return this.executeInSession(req, req.session, timeoutSeconds, options);
+    }
+    const profile = this.extras.profiles?.resolve(req.profile);
+    if (profile && isRefusal(profile)) throw new RunRequestError(profile.message, profile.hint);
     const name = generateRunName();
     let created = false;
     // Per-user limits first: a refused call takes no run slot and leaves no object behind.
@@ -104,6 +117,7 @@ export class KubeRunService implements RunService {
         code: req.code,
         timeoutSeconds,
         ...(req.stdin !== undefined ? { stdin: req.stdin } : {}),
+        ...(req.profile !== undefined && { profile: req.profile }),
       },
     };
     // Before anything is created: unknown servers refuse the call.

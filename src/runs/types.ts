@@ -17,6 +17,8 @@ export interface ExecuteRequest {
   owner?: Owner;
   /** Upstream MCP servers the code may call (code mode); absent: all the caller may use. */
   servers?: string[];
+  /** The SandboxProfile of a fresh sandbox (absent: the default profile). */
+  profile?: string;
 }
 
 /** Where code ran: a cold pod, a claimed warm pod, or a session's interpreter. */

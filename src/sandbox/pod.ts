@@ -3,6 +3,8 @@
 import type { V1Container, V1OwnerReference, V1Pod, V1SecurityContext, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import {
   API_VERSION,
+  BUILTIN_PROFILE,
+  LABEL_PROFILE,
   LABEL_MANAGED_BY,
   LABEL_RUN,
   LABEL_RUNTIME,
@@ -58,6 +60,8 @@ export interface PodBuildOptions {
    * false when the administrator accepted an unenforced NetworkPolicy (CODEMODE_ACCEPT_UNENFORCED).
    */
   networkCheck?: boolean;
+  /** The SandboxProfile the pod is built from (LABEL_PROFILE). */
+  profile?: string;
 }
 
 /** The administrator's settings every sandbox pod is built from (a Pick of Config). */
@@ -81,7 +85,7 @@ export interface SandboxPodSettings {
  */
 export function sandboxPodOptions(
   c: SandboxPodSettings,
-  o: { image: string; activeDeadlineSeconds: number; cpuLimit?: string; memoryLimit?: string },
+  o: { image: string; activeDeadlineSeconds: number; cpuLimit?: string; memoryLimit?: string; profile?: string },
 ): PodBuildOptions {
   return {
     image: o.image,
@@ -96,6 +100,7 @@ export function sandboxPodOptions(
     activeDeadlineSeconds: o.activeDeadlineSeconds,
     ...(c.runtimeClassName !== undefined && { runtimeClassName: c.runtimeClassName }),
     networkCheck: !(c.acceptUnenforced ?? []).includes('network'),
+    ...(o.profile !== undefined && { profile: o.profile }),
   };
 }
 
@@ -179,6 +184,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
         [LABEL_MANAGED_BY]: MANAGED_BY_VALUE,
         // The deny-all NetworkPolicy selects this label: it must be on every sandbox pod.
         [LABEL_SANDBOX]: SANDBOX_LABEL_VALUE,
+        ...(opts.profile !== undefined && { [LABEL_PROFILE]: opts.profile }),
         ...parts.labels,
       },
       ...(parts.owner !== undefined && { ownerReferences: [parts.owner] }),
@@ -300,12 +306,22 @@ export const LABEL_POOL_HASH = 'codemode.dev/pool-hash';
  * optimistic-concurrency patch. The pod carries the hash of its own template, so a pod built
  * with other settings or other kernels is recognised as stale and never served.
  */
-export function buildPoolPod(namespace: string, language: KernelLanguage, opts: PodBuildOptions, kernelCommand: string[], runtime: RuntimeVolume): V1Pod {
+export function buildPoolPod(
+  namespace: string,
+  language: KernelLanguage,
+  opts: PodBuildOptions,
+  kernelCommand: string[],
+  runtime: RuntimeVolume,
+  owner?: V1OwnerReference,
+): V1Pod {
+  // The built-in profile's pods keep their old names; another profile's carry its name.
+  const kind = opts.profile === undefined || opts.profile === BUILTIN_PROFILE ? language : opts.profile;
   const pod = sandboxPod(
     {
-      generateName: `codemode-pool-${language}-`,
+      generateName: `codemode-pool-${kind}-`,
       namespace,
       labels: { [LABEL_POOL]: 'warm', [LABEL_RUNTIME]: language },
+      ...(owner && { owner }),
       command: kernelCommand,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
       ...runtimeMount(runtime),

@@ -44,6 +44,8 @@ import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { lostTo, readPodState } from './verdict.js';
+import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
+import type { ResolvedProfile } from '../profiles/profile.js';
 
 export type SessionServiceOptions = Pick<
   Config,
@@ -60,6 +62,8 @@ export type SessionServiceOptions = Pick<
      * name for its owner until the returned function is called.
      */
     admitSession?(name: string, owner: Owner | undefined): { end(): void };
+    /** The profiles a session may name (src/profiles): an unknown one is refused before anything is created. */
+    profiles?: { resolve(name?: string): ResolvedProfile | ProfileRefusal };
   };
 
 export interface SessionInfo {
@@ -198,7 +202,9 @@ export class SessionService {
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner): Promise<SessionInfo> {
+  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner, profile?: string): Promise<SessionInfo> {
+    const resolved = this.opts.profiles?.resolve(profile);
+    if (resolved && isRefusal(resolved)) throw new SessionError(resolved.message, resolved.hint);
     if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
       throw new SessionError(
         `idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`,
@@ -210,7 +216,7 @@ export class SessionService {
     const endHold = this.opts.admitSession?.(name, owner);
     this.creating.add(name);
     try {
-      return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner);
+      return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner, profile);
     } finally {
       this.creating.delete(name);
       endHold?.end();
@@ -232,6 +238,7 @@ export class SessionService {
     idleTimeoutSeconds: number | undefined,
     signal?: AbortSignal,
     owner?: Owner,
+    profile?: string,
   ): Promise<SessionInfo> {
     const body = {
       apiVersion: API_VERSION,
@@ -241,7 +248,7 @@ export class SessionService {
         namespace: this.opts.namespace,
         labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(owner && { [LABEL_OWNER]: ownerLabelValue(owner.user) }) },
       },
-      spec: { ...(owner && { owner }), language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
+      spec: { ...(owner && { owner }), ...(profile !== undefined && { profile }), language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
     };
     try {
       await this.clients.custom.createNamespacedCustomObject({

@@ -77,6 +77,7 @@ describe('loadConfig defaults', () => {
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
       upstreamMessageMaxBytes: 16777216,
+      defaultProfile: 'default',
       resultFormat: 'text',
     } satisfies Config);
   });
@@ -163,7 +164,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(71);
+    expect(envs).toHaveLength(72);
   });
 });
 

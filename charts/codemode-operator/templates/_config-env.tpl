@@ -140,6 +140,8 @@
   value: {{ include "codemode.envValue" .Values.config.upstreamRequestTimeoutSeconds }}
 - name: CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES
   value: {{ include "codemode.envValue" .Values.config.upstreamMessageMaxBytes }}
+- name: CODEMODE_DEFAULT_PROFILE
+  value: {{ include "codemode.envValue" .Values.config.defaultProfile }}
 - name: CODEMODE_RESULT_FORMAT
   value: {{ include "codemode.envValue" .Values.config.resultFormat }}
 {{- end }}

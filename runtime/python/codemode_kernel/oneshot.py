@@ -41,7 +41,30 @@ EXIT_TIMED_OUT = 124  # what coreutils `timeout` (the cold runner) reports
 # the run) and finalizers run only by teardown.
 BOOTSTRAP = r"""
 import atexit, linecache, os, sys, threading, traceback
+def _codemode_preimport(names):
+    # The profile's modules, imported before the code arrives; what they print is not the run's.
+    if not names:
+        return
+    import importlib
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        for name in names.split(","):
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (null,) + saved:
+            os.close(f)
 def _codemode_run():
+    _codemode_preimport(sys.argv[3] if len(sys.argv) > 3 else "")
     fd = int(sys.argv[1])
     chunks = []
     while True:
@@ -112,11 +135,11 @@ def check_run(msg):
 class Prestarted:
     """A python3 interpreter waiting for its code on a pipe."""
 
-    def __init__(self):
+    def __init__(self, preimport=()):
         code_r, self._code_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-u", "-c", BOOTSTRAP, str(code_r), PROGRAM_PATH],
+                [sys.executable, "-u", "-c", BOOTSTRAP, str(code_r), PROGRAM_PATH, ",".join(preimport)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 pass_fds=(code_r,), cwd=workdir(), start_new_session=True,
             )
@@ -147,11 +170,11 @@ class Prestarted:
 class OneShot:
     """Runs `run` requests; owns the prestarted interpreter, if any."""
 
-    def __init__(self, prestart):
+    def __init__(self, prestart, preimport=()):
         self._ready = None
         if prestart:
             try:
-                self._ready = Prestarted()
+                self._ready = Prestarted(preimport)
             except OSError:
                 self._ready = None  # no python3 to prestart: runs start one on demand
 

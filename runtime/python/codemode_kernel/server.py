@@ -219,13 +219,43 @@ def network_isolated(limit=NETWORK_CHECK_SECONDS):
         time.sleep(0.05)
 
 
+def preimport_quietly(names):
+    """Imports a profile's modules into this process (a session's `import pandas` is then instant).
+
+    Before the session's capture pipes exist; what the modules print goes nowhere, and a module
+    that fails to import is skipped (logged by name only).
+    """
+    if not names:
+        return
+    import importlib
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except BaseException as err:  # noqa: B036 - an import may raise anything, even SystemExit
+                log("Could not pre-import a module", module=name, error=type(err).__name__)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (null,) + saved:
+            os.close(f)
+
+
 def main(argv):
     global LOG_FD
     parser = argparse.ArgumentParser(description="codemode session kernel (runtime/README.md)")
     parser.add_argument("--socket", required=True, help="UNIX socket path, e.g. /tmp/.codemode/kernel.sock")
     parser.add_argument("--language", choices=("python", "bash"), default="python")
     parser.add_argument("--prestart", action="store_true", help="start a python3 interpreter ahead for one \"run\" (warm pool pods)")
+    parser.add_argument("--preimport", default="", help="comma-separated python modules imported before any code (a profile's)")
     args = parser.parse_args(argv)
+    preimport = tuple(m for m in args.preimport.split(",") if m)
     # Keep the real stderr for diagnostics: in Python mode fds 1/2 become the capture pipes.
     LOG_FD = os.dup(2)
     undumpable = make_undumpable()
@@ -235,6 +265,7 @@ def main(argv):
         session = BashSession(os.path.dirname(os.path.abspath(args.socket)))
     else:
         from .python_session import PythonSession
+        preimport_quietly(preimport)
         session = PythonSession(LOG_FD)
     sys.dont_write_bytecode = False  # see kernel.py
     # Before the socket exists: no call reaches the interpreter while the pod still has network.
@@ -242,6 +273,6 @@ def main(argv):
         log("Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)")
         sys.exit(3)
     try:
-        KernelServer(args.socket, session, OneShot(args.prestart), undumpable).serve_forever()
+        KernelServer(args.socket, session, OneShot(args.prestart, preimport), undumpable).serve_forever()
     except KeyboardInterrupt:
         sys.exit(130)

@@ -10,3 +10,5 @@ export * from './storage.js';
 export * from './sandbox-checks.js';
 export * from './upstreamserver.js';
 export * from './upstreamserver-crd.js';
+export * from './sandboxprofile.js';
+export * from './sandboxprofile-crd.js';

@@ -35,5 +35,8 @@ export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';
  */
 export const AUDIT_EXECUTOR = 'codemode.dev/audit-record';
 
+/** The SandboxProfile a sandbox pod was built from (absent on pods of older versions: the built-in profile). */
+export const LABEL_PROFILE = 'codemode.dev/profile';
+
 /** Name of the SandboxSession a pod belongs to (shortened like LABEL_RUN when too long). */
 export const LABEL_SESSION = 'codemode.dev/session';

@@ -74,19 +74,26 @@ function byteBoundedString(maxBytes: number) {
     });
 }
 
-const quantity = z
+export const QuantitySchema = z
   .string()
   .max(64)
   .regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
 
 export const RunResourcesSchema = z.object({
-  cpu: quantity
-    .optional()
-    .describe("CPU limit of the run in cores, e.g. 500m or 1. Must not exceed the administrator's maximum; defaults to the administrator's default."),
-  memory: quantity
-    .optional()
-    .describe("Memory limit of the run, e.g. 256Mi or 1Gi. Must not exceed the administrator's maximum; defaults to the administrator's default."),
+  cpu: QuantitySchema.optional().describe(
+    "CPU limit of the run in cores, e.g. 500m or 1. Must not exceed the administrator's maximum; defaults to the administrator's default.",
+  ),
+  memory: QuantitySchema.optional().describe(
+    "Memory limit of the run, e.g. 256Mi or 1Gi. Must not exceed the administrator's maximum; defaults to the administrator's default.",
+  ),
 });
+
+/** A SandboxProfile's name: a DNS-1123 label (a pod label value, part of pool pod names). */
+export const PROFILE_NAME_PATTERN = /^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$/;
+export const ProfileRefSchema = z
+  .string()
+  .max(40)
+  .regex(PROFILE_NAME_PATTERN, { error: 'must be the name of a SandboxProfile (lowercase letters, digits and -, at most 40 characters)' });
 
 // A plain (non-strict) object of optional, additive fields: new optional fields such as
 // `session` or `profile` can be added later without invalidating stored objects, and older
@@ -118,6 +125,9 @@ export const SandboxRunSpecSchema = z.object({
     .describe(
       'Name of a SandboxSession in the same namespace to run the code in, keeping its interpreter state. Its language must match. Without it, the code runs in a fresh single-use pod.',
     ),
+  profile: ProfileRefSchema.optional().describe(
+    "Name of a SandboxProfile in the same namespace: the kind of sandbox (image, resources, warm pool). Default: the administrator's default profile. Ignored with session (the session's profile applies).",
+  ),
   owner: OwnerSchema.optional(),
   ttlSecondsAfterFinished: z
     .int()

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
 import { OwnerSchema } from './owner.js';
-import { API_VERSION, MAX_CONDITIONS, MAX_MESSAGE_LENGTH, MAX_REASON_LENGTH, ObjectMetaSchema, describeIssues } from './sandboxrun.js';
+import { API_VERSION, MAX_CONDITIONS, MAX_MESSAGE_LENGTH, MAX_REASON_LENGTH, ObjectMetaSchema, ProfileRefSchema, describeIssues } from './sandboxrun.js';
 
 export const SANDBOXSESSION_KIND = 'SandboxSession';
 export const SANDBOXSESSION_PLURAL = 'sandboxsessions';
@@ -25,6 +25,9 @@ export type SessionPhase = z.infer<typeof SessionPhaseSchema>;
 
 export const SandboxSessionSpecSchema = z.object({
   owner: OwnerSchema.optional(),
+  profile: ProfileRefSchema.optional().describe(
+    "Name of a SandboxProfile in the same namespace: the kind of sandbox (image, resources, warm pool). Default: the administrator's default profile.",
+  ),
   language: SessionLanguageSchema.default('python').describe('Language of the persistent interpreter: python, bash, node or javascript (an alias of node).'),
   idleTimeoutSeconds: z
     .int()

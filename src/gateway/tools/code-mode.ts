@@ -13,10 +13,20 @@ export const ServersArg = z
   .optional()
   .describe('Upstream MCP servers this program may call. Default: every server you may use.');
 
+/** The SandboxProfile of a fresh sandbox (execute_code) or a session (create_session). */
+export const ProfileArg = z
+  .string()
+  .max(40)
+  .regex(/^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$/, { error: 'profile must be a sandbox profile name such as datascience.' })
+  .optional()
+  .describe(
+    'Kind of sandbox, e.g. datascience (NumPy, pandas, Matplotlib preinstalled). Default: the standard one. An unknown name is answered with the list.',
+  );
+
 export function codeModeDescription(limits: { maxCalls: number; callTimeoutSeconds: number }): string {
   return (
     '\n\nCode mode: the program can call the MCP tools of upstream servers through the gateway (the sandbox itself stays offline), ' +
-    'in sessions and in runs served from the warm pool (a run in a cold pod cannot: `import codemode` fails there). ' +
+    'in sessions and in fresh sandboxes alike. ' +
     'Python: `from codemode import mcp, call_tool, search, describe, servers, ToolError`. ' +
     '`servers()` lists the servers; `search("create issue", limit=5)` ranks tools by name and description and returns signatures; ' +
     '`describe("github", "create_issue")` gives the full input schema (detail="name"|"summary"|"full"). ' +

@@ -12,7 +12,7 @@ import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
 import { isApiUnavailable } from '../../util/network-error.js';
-import { ServersArg, ToolCallsOutput, codeModeDescription, toolCallsOutput } from './code-mode.js';
+import { ProfileArg, ServersArg, ToolCallsOutput, codeModeDescription, toolCallsOutput } from './code-mode.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -78,6 +78,7 @@ function baseInput(options: GatewayOptions) {
       .describe(
         'Run in this session (from create_session): variables, imports and files persist between calls. The language must match the session; without it the code runs in a fresh sandbox.',
       ),
+    profile: ProfileArg,
   });
 }
 
@@ -272,6 +273,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
         ...(args.session !== undefined && { session: args.session }),
         ...(owner && { owner }),
         ...(args.servers !== undefined && { servers: args.servers }),
+        ...(args.profile !== undefined && { profile: args.profile }),
       },
       { signal, ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }) },
     );

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { SessionLanguageSchema } from '../../api/v1alpha1/index.js';
 import { callerOf } from '../caller.js';
+import { ProfileArg } from './code-mode.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { errorResult, okResult, toolFailure } from './result.js';
@@ -46,6 +47,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       inputSchema: z.object({
         language: SessionLanguageSchema.default('python').describe('python (default), bash, node or javascript.'),
         idle_timeout_seconds: z.int().min(10).max(86400).optional().describe('Seconds without a call before the session is deleted (default 600).'),
+        profile: ProfileArg,
       }),
       outputSchema: SessionInfoSchema,
       annotations: { title: 'Create session', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
@@ -54,7 +56,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       const refused = await deps.sandboxGate?.refusal(ctx.mcpReq.signal);
       if (refused !== undefined) return errorResult(refused);
       try {
-        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx)));
+        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx), args.profile));
         return okResult(
           `Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`,
           info,

@@ -76,6 +76,7 @@ export async function poolRig(
   const pool = new WarmPool({
     clients: api,
     opts,
+    min: config.warmPoolMin,
     max: config.warmPoolMax,
     refillDeferMs: config.warmPoolRefillDeferMs,
     pods,
@@ -85,14 +86,12 @@ export async function poolRig(
     now: clock,
   });
   const controller = new PoolController({
-    pool,
+    pools: { all: () => [pool], pool: (name) => (name === pool.name ? pool : undefined), main: pool },
     pods,
     runtime,
     clients: api,
     namespace,
     identity: IDENTITY,
-    min: config.warmPoolMin,
-    max: config.warmPoolMax,
     resyncMs: config.resyncSeconds * 1000,
     refillDeferMs: config.warmPoolRefillDeferMs,
     log,

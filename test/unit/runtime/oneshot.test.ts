@@ -20,6 +20,23 @@ describe('one-shot runs in the python kernel', () => {
     expect(frame.stdout).toBe("__main__ /workspace/main.py\n['sys']\n");
   });
 
+  // A profile's modules (--preimport): in sys.modules before the code arrives, in the prestarted
+  // interpreter and in the session; what importing printed is nobody's output; a module that does
+  // not exist is skipped.
+  it("pre-imports a profile's modules quietly in the prestarted interpreter and the session", async () => {
+    const { client, kernel } = await (session = await startSession('python', ['--prestart', '--preimport', 'sqlite3,this,no_such_module_x']));
+    const check = 'import sys\nprint([m in sys.modules for m in ("sqlite3", "this", "no_such_module_x")])';
+    const { frame } = await client.run('python', check);
+    expect(frame).toMatchObject({ status: 'ok', exitCode: 0, stdout: '[True, True, False]\n', stderr: '' });
+    expect((await client.exec(check)).frame).toMatchObject({ stdout: '[True, True, False]\n', stderr: '' });
+    expect(kernel.stderr).toMatch(/Could not pre-import a module.*no_such_module_x/);
+  });
+
+  it('imports nothing ahead without --preimport', async () => {
+    const { client } = await start();
+    expect((await client.run('python', 'import sys\nprint("sqlite3" in sys.modules)')).frame).toMatchObject({ stdout: 'False\n' });
+  });
+
   it('starts an interpreter on demand when none was prestarted, and for a second run', async () => {
     const { client } = await start(false);
     expect((await client.run('python', 'print(6 * 7)')).frame).toMatchObject({ status: 'ok', exitCode: 0, stdout: '42\n' });

@@ -1,0 +1,199 @@
+// The profiles of the namespace: an informer on SandboxProfiles plus the built-in profile made of
+// the gateway's settings. Every replica resolves from its own cache; the leader writes each
+// profile's status (valid or not, its pool's ready and target counts). Without the SandboxProfile
+// CRD (a `helm upgrade` does not apply CRDs) only the built-in profile exists.
+import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
+import type { Logger } from 'pino';
+import {
+  API_VERSION,
+  BUILTIN_PROFILE,
+  GROUP,
+  ProfileReasons,
+  SANDBOXPROFILE_KIND,
+  SANDBOXPROFILE_PLURAL,
+  VERSION,
+  parseSandboxProfile,
+  setCondition,
+  type SandboxProfileStatus,
+} from '../api/v1alpha1/index.js';
+import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
+import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import { builtinProfile, resolveProfile, type ProfileDefaults, type ResolvedProfile } from './profile.js';
+
+export const PROFILE_FIELD_MANAGER = 'codemode-gateway-profiles';
+
+export interface ProfileCatalogDeps {
+  clients: KubeClients;
+  namespace: string;
+  defaults: ProfileDefaults;
+  /** The profile of runs and sessions that name none (CODEMODE_DEFAULT_PROFILE). */
+  defaultProfile: string;
+  log: Logger;
+}
+
+/** Why a profile cannot be used, and what to do. */
+export interface ProfileRefusal {
+  message: string;
+  hint: string;
+}
+
+type Entry = { ok: true; profile: ResolvedProfile } | { ok: false; message: string; uid?: string };
+
+export class ProfileCatalog {
+  private readonly informer: ResilientInformer<KubernetesObject>;
+  private readonly builtin: ResolvedProfile;
+  private readonly listeners: Array<() => void> = [];
+  private running = false;
+
+  constructor(private readonly d: ProfileCatalogDeps) {
+    this.builtin = builtinProfile(d.defaults);
+    const ns = d.namespace;
+    this.informer = new ResilientInformer<KubernetesObject>(
+      d.clients.kc,
+      `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXPROFILE_PLURAL}`,
+      (cont) =>
+        d.clients.custom.listNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural: SANDBOXPROFILE_PLURAL,
+          limit: LIST_PAGE_SIZE,
+          _continue: cont,
+        }) as Promise<KubernetesListObject<KubernetesObject>>,
+      d.log.child({ informer: 'sandboxprofiles' }),
+      { transform: withoutManagedFields },
+    );
+    this.informer.onChange(() => this.changed());
+  }
+
+  get defaultName(): string {
+    return this.d.defaultProfile;
+  }
+
+  /** Lists and watches SandboxProfiles; without their CRD only the built-in profile exists. */
+  async start(): Promise<void> {
+    try {
+      await this.informer.start();
+      this.running = true;
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error(`Cannot list SandboxProfiles in namespace ${this.d.namespace}: ${apiErrorMessage(err)}`, { cause: err });
+      this.d.log.warn(
+        'The SandboxProfile CRD is not installed: only the built-in profile exists. Apply it (kubectl apply --server-side -f crds/) and restart the gateway.',
+      );
+      await this.informer.stop();
+    }
+    this.changed();
+  }
+
+  async stop(): Promise<void> {
+    if (this.running) await this.informer.stop();
+    this.running = false;
+  }
+
+  /** Called after any profile changed (pools follow their profiles). */
+  onChange(cb: () => void): void {
+    this.listeners.push(cb);
+  }
+
+  /** The profile `name` (default: the default profile), or why it cannot be used. */
+  resolve(name?: string): ResolvedProfile | ProfileRefusal {
+    const wanted = name ?? this.d.defaultProfile;
+    const e = this.entry(wanted);
+    if (e?.ok) return e.profile;
+    const available = this.all().map((p) => p.name);
+    if (e)
+      return { message: `Profile ${wanted} cannot be used: ${e.message}`, hint: 'Ask the administrator to fix the SandboxProfile, or use another profile.' };
+    return {
+      message: name === undefined ? `The default profile ${wanted} does not exist.` : `Unknown profile ${wanted}.`,
+      hint: `Use one of: ${available.join(', ') || '(none)'}${name === undefined ? ', or ask the administrator to create the default profile' : ', or leave profile out for the default'}.`,
+    };
+  }
+
+  /** Every usable profile: the built-in one (unless a SandboxProfile replaces it) and the valid SandboxProfiles. */
+  all(): ResolvedProfile[] {
+    const out = new Map<string, ResolvedProfile>([[BUILTIN_PROFILE, this.builtin]]);
+    for (const o of this.objects()) {
+      const e = this.entry(o.metadata?.name ?? '');
+      if (e?.ok) out.set(e.profile.name, e.profile);
+      else if (o.metadata?.name === BUILTIN_PROFILE) out.delete(BUILTIN_PROFILE);
+    }
+    return [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /**
+   * Leader only: writes a SandboxProfile's status — Ready (valid or why not) and its pool's counts —
+   * when it differs from what the cache shows (no write otherwise).
+   */
+  async writeStatus(name: string, pool: { ready: number; target: number }): Promise<void> {
+    const obj = this.informer.get(name, this.d.namespace) as (KubernetesObject & { status?: SandboxProfileStatus }) | undefined;
+    if (!obj || obj.metadata?.deletionTimestamp) return;
+    const e = this.entry(name);
+    const valid = e?.ok === true;
+    const conditions = setCondition(
+      obj.status?.conditions,
+      {
+        type: 'Ready',
+        status: valid ? 'True' : 'False',
+        reason: valid ? ProfileReasons.Accepted : ProfileReasons.InvalidSpec,
+        message: valid ? 'Runs and sessions may use this profile.' : ((e as { message: string } | undefined)?.message.slice(0, 4096) ?? ''),
+        ...(obj.metadata?.generation !== undefined && { observedGeneration: obj.metadata.generation }),
+      },
+      new Date(),
+    );
+    const next: SandboxProfileStatus = {
+      ...(obj.metadata?.generation !== undefined && { observedGeneration: obj.metadata.generation }),
+      conditions,
+      readyPods: valid ? pool.ready : 0,
+      targetPods: valid ? pool.target : 0,
+    };
+    if (JSON.stringify(next) === JSON.stringify(obj.status ?? {})) return;
+    try {
+      await this.d.clients.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: this.d.namespace,
+          plural: SANDBOXPROFILE_PLURAL,
+          name,
+          body: { apiVersion: API_VERSION, kind: SANDBOXPROFILE_KIND, metadata: { name, namespace: this.d.namespace }, status: next },
+          fieldManager: PROFILE_FIELD_MANAGER,
+          force: true,
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+      );
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) return;
+      this.d.log.warn({ profile: name, err: apiErrorMessage(err) }, 'Failed to write the status of a SandboxProfile');
+    }
+  }
+
+  /** Names of the SandboxProfiles in the cache (valid or not): their status is written. */
+  names(): string[] {
+    return this.objects().map((o) => o.metadata?.name ?? '');
+  }
+
+  private objects(): KubernetesObject[] {
+    return this.running ? this.informer.list(this.d.namespace).filter((o) => !o.metadata?.deletionTimestamp) : [];
+  }
+
+  private entry(name: string): Entry | undefined {
+    const obj = this.running ? this.informer.get(name, this.d.namespace) : undefined;
+    if (!obj || obj.metadata?.deletionTimestamp) return name === BUILTIN_PROFILE ? { ok: true, profile: this.builtin } : undefined;
+    const parsed = parseSandboxProfile(obj);
+    if (!parsed.ok) return { ok: false, message: parsed.message };
+    const r = resolveProfile(parsed.profile, this.d.defaults);
+    return 'invalid' in r
+      ? { ok: false, message: `Invalid SandboxProfile: ${r.invalid}. Fix it with kubectl edit sandboxprofile ${name}.` }
+      : { ok: true, profile: r };
+  }
+
+  private changed(): void {
+    for (const cb of this.listeners) cb();
+  }
+}
+
+export function isRefusal(r: ResolvedProfile | ProfileRefusal): r is ProfileRefusal {
+  return 'hint' in r && !('shape' in r);
+}

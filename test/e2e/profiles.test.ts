@@ -1,0 +1,139 @@
+// SandboxProfiles on the real cluster: two profiles' warm pools side by side with the built-in
+// one, each versioned and counted in its status; a run and a session of a profile land in its pool
+// with its limits and its pre-imported modules; unknown and invalid profiles are refused with the
+// list; deleting a profile removes its pool.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { V1Pod } from '@kubernetes/client-node';
+import { GROUP, SANDBOXPROFILE_PLURAL, SANDBOXRUN_PLURAL, VERSION, type SandboxProfile, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { SANDBOX_IMAGE, createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
+
+const k = testKube();
+let ns = '';
+let op: RunningOperator;
+let mcp: TestClient;
+const api = { group: GROUP, version: VERSION };
+
+async function createProfile(name: string, spec: Record<string, unknown>): Promise<void> {
+  await k.custom.createNamespacedCustomObject({
+    ...api,
+    namespace: ns,
+    plural: SANDBOXPROFILE_PLURAL,
+    body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxProfile', metadata: { name }, spec },
+  });
+}
+const profile = async (name: string): Promise<SandboxProfile> =>
+  (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXPROFILE_PLURAL, name })) as SandboxProfile;
+const warmPods = async (p: string): Promise<V1Pod[]> =>
+  (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `codemode.dev/pool=warm,codemode.dev/profile=${p}` })).items.filter(
+    (x) => !x.metadata?.deletionTimestamp && x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+  );
+const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'profiles');
+  // One pod per pool: three pools on a shared node.
+  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '1' });
+  await createProfile('slim', {
+    description: 'Small sandboxes with sqlite3 loaded.',
+    image: SANDBOX_IMAGE,
+    resources: { cpu: '500m', memory: '192Mi' },
+    maxResources: { memory: '256Mi' },
+    warmPool: { min: 1, max: 1 },
+    preImport: ['sqlite3'],
+  });
+  await createProfile('other', { image: SANDBOX_IMAGE, warmPool: { min: 1, max: 1 } });
+  await createProfile('broken', { image: SANDBOX_IMAGE, resources: { memory: '1Gi' }, maxResources: { memory: '512Mi' } });
+  mcp = await connect(op.url, 'current');
+});
+afterAll(async () => {
+  await mcp?.close();
+  await op?.stop();
+  await deleteNamespace(k, ns);
+});
+
+describe('SandboxProfiles', () => {
+  it("keeps each profile's pool beside the built-in one and reports it in the profile's status", async () => {
+    for (const p of ['slim', 'other', 'default']) await until(async () => (await warmPods(p)).length === 1, 180_000, `a ready warm pod of ${p}`);
+    const slim = (await warmPods('slim'))[0];
+    expect(slim?.metadata?.name).toMatch(/^codemode-pool-slim-/);
+    expect(slim?.spec?.containers[0]?.resources?.limits?.memory).toBe('192Mi');
+    expect(slim?.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'SandboxProfile', name: 'slim' });
+    await until(async () => (await profile('slim')).status?.readyPods === 1, 60_000, 'slim status readyPods 1');
+    expect((await profile('slim')).status).toMatchObject({ readyPods: 1, targetPods: 1, conditions: [{ type: 'Ready', status: 'True', reason: 'Accepted' }] });
+  });
+
+  it('says in its status why an invalid profile cannot be used, and refuses runs naming it', async () => {
+    await until(async () => (await profile('broken')).status?.conditions?.[0]?.reason === 'InvalidSpec', 60_000, 'broken is InvalidSpec');
+    expect((await profile('broken')).status?.conditions?.[0]?.message).toMatch(/default memory 1Gi is above its maximum 512Mi/);
+    const r = await mcp.callTool('execute_code', { code: 'print(1)', profile: 'broken' });
+    expect(r.isError).toBe(true);
+    expect(r.content[0]?.text).toMatch(/Profile broken cannot be used/);
+  });
+
+  it('runs a transient run in its profile’s warm pod, with the modules pre-imported and its limits', async () => {
+    // cgroup v2, or v1 on older nodes.
+    const limit =
+      'import os\ndef limit():\n    for p in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):\n        if os.path.exists(p):\n            return open(p).read().strip()\n';
+    const r = await mcp.callTool('execute_code', {
+      code: limit + 'import socket, sys\nprint(socket.gethostname().split("-")[2], "sqlite3" in sys.modules, limit())',
+      profile: 'slim',
+      timeout_seconds: 60,
+    });
+    expect(sc(r).phase, JSON.stringify(r.content)).toBe('Succeeded');
+    expect(sc(r).stdout).toBe(`slim True ${192 * 1024 * 1024}\n`);
+    // The built-in profile imports nothing ahead.
+    const plain = await mcp.callTool('execute_code', { code: 'import sys\nprint("sqlite3" in sys.modules)', timeout_seconds: 60 });
+    expect(sc(plain).stdout).toBe('False\n');
+  });
+
+  it('starts a session of a profile from its pool, with the modules loaded', async () => {
+    await until(async () => (await warmPods('slim')).length === 1, 180_000, 'the slim pool refilled');
+    const created = await mcp.callTool('create_session', { language: 'python', profile: 'slim' });
+    expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
+    const session = String(sc(created).session);
+    const r = await mcp.callTool('execute_code', { session, code: 'import socket, sys\n(socket.gethostname().split("-")[2], "sqlite3" in sys.modules)' });
+    expect(sc(r).result).toBe("('slim', True)");
+    const withProfile = await mcp.callTool('execute_code', { session, code: '1', profile: 'other' });
+    expect(withProfile.isError).toBe(true);
+    expect(withProfile.content[0]?.text).toMatch(/profile cannot be combined with session/);
+  });
+
+  it('refuses an unknown profile with the list, before anything is created', async () => {
+    const before = (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXRUN_PLURAL })) as { items: unknown[] };
+    const r = await mcp.callTool('execute_code', { code: 'print(1)', profile: 'nope' });
+    expect(r.isError).toBe(true);
+    expect(r.content[0]?.text).toMatch(/Unknown profile nope\..*Use one of: default, other, slim/s);
+    const s = await mcp.callTool('create_session', { profile: 'nope' });
+    expect(s.isError).toBe(true);
+    expect(s.content[0]?.text).toMatch(/Unknown profile nope/);
+    const after = (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXRUN_PLURAL })) as { items: unknown[] };
+    expect(after.items.length).toBe(before.items.length);
+  });
+
+  it('fails a SandboxRun applied with an unknown profile, saying which exist', async () => {
+    const run = (await k.custom.createNamespacedCustomObject({
+      ...api,
+      namespace: ns,
+      plural: SANDBOXRUN_PLURAL,
+      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'SandboxRun', metadata: { generateName: 'kubectl-' }, spec: { code: 'print(1)', profile: 'nope' } },
+    })) as SandboxRun;
+    const get = async (): Promise<SandboxRun> =>
+      (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXRUN_PLURAL, name: run.metadata.name })) as SandboxRun;
+    await until(async () => (await get()).status?.phase === 'Failed', 60_000, 'the run Failed');
+    expect((await get()).status).toMatchObject({ reason: 'InvalidSpec' });
+    expect((await get()).status?.message).toMatch(/Unknown profile nope.*Use one of: default, other, slim/);
+  });
+
+  it("removes a deleted profile's pool", async () => {
+    await until(async () => (await warmPods('other')).length === 1, 180_000, 'other still has its pod');
+    await k.custom.deleteNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXPROFILE_PLURAL, name: 'other' });
+    await until(
+      async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm,codemode.dev/profile=other' })).items.length === 0,
+      120_000,
+      "other's pool pods gone",
+    );
+    const r = await mcp.callTool('execute_code', { code: 'print(1)', profile: 'other' });
+    expect(r.content[0]?.text).toMatch(/Unknown profile other/);
+  });
+});

@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import { parseSandboxProfile, type SandboxProfile } from '../../src/api/v1alpha1/index.js';
+import { loadConfig } from '../../src/config/index.js';
+import { controllerOptions } from '../../src/operator.js';
+import { poolPodTemplate } from '../../src/controller/warm-pool.js';
+import { builtinProfile, resolveProfile } from '../../src/profiles/profile.js';
+import { runtimeVolume } from '../../src/sandbox/runtime-configmap.js';
+
+const config = loadConfig({});
+const profile = (spec: Record<string, unknown>, name = 'datascience'): unknown => ({
+  apiVersion: 'codemode.dev/v1alpha1',
+  kind: 'SandboxProfile',
+  metadata: { name, namespace: 'codemode', uid: 'uid-p' },
+  spec,
+});
+const parsed = (spec: Record<string, unknown>, name?: string): SandboxProfile => {
+  const r = parseSandboxProfile(profile(spec, name));
+  if (!r.ok) throw new Error(r.message);
+  return r.profile;
+};
+
+describe('parseSandboxProfile', () => {
+  it.each<[string, Record<string, unknown>, string | undefined, RegExp]>([
+    ['no image', {}, undefined, /spec\.image/],
+    ['an image with a space', { image: 'a b' }, undefined, /container image reference/],
+    ['min above max', { image: 'x:v1', warmPool: { min: 3, max: 1 } }, undefined, /min must not be above max/],
+    ['a pool above the bound', { image: 'x:v1', warmPool: { min: 0, max: 51 } }, undefined, /warmPool\.max/],
+    ['a module name with a space', { image: 'x:v1', preImport: ['numpy pandas'] }, undefined, /Python module name/],
+    ['a bad quantity', { image: 'x:v1', resources: { memory: '1 GB' } }, undefined, /Kubernetes quantity/],
+    ['a name too long for a label', { image: 'x:v1' }, 'p'.repeat(41), /at most 40 characters/],
+  ])('refuses %s', (_n, spec, name, message) => {
+    const r = parseSandboxProfile(profile(spec, name));
+    expect(r.ok).toBe(false);
+    expect(!r.ok && r.message).toMatch(message);
+  });
+});
+
+describe('resolveProfile', () => {
+  it.each<[string, Record<string, unknown>, Record<string, unknown>]>([
+    [
+      'only an image: the gateway settings fill the rest, no pool',
+      { image: 'ds:v1' },
+      {
+        images: { python: 'ds:v1', bash: 'ds:v1', sh: 'ds:v1', node: 'ds:v1' },
+        defaultCpu: config.defaultCpu,
+        maxMemory: config.maxMemory,
+        pool: { min: 0, max: 0 },
+      },
+    ],
+    [
+      'its own limits, pool and modules (duplicates dropped)',
+      {
+        image: 'ds:v1',
+        resources: { cpu: '2', memory: '2Gi' },
+        maxResources: { cpu: '4', memory: '8Gi' },
+        warmPool: { min: 1, max: 4 },
+        preImport: ['numpy', 'pandas', 'numpy'],
+      },
+      { defaultCpu: '2', defaultMemory: '2Gi', maxCpu: '4', maxMemory: '8Gi', pool: { min: 1, max: 4 }, preImport: ['numpy', 'pandas'] },
+    ],
+    ['a RuntimeClass', { image: 'ds:v1', runtimeClassName: 'gvisor' }, { runtimeClassName: 'gvisor' }],
+  ])('%s', (_n, spec, expected) => {
+    const r = resolveProfile(parsed(spec), config);
+    expect('invalid' in r).toBe(false);
+    if ('invalid' in r) return;
+    const flat = { ...r.shape, pool: r.pool, preImport: r.preImport };
+    expect(flat).toMatchObject(expected);
+    expect(r).toMatchObject({ name: 'datascience', builtin: false, uid: 'uid-p' });
+  });
+
+  it.each<[Record<string, unknown>, RegExp]>([
+    [{ image: 'ds:v1', resources: { memory: '16Gi' } }, /default memory 16Gi is above its maximum/],
+    [{ image: 'ds:v1', resources: { cpu: '1' }, maxResources: { cpu: '500m' } }, /default cpu 1 is above its maximum 500m/],
+  ])('refuses defaults above the maxima: %j', (spec, message) => {
+    const r = resolveProfile(parsed(spec), config);
+    expect('invalid' in r && r.invalid).toMatch(message);
+  });
+
+  it('builds the built-in profile from the gateway settings', () => {
+    expect(builtinProfile(config)).toMatchObject({ name: 'default', builtin: true, pool: { min: config.warmPoolMin, max: config.warmPoolMax }, preImport: [] });
+  });
+});
+
+describe("a profile's pool pods", () => {
+  const opts = controllerOptions(config, 'r');
+  const volume = runtimeVolume({ 'python/kernel.py': 'x' });
+  const r = resolveProfile(parsed({ image: 'ds:v1', resources: { memory: '2Gi' }, maxResources: { memory: '4Gi' }, preImport: ['numpy', 'pandas'] }), config);
+  if ('invalid' in r) throw new Error(r.invalid);
+  const pod = poolPodTemplate(opts, volume, r);
+  const builtin = poolPodTemplate(opts, volume);
+
+  it('carry the profile: label, name, owner, image, limits and the modules to pre-import', () => {
+    expect(pod.metadata?.labels?.['codemode.dev/profile']).toBe('datascience');
+    expect(pod.metadata?.generateName).toBe('codemode-pool-datascience-');
+    expect(pod.metadata?.ownerReferences).toEqual([{ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxProfile', name: 'datascience', uid: 'uid-p' }]);
+    expect(pod.spec?.containers[0]?.image).toBe('ds:v1');
+    expect(pod.spec?.containers[0]?.resources?.limits?.memory).toBe('2Gi');
+    expect(pod.spec?.containers[0]?.command).toEqual(expect.arrayContaining(['--prestart', '--preimport', 'numpy,pandas']));
+  });
+
+  it("keep the built-in profile's pods as they were named, without an owner, and hash apart", () => {
+    expect(builtin.metadata?.labels?.['codemode.dev/profile']).toBe('default');
+    expect(builtin.metadata?.generateName).toBe('codemode-pool-python-');
+    expect(builtin.metadata?.ownerReferences).toBeUndefined();
+    expect(builtin.spec?.containers[0]?.command).not.toContain('--preimport');
+    expect(pod.metadata?.labels?.['codemode.dev/pool-hash']).not.toBe(builtin.metadata?.labels?.['codemode.dev/pool-hash']);
+  });
+});
