@@ -77,6 +77,9 @@ describe('loadConfig defaults', () => {
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
       resultFormat: 'text',
+      displayMaxImageBytes: 2097152,
+      displayMaxBytes: 5242880,
+      displayMaxItems: 10,
     } satisfies Config);
   });
 

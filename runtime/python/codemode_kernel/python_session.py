@@ -41,9 +41,43 @@ class CallTimeout(BaseException):
 CallTimeout.__module__ = "builtins"  # tracebacks end in "CallTimeout: ...", not a kernel path
 
 
+def _display(*objs, **kwargs):
+    """codemode.display in every session namespace, as in a notebook (imported on first use)."""
+    from codemode.display import display
+
+    return display(*objs, **kwargs)
+
+
+def _flush_figures():
+    """Figures the call left open come back as images (codemode.display), as a notebook shows them."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        from codemode.display import show_figures
+
+        show_figures()
+    except Exception as err:
+        sys.stderr.write("codemode: could not render the open figures: %s: %s\n" % (type(err).__name__, err))
+
+
+def _result_text(value):
+    """A pandas DataFrame or Series as a compact table; anything else as its repr()."""
+    if (type(value).__module__ or "").startswith("pandas"):
+        try:
+            from codemode.display import table_text
+
+            table = table_text(value)
+            if table is not None:
+                return table
+        except ImportError:
+            pass
+    return repr(value)
+
+
 def new_namespace():
     module = types.ModuleType("__main__")
     module.__dict__["__builtins__"] = __builtins__
+    module.__dict__["display"] = _display
     sys.modules["__main__"] = module
     return module.__dict__
 
@@ -195,6 +229,7 @@ class PythonSession:
                 self._in_user_code = True
                 self._eval(body)
                 value = self._eval(expr) if expr else None
+                _flush_figures()  # inside the call: its timeout covers rendering too
             finally:
                 self._in_user_code = False
         except CallTimeout as err:
@@ -208,7 +243,7 @@ class PythonSession:
         if value is None:
             return {"status": "ok"}
         try:
-            text = repr(value)
+            text = _result_text(value)
         except Exception as err:
             return {"status": "error", "error": _error(err, err.__traceback__)}
         return {"status": "ok", "result": text[:cap], "resultTruncated": len(text) > cap}
