@@ -20,7 +20,7 @@ import {
 import { prefixWithinUtf8 } from '../api/v1alpha1/storage.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import { runLabelValue } from '../sandbox/names.js';
-import type { DisplayItem } from '../exec/display.js';
+import { imageCounts, type DisplayItem } from '../exec/display.js';
 
 /** spec.code of a record keeps this many bytes of the call's code: enough to recognise it, small to store. */
 export const AUDIT_CODE_MAX_BYTES = 1024;
@@ -140,10 +140,4 @@ export function auditRunBody(e: AuditEntry, ttlSecondsAfterFinished?: number): o
  */
 export function auditStatus(e: AuditEntry): SandboxRunStatus {
   return { observedGeneration: 1, startTime: e.startTime, completionTime: e.completionTime, ...e.outcome };
-}
-
-/** status.images of a call that returned images: never the images, only how many and how big. */
-export function imageCounts(display: readonly DisplayItem[] | undefined): { images?: { count: number; bytes: number } } {
-  const images = (display ?? []).filter((d) => d.kind === 'image');
-  return images.length > 0 ? { images: { count: images.length, bytes: images.reduce((s, d) => s + d.bytes, 0) } } : {};
 }

@@ -104,3 +104,9 @@ export function pngSize(head: Buffer): { width: number; height: number } | undef
   if (head.length < 24 || head.toString('latin1', 12, 16) !== 'IHDR') return undefined;
   return { width: head.readUInt32BE(16), height: head.readUInt32BE(20) };
 }
+
+/** status.images of a call that returned images: never the images, only how many and how big. */
+export function imageCounts(display: readonly DisplayItem[] | undefined): { images?: { count: number; bytes: number } } {
+  const images = (display ?? []).filter((d) => d.kind === 'image');
+  return images.length > 0 ? { images: { count: images.length, bytes: images.reduce((s, d) => s + d.bytes, 0) } } : {};
+}

@@ -22,6 +22,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import type { KernelConnections } from '../exec/kernel.js';
+import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
@@ -294,6 +295,7 @@ export class RunExecutor {
     const status = this.record.fit(run, {
       ...completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }),
       ...(toolCalls && toolCalls.calls > 0 && { toolCalls: toolCallsStatus(toolCalls) }),
+      ...imageCounts(executed.display),
     });
     this.settle(
       run,
@@ -310,7 +312,9 @@ export class RunExecutor {
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
       })(),
     );
-    return this.record.outcome(run, status);
+    // Images go to the caller only; the status keeps their counts (imageCounts above).
+    const outcome = this.record.outcome(run, status);
+    return executed.display !== undefined ? { ...outcome, display: executed.display } : outcome;
   }
 
   private settle(run: SandboxRun, p: Promise<void>): void {

@@ -118,7 +118,7 @@ def _item(path, ext, max_image, room, cap_chars, figures):
             if data is None or len(data) > max_image or len(data) > room:
                 return _note("an image was not returned: not a regular file of at most %d bytes" % max_image)
             if not data.startswith(signature):
-                return _note("an image was not returned: the file is not a %s" % mime)
+                return _note("an image was not returned: the file is not a %s" % mime.split("/")[1].upper())
             item = {"kind": "image", "mime": mime, "data": base64.b64encode(data).decode("ascii"), "size": len(data)}
             saved = figures.save(data, ext) if figures is not None else None
             if saved:
