@@ -93,7 +93,8 @@ function displayItem(message: unknown, tally: DisplayTally, limits: DisplayLimit
   if (tally.bytes + bytes > limits.maxBytes)
     return note(`An image of ${bytes} bytes was refused: over the cap of ${limits.maxBytes} bytes of images per call.`);
   const head = Buffer.from(f.data.slice(0, 32), 'base64');
-  if (!head.subarray(0, SIGNATURES[mime].length).equals(SIGNATURES[mime])) return note(`An image was refused: its data is not a ${mime}.`);
+  if (!head.subarray(0, SIGNATURES[mime].length).equals(SIGNATURES[mime]))
+    return note(`An image was refused: its data is not a ${mime === 'image/png' ? 'PNG' : 'JPEG'}.`);
   tally.bytes += bytes;
   const size = mime === 'image/png' ? pngSize(head) : undefined;
   return { kind: 'image', mime, data: f.data, bytes, ...(f.path != null && { path: f.path }), ...size };
