@@ -71,3 +71,31 @@ describe('display items in the python kernel', () => {
     expect(frame.result).toBe("'module://codemode.mpl_backend'");
   });
 });
+
+describe('display items in the node kernel', () => {
+  let session: Session | undefined;
+  afterEach(async () => {
+    await session?.stop();
+    session = undefined;
+  });
+
+  it('returns display() images and tables, saves images, and refuses a non-PNG with a note', async () => {
+    session = await startSession('node');
+    const code = `
+const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
+display(png);
+require('codemode').display([{ a: 1, b: 'x' }, { a: 22, b: 'yy' }]);
+display('<i>i</i>', { mime: 'text/html' });
+require('fs').writeFileSync(process.env.CODEMODE_DISPLAY_DIR + '/z.png', 'GIF89a');
+1`;
+    const { frame, displays } = await session.client.exec(code);
+    expect(frame).toMatchObject({ status: 'ok', result: '1' });
+    expect(displays).toEqual([
+      expect.objectContaining({ kind: 'image', mime: 'image/png', path: join(session.kernel.figuresDir, '1.png') }),
+      expect.objectContaining({ kind: 'text', format: 'table', text: ' a   b\n 1   x\n22  yy' }),
+      expect.objectContaining({ kind: 'text', format: 'html', text: '<i>i</i>' }),
+      expect.objectContaining({ kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') }),
+    ]);
+    expect(readFileSync(join(session.kernel.figuresDir, '1.png')).length).toBe(11);
+  });
+});
