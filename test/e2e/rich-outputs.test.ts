@@ -6,6 +6,8 @@
 // become notes while the session and the gateway keep working.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { LABEL_SESSION } from '../../src/api/v1alpha1/labels.js';
+import { runLabelValue } from '../../src/sandbox/names.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, type TestClient, type ToolResult } from './helpers/operator.js';
 import { startOperator, type RunningOperator } from './helpers/start-operator.js';
@@ -77,6 +79,16 @@ describe('plots and rich outputs on the data-science image', () => {
     expect(texts(shown)).toContain('/workspace/figures/2.png');
   });
 
+  it('streams output as progress while a figure is drawn, and still returns the figure', async () => {
+    const progress: string[] = [];
+    const code = 'import time\nfor i in range(3):\n    print("step", i, flush=True)\n    plt.plot([i, i + 1])\n    time.sleep(0.4)';
+    const r = await mcp.callTool('execute_code', { session, code }, (p) => progress.push(p.message ?? ''));
+    expect(sc(r), texts(r)).toMatchObject({ phase: 'Succeeded', stdout: 'step 0\nstep 1\nstep 2\n', display: { images: 1 } });
+    // At least one notification arrived before the end (the last may be coalesced with it).
+    expect(progress.join('')).toContain('step 0');
+    expect(images(r)).toHaveLength(1);
+  });
+
   it('renders a DataFrame as the last expression as a compact table, and display() returns HTML and tables', async () => {
     const r = await mcp.callTool('execute_code', { session, code: 'big = pd.DataFrame({"n": range(100), "sq": [i * i for i in range(100)]})\nbig' });
     const table = String(sc(r).result);
@@ -112,6 +124,27 @@ print("wrote")`;
     expect(texts(forged)).toContain('its data is not a PNG');
     expect(texts(forged)).toMatch(/An image of \d+ bytes was refused: over the cap/);
     expect(sc(await mcp.callTool('execute_code', { session, code: 'int(df.y.max())' }))).toMatchObject({ phase: 'Succeeded', result: '81' });
+  });
+
+  it('keeps only counts of a session call’s images in its audit record', async () => {
+    let records: SandboxRun[] = [];
+    await until(
+      async () => {
+        const list = (await op.clients.custom.listNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural: SANDBOXRUN_PLURAL,
+          labelSelector: `${LABEL_SESSION}=${runLabelValue(session)}`,
+        })) as { items: SandboxRun[] };
+        records = list.items;
+        return records.some((r) => r.status?.images !== undefined);
+      },
+      60_000,
+      'an audit record with status.images',
+    );
+    expect(records.find((r) => r.status?.images)?.status?.images).toMatchObject({ count: 1, bytes: expect.any(Number) });
+    for (const r of records) expect(JSON.stringify(r)).not.toContain('iVBOR');
   });
 
   it('returns a warm transient run’s figure and keeps only counts in its SandboxRun status', async () => {
