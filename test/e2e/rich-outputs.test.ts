@@ -183,7 +183,7 @@ print("wrote")`;
     );
     expect(stored?.status?.images).toEqual({ count: 1, bytes: Buffer.from(String(images(run)[0]?.data), 'base64').length });
     expect(JSON.stringify(stored?.status)).not.toContain('iVBOR');
-  });
+  }, 360_000);
 });
 
 /** Python for session code: writes display frames for the running call into the kernel's sockets. */
