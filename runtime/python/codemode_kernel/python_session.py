@@ -235,10 +235,12 @@ class PythonSession:
         except CallTimeout as err:
             return {"status": "timeout", "error": _error(err, err.__traceback__)}
         except SystemExit as err:
+            self._flush_after_error()
             if err.code in (None, 0):
                 return {"status": "ok"}
             return {"status": "error", "error": _error(err, err.__traceback__)}
         except BaseException as err:
+            self._flush_after_error()
             return {"status": "error", "error": _error(err, err.__traceback__)}
         if value is None:
             return {"status": "ok"}
@@ -247,6 +249,17 @@ class PythonSession:
         except Exception as err:
             return {"status": "error", "error": _error(err, err.__traceback__)}
         return {"status": "ok", "result": text[:cap], "resultTruncated": len(text) > cap}
+
+    def _flush_after_error(self):
+        """A cell that failed still shows the figures it drew (as a notebook does); still
+        interruptible by the call's timeout, which then just ends the rendering."""
+        try:
+            self._in_user_code = True
+            _flush_figures()
+        except BaseException:
+            pass
+        finally:
+            self._in_user_code = False
 
     def _eval(self, code):
         value = eval(code, self.ns)
