@@ -87,6 +87,7 @@ const DESCRIPTION =
   'Run a program in a fresh, isolated sandbox with no network access and return its stdout, ' +
   'stderr and exit code. A non-zero exit code is a normal result, not a tool error. Print what ' +
   'you need to see; nothing persists between calls unless you pass a session from create_session. ' +
+  'Images the code displays (Matplotlib figures left open or shown, where the image has Matplotlib; display(obj)) come back after the text. ' +
   'Output streams as progress notifications ' +
   'when the client sends a progress token. When the service is at capacity the call waits ' +
   'briefly, then fails with a tool error that says when to retry.';
