@@ -56,10 +56,12 @@ export interface DisplayTally {
   items: DisplayItem[];
   bytes: number;
   dropped: number;
+  /** The kernel's own note on what it left out, accepted once beyond the count cap. */
+  kernelNote: boolean;
 }
 
 export function newTally(): DisplayTally {
-  return { items: [], bytes: 0, dropped: 0 };
+  return { items: [], bytes: 0, dropped: 0, kernelNote: false };
 }
 
 const note = (text: string): DisplayItem => ({ kind: 'text', format: 'note', text });
@@ -67,6 +69,13 @@ const note = (text: string): DisplayItem => ({ kind: 'text', format: 'note', tex
 /** Adds one display frame's item (or a note saying why it was refused) to the tally. Never throws. */
 export function acceptDisplay(message: unknown, tally: DisplayTally, limits: DisplayLimits, capChars: number): void {
   if (tally.items.length >= limits.maxItems) {
+    // A well-behaved kernel sends at most maxItems items and then one note counting the rest.
+    const r = DisplayFrameSchema.safeParse(message);
+    if (!tally.kernelNote && r.success && r.data.kind === 'text' && r.data.format === 'note') {
+      tally.kernelNote = true;
+      tally.items.push({ kind: 'text', format: 'note', text: capText(r.data.text, 500).text });
+      return;
+    }
     tally.dropped++;
     return;
   }

@@ -70,6 +70,22 @@ describe('acceptDisplay', () => {
   });
 });
 
+it('keeps the kernel’s own note on what it left out, once, beyond the count cap', () => {
+  const tally = newTally();
+  const kernelNote = { kind: 'text', format: 'note', text: '4 more display item(s) were not returned: at most 3 per call' };
+  for (let i = 0; i < 3; i++) acceptDisplay(image(png()), tally, LIMITS, 100);
+  acceptDisplay(kernelNote, tally, LIMITS, 100);
+  acceptDisplay(kernelNote, tally, LIMITS, 100);
+  const items = finishDisplay(tally, LIMITS);
+  expect(items.map((i) => (i.kind === 'text' ? i.text : i.kind))).toEqual([
+    'image',
+    'image',
+    'image',
+    kernelNote.text,
+    '1 more display item(s) were not returned: at most 3 per call.',
+  ]);
+});
+
 describe('display helpers', () => {
   it.each([
     [PNG_HEAD, { width: 400, height: 300 }],
