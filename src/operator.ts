@@ -252,7 +252,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log: log.child({ controller: 'warmpool' }),
     metrics,
   });
-  executor.setPool(pool, kernels);
+  executor.setPool(pool, kernels, hasKernels ? runtimeGuard : undefined);
   const sessionController = new SandboxSessionController({
     pool,
     clients,
@@ -314,6 +314,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     log: log.child({ component: 'upstreams' }),
     healthIntervalMs: config.upstreamHealthIntervalSeconds * 1000,
     requestTimeoutMs: config.upstreamRequestTimeoutSeconds * 1000,
+    messageMaxBytes: config.upstreamMessageMaxBytes,
     isLeader: () => poolController.isLeader,
     ...(metrics !== undefined && { onReady: metrics.upstreamReady }),
   });

@@ -40,8 +40,6 @@ export interface CallSummary {
   servers: Record<string, { calls: number; errors: number }>;
 }
 
-/** The Event reason for a refused tool call (to move to src/api's reasons with the UpstreamServer kind). */
-export const TOOL_CALL_DENIED_REASON = 'ToolCallDenied';
 /** Denied calls of one run that get an Event: the rest are counted in the result and the metrics. */
 export const MAX_DENIED_EVENTS_PER_RUN = 3;
 

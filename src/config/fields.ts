@@ -693,6 +693,16 @@ export const FIELDS = {
     },
     int(1, 300),
   ),
+  upstreamMessageMaxBytes: field(
+    {
+      env: 'CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES',
+      default: '16777216',
+      description:
+        "Largest single message (a JSON answer or one SSE event) the gateway reads from an UpstreamServer; a larger answer fails that call (or that tools/list) with a message saying so, and the gateway never holds more of it. Tool results are then cut further to CODEMODE_TOOL_RESULT_MAX_BYTES before they enter a sandbox.",
+      allowed: 'an integer from 65536 to 268435456',
+    },
+    int(64 * 1024, 256 * 1024 * 1024),
+  ),
   // --- What search_tools writes into its reply's text (issue 11: compact text, TOON where it pays) ---
   resultFormat: field(
     {

@@ -21,7 +21,7 @@ import {
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import type { KernelConnections } from '../exec/kernel.js';
+import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
 import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
@@ -29,7 +29,8 @@ import type { EventRecorder } from '../kube/events.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
 import { podNameForRun, runLabelValue } from '../sandbox/names.js';
-import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions } from '../sandbox/pod.js';
+import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel } from '../sandbox/pod.js';
+import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
@@ -57,6 +58,12 @@ export interface RunMetricsSink {
 export interface PoolClaims {
   readonly enabled: boolean;
   claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
+}
+
+/** This version's kernels (src/controller/runtime-guard.ts): their ConfigMap, present before a pod mounts it. */
+export interface KernelRuntime {
+  readonly volume: RuntimeVolume;
+  ensure(namespace: string): Promise<void>;
 }
 
 /** The settings the run engine reads (src/config documents each). */
@@ -111,6 +118,7 @@ export class RunExecutor {
   private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
   private pool: PoolClaims | undefined;
+  private kernelRuntime: KernelRuntime | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
@@ -124,10 +132,13 @@ export class RunExecutor {
 
   /**
    * Enables warm-pool claims for runs whose image and limits match the pool's pods; the code
-   * then runs through the pod's kernel, over a stream opened before the claim.
+   * then runs through the pod's kernel, over a stream opened before the claim. With `runtime`
+   * (this version has kernels), a cold run whose code may call upstream tools gets a kernel in its
+   * own pod too: the kernel's stream is the only channel for those calls.
    */
-  setPool(pool: PoolClaims, kernels: KernelConnections): void {
+  setPool(pool: PoolClaims, kernels: KernelConnections, runtime?: KernelRuntime): void {
     this.pool = pool;
+    this.kernelRuntime = runtime;
     this.inPod.setKernels(kernels);
   }
 
@@ -141,9 +152,9 @@ export class RunExecutor {
 
   /**
    * Starts (or joins) the execution of a run. Idempotent per run UID. `calls` answers the code's
-   * nested tool calls (code mode) when the run lands in a warm pod, whose kernel carries them (a
-   * cold pod's runner has no channel for them: the program cannot import codemode there), and
-   * their counts go into the final status.
+   * nested tool calls (code mode) over the kernel's stream — a warm pod's, or a cold pod started
+   * with a kernel because the code may call some server (without any, a cold pod runs the runner
+   * script: nothing to call, no kernel start) — and their counts go into the final status.
    */
   execute(run: SandboxRun, calls?: NestedCalls): Promise<RunOutcome> {
     const uid = run.metadata.uid ?? '';
@@ -202,10 +213,11 @@ export class RunExecutor {
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run);
-      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'kernel', calls);
+      if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'warm', calls);
       const podName = podNameForRun(name);
       const creating = performance.now();
-      const pod = await this.createPod(run, podName, log);
+      const kernel = await this.coldKernel(run, ns, calls);
+      const pod = await this.createPod(run, podName, log, kernel);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
 
       const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
@@ -220,13 +232,28 @@ export class RunExecutor {
         this.deletePod(ns, podName, log);
         return await this.finishEarly(run, reason, message, log);
       }
-      return await this.executeInPod(run, ns, podName, runtime, output, log, started, 'runner');
+      return await this.executeInPod(run, ns, podName, runtime, output, log, started, kernel ? 'cold-kernel' : 'cold', calls);
     } catch (err) {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
       return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
     } finally {
       this.d.metrics?.runEnded();
     }
+  }
+
+  /**
+   * The kernel a cold pod starts with when the code may call upstream tools (its stream carries
+   * the calls), else undefined: the runner script needs no ConfigMap and no kernel start-up.
+   */
+  private async coldKernel(run: SandboxRun, ns: string, calls: NestedCalls | undefined): Promise<RunPodKernel | undefined> {
+    const runtime = this.kernelRuntime;
+    if (!runtime || !calls || calls.allowed().length === 0) return undefined;
+    // The kernel is python's (it runs every runtime's one-shot programs, as in pool pods): the
+    // run's image must be the one python runs in.
+    const { images } = this.d.opts;
+    if (images[normalizeLanguage(run.spec.language)] !== images[POOL_LANGUAGE]) return undefined;
+    await runtime.ensure(ns);
+    return { command: kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime: runtime.volume };
   }
 
   /** A warm pod for this run, if the pool has one that fits (same image, default limits). */
@@ -263,7 +290,7 @@ export class RunExecutor {
     output: EventEmitter,
     log: Logger,
     started: number,
-    via: 'runner' | 'kernel',
+    pod: 'warm' | 'cold' | 'cold-kernel',
     calls?: NestedCalls,
   ): Promise<RunOutcome> {
     const startTime = new Date();
@@ -284,7 +311,7 @@ export class RunExecutor {
     }, RUNNING_WRITE_DELAY_MS);
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed =
-      via === 'kernel'
+      pod !== 'cold'
         ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls && ((frame) => calls.handle(frame)))
         : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
@@ -308,7 +335,7 @@ export class RunExecutor {
         // outcome is stored. Its processes already ended with the program (or at the deadline).
         this.deletePod(ns, podName, log);
         this.record.recordOutcome(run, c);
-        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, via === 'kernel' ? 'warm' : 'cold');
+        this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, pod === 'warm' ? 'warm' : 'cold');
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
       })(),
     );
@@ -380,6 +407,7 @@ export class RunExecutor {
     run: SandboxRun,
     podName: string,
     log: Logger,
+    kernel: RunPodKernel | undefined,
   ): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
     const { opts } = this.d;
     const ns = this.record.namespaceOf(run);
@@ -392,6 +420,7 @@ export class RunExecutor {
         ...(run.spec.resources?.cpu && { cpuLimit: run.spec.resources.cpu }),
         ...(run.spec.resources?.memory && { memoryLimit: run.spec.resources.memory }),
       }),
+      kernel,
     );
     try {
       const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });

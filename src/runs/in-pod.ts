@@ -1,6 +1,6 @@
 // Executes a run's code in a ready sandbox pod and reports what happened, without judging it
 // (status.ts classifies): a cold pod runs the runner script through one exec, a claimed warm pod
-// runs it through its kernel. Everything read from the pod is untrusted and already bounded by the
+// (or a cold pod started with a kernel, for code-mode calls) runs it through its kernel. Everything read from the pod is untrusted and already bounded by the
 // exec and kernel layers; a broken stream or a pod that died becomes facts, never an exception.
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
@@ -101,7 +101,7 @@ export class InPodExecution {
     };
   }
 
-  /** A claimed warm pod: the kernel runs the code as a fresh program (op "run"). */
+  /** A pod whose main process is the kernel (warm, or cold for code mode): the code runs as a fresh program (op "run"). */
   async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput, onCall?: CallHandler): Promise<Executed> {
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');

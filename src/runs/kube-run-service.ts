@@ -16,7 +16,7 @@ import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
-import { Reasons, SANDBOXSESSION_KIND } from '../api/v1alpha1/index.js';
+import { EventReasons, Reasons, SANDBOXSESSION_KIND } from '../api/v1alpha1/index.js';
 import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
 import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
@@ -28,7 +28,7 @@ import type { Ticket } from '../limits/admission.js';
 import type { UserLimits } from '../limits/user-limits.js';
 import type { AuditWriter } from '../audit/writer.js';
 import { auditEntry } from '../audit/record.js';
-import { TOOL_CALL_DENIED_REASON, type RunCalls, type ToolBroker } from '../codemode/broker.js';
+import type { RunCalls, ToolBroker } from '../codemode/broker.js';
 import type { EventRecorder, EventTarget } from '../kube/events.js';
 
 /** Optional collaborators: per-user limits and the audit writer for session calls. */
@@ -122,7 +122,7 @@ export class KubeRunService implements RunService {
     }
     // Subscribe before the first output can be produced: execute() only starts the work.
     // This process executes the run it created, so the broker is handed over in memory: nested
-    // calls reach a warm pod's kernel (a cold pod has no channel for them). The deadline counts
+    // calls reach the pod's kernel (warm, or a cold pod started with one: executor.ts). The deadline counts
     // from here, so pod start-up shortens the time tools may take, never lengthens it.
     const done = this.executor
       .execute(run, tools)
@@ -212,7 +212,7 @@ export class KubeRunService implements RunService {
     const events = this.extras.events;
     const onDenied = (message: string): void => {
       const t = target();
-      if (t) events?.record(t, 'Warning', TOOL_CALL_DENIED_REASON, 'CallTool', `Refused a tool call from the code: ${message}`);
+      if (t) events?.record(t, 'Warning', EventReasons.ToolCallDenied, 'CallTool', `Refused a tool call from the code: ${message}`);
     };
     return broker.forRun({
       ...(req.servers && { servers: req.servers }),

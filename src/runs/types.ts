@@ -81,6 +81,8 @@ export interface RunOutcome {
 /** Code mode for one run: answers its code's nested tool calls and counts them (src/codemode RunCalls). */
 export interface NestedCalls {
   handle: CallHandler;
+  /** The upstream servers the code may call (none: the run needs no channel for calls). */
+  allowed(): readonly string[];
   summary(): CallSummary;
 }
 

@@ -230,8 +230,17 @@ function requireUid(kind: string, meta: { name: string; namespace?: string; uid?
   return meta.uid;
 }
 
-/** The pod that runs `run`. Pure: same inputs, same object (the controller may diff it). */
-export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
+/** A kernel as a cold run pod's main process (code mode: its stream carries the code's tool calls). */
+export interface RunPodKernel {
+  command: string[];
+  runtime: RuntimeVolume;
+}
+
+/**
+ * The pod that runs `run`: idle, for the runner script, or with `kernel` running (then it is built
+ * like a warm pool pod, owned by the run). Pure: same inputs, same object (the controller may diff it).
+ */
+export function buildRunPod(run: SandboxRun, opts: PodBuildOptions, kernel?: RunPodKernel): V1Pod {
   const { name, namespace } = run.metadata;
   const uid = requireUid(SANDBOXRUN_KIND, run.metadata);
   return sandboxPod(
@@ -240,8 +249,9 @@ export function buildRunPod(run: SandboxRun, opts: PodBuildOptions): V1Pod {
       namespace,
       labels: { [LABEL_RUN]: runLabelValue(name), [LABEL_RUNTIME]: normalizeLanguage(run.spec.language) },
       owner: { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name, uid, controller: true, blockOwnerDeletion: true },
-      command: IDLE_COMMAND,
+      command: kernel?.command ?? IDLE_COMMAND,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
+      ...(kernel && runtimeMount(kernel.runtime)),
     },
     opts,
   );

@@ -6,6 +6,7 @@
 import { Client, SdkError, SdkErrorCode, SdkHttpError, StreamableHTTPClientTransport, type CallToolResult, type Tool } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
 import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from '../api/v1alpha1/index.js';
+import { boundedFetch } from './bounded-fetch.js';
 import { UpstreamError } from './types.js';
 
 /** Most tools kept of one upstream; a catalog beyond it is cut (and the cut logged). */
@@ -33,6 +34,8 @@ export interface ConnectionOptions {
   healthIntervalMs: number;
   /** Bound of connect, list and ping requests. */
   requestTimeoutMs: number;
+  /** Largest message read from the upstream (bounded-fetch.ts). */
+  messageMaxBytes: number;
   onState(state: ConnectionState): void;
   log: Logger;
 }
@@ -157,7 +160,10 @@ export class UpstreamConnection {
     };
     this.client = client;
     try {
-      const transport = new StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } } });
+      const fetch = boundedFetch(this.opts.messageMaxBytes, (kind) =>
+        this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
+      );
+      const transport = new StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
       const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
       if (epoch !== this.epoch) {

@@ -36,6 +36,8 @@ export interface UpstreamWatcherDeps {
   log: Logger;
   healthIntervalMs: number;
   requestTimeoutMs: number;
+  /** Largest message read from an upstream (bounded-fetch.ts). */
+  messageMaxBytes: number;
   /** Only the leader writes status (replicas may see an upstream differently for a moment). */
   isLeader(): boolean;
   /** Readiness per server for a gauge (undefined: the server is gone). */
@@ -147,6 +149,7 @@ export class UpstreamWatcher {
         {
           healthIntervalMs: this.d.healthIntervalMs,
           requestTimeoutMs: this.d.requestTimeoutMs,
+          messageMaxBytes: this.d.messageMaxBytes,
           onState: () => this.reconcile(name),
           log: this.d.log,
         },

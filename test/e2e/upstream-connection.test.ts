@@ -76,7 +76,7 @@ beforeAll(async () => {
   conn = new UpstreamConnection(
     'sdk',
     { url: `http://127.0.0.1:${sdk.port}/mcp`, headers: {} },
-    { healthIntervalMs: 500, requestTimeoutMs: 3_000, onState: (s) => void states.push(s), log: pino({ level: 'silent' }) },
+    { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: (s) => void states.push(s), log: pino({ level: 'silent' }) },
   );
   conn.start();
   await until(() => conn.state.ready, 30_000, 'connected');
@@ -105,6 +105,15 @@ describe('UpstreamConnection against an SDK server', () => {
     expect((err as UpstreamError).code).toBe('timeout');
     const aborted = await conn.call('slow', {}, 5_000, AbortSignal.timeout(100)).catch((e: unknown) => e);
     expect((aborted as UpstreamError).code).toBe('aborted');
+  });
+
+  it('fails a call whose answer is larger than the message bound, at once, and stays connected', async () => {
+    const err = await conn.call('echo', { message: 'x'.repeat(100_000) }, 10_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UpstreamError);
+    expect((err as UpstreamError).code).toBe('upstream_failed');
+    expect((err as UpstreamError).message).toMatch(/sdk\.echo failed: .*larger than 65536 bytes \(CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES\)/);
+    expect(conn.state.ready).toBe(true);
+    expect(await conn.call('echo', { message: 'still here' }, 5_000)).toMatchObject({ content: [{ type: 'text', text: 'still here' }] });
   });
 
   it('notices a server that went away and reconnects when it is back', async () => {

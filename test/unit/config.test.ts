@@ -76,6 +76,7 @@ describe('loadConfig defaults', () => {
       toolBytesPerRun: 8388608,
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
+      upstreamMessageMaxBytes: 16777216,
       resultFormat: 'text',
       displayMaxImageBytes: 2097152,
       displayMaxBytes: 5242880,
@@ -136,6 +137,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_TOOL_RESULT_MAX_BYTES', '2048', { toolResultMaxBytes: 2048 }],
     ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
     ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
+    ['CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES', '1048576', { upstreamMessageMaxBytes: 1048576 }],
     ['CODEMODE_RESULT_FORMAT', 'toon', { resultFormat: 'toon' }],
     ['CODEMODE_DISPLAY_MAX_IMAGE_BYTES', '65536', { displayMaxImageBytes: 65536 }],
     ['CODEMODE_DISPLAY_MAX_ITEMS', '0', { displayMaxItems: 0 }],
@@ -166,7 +168,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(73);
+    expect(envs).toHaveLength(74);
   });
 });
 

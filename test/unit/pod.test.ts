@@ -173,6 +173,36 @@ describe('buildRunPod', () => {
     expect(built.metadata?.ownerReferences?.[0]?.name).toBe(name);
   });
 
+  it('starts a kernel with the runtime mounted read-only when given one (code mode), keeping everything else', () => {
+    const kernel = {
+      command: ['python3', '/codemode/runtime/python/kernel.py'],
+      runtime: { configMap: 'codemode-runtime-abc', items: [{ key: 'k', path: 'p' }] },
+    };
+    const built = buildRunPod(run, opts, kernel);
+    expect(built.spec?.containers[0]?.command).toEqual(kernel.command);
+    expect(built.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap).toEqual({
+      name: 'codemode-runtime-abc',
+      defaultMode: 0o444,
+      items: kernel.runtime.items,
+    });
+    expect(built.spec?.containers[0]?.volumeMounts?.find((m) => m.name === 'runtime')).toEqual({
+      name: 'runtime',
+      mountPath: '/codemode/runtime',
+      readOnly: true,
+    });
+    // Everything else is the plain run pod's: same owner, labels, hardening, limits and deadline.
+    const c = built.spec?.containers[0];
+    const rest = {
+      ...built,
+      spec: {
+        ...built.spec,
+        volumes: built.spec?.volumes?.filter((v) => v.name !== 'runtime'),
+        containers: [{ ...c, command: pod.spec?.containers[0]?.command, volumeMounts: c?.volumeMounts?.filter((m) => m.name !== 'runtime') }],
+      },
+    };
+    expect(rest).toEqual(pod);
+  });
+
   it('refuses a run without uid (the owner reference would be invalid)', () => {
     const metadata = { ...run.metadata, uid: undefined };
     expect(() => buildRunPod({ ...run, metadata }, opts)).toThrow(/has no metadata.uid/);

@@ -138,6 +138,8 @@
   value: {{ include "codemode.envValue" .Values.config.upstreamHealthIntervalSeconds }}
 - name: CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS
   value: {{ include "codemode.envValue" .Values.config.upstreamRequestTimeoutSeconds }}
+- name: CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES
+  value: {{ include "codemode.envValue" .Values.config.upstreamMessageMaxBytes }}
 - name: CODEMODE_RESULT_FORMAT
   value: {{ include "codemode.envValue" .Values.config.resultFormat }}
 - name: CODEMODE_DISPLAY_MAX_IMAGE_BYTES

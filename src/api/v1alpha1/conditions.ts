@@ -99,6 +99,12 @@ export const SessionReasons = {
   LifetimeExceeded: 'LifetimeExceeded',
 } as const;
 
+/** Reasons of Events that are not transitions of a phase. */
+export const EventReasons = {
+  /** Sandbox code asked for a nested tool call the gateway refused (code mode); the message says which and why. */
+  ToolCallDenied: 'ToolCallDenied',
+} as const;
+
 /** Sets (or replaces) a condition; keeps lastTransitionTime when the status did not change. */
 export function setCondition(conditions: readonly Condition[] | undefined, next: Omit<Condition, 'lastTransitionTime'>, now: Date): Condition[] {
   const list = [...(conditions ?? [])];

@@ -1,0 +1,142 @@
+// The fetch the gateway's upstream MCP clients use: no single message from an upstream may make the
+// gateway hold more than `maxBytes`. The SDK's client reads a whole JSON body, or whole SSE events,
+// into memory before looking at them, so an upstream answering with a gigabyte (a buggy server, a
+// third-party stdio server, a tool that returns a whole disk) would otherwise exhaust the gateway.
+//
+// Hand-written because no library bounds a fetch body per SSE event. Bounded per message, not per
+// response: the notification stream (GET) and a long call's progress events may go on for hours.
+// - POST answered with JSON: the body is read up to the bound; past it, the answer becomes a
+//   JSON-RPC error for the request's id, so the call fails at once with a sentence that says why.
+// - SSE (POST or GET): events are passed on whole, each buffered up to the bound (events end at a
+//   blank line); an event past it is dropped — on a POST the stream then ends with that error
+//   event (a call's answer is its last event), on the GET stream the event alone is skipped.
+// What an upstream sends is never logged; `onDropped` says only which kind of message was cut.
+
+export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
+
+/** JSON-RPC "server error" range: the gateway refused the upstream's answer. */
+export const RESPONSE_TOO_LARGE_CODE = -32001;
+
+export function tooLargeMessage(maxBytes: number): string {
+  return `The upstream's answer was larger than ${maxBytes} bytes (CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES), so the gateway dropped it. Ask for less (a page, a filter), or ask the administrator to raise the bound.`;
+}
+
+/** The id of the JSON-RPC request in a POST body, or null (a notification, a batch, unreadable). */
+export function requestId(body: RequestInit['body']): string | number | null {
+  if (typeof body !== 'string') return null;
+  try {
+    const msg = JSON.parse(body) as { id?: unknown };
+    return typeof msg.id === 'string' || typeof msg.id === 'number' ? msg.id : null;
+  } catch {
+    return null;
+  }
+}
+
+function errorMessage(id: string | number | null, maxBytes: number): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, error: { code: RESPONSE_TOO_LARGE_CODE, message: tooLargeMessage(maxBytes) } });
+}
+
+/** Where the blank line that ends an SSE event is in `buf` (searching from `from`), and its length. */
+export function eventEnd(buf: Buffer, from: number): { at: number; length: number } | undefined {
+  for (let i = Math.max(0, from); i < buf.length - 1; i++) {
+    if (buf[i] !== 0x0a && buf[i] !== 0x0d) continue;
+    // \n\n, \r\r, \r\n\r\n, and the mixed \n\r\n / \r\n\n forms all end an event.
+    // A lone \r ends a line only when no \n follows (else it is half of \r\n).
+    const m = /^(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)/.exec(buf.toString('latin1', i, Math.min(buf.length, i + 4)));
+    if (m) return { at: i, length: m[0].length };
+  }
+  return undefined;
+}
+
+/**
+ * Splits an SSE byte stream into whole events of at most `maxBytes` each (blank line included).
+ * `onOversize` is called for each event past the bound, which is skipped; it returns the text to
+ * put in its place and whether the stream ends there.
+ */
+export function boundedEvents(maxBytes: number, onOversize: () => { replacement: string; end: boolean }): TransformStream<Uint8Array, Uint8Array> {
+  let buf = Buffer.alloc(0);
+  let scanned = 0;
+  /** Inside an oversized event: bytes are dropped until its end. */
+  let skipping = false;
+  let ended = false;
+  return new TransformStream({
+    transform(chunk, controller) {
+      if (ended) return;
+      buf = buf.length === 0 ? Buffer.from(chunk) : Buffer.concat([buf, chunk]);
+      for (;;) {
+        const end = eventEnd(buf, scanned - 3);
+        // The event (or what has come of it) is past the bound: drop it, say so once.
+        if (!skipping && (end ? end.at : buf.length) > maxBytes) {
+          skipping = true;
+          const r = onOversize();
+          if (r.replacement) controller.enqueue(Buffer.from(r.replacement));
+          if (r.end) {
+            ended = true;
+            controller.terminate();
+            return;
+          }
+        }
+        if (!end) {
+          // While skipping, keep only the last bytes (a blank line may straddle two chunks).
+          if (skipping && buf.length > 3) buf = buf.subarray(buf.length - 3);
+          scanned = buf.length;
+          return;
+        }
+        const stop = end.at + end.length;
+        if (!skipping) controller.enqueue(buf.subarray(0, stop));
+        skipping = false;
+        buf = buf.subarray(stop);
+        scanned = 0;
+      }
+    },
+    flush(controller) {
+      if (!ended && !skipping && buf.length > 0) controller.enqueue(buf);
+    },
+  });
+}
+
+/** Reads a (non-SSE) body up to `maxBytes`; undefined when it is longer (the rest is cancelled). */
+async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Buffer | undefined> {
+  const reader = body.getReader();
+  const parts: Buffer[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(parts);
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    parts.push(Buffer.from(value));
+  }
+}
+
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+
+export function boundedFetch(maxBytes: number, onDropped: (kind: 'json' | 'event' | 'stream-event') => void, base: FetchLike = fetch): FetchLike {
+  return async (url, init) => {
+    const res = await base(url, init);
+    if (!res.body || NULL_BODY_STATUSES.has(res.status)) return res;
+    const post = (init?.method ?? 'GET').toUpperCase() === 'POST';
+    const id = post ? requestId(init?.body) : null;
+    const type = res.headers.get('content-type') ?? '';
+    if (type.includes('text/event-stream')) {
+      const body = res.body.pipeThrough(
+        boundedEvents(maxBytes, () => {
+          onDropped(post ? 'event' : 'stream-event');
+          // A call's stream: its answer is gone, so the error takes its place and the stream ends.
+          return post ? { replacement: `event: message\ndata: ${errorMessage(id, maxBytes)}\n\n`, end: true } : { replacement: '', end: false };
+        }),
+      );
+      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    }
+    const text = await readBounded(res.body, maxBytes);
+    if (text !== undefined) return new Response(new Uint8Array(text), { status: res.status, statusText: res.statusText, headers: res.headers });
+    onDropped('json');
+    const headers = new Headers(res.headers);
+    headers.delete('content-length');
+    headers.set('content-type', 'application/json');
+    return new Response(errorMessage(id, maxBytes), { status: res.status, statusText: res.statusText, headers });
+  };
+}
