@@ -387,20 +387,25 @@ export class RunExecutor {
       message: o.message ?? 'The code ran to completion.',
       ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
     };
-    const status = this.record.fit(
-      run,
-      completedStatus(
+    const status = this.record.fit(run, {
+      ...completedStatus(
         run,
         c,
         { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated },
         { start: startTime, end: new Date() },
       ),
-    );
+      ...imageCounts(o.display),
+    });
     await this.record.patchStatus(run, status, log);
     this.record.recordOutcome(run, c);
     this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
     this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
-    return { ...this.record.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
+    return {
+      ...this.record.outcome(run, status),
+      session,
+      ...(o.result !== undefined && { result: o.result }),
+      ...(o.display !== undefined && { display: o.display }),
+    };
   }
 
   private async createPod(
