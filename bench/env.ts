@@ -8,7 +8,7 @@ import { join } from 'node:path';
 // any KubeConfig is loaded (testKube() reads it lazily).
 process.env.KUBECONFIG ??= join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
 
-export const SECTIONS = ['floor', 'cold', 'warm', 'session', 'backtoback', 'throughput', 'rss', 'storage', 'hostile', 'codemode'] as const;
+export const SECTIONS = ['floor', 'cold', 'warm', 'session', 'backtoback', 'throughput', 'rss', 'storage', 'hostile', 'codemode', 'plots'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchSettings {

@@ -9,6 +9,7 @@ import type { MachineInfo } from './machine.js';
 import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
 import type { BackToBack } from './back-to-back.js';
 import type { CodeModeResult } from './codemode.js';
+import type { PlotsResult } from './plots.js';
 import type { HostileResult } from './hostile.js';
 import type { ProbeResult } from './rss.js';
 import type { StorageRow } from './storage.js';
@@ -50,6 +51,8 @@ export interface Results {
   backToBack: BackToBack | string;
   /** Nested tool calls from sandbox code against the same call from the gateway (bench/codemode.ts). */
   codeMode: CodeModeResult | string;
+  /** A Matplotlib figure's round trip as image content against print(1) in a session (bench/plots.ts). */
+  plots: PlotsResult | string;
   profile: {
     cold?: PhaseProfile;
     warm?: PhaseProfile;
@@ -303,6 +306,16 @@ export function tableRows(r: Results): Cell[][] {
     ...hostileRows(r.hostile),
     ...storageRows(r.storage),
     ...codeModeRows(r.codeMode, q.nestedCallVsDirect),
+    ...plotsRows(r.plots),
+  ];
+}
+
+function plotsRows(p: Results['plots']): Cell[][] {
+  if (typeof p === 'string') return [notMeasured('plot round trip (session, datascience image)', p)];
+  const vs = p.print1.ms.median > 0 ? p.plot.ms.median / p.print1.ms.median : null;
+  return [
+    latencyRow('session execute_code print(1), datascience image', p.print1, undefined, 'floor'),
+    latencyRow(`plot round trip: 640×480 line plot back as image content (${Math.round(p.pngBytes / 1024)} KiB PNG)`, p.plot, vs),
   ];
 }
 

@@ -4,6 +4,7 @@
 // the end (also on Ctrl-C). BENCH_SCALE, BENCH_ONLY, BENCH_CONCURRENCY: see bench/env.ts.
 import { backToBackSection } from './back-to-back.js';
 import { codeModeSection } from './codemode.js';
+import { plotsSection } from './plots.js';
 import { loadSettings } from './env.js';
 import { testKube } from '../test/e2e/helpers/kube.js';
 import { Namespaces, failed, log, stopAll, type BenchContext } from './context.js';
@@ -48,6 +49,10 @@ async function sections(ctx: BenchContext): Promise<void> {
     ctx.r.codeMode = await codeModeSection(ctx);
     await stopAll(ctx);
   }
+  if (s.sections.has('plots')) {
+    ctx.r.plots = await plotsSection(ctx);
+    await stopAll(ctx);
+  }
 }
 
 async function main(): Promise<void> {
@@ -72,6 +77,7 @@ async function main(): Promise<void> {
     hostile: skipped('hostile'),
     backToBack: skipped('backtoback'),
     codeMode: skipped('codemode'),
+    plots: skipped('plots'),
     profile: {},
     ratios: {},
   };

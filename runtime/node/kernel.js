@@ -14,6 +14,7 @@ const { CallOutput } = require('./output.js');
 const { nowTicks, killStartedSince } = require('./procs.js');
 const { NodeSession, ExitRequest } = require('./session.js');
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
+const display = require('./display.js');
 
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
@@ -110,6 +111,7 @@ async function execute(conn, req) {
   const handle = conn.sock._handle;
   watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
   let outcome;
+  display.clear(process.env.CODEMODE_DISPLAY_DIR);
   tools.begin(conn, req.id);
   try {
     outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
@@ -170,9 +172,21 @@ function dispatch(conn, msg) {
       return errorResult('KernelError', String(err));
     })
     .then((result) => {
+      const items = req.op === 'exec' ? displayed(req) : [];
       busy = false; // free before replying, so the client's next request never sees it busy
+      for (const item of items) conn.send({ ...item, id: msg.id, type: 'display' });
       reply(result);
     });
+}
+
+/** The call's images, HTML and tables (display.js), saved in the workspace's figures too. */
+function displayed(req) {
+  try {
+    return display.collect(process.env.CODEMODE_DISPLAY_DIR, display.limitsOf(req), req.capChars);
+  } catch (err) {
+    log('Failed to collect display items', { error: String(err) });
+    return [];
+  }
 }
 
 async function resetSession() {
@@ -204,6 +218,7 @@ function serve(sock) {
 
 function listen(socketPath) {
   fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
+  fs.mkdirSync(process.env.CODEMODE_DISPLAY_DIR, { recursive: true, mode: 0o700 });
   try {
     fs.unlinkSync(socketPath);
   } catch {

@@ -45,6 +45,8 @@ function makeContext(io) {
     module: { exports: {} },
     __filename: path.join(process.cwd(), '[codemode]'),
     __dirname: process.cwd(),
+    // The codemode module's display(), as a global like in a notebook (loaded on first use).
+    display: (...args) => require(path.join(__dirname, '..', 'sdk', 'node', 'display.js')).display(...args),
   });
   sandbox.exports = sandbox.module.exports;
   return context;

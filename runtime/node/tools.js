@@ -17,6 +17,8 @@ const SDK_DIR = path.join(__dirname, '..', 'sdk');
 /** Where the tools socket and the `codemode` modules are, for code and the programs it starts. */
 function prepareEnvironment(socketPath) {
   process.env.CODEMODE_TOOLS_SOCKET = path.join(path.dirname(path.resolve(socketPath)), 'tools.sock');
+  // Rich outputs (display.js): where the codemode module's display() writes.
+  process.env.CODEMODE_DISPLAY_DIR = path.join(path.dirname(path.resolve(socketPath)), 'display');
   for (const [name, sub] of [
     ['NODE_PATH', 'node'],
     ['PYTHONPATH', 'python'],

@@ -20,6 +20,7 @@ import {
 import { prefixWithinUtf8 } from '../api/v1alpha1/storage.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_MANAGED_BY, LABEL_SESSION, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import { runLabelValue } from '../sandbox/names.js';
+import { imageCounts, type DisplayItem } from '../exec/display.js';
 
 /** spec.code of a record keeps this many bytes of the call's code: enough to recognise it, small to store. */
 export const AUDIT_CODE_MAX_BYTES = 1024;
@@ -38,6 +39,8 @@ export interface AuditOutcome {
   truncated: boolean;
   /** Nested tool calls of the call (code mode), as status.toolCalls. */
   toolCalls?: ToolCallsStatus;
+  /** Images the call returned: counts and sizes only. */
+  images?: { count: number; bytes: number };
 }
 
 /** What the writer keeps of a call until it is written: bounded (the code is cut at enqueue time). */
@@ -66,7 +69,7 @@ export interface AuditCall {
   code: string;
   startedMs: number;
   endedMs: number;
-  outcome: Omit<AuditOutcome, 'toolCalls'> & { toolCalls?: ToolCallCounts };
+  outcome: Omit<AuditOutcome, 'toolCalls' | 'images'> & { toolCalls?: ToolCallCounts; display?: readonly DisplayItem[] };
 }
 
 /** The entry to keep for a finished call: the code cut to AUDIT_CODE_MAX_BYTES right away. */
@@ -95,6 +98,7 @@ export function auditEntry(c: AuditCall): AuditEntry {
       ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
       ...(o.durationMs !== undefined && { durationMs: Math.max(0, Math.round(o.durationMs)) }),
       ...(o.toolCalls !== undefined && o.toolCalls.calls > 0 && { toolCalls: toolCallsStatus(o.toolCalls) }),
+      ...imageCounts(o.display),
     },
   };
 }

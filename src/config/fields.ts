@@ -727,6 +727,35 @@ export const FIELDS = {
     },
     z.enum(RESULT_FORMATS),
   ),
+  // --- Rich outputs (issue 12: plots as images; src/exec/display.ts) ---
+  displayMaxImageBytes: field(
+    {
+      env: 'CODEMODE_DISPLAY_MAX_IMAGE_BYTES',
+      default: '2097152',
+      description:
+        "Largest image (decoded bytes) a call's code may return through display() or an open Matplotlib figure; a larger one is replaced by a note saying so.",
+      allowed: 'an integer from 1024 to 8388608',
+    },
+    int(1024, 8 * 1024 * 1024),
+  ),
+  displayMaxBytes: field(
+    {
+      env: 'CODEMODE_DISPLAY_MAX_BYTES',
+      default: '5242880',
+      description: 'Bytes of images one call may return in all; images past it are replaced by notes.',
+      allowed: 'an integer from 1024 to 33554432',
+    },
+    int(1024, 32 * 1024 * 1024),
+  ),
+  displayMaxItems: field(
+    {
+      env: 'CODEMODE_DISPLAY_MAX_ITEMS',
+      default: '10',
+      description: 'Display items (images, HTML, tables) one call may return; one note says how many more were left out.',
+      allowed: 'an integer from 0 to 100',
+    },
+    int(0, 100),
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

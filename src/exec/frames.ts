@@ -4,6 +4,7 @@
 // one of these shapes; texts are then cut again to the call's cap (capText), whatever the kernel
 // claims, so a kernel can lie only about its own call's output, within the cap.
 import { z } from 'zod';
+import type { DisplayItem } from './display.js';
 
 /** A kernel error's `ename` is a type name: kept to this many characters. */
 export const MAX_ENAME_CHARS = 200;
@@ -108,6 +109,8 @@ export interface KernelResult {
   diskFull?: string;
   /** Only for "run": the program's processes still running when it ended (killed then). */
   leftovers?: number;
+  /** Images, HTML and tables the call displayed (display.ts), checked and capped; absent: none. */
+  display?: DisplayItem[];
 }
 
 /**

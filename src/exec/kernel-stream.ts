@@ -30,6 +30,7 @@ import {
   type CallFrame,
   type FailureKind,
 } from '../codemode/frames.js';
+import { DEFAULT_DISPLAY_LIMITS, acceptDisplay, displayFrameBytes, finishDisplay, newTally, type DisplayLimits, type DisplayTally } from './display.js';
 
 export type OutputListener = (stream: 'stdout' | 'stderr', text: string) => void;
 /** Answers a nested tool call of the running code (src/codemode). Must not reject. */
@@ -77,6 +78,8 @@ interface Pending {
   calls: Set<string>;
   /** Call frames of this request refused by the stream itself (bounded: MAX_REFUSED_CALLS). */
   refused: number;
+  /** Images, HTML and tables the call displayed so far (display.ts), capped as they arrive. */
+  display: DisplayTally;
   timer: NodeJS.Timeout;
 }
 
@@ -92,6 +95,7 @@ export class KernelStream {
   constructor(
     private readonly write: (frame: Buffer) => void,
     private readonly close: () => void,
+    private readonly displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
   ) {}
 
   get closed(): boolean {
@@ -137,12 +141,22 @@ export class KernelStream {
         timer,
         calls: new Set(),
         refused: 0,
+        display: newTally(),
         ...(onOutput && { onOutput }),
         ...(onCall && { onCall }),
       });
       this.updateFrameLimit();
+      // The kernel caps display items too (runtime/PROTOCOL.md, "Display"); we check them again.
+      const caps =
+        expects === 'result'
+          ? {
+              displayMaxImageBytes: this.displayLimits.maxImageBytes,
+              displayMaxBytes: this.displayLimits.maxBytes,
+              displayMaxItems: this.displayLimits.maxItems,
+            }
+          : {};
       try {
-        this.write(encodeFrame({ ...message, id }));
+        this.write(encodeFrame({ ...message, ...caps, id }));
       } catch (err) {
         this.fail(`cannot write to the exec stream: ${err instanceof Error ? err.message : String(err)}`);
       }
@@ -189,6 +203,7 @@ export class KernelStream {
 
   private onFrame(message: unknown, bytes: number): void {
     if (looksLikeCall(message)) return this.onCallFrame(message, bytes);
+    if (isDisplayFrame(message)) return this.onDisplayFrame(message, bytes);
     const parsed = parseKernelFrame(message);
     if (!parsed.ok) return this.fail(parsed.why, true);
     const frame: KernelFrame = parsed.frame;
@@ -209,7 +224,17 @@ export class KernelStream {
     clearTimeout(p.timer);
     this.pending.delete(frame.id);
     this.updateFrameLimit();
-    p.resolve(frame.type === 'result' ? sanitizeResult(frame, p.capChars) : undefined);
+    if (frame.type !== 'result') return p.resolve(undefined);
+    const result = sanitizeResult(frame, p.capChars);
+    const display = finishDisplay(p.display, this.displayLimits);
+    p.resolve(display.length > 0 ? { ...result, display } : result);
+  }
+
+  /** An image, HTML or table of the running call: a bad one becomes a note, never a breach. */
+  private onDisplayFrame(message: { id: string }, bytes: number): void {
+    const p = this.pending.get(message.id);
+    if (!p || p.expects !== 'result') return this.onUnsolicited(bytes);
+    acceptDisplay(message, p.display, this.displayLimits, p.capChars);
   }
 
   /**
@@ -274,10 +299,14 @@ export class KernelStream {
   private updateFrameLimit(): void {
     let max = IDLE_MAX_FRAME_BYTES;
     for (const p of this.pending.values()) {
-      if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars));
+      if (p.expects === 'result') max = Math.max(max, maxFrameBytes(p.capChars), displayFrameBytes(this.displayLimits));
       // A call frame above its bound fails that call (parseCallFrame); only far above, the stream.
       if (p.onCall) max = Math.max(max, MAX_CALL_FRAME_BYTES + 64 * 1024);
     }
     this.decoder.maxFrameBytes = max;
   }
+}
+
+function isDisplayFrame(m: unknown): m is { id: string; type: 'display' } {
+  return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === 'display' && typeof (m as { id?: unknown }).id === 'string';
 }

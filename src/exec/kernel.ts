@@ -8,6 +8,7 @@ import { describeError, exitCodeFromStatus } from './exec.js';
 import { capText, type KernelResult } from './frames.js';
 import { isNetworkError } from '../util/network-error.js';
 import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallHandler, type OutputListener } from './kernel-stream.js';
+import { DEFAULT_DISPLAY_LIMITS, type DisplayLimits } from './display.js';
 
 export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
@@ -79,6 +80,7 @@ export class KernelConnection {
     container: string,
     language: KernelLanguage,
     connectTimeoutMs = 15_000,
+    displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
   ): Promise<KernelConnection> {
     const stdin = new PassThrough();
     stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
@@ -90,6 +92,7 @@ export class KernelConnection {
         stdin.end();
         ws.socket?.close();
       },
+      displayLimits,
     );
     const conn = new KernelConnection(stream);
     const stdout = new Writable({
@@ -191,7 +194,10 @@ const OPEN_RETRY_WITHIN_MS = 5_000;
 export class KernelConnections {
   private readonly conns = new Map<string, Promise<KernelConnection>>();
 
-  constructor(private readonly exec: Exec) {}
+  constructor(
+    private readonly exec: Exec,
+    private readonly displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
+  ) {}
 
   get(namespace: string, pod: string, container: string, language: KernelLanguage): Promise<KernelConnection> {
     const key = `${namespace}/${pod}`;
@@ -224,7 +230,7 @@ export class KernelConnections {
     for (let attempt = 0; ; attempt++) {
       const started = performance.now();
       try {
-        return await KernelConnection.open(this.exec, namespace, pod, container, language);
+        return await KernelConnection.open(this.exec, namespace, pod, container, language, undefined, this.displayLimits);
       } catch (err) {
         const delay = OPEN_RETRY_DELAYS_MS[attempt];
         // A kernel that did not answer for seconds is not retried: it is hung, not refused.

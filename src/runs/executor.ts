@@ -22,6 +22,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
+import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
@@ -344,6 +345,7 @@ export class RunExecutor {
     const status = this.record.fit(run, {
       ...completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }),
       ...(toolCalls && toolCalls.calls > 0 && { toolCalls: toolCallsStatus(toolCalls) }),
+      ...imageCounts(executed.display),
     });
     this.settle(
       run,
@@ -360,7 +362,9 @@ export class RunExecutor {
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
       })(),
     );
-    return this.record.outcome(run, status);
+    // Images go to the caller only; the status keeps their counts (imageCounts above).
+    const outcome = this.record.outcome(run, status);
+    return executed.display !== undefined ? { ...outcome, display: executed.display } : outcome;
   }
 
   private settle(run: SandboxRun, p: Promise<void>): void {
@@ -406,20 +410,25 @@ export class RunExecutor {
       message: o.message ?? 'The code ran to completion.',
       ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
     };
-    const status = this.record.fit(
-      run,
-      completedStatus(
+    const status = this.record.fit(run, {
+      ...completedStatus(
         run,
         c,
         { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated },
         { start: startTime, end: new Date() },
       ),
-    );
+      ...imageCounts(o.display),
+    });
     await this.record.patchStatus(run, status, log);
     this.record.recordOutcome(run, c);
     this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
     this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
-    return { ...this.record.outcome(run, status), session, ...(o.result !== undefined && { result: o.result }) };
+    return {
+      ...this.record.outcome(run, status),
+      session,
+      ...(o.result !== undefined && { result: o.result }),
+      ...(o.display !== undefined && { display: o.display }),
+    };
   }
 
   private async createPod(

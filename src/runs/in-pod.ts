@@ -5,6 +5,7 @@
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod } from '../exec/exec.js';
+import type { DisplayItem } from '../exec/display.js';
 import { KernelConnectionError, KernelUnreachableError, type CallHandler, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
@@ -23,6 +24,8 @@ const POD_VERDICT_WAIT_MS = 8000;
 export interface Executed {
   facts: ExecutionFacts;
   captured: { stdout: string; stderr: string; stdoutBytes: number; stderrBytes: number; truncated: boolean };
+  /** Images, HTML and tables the code displayed (kernel runs only): for the caller, never stored. */
+  display?: DisplayItem[];
 }
 
 /** The sandbox NetworkPolicy, checked just before code is sent (src/controller/network-policy.ts). */
@@ -133,6 +136,7 @@ export class InPodExecution {
           podGone: this.podGone(ns, podName),
         },
         captured: { stdout: r.stdout, stderr: r.stderr, stdoutBytes: r.stdoutBytes, stderrBytes: r.stderrBytes, truncated: r.truncated },
+        ...(r.display !== undefined && { display: r.display }),
       };
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;

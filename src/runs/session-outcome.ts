@@ -23,6 +23,7 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
     durationMs: r.durationMs,
     ...(r.result !== undefined && { result: r.result }),
     ...(r.exitCode !== undefined && { exitCode: r.exitCode }),
+    ...(r.display !== undefined && { display: r.display }),
   };
   const bound = boundOutcome(r);
   if (bound) return { ...base, ...bound };

@@ -3,6 +3,7 @@
 import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
 import type { CallSummary } from '../codemode/broker.js';
 import type { CallHandler } from '../exec/kernel.js';
+import type { DisplayItem } from '../exec/display.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
 export interface ExecuteRequest {
@@ -72,6 +73,11 @@ export interface RunOutcome {
   message?: string;
   /** Nested tool calls the code made (code mode), when it made any. */
   toolCalls?: CallSummary;
+  /**
+   * Images, HTML and tables the code displayed (plots): returned to the caller only, never
+   * stored in a status or record (those keep counts and sizes, see displaySummary).
+   */
+  display?: DisplayItem[];
 }
 
 /** Code mode for one run: answers its code's nested tool calls and counts them (src/codemode RunCalls). */

@@ -9,6 +9,8 @@ missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The datascience image's wheels are fetched and installed by the host's pip (images/build.sh).
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 mkdir -p "$LOGS"
 if (( ${#missing[@]} )); then
   log "installing Debian packages: ${missing[*]}"

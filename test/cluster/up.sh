@@ -11,6 +11,8 @@ mkdir -p "$LOGS" "$PIDS"
 bash "$CLUSTER_SRC/install-deps.sh"
 bash "$CLUSTER_SRC/build.sh"
 bash "$CLUSTER_SRC/images/build.sh" pause sandbox
+# The data-science sandbox image (issue 12): the datascience e2e tests run sessions on it.
+bash "$CLUSTER_SRC/images/build.sh" datascience
 bash "$CLUSTER_SRC/pki.sh"
 bash "$CLUSTER_SRC/configs.sh"
 IP="$(node_ip)"

@@ -79,6 +79,9 @@ describe('loadConfig defaults', () => {
       upstreamMessageMaxBytes: 16777216,
       defaultProfile: 'default',
       resultFormat: 'text',
+      displayMaxImageBytes: 2097152,
+      displayMaxBytes: 5242880,
+      displayMaxItems: 10,
     } satisfies Config);
   });
 
@@ -137,6 +140,8 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
     ['CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES', '1048576', { upstreamMessageMaxBytes: 1048576 }],
     ['CODEMODE_RESULT_FORMAT', 'toon', { resultFormat: 'toon' }],
+    ['CODEMODE_DISPLAY_MAX_IMAGE_BYTES', '65536', { displayMaxImageBytes: 65536 }],
+    ['CODEMODE_DISPLAY_MAX_ITEMS', '0', { displayMaxItems: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '5', { warmPoolMin: 5, warmPoolMax: 8 }],
     ['CODEMODE_WARM_POOL_SIZE', '0', { warmPoolMin: 0, warmPoolMax: 0 }],
     ['CODEMODE_WARM_POOL_SIZE', '12', { warmPoolMin: 12, warmPoolMax: 12 }],
@@ -164,7 +169,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(72);
+    expect(envs).toHaveLength(75);
   });
 });
 
@@ -175,6 +180,8 @@ describe('loadConfig errors', () => {
     ['CODEMODE_IMAGE_PYTHON', '-bad', 'must be a container image reference'],
     ['CODEMODE_IMAGE_PULL_POLICY', 'Sometimes', 'must be one of "Always", "IfNotPresent", "Never"'],
     ['CODEMODE_RESULT_FORMAT', 'yaml', 'must be one of "text", "json", "toon"'],
+    ['CODEMODE_DISPLAY_MAX_IMAGE_BYTES', '100', 'must be at least 1024'],
+    ['CODEMODE_DISPLAY_MAX_BYTES', '99999999999', 'must be at most 33554432'],
     ['CODEMODE_DEFAULT_TIMEOUT_SECONDS', '0', 'must be at least 1'],
     ['CODEMODE_MAX_TIMEOUT_SECONDS', '3601', 'must be at most 3600'],
     ['CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS', '5', 'must be at least 10'],

@@ -144,4 +144,10 @@
   value: {{ include "codemode.envValue" .Values.config.defaultProfile }}
 - name: CODEMODE_RESULT_FORMAT
   value: {{ include "codemode.envValue" .Values.config.resultFormat }}
+- name: CODEMODE_DISPLAY_MAX_IMAGE_BYTES
+  value: {{ include "codemode.envValue" .Values.config.displayMaxImageBytes }}
+- name: CODEMODE_DISPLAY_MAX_BYTES
+  value: {{ include "codemode.envValue" .Values.config.displayMaxBytes }}
+- name: CODEMODE_DISPLAY_MAX_ITEMS
+  value: {{ include "codemode.envValue" .Values.config.displayMaxItems }}
 {{- end }}

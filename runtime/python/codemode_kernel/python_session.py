@@ -41,9 +41,43 @@ class CallTimeout(BaseException):
 CallTimeout.__module__ = "builtins"  # tracebacks end in "CallTimeout: ...", not a kernel path
 
 
+def _display(*objs, **kwargs):
+    """codemode.display in every session namespace, as in a notebook (imported on first use)."""
+    from codemode.display import display
+
+    return display(*objs, **kwargs)
+
+
+def _flush_figures():
+    """Figures the call left open come back as images (codemode.display), as a notebook shows them."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        from codemode.display import show_figures
+
+        show_figures()
+    except Exception as err:
+        sys.stderr.write("codemode: could not render the open figures: %s: %s\n" % (type(err).__name__, err))
+
+
+def _result_text(value):
+    """A pandas DataFrame or Series as a compact table; anything else as its repr()."""
+    if (type(value).__module__ or "").startswith("pandas"):
+        try:
+            from codemode.display import table_text
+
+            table = table_text(value)
+            if table is not None:
+                return table
+        except ImportError:
+            pass
+    return repr(value)
+
+
 def new_namespace():
     module = types.ModuleType("__main__")
     module.__dict__["__builtins__"] = __builtins__
+    module.__dict__["display"] = _display
     sys.modules["__main__"] = module
     return module.__dict__
 
@@ -195,23 +229,37 @@ class PythonSession:
                 self._in_user_code = True
                 self._eval(body)
                 value = self._eval(expr) if expr else None
+                _flush_figures()  # inside the call: its timeout covers rendering too
             finally:
                 self._in_user_code = False
         except CallTimeout as err:
             return {"status": "timeout", "error": _error(err, err.__traceback__)}
         except SystemExit as err:
+            self._flush_after_error()
             if err.code in (None, 0):
                 return {"status": "ok"}
             return {"status": "error", "error": _error(err, err.__traceback__)}
         except BaseException as err:
+            self._flush_after_error()
             return {"status": "error", "error": _error(err, err.__traceback__)}
         if value is None:
             return {"status": "ok"}
         try:
-            text = repr(value)
+            text = _result_text(value)
         except Exception as err:
             return {"status": "error", "error": _error(err, err.__traceback__)}
         return {"status": "ok", "result": text[:cap], "resultTruncated": len(text) > cap}
+
+    def _flush_after_error(self):
+        """A cell that failed still shows the figures it drew (as a notebook does); still
+        interruptible by the call's timeout, which then just ends the rendering."""
+        try:
+            self._in_user_code = True
+            _flush_figures()
+        except BaseException:
+            pass
+        finally:
+            self._in_user_code = False
 
     def _eval(self, code):
         value = eval(code, self.ns)

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+from . import display
 from .bounds import bounded
 from .framing import FrameReader, ProtocolError, encode
 from .hardening import make_undumpable
@@ -98,6 +99,8 @@ class KernelServer:
         self._calls = queue.Queue()
         self._busy = threading.Lock()
         self._tools = ToolCalls(os.environ.get("CODEMODE_TOOLS_SOCKET"))
+        self._display_dir = os.environ.get("CODEMODE_DISPLAY_DIR")
+        self._figures = display.Figures()
 
     def serve_forever(self):
         listener = self._listen()
@@ -108,6 +111,8 @@ class KernelServer:
             conn, msg = self._calls.get()
             if msg["op"] in ("exec", "run"):
                 self._tools.begin(conn, msg["id"])
+                if self._display_dir:
+                    display.clear(self._display_dir)
             try:
                 if msg["op"] == "run":
                     result = self._oneshot.run(msg, conn.send)
@@ -121,9 +126,23 @@ class KernelServer:
                 log("Failed to run a call", error=repr(err))
                 result = error_result("KernelError", repr(err))
             self._tools.end()
+            items = self._displayed(msg)
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
+            for item in items:
+                conn.send(dict(item, id=msg["id"], type="display"))
             conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
+
+    def _displayed(self, msg):
+        """The call's images, HTML and tables (display.py); a session's images are also saved."""
+        if msg["op"] not in ("exec", "run") or not self._display_dir:
+            return []
+        try:
+            figures = self._figures if msg["op"] == "exec" else None
+            return display.collect(self._display_dir, display.limits_of(msg), msg.get("capChars", DEFAULT_CAP_CHARS), figures)
+        except Exception as err:  # a kernel bug: the call's result still goes out
+            log("Failed to collect display items", error=repr(err))
+            return []
 
     def _listen(self):
         os.makedirs(os.path.dirname(self._path) or ".", mode=0o700, exist_ok=True)
@@ -260,6 +279,8 @@ def main(argv):
     LOG_FD = os.dup(2)
     undumpable = make_undumpable()
     os.makedirs(os.path.dirname(args.socket) or ".", mode=0o700, exist_ok=True)
+    if os.environ.get("CODEMODE_DISPLAY_DIR"):
+        os.makedirs(os.environ["CODEMODE_DISPLAY_DIR"], mode=0o700, exist_ok=True)
     if args.language == "bash":
         from .bash_session import BashSession
         session = BashSession(os.path.dirname(os.path.abspath(args.socket)))

@@ -37,6 +37,10 @@ def prepare_environment(argv):
             sock = argv[i + 1]
     if sock:
         os.environ["CODEMODE_TOOLS_SOCKET"] = os.path.join(os.path.dirname(os.path.abspath(sock)), "tools.sock")
+        # Rich outputs (display.py): where codemode.display writes, and a Matplotlib backend that
+        # never blocks and displays figures on plt.show() (harmless where Matplotlib is absent).
+        os.environ["CODEMODE_DISPLAY_DIR"] = os.path.join(os.path.dirname(os.path.abspath(sock)), "display")
+        os.environ["MPLBACKEND"] = "module://codemode.mpl_backend"
     for var, sub in (("PYTHONPATH", "python"), ("NODE_PATH", "node")):
         path = os.path.join(SDK_DIR, sub)
         old = os.environ.get(var)

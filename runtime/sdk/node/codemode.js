@@ -1,7 +1,7 @@
 'use strict';
 // codemode for Node: call the team's MCP tools from sandbox code. Built-ins only (Node 18+).
 //
-//   const { mcp, callTool, search, describe, servers, ToolError } = require('codemode');
+//   const { mcp, callTool, search, describe, servers, ToolError, display } = require('codemode');
 //   await servers();                                   // [{ name, tools, description? }]
 //   await search('create issue', { limit: 5 });        // ranked: [{ server, tool, signature, summary }]
 //   await describe('github', 'create_issue');          // full schema; { detail: 'name'|'summary'|'full' }
@@ -152,4 +152,4 @@ const serverProxy = (server) =>
   new Proxy({}, { get: (_t, tool) => (typeof tool === 'string' && tool !== 'then' ? (args) => call(server, tool, args, true) : undefined) });
 const mcp = new Proxy({}, { get: (_t, s) => (typeof s === 'string' && s !== 'then' ? serverProxy(s.replace(/_/g, '-')) : undefined) });
 
-module.exports = { mcp, callTool, search, describe, servers, ToolError, checkArgs };
+module.exports = { mcp, callTool, search, describe, servers, ToolError, checkArgs, display: require('./display.js').display };

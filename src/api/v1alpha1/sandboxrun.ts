@@ -216,6 +216,13 @@ export const SandboxRunStatusSchema = z.object({
   reason: z.string().max(MAX_REASON_LENGTH).optional().describe('Stable CamelCase reason of the current phase, e.g. NonZeroExit or OOMKilled.'),
   message: z.string().max(MAX_MESSAGE_LENGTH).optional().describe('Human-readable explanation of the current phase.'),
   toolCalls: ToolCallsStatusSchema.optional(),
+  images: z
+    .object({
+      count: count.describe('Images the code displayed (plots, display()) and the caller received.'),
+      bytes: count.describe('Their decoded size in bytes.'),
+    })
+    .optional()
+    .describe('Images the run returned: counts and sizes only, the images themselves are never stored.'),
 });
 export type SandboxRunStatus = z.infer<typeof SandboxRunStatusSchema>;
 

@@ -13,6 +13,7 @@ import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
 import { isApiUnavailable } from '../../util/network-error.js';
 import { ProfileArg, ServersArg, ToolCallsOutput, codeModeDescription, toolCallsOutput } from './code-mode.js';
+import { DisplayOutput, displayContent, displaySummary } from './display-content.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -30,6 +31,7 @@ export const ExecuteCodeOutputSchema = z.object({
   reason: z.string().optional().describe('Machine-readable reason when the run did not succeed.'),
   message: z.string().optional().describe('What went wrong and what to do, when the run did not succeed.'),
   tool_calls: ToolCallsOutput,
+  display: DisplayOutput,
 });
 export type ExecuteCodeOutput = z.infer<typeof ExecuteCodeOutputSchema>;
 
@@ -86,6 +88,7 @@ const DESCRIPTION =
   'Run a program in a fresh, isolated sandbox with no network access and return its stdout, ' +
   'stderr and exit code. A non-zero exit code is a normal result, not a tool error. Print what ' +
   'you need to see; nothing persists between calls unless you pass a session from create_session. ' +
+  'Images the code displays (Matplotlib figures left open or shown, where the image has Matplotlib; display(obj)) come back after the text. ' +
   'Output streams as progress notifications ' +
   'when the client sends a progress token. When the service is at capacity the call waits ' +
   'briefly, then fails with a tool error that says when to retry.';
@@ -147,6 +150,7 @@ export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
     ...(outcome.reason !== undefined && { reason: outcome.reason }),
     ...(outcome.message !== undefined && { message: outcome.message }),
     ...(outcome.toolCalls !== undefined && { tool_calls: toolCallsOutput(outcome.toolCalls) }),
+    ...(outcome.display?.length && { display: displaySummary(outcome.display) }),
   };
 }
 
@@ -292,7 +296,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     const failure = isRunError(outcome) ? failureText(outcome, timeoutSeconds, options) : undefined;
     await logLifecycle(ctx, outcome.phase === 'Succeeded' ? 'info' : 'warning', outcome, logger);
     return {
-      content: [{ type: 'text', text: formatRunText(outcome, failure) }],
+      content: [{ type: 'text', text: formatRunText(outcome, failure) }, ...displayContent(outcome.display)],
       structuredContent: toStructured(outcome),
       ...(failure !== undefined && { isError: true }),
     };

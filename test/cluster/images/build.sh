@@ -2,11 +2,12 @@
 # Builds the test cluster's container images without Docker, as OCI image archives that
 # `ctr -n k8s.io images import` accepts (then run import.sh to load them into containerd).
 #
-#   build.sh [pause|sandbox|gateway|all]...     (default: all)
+#   build.sh [pause|sandbox|gateway|datascience|all]...     (default: all)
 #
 #   pause    codemode.local/pause:v1    our static pause program (pause/pause.c), the pod sandbox image
 #   sandbox  codemode.local/sandbox:v1  Debian bookworm minbase + python3, nodejs, bash, procps
 #   gateway  codemode.local/gateway:v1  `npm run build` output + production node_modules + Node 22
+#   datascience codemode.local/datascience:v1  sandbox + NumPy, pandas, SciPy, Matplotlib, ... (PyPI wheels)
 #
 # `all` builds every image even when one fails (the gateway fails while the project does not
 # build yet) and exits 1 at the end if any failed; the images that did build are usable.
@@ -242,14 +243,80 @@ build_gateway() {
     "$start"
 }
 
+# ---- datascience (issue 12) ---------------------------------------------------------------------
+# The sandbox rootfs plus the PyPI wheels pinned in images/datascience/requirements.txt, installed
+# by the build host's pip into /usr/local/lib/python3.11/dist-packages (pip itself is not shipped).
+DATASCIENCE_DIR="$REPO_ROOT/images/datascience"
+DATASCIENCE_SITE=usr/local/lib/python3.11/dist-packages
+# The wheels of bookworm's CPython 3.11 on x86_64 (glibc 2.36): pip 23 does not widen a manylinux
+# --platform to older glibc tags by itself, so every one is named.
+datascience_pip_target() {
+  local v
+  printf -- '--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 --platform manylinux2014_x86_64'
+  for v in $(seq 36 -1 17); do printf -- ' --platform manylinux_2_%s_x86_64' "$v"; done
+}
+
+build_datascience() {
+  local start=$SECONDS key rootfs="$WORK/datascience-rootfs" wheels="$CACHE/wheels/datascience"
+  local req="$DATASCIENCE_DIR/requirements.txt" site t0 target
+  python3 -m pip --version >>"$LOG" 2>&1 || fail "The build host has no pip for python3 (apt-get install python3-pip)."
+  rootfs_tar sandbox "${SANDBOX_PACKAGES[@]}"
+  key="$(image_key datascience "rootfs=$ROOTFS_KEY" "$(sha256sum "$req" "$DATASCIENCE_DIR"/codemode_mpl.* | cut -d' ' -f1)")"
+  cached datascience codemode.local/datascience:v1 "$key" && return 0
+  read -r -a target <<<"$(datascience_pip_target)"
+  # Downloaded once into the cache; pip checks every wheel against its pinned hash again below.
+  t0=$SECONDS
+  mkdir -p "$wheels"
+  env -u PIP_FIND_LINKS python3 -m pip download --no-deps --require-hashes -r "$req" "${target[@]}" \
+    --dest "$wheels" --progress-bar off >>"$LOG" 2>&1 \
+    || fail "pip could not download the pinned wheels of $req into $wheels."
+  say "datascience: wheels ready in $wheels ($(du -sh "$wheels" | cut -f1), $(( SECONDS - t0 ))s)"
+  say "datascience: assembling image"
+  unpack_rootfs "$ROOTFS_TAR" "$rootfs"
+  site="$rootfs/$DATASCIENCE_SITE"
+  # --no-compile: .pyc files are compiled below by the image's own python3, with the paths it sees.
+  env -u PIP_FIND_LINKS python3 -m pip install --no-index --find-links "$wheels" --no-deps --require-hashes \
+    -r "$req" "${target[@]}" --target "$site" --no-compile --no-warn-script-location >>"$LOG" 2>&1 \
+    || fail "pip install --target of the pinned wheels failed."
+  rm -rf "$site/bin"  # console scripts with the build host's shebang
+  install -m 0644 "$DATASCIENCE_DIR/codemode_mpl.py" "$DATASCIENCE_DIR/codemode_mpl.pth" "$site/"
+  mkdir -p "$rootfs/workspace" "$rootfs/tmp" "$rootfs/usr/local/share/codemode/matplotlib"
+  chown 65534:65534 "$rootfs/workspace"
+  chmod 0777 "$rootfs/workspace"
+  chmod 1777 "$rootfs/tmp"
+  # The font list, built once here so the first plot in a pod does not spend seconds on it.
+  chroot "$rootfs" /usr/bin/env -i "$PATH_ENV" HOME=/tmp MPLCONFIGDIR=/usr/local/share/codemode/matplotlib MPLBACKEND=Agg \
+    python3 -c 'import matplotlib.font_manager as f; f.fontManager.findfont("DejaVu Sans")' >>"$LOG" 2>&1 \
+    || fail "Matplotlib could not build its font list inside the datascience rootfs."
+  find "$rootfs/usr/local" -exec touch -h -d "$FIXED_MTIME" {} +
+  # unchecked-hash: valid whatever the mtimes; the root fs is read-only in the pod, so no writes.
+  chroot "$rootfs" /usr/bin/env -i "$PATH_ENV" python3 -m compileall -q --invalidation-mode unchecked-hash \
+    "/$DATASCIENCE_SITE" >>"$LOG" 2>&1 || fail "Compiling the datascience packages' .pyc files failed."
+  find "$rootfs/usr/local" -exec touch -h -d "$FIXED_MTIME" {} +
+  touch -h -d "$FIXED_MTIME" "$rootfs/workspace" "$rootfs/tmp"
+  # Smoke test: every package imports and a figure renders, with the config dir the pod has.
+  PYTHONDONTWRITEBYTECODE=1 chroot "$rootfs" /usr/bin/env -i "$PATH_ENV" HOME=/workspace MPLCONFIGDIR=/tmp/mpl-smoke \
+    python3 -c '
+import io, matplotlib, numpy, pandas, scipy, sklearn, sympy, seaborn, openpyxl, matplotlib.pyplot as plt
+assert matplotlib.get_backend().lower() == "agg", matplotlib.get_backend()
+buf = io.BytesIO(); plt.plot(numpy.arange(3)); plt.savefig(buf, format="png")
+assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+print("datascience ok", numpy.__version__, pandas.__version__, matplotlib.__version__)' >>"$LOG" 2>&1 \
+    || fail "The datascience rootfs failed its smoke test (an import or a plot)."
+  rm -rf "$rootfs/tmp/mpl-smoke"
+  write_image datascience codemode.local/datascience:v1 "$rootfs" "$key" \
+    '{"User":"65534:65534","Env":["'"$PATH_ENV"'","HOME=/workspace","MPLCONFIGDIR=/tmp/matplotlib","MPLBACKEND=Agg"],"Cmd":["sleep","infinity"],"WorkingDir":"/workspace"}' \
+    "$start"
+}
+
 # ---- main -------------------------------------------------------------------------------------
 targets=()
 for arg in "${@:-all}"; do
   case "$arg" in
-    all) targets+=(pause sandbox gateway) ;;
-    pause|sandbox|gateway) targets+=("$arg") ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) printf '[images] FAILED: unknown image "%s" (expected pause, sandbox, gateway or all).\n' "$arg" >&2; exit 2 ;;
+    all) targets+=(pause sandbox gateway datascience) ;;
+    pause|sandbox|gateway|datascience) targets+=("$arg") ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) printf '[images] FAILED: unknown image "%s" (expected pause, sandbox, gateway, datascience or all).\n' "$arg" >&2; exit 2 ;;
   esac
 done
 [[ "$(id -u)" == 0 ]] || { printf '[images] FAILED: build.sh must run as root (debootstrap and chroot need it).\n' >&2; exit 1; }

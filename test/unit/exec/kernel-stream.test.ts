@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/exec/framing.js';
 import { KernelConnectionError, KernelProtocolError, KernelStream } from '../../../src/exec/kernel-stream.js';
+import { DEFAULT_DISPLAY_LIMITS, displayFrameBytes } from '../../../src/exec/display.js';
 import { IDLE_MAX_FRAME_BYTES, maxFrameBytes, streamBudgetChars, UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
 
 const CAP = 100;
@@ -61,7 +62,11 @@ describe('KernelStream', () => {
     ['the frame 4\\nnull', [Buffer.from('4\nnull')], /not a kernel frame/],
     ['a malformed header', [Buffer.from('hello\n')], /Malformed frame header/],
     ['a body that is not JSON', [Buffer.from('3\n{{{')], /JSON/],
-    ['a frame above the limit for the call', [Buffer.from(`${Math.max(IDLE_MAX_FRAME_BYTES, maxFrameBytes(CAP)) + 1}\n`)], /exceeds the limit/],
+    [
+      'a frame above the limit for the call',
+      [Buffer.from(`${Math.max(IDLE_MAX_FRAME_BYTES, maxFrameBytes(CAP), displayFrameBytes(DEFAULT_DISPLAY_LIMITS)) + 1}\n`)],
+      /exceeds the limit/,
+    ],
     ['a 64 MiB frame header', [Buffer.from(`${64 * 1024 * 1024}\n`)], /exceeds the limit/],
     ['a result of the wrong shape', [ok('1', { stdoutBytes: -5 })], /not a kernel frame at "stdoutBytes"/],
     ['a pong for a call', [encodeFrame({ id: '1', type: 'pong' })], /a pong frame answered a call/],
@@ -193,5 +198,55 @@ describe('KernelStream fuzz: nothing a pod sends throws out of the stream handle
       stream.fail('end of case');
       await Promise.allSettled([call]);
     }
+  });
+});
+
+describe('KernelStream display frames', () => {
+  const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452000000100000000808060000', 'hex').toString('base64');
+  const display = (id: string, extra: Record<string, unknown>): Buffer => encodeFrame({ id, type: 'display', ...extra });
+
+  it('attaches the call’s images and notes to its result, and a bad one breaks nothing', async () => {
+    const { outcome, stream, closes } = await callWith(
+      display('1', { kind: 'image', mime: 'image/png', data: PNG }),
+      display('1', { kind: 'image', mime: 'image/gif', data: 'R0lGODlh' }),
+      display('1', { kind: 'bogus' }),
+      ok('1'),
+    );
+    expect(outcome).toMatchObject({
+      status: 'fulfilled',
+      value: {
+        status: 'ok',
+        display: [
+          { kind: 'image', mime: 'image/png', width: 16, height: 8 },
+          { kind: 'text', format: 'note', text: expect.stringContaining('only PNG and JPEG') },
+          { kind: 'text', format: 'note', text: expect.stringContaining('not a valid display frame') },
+        ],
+      },
+    });
+    expect(stream.breach).toBeUndefined();
+    expect(closes).toBe(1); // only the test's own fail()
+  });
+
+  it('accepts a display frame larger than the call’s text bound, up to an image at the cap', async () => {
+    const big = Buffer.concat([Buffer.from(PNG, 'base64'), Buffer.alloc(200_000)]).toString('base64');
+    expect(big.length).toBeGreaterThan(maxFrameBytes(CAP));
+    const { outcome } = await callWith(display('1', { kind: 'image', mime: 'image/png', data: big }), ok('1'));
+    expect(outcome).toMatchObject({ status: 'fulfilled', value: { display: [{ kind: 'image', bytes: 200_000 + 28 }] } });
+  });
+
+  it('fails the stream for a display frame above every bound, and counts one for no call as a stray', async () => {
+    const huge = 'A'.repeat(4 * 1024 * 1024);
+    const { outcome, stream } = await callWith(display('1', { kind: 'image', mime: 'image/png', data: huge }));
+    expect(outcome).toMatchObject({ status: 'rejected', reason: expect.any(KernelProtocolError) });
+    expect(stream.breach).toMatch(/exceeds the limit/);
+    const strays = await callWith(...Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, () => display('9', { kind: 'text', format: 'html', text: 'x' })));
+    expect(strays.stream.breach).toMatch(/answered no call/);
+  });
+
+  it('sends the display caps with every call', () => {
+    const { stream, sent } = harness();
+    void stream.request({ op: 'exec', code: '' }, 'result', CAP, 60_000).catch(() => undefined);
+    expect(sent[0]).toMatchObject({ displayMaxImageBytes: 2 * 1024 * 1024, displayMaxBytes: 5 * 1024 * 1024, displayMaxItems: 10 });
+    stream.fail('end of test');
   });
 });

@@ -88,14 +88,19 @@ export function shellAssignments(script: string): Record<string, string | string
 }
 
 /** The builder's description of image NAME: its suite, package list and OCI config. */
-export function parseBuilder(script: string, name: 'sandbox' | 'gateway'): ImageSpec {
+/** `packagesOf`: whose package list the image's rootfs is (datascience: the sandbox's). */
+export function parseBuilder(
+  script: string,
+  name: 'sandbox' | 'gateway' | 'datascience',
+  packagesOf: 'sandbox' | 'gateway' = name === 'datascience' ? 'sandbox' : name,
+): ImageSpec {
   const vars = shellAssignments(script);
   const call = new RegExp(`write_image ${name} \\S+ "\\$rootfs" "\\$key" \\\\\\n\\s*'(.*)'\\s*\\\\?\\n`, 'm').exec(script);
   if (!call?.[1]) throw new Error(`build.sh has no write_image call for ${name}`);
   const json = call[1].replaceAll(`'"$PATH_ENV"'`, String(vars.PATH_ENV));
   const config = JSON.parse(json) as { User: string; WorkingDir: string; Env: string[]; Entrypoint?: string[]; Cmd?: string[] };
-  const packages = vars[`${name.toUpperCase()}_PACKAGES`];
-  if (!Array.isArray(packages)) throw new Error(`build.sh has no ${name.toUpperCase()}_PACKAGES list`);
+  const packages = vars[`${packagesOf.toUpperCase()}_PACKAGES`];
+  if (!Array.isArray(packages)) throw new Error(`build.sh has no ${packagesOf.toUpperCase()}_PACKAGES list`);
   return {
     suite: String(vars.SUITE),
     packages: [...packages].sort(),

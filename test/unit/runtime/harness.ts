@@ -41,10 +41,23 @@ export interface PongFrame {
   busy: boolean;
 }
 
-/** A reply with the output frames that preceded it, each stamped with its arrival time (ms). */
+/** A display item (images, HTML, tables) of a call, sent before its result. */
+export interface DisplayFrame {
+  id: string;
+  type: 'display';
+  kind: 'image' | 'text';
+  mime?: string;
+  data?: string;
+  path?: string;
+  format?: string;
+  text?: string;
+}
+
+/** A reply with the output and display frames that preceded it, outputs stamped with their arrival time (ms). */
 export interface Reply<T> {
   frame: T;
   outputs: Array<OutputFrame & { at: number }>;
+  displays: DisplayFrame[];
   at: number;
 }
 
@@ -83,7 +96,9 @@ export class Kernel {
     const dir = mkdtempSync(join(tmpdir(), 'codemode-kernel-'));
     const socket = join(dir, 'run', 'kernel.sock');
     const [cmd, args] = kernelCommand(language, socket, extraArgs);
-    const proc = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+    // A session's images are saved next to the socket, not in the machine's /workspace.
+    const figures = join(dir, 'figures');
+    const proc = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, CODEMODE_FIGURES_DIR: figures, ...env } });
     const kernel = new Kernel(language, socket, dir, proc);
     try {
       await kernel.waitForLog('Started kernel', 15_000);
@@ -96,6 +111,11 @@ export class Kernel {
 
   get stderr(): string {
     return this.log;
+  }
+
+  /** Where the kernel saves a session's images (CODEMODE_FIGURES_DIR). */
+  get figuresDir(): string {
+    return join(this.dir, 'figures');
   }
 
   /** A new relay connected to this kernel (as one gateway process would hold). */
@@ -129,6 +149,7 @@ interface Pending {
   resolve(reply: Reply<ResultFrame | PongFrame>): void;
   reject(err: Error): void;
   outputs: Array<OutputFrame & { at: number }>;
+  displays: DisplayFrame[];
 }
 
 export class RelayClient {
@@ -177,7 +198,7 @@ export class RelayClient {
   request(message: Record<string, unknown>): Promise<Reply<ResultFrame | PongFrame>> {
     const id = `r${this.nextId++}`;
     return new Promise((res, rej) => {
-      this.pending.set(id, { resolve: res, reject: rej, outputs: [] });
+      this.pending.set(id, { resolve: res, reject: rej, outputs: [], displays: [] });
       this.relay.stdin?.write(encodeFrame({ ...message, id }));
     });
   }
@@ -194,15 +215,19 @@ export class RelayClient {
 
   private onData(chunk: Buffer): void {
     const at = performance.now();
-    for (const message of this.decoder.push(chunk) as Array<OutputFrame | ResultFrame | PongFrame>) {
+    for (const message of this.decoder.push(chunk) as Array<OutputFrame | ResultFrame | PongFrame | DisplayFrame>) {
       const p = this.pending.get(message.id);
       if (!p) continue;
       if (message.type === 'output') {
         p.outputs.push({ ...message, at });
         continue;
       }
+      if (message.type === 'display') {
+        p.displays.push(message);
+        continue;
+      }
       this.pending.delete(message.id);
-      p.resolve({ frame: message, outputs: p.outputs, at });
+      p.resolve({ frame: message, outputs: p.outputs, displays: p.displays, at });
     }
   }
 }

@@ -35,7 +35,7 @@ import socket
 import sys
 import threading
 
-__all__ = ["mcp", "call_tool", "search", "describe", "servers", "ToolError"]
+__all__ = ["mcp", "call_tool", "search", "describe", "servers", "ToolError", "display"]
 
 _MAX_REPLY_BYTES = 64 * 1024 * 1024
 _ids = itertools.count(1)
@@ -288,3 +288,5 @@ class _Servers:
 
 
 mcp = _Servers()
+
+from .display import display  # noqa: E402  (images, HTML and tables; see display.py)

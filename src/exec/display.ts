@@ -1,0 +1,122 @@
+// Rich outputs from a kernel (runtime/PROTOCOL.md, "Display"): images, HTML and tables a call's
+// code displayed, sent as `display` frames before its result. Untrusted like every frame: the
+// shape is checked with zod, sizes are capped per image, per call and in count (the frame itself
+// is bounded by the decoder before it is buffered, see displayFrameBytes), an image must be of a
+// closed set of types and start with that type's signature. Anything refused becomes a short
+// note, never an exception: a bad display item must not cost the call or the stream.
+import { z } from 'zod';
+import { capText } from './frames.js';
+
+export interface DisplayLimits {
+  /** Decoded bytes of one image. */
+  maxImageBytes: number;
+  /** Decoded bytes of all images of one call. */
+  maxBytes: number;
+  /** Items (images, texts, notes) of one call. */
+  maxItems: number;
+}
+
+export const DEFAULT_DISPLAY_LIMITS: DisplayLimits = { maxImageBytes: 2 * 1024 * 1024, maxBytes: 5 * 1024 * 1024, maxItems: 10 };
+
+export type DisplayItem =
+  | { kind: 'image'; mime: ImageMime; data: string; bytes: number; path?: string; width?: number; height?: number }
+  | { kind: 'text'; format: 'html' | 'table' | 'text' | 'note'; text: string };
+
+export const IMAGE_MIMES = ['image/png', 'image/jpeg'] as const;
+export type ImageMime = (typeof IMAGE_MIMES)[number];
+
+const SIGNATURES: Record<ImageMime, Buffer> = {
+  'image/png': Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+  'image/jpeg': Buffer.from([0xff, 0xd8, 0xff]),
+};
+
+/** The largest display frame a well-behaved kernel sends: one base64 image at the cap, plus keys. */
+export function displayFrameBytes(limits: DisplayLimits): number {
+  return Math.ceil(limits.maxImageBytes / 3) * 4 + 8192;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+const DisplayFrameSchema = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('image'),
+    mime: z.string().max(100),
+    data: z.string(),
+    path: z
+      .string()
+      .max(200)
+      .regex(/^\/workspace\/figures\/\d{1,9}\.(png|jpg)$/)
+      .nullish(),
+  }),
+  z.object({ kind: z.literal('text'), format: z.enum(['html', 'table', 'text', 'note']), text: z.string() }),
+]);
+
+/** What a call has received so far (counts against its caps). */
+export interface DisplayTally {
+  items: DisplayItem[];
+  bytes: number;
+  dropped: number;
+  /** The kernel's own note on what it left out, accepted once beyond the count cap. */
+  kernelNote: boolean;
+}
+
+export function newTally(): DisplayTally {
+  return { items: [], bytes: 0, dropped: 0, kernelNote: false };
+}
+
+const note = (text: string): DisplayItem => ({ kind: 'text', format: 'note', text });
+
+/** Adds one display frame's item (or a note saying why it was refused) to the tally. Never throws. */
+export function acceptDisplay(message: unknown, tally: DisplayTally, limits: DisplayLimits, capChars: number): void {
+  if (tally.items.length >= limits.maxItems) {
+    // A well-behaved kernel sends at most maxItems items and then one note counting the rest.
+    const r = DisplayFrameSchema.safeParse(message);
+    if (!tally.kernelNote && r.success && r.data.kind === 'text' && r.data.format === 'note') {
+      tally.kernelNote = true;
+      tally.items.push({ kind: 'text', format: 'note', text: capText(r.data.text, 500).text });
+      return;
+    }
+    tally.dropped++;
+    return;
+  }
+  tally.items.push(displayItem(message, tally, limits, capChars));
+}
+
+/** The notes a tally ends with: items dropped over the count cap. */
+export function finishDisplay(tally: DisplayTally, limits: DisplayLimits): DisplayItem[] {
+  if (tally.dropped === 0) return tally.items;
+  return [...tally.items, note(`${tally.dropped} more display item(s) were not returned: at most ${limits.maxItems} per call.`)];
+}
+
+function displayItem(message: unknown, tally: DisplayTally, limits: DisplayLimits, capChars: number): DisplayItem {
+  const r = DisplayFrameSchema.safeParse(message);
+  if (!r.success) return note('A display item was refused: it was not a valid display frame.');
+  const f = r.data;
+  if (f.kind === 'text') return { kind: 'text', format: f.format, text: capText(f.text, capChars).text };
+  if (!(IMAGE_MIMES as readonly string[]).includes(f.mime)) return note('An image was refused: only PNG and JPEG images are returned.');
+  const mime = f.mime as ImageMime;
+  // Base64 length tells the decoded size before anything is decoded.
+  const bytes = Math.floor((f.data.length * 3) / 4) - (f.data.endsWith('==') ? 2 : f.data.endsWith('=') ? 1 : 0);
+  if (f.data.length % 4 !== 0 || !BASE64.test(f.data)) return note('An image was refused: its data is not base64.');
+  if (bytes > limits.maxImageBytes) return note(`An image of ${bytes} bytes was refused: over the cap of ${limits.maxImageBytes} bytes per image.`);
+  if (tally.bytes + bytes > limits.maxBytes)
+    return note(`An image of ${bytes} bytes was refused: over the cap of ${limits.maxBytes} bytes of images per call.`);
+  const head = Buffer.from(f.data.slice(0, 32), 'base64');
+  if (!head.subarray(0, SIGNATURES[mime].length).equals(SIGNATURES[mime]))
+    return note(`An image was refused: its data is not a ${mime === 'image/png' ? 'PNG' : 'JPEG'}.`);
+  tally.bytes += bytes;
+  const size = mime === 'image/png' ? pngSize(head) : undefined;
+  return { kind: 'image', mime, data: f.data, bytes, ...(f.path != null && { path: f.path }), ...size };
+}
+
+/** Width and height from a PNG's IHDR (the first chunk, right after the signature). */
+export function pngSize(head: Buffer): { width: number; height: number } | undefined {
+  if (head.length < 24 || head.toString('latin1', 12, 16) !== 'IHDR') return undefined;
+  return { width: head.readUInt32BE(16), height: head.readUInt32BE(20) };
+}
+
+/** status.images of a call that returned images: never the images, only how many and how big. */
+export function imageCounts(display: readonly DisplayItem[] | undefined): { images?: { count: number; bytes: number } } {
+  const images = (display ?? []).filter((d) => d.kind === 'image');
+  return images.length > 0 ? { images: { count: images.length, bytes: images.reduce((s, d) => s + d.bytes, 0) } } : {};
+}

@@ -1,0 +1,109 @@
+// Display items from a kernel (src/exec/display.ts): untrusted frames become images only when
+// well-formed, of a closed set of types, with the right signature and within every cap;
+// anything else becomes a note, and nothing throws.
+import { describe, expect, it } from 'vitest';
+import { acceptDisplay, displayFrameBytes, finishDisplay, imageCounts, newTally, pngSize, type DisplayLimits } from '../../../src/exec/display.js';
+
+const PNG_HEAD = Buffer.from('89504e470d0a1a0a0000000d49484452000001900000012c08060000', 'hex'); // IHDR 400x300
+const png = (extra = 0): string => Buffer.concat([PNG_HEAD, Buffer.alloc(extra)]).toString('base64');
+const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0, 0, 0, 0]).toString('base64');
+const LIMITS: DisplayLimits = { maxImageBytes: 1000, maxBytes: 1500, maxItems: 3 };
+
+const image = (data: string, mime = 'image/png', extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  id: '1',
+  type: 'display',
+  kind: 'image',
+  mime,
+  data,
+  ...extra,
+});
+
+describe('acceptDisplay', () => {
+  it.each([
+    ['a PNG', image(png()), { kind: 'image', mime: 'image/png', bytes: PNG_HEAD.length, width: 400, height: 300 }],
+    ['a JPEG', image(jpeg, 'image/jpeg'), { kind: 'image', mime: 'image/jpeg', bytes: 9 }],
+    ['a saved PNG', image(png(), 'image/png', { path: '/workspace/figures/3.png' }), { kind: 'image', path: '/workspace/figures/3.png' }],
+    ['HTML', { kind: 'text', format: 'html', text: '<b>x</b>' }, { kind: 'text', format: 'html', text: '<b>x</b>' }],
+    ['a table cut to the cap', { kind: 'text', format: 'table', text: 'x'.repeat(50) }, { kind: 'text', format: 'table', text: 'x'.repeat(20) }],
+    [
+      'a GIF',
+      image(Buffer.from('GIF89a').toString('base64'), 'image/gif'),
+      { kind: 'text', format: 'note', text: expect.stringContaining('only PNG and JPEG') },
+    ],
+    [
+      'SVG',
+      image(Buffer.from('<svg/>').toString('base64'), 'image/svg+xml'),
+      { kind: 'text', format: 'note', text: expect.stringContaining('only PNG and JPEG') },
+    ],
+    [
+      'a PNG that is not one',
+      image(Buffer.from('not a png at all').toString('base64')),
+      { kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') },
+    ],
+    ['a JPEG that is a PNG', image(png(), 'image/jpeg'), { kind: 'text', format: 'note', text: expect.stringContaining('not a JPEG') }],
+    ['data that is not base64', image('@@@@'), { kind: 'text', format: 'note', text: expect.stringContaining('not base64') }],
+    ['base64 of a wrong length', image('iVBOR'), { kind: 'text', format: 'note', text: expect.stringContaining('not base64') }],
+    ['an image over the cap', image(png(1000)), { kind: 'text', format: 'note', text: expect.stringContaining('over the cap of 1000 bytes per image') }],
+    [
+      'a path outside the figures',
+      image(png(), 'image/png', { path: '/etc/passwd' }),
+      { kind: 'text', format: 'note', text: expect.stringContaining('not a valid display frame') },
+    ],
+    ['an unknown kind', { kind: 'video', data: '' }, { kind: 'text', format: 'note', text: expect.stringContaining('not a valid display frame') }],
+    ['a number as text', { kind: 'text', format: 'html', text: 5 }, { kind: 'text', format: 'note' }],
+    ['null', null, { kind: 'text', format: 'note' }],
+  ])('%s', (_what, frame, want) => {
+    const tally = newTally();
+    expect(() => acceptDisplay(frame, tally, LIMITS, 20)).not.toThrow();
+    expect(tally.items).toEqual([expect.objectContaining(want)]);
+  });
+
+  it('caps the bytes of images per call and the count of items, with a note for the rest', () => {
+    const tally = newTally();
+    for (let i = 0; i < 5; i++) acceptDisplay(image(png(600)), tally, LIMITS, 20);
+    const items = finishDisplay(tally, LIMITS);
+    expect(items.map((i) => i.kind)).toEqual(['image', 'image', 'text', 'text']);
+    expect(items[2]).toMatchObject({ text: expect.stringContaining('over the cap of 1500 bytes of images per call') });
+    expect(items[3]).toMatchObject({ format: 'note', text: '2 more display item(s) were not returned: at most 3 per call.' });
+    expect(tally.bytes).toBe(2 * (PNG_HEAD.length + 600));
+    expect(imageCounts(items)).toEqual({ images: { count: 2, bytes: tally.bytes } });
+  });
+});
+
+it('keeps the kernel’s own note on what it left out, once, beyond the count cap', () => {
+  const tally = newTally();
+  const kernelNote = { kind: 'text', format: 'note', text: '4 more display item(s) were not returned: at most 3 per call' };
+  for (let i = 0; i < 3; i++) acceptDisplay(image(png()), tally, LIMITS, 100);
+  acceptDisplay(kernelNote, tally, LIMITS, 100);
+  acceptDisplay(kernelNote, tally, LIMITS, 100);
+  const items = finishDisplay(tally, LIMITS);
+  expect(items.map((i) => (i.kind === 'text' ? i.text : i.kind))).toEqual([
+    'image',
+    'image',
+    'image',
+    kernelNote.text,
+    '1 more display item(s) were not returned: at most 3 per call.',
+  ]);
+});
+
+describe('display helpers', () => {
+  it.each([
+    [PNG_HEAD, { width: 400, height: 300 }],
+    [PNG_HEAD.subarray(0, 20), undefined],
+    [Buffer.from('89504e470d0a1a0a0000000d49444154000001900000012c', 'hex'), undefined],
+  ])('pngSize(%#)', (head, want) => {
+    expect(pngSize(head)).toEqual(want);
+  });
+
+  it.each([
+    [{ maxImageBytes: 3, maxBytes: 3, maxItems: 1 }, 4 + 8192],
+    [{ maxImageBytes: 2 * 1024 * 1024, maxBytes: 0, maxItems: 0 }, 2796204 + 8192],
+  ])('displayFrameBytes(%j) covers a base64 image at the cap', (limits, want) => {
+    expect(displayFrameBytes(limits)).toBe(want);
+  });
+
+  it('imageCounts is empty without images', () => {
+    expect(imageCounts(undefined)).toEqual({});
+    expect(imageCounts([{ kind: 'text', format: 'note', text: 'x' }])).toEqual({});
+  });
+});
