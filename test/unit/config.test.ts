@@ -77,6 +77,8 @@ describe('loadConfig defaults', () => {
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
       resultFormat: 'text',
+      stdioBridgeImage: 'codemode.local/stdio-bridge:v1',
+      stdioGatewayPodLabels: 'app.kubernetes.io/name=codemode-operator',
     } satisfies Config);
   });
 
@@ -161,7 +163,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(70);
+    expect(envs).toHaveLength(73);
   });
 });
 

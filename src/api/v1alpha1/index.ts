@@ -10,3 +10,4 @@ export * from './storage.js';
 export * from './sandbox-checks.js';
 export * from './upstreamserver.js';
 export * from './upstreamserver-crd.js';
+export * from './upstreamserver-stdio.js';

@@ -1,0 +1,144 @@
+// The I/O side of stdio UpstreamServers: informers on the Deployments, Services, pods and
+// NetworkPolicies the operator made for them (every replica reads them to find the bridge's
+// address and health), and the leader's server-side apply of the desired objects
+// (stdio-objects.ts). Level-based: an object whose hash annotation differs from the desired one,
+// or that is missing, is applied again, whoever changed or deleted it.
+import type { KubernetesListObject, KubernetesObject, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import { KubernetesObjectApi } from '@kubernetes/client-node/dist/object.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
+import type { Logger } from 'pino';
+import { LABEL_UPSTREAM_SERVER, STDIO_FIELD_MANAGER, UPSTREAMSERVER_KIND, type StdioServer, type UpstreamServer } from '../api/v1alpha1/index.js';
+import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
+import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
+import { stdioHealth, type StdioHealth } from './stdio-health.js';
+import { ANNOTATION_STDIO_HASH, buildStdioObjects, stdioObjectName, type StdioOptions } from './stdio-objects.js';
+
+const KINDS = [
+  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', path: 'apis/networking.k8s.io/v1', plural: 'networkpolicies' },
+  { apiVersion: 'v1', kind: 'Service', path: 'api/v1', plural: 'services' },
+  { apiVersion: 'apps/v1', kind: 'Deployment', path: 'apis/apps/v1', plural: 'deployments' },
+  { apiVersion: 'v1', kind: 'Pod', path: 'api/v1', plural: 'pods' },
+] as const;
+type Kind = (typeof KINDS)[number]['kind'];
+const RETRY_MS = 10_000;
+
+/** The UpstreamServer an object belongs to (its controller owner reference). */
+function ownerOf(obj: KubernetesObject): string | undefined {
+  return obj.metadata?.ownerReferences?.find((r) => r.kind === UPSTREAMSERVER_KIND && r.controller)?.name;
+}
+
+export class StdioRuntime {
+  private readonly api: KubernetesObjectApi;
+  private readonly informers = new Map<Kind, ResilientInformer<KubernetesObject>>();
+  private readonly applyErrors = new Map<string, string>();
+  private readonly inFlight = new Set<string>();
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly namespace: string,
+    private readonly options: StdioOptions,
+    private readonly log: Logger,
+    private readonly isLeader: () => boolean,
+    /** Told the UpstreamServer name whenever one of its objects changes. */
+    private readonly onChange: (server: string) => void,
+  ) {
+    this.api = KubernetesObjectApi.makeApiClient(clients.kc);
+    for (const k of KINDS) {
+      const informer = new ResilientInformer<KubernetesObject>(
+        clients.kc,
+        `/${k.path}/namespaces/${namespace}/${k.plural}`,
+        (cont) =>
+          this.api.list(k.apiVersion, k.kind, namespace, undefined, undefined, undefined, undefined, LABEL_UPSTREAM_SERVER, LIST_PAGE_SIZE, cont) as Promise<
+            KubernetesListObject<KubernetesObject>
+          >,
+        log.child({ informer: `stdio-${k.plural}` }),
+        { labelSelector: LABEL_UPSTREAM_SERVER, transform: withoutManagedFields },
+      );
+      const changed = (o: KubernetesObject): void => {
+        const owner = ownerOf(o);
+        if (owner) this.onChange(owner);
+      };
+      informer.onChange(changed);
+      informer.onDelete(changed);
+      this.informers.set(k.kind, informer);
+    }
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([...this.informers.values()].map((i) => i.start()));
+    // Failed applies are retried; a server whose objects were refused stays ServerFailing meanwhile.
+    this.retry = setInterval(() => {
+      for (const name of this.applyErrors.keys()) this.onChange(name);
+    }, RETRY_MS);
+    this.retry.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.retry);
+    await Promise.all([...this.informers.values()].map((i) => i.stop()));
+  }
+
+  private get<T extends KubernetesObject>(kind: Kind, server: string): T | undefined {
+    return this.informers.get(kind)?.get(stdioObjectName(server), this.namespace) as T | undefined;
+  }
+
+  /** The leader applies whatever is missing or differs from the desired objects. */
+  ensure(server: UpstreamServer, stdio: StdioServer): void {
+    if (!this.isLeader()) return;
+    const name = server.metadata.name;
+    for (const obj of buildStdioObjects({ ...server, metadata: { ...server.metadata, namespace: this.namespace } }, stdio, this.options)) {
+      const cached = this.get(obj.kind as Kind, name);
+      const hash = obj.metadata?.annotations?.[ANNOTATION_STDIO_HASH] ?? '';
+      if (cached?.metadata?.annotations?.[ANNOTATION_STDIO_HASH] === hash && !this.applyErrors.has(name)) continue;
+      const key = `${obj.kind}/${name}/${hash}`;
+      if (this.inFlight.has(key)) continue;
+      this.inFlight.add(key);
+      this.api
+        .patch(obj, undefined, undefined, STDIO_FIELD_MANAGER, true, PatchStrategy.ServerSideApply)
+        .then(() => {
+          if (this.applyErrors.delete(name)) this.onChange(name);
+          this.log.info({ upstream: name, kind: obj.kind, object: obj.metadata?.name }, `Applied the ${obj.kind} of a stdio UpstreamServer`);
+        })
+        .catch((err: unknown) => {
+          const message = `${obj.kind} ${obj.metadata?.name}: ${apiErrorMessage(err)}`;
+          this.log.warn({ upstream: name, err: message }, 'Failed to apply an object of a stdio UpstreamServer; retrying');
+          this.applyErrors.set(name, message);
+          this.onChange(name);
+        })
+        .finally(() => this.inFlight.delete(key));
+    }
+  }
+
+  /** A server that is no longer stdio (now a url): the leader deletes what it had. */
+  cleanup(server: string): void {
+    this.applyErrors.delete(server);
+    if (!this.isLeader()) return;
+    for (const k of KINDS) {
+      if (k.kind === 'Pod') continue;
+      const obj = this.get(k.kind, server);
+      if (!obj || ownerOf(obj) !== server) continue;
+      this.api
+        .delete({ apiVersion: k.apiVersion, kind: k.kind, metadata: { name: obj.metadata?.name ?? '', namespace: this.namespace } })
+        .catch((err: unknown) => {
+          if (!isNotFound(err)) this.log.warn({ upstream: server, err: apiErrorMessage(err) }, 'Failed to delete an object of a former stdio UpstreamServer');
+        });
+    }
+  }
+
+  forget(server: string): void {
+    this.applyErrors.delete(server);
+  }
+
+  health(server: string): StdioHealth {
+    const label = stdioObjectName(server);
+    const pods = (this.informers.get('Pod')?.list(this.namespace) ?? []).filter((p) => p.metadata?.labels?.[LABEL_UPSTREAM_SERVER] === label) as V1Pod[];
+    return stdioHealth(this.get<V1Deployment>('Deployment', server), pods, this.applyErrors.get(server));
+  }
+
+  /** The Service's ClusterIP once it has one. */
+  clusterIP(server: string): string | undefined {
+    const ip = this.get<V1Service>('Service', server)?.spec?.clusterIP;
+    return ip && ip !== 'None' ? ip : undefined;
+  }
+}
