@@ -11,6 +11,8 @@ mkdir -p "$LOGS" "$PIDS"
 bash "$CLUSTER_SRC/install-deps.sh"
 bash "$CLUSTER_SRC/build.sh"
 bash "$CLUSTER_SRC/images/build.sh" pause sandbox
+# stdio UpstreamServers: our bridge and the filesystem server the e2e tests run behind it.
+bash "$CLUSTER_SRC/images/build.sh" stdio-bridge mcp-filesystem
 bash "$CLUSTER_SRC/pki.sh"
 bash "$CLUSTER_SRC/configs.sh"
 IP="$(node_ip)"
