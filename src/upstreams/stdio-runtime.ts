@@ -32,6 +32,8 @@ export class StdioRuntime {
   private readonly informers = new Map<Kind, ResilientInformer<KubernetesObject>>();
   private readonly applyErrors = new Map<string, string>();
   private readonly inFlight = new Set<string>();
+  /** Label value → server name: pods are owned by a ReplicaSet, so they are matched by label. */
+  private readonly byLabel = new Map<string, string>();
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
@@ -56,7 +58,7 @@ export class StdioRuntime {
         { labelSelector: LABEL_UPSTREAM_SERVER, transform: withoutManagedFields },
       );
       const changed = (o: KubernetesObject): void => {
-        const owner = ownerOf(o);
+        const owner = ownerOf(o) ?? this.byLabel.get(o.metadata?.labels?.[LABEL_UPSTREAM_SERVER] ?? '');
         if (owner) this.onChange(owner);
       };
       informer.onChange(changed);
@@ -128,10 +130,12 @@ export class StdioRuntime {
 
   forget(server: string): void {
     this.applyErrors.delete(server);
+    this.byLabel.delete(stdioObjectName(server));
   }
 
   health(server: string): StdioHealth {
     const label = stdioObjectName(server);
+    this.byLabel.set(label, server);
     const pods = (this.informers.get('Pod')?.list(this.namespace) ?? []).filter((p) => p.metadata?.labels?.[LABEL_UPSTREAM_SERVER] === label) as V1Pod[];
     return stdioHealth(this.get<V1Deployment>('Deployment', server), pods, this.applyErrors.get(server));
   }
