@@ -8,7 +8,7 @@ import { KubernetesObjectApi } from '@kubernetes/client-node/dist/object.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from '../../src/api/v1alpha1/index.js';
 import { isNotFound } from '../../src/kube/clients.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -116,6 +116,27 @@ describe('a stdio UpstreamServer run through the bridge', () => {
     expect(String(sc(back).result)).toContain('hello from the sandbox');
     expect(String(sc(back).result)).toContain('True');
   });
+
+  it("admits only the gateway's pods to the bridge", async () => {
+    const ip = (await read<V1Service>('v1', 'Service', 'mcp-files'))?.spec?.clusterIP;
+    const probe =
+      'import sys, urllib.request\n' +
+      'try:\n' +
+      `    print(urllib.request.urlopen("http://${ip}:8080/healthz", timeout=5).read().decode().strip())\n` +
+      'except Exception as e:\n' +
+      '    print("blocked", type(e).__name__)\n';
+    // The labels the gateway's pods carry (CODEMODE_STDIO_GATEWAY_POD_LABELS' default).
+    await Promise.all([
+      runPod(k, ns, simplePod('gateway-like', ['sleep', 'infinity'], { 'app.kubernetes.io/name': 'codemode-operator' })),
+      runPod(k, ns, simplePod('other', ['sleep', 'infinity'])),
+    ]);
+    const [gateway, other] = await Promise.all([
+      execCapture(k, ns, 'gateway-like', ['python3', '-c', probe]),
+      execCapture(k, ns, 'other', ['python3', '-c', probe]),
+    ]);
+    expect(gateway.stdout.trim(), gateway.stderr).toBe('ok');
+    expect(other.stdout.trim(), other.stderr).toMatch(/^blocked/);
+  }, 180_000);
 
   it('reports an image that cannot be pulled as Ready False with the reason', async () => {
     await createUpstream('broken', { stdio: { ...FILESYSTEM, image: 'codemode.local/no-such-server:v1' } });
