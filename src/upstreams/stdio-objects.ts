@@ -3,7 +3,15 @@
 // NetworkPolicy (ingress from the gateway's pods only; egress as the admin declared). All three
 // are owned by the UpstreamServer, so deleting it garbage-collects them. No I/O here.
 import { createHash } from 'node:crypto';
-import type { KubernetesObject, V1Deployment, V1EnvVar, V1NetworkPolicy, V1NetworkPolicyEgressRule, V1Service } from '@kubernetes/client-node';
+import type {
+  KubernetesObject,
+  V1Deployment,
+  V1EnvVar,
+  V1NetworkPolicy,
+  V1NetworkPolicyEgressRule,
+  V1NetworkPolicyIngressRule,
+  V1Service,
+} from '@kubernetes/client-node';
 import {
   API_VERSION,
   LABEL_MANAGED_BY,
@@ -202,15 +210,16 @@ export function buildStdioNetworkPolicy(server: UpstreamServer, stdio: StdioServ
       podSelector: { matchLabels: { [LABEL_UPSTREAM_SERVER]: stdioObjectName(server.metadata.name) } },
       policyTypes: ['Ingress', 'Egress'],
       ingress: [
+        // `from` as on the wire: apply bodies are sent as written, not mapped from client-node's `_from`.
         {
-          _from: [
+          from: [
             {
               podSelector: { matchLabels: o.gatewayPodLabels },
               ...(ns !== undefined && ns !== server.metadata.namespace && { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } }),
             },
           ],
           ports: [{ port: STDIO_BRIDGE_PORT, protocol: 'TCP' }],
-        },
+        } as V1NetworkPolicyIngressRule,
       ],
       egress: egressRules(stdio),
     },

@@ -3,24 +3,61 @@
 // address and health), and the leader's server-side apply of the desired objects
 // (stdio-objects.ts). Level-based: an object whose hash annotation differs from the desired one,
 // or that is missing, is applied again, whoever changed or deleted it.
-import type { KubernetesListObject, KubernetesObject, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
-import { KubernetesObjectApi } from '@kubernetes/client-node/dist/object.js';
+import type { AppsV1Api, KubernetesListObject, KubernetesObject, V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import { AppsV1ApiRequestFactory, AppsV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/AppsV1Api.js';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { LABEL_UPSTREAM_SERVER, STDIO_FIELD_MANAGER, UPSTREAMSERVER_KIND, type StdioServer, type UpstreamServer } from '../api/v1alpha1/index.js';
+import { apiClass } from '../kube/api-client.js';
 import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
 import { stdioHealth, type StdioHealth } from './stdio-health.js';
 import { ANNOTATION_STDIO_HASH, buildStdioObjects, stdioObjectName, type StdioOptions } from './stdio-objects.js';
 
-const KINDS = [
-  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', path: 'apis/networking.k8s.io/v1', plural: 'networkpolicies' },
-  { apiVersion: 'v1', kind: 'Service', path: 'api/v1', plural: 'services' },
-  { apiVersion: 'apps/v1', kind: 'Deployment', path: 'apis/apps/v1', plural: 'deployments' },
-  { apiVersion: 'v1', kind: 'Pod', path: 'api/v1', plural: 'pods' },
-] as const;
-type Kind = (typeof KINDS)[number]['kind'];
+type Kind = 'NetworkPolicy' | 'Service' | 'Deployment' | 'Pod';
+type Page = KubernetesListObject<KubernetesObject>;
+interface KindApi {
+  path: string;
+  list(namespace: string, cont: string | undefined): Promise<Page>;
+  /** Server-side apply of the whole object (absent for pods: the Deployment makes them). */
+  apply?(name: string, namespace: string, body: KubernetesObject): Promise<unknown>;
+  delete?(name: string, namespace: string): Promise<unknown>;
+}
 const RETRY_MS = 10_000;
+const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
+
+/**
+ * One API per kind. Apps comes from its own group file (src/kube/api-client.ts: the generated
+ * index would cost the gateway ~35 MB). Patch bodies are sent as written (no model mapping).
+ */
+function kindApis(clients: KubeClients): Record<Kind, KindApi> {
+  const apps = clients.kc.makeApiClient(apiClass<AppsV1Api>(AppsV1ApiRequestFactory, AppsV1ApiResponseProcessor));
+  const sel = { labelSelector: LABEL_UPSTREAM_SERVER, limit: LIST_PAGE_SIZE };
+  const ssa = { fieldManager: STDIO_FIELD_MANAGER, force: true };
+  return {
+    NetworkPolicy: {
+      path: 'apis/networking.k8s.io/v1',
+      list: (namespace, cont) => clients.networking.listNamespacedNetworkPolicy({ namespace, ...sel, _continue: cont }) as Promise<Page>,
+      apply: (name, namespace, body) => clients.networking.patchNamespacedNetworkPolicy({ name, namespace, body, ...ssa }, SSA),
+      delete: (name, namespace) => clients.networking.deleteNamespacedNetworkPolicy({ name, namespace }),
+    },
+    Service: {
+      path: 'api/v1',
+      list: (namespace, cont) => clients.core.listNamespacedService({ namespace, ...sel, _continue: cont }) as Promise<Page>,
+      apply: (name, namespace, body) => clients.core.patchNamespacedService({ name, namespace, body, ...ssa }, SSA),
+      delete: (name, namespace) => clients.core.deleteNamespacedService({ name, namespace }),
+    },
+    Deployment: {
+      path: 'apis/apps/v1',
+      list: (namespace, cont) => apps.listNamespacedDeployment({ namespace, ...sel, _continue: cont }) as Promise<Page>,
+      apply: (name, namespace, body) => apps.patchNamespacedDeployment({ name, namespace, body, ...ssa }, SSA),
+      delete: (name, namespace) => apps.deleteNamespacedDeployment({ name, namespace }),
+    },
+    Pod: { path: 'api/v1', list: (namespace, cont) => clients.core.listNamespacedPod({ namespace, ...sel, _continue: cont }) as Promise<Page> },
+  };
+}
+const PLURAL: Record<Kind, string> = { NetworkPolicy: 'networkpolicies', Service: 'services', Deployment: 'deployments', Pod: 'pods' };
 
 /** The UpstreamServer an object belongs to (its controller owner reference). */
 function ownerOf(obj: KubernetesObject): string | undefined {
@@ -28,7 +65,7 @@ function ownerOf(obj: KubernetesObject): string | undefined {
 }
 
 export class StdioRuntime {
-  private readonly api: KubernetesObjectApi;
+  private readonly apis: Record<Kind, KindApi>;
   private readonly informers = new Map<Kind, ResilientInformer<KubernetesObject>>();
   private readonly applyErrors = new Map<string, string>();
   private readonly inFlight = new Set<string>();
@@ -45,16 +82,14 @@ export class StdioRuntime {
     /** Told the UpstreamServer name whenever one of its objects changes. */
     private readonly onChange: (server: string) => void,
   ) {
-    this.api = KubernetesObjectApi.makeApiClient(clients.kc);
-    for (const k of KINDS) {
+    this.apis = kindApis(clients);
+    for (const kind of Object.keys(this.apis) as Kind[]) {
+      const api = this.apis[kind];
       const informer = new ResilientInformer<KubernetesObject>(
         clients.kc,
-        `/${k.path}/namespaces/${namespace}/${k.plural}`,
-        (cont) =>
-          this.api.list(k.apiVersion, k.kind, namespace, undefined, undefined, undefined, undefined, LABEL_UPSTREAM_SERVER, LIST_PAGE_SIZE, cont) as Promise<
-            KubernetesListObject<KubernetesObject>
-          >,
-        log.child({ informer: `stdio-${k.plural}` }),
+        `/${api.path}/namespaces/${namespace}/${PLURAL[kind]}`,
+        (cont) => api.list(namespace, cont),
+        log.child({ informer: `stdio-${PLURAL[kind]}` }),
         { labelSelector: LABEL_UPSTREAM_SERVER, transform: withoutManagedFields },
       );
       const changed = (o: KubernetesObject): void => {
@@ -63,7 +98,7 @@ export class StdioRuntime {
       };
       informer.onChange(changed);
       informer.onDelete(changed);
-      this.informers.set(k.kind, informer);
+      this.informers.set(kind, informer);
     }
   }
 
@@ -96,8 +131,9 @@ export class StdioRuntime {
       const key = `${obj.kind}/${name}/${hash}`;
       if (this.inFlight.has(key)) continue;
       this.inFlight.add(key);
-      this.api
-        .patch(obj, undefined, undefined, STDIO_FIELD_MANAGER, true, PatchStrategy.ServerSideApply)
+      const kind = obj.kind as Kind;
+      Promise.resolve()
+        .then(() => this.apis[kind].apply?.(obj.metadata?.name ?? '', this.namespace, obj))
         .then(() => {
           if (this.applyErrors.delete(name)) this.onChange(name);
           this.log.info({ upstream: name, kind: obj.kind, object: obj.metadata?.name }, `Applied the ${obj.kind} of a stdio UpstreamServer`);
@@ -116,15 +152,13 @@ export class StdioRuntime {
   cleanup(server: string): void {
     this.applyErrors.delete(server);
     if (!this.isLeader()) return;
-    for (const k of KINDS) {
-      if (k.kind === 'Pod') continue;
-      const obj = this.get(k.kind, server);
-      if (!obj || ownerOf(obj) !== server) continue;
-      this.api
-        .delete({ apiVersion: k.apiVersion, kind: k.kind, metadata: { name: obj.metadata?.name ?? '', namespace: this.namespace } })
-        .catch((err: unknown) => {
-          if (!isNotFound(err)) this.log.warn({ upstream: server, err: apiErrorMessage(err) }, 'Failed to delete an object of a former stdio UpstreamServer');
-        });
+    for (const kind of Object.keys(this.apis) as Kind[]) {
+      const remove = this.apis[kind].delete;
+      const obj = this.get(kind, server);
+      if (!remove || !obj || ownerOf(obj) !== server) continue;
+      remove(obj.metadata?.name ?? '', this.namespace).catch((err: unknown) => {
+        if (!isNotFound(err)) this.log.warn({ upstream: server, err: apiErrorMessage(err) }, 'Failed to delete an object of a former stdio UpstreamServer');
+      });
     }
   }
 

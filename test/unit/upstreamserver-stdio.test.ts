@@ -1,7 +1,6 @@
 // stdio UpstreamServers: what spec.stdio accepts and refuses, the Deployment / Service /
 // NetworkPolicy the leader applies (pure builders), and the health read from the Deployment and pods.
 import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { describe, expect, it } from 'vitest';
 import { parseUpstreamServer, type StdioServer, type UpstreamServer } from '../../src/api/v1alpha1/index.js';
 import { stdioHealth } from '../../src/upstreams/stdio-health.js';
@@ -169,8 +168,8 @@ describe('stdio objects', () => {
     ],
   ])('admits only the gateway pods from %s, on the bridge port', (_name, gatewayNamespace, peer) => {
     const p = buildStdioNetworkPolicy(server().server, server().stdio, { ...opts, ...(gatewayNamespace && { gatewayNamespace }) });
-    // The API client serializes typed objects: `_from` must come out as `from`.
-    const wire = ObjectSerializer.serialize(p, 'V1NetworkPolicy', '') as { spec: { ingress: unknown[]; policyTypes: string[] } };
+    // Apply bodies are sent as written: the wire name `from`, not client-node's `_from`.
+    const wire = JSON.parse(JSON.stringify(p)) as { spec: { ingress: unknown[]; policyTypes: string[] } };
     expect(wire.spec.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(wire.spec.ingress).toEqual([{ from: [peer], ports: [{ port: 8080, protocol: 'TCP' }] }]);
   });
