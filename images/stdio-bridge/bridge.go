@@ -236,13 +236,8 @@ func (b *bridge) answerJSON(w http.ResponseWriter, r *http.Request, s *session, 
 
 // answerSSE streams the responses, and meanwhile messages the child starts (e.g. progress).
 func (b *bridge) answerSSE(w http.ResponseWriter, r *http.Request, s *session, ids []json.RawMessage, responses chan []byte) {
-	sink := make(chan []byte, 64)
-	s.addSink(sink, false)
+	sink := openStream(w, s, false)
 	defer s.removeSink(sink)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flush(w)
 	for left := len(ids); left > 0; {
 		select {
 		case m := <-responses:
@@ -260,13 +255,8 @@ func (b *bridge) answerSSE(w http.ResponseWriter, r *http.Request, s *session, i
 
 // stream is the GET stream: messages the child starts, until the client or the session goes.
 func (b *bridge) stream(w http.ResponseWriter, r *http.Request, s *session) {
-	sink := make(chan []byte, 64)
-	s.addSink(sink, true)
+	sink := openStream(w, s, true)
 	defer s.removeSink(sink)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flush(w)
 	for {
 		select {
 		case m := <-sink:
@@ -277,6 +267,18 @@ func (b *bridge) stream(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 	}
+}
+
+// openStream starts an SSE response and registers a sink for messages the child starts
+// (first: the GET stream, preferred over POST streams).
+func openStream(w http.ResponseWriter, s *session, first bool) chan []byte {
+	sink := make(chan []byte, 64)
+	s.addSink(sink, first)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flush(w)
+	return sink
 }
 
 func writeEvent(w http.ResponseWriter, m []byte) {

@@ -63,8 +63,13 @@ export function stdioUrl(clusterIP: string): string {
   return `http://${clusterIP.includes(':') ? `[${clusterIP}]` : clusterIP}:${STDIO_BRIDGE_PORT}/mcp`;
 }
 
+/** What selects the server's pods (the Deployment, the Service and the NetworkPolicy). */
+function selector(server: UpstreamServer): Record<string, string> {
+  return { [LABEL_UPSTREAM_SERVER]: stdioObjectName(server.metadata.name) };
+}
+
 function labels(server: UpstreamServer): Record<string, string> {
-  return { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, [LABEL_UPSTREAM_SERVER]: stdioObjectName(server.metadata.name) };
+  return { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...selector(server) };
 }
 
 function meta(server: UpstreamServer): NonNullable<KubernetesObject['metadata']> {
@@ -108,7 +113,7 @@ export function buildStdioDeployment(server: UpstreamServer, stdio: StdioServer,
     metadata: meta(server),
     spec: {
       replicas: 1,
-      selector: { matchLabels: { [LABEL_UPSTREAM_SERVER]: stdioObjectName(server.metadata.name) } },
+      selector: { matchLabels: selector(server) },
       template: {
         metadata: { labels: labels(server) },
         spec: {
@@ -179,7 +184,7 @@ export function buildStdioService(server: UpstreamServer): V1Service {
     metadata: meta(server),
     spec: {
       type: 'ClusterIP',
-      selector: { [LABEL_UPSTREAM_SERVER]: stdioObjectName(server.metadata.name) },
+      selector: selector(server),
       ports: [{ name: 'mcp', port: STDIO_BRIDGE_PORT, targetPort: 'mcp', protocol: 'TCP' }],
     },
   });
@@ -207,7 +212,7 @@ export function buildStdioNetworkPolicy(server: UpstreamServer, stdio: StdioServ
     kind: 'NetworkPolicy',
     metadata: meta(server),
     spec: {
-      podSelector: { matchLabels: { [LABEL_UPSTREAM_SERVER]: stdioObjectName(server.metadata.name) } },
+      podSelector: { matchLabels: selector(server) },
       policyTypes: ['Ingress', 'Egress'],
       ingress: [
         // `from` as on the wire: apply bodies are sent as written, not mapped from client-node's `_from`.

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from '../../src/api/v1alpha1/index.js';
 import { isNotFound } from '../../src/kube/clients.js';
 import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from './helpers/kube.js';
+import { createUpstream as createUpstreamIn, readyOf, upstreamStatus } from './helpers/upstream-servers.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -24,24 +25,8 @@ let ns = '';
 let op: RunningOperator;
 let mcp: TestClient;
 
-async function createUpstream(name: string, spec: Record<string, unknown>): Promise<void> {
-  await k.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: ns,
-    plural: UPSTREAMSERVER_PLURAL,
-    body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'UpstreamServer', metadata: { name }, spec },
-  });
-}
-
-async function statusOf(name: string): Promise<UpstreamServerStatus | undefined> {
-  const o = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: UPSTREAMSERVER_PLURAL, name })) as {
-    status?: UpstreamServerStatus;
-  };
-  return o.status;
-}
-const readyOf = (s: UpstreamServerStatus | undefined): { status?: string; reason?: string; message?: string } =>
-  s?.conditions?.find((c) => c.type === 'Ready') ?? {};
+const createUpstream = (name: string, spec: Record<string, unknown>): Promise<void> => createUpstreamIn(k, ns, name, spec);
+const statusOf = (name: string): Promise<UpstreamServerStatus | undefined> => upstreamStatus(k, ns, name);
 
 async function read<T>(apiVersion: string, kind: string, name: string): Promise<T | undefined> {
   try {
