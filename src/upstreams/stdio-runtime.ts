@@ -71,6 +71,8 @@ export class StdioRuntime {
   private readonly inFlight = new Set<string>();
   /** Label value → server name: pods are owned by a ReplicaSet, so they are matched by label. */
   private readonly byLabel = new Map<string, string>();
+  /** Why stdio servers cannot run at all (the informers could not start). */
+  private unavailable: string | undefined;
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
@@ -103,7 +105,17 @@ export class StdioRuntime {
   }
 
   async start(): Promise<void> {
-    await Promise.all([...this.informers.values()].map((i) => i.start()));
+    // Without the RBAC for these kinds (an old Role) the gateway still serves url upstreams; stdio
+    // servers stay ServerFailing and say what is missing.
+    await Promise.all(
+      [...this.informers.entries()].map(([kind, informer]) =>
+        informer.start().catch(async (err: unknown) => {
+          this.unavailable = `The gateway cannot watch ${PLURAL[kind]} in namespace ${this.namespace} (${apiErrorMessage(err)}); its Role needs get, list, watch, create, patch and delete on deployments, services and networkpolicies (see deploy/codemode-operator.yaml). Restart it after fixing.`;
+          this.log.warn({ err: apiErrorMessage(err) }, 'Cannot watch the objects of stdio UpstreamServers; stdio servers stay not Ready');
+          await informer.stop();
+        }),
+      ),
+    );
     // Failed applies are retried; a server whose objects were refused stays ServerFailing meanwhile.
     this.retry = setInterval(() => {
       for (const name of this.applyErrors.keys()) this.onChange(name);
@@ -122,7 +134,7 @@ export class StdioRuntime {
 
   /** The leader applies whatever is missing or differs from the desired objects. */
   ensure(server: UpstreamServer, stdio: StdioServer): void {
-    if (!this.isLeader()) return;
+    if (!this.isLeader() || this.unavailable !== undefined) return;
     const name = server.metadata.name;
     for (const obj of buildStdioObjects({ ...server, metadata: { ...server.metadata, namespace: this.namespace } }, stdio, this.options)) {
       const cached = this.get(obj.kind as Kind, name);
@@ -171,7 +183,7 @@ export class StdioRuntime {
     const label = stdioObjectName(server);
     this.byLabel.set(label, server);
     const pods = (this.informers.get('Pod')?.list(this.namespace) ?? []).filter((p) => p.metadata?.labels?.[LABEL_UPSTREAM_SERVER] === label) as V1Pod[];
-    return stdioHealth(this.get<V1Deployment>('Deployment', server), pods, this.applyErrors.get(server));
+    return stdioHealth(this.get<V1Deployment>('Deployment', server), pods, this.unavailable ?? this.applyErrors.get(server));
   }
 
   /** The Service's ClusterIP once it has one. */
