@@ -3,6 +3,7 @@
 // (an image that cannot be pulled, a crash loop, objects the API server refused).
 import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { UpstreamReasons } from '../api/v1alpha1/index.js';
+import { ANNOTATION_STDIO_HASH } from './stdio-objects.js';
 
 export type StdioHealth =
   { available: true } | { available: false; reason: typeof UpstreamReasons.ServerStarting | typeof UpstreamReasons.ServerFailing; message: string };
@@ -36,15 +37,20 @@ function containerProblem(c: V1ContainerStatus): string | undefined {
 
 /**
  * `applyError`: the leader's last failure to apply the objects (e.g. egress rules the API server
- * refused); `generation`: the Deployment as applied must have been seen by its controller.
+ * refused); `desiredHash`: the hash annotation of the Deployment the current spec asks for.
  */
-export function stdioHealth(deployment: V1Deployment | undefined, pods: readonly V1Pod[], applyError?: string): StdioHealth {
+export function stdioHealth(deployment: V1Deployment | undefined, pods: readonly V1Pod[], applyError?: string, desiredHash?: string): StdioHealth {
   if (applyError !== undefined)
     return { available: false, reason: UpstreamReasons.ServerFailing, message: cut(`The operator could not apply the server's objects: ${applyError}`) };
   if (!deployment) return { available: false, reason: UpstreamReasons.ServerStarting, message: "Creating the server's Deployment, Service and NetworkPolicy." };
+  // A Deployment from before the latest spec edit still serves the old server: not this spec's.
+  if (desiredHash !== undefined && deployment.metadata?.annotations?.[ANNOTATION_STDIO_HASH] !== desiredHash)
+    return { available: false, reason: UpstreamReasons.ServerStarting, message: "Applying the changed spec to the server's Deployment." };
   const st = deployment.status;
   const current = (st?.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0);
-  if (current && (st?.availableReplicas ?? 0) >= 1 && (st?.updatedReplicas ?? 0) >= 1) return { available: true };
+  // Every pod runs this spec (a rollout leaves none of the old) and one is available.
+  const updated = st?.updatedReplicas ?? 0;
+  if (current && updated >= 1 && updated === (st?.replicas ?? 0) && (st?.availableReplicas ?? 0) >= 1) return { available: true };
   for (const pod of pods) {
     for (const c of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
       const problem = containerProblem(c);

@@ -71,6 +71,8 @@ export class StdioRuntime {
   private readonly inFlight = new Set<string>();
   /** Label value → server name: pods are owned by a ReplicaSet, so they are matched by label. */
   private readonly byLabel = new Map<string, string>();
+  /** Server → hash annotation of the Deployment its current spec asks for. */
+  private readonly desired = new Map<string, string>();
   /** Why stdio servers cannot run at all (the informers could not start). */
   private unavailable: string | undefined;
   private retry: NodeJS.Timeout | undefined;
@@ -134,9 +136,12 @@ export class StdioRuntime {
 
   /** The leader applies whatever is missing or differs from the desired objects. */
   ensure(server: UpstreamServer, stdio: StdioServer): void {
-    if (!this.isLeader() || this.unavailable !== undefined) return;
     const name = server.metadata.name;
-    for (const obj of buildStdioObjects({ ...server, metadata: { ...server.metadata, namespace: this.namespace } }, stdio, this.options)) {
+    const objects = buildStdioObjects({ ...server, metadata: { ...server.metadata, namespace: this.namespace } }, stdio, this.options);
+    // Every replica knows which Deployment the spec asks for (health() waits for it).
+    this.desired.set(name, objects.find((o) => o.kind === 'Deployment')?.metadata?.annotations?.[ANNOTATION_STDIO_HASH] ?? '');
+    if (!this.isLeader() || this.unavailable !== undefined) return;
+    for (const obj of objects) {
       const cached = this.get(obj.kind as Kind, name);
       const hash = obj.metadata?.annotations?.[ANNOTATION_STDIO_HASH] ?? '';
       if (cached?.metadata?.annotations?.[ANNOTATION_STDIO_HASH] === hash && !this.applyErrors.has(name)) continue;
@@ -163,6 +168,7 @@ export class StdioRuntime {
   /** A server that is no longer stdio (now a url): the leader deletes what it had. */
   cleanup(server: string): void {
     this.applyErrors.delete(server);
+    this.desired.delete(server);
     if (!this.isLeader()) return;
     for (const kind of Object.keys(this.apis) as Kind[]) {
       const remove = this.apis[kind].delete;
@@ -177,13 +183,14 @@ export class StdioRuntime {
   forget(server: string): void {
     this.applyErrors.delete(server);
     this.byLabel.delete(stdioObjectName(server));
+    this.desired.delete(server);
   }
 
   health(server: string): StdioHealth {
     const label = stdioObjectName(server);
     this.byLabel.set(label, server);
     const pods = (this.informers.get('Pod')?.list(this.namespace) ?? []).filter((p) => p.metadata?.labels?.[LABEL_UPSTREAM_SERVER] === label) as V1Pod[];
-    return stdioHealth(this.get<V1Deployment>('Deployment', server), pods, this.unavailable ?? this.applyErrors.get(server));
+    return stdioHealth(this.get<V1Deployment>('Deployment', server), pods, this.unavailable ?? this.applyErrors.get(server), this.desired.get(server));
   }
 
   /** The Service's ClusterIP once it has one. */

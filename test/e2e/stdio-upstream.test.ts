@@ -102,6 +102,37 @@ describe('a stdio UpstreamServer run through the bridge', () => {
     expect(String(sc(back).result)).toContain('True');
   });
 
+  it('rolls the Deployment out when the spec changes, and is Ready again', async () => {
+    await k.custom.patchNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: UPSTREAMSERVER_PLURAL,
+      name: 'files',
+      body: [{ op: 'add', path: '/spec/stdio/maxSessions', value: 4 }],
+    });
+    await until(
+      async () =>
+        (await read<V1Deployment>('apps/v1', 'Deployment', 'mcp-files'))?.spec?.template.spec?.containers[0]?.command
+          ?.join(' ')
+          .includes('--max-sessions 4') === true,
+      60_000,
+      'the Deployment to run the bridge with --max-sessions 4',
+    );
+    await until(
+      async () => {
+        const s = await statusOf('files');
+        return s?.observedGeneration === 2 && readyOf(s).status === 'True';
+      },
+      180_000,
+      'the edited filesystem UpstreamServer to be Ready again',
+    );
+    expect((await statusOf('files'))?.toolCount).toBeGreaterThanOrEqual(10);
+    // Ready for the new generation only once no pod of the old spec serves any more.
+    const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/upstream-server=mcp-files' });
+    for (const p of pods.items.filter((p) => !p.metadata?.deletionTimestamp)) expect(p.spec?.containers[0]?.command?.join(' ')).toContain('--max-sessions 4');
+  }, 240_000);
+
   it("admits only the gateway's pods to the bridge", async () => {
     const ip = (await read<V1Service>('v1', 'Service', 'mcp-files'))?.spec?.clusterIP;
     const probe =

@@ -183,7 +183,15 @@ describe('stdioHealth', () => {
   it.each<[string, V1Deployment | undefined, V1Pod[], string | undefined, string, RegExp | undefined]>([
     ['no Deployment yet', undefined, [], undefined, 'ServerStarting', /Creating the server's Deployment/],
     ['an apply error', undefined, [], 'NetworkPolicy mcp-fs: invalid', 'ServerFailing', /could not apply .*NetworkPolicy mcp-fs: invalid/],
-    ['available', deployment({ observedGeneration: 1, availableReplicas: 1, updatedReplicas: 1 }), [], undefined, 'available', undefined],
+    ['available', deployment({ observedGeneration: 1, replicas: 1, availableReplicas: 1, updatedReplicas: 1 }), [], undefined, 'available', undefined],
+    [
+      'a rollout with the old pod still serving',
+      deployment({ observedGeneration: 1, replicas: 2, availableReplicas: 1, updatedReplicas: 1 }),
+      [],
+      undefined,
+      'ServerStarting',
+      /Waiting/,
+    ],
     ['a rollout not yet seen', deployment({ observedGeneration: 1, availableReplicas: 1, updatedReplicas: 1 }, 2), [], undefined, 'ServerStarting', /Waiting/],
     [
       'an image that cannot be pulled',
@@ -210,6 +218,14 @@ describe('stdioHealth', () => {
       /CrashLoopBackOff \(last exit code 2, Error\)/,
     ],
     [
+      'an old Deployment while the edited spec is applied',
+      deployment({ observedGeneration: 1, availableReplicas: 1, updatedReplicas: 1 }),
+      [],
+      undefined,
+      'ServerStarting',
+      /Applying the changed spec/,
+    ],
+    [
       'a pod still creating',
       deployment({ observedGeneration: 1 }),
       [pod([{ name: 'server', state: { waiting: { reason: 'ContainerCreating' } } }])],
@@ -225,8 +241,9 @@ describe('stdioHealth', () => {
       'ServerFailing',
       /FailedCreate: exceeded quota/,
     ],
-  ])('%s', (_name, d, pods, applyError, expected, message) => {
-    const h = stdioHealth(d, pods, applyError);
+  ])('%s', (name, d, pods, applyError, expected, message) => {
+    // The Deployments here carry no hash annotation: one case asks for a newer spec's.
+    const h = stdioHealth(d, pods, applyError, name.startsWith('an old Deployment') ? 'new-hash' : undefined);
     if (expected === 'available') return expect(h).toEqual({ available: true });
     expect(h).toMatchObject({ available: false, reason: expected });
     if (!h.available) expect(h.message).toMatch(message!);
