@@ -154,6 +154,26 @@ describe('a stdio UpstreamServer run through the bridge', () => {
     expect(other.stdout.trim(), other.stderr).toMatch(/^blocked/);
   }, 180_000);
 
+  it('gives the server no network with egress None (the default)', async () => {
+    const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/upstream-server=mcp-files' });
+    const pod = pods.items.find((p) => !p.metadata?.deletionTimestamp && p.status?.phase === 'Running');
+    expect(pod, 'a running filesystem server pod').toBeDefined();
+    // The image is the sandbox rootfs plus Node, so python3 is there to try the API server.
+    const r = await execCapture(
+      k,
+      ns,
+      pod!.metadata!.name!,
+      [
+        'python3',
+        '-c',
+        'import os, socket\ntry:\n    socket.create_connection((os.environ["KUBERNETES_SERVICE_HOST"], int(os.environ["KUBERNETES_SERVICE_PORT"])), 5); print("connected")\nexcept Exception as e:\n    print("blocked", type(e).__name__)',
+      ],
+      'server',
+    );
+    // A timeout or a refusal: not a missing variable or python error.
+    expect(r.stdout.trim(), r.stderr).toMatch(/^blocked (TimeoutError|timeout|ConnectionRefusedError|OSError)$/);
+  }, 60_000);
+
   it('reports an image that cannot be pulled as Ready False with the reason', async () => {
     await createUpstream('broken', { stdio: { ...FILESYSTEM, image: 'codemode.local/no-such-server:v1' } });
     await until(async () => readyOf(await statusOf('broken')).reason === 'ServerFailing', 150_000, 'the broken UpstreamServer to report ServerFailing');
