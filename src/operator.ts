@@ -38,6 +38,7 @@ import { ToolBroker, type BrokerLimits } from './codemode/broker.js';
 import type { UpstreamCaller } from './codemode/types.js';
 import { registryCaller } from './codemode/registry-caller.js';
 import { UpstreamWatcher } from './upstreams/watcher.js';
+import { parseLabels } from './upstreams/stdio-objects.js';
 import type { UpstreamRegistry } from './upstreams/types.js';
 
 /** On shutdown, queued audit records get this long to be written. */
@@ -332,6 +333,11 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     requestTimeoutMs: config.upstreamRequestTimeoutSeconds * 1000,
     messageMaxBytes: config.upstreamMessageMaxBytes,
     isLeader: () => poolController.isLeader,
+    stdio: {
+      bridgeImage: config.stdioBridgeImage,
+      gatewayPodLabels: parseLabels(config.stdioGatewayPodLabels),
+      ...(config.stdioGatewayNamespace !== undefined && { gatewayNamespace: config.stdioGatewayNamespace }),
+    },
     ...(metrics !== undefined && { onReady: metrics.upstreamReady }),
   });
 

@@ -38,6 +38,10 @@ export KUBECONFIG="${CODEMODE_CACHE:-$HOME/.cache/codemode}/cluster/kubeconfig"
 # A failing phase does not stop the next ones: the summary counts every test.
 status=0
 
+step "stdio bridge: go test (Go is there once the cluster is built)"
+(cd images/stdio-bridge && GOFLAGS=-mod=readonly GOMODCACHE="${CODEMODE_CACHE:-$HOME/.cache/codemode}/go/mod" \
+  GOCACHE="${CODEMODE_CACHE:-$HOME/.cache/codemode}/go/build" "$(command -v go || echo /usr/local/go/bin/go)" test -count=1 .) || status=$?
+
 step "integration tests: reconcile tables against the API server"
 run_vitest integration --project integration || status=$?
 

@@ -13,6 +13,12 @@ export const CHART_OWNED: Partial<Record<FieldKey, { template: string; why: stri
     why: 'the Service names and the ingress and route hosts are always added',
     inValues: true,
   },
+  stdioGatewayPodLabels: {
+    template: 'printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s" (include "codemode.name" .) .Release.Name',
+    why: "set to the chart's selector labels",
+    inValues: false,
+  },
+  stdioGatewayNamespace: { template: '.Release.Namespace', why: 'set to the release namespace', inValues: false },
 };
 
 /**

@@ -756,6 +756,42 @@ export const FIELDS = {
     },
     int(0, 100),
   ),
+  // --- stdio UpstreamServers: the operator runs them behind our bridge (issue 11, stdio part) ---
+  stdioBridgeImage: field(
+    {
+      env: 'CODEMODE_STDIO_BRIDGE_IMAGE',
+      default: 'codemode.local/stdio-bridge:v1',
+      description:
+        "Image holding the stdio bridge binary (images/stdio-bridge): the init container of every stdio UpstreamServer's pod copies it into the server's own image.",
+      allowed: 'an image reference',
+    },
+    z
+      .string()
+      .min(1)
+      .max(512)
+      .regex(/^[^\s]+$/, { error: 'must be an image reference without spaces' }),
+  ),
+  stdioGatewayPodLabels: field(
+    {
+      env: 'CODEMODE_STDIO_GATEWAY_POD_LABELS',
+      default: 'app.kubernetes.io/name=codemode-operator',
+      description:
+        "Labels of the gateway's pods (key=value,key=value): the NetworkPolicy of a stdio UpstreamServer admits only pods with these labels to its bridge. The chart sets its own selector labels.",
+      allowed: 'comma-separated key=value label pairs',
+    },
+    z.string().regex(/^[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*(,[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*)*$/, { error: 'must be key=value pairs separated by commas' }),
+  ),
+  stdioGatewayNamespace: optionalField(
+    {
+      env: 'CODEMODE_STDIO_GATEWAY_NAMESPACE',
+      default: '',
+      docDefault: 'CODEMODE_NAMESPACE',
+      description:
+        "Namespace of the gateway's pods, for the same NetworkPolicy (unset: the UpstreamServer's own namespace). The chart sets the release namespace.",
+      allowed: 'a DNS-1123 label (at most 63 characters)',
+    },
+    dnsLabel,
+  ),
 };
 
 export type FieldKey = keyof typeof FIELDS;

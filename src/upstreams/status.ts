@@ -10,6 +10,8 @@ export type Observation =
   | { kind: 'secret-missing'; message: string }
   /** The Secrets are still being read: nothing connected yet. */
   | { kind: 'waiting' }
+  /** spec.stdio: the server's Deployment is not available yet (ServerStarting) or cannot run (ServerFailing). */
+  | { kind: 'stdio'; reason: UpstreamReason; message: string }
   /** A connection exists (ready or not). */
   | { kind: 'connection'; ready: boolean; reason: UpstreamReason; error?: string; toolCount: number; refreshedAt?: Date };
 
@@ -23,6 +25,8 @@ function condition(o: Observation): { status: 'True' | 'False'; reason: Upstream
       return { status: 'False', reason: UpstreamReasons.SecretNotFound, message: o.message };
     case 'waiting':
       return { status: 'False', reason: UpstreamReasons.Connecting, message: 'Reading the Secrets the spec names.' };
+    case 'stdio':
+      return { status: 'False', reason: o.reason, message: o.message };
     case 'connection':
       if (o.ready) return { status: 'True', reason: o.reason, message: `Connected; ${o.toolCount} tools offered.` };
       if (o.reason === UpstreamReasons.Connecting) return { status: 'False', reason: o.reason, message: 'Connecting to the upstream.' };
@@ -38,7 +42,14 @@ function condition(o: Observation): { status: 'True' | 'False'; reason: Upstream
 export function computeStatus(prev: UpstreamServerStatus | undefined, generation: number | undefined, o: Observation, now: Date): UpstreamServerStatus {
   const c = condition(o);
   const conditions = setCondition(prev?.conditions, { type: READY, ...c, ...(generation !== undefined && { observedGeneration: generation }) }, now);
-  const error = o.kind === 'connection' ? (o.ready ? undefined : o.error) : o.kind === 'waiting' ? undefined : o.message;
+  const error =
+    o.kind === 'connection'
+      ? o.ready
+        ? undefined
+        : o.error
+      : o.kind === 'waiting' || (o.kind === 'stdio' && o.reason !== UpstreamReasons.ServerFailing)
+        ? undefined
+        : o.message;
   const lastError = error ?? prev?.lastError;
   const refreshed = o.kind === 'connection' && o.refreshedAt ? o.refreshedAt.toISOString().replace(/\.\d{3}Z$/, 'Z') : prev?.lastRefreshTime;
   const toolCount = o.kind === 'connection' && o.ready ? o.toolCount : 0;

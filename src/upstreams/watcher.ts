@@ -25,6 +25,8 @@ import { UpstreamConnection, type ConnectionState } from './connection.js';
 import { ToolFilter } from './policy.js';
 import { Upstreams } from './registry.js';
 import { resolveRef, SecretCache } from './secrets.js';
+import { StdioRuntime } from './stdio-runtime.js';
+import { stdioUrl, type StdioOptions } from './stdio-objects.js';
 import { computeStatus, sameStatus, type Observation } from './status.js';
 import type { UpstreamTool } from './types.js';
 
@@ -40,6 +42,8 @@ export interface UpstreamWatcherDeps {
   messageMaxBytes: number;
   /** Only the leader writes status (replicas may see an upstream differently for a moment). */
   isLeader(): boolean;
+  /** How the leader runs stdio UpstreamServers (the bridge image, who may reach them). */
+  stdio: StdioOptions;
   /** Readiness per server for a gauge (undefined: the server is gone). */
   onReady?(server: string, ready: boolean | undefined): void;
 }
@@ -67,6 +71,7 @@ export class UpstreamWatcher {
   readonly registry = new Upstreams();
   private readonly informer: ResilientInformer<KubernetesObject>;
   private readonly secrets: SecretCache;
+  private readonly stdio: StdioRuntime;
   private readonly live = new Map<string, Live>();
   private readonly observed = new Map<string, Observation>();
   private resync: NodeJS.Timeout | undefined;
@@ -91,14 +96,26 @@ export class UpstreamWatcher {
     );
     this.secrets = new SecretCache(d.clients.kc, d.clients.core, ns, d.log.child({ component: 'upstream-secrets' }), () => this.reconcileAll());
     this.informer.onChange((o) => this.reconcile(o.metadata?.name ?? ''));
+    this.stdio = new StdioRuntime(d.clients, ns, d.stdio, d.log.child({ component: 'upstream-stdio' }), d.isLeader, (name) => this.reconcile(name));
   }
 
   async start(): Promise<void> {
     this.stopped = false;
+    await this.stdio.start();
     await this.informer.start();
     this.reconcileAll();
     // A replica that becomes leader writes what it sees; unchanged statuses cost no write.
-    this.resync = setInterval(() => this.writeAll(), Math.max(1000, this.d.healthIntervalMs));
+    // A new leader also applies the objects of stdio servers (a reconcile of each).
+    let wasLeader = this.d.isLeader();
+    this.resync = setInterval(
+      () => {
+        const leader = this.d.isLeader();
+        if (leader && !wasLeader) this.reconcileAll();
+        wasLeader = leader;
+        this.writeAll();
+      },
+      Math.max(1000, this.d.healthIntervalMs),
+    );
     this.resync.unref();
   }
 
@@ -109,6 +126,7 @@ export class UpstreamWatcher {
     await Promise.all([...this.live.values()].map((l) => l.connection.stop()));
     this.live.clear();
     await this.secrets.stop();
+    await this.stdio.stop();
   }
 
   private reconcileAll(): void {
@@ -136,16 +154,18 @@ export class UpstreamWatcher {
       if (!r.ok) return this.observe(name, server, r.pending ? { kind: 'waiting' } : { kind: 'secret-missing', message: r.message });
       headers[header] = `${prefix}${r.value}`;
     }
+    const url = this.urlOf(server);
+    if (typeof url !== 'string') return this.observe(name, server, url);
     // Any spec change (a new generation) or new header values: connect afresh and list the catalog again.
     const fingerprint = createHash('sha256')
-      .update(JSON.stringify([server.metadata.generation, spec.url, Object.entries(headers).sort()]))
+      .update(JSON.stringify([server.metadata.generation, url, Object.entries(headers).sort()]))
       .digest('hex');
     let live = this.live.get(name);
     if (live?.fingerprint !== fingerprint) {
       void live?.connection.stop();
       const connection = new UpstreamConnection(
         name,
-        { url: spec.url, headers },
+        { url, headers },
         {
           healthIntervalMs: this.d.healthIntervalMs,
           requestTimeoutMs: this.d.requestTimeoutMs,
@@ -160,6 +180,25 @@ export class UpstreamWatcher {
     }
     const state = live.connection.state;
     this.observe(name, server, connectionObservation(state, toTools(name, state.tools, new ToolFilter(spec.tools)).length), live.connection, state);
+  }
+
+  /**
+   * spec.url, or for a stdio server its bridge's Service ClusterIP (reachable from a gateway pod
+   * and from a node, where cluster DNS may not resolve) once its Deployment is available.
+   */
+  private urlOf(server: UpstreamServer): string | Observation {
+    const { name } = server.metadata;
+    const stdio = server.spec.stdio;
+    if (!stdio) {
+      this.stdio.cleanup(name);
+      return server.spec.url ?? '';
+    }
+    this.stdio.ensure(server, stdio);
+    const health = this.stdio.health(name);
+    if (!health.available) return { kind: 'stdio', reason: health.reason, message: health.message };
+    const ip = this.stdio.clusterIP(name);
+    if (!ip) return { kind: 'stdio', reason: UpstreamReasons.ServerStarting, message: "Waiting for the server's Service to get a ClusterIP." };
+    return stdioUrl(ip);
   }
 
   /** Publishes one server's view to the registry and writes its status. */
@@ -197,6 +236,7 @@ export class UpstreamWatcher {
     this.observed.delete(name);
     void live?.connection.stop();
     this.registry.delete(name);
+    this.stdio.forget(name);
     this.d.onReady?.(name, undefined);
     this.secrets.retain(this.secretNames());
   }

@@ -13,6 +13,8 @@ bash "$CLUSTER_SRC/build.sh"
 bash "$CLUSTER_SRC/images/build.sh" pause sandbox
 # The data-science sandbox image (issue 12): the datascience e2e tests run sessions on it.
 bash "$CLUSTER_SRC/images/build.sh" datascience
+# stdio UpstreamServers: our bridge and the filesystem server the e2e tests run behind it.
+bash "$CLUSTER_SRC/images/build.sh" stdio-bridge mcp-filesystem
 bash "$CLUSTER_SRC/pki.sh"
 bash "$CLUSTER_SRC/configs.sh"
 IP="$(node_ip)"

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from '../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { startOperator, type RunningOperator } from './helpers/operator.js';
+import { createUpstream as createUpstreamIn, readyOf, upstreamStatus } from './helpers/upstream-servers.js';
 import { startEverything, startKeyProxy, type Everything, type KeyProxy } from './helpers/upstream.js';
 
 const k = testKube();
@@ -62,24 +63,9 @@ async function capabilities(token: string): Promise<string> {
   }
 }
 
-async function createUpstream(name: string, spec: Record<string, unknown>): Promise<void> {
-  await k.custom.createNamespacedCustomObject({
-    group: GROUP,
-    version: VERSION,
-    namespace: ns,
-    plural: UPSTREAMSERVER_PLURAL,
-    body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'UpstreamServer', metadata: { name }, spec },
-  });
-}
-
-async function statusOf(name: string): Promise<UpstreamServerStatus | undefined> {
-  const o = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: UPSTREAMSERVER_PLURAL, name })) as {
-    status?: UpstreamServerStatus;
-  };
-  return o.status;
-}
-
-const ready = (s: UpstreamServerStatus | undefined): { status?: string; reason?: string } => s?.conditions?.find((c) => c.type === 'Ready') ?? {};
+const createUpstream = (name: string, spec: Record<string, unknown>): Promise<void> => createUpstreamIn(k, ns, name, spec);
+const statusOf = (name: string): Promise<UpstreamServerStatus | undefined> => upstreamStatus(k, ns, name);
+const ready = readyOf;
 
 /** Every tool the upstream lists to a client of its own (with the key). */
 async function upstreamTools(): Promise<string[]> {

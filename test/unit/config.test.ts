@@ -82,6 +82,8 @@ describe('loadConfig defaults', () => {
       displayMaxImageBytes: 2097152,
       displayMaxBytes: 5242880,
       displayMaxItems: 10,
+      stdioBridgeImage: 'codemode.local/stdio-bridge:v1',
+      stdioGatewayPodLabels: 'app.kubernetes.io/name=codemode-operator',
     } satisfies Config);
   });
 
@@ -169,7 +171,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(75);
+    expect(envs).toHaveLength(78);
   });
 });
 

@@ -26,7 +26,7 @@ describe('UpstreamServer spec', () => {
   });
 
   it.each<[string, Record<string, unknown>, RegExp]>([
-    ['no url', {}, /spec\.url is required/],
+    ['no url', {}, /spec set exactly one of url \(a Streamable HTTP server\) and stdio/],
     ['another scheme', { url: 'ftp://x/mcp' }, /spec\.url must be the http:\/\/ or https:\/\/ URL .* e\.g\. http:\/\/github-mcp/],
     ['a url with spaces', { url: 'http://x y/mcp' }, /spec\.url must be the http/],
     [
@@ -66,6 +66,7 @@ describe('UpstreamServer CRD', () => {
       ['Reason', '.status.conditions[?(@.type=="Ready")].reason'],
       ['Tools', '.status.toolCount'],
       ['URL', '.spec.url'],
+      ['Image', '.spec.stdio.image'],
       ['Last-Refresh', '.status.lastRefreshTime'],
       ['Age', '.metadata.creationTimestamp'],
     ]);

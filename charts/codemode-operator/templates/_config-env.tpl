@@ -150,4 +150,10 @@
   value: {{ include "codemode.envValue" .Values.config.displayMaxBytes }}
 - name: CODEMODE_DISPLAY_MAX_ITEMS
   value: {{ include "codemode.envValue" .Values.config.displayMaxItems }}
+- name: CODEMODE_STDIO_BRIDGE_IMAGE
+  value: {{ include "codemode.envValue" .Values.config.stdioBridgeImage }}
+- name: CODEMODE_STDIO_GATEWAY_POD_LABELS
+  value: {{ printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s" (include "codemode.name" .) .Release.Name | quote }}
+- name: CODEMODE_STDIO_GATEWAY_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
 {{- end }}

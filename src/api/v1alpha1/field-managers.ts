@@ -9,3 +9,5 @@ export const GATEWAY_FIELD_MANAGER = 'codemode-gateway';
  * and left out, so one manager applying activity and loss separately would clear the other.
  */
 export const GATEWAY_LOST_FIELD_MANAGER = 'codemode-gateway-lost';
+/** The Deployment, Service and NetworkPolicy of a stdio UpstreamServer (applied by the leader). */
+export const STDIO_FIELD_MANAGER = 'codemode-gateway-stdio';

@@ -12,3 +12,4 @@ export * from './upstreamserver.js';
 export * from './upstreamserver-crd.js';
 export * from './sandboxprofile.js';
 export * from './sandboxprofile-crd.js';
+export * from './upstreamserver-stdio.js';

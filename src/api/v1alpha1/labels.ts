@@ -40,3 +40,6 @@ export const LABEL_PROFILE = 'codemode.dev/profile';
 
 /** Name of the SandboxSession a pod belongs to (shortened like LABEL_RUN when too long). */
 export const LABEL_SESSION = 'codemode.dev/session';
+
+/** On the Deployment, pods, Service and NetworkPolicy of a stdio UpstreamServer: its name (≤ 63 chars by construction). */
+export const LABEL_UPSTREAM_SERVER = 'codemode.dev/upstream-server';

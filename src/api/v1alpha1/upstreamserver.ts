@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
 import { API_VERSION, MAX_CONDITIONS, ObjectMetaSchema, describeIssues } from './sandboxrun.js';
+import { StdioServerSchema } from './upstreamserver-stdio.js';
 
 export const UPSTREAMSERVER_KIND = 'UpstreamServer';
 export const UPSTREAMSERVER_PLURAL = 'upstreamservers';
@@ -26,6 +27,10 @@ export const UpstreamReasons = {
   SecretNotFound: 'SecretNotFound',
   /** The spec is invalid; the message says which field and what to write instead. */
   InvalidSpec: 'InvalidSpec',
+  /** spec.stdio: the server's Deployment has no available replica yet (nothing wrong seen so far). */
+  ServerStarting: 'ServerStarting',
+  /** spec.stdio: the server's pod cannot run (image pull error, crash loop, bad config) or its objects were refused. */
+  ServerFailing: 'ServerFailing',
 } as const;
 export type UpstreamReason = (typeof UpstreamReasons)[keyof typeof UpstreamReasons];
 
@@ -76,63 +81,72 @@ const glob = z
   .regex(/^[\x21-\x7e]+$/, { error: 'must be a tool name or glob of printable characters without spaces (* and ? are wildcards), e.g. get_* ' })
   .describe('A tool name, or a glob: * matches any characters, ? one character.');
 
-export const UpstreamServerSpecSchema = z.object({
-  url: z
-    .string()
-    .min(1)
-    .max(2048)
-    .regex(/^https?:\/\/[^\s/?#]+([/?#][^\s]*)?$/, {
-      error: "must be the http:// or https:// URL of the upstream's Streamable HTTP endpoint, e.g. http://github-mcp.tools.svc:8080/mcp",
-    })
-    .meta({
-      'x-kubernetes-validations': [
-        {
-          rule: "self.startsWith('http://') || self.startsWith('https://')",
-          message: "must be the http:// or https:// URL of the upstream's Streamable HTTP endpoint, e.g. http://github-mcp.tools.svc:8080/mcp",
-        },
-      ],
-    })
-    .describe("The upstream's Streamable HTTP endpoint: an in-cluster Service (http://name.namespace.svc:port/mcp) or an external URL."),
-  headers: z
-    .array(
-      z.object({
-        name: headerName.describe('HTTP header name, e.g. X-Api-Key.'),
-        secretKeyRef: SecretKeyRefSchema,
+const ONE_OF_URL_STDIO = 'set exactly one of url (a Streamable HTTP server) and stdio (a stdio server the operator runs)';
+
+export const UpstreamServerSpecSchema = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .max(2048)
+      .regex(/^https?:\/\/[^\s/?#]+([/?#][^\s]*)?$/, {
+        error: "must be the http:// or https:// URL of the upstream's Streamable HTTP endpoint, e.g. http://github-mcp.tools.svc:8080/mcp",
+      })
+      .meta({
+        'x-kubernetes-validations': [
+          {
+            rule: "self.startsWith('http://') || self.startsWith('https://')",
+            message: "must be the http:// or https:// URL of the upstream's Streamable HTTP endpoint, e.g. http://github-mcp.tools.svc:8080/mcp",
+          },
+        ],
+      })
+      .optional()
+      .describe(
+        "The upstream's Streamable HTTP endpoint: an in-cluster Service (http://name.namespace.svc:port/mcp) or an external URL. Exactly one of url and stdio.",
+      ),
+    stdio: StdioServerSchema.optional(),
+    headers: z
+      .array(
+        z.object({
+          name: headerName.describe('HTTP header name, e.g. X-Api-Key.'),
+          secretKeyRef: SecretKeyRefSchema,
+        }),
+      )
+      .max(16)
+      .optional()
+      .meta({
+        description: 'HTTP headers sent on every request to the upstream, their values read from Secrets.',
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
       }),
-    )
-    .max(16)
-    .optional()
-    .meta({
-      description: 'HTTP headers sent on every request to the upstream, their values read from Secrets.',
-      'x-kubernetes-list-type': 'map',
-      'x-kubernetes-list-map-keys': ['name'],
-    }),
-  bearerTokenSecretRef: SecretKeyRefSchema.optional().describe('A token sent as "Authorization: Bearer <token>", read from a Secret.'),
-  tools: z
-    .object({
-      allow: z.array(glob).max(256).optional().describe('Only tools matching one of these globs are offered. Empty or absent: all tools.'),
-      deny: z.array(glob).max(256).optional().describe('Tools matching any of these globs are never offered or called (deny wins over allow).'),
-    })
-    .optional()
-    .describe("Which of the upstream's tools sandboxed code may see and call."),
-  callTimeoutSeconds: z
-    .int()
-    .min(1)
-    .max(MAX_CALL_TIMEOUT_SECONDS)
-    .default(60)
-    .describe("Longest one tool call may take (1-3600 seconds); a run's own limits may cut it shorter."),
-  access: z
-    .object({
-      users: z
-        .array(z.string().min(1).max(256).describe('A user name as the gateway authenticates it.'))
-        .max(256)
-        .optional()
-        .describe('Users who may use this upstream.'),
-      groups: z.array(z.string().min(1).max(256).describe('A group name.')).max(256).optional().describe('Members of these groups may use this upstream.'),
-    })
-    .optional()
-    .describe('Who may see and call this upstream through the gateway. Absent or both lists empty: every authenticated user.'),
-});
+    bearerTokenSecretRef: SecretKeyRefSchema.optional().describe('A token sent as "Authorization: Bearer <token>", read from a Secret.'),
+    tools: z
+      .object({
+        allow: z.array(glob).max(256).optional().describe('Only tools matching one of these globs are offered. Empty or absent: all tools.'),
+        deny: z.array(glob).max(256).optional().describe('Tools matching any of these globs are never offered or called (deny wins over allow).'),
+      })
+      .optional()
+      .describe("Which of the upstream's tools sandboxed code may see and call."),
+    callTimeoutSeconds: z
+      .int()
+      .min(1)
+      .max(MAX_CALL_TIMEOUT_SECONDS)
+      .default(60)
+      .describe("Longest one tool call may take (1-3600 seconds); a run's own limits may cut it shorter."),
+    access: z
+      .object({
+        users: z
+          .array(z.string().min(1).max(256).describe('A user name as the gateway authenticates it.'))
+          .max(256)
+          .optional()
+          .describe('Users who may use this upstream.'),
+        groups: z.array(z.string().min(1).max(256).describe('A group name.')).max(256).optional().describe('Members of these groups may use this upstream.'),
+      })
+      .optional()
+      .describe('Who may see and call this upstream through the gateway. Absent or both lists empty: every authenticated user.'),
+  })
+  .refine((s) => (s.url === undefined) !== (s.stdio === undefined), { error: ONE_OF_URL_STDIO })
+  .meta({ 'x-kubernetes-validations': [{ rule: 'has(self.url) != has(self.stdio)', message: ONE_OF_URL_STDIO }] });
 export type UpstreamServerSpec = z.infer<typeof UpstreamServerSpecSchema>;
 
 const timestamp = z.iso.datetime({ offset: true }).max(64);

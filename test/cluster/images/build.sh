@@ -2,13 +2,16 @@
 # Builds the test cluster's container images without Docker, as OCI image archives that
 # `ctr -n k8s.io images import` accepts (then run import.sh to load them into containerd).
 #
-#   build.sh [pause|sandbox|gateway|datascience|all]...     (default: all)
+#   build.sh [pause|sandbox|gateway|datascience|stdio-bridge|mcp-filesystem|all]...     (default: all)
 #
 #   pause    codemode.local/pause:v1    our static pause program (pause/pause.c), the pod sandbox image
 #   sandbox  codemode.local/sandbox:v1  Debian bookworm minbase + python3, nodejs, bash, procps
 #   gateway  codemode.local/gateway:v1  `npm run build` output + production node_modules + Node 22
 #   datascience codemode.local/datascience:v1  sandbox + NumPy, pandas, SciPy, Matplotlib, ... (PyPI wheels)
+#   stdio-bridge    codemode.local/stdio-bridge:v1    images/stdio-bridge, one static Go binary
+#   mcp-filesystem  codemode.local/mcp-filesystem:v1  sandbox rootfs + Node 22 + the reference filesystem MCP server
 #
+# `all` is pause, sandbox, gateway and datascience; the stdio images are named explicitly (up.sh does).
 # `all` builds every image even when one fails (the gateway fails while the project does not
 # build yet) and exits 1 at the end if any failed; the images that did build are usable.
 # Archives go to $CODEMODE_CACHE/images/<name>.oci.tar (default ~/.cache/codemode/images), each
@@ -309,14 +312,77 @@ print("datascience ok", numpy.__version__, pandas.__version__, matplotlib.__vers
     "$start"
 }
 
+# ---- stdio UpstreamServers (issue 11): our bridge, and a real stdio server to run behind it -----
+# Pinned: the reference filesystem MCP server the e2e tests run through the bridge.
+MCP_FILESYSTEM_VERSION=2026.8.31
+
+# stdio-bridge: images/stdio-bridge as one static binary (/bridge), nothing else in the image.
+build_stdio-bridge() {
+  local start=$SECONDS key rootfs="$WORK/stdio-bridge-rootfs" src_dir="$REPO_ROOT/images/stdio-bridge" go_bin go_version src
+  go_bin="$(command -v go || echo /usr/local/go/bin/go)"
+  [[ -x "$go_bin" ]] || fail "Go is not installed; it is needed to build the stdio bridge (Go >= 1.26)."
+  go_version="$("$go_bin" env GOVERSION 2>>"$LOG")" || fail "$go_bin does not run."
+  src="$(cd "$src_dir" && find . -maxdepth 1 -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' -print0 \
+    | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+  key="$(image_key stdio-bridge "go=$go_version" "src=$src")"
+  cached stdio-bridge codemode.local/stdio-bridge:v1 "$key" && return 0
+  say "stdio-bridge: go build (CGO_ENABLED=0, static)"
+  safe_rmtree "$rootfs"
+  mkdir -p "$rootfs" "$CACHE/go/mod" "$CACHE/go/build"
+  (cd "$src_dir" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" \
+    "$go_bin" build -trimpath -ldflags='-s -w' -o "$rootfs/bridge" .) >>"$LOG" 2>&1 \
+    || fail "go build of images/stdio-bridge failed."
+  if ldd "$rootfs/bridge" >/dev/null 2>&1; then
+    fail "The bridge binary is dynamically linked; it must be static to run in any server image."
+  fi
+  touch -h -d "$FIXED_MTIME" "$rootfs/bridge" "$rootfs"
+  write_image stdio-bridge codemode.local/stdio-bridge:v1 "$rootfs" "$key" \
+    '{"User":"65534:65534","Env":["'"$PATH_ENV"'"],"Entrypoint":["/bridge"],"WorkingDir":"/"}' "$start"
+}
+
+# mcp-filesystem: the sandbox rootfs (cached already; it has libstdc++ for Node) + npm's Node 22
+# (the server's dependencies need Node >= 20; Debian's is 18) + @modelcontextprotocol/server-filesystem.
+build_mcp-filesystem() {
+  local start=$SECONDS key rootfs="$WORK/mcp-filesystem-rootfs" staging="$WORK/mcp-filesystem-npm" node_bin node_version
+  node_bin="$REPO_ROOT/node_modules/node/bin/node"
+  [[ -x "$node_bin" ]] || fail "$node_bin is missing; run npm ci in the repo root first (the image ships npm's Node 22)."
+  node_version="$("$node_bin" --version 2>>"$LOG")" || fail "$node_bin does not run."
+  rootfs_tar sandbox "${SANDBOX_PACKAGES[@]}"
+  key="$(image_key mcp-filesystem "rootfs=$ROOTFS_KEY" "node=$node_version" "server-filesystem=$MCP_FILESYSTEM_VERSION")"
+  cached mcp-filesystem codemode.local/mcp-filesystem:v1 "$key" && return 0
+  say "mcp-filesystem: npm install @modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION"
+  safe_rmtree "$staging"
+  mkdir -p "$staging"
+  (cd "$staging" && printf '{"name":"mcp-filesystem","private":true}\n' > package.json &&
+    npm install --omit=dev --ignore-scripts --no-audit --no-fund --save-exact "@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION") >>"$LOG" 2>&1 \
+    || fail "npm install of @modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION failed."
+  say "mcp-filesystem: assembling image"
+  unpack_rootfs "$ROOTFS_TAR" "$rootfs"
+  mkdir -p "$rootfs/app" "$rootfs/usr/local/bin" "$rootfs/tmp"
+  cp -a "$staging/node_modules" "$staging/package.json" "$rootfs/app/"
+  install -m 0755 "$node_bin" "$rootfs/usr/local/bin/node"
+  chown -R 0:0 "$rootfs/app"
+  chmod -R a+rX,go-w "$rootfs/app"
+  chmod 1777 "$rootfs/tmp"
+  find "$rootfs/app" "$rootfs/usr/local/bin" "$rootfs/tmp" -exec touch -h -d "$FIXED_MTIME" {} +
+  safe_rmtree "$staging"
+  chroot "$rootfs" /usr/bin/env -i "$PATH_ENV" /usr/local/bin/node -e \
+    'require("node:fs").accessSync("/app/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"); console.log("node", process.version)' \
+    >>"$LOG" 2>&1 || fail "Node or the filesystem server does not run inside the mcp-filesystem rootfs."
+  write_image mcp-filesystem codemode.local/mcp-filesystem:v1 "$rootfs" "$key" \
+    '{"User":"65534:65534","Env":["'"$PATH_ENV"'","HOME=/tmp"],"Entrypoint":["/usr/local/bin/node","/app/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"],"Cmd":["/tmp"],"WorkingDir":"/tmp"}' \
+    "$start"
+}
+
 # ---- main -------------------------------------------------------------------------------------
 targets=()
 for arg in "${@:-all}"; do
   case "$arg" in
     all) targets+=(pause sandbox gateway datascience) ;;
     pause|sandbox|gateway|datascience) targets+=("$arg") ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) printf '[images] FAILED: unknown image "%s" (expected pause, sandbox, gateway, datascience or all).\n' "$arg" >&2; exit 2 ;;
+    stdio-bridge|mcp-filesystem) targets+=("$arg") ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) printf '[images] FAILED: unknown image "%s" (expected pause, sandbox, gateway, datascience, stdio-bridge, mcp-filesystem or all).\n' "$arg" >&2; exit 2 ;;
   esac
 done
 [[ "$(id -u)" == 0 ]] || { printf '[images] FAILED: build.sh must run as root (debootstrap and chroot need it).\n' >&2; exit 1; }

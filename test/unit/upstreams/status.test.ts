@@ -45,6 +45,20 @@ describe('computeStatus', () => {
       { toolCount: 0, lastError: 'Secret k does not exist', ready: ['False', 'SecretNotFound', 'Secret k does not exist'] },
     ],
     ['waiting for secrets', { kind: 'waiting' }, { toolCount: 0, ready: ['False', 'Connecting', 'Reading the Secrets the spec names.'] }],
+    [
+      'a stdio server starting (not an error)',
+      { kind: 'stdio', reason: 'ServerStarting', message: "Waiting for the server's pod to become ready." },
+      { toolCount: 0, ready: ['False', 'ServerStarting', "Waiting for the server's pod to become ready."] },
+    ],
+    [
+      'a stdio server failing',
+      { kind: 'stdio', reason: 'ServerFailing', message: 'Pod mcp-fs-1: container server: ImagePullBackOff' },
+      {
+        toolCount: 0,
+        lastError: 'Pod mcp-fs-1: container server: ImagePullBackOff',
+        ready: ['False', 'ServerFailing', 'Pod mcp-fs-1: container server: ImagePullBackOff'],
+      },
+    ],
   ])('%s', (_name, o, expected) => {
     const { ready: cond, ...rest } = expected;
     const s = computeStatus(undefined, 3, o, T0);

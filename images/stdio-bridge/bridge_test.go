@@ -1,0 +1,101 @@
+package main
+
+// The bridge against a tiny stdio JSON-RPC server: this test binary itself, started as the child
+// when BRIDGE_TEST_CHILD is set (it answers every request with its method, exits on "exit").
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("BRIDGE_TEST_CHILD") == "1" {
+		fmt.Println("not json: servers sometimes print banners on stdout")
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			_ = json.Unmarshal(sc.Bytes(), &msg)
+			if msg.Method == "exit" {
+				os.Exit(3)
+			}
+			if len(msg.ID) > 0 {
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"method":%q}}`+"\n", msg.ID, msg.Method)
+			}
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func post(t *testing.T, url, session, body, accept string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	if session != "" {
+		req.Header.Set(sessionHeader, session)
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	b, _ := io.ReadAll(rsp.Body)
+	return rsp, string(b)
+}
+
+func TestBridge(t *testing.T) {
+	t.Setenv("BRIDGE_TEST_CHILD", "1")
+	exe, _ := os.Executable()
+	b := newBridge([]string{exe}, 1, time.Minute)
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	defer b.closeAll("test over")
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
+
+	if rsp, _ := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "application/json"); rsp.StatusCode != 400 {
+		t.Fatalf("a first request that is not initialize: got %d, want 400", rsp.StatusCode)
+	}
+	rsp, body := post(t, srv.URL, "", init, "application/json")
+	session := rsp.Header.Get(sessionHeader)
+	if rsp.StatusCode != 200 || session == "" || !strings.Contains(body, `"method":"initialize"`) {
+		t.Fatalf("initialize: %d %q session %q", rsp.StatusCode, body, session)
+	}
+	if rsp, body := post(t, srv.URL, session, `{"jsonrpc":"2.0","id":"a","method":"tools/list"}`, "application/json, text/event-stream"); rsp.StatusCode != 200 ||
+		!strings.Contains(body, `data: {"jsonrpc":"2.0","id":"a","result":{"method":"tools/list"}}`) {
+		t.Fatalf("tools/list over SSE: %d %q", rsp.StatusCode, body)
+	}
+	if rsp, _ := post(t, srv.URL, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "application/json"); rsp.StatusCode != 202 {
+		t.Fatalf("a notification: got %d, want 202", rsp.StatusCode)
+	}
+	if rsp, body := post(t, srv.URL, "", init, "application/json"); rsp.StatusCode != 503 || !strings.Contains(body, "maximum of 1 sessions") {
+		t.Fatalf("a session over --max-sessions: %d %q", rsp.StatusCode, body)
+	}
+	// The child exits: the pending request gets an error naming it, and the session is gone.
+	if _, body := post(t, srv.URL, session, `{"jsonrpc":"2.0","id":7,"method":"exit"}`, "application/json"); !strings.Contains(body, `"id":7`) ||
+		!strings.Contains(body, "MCP session ended: the stdio server exited (exit status 3)") {
+		t.Fatalf("child exit: %q", body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rsp, _ := post(t, srv.URL, session, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, "application/json")
+		if rsp.StatusCode == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended session still answers %d", rsp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
