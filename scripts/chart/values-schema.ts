@@ -7,8 +7,8 @@ import type { ChartConfigField } from './config.js';
 
 type Schema = Record<string, unknown>;
 
-/** Maps whose keys are the user's (labels, annotations, quota names, resources). */
-const FREE_FORM = new Set(['sandboxNamespace.labels', 'quota.hard', 'resources']);
+/** Maps whose keys are the user's (labels, annotations, quota names, resources, profile names). */
+const FREE_FORM = new Set(['sandboxNamespace.labels', 'quota.hard', 'resources', 'profiles']);
 
 /** Constraints a default value cannot express. */
 const EXTRA: Record<string, Schema> = {

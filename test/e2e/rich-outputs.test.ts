@@ -1,11 +1,11 @@
-// Plots and rich outputs (issue 12) on the data-science image, end to end through a real MCP
+// Plots and rich outputs (issue 12) in the datascience profile (the data-science image), end to end through a real MCP
 // client: a session computes with pandas and its Matplotlib figure comes back as `image` content
 // (a PNG of the figure's pixel size, also saved in the session's workspace); a DataFrame as the
 // last expression is a table; a warm transient run's figure comes back too, with only counts in
 // its SandboxRun status; hostile display items (a non-PNG, an oversized image, forged frames)
 // become notes while the session and the gateway keep working.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { GROUP, SANDBOXPROFILE_PLURAL, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { LABEL_SESSION } from '../../src/api/v1alpha1/labels.js';
 import { runLabelValue } from '../../src/sandbox/names.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
@@ -20,8 +20,21 @@ let mcp: TestClient;
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'rich-outputs');
-  // The python image is the data-science image: sessions and the warm pool run on it.
-  op = await startOperator(ns, { CODEMODE_IMAGE_PYTHON: DATASCIENCE_IMAGE, CODEMODE_WARM_POOL_SIZE: '1' });
+  // The datascience profile (as the chart ships it, with a pool of one) is the default here: every
+  // session and run of this file uses it without naming it.
+  await k.custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: SANDBOXPROFILE_PLURAL,
+    body: {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'SandboxProfile',
+      metadata: { name: 'datascience' },
+      spec: { image: DATASCIENCE_IMAGE, warmPool: { min: 1, max: 1 }, preImport: ['numpy', 'pandas', 'matplotlib.pyplot'] },
+    },
+  });
+  op = await startOperator(ns, { CODEMODE_DEFAULT_PROFILE: 'datascience', CODEMODE_WARM_POOL_SIZE: '0' });
   mcp = await connect(op.url, 'current');
 }, 180_000);
 afterAll(async () => {
@@ -148,7 +161,8 @@ print("wrote")`;
   });
 
   it('returns a warm transient run’s figure and keeps only counts in its SandboxRun status', async () => {
-    const code = `${PLOT}\nprint("ran")`;
+    // The profile's warm kernels imported its modules before the claim.
+    const code = `import sys\nprint("preloaded", all(m in sys.modules for m in ("numpy", "pandas", "matplotlib.pyplot")))\n${PLOT}\nprint("ran")`;
     // Only a warm pod runs through a kernel; when the pool is being refilled the run goes cold
     // (no images on that path yet): try again until a warm pod served it.
     let r: ToolResult | undefined;
@@ -163,6 +177,7 @@ print("wrote")`;
       'a warm run returning its figure',
     );
     const run = r as ToolResult;
+    expect(String(sc(run).stdout)).toMatch(/^preloaded True\n/);
     expect(pngSize(Buffer.from(String(images(run)[0]?.data), 'base64'))).toEqual({ width: 400, height: 300 });
     expect(texts(run)).not.toContain('saved as');
     const name = String(sc(run).run);

@@ -28,6 +28,21 @@ let mcp: TestClient;
 const createUpstream = (name: string, spec: Record<string, unknown>): Promise<void> => createUpstreamIn(k, ns, name, spec);
 const statusOf = (name: string): Promise<UpstreamServerStatus | undefined> => upstreamStatus(k, ns, name);
 
+/** Waits for `name` to be Ready; a timeout says what the status and the server's pods showed. */
+async function readyWithin(name: string, ms: number, what: string): Promise<void> {
+  try {
+    await until(async () => readyOf(await statusOf(name)).status === 'True', ms, what);
+  } catch (err) {
+    const pods = (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/upstream-server' })).items.map((p) => ({
+      name: p.metadata?.name,
+      phase: p.status?.phase,
+      containers: p.status?.containerStatuses?.map((c) => ({ ready: c.ready, state: c.state })),
+      conditions: p.status?.conditions?.map((c) => `${c.type}=${c.status}${c.reason ? `(${c.reason}: ${c.message})` : ''}`),
+    }));
+    throw new Error(`${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}`);
+  }
+}
+
 async function read<T>(apiVersion: string, kind: string, name: string): Promise<T | undefined> {
   try {
     return (await objects.read({ apiVersion, kind, metadata: { name, namespace: ns } })) as T;
@@ -53,7 +68,7 @@ const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {}
 
 describe('a stdio UpstreamServer run through the bridge', () => {
   it('becomes Ready with its tool count, in a hardened pod the UpstreamServer owns', async () => {
-    await until(async () => readyOf(await statusOf('files')).status === 'True', 180_000, 'the filesystem UpstreamServer to become Ready');
+    await readyWithin('files', 180_000, 'the filesystem UpstreamServer to become Ready');
     const status = await statusOf('files');
     expect(readyOf(status).reason).toBe('CatalogLoaded');
     // The reference filesystem server lists 14 tools (read_text_file, write_file, list_directory, …).
