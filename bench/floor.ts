@@ -96,9 +96,9 @@ export async function rawPodFloor(k: TestKube, timeline: PodTimeline, n: number,
 }
 
 /** Starts one long-lived floor pod and waits (by watch) until exec can reach it. */
-export async function startTargetPod(k: TestKube, timeline: PodTimeline, name: string): Promise<void> {
+export async function startTargetPod(k: TestKube, timeline: PodTimeline, name: string, image?: string): Promise<void> {
   const ns = timeline.namespace;
-  await k.core.createNamespacedPod({ namespace: ns, body: floorPod(ns, name) });
+  await k.core.createNamespacedPod({ namespace: ns, body: floorPod(ns, name, image) });
   const state = await timeline.watcher.waitReady(ns, name, 120_000);
   if (state.kind !== 'ready') throw new Error(`pod ${ns}/${name} did not become ready: ${JSON.stringify(state)}`);
 }

@@ -14,7 +14,7 @@ import type { TestKube } from '../test/e2e/helpers/kube.js';
 export { SANDBOX_CONTAINER };
 
 /** The pod the operator would create for a python run, under `name`, owned by nobody. */
-export function floorPod(namespace: string, name: string): V1Pod {
+export function floorPod(namespace: string, name: string, image?: string): V1Pod {
   const c = loadConfig({ CODEMODE_IMAGE_PULL_POLICY: 'Never' });
   const run = {
     apiVersion: 'codemode.dev/v1alpha1',
@@ -25,7 +25,7 @@ export function floorPod(namespace: string, name: string): V1Pod {
     spec: { language: 'python', code: 'print(1)', timeoutSeconds: c.defaultTimeoutSeconds },
   } as SandboxRun;
   const pod = buildRunPod(run, {
-    image: c.images.python,
+    image: image ?? c.images.python,
     imagePullPolicy: c.imagePullPolicy,
     cpuLimit: c.defaultCpu,
     memoryLimit: c.defaultMemory,

@@ -1,6 +1,6 @@
-// Code mode in cold transient runs: with no warm pool, a run whose code may call upstream tools gets
-// a pod of its own started with a kernel (its exec stream carries the calls); a run that may call
-// none keeps the plain runner. Against the REAL reference "everything" MCP server.
+// Code mode in cold transient runs: with no warm pool, a run gets a pod of its own started with the
+// kernel (its exec stream carries the calls), unless its image is not python's (then the plain
+// runner). Against the REAL reference "everything" MCP server.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { createNamespace, deleteNamespace, testKube } from './helpers/kube.js';
@@ -19,7 +19,8 @@ let stopWatch: (() => void) | undefined;
 beforeAll(async () => {
   ns = await createNamespace(k, 'codemode-cold');
   everything = await startEverything();
-  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0' }, { upstreams: everything.caller });
+  // Bash runs get another image (the data-science one): the kernel runs in python's image only.
+  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0', CODEMODE_IMAGE_BASH: 'codemode.local/datascience:v1' }, { upstreams: everything.caller });
   mcp = await connect(op.url, 'current');
   const seen = (pod: V1Pod): void => {
     const name = pod.metadata?.name ?? '';
@@ -64,10 +65,10 @@ describe('code mode in cold runs (no warm pool)', () => {
     expect(commands.get(podOf(r))).toMatch(/kernel\.py/);
   });
 
-  it('keeps the runner for a run that may call no server', async () => {
-    const r = await mcp.callTool('execute_code', { code: 'print(6 * 7)', servers: [], timeout_seconds: 60 });
-    expect(sc(r).phase, JSON.stringify(r.content)).toBe('Succeeded');
-    expect(sc(r).stdout).toBe('42\n');
+  it("keeps the runner where the run's image is not python's (no kernel there), and says codemode is missing", async () => {
+    const r = await mcp.callTool('execute_code', { code: 'echo $((6 * 7)); python3 -m codemode servers', language: 'bash', timeout_seconds: 60 });
+    expect(sc(r).stdout, JSON.stringify(r.content)).toBe('42\n');
+    expect(String(sc(r).stderr)).toMatch(/No module named codemode/);
     expect(commands.get(podOf(r))).not.toMatch(/kernel/);
     expect(commands.has(podOf(r))).toBe(true);
   });

@@ -163,15 +163,16 @@ print("wrote")`;
   it('returns a warm transient run’s figure and keeps only counts in its SandboxRun status', async () => {
     // The profile's warm kernels imported its modules before the claim.
     const code = `import sys\nprint("preloaded", all(m in sys.modules for m in ("numpy", "pandas", "matplotlib.pyplot")))\n${PLOT}\nprint("ran")`;
-    // Only a warm pod runs through a kernel; when the pool is being refilled the run goes cold
-    // (no images on that path yet): try again until a warm pod served it.
+    // A cold pod (the pool being refilled) returns the figure too, but imported nothing ahead: try
+    // again until a warm pod served it.
     let r: ToolResult | undefined;
     await until(
       async () => {
         if (r !== undefined) await new Promise((resolve) => setTimeout(resolve, 3000));
         r = await mcp.callTool('execute_code', { code });
         expect(sc(r), texts(r)).toMatchObject({ phase: 'Succeeded' });
-        return images(r).length > 0;
+        expect(images(r).length, 'the figure, from a warm or a cold pod').toBe(1);
+        return String(sc(r).stdout).startsWith('preloaded True');
       },
       240_000,
       'a warm run returning its figure',
