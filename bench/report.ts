@@ -318,6 +318,7 @@ function plotsRows(p: Results['plots']): Cell[][] {
     latencyRow("raw exec python3 -c 'print(1)', datascience image", p.rawPrint1, undefined, 'floor'),
     latencyRow('raw exec of import numpy, pandas, matplotlib; print(1)', p.rawImport, ratio(p.rawImport, p.rawPrint1)),
     latencyRow('warm execute_code of the imports, datascience profile (pre-imported)', p.warmImport, warmVs, '≤ 1.0× raw exec', atMost(warmVs, 1.0)),
+    latencyRow('warm execute_code print(1), datascience profile', p.warmPrint1, ratio(p.warmPrint1, p.rawPrint1)),
     latencyRow('cold execute_code of the imports (profile without a pool)', p.coldImport, ratio(p.coldImport, p.rawPrint1)),
     latencyRow('session execute_code print(1), datascience profile', p.print1, undefined, 'floor'),
     latencyRow(`plot round trip: 640×480 line plot back as image content (${Math.round(p.pngBytes / 1024)} KiB PNG)`, p.plot, ratio(p.plot, p.print1)),

@@ -50,10 +50,17 @@ export class PoolSet {
       const min = this.d.kernelsAvailable ? profile.pool.min : 0;
       const max = this.d.kernelsAvailable ? profile.pool.max : 0;
       const old = this.pools.get(profile.name);
-      const fresh = new WarmPool({ ...this.d, profile, min, max });
+      const fresh = new WarmPool({ ...this.d, profile, min, max, preferred: (p) => this.warmedUp(p) });
       next.set(profile.name, old && old.hash === fresh.hash && old.min === min && old.max === max ? old : fresh);
     }
     this.pools = next;
+  }
+
+  /** This process reached the pod's kernel already (its pre-imports are done). */
+  private warmedUp(p: V1Pod): boolean {
+    const ns = p.metadata?.namespace;
+    const name = p.metadata?.name;
+    return this.d.kernels !== undefined && ns !== undefined && name !== undefined && this.d.kernels.isOpen(ns, name);
   }
 
   /** The pool of profile `name` (undefined: no such profile). */

@@ -47,6 +47,11 @@ export interface WarmPoolDeps {
   log: Logger;
   /** Told of each claim: warm (with the seconds the claim took) or empty (the caller goes cold). */
   onClaim?: (result: 'warm' | 'empty', seconds: number) => void;
+  /**
+   * Pods a claim takes first: those whose kernel this process already reached (a pod is Ready as
+   * soon as its container runs; its kernel may still be importing a profile's modules).
+   */
+  preferred?: (p: V1Pod) => boolean;
   /** The clock refills judge pod age by (tests fix it); Date.now by default. */
   now?: () => number;
 }
@@ -198,11 +203,15 @@ export class WarmPool {
   async claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
     if (!this.enabled) return undefined;
     const began = performance.now();
-    const ready = this.readyPods().sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
+    const all = this.readyPods().sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
     // Replicas claiming at once would all start with the oldest pod; a random start spreads them.
-    const start = ready.length > 0 ? Math.floor(Math.random() * ready.length) : 0;
-    for (let i = 0; i < ready.length; i++) {
-      const pod = ready[(start + i) % ready.length] as V1Pod;
+    const rotated = (list: V1Pod[]): V1Pod[] => {
+      const start = list.length > 0 ? Math.floor(Math.random() * list.length) : 0;
+      return [...list.slice(start), ...list.slice(0, start)];
+    };
+    const preferred = this.d.preferred ?? (() => false);
+    const ready = [...rotated(all.filter(preferred)), ...rotated(all.filter((p) => !preferred(p)))];
+    for (const pod of ready) {
       const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : Date.now();
       const age = Math.max(0, Math.ceil((Date.now() - started) / 1000));
       try {

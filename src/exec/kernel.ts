@@ -193,6 +193,8 @@ const OPEN_RETRY_WITHIN_MS = 5_000;
 /** One connection per pod per process, opened on first use and replaced when it breaks. */
 export class KernelConnections {
   private readonly conns = new Map<string, Promise<KernelConnection>>();
+  /** The connections that opened (their kernel answered). */
+  private readonly opened = new Map<string, KernelConnection>();
 
   constructor(
     private readonly exec: Exec,
@@ -213,10 +215,17 @@ export class KernelConnections {
     return this.reopen(key, namespace, pod, container, language);
   }
 
+  /** Whether this process has an open stream to the pod's kernel (the kernel is up and answered). */
+  isOpen(namespace: string, pod: string): boolean {
+    const c = this.opened.get(`${namespace}/${pod}`);
+    return c !== undefined && !c.closed;
+  }
+
   drop(namespace: string, pod: string): void {
     const key = `${namespace}/${pod}`;
     const c = this.conns.get(key);
     this.conns.delete(key);
+    this.opened.delete(key);
     void c?.then((conn) => conn.close()).catch(() => undefined);
   }
 
@@ -243,14 +252,21 @@ export class KernelConnections {
   closeAll(): void {
     for (const c of this.conns.values()) void c.then((conn) => conn.close()).catch(() => undefined);
     this.conns.clear();
+    this.opened.clear();
   }
 
   private reopen(key: string, namespace: string, pod: string, container: string, language: KernelLanguage): Promise<KernelConnection> {
     const p = this.openRetrying(namespace, pod, container, language);
     this.conns.set(key, p);
-    p.catch(() => {
-      if (this.conns.get(key) === p) this.conns.delete(key);
-    });
+    this.opened.delete(key);
+    p.then(
+      (c) => {
+        if (this.conns.get(key) === p) this.opened.set(key, c);
+      },
+      () => {
+        if (this.conns.get(key) === p) this.conns.delete(key);
+      },
+    );
     return p;
   }
 }
