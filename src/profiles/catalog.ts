@@ -20,6 +20,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import { stableStringify } from '../sandbox/template-hash.js';
 import { builtinProfile, resolveProfile, type ProfileDefaults, type ResolvedProfile } from './profile.js';
 
 export const PROFILE_FIELD_MANAGER = 'codemode-gateway-profiles';
@@ -130,25 +131,8 @@ export class ProfileCatalog {
     const obj = this.informer.get(name, this.d.namespace) as (KubernetesObject & { status?: SandboxProfileStatus }) | undefined;
     if (!obj || obj.metadata?.deletionTimestamp) return;
     const e = this.entry(name);
-    const valid = e?.ok === true;
-    const conditions = setCondition(
-      obj.status?.conditions,
-      {
-        type: 'Ready',
-        status: valid ? 'True' : 'False',
-        reason: valid ? ProfileReasons.Accepted : ProfileReasons.InvalidSpec,
-        message: valid ? 'Runs and sessions may use this profile.' : ((e as { message: string } | undefined)?.message.slice(0, 4096) ?? ''),
-        ...(obj.metadata?.generation !== undefined && { observedGeneration: obj.metadata.generation }),
-      },
-      new Date(),
-    );
-    const next: SandboxProfileStatus = {
-      ...(obj.metadata?.generation !== undefined && { observedGeneration: obj.metadata.generation }),
-      conditions,
-      readyPods: valid ? pool.ready : 0,
-      targetPods: valid ? pool.target : 0,
-    };
-    if (JSON.stringify(next) === JSON.stringify(obj.status ?? {})) return;
+    const next = nextProfileStatus(obj.status, obj.metadata?.generation, e?.ok === true ? undefined : (e?.message ?? 'not found'), pool, new Date());
+    if (!next) return;
     try {
       await this.d.clients.custom.patchNamespacedCustomObjectStatus(
         {
@@ -192,6 +176,38 @@ export class ProfileCatalog {
   private changed(): void {
     for (const cb of this.listeners) cb();
   }
+}
+
+/**
+ * Pure: the status a SandboxProfile should have — Ready (valid, or `invalid` says why) and its
+ * pool's counts — or undefined when `current` already says so. Compared key-order-free: the API
+ * server returns keys sorted, and a plain comparison would write on every pass.
+ */
+export function nextProfileStatus(
+  current: SandboxProfileStatus | undefined,
+  generation: number | undefined,
+  invalid: string | undefined,
+  pool: { ready: number; target: number },
+  now: Date,
+): SandboxProfileStatus | undefined {
+  const conditions = setCondition(
+    current?.conditions,
+    {
+      type: 'Ready',
+      status: invalid === undefined ? 'True' : 'False',
+      reason: invalid === undefined ? ProfileReasons.Accepted : ProfileReasons.InvalidSpec,
+      message: invalid === undefined ? 'Runs and sessions may use this profile.' : invalid.slice(0, 4096),
+      ...(generation !== undefined && { observedGeneration: generation }),
+    },
+    now,
+  );
+  const next: SandboxProfileStatus = {
+    ...(generation !== undefined && { observedGeneration: generation }),
+    conditions,
+    readyPods: invalid === undefined ? pool.ready : 0,
+    targetPods: invalid === undefined ? pool.target : 0,
+  };
+  return stableStringify(next) === stableStringify(current ?? {}) ? undefined : next;
 }
 
 export function isRefusal(r: ResolvedProfile | ProfileRefusal): r is ProfileRefusal {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseSandboxProfile, type SandboxProfile } from '../../src/api/v1alpha1/index.js';
+import { parseSandboxProfile, type SandboxProfile, type SandboxProfileStatus } from '../../src/api/v1alpha1/index.js';
+import { nextProfileStatus } from '../../src/profiles/catalog.js';
 import { loadConfig } from '../../src/config/index.js';
 import { controllerOptions } from '../../src/operator.js';
 import { poolPodTemplate } from '../../src/controller/warm-pool.js';
@@ -104,5 +105,43 @@ describe("a profile's pool pods", () => {
     expect(builtin.metadata?.ownerReferences).toBeUndefined();
     expect(builtin.spec?.containers[0]?.command).not.toContain('--preimport');
     expect(pod.metadata?.labels?.['codemode.dev/pool-hash']).not.toBe(builtin.metadata?.labels?.['codemode.dev/pool-hash']);
+  });
+});
+
+describe('nextProfileStatus (the leader writes a profile status only when it changes)', () => {
+  const now = new Date('2026-11-24T06:00:00Z');
+  const written = nextProfileStatus(undefined, 3, undefined, { ready: 1, target: 2 }, now);
+  // As the API server returns it: keys sorted, as Go encodes maps.
+  const sortedKeys = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sortedKeys)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, sortedKeys((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+  const cached = sortedKeys(written) as SandboxProfileStatus;
+
+  it.each<[string, Parameters<typeof nextProfileStatus>, boolean]>([
+    ['the same status in the API server’s key order', [cached, 3, undefined, { ready: 1, target: 2 }, new Date('2026-11-24T07:00:00Z')], false],
+    ['a pod more', [cached, 3, undefined, { ready: 2, target: 2 }, now], true],
+    ['a new generation', [cached, 4, undefined, { ready: 1, target: 2 }, now], true],
+    ['the spec became invalid', [cached, 3, 'its default memory 1Gi is above its maximum 512Mi', { ready: 1, target: 2 }, now], true],
+    ['nothing written yet', [undefined, 3, undefined, { ready: 0, target: 0 }, now], true],
+  ])('%s → write: %s', (_n, args, write) => {
+    expect(nextProfileStatus(...args) !== undefined).toBe(write);
+  });
+
+  it('says why an invalid profile cannot be used, with no pool counts, and keeps the transition time while unchanged', () => {
+    const invalid = nextProfileStatus(cached, 3, 'bad spec', { ready: 1, target: 2 }, now);
+    expect(invalid).toMatchObject({
+      readyPods: 0,
+      targetPods: 0,
+      conditions: [{ type: 'Ready', status: 'False', reason: 'InvalidSpec', message: 'bad spec' }],
+    });
+    const later = nextProfileStatus(invalid, 3, 'bad spec', { ready: 3, target: 3 }, new Date('2026-11-24T08:00:00Z'));
+    expect(later).toBeUndefined();
   });
 });
