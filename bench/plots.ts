@@ -116,7 +116,13 @@ export async function plotsSection(ctx: BenchContext): Promise<PlotsResult | str
       await sleep(3000);
     };
     const warmImport = await timed(client, { code: warmCode }, nImport, (out) => out === '1\n', waitWarm);
-    const warmPrint1 = await timed(client, { code: 'import socket\nprint(1 if socket.gethostname().startswith("codemode-pool-") else "cold")' }, nImport, (out) => out === '1\n', waitWarm);
+    const warmPrint1 = await timed(
+      client,
+      { code: 'import socket\nprint(1 if socket.gethostname().startswith("codemode-pool-") else "cold")' },
+      nImport,
+      (out) => out === '1\n',
+      waitWarm,
+    );
     log(`plots: cold execute_code of the imports × ${nImport}`);
     const coldImport = await timed(client, { code: `${IMPORTS}; print(1)`, profile: 'datascience-cold' }, nImport, (out) => out === '1\n');
 
