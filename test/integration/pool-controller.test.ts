@@ -7,7 +7,8 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, it } from 'vitest';
 import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SANDBOXSESSION_KIND, VERSION } from '../../src/api/v1alpha1/index.js';
-import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SANDBOX, MANAGED_BY_VALUE } from '../../src/api/v1alpha1/labels.js';
+import { LABEL_MANAGED_BY, LABEL_PROFILE, LABEL_RUN, LABEL_RUNTIME, LABEL_SANDBOX, MANAGED_BY_VALUE } from '../../src/api/v1alpha1/labels.js';
+import { BUILTIN_PROFILE } from '../../src/api/v1alpha1/index.js';
 import { ANNOTATION_UNUSED_SINCE } from '../../src/controller/runtime-guard.js';
 import { SWEEP_GRACE_MS } from '../../src/controller/runtime-sweep.js';
 import { LABEL_POOL, LABEL_POOL_HASH, POOL_LANGUAGE } from '../../src/sandbox/pod.js';
@@ -29,6 +30,8 @@ const poolLabels = (hash: string, state: 'warm' | 'claimed'): Record<string, str
   [LABEL_RUNTIME]: POOL_LANGUAGE,
   [LABEL_POOL_HASH]: hash,
   [LABEL_SANDBOX]: 'true',
+  // The built-in profile's pool (pods of other profiles are other pools').
+  [LABEL_PROFILE]: BUILTIN_PROFILE,
 });
 const warm = (name: string, hash = HASH): MarkerSpec => ({ name, labels: poolLabels(hash, 'warm') });
 /** A pool pod another replica claimed for run `run` (or session `session`). */
