@@ -46,6 +46,8 @@ export class ProfileCatalog {
   private readonly informer: ResilientInformer<KubernetesObject>;
   private readonly builtin: ResolvedProfile;
   private readonly listeners: Array<() => void> = [];
+  /** The last parse of each SandboxProfile, kept while the informer holds the same object. */
+  private readonly parsed = new Map<string, { obj: KubernetesObject; entry: Entry }>();
   private running = false;
 
   constructor(private readonly d: ProfileCatalogDeps) {
@@ -66,7 +68,10 @@ export class ProfileCatalog {
       d.log.child({ informer: 'sandboxprofiles' }),
       { transform: withoutManagedFields },
     );
-    this.informer.onChange(() => this.changed());
+    this.informer.onChange((o) => {
+      if (o.metadata?.deletionTimestamp || !this.informer.get(o.metadata?.name ?? '', this.d.namespace)) this.parsed.delete(o.metadata?.name ?? '');
+      this.changed();
+    });
   }
 
   get defaultName(): string {
@@ -165,6 +170,15 @@ export class ProfileCatalog {
   private entry(name: string): Entry | undefined {
     const obj = this.running ? this.informer.get(name, this.d.namespace) : undefined;
     if (!obj || obj.metadata?.deletionTimestamp) return name === BUILTIN_PROFILE ? { ok: true, profile: this.builtin } : undefined;
+    // Every run resolves its profile (the gateway, then the executor): parse each cached object once.
+    const cached = this.parsed.get(name);
+    if (cached?.obj === obj) return cached.entry;
+    const entry = this.parse(name, obj);
+    this.parsed.set(name, { obj, entry });
+    return entry;
+  }
+
+  private parse(name: string, obj: KubernetesObject): Entry {
     const parsed = parseSandboxProfile(obj);
     if (!parsed.ok) return { ok: false, message: parsed.message };
     const r = resolveProfile(parsed.profile, this.d.defaults);

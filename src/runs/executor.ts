@@ -131,11 +131,14 @@ export class RunExecutor {
   /** Runs whose outcome is known here but not yet stored in their status. */
   private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
+  /** The gateway's own settings as a profile (its pool is the PoolSet's business, not the engine's). */
+  private readonly builtin: ResolvedProfile;
   private pools: ProfilePools | undefined;
   private kernelRuntime: KernelRuntime | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
+    this.builtin = builtinProfile({ ...d.opts, warmPoolMin: 0, warmPoolMax: 0 });
     this.inPod = new InPodExecution({ clients: d.clients, pods: d.pods, policies: d.policies, outputCapChars: d.opts.outputCapChars });
   }
 
@@ -211,7 +214,7 @@ export class RunExecutor {
 
   /** The run's profile (its image, limits and pool), or why it cannot be used. */
   private profileOf(run: SandboxRun): ResolvedProfile | ProfileRefusal {
-    return this.d.profiles?.resolve(run.spec.profile) ?? builtinProfile({ ...this.d.opts, warmPoolMin: 0, warmPoolMax: 0 });
+    return this.d.profiles?.resolve(run.spec.profile) ?? this.builtin;
   }
 
   private async run(run: SandboxRun, output: EventEmitter, calls?: NestedCalls): Promise<RunOutcome> {
@@ -223,7 +226,7 @@ export class RunExecutor {
     this.d.metrics?.runStarted();
     try {
       // A run in a session uses the session's profile: its own is not looked at.
-      const profile = run.spec.session === undefined ? this.profileOf(run) : builtinProfile({ ...this.d.opts, warmPoolMin: 0, warmPoolMax: 0 });
+      const profile = run.spec.session === undefined ? this.profileOf(run) : this.builtin;
       if (isRefusal(profile)) return await this.finishEarly(run, Reasons.InvalidSpec, `${profile.message} ${profile.hint}`, log);
       const opts: RunEngineOptions = { ...this.d.opts, ...profile.shape };
       const invalid = invalidSpecMessage(limitProblems(run.spec, opts));
