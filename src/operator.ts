@@ -28,6 +28,8 @@ import { findRuntimeDir, readRuntimeFiles } from './sessions/runtime-files.js';
 import { SessionService } from './sessions/service.js';
 import { PoolController } from './controller/pool-controller.js';
 import { PoolSet } from './controller/pool-set.js';
+import { PackageInstaller } from './packages/installer.js';
+import { SessionPackages } from './packages/session-packages.js';
 import { ProfileCatalog } from './profiles/catalog.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
@@ -268,9 +270,16 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     poolController.poolsChanged();
   });
   executor.setPool(pools, kernels, hasKernels ? runtimeGuard : undefined);
+  // Packages sessions install (src/packages): fetched by a fetcher pod, copied in over exec.
+  const sessionPackages = new SessionPackages({
+    installer: new PackageInstaller(clients, config, log.child({ component: 'packages' })),
+    profiles,
+    defaults: config,
+  });
   const sessionController = new SandboxSessionController({
     pools,
     profiles,
+    packages: sessionPackages,
     clients,
     opts,
     log: log.child({ controller: 'sandboxsession' }),
@@ -317,6 +326,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       onRefused: (limit) => metrics?.admissionRejected(limit),
       admitSession: (name, owner) => userLimits.admit('session', name, owner),
       profiles,
+      packages: sessionPackages,
+      packagesTimeoutSeconds: config.packagesTimeoutSeconds,
     },
     log.child({ component: 'sessions' }),
     policies,

@@ -12,7 +12,7 @@ import sys
 sys.dont_write_bytecode = True
 
 from codemode_kernel.server import main  # noqa: E402
-from codemode_kernel.tools import SDK_DIR, prepare_environment  # noqa: E402
+from codemode_kernel.tools import SDK_DIR, add_packages_dir, prepare_environment  # noqa: E402
 
 # The `codemode` module (tool calls, runtime/sdk) for session code, bash commands and run programs.
 prepare_environment(sys.argv[1:])
@@ -20,4 +20,5 @@ prepare_environment(sys.argv[1:])
 # User code imports from the working directory (like `python3 -c`), not from the runtime mount.
 sys.path[0] = ""
 sys.path.append(SDK_DIR + "/python")
+add_packages_dir(sys.path)
 main(sys.argv[1:])

@@ -9,6 +9,9 @@ import {
   MAX_TTL_SECONDS_AFTER_FINISHED,
   QUANTITY_PATTERN,
   SANDBOX_CHECKS,
+  ECOSYSTEMS,
+  POLICY_ENTRY,
+  type Ecosystem,
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from './quantity.js';
 
@@ -61,6 +64,11 @@ const dnsLabel = z
   .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, {
     error: 'must be a DNS-1123 label: lowercase letters, digits and -, starting and ending alphanumeric',
   });
+
+const httpUrl = z.string().regex(/^https?:\/\/[^\s]+$/, { error: 'must be an http(s) URL' });
+const cidr = z
+  .string()
+  .regex(/^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}\/[0-9]{1,2}|[0-9a-fA-F:]+\/[0-9]{1,3})$/, { error: 'must be a CIDR such as 0.0.0.0/0 or 10.0.0.0/8' });
 
 const image = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/, {
   error: 'must be a container image reference such as registry.example.com/sandbox:v1',
@@ -791,6 +799,111 @@ export const FIELDS = {
       allowed: 'a DNS-1123 label (at most 63 characters)',
     },
     dnsLabel,
+  ),
+  // --- Packages in sessions (issue 12): fetched outside the sandbox, delivered over exec ---
+  packagesEcosystems: field(
+    {
+      env: 'CODEMODE_PACKAGES_ECOSYSTEMS',
+      default: 'pypi,npm',
+      description:
+        'Registries sessions may install packages from (create_session packages, install_packages) unless their SandboxProfile says otherwise; none refuses every install.',
+      allowed: 'a comma-separated subset of pypi, npm, or none',
+    },
+    commaList(z.enum([...ECOSYSTEMS, 'none'])).transform((l) => l.filter((e) => e !== 'none') as Ecosystem[]),
+  ),
+  packagesAllow: field(
+    {
+      env: 'CODEMODE_PACKAGES_ALLOW',
+      default: '',
+      description:
+        'When not empty, the only packages sessions may install, dependencies included (pypi:<name>[==<version>], npm:<name>[@<version>], comma-separated); a SandboxProfile may set its own.',
+      allowed: 'comma-separated pypi:<name>[==<version>] or npm:<name>[@<version>] entries',
+    },
+    commaList(z.string().regex(POLICY_ENTRY, { error: 'must be pypi:<name>[==<version>] or npm:<name>[@<version>]' })),
+  ),
+  packagesDeny: field(
+    {
+      env: 'CODEMODE_PACKAGES_DENY',
+      default: '',
+      description: 'Packages (or single versions) sessions may never install, dependencies included; same syntax as CODEMODE_PACKAGES_ALLOW.',
+      allowed: 'comma-separated pypi:<name>[==<version>] or npm:<name>[@<version>] entries',
+    },
+    commaList(z.string().regex(POLICY_ENTRY, { error: 'must be pypi:<name>[==<version>] or npm:<name>[@<version>]' })),
+  ),
+  packagesMaxPackageBytes: field(
+    {
+      env: 'CODEMODE_PACKAGES_MAX_PACKAGE_BYTES',
+      default: '52428800',
+      description: "Largest single package a session may install: a PyPI wheel's size, an npm package's unpacked size.",
+      allowed: 'an integer from 1024 to 2147483648',
+    },
+    int(1024, 2 ** 31),
+  ),
+  packagesMaxTotalBytes: field(
+    {
+      env: 'CODEMODE_PACKAGES_MAX_TOTAL_BYTES',
+      default: '209715200',
+      description: "Most bytes one install delivers into a session's /workspace, dependencies included (the workspace's own size limit applies as well).",
+      allowed: 'an integer from 1024 to 8589934592',
+    },
+    int(1024, 2 ** 33),
+  ),
+  packagesPypiIndexUrl: field(
+    {
+      env: 'CODEMODE_PACKAGES_PYPI_INDEX_URL',
+      default: 'https://pypi.org/simple',
+      description: 'Python package index (or mirror) the fetcher pod resolves and downloads from (PEP 503/691 simple API).',
+      allowed: 'an http(s) URL',
+    },
+    httpUrl,
+  ),
+  packagesNpmRegistry: field(
+    {
+      env: 'CODEMODE_PACKAGES_NPM_REGISTRY',
+      default: 'https://registry.npmjs.org/',
+      description: 'npm registry (or mirror) the fetcher pod resolves and downloads from.',
+      allowed: 'an http(s) URL',
+    },
+    httpUrl,
+  ),
+  packagesCaFile: field(
+    {
+      env: 'CODEMODE_PACKAGES_CA_FILE',
+      default: '/etc/ssl/certs/ca-certificates.crt',
+      description:
+        "PEM bundle of the certificate authorities the fetcher pod trusts for the index and registry (read by the gateway, handed to the fetcher on its exec stream): mount your mirror's CA here.",
+      allowed: 'an absolute file path',
+    },
+    z.string().regex(/^\/[^\0]*$/, { error: 'must be an absolute path' }),
+  ),
+  packagesEgressCidrs: field(
+    {
+      env: 'CODEMODE_PACKAGES_EGRESS_CIDRS',
+      default: '0.0.0.0/0',
+      description:
+        "Where fetcher pods may connect (ports 80 and 443; DNS on 53 besides): the index's and registry's addresses, comma-separated CIDRs. NetworkPolicy cannot name hosts, so narrow this to your mirror's addresses where you can.",
+      allowed: 'comma-separated IPv4 or IPv6 CIDRs',
+    },
+    commaList(cidr),
+  ),
+  packagesEgressExcept: field(
+    {
+      env: 'CODEMODE_PACKAGES_EGRESS_EXCEPT',
+      default: '10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,100.64.0.0/10',
+      description:
+        'Ranges inside CODEMODE_PACKAGES_EGRESS_CIDRS fetcher pods may not reach (default: private, link-local and carrier ranges, so a fetcher cannot reach the cluster or a cloud metadata service); set empty for an in-cluster mirror.',
+      allowed: 'comma-separated CIDRs, each inside one of CODEMODE_PACKAGES_EGRESS_CIDRS (or empty)',
+    },
+    commaList(cidr),
+  ),
+  packagesTimeoutSeconds: field(
+    {
+      env: 'CODEMODE_PACKAGES_TIMEOUT_SECONDS',
+      default: '300',
+      description: 'Longest one install may take: fetcher pod start, resolution, download and delivery into the session.',
+      allowed: 'an integer from 10 to 3600',
+    },
+    int(10, 3600),
   ),
 };
 

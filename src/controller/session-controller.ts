@@ -34,10 +34,12 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
-import { computeSessionStatus, controllerOwned, sessionStatusChanged } from './session-status.js';
+import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from './session-status.js';
 import { WorkQueue } from './workqueue.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
+import { PackageError } from '../packages/policy.js';
+import { describeInstall, type SessionPackages } from '../packages/session-packages.js';
 
 const CONTROLLER = 'sandboxsession';
 
@@ -58,6 +60,8 @@ export interface SessionControllerDeps {
   now?: () => Date;
   /** The sandbox self-check: no session pod starts while code is refused. */
   gate?: Pick<SandboxGate, 'refusal'>;
+  /** Installs spec.packages before a session is Ready (src/packages); without it such sessions fail. */
+  packages?: Pick<SessionPackages, 'install'>;
 }
 
 export class SandboxSessionController {
@@ -157,7 +161,10 @@ export class SandboxSessionController {
 
     const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
-    const next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
+    let next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
+    if (next.phase === 'Ready' && session.status?.phase !== 'Ready' && (session.spec.packages?.length ?? 0) > 0) {
+      next = await this.installPackages(session, podName, next, now);
+    }
     if (sessionStatusChanged(session.status, next)) {
       // Guarded by resourceVersion: the gateway marks a session Lost (with its reason) while this
       // runs, and a status computed from an older copy must not overwrite that. On a conflict a
@@ -189,6 +196,25 @@ export class SandboxSessionController {
     if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, podName);
     const wake = next.phase === 'Pending' && startupLeft > 0 ? Math.min(startupLeft, exp.remainingMs) : exp.remainingMs;
     return { requeueAfterMs: wake };
+  }
+
+  /**
+   * spec.packages, once the interpreter is up and before the session is Ready (Ready is the
+   * record that they are in: a replica that takes over mid-install installs again, which only
+   * rewrites the same files). A refusal or failure fails the session with the installer's reason.
+   */
+  private async installPackages(session: SandboxSession, podName: string, next: SandboxSessionStatus, now: Date): Promise<SandboxSessionStatus> {
+    const packages = session.spec.packages ?? [];
+    const generation = session.metadata.generation;
+    if (!this.d.packages) return packagesFailedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now);
+    try {
+      const r = await this.d.packages.install(session, podName, packages);
+      return { ...next, message: `The interpreter accepts calls. ${describeInstall(r, packages)}` };
+    } catch (err) {
+      if (!(err instanceof PackageError)) throw err;
+      const reason = err.kind === 'refused' ? SessionReasons.PackagesRefused : SessionReasons.PackagesFailed;
+      return packagesFailedStatus(next, reason, `${err.message} ${err.hint}`, generation, now);
+    }
   }
 
   private checkLimits(s: SandboxSession): string | undefined {

@@ -55,6 +55,30 @@ export function computeSessionStatus(
   return { ...base, phase: 'Pending', reason: SessionReasons.PodPending, message: s.message, conditions: cond('False', SessionReasons.PodPending, s.message) };
 }
 
+/**
+ * A session whose spec.packages could not be installed never becomes Ready: Failed, with the
+ * installer's sentence (which package and why). Pure, like computeSessionStatus.
+ */
+export function packagesFailedStatus(
+  next: SandboxSessionStatus,
+  reason: string,
+  message: string,
+  generation: number | undefined,
+  now: Date,
+): SandboxSessionStatus {
+  return {
+    ...next,
+    phase: 'Failed',
+    reason,
+    message,
+    conditions: setCondition(
+      next.conditions,
+      { type: CONDITION_READY, status: 'False', reason, message, ...(generation !== undefined && { observedGeneration: generation }) },
+      now,
+    ),
+  };
+}
+
 /** Status fields the gateway writes (field manager GATEWAY_FIELD_MANAGER); the controller never does. */
 export const GATEWAY_OWNED_FIELDS = ['lastActivityTime', 'runCount', 'kernelLost'] as const;
 

@@ -26,7 +26,7 @@ export function gatewayOptions(config: GatewayOptions): GatewayOptions {
 export interface GatewayDeps {
   runService: RunService;
   /** Persistent sessions and their files; the session tools are offered only when present. */
-  sessions?: Pick<SessionService, 'create' | 'list' | 'close' | 'readFile' | 'writeFile' | 'listFiles'>;
+  sessions?: Pick<SessionService, 'create' | 'list' | 'close' | 'readFile' | 'writeFile' | 'listFiles' | 'installPackages'>;
   options: GatewayOptions;
   logger: Logger;
   /**

@@ -1,7 +1,7 @@
 // What a profile decides about a sandbox, resolved from a SandboxProfile (or the gateway's own
 // settings for the built-in one): pure, so every replica resolves a profile the same way and pool
 // pods built from it hash the same. Settings a profile leaves out are the gateway's.
-import { BUILTIN_PROFILE, type SandboxProfile } from '../api/v1alpha1/index.js';
+import { BUILTIN_PROFILE, type PackagePolicySpec, type SandboxProfile } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
 
@@ -22,6 +22,8 @@ export interface ResolvedProfile {
   pool: { min: number; max: number };
   /** Python modules warm kernels import before a claim. */
   preImport: readonly string[];
+  /** What sessions may install, as the SandboxProfile says (src/packages fills in the gateway's settings). */
+  packages?: PackagePolicySpec;
 }
 
 export function builtinProfile(d: ProfileDefaults): ResolvedProfile {
@@ -57,5 +59,6 @@ export function resolveProfile(p: SandboxProfile, d: ProfileDefaults): ResolvedP
     shape,
     pool: { min: s.warmPool?.min ?? 0, max: s.warmPool?.max ?? 0 },
     preImport: [...new Set(s.preImport ?? [])],
+    ...(s.packages !== undefined && { packages: s.packages }),
   };
 }

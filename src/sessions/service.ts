@@ -13,6 +13,7 @@ import {
   GATEWAY_LOST_FIELD_MANAGER,
   GROUP,
   LABEL_OWNER,
+  MAX_SESSION_PACKAGES,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
@@ -46,6 +47,9 @@ import { quotaExceeded } from '../limits/run-slots.js';
 import { lostTo, readPodState } from './verdict.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
+import { PackageError } from '../packages/policy.js';
+import type { InstallResult } from '../packages/installer.js';
+import type { SessionPackages } from '../packages/session-packages.js';
 
 export type SessionServiceOptions = Pick<
   Config,
@@ -64,6 +68,10 @@ export type SessionServiceOptions = Pick<
     admitSession?(name: string, owner: Owner | undefined): { end(): void };
     /** The profiles a session may name (src/profiles): an unknown one is refused before anything is created. */
     profiles?: { resolve(name?: string): ResolvedProfile | ProfileRefusal };
+    /** Packages (src/packages): create() with packages and installPackages(); without it both are refused. */
+    packages?: Pick<SessionPackages, 'check' | 'install'>;
+    /** How long create() also waits when the session installs packages first. */
+    packagesTimeoutSeconds?: number;
   };
 
 export interface SessionInfo {
@@ -202,9 +210,17 @@ export class SessionService {
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async create(language: SessionLanguage, idleTimeoutSeconds: number | undefined, signal?: AbortSignal, owner?: Owner, profile?: string): Promise<SessionInfo> {
+  async create(
+    language: SessionLanguage,
+    idleTimeoutSeconds: number | undefined,
+    signal?: AbortSignal,
+    owner?: Owner,
+    profile?: string,
+    packages: readonly string[] = [],
+  ): Promise<SessionInfo> {
     const resolved = this.opts.profiles?.resolve(profile);
     if (resolved && isRefusal(resolved)) throw new SessionError(resolved.message, resolved.hint);
+    if (packages.length > 0) this.checkPackages(profile, language, packages);
     if (idleTimeoutSeconds !== undefined && idleTimeoutSeconds > this.opts.sessionMaxIdleTimeoutSeconds) {
       throw new SessionError(
         `idle_timeout_seconds=${idleTimeoutSeconds} is above the maximum of ${this.opts.sessionMaxIdleTimeoutSeconds}.`,
@@ -216,7 +232,7 @@ export class SessionService {
     const endHold = this.opts.admitSession?.(name, owner);
     this.creating.add(name);
     try {
-      return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner, profile);
+      return await this.createNamed(name, language, idleTimeoutSeconds, signal, owner, profile, packages);
     } finally {
       this.creating.delete(name);
       endHold?.end();
@@ -239,6 +255,7 @@ export class SessionService {
     signal?: AbortSignal,
     owner?: Owner,
     profile?: string,
+    packages: readonly string[] = [],
   ): Promise<SessionInfo> {
     const body = {
       apiVersion: API_VERSION,
@@ -248,7 +265,13 @@ export class SessionService {
         namespace: this.opts.namespace,
         labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(owner && { [LABEL_OWNER]: ownerLabelValue(owner.user) }) },
       },
-      spec: { ...(owner && { owner }), ...(profile !== undefined && { profile }), language, ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }) },
+      spec: {
+        ...(owner && { owner }),
+        ...(profile !== undefined && { profile }),
+        language,
+        ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }),
+        ...(packages.length > 0 && { packages: [...new Set(packages)] }),
+      },
     };
     try {
       await this.clients.custom.createNamespacedCustomObject({
@@ -270,13 +293,72 @@ export class SessionService {
     const s = await this.waitUntil(
       name,
       (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''),
-      this.opts.startupTimeoutSeconds * 1000 + 5000,
+      (this.opts.startupTimeoutSeconds + (packages.length > 0 ? (this.opts.packagesTimeoutSeconds ?? 0) : 0)) * 1000 + 5000,
       signal,
     );
     if (!s) throw new SessionError(`Session ${name} did not become ready in time.`, 'Try again later; the cluster may be short of capacity.');
     if (s.status?.phase !== 'Ready')
       throw new SessionError(`Session ${name} could not start: ${s.status?.message ?? 'unknown reason'}`, 'Fix the cause above or ask the administrator.');
     return this.info(s);
+  }
+
+  /** Refuses by name what the session's profile would refuse, before anything is created. */
+  private checkPackages(profile: string | undefined, language: SessionLanguage, packages: readonly string[]): void {
+    if (!this.opts.packages) throw new SessionError('This server cannot install packages.', 'Create the session without packages.');
+    try {
+      this.opts.packages.check(profile, language, packages);
+    } catch (err) {
+      if (err instanceof PackageError) throw new SessionError(err.message, err.hint);
+      throw err;
+    }
+  }
+
+  /**
+   * Installs packages into a Ready session (install_packages): fetched outside the sandbox, copied
+   * in over the exec stream (src/packages). What was asked for is then appended to spec.packages,
+   * so the session's object lists everything it was given.
+   */
+  async installPackages(name: string, packages: readonly string[], caller?: Owner): Promise<InstallResult & { session: string }> {
+    const s = await this.readySession(name, caller);
+    this.checkPackages(s.spec.profile, s.spec.language, packages);
+    this.noteActivity(s, 0);
+    let r: InstallResult;
+    try {
+      r = await (this.opts.packages as Pick<SessionPackages, 'install'>).install(s, s.status?.podName as string, packages);
+    } catch (err) {
+      if (err instanceof PackageError) throw new SessionError(err.message, err.hint);
+      throw err;
+    }
+    this.noteActivity(s, 0);
+    await this.recordPackages(name, packages).catch((err: unknown) =>
+      this.log.warn({ sandboxsession: name, err: apiErrorMessage(err) }, 'Installed packages not recorded in spec.packages'),
+    );
+    return { ...r, session: name };
+  }
+
+  /** Appends to spec.packages (read, then a merge patch guarded by resourceVersion; retried on conflict). */
+  private async recordPackages(name: string, packages: readonly string[]): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const s = await this.read(name);
+      if (!s) return;
+      const all = [...new Set([...(s.spec.packages ?? []), ...packages])].slice(-MAX_SESSION_PACKAGES);
+      try {
+        await this.clients.custom.patchNamespacedCustomObject(
+          {
+            group: GROUP,
+            version: VERSION,
+            namespace: this.opts.namespace,
+            plural: SANDBOXSESSION_PLURAL,
+            name,
+            body: { metadata: { resourceVersion: s.metadata.resourceVersion }, spec: { packages: all } },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+        return;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+    }
   }
 
   async close(name: string, caller?: Owner): Promise<boolean> {

@@ -84,6 +84,17 @@ describe('loadConfig defaults', () => {
       displayMaxItems: 10,
       stdioBridgeImage: 'codemode.local/stdio-bridge:v1',
       stdioGatewayPodLabels: 'app.kubernetes.io/name=codemode-operator',
+      packagesEcosystems: ['pypi', 'npm'],
+      packagesAllow: [],
+      packagesDeny: [],
+      packagesMaxPackageBytes: 52428800,
+      packagesMaxTotalBytes: 209715200,
+      packagesPypiIndexUrl: 'https://pypi.org/simple',
+      packagesNpmRegistry: 'https://registry.npmjs.org/',
+      packagesCaFile: '/etc/ssl/certs/ca-certificates.crt',
+      packagesEgressCidrs: ['0.0.0.0/0'],
+      packagesEgressExcept: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10'],
+      packagesTimeoutSeconds: 300,
     } satisfies Config);
   });
 
@@ -171,7 +182,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(78);
+    expect(envs).toHaveLength(89);
   });
 });
 

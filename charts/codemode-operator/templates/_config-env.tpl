@@ -156,4 +156,26 @@
   value: {{ printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s" (include "codemode.name" .) .Release.Name | quote }}
 - name: CODEMODE_STDIO_GATEWAY_NAMESPACE
   value: {{ .Release.Namespace | quote }}
+- name: CODEMODE_PACKAGES_ECOSYSTEMS
+  value: {{ include "codemode.envValue" .Values.config.packagesEcosystems }}
+- name: CODEMODE_PACKAGES_ALLOW
+  value: {{ include "codemode.envValue" .Values.config.packagesAllow }}
+- name: CODEMODE_PACKAGES_DENY
+  value: {{ include "codemode.envValue" .Values.config.packagesDeny }}
+- name: CODEMODE_PACKAGES_MAX_PACKAGE_BYTES
+  value: {{ include "codemode.envValue" .Values.config.packagesMaxPackageBytes }}
+- name: CODEMODE_PACKAGES_MAX_TOTAL_BYTES
+  value: {{ include "codemode.envValue" .Values.config.packagesMaxTotalBytes }}
+- name: CODEMODE_PACKAGES_PYPI_INDEX_URL
+  value: {{ include "codemode.envValue" .Values.config.packagesPypiIndexUrl }}
+- name: CODEMODE_PACKAGES_NPM_REGISTRY
+  value: {{ include "codemode.envValue" .Values.config.packagesNpmRegistry }}
+- name: CODEMODE_PACKAGES_CA_FILE
+  value: {{ include "codemode.envValue" .Values.config.packagesCaFile }}
+- name: CODEMODE_PACKAGES_EGRESS_CIDRS
+  value: {{ include "codemode.envValue" .Values.config.packagesEgressCidrs }}
+- name: CODEMODE_PACKAGES_EGRESS_EXCEPT
+  value: {{ include "codemode.envValue" .Values.config.packagesEgressExcept }}
+- name: CODEMODE_PACKAGES_TIMEOUT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.packagesTimeoutSeconds }}
 {{- end }}

@@ -45,6 +45,24 @@ def prepare_environment(argv):
         path = os.path.join(SDK_DIR, sub)
         old = os.environ.get(var)
         os.environ[var] = path + (os.pathsep + old if old else "")
+    os.environ["PYTHONPATH"] += os.pathsep + PACKAGES_DIR
+
+
+# Packages a session installs (install_packages; src/packages copies them in over the exec
+# stream) land here. Made at start, when /workspace is writable: a directory missing at the first
+# import is cached as absent by the import system, and installs must work without a restart.
+PACKAGES_DIR = "/workspace/.packages/python"
+
+
+def add_packages_dir(path):
+    """Puts PACKAGES_DIR on `path` (sys.path) before the image's site-packages, as a user site
+    would be: an installed package may be a newer version of a preinstalled one."""
+    try:
+        os.makedirs(PACKAGES_DIR, exist_ok=True)
+    except OSError:
+        pass
+    at = next((i for i, p in enumerate(path) if p.endswith(("site-packages", "dist-packages"))), len(path))
+    path.insert(at, PACKAGES_DIR)
 
 
 def _answer(call_id, kind, message):

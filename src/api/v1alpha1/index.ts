@@ -13,3 +13,4 @@ export * from './upstreamserver-crd.js';
 export * from './sandboxprofile.js';
 export * from './sandboxprofile-crd.js';
 export * from './upstreamserver-stdio.js';
+export * from './packages.js';

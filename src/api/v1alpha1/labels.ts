@@ -43,3 +43,9 @@ export const LABEL_SESSION = 'codemode.dev/session';
 
 /** On the Deployment, pods, Service and NetworkPolicy of a stdio UpstreamServer: its name (≤ 63 chars by construction). */
 export const LABEL_UPSTREAM_SERVER = 'codemode.dev/upstream-server';
+
+/**
+ * On package fetcher pods (src/packages): the session they fetch for. They are not sandboxes (no
+ * LABEL_SANDBOX): their own NetworkPolicy lets them reach the package index and nothing else.
+ */
+export const LABEL_PACKAGE_FETCHER = 'codemode.dev/package-fetcher';

@@ -5,6 +5,7 @@
 // unless a SandboxProfile of that name exists. The leader writes each profile's pool in its status.
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
+import { PackagePolicySchema } from './packages.js';
 import { API_VERSION, MAX_CONDITIONS, ObjectMetaSchema, PROFILE_NAME_PATTERN, QuantitySchema, describeIssues } from './sandboxrun.js';
 
 export const SANDBOXPROFILE_KIND = 'SandboxProfile';
@@ -62,6 +63,7 @@ export const SandboxProfileSpecSchema = z.object({
     .describe(
       'Python modules a warm kernel imports before it is claimed, so a warm run or a new session does not pay for them (a module that fails to import is skipped).',
     ),
+  packages: PackagePolicySchema.optional(),
 });
 export type SandboxProfileSpec = z.infer<typeof SandboxProfileSpecSchema>;
 

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { ConditionSchema } from './conditions.js';
 import { OwnerSchema } from './owner.js';
+import { PackageListSchema } from './packages.js';
 import { API_VERSION, MAX_CONDITIONS, MAX_MESSAGE_LENGTH, MAX_REASON_LENGTH, ObjectMetaSchema, ProfileRefSchema, describeIssues } from './sandboxrun.js';
 
 export const SANDBOXSESSION_KIND = 'SandboxSession';
@@ -41,6 +42,7 @@ export const SandboxSessionSpecSchema = z.object({
     .max(MAX_LIFETIME_SECONDS_HARD)
     .optional()
     .describe("The session is deleted this many seconds after creation, busy or not. Defaults to the administrator's setting."),
+  packages: PackageListSchema.optional(),
 });
 export type SandboxSessionSpec = z.infer<typeof SandboxSessionSpecSchema>;
 

@@ -1,6 +1,7 @@
-// create_session, list_sessions, close_session: persistent interpreters for multi-step work.
+// create_session, list_sessions, close_session, install_packages: persistent interpreters for multi-step work.
 import { z } from 'zod';
-import { SessionLanguageSchema } from '../../api/v1alpha1/index.js';
+import { MAX_PACKAGES, PackageRequirementSchema, SessionLanguageSchema } from '../../api/v1alpha1/index.js';
+import { describeInstall } from '../../packages/session-packages.js';
 import { callerOf } from '../caller.js';
 import { ProfileArg } from './code-mode.js';
 import type { ToolRegistry } from '../server.js';
@@ -33,6 +34,14 @@ function toInfo(s: Info): z.infer<typeof SessionInfoSchema> {
   };
 }
 
+const PackagesArg = z
+  .array(PackageRequirementSchema)
+  .min(1)
+  .max(MAX_PACKAGES)
+  .describe(
+    `Packages to install (at most ${MAX_PACKAGES}): PyPI requirements in a python session (tabulate, tabulate==0.9.0), npm packages in a node session (is-number, is-number@7.0.0). Downloaded outside the sandbox (which stays offline) within the administrator's allow/deny lists and size limits; wheels only for Python, npm packages without install scripts.`,
+  );
+
 export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): void {
   const sessions = deps.sessions;
   if (!sessions) return;
@@ -48,6 +57,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
         language: SessionLanguageSchema.default('python').describe('python (default), bash, node or javascript.'),
         idle_timeout_seconds: z.int().min(10).max(86400).optional().describe('Seconds without a call before the session is deleted (default 600).'),
         profile: ProfileArg,
+        packages: PackagesArg.optional(),
       }),
       outputSchema: SessionInfoSchema,
       annotations: { title: 'Create session', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
@@ -56,7 +66,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       const refused = await deps.sandboxGate?.refusal(ctx.mcpReq.signal);
       if (refused !== undefined) return errorResult(refused);
       try {
-        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx), args.profile));
+        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx), args.profile, args.packages));
         return okResult(
           `Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`,
           info,
@@ -104,6 +114,37 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
         });
       } catch (err) {
         return toolFailure(err, logger, 'close_session');
+      }
+    },
+  );
+
+  server.registerTool(
+    'install_packages',
+    {
+      title: 'Install packages',
+      description:
+        "Install packages into a session: PyPI packages in a python session, npm packages in a node session. The sandbox stays offline: the server downloads them (the administrator decides what is allowed) and copies them in. They can be imported in the next execute_code call and stay for the session's life.",
+      inputSchema: z.object({ session: z.string().min(1).describe('Session name from create_session.'), packages: PackagesArg }),
+      outputSchema: z.object({
+        session: z.string(),
+        ecosystem: z.enum(['pypi', 'npm']),
+        installed: z.array(z.object({ name: z.string(), version: z.string() })).describe('Everything installed, dependencies included.'),
+        bytes: z.int().describe('Bytes copied into the session.'),
+      }),
+      annotations: { title: 'Install packages', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+    },
+    async (args, ctx) => {
+      try {
+        const r = await sessions.installPackages(args.session, args.packages, callerOf(ctx));
+        const installed = r.installed.map((p) => ({ name: p.name, version: p.version }));
+        return okResult(`${describeInstall(r, args.packages)} Session ${r.session}.`, {
+          session: r.session,
+          ecosystem: r.ecosystem,
+          installed,
+          bytes: r.bytes,
+        });
+      } catch (err) {
+        return toolFailure(err, logger, 'install_packages');
       }
     },
   );

@@ -1,0 +1,287 @@
+// Installs packages into a live session without the sandbox ever going online: checks the request
+// against the profile's policy, starts a fetcher pod (fetcher.ts) that alone reaches the index,
+// has it resolve (pip's report / npm's lockfile), checks every resolved package — dependencies
+// included — against the policy, has it download exactly that pinned set (hashes checked) and
+// unpack it offline, then copies the archive into the session over the exec stream in bounded
+// chunks (the gateway never holds more than one) and unpacks it there: PyPI packages into
+// /workspace/.packages/python (on the session's sys.path, runtime/python), npm packages into
+// /workspace/node_modules (where require() in the session looks). The fetcher pod is deleted
+// afterwards, whatever happened. Used by create_session (spec.packages, by the controller before
+// the session is Ready) and by install_packages.
+import { readFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
+import type { V1OwnerReference } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { CONTROLLER_FIELD_MANAGER, type Ecosystem, type KernelLanguage } from '../api/v1alpha1/index.js';
+import type { Config } from '../config/index.js';
+import { execRaw, type RawExecResult } from '../exec/exec.js';
+import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
+import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
+import { FETCHER_CONTAINER, FETCHER_NETWORK_POLICY_NAME, buildFetcherNetworkPolicy, buildFetcherPod, type FetcherOptions } from './fetcher.js';
+import {
+  PackageError,
+  checkRequested,
+  checkResolved,
+  ecosystemOf,
+  packagePolicy,
+  parseFetchSummary,
+  parseNpmLock,
+  parsePipReport,
+  type ResolvedPackage,
+} from './policy.js';
+import { FETCHER_SCRIPT, SESSION_SCRIPT } from './scripts.js';
+import type { PackagePolicySpec } from '../api/v1alpha1/index.js';
+
+export type InstallerOptions = FetcherOptions &
+  Pick<
+    Config,
+    | 'packagesEcosystems'
+    | 'packagesAllow'
+    | 'packagesDeny'
+    | 'packagesMaxPackageBytes'
+    | 'packagesMaxTotalBytes'
+    | 'packagesPypiIndexUrl'
+    | 'packagesNpmRegistry'
+    | 'packagesCaFile'
+  >;
+
+/**
+ * pip and npm for the fetcher, fetched from the configured index by the fetcher itself (the images
+ * carry neither) and checked against these hashes. pip 26.3 needs Python ≥ 3.10; npm 10.9 runs on
+ * Node ≥ 18.17 (the sandbox image's Debian nodejs is 18.19).
+ */
+export const PIP_TOOL = { file: 'pip-26.3-py3-none-any.whl', digest: 'f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13' };
+export const NPM_TOOL = {
+  file: 'npm-10.9.9.tgz',
+  digest: 'sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==',
+};
+
+/** Bytes per exec when copying the archive: the gateway holds at most one chunk at a time. */
+const CHUNK_BYTES = 4 * 1024 * 1024;
+const MAX_CA_BYTES = 4 * 1024 * 1024;
+export const PYTHON_PACKAGES_DIR = '/workspace/.packages/python';
+const NODE_PACKAGES_PARENT = '/workspace';
+
+export interface InstallTarget {
+  namespace: string;
+  /** The session's pod (its kernel is running). */
+  pod: string;
+  language: KernelLanguage;
+  /** The session's image for that language (the fetcher runs the same). */
+  image: string;
+  runtimeClassName?: string;
+  /** The session, as owner of the fetcher pod. */
+  owner: V1OwnerReference;
+  /** Label value naming the session. */
+  sessionLabel: string;
+  /** The profile's policy as its SandboxProfile says it (the gateway's settings fill in the rest). */
+  policy?: PackagePolicySpec;
+}
+
+export interface InstallResult {
+  ecosystem: Ecosystem;
+  /** What was installed, dependencies included (empty: all of it was there already). */
+  installed: ResolvedPackage[];
+  /** Bytes copied into the session. */
+  bytes: number;
+}
+
+const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
+
+export class PackageInstaller {
+  private ca: Buffer | undefined;
+
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly opts: InstallerOptions,
+    private readonly log: Logger,
+  ) {}
+
+  async install(t: InstallTarget, requested: readonly string[]): Promise<InstallResult> {
+    const policy = packagePolicy(t.policy, this.opts);
+    const eco = ecosystemOf(t.language);
+    const reqs = checkRequested(policy, eco, t.language, requested);
+    const ecosystem = eco as Ecosystem;
+    const deadline = Date.now() + this.opts.packagesTimeoutSeconds * 1000;
+    const ca = await this.caBundle();
+    await this.ensurePolicy(t.namespace);
+    const pod = await this.startFetcher(t, policy.maxTotalBytes);
+    try {
+      await this.waitRunning(t.namespace, pod, deadline);
+      const index = ecosystem === 'pypi' ? this.opts.packagesPypiIndexUrl : this.opts.packagesNpmRegistry;
+      const tool = ecosystem === 'pypi' ? PIP_TOOL : NPM_TOOL;
+      await this.fetcher(t.namespace, pod, ['prepare', ecosystem, index, tool.file, tool.digest], ca, 1024, deadline);
+      const report = await this.fetcher(t.namespace, pod, ['resolve', ecosystem, index, ...reqs], undefined, 8 * 1024 * 1024, deadline);
+      const resolved = ecosystem === 'pypi' ? parsePipReport(report.toString('utf8')) : parseNpmLock(report.toString('utf8'), index);
+      checkResolved(policy, ecosystem, resolved);
+      if (resolved.length === 0) return { ecosystem, installed: [], bytes: 0 };
+      const pins = Buffer.from(JSON.stringify(resolved));
+      const summaryText = await this.fetcher(
+        t.namespace,
+        pod,
+        ['fetch', ecosystem, index, String(policy.maxPackageBytes), String(policy.maxTotalBytes)],
+        pins,
+        1024 * 1024,
+        deadline,
+      );
+      const summary = parseFetchSummary(summaryText.toString('utf8'), policy);
+      await this.deliver(t, pod, summary.archiveBytes, summary.sha256, ecosystem, deadline);
+      return { ecosystem, installed: resolved, bytes: summary.archiveBytes };
+    } finally {
+      this.clients.core.deleteNamespacedPod({ namespace: t.namespace, name: pod, gracePeriodSeconds: 0 }).catch((err: unknown) => {
+        if (!isNotFound(err)) this.log.warn({ pod, err: apiErrorMessage(err) }, 'Failed to delete package fetcher Pod (its deadline ends it)');
+      });
+    }
+  }
+
+  private async caBundle(): Promise<Buffer> {
+    if (this.ca) return this.ca;
+    try {
+      const b = await readFile(this.opts.packagesCaFile);
+      if (b.length > MAX_CA_BYTES) throw new Error(`larger than ${MAX_CA_BYTES} bytes`);
+      this.ca = b;
+      return b;
+    } catch (err) {
+      throw new PackageError(
+        `Packages cannot be fetched: the gateway cannot read its CA bundle ${this.opts.packagesCaFile} (${(err as Error).message}).`,
+        'Ask the administrator to set CODEMODE_PACKAGES_CA_FILE.',
+        'failed',
+      );
+    }
+  }
+
+  /** Server-side apply: idempotent, and a changed setting (egress ranges) reaches the namespace's policy. */
+  private async ensurePolicy(namespace: string): Promise<void> {
+    const body = buildFetcherNetworkPolicy(namespace, this.opts);
+    await this.clients.networking.patchNamespacedNetworkPolicy(
+      { name: FETCHER_NETWORK_POLICY_NAME, namespace, body, fieldManager: CONTROLLER_FIELD_MANAGER, force: true },
+      SSA,
+    );
+  }
+
+  private async startFetcher(t: InstallTarget, maxTotalBytes: number): Promise<string> {
+    const body = buildFetcherPod(
+      {
+        namespace: t.namespace,
+        image: t.image,
+        owner: t.owner,
+        session: t.sessionLabel,
+        maxTotalBytes,
+        ...(t.runtimeClassName !== undefined && { runtimeClassName: t.runtimeClassName }),
+      },
+      this.opts,
+    );
+    const pod = await this.clients.core.createNamespacedPod({ namespace: t.namespace, body });
+    return pod.metadata?.name ?? '';
+  }
+
+  private async waitRunning(namespace: string, name: string, deadline: number): Promise<void> {
+    for (let wait = 50; Date.now() < deadline; wait = Math.min(wait * 2, 500)) {
+      const pod = await this.clients.core.readNamespacedPod({ namespace, name });
+      const phase = pod.status?.phase;
+      if (phase === 'Running' && pod.status?.containerStatuses?.[0]?.ready) return;
+      const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
+      if (
+        phase === 'Failed' ||
+        phase === 'Succeeded' ||
+        (waiting?.reason && /ErrImagePull|ImagePullBackOff|InvalidImageName|CreateContainerError/.test(waiting.reason))
+      )
+        throw new PackageError(
+          `The package fetcher pod could not start (${waiting?.reason ?? phase}${waiting?.message ? `: ${waiting.message.slice(0, 200)}` : ''}).`,
+          'Ask the administrator to check the profile image.',
+          'failed',
+        );
+      await new Promise((r) => setTimeout(r, wait));
+    }
+    throw new PackageError('The package fetcher pod did not start in time.', 'Try again later; the cluster may be short of capacity.', 'failed');
+  }
+
+  /** One step of the fetcher script; its stdout, or a PackageError with the script's own sentence. */
+  private async fetcher(namespace: string, pod: string, args: string[], stdin: Buffer | undefined, maxOut: number, deadline: number): Promise<Buffer> {
+    const r = await execRaw(
+      this.clients.exec,
+      namespace,
+      pod,
+      FETCHER_CONTAINER,
+      ['python3', '-I', '-c', FETCHER_SCRIPT, ...args],
+      stdin,
+      maxOut,
+      remaining(deadline),
+    );
+    if (r.exitCode === 0 && !r.overflow) return r.stdout;
+    throw stepError(args[0] ?? '', r);
+  }
+
+  private async deliver(t: InstallTarget, fetcherPod: string, size: number, sha256: string, eco: Ecosystem, deadline: number): Promise<void> {
+    const archive = `/workspace/.packages/.incoming-${randomBytes(6).toString('hex')}.tgz`;
+    for (let offset = 0; offset < size;) {
+      const chunk = await this.fetcher(
+        t.namespace,
+        fetcherPod,
+        ['read', String(offset), String(Math.min(CHUNK_BYTES, size - offset))],
+        undefined,
+        CHUNK_BYTES,
+        deadline,
+      );
+      if (chunk.length === 0) throw new PackageError('The package archive ended early.', 'Try again.', 'failed');
+      await this.session(t, ['append', archive, String(offset)], chunk, deadline);
+      offset += chunk.length;
+    }
+    await this.session(t, ['extract', archive, eco === 'pypi' ? PYTHON_PACKAGES_DIR : NODE_PACKAGES_PARENT, sha256], undefined, deadline);
+  }
+
+  private async session(t: InstallTarget, args: string[], stdin: Buffer | undefined, deadline: number): Promise<void> {
+    const r = await execRaw(
+      this.clients.exec,
+      t.namespace,
+      t.pod,
+      SANDBOX_CONTAINER,
+      ['python3', '-I', '-S', '-c', SESSION_SCRIPT, ...args],
+      stdin,
+      64,
+      remaining(deadline),
+    );
+    if (r.exitCode !== 0) {
+      const why = r.stderr.trim().slice(0, 300) || r.error || `exit code ${String(r.exitCode)}`;
+      throw new PackageError(
+        `The packages could not be copied into the session: ${why}.`,
+        'Check the session is alive and its /workspace has room, then try again.',
+        'failed',
+      );
+    }
+  }
+}
+
+function remaining(deadline: number): number {
+  const left = deadline - Date.now();
+  if (left <= 0)
+    throw new PackageError(
+      'The install took longer than the time allowed.',
+      'Install fewer packages at a time, or ask the administrator (CODEMODE_PACKAGES_TIMEOUT_SECONDS).',
+      'failed',
+    );
+  return left;
+}
+
+/** The fetcher's exit codes: 5 is a limit (refused), anything else a failure; its stderr says which package and why. */
+export function stepError(step: string, r: Pick<RawExecResult, 'exitCode' | 'stderr' | 'error' | 'overflow'>): PackageError {
+  if (r.exitCode === 0 && r.overflow) return new PackageError(`The fetcher's answer to ${step} was too large.`, 'Install fewer packages at a time.', 'refused');
+  const why = lastLines(r.stderr) || r.error || `exit code ${String(r.exitCode)}`;
+  const what = step === 'resolve' ? 'could not be resolved' : step === 'prepare' ? 'cannot be fetched' : 'could not be downloaded';
+  return new PackageError(
+    `The packages ${what}: ${why}`,
+    r.exitCode === 5 ? 'Install fewer or smaller packages.' : 'Check the names and versions, then try again.',
+    r.exitCode === 5 ? 'refused' : 'failed',
+  );
+}
+
+/** pip and npm put the sentence that matters last; keep the last few lines, bounded. */
+function lastLines(text: string): string {
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !/^npm (notice|warn)/.test(l));
+  return lines.slice(-4).join(' ').slice(-600);
+}

@@ -1,0 +1,180 @@
+// The two fixed programs of an install (python3 standard library; python3 is in every profile's
+// image). FETCHER_SCRIPT runs in the fetcher pod — the profile's image, so resolution sees the
+// same Python version, platform and preinstalled packages as the session — and is the only code
+// that talks to the index: `prepare` fetches pip or npm itself (pinned by hash: the images carry
+// neither), `resolve` prints pip's installation report or npm's lockfile, `fetch` downloads
+// exactly the pinned set the gateway approved (hashes checked by pip --require-hashes and npm's
+// lockfile integrity), unpacks it offline (wheels only and --ignore-scripts: no package code runs)
+// and packs it into one archive that `read` hands out in chunks. SESSION_SCRIPT runs in the
+// session's pod: `append` writes one chunk, `extract` checks the archive's sha256 and unpacks it.
+// Arguments come from the gateway, already validated; messages go to stderr for the caller.
+export const FETCHER_SCRIPT = String.raw`
+import base64, hashlib, json, os, ssl, subprocess, sys, tarfile, urllib.parse, urllib.request
+W = "/tmp/fetch"
+ENV = dict(os.environ, HOME=W + "/home", PIP_CONFIG_FILE="/dev/null", PIP_DISABLE_PIP_VERSION_CHECK="1",
+           PIP_NO_INPUT="1", npm_config_cache=W + "/npm-cache", npm_config_userconfig="/dev/null",
+           npm_config_update_notifier="false", npm_config_fund="false", npm_config_audit="false")
+def die(code, msg):
+    sys.stderr.write(msg[-3000:] + "\n"); sys.exit(code)
+def get(url, limit, accept=None):
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=W + "/ca.pem"), timeout=60) as r:
+            data, final = r.read(limit + 1), r.geturl()
+    except Exception as e:
+        die(3, "could not fetch %s: %s" % (url, e))
+    if len(data) > limit:
+        die(3, "%s is larger than %d bytes" % (url, limit))
+    return data, final
+def run(cmd, cwd=None):
+    p = subprocess.run(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        err = p.stderr.decode("utf-8", "replace").strip() or p.stdout.decode("utf-8", "replace").strip()
+        die(4, err)
+    return p.stdout
+def pip(*args):
+    return run([sys.executable, W + "/pip.whl/pip", *args, "--no-cache-dir", "--cert", W + "/ca.pem"])
+def npm(*args):
+    return run(["node", W + "/npm/package/bin/npm-cli.js", *args, "--cafile", W + "/ca.pem"], cwd=W + "/n")
+def prepare(eco, index, tool, digest):
+    os.makedirs(W + "/home", exist_ok=True)
+    with open(W + "/ca.pem", "wb") as f:
+        f.write(sys.stdin.buffer.read(4 << 20))
+    if eco == "pypi":
+        body, base = get(index.rstrip("/") + "/pip/", 16 << 20, "application/vnd.pypi.simple.v1+json")
+        try:
+            url = next(f["url"] for f in json.loads(body)["files"] if f.get("filename") == tool)
+        except Exception:
+            die(3, "the index at %s does not offer %s (needed to resolve packages)" % (index, tool))
+        data, _ = get(urllib.parse.urljoin(base, url), 64 << 20)
+        if hashlib.sha256(data).hexdigest() != digest:
+            die(3, "%s from the index does not have the expected sha256" % tool)
+        with open(W + "/pip.whl", "wb") as f:
+            f.write(data)
+    else:
+        data, _ = get(index.rstrip("/") + "/npm/-/" + tool, 64 << 20)
+        if "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode() != digest:
+            die(3, "%s from the registry does not have the expected sha512" % tool)
+        with open(W + "/npm.tgz", "wb") as f:
+            f.write(data)
+        with tarfile.open(W + "/npm.tgz") as t:
+            for m in t.getmembers():
+                if m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
+                    die(3, "unexpected member %r in %s" % (m.name, tool))
+            t.extractall(W + "/npm")
+        os.makedirs(W + "/n", exist_ok=True)
+        with open(W + "/n/package.json", "w") as f:
+            json.dump({"name": "codemode-fetch", "version": "0.0.0", "private": True}, f)
+def resolve(eco, index, specs):
+    if eco == "pypi":
+        pip("install", "--dry-run", "--quiet", "--only-binary=:all:", "--report", W + "/report.json", "--index-url", index, *specs)
+        path = W + "/report.json"
+    else:
+        npm("install", "--package-lock-only", "--ignore-scripts", "--registry", index, *specs)
+        path = W + "/n/package-lock.json"
+    with open(path, "rb") as f:
+        sys.stdout.buffer.write(f.read(8 << 20))
+def dir_bytes(top):
+    total = 0
+    for root, dirs, files in os.walk(top):
+        if "node_modules" in dirs:
+            dirs.remove("node_modules")
+        for n in files:
+            try:
+                total += os.lstat(os.path.join(root, n)).st_size
+            except OSError:
+                pass
+    return total
+def fetch(eco, index, max_one, max_all):
+    pins = json.loads(sys.stdin.buffer.read(1 << 20))
+    rows = []
+    if eco == "pypi":
+        with open(W + "/req.txt", "w") as f:
+            for p in pins:
+                f.write("%s==%s --hash=sha256:%s\n" % (p["name"], p["version"], p["sha256"]))
+        pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", W + "/dl", "-r", W + "/req.txt", "--index-url", index)
+        for n in sorted(os.listdir(W + "/dl")):
+            rows.append({"file": n, "bytes": os.path.getsize(os.path.join(W + "/dl", n))})
+        check(rows, max_one, max_all)
+        pip("install", "--quiet", "--no-index", "--find-links", W + "/dl", "--no-deps", "--require-hashes", "--no-compile",
+            "--no-warn-script-location", "--target", W + "/t", "-r", W + "/req.txt")
+        top, arc = W + "/t", "."
+    else:
+        npm("ci", "--ignore-scripts", "--registry", index)
+        with open(W + "/n/package-lock.json") as f:
+            keys = [k for k in json.load(f).get("packages", {}) if k.startswith("node_modules/")]
+        for k in sorted(keys):
+            d = os.path.join(W + "/n", k)
+            if os.path.isdir(d):
+                rows.append({"file": k, "bytes": dir_bytes(d)})
+        check(rows, max_one, max_all)
+        top, arc = W + "/n/node_modules", "node_modules"
+    with tarfile.open(W + "/out.tgz", "w:gz", compresslevel=3) as t:
+        t.add(top, arcname=arc)
+    h = hashlib.sha256()
+    with open(W + "/out.tgz", "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    size = os.path.getsize(W + "/out.tgz")
+    if size > max_all:
+        die(5, "the packages take %d bytes packed; the limit is %d" % (size, max_all))
+    json.dump({"packages": rows, "archiveBytes": size, "sha256": h.hexdigest()}, sys.stdout)
+def check(rows, max_one, max_all):
+    for r in rows:
+        if r["bytes"] > max_one:
+            die(5, "%s is %d bytes; the largest package allowed is %d bytes" % (r["file"], r["bytes"], max_one))
+    total = sum(r["bytes"] for r in rows)
+    if total > max_all:
+        die(5, "the packages take %d bytes together; the limit is %d" % (total, max_all))
+def read(offset, length):
+    with open(W + "/out.tgz", "rb") as f:
+        f.seek(offset)
+        sys.stdout.buffer.write(f.read(length))
+op = sys.argv[1]
+if op == "prepare":
+    prepare(*sys.argv[2:6])
+elif op == "resolve":
+    resolve(sys.argv[2], sys.argv[3], sys.argv[4:])
+elif op == "fetch":
+    fetch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+elif op == "read":
+    read(int(sys.argv[2]), int(sys.argv[3]))
+else:
+    die(2, "unknown operation " + op)
+`;
+
+export const SESSION_SCRIPT = String.raw`
+import hashlib, os, sys, tarfile
+def die(code, msg):
+    sys.stderr.write(msg + "\n"); sys.exit(code)
+op, path = sys.argv[1], sys.argv[2]
+if op == "append":
+    offset = int(sys.argv[3])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "r+b" if offset else "wb") as f:
+        f.truncate(offset)
+        f.seek(offset)
+        data = sys.stdin.buffer.read()
+        f.write(data)
+    print(offset + len(data))
+elif op == "extract":
+    dest, want = sys.argv[3], sys.argv[4]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    if h.hexdigest() != want:
+        die(3, "the packages arrived damaged (sha256 mismatch)")
+    os.makedirs(dest, exist_ok=True)
+    n = 0
+    with tarfile.open(path, "r:gz") as t:
+        for m in t:
+            if m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir() or m.issym()):
+                continue
+            t.extract(m, dest, set_attrs=False)
+            n += 1
+    os.unlink(path)
+    print(n)
+else:
+    die(2, "unknown operation " + op)
+`;
