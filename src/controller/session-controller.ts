@@ -209,7 +209,14 @@ export class SandboxSessionController {
     if (!this.d.packages) return packagesFailedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now);
     try {
       const r = await this.d.packages.install(session, podName, packages);
-      return { ...next, message: `The interpreter accepts calls. ${describeInstall(r, packages)}` };
+      this.d.events.record(
+        { name: session.metadata.name, namespace: session.metadata.namespace ?? '', uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+        'Normal',
+        SessionReasons.PackagesInstalled,
+        'Install',
+        describeInstall(r, packages),
+      );
+      return next;
     } catch (err) {
       if (!(err instanceof PackageError)) throw err;
       const reason = err.kind === 'refused' ? SessionReasons.PackagesRefused : SessionReasons.PackagesFailed;

@@ -144,9 +144,38 @@ else:
 `;
 
 export const SESSION_SCRIPT = String.raw`
-import hashlib, os, sys, tarfile
+import csv, hashlib, os, re, shutil, sys, tarfile
 def die(code, msg):
     sys.stderr.write(msg + "\n"); sys.exit(code)
+def parts(name):
+    return (name[2:] if name.startswith("./") else name).split("/")
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+def project(info):
+    return norm(info[: -len(".dist-info")].rsplit("-", 1)[0])
+def remove_record(dest, info):
+    root = os.path.realpath(dest)
+    try:
+        with open(os.path.join(dest, info, "RECORD"), newline="") as f:
+            rows = [r[0] for r in csv.reader(f) if r]
+    except OSError:
+        rows = []
+    for rel in rows:
+        p = os.path.realpath(os.path.join(dest, rel))
+        if p.startswith(root + os.sep) and os.path.isfile(p):
+            os.unlink(p)
+    shutil.rmtree(os.path.join(dest, info), ignore_errors=True)
+def replace(dest, names):
+    """An upgrade replaces: the old version's files go first (a wheel's RECORD lists them; an npm
+    package is its directory), so no stale module or second dist-info is left beside the new."""
+    new = {parts(n)[0] for n in names if parts(n)[0].endswith(".dist-info")}
+    for old in os.listdir(dest):
+        if old.endswith(".dist-info") and old not in new and project(old) in {project(x) for x in new}:
+            remove_record(dest, old)
+    for n in names:
+        p = parts(n)
+        if p[0] == "node_modules" and (len(p) == 2 and not p[1].startswith("@") or len(p) == 3 and p[1].startswith("@")):
+            shutil.rmtree(os.path.join(dest, *p), ignore_errors=True)
 op, path = sys.argv[1], sys.argv[2]
 if op == "append":
     offset = int(sys.argv[3])
@@ -166,15 +195,13 @@ elif op == "extract":
     if h.hexdigest() != want:
         die(3, "the packages arrived damaged (sha256 mismatch)")
     os.makedirs(dest, exist_ok=True)
-    n = 0
     with tarfile.open(path, "r:gz") as t:
-        for m in t:
-            if m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir() or m.issym()):
-                continue
+        members = [m for m in t.getmembers() if not m.name.startswith("/") and ".." not in parts(m.name) and (m.isfile() or m.isdir() or m.issym())]
+        replace(dest, [m.name for m in members])
+        for m in members:
             t.extract(m, dest, set_attrs=False)
-            n += 1
     os.unlink(path)
-    print(n)
+    print(len(members))
 else:
     die(2, "unknown operation " + op)
 `;

@@ -97,6 +97,8 @@ export const SessionReasons = {
   IdleTimeout: 'IdleTimeout',
   /** Deleted after maxLifetimeSeconds. */
   LifetimeExceeded: 'LifetimeExceeded',
+  /** spec.packages are in the session (an Event: the message lists what was installed). */
+  PackagesInstalled: 'PackagesInstalled',
   /** A package of spec.packages may not be installed (the profile's policy, a size limit); the message says which and why. */
   PackagesRefused: 'PackagesRefused',
   /** spec.packages could not be installed (not found, no wheel for the sandbox, the index unreachable); the message says which and why. */
