@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { GROUP, LABEL_MANAGED_BY, LABEL_SANDBOX, MANAGED_BY_VALUE, SANDBOX_LABEL_VALUE, VERSION } from '../../src/api/v1alpha1/index.js';
 import { SANDBOX_NETWORK_POLICY_NAME } from '../../src/sandbox/networkpolicy.js';
+import { FETCHER_NETWORK_POLICY_NAME } from '../../src/packages/fetcher.js';
 import { LABEL_RUNTIME_HASH } from '../../src/sandbox/runtime-configmap.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 
@@ -13,6 +14,7 @@ const leaseName = LEADER_LEASE;
 describe('charts/codemode-operator cleanup hook', () => {
   it.each([
     ['the sandbox NetworkPolicy', `'${SANDBOX_NETWORK_POLICY_NAME}'`],
+    ['the package fetchers’ NetworkPolicy', `'${FETCHER_NETWORK_POLICY_NAME}'`],
     ['the runtime ConfigMaps (by label)', `labelSelector: '${LABEL_RUNTIME_HASH}'`],
     ['the leader Lease', `'${String(leaseName)}'`],
     ['the sandbox pod label', `'${LABEL_SANDBOX}=${SANDBOX_LABEL_VALUE}'`],
@@ -24,6 +26,7 @@ describe('charts/codemode-operator cleanup hook', () => {
   });
 
   it('may delete only those objects by name', () => {
-    for (const name of [SANDBOX_NETWORK_POLICY_NAME, String(leaseName)]) expect(hook).toContain(`resourceNames: [${name}]`);
+    expect(hook).toContain(`resourceNames: [${SANDBOX_NETWORK_POLICY_NAME}, ${FETCHER_NETWORK_POLICY_NAME}]`);
+    expect(hook).toContain(`resourceNames: [${String(leaseName)}]`);
   });
 });
