@@ -29,6 +29,7 @@ import {
   parseFetchSummary,
   parseNpmLock,
   parsePipReport,
+  type PackagePolicy,
   type ResolvedPackage,
 } from './policy.js';
 import { FETCHER_SCRIPT, SESSION_SCRIPT } from './scripts.js';
@@ -57,6 +58,12 @@ export const NPM_TOOL = {
   file: 'npm-10.9.9.tgz',
   digest: 'sha512-1g+6jLQvaIuB4zwvHL7yrXuXcWZwDsCtBX8bbWDqbvJSSr9nPiDDWTHNgwXR27iIcTTW7v3A57hDW9RYv2W4Yg==',
 };
+
+/**
+ * Installs one gateway process runs at once: each is a pod of up to 1 CPU and 1 GiB, so a caller
+ * looping over install_packages gets a clear refusal rather than filling the node with fetchers.
+ */
+export const MAX_CONCURRENT_INSTALLS = 4;
 
 /** Bytes per exec when copying the archive: the gateway holds at most one chunk at a time. */
 const CHUNK_BYTES = 4 * 1024 * 1024;
@@ -92,6 +99,7 @@ const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 
 export class PackageInstaller {
   private ca: Buffer | undefined;
+  private running = 0;
 
   constructor(
     private readonly clients: KubeClients,
@@ -103,7 +111,17 @@ export class PackageInstaller {
     const policy = packagePolicy(t.policy, this.opts);
     const eco = ecosystemOf(t.language);
     const reqs = checkRequested(policy, eco, t.language, requested);
-    const ecosystem = eco as Ecosystem;
+    if (this.running >= MAX_CONCURRENT_INSTALLS)
+      throw new PackageError(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.', 'failed');
+    this.running++;
+    try {
+      return await this.installChecked(t, reqs, policy, eco as Ecosystem);
+    } finally {
+      this.running--;
+    }
+  }
+
+  private async installChecked(t: InstallTarget, reqs: string[], policy: PackagePolicy, ecosystem: Ecosystem): Promise<InstallResult> {
     const deadline = Date.now() + this.opts.packagesTimeoutSeconds * 1000;
     const ca = await this.caBundle();
     await this.ensurePolicy(t.namespace);

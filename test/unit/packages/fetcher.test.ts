@@ -1,0 +1,168 @@
+// The fetcher pod and its NetworkPolicy (pure builders), the fetcher's exit codes as errors, and
+// the session-side program run against a temporary directory standing in for /workspace: chunks
+// appended at offsets, a damaged archive refused, an upgrade replacing the old version's files.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LABEL_PACKAGE_FETCHER, LABEL_SANDBOX } from '../../../src/api/v1alpha1/index.js';
+import { buildFetcherNetworkPolicy, buildFetcherPod, cidrWithin } from '../../../src/packages/fetcher.js';
+import { stepError } from '../../../src/packages/installer.js';
+import { SESSION_SCRIPT } from '../../../src/packages/scripts.js';
+
+const opts = {
+  packagesEgressCidrs: ['0.0.0.0/0', '203.0.113.0/24'],
+  packagesEgressExcept: ['10.0.0.0/8', '169.254.0.0/16'],
+  packagesTimeoutSeconds: 300,
+  imagePullPolicy: 'IfNotPresent' as const,
+};
+
+describe('cidrWithin', () => {
+  it.each<[string, string, boolean]>([
+    ['10.0.0.0/8', '0.0.0.0/0', true],
+    ['10.1.0.0/16', '10.0.0.0/8', true],
+    ['10.0.0.0/8', '10.0.0.0/16', false],
+    ['10.0.0.0/8', '203.0.113.0/24', false],
+    ['203.0.113.80/32', '203.0.113.0/24', true],
+    ['fd00::/8', '::/0', true],
+    ['fd00::/8', '0.0.0.0/0', false],
+    ['10.0.0.0/8', '::/0', false],
+  ])('%s inside %s: %s', (inner, outer, want) => expect(cidrWithin(inner, outer)).toBe(want));
+});
+
+describe('buildFetcherNetworkPolicy', () => {
+  const p = buildFetcherNetworkPolicy('ns', opts);
+  it('selects fetcher pods only, no ingress, DNS, and 80/443 to the ranges minus the excepts each holds', () => {
+    expect(p.spec?.podSelector).toEqual({ matchExpressions: [{ key: LABEL_PACKAGE_FETCHER, operator: 'Exists' }] });
+    expect(p.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(p.spec?.ingress).toBeUndefined();
+    expect(p.spec?.egress?.[0]?.to).toBeUndefined();
+    expect(p.spec?.egress?.[0]?.ports?.map((x) => x.port)).toEqual([53, 53]);
+    expect(p.spec?.egress?.[1]?.to).toEqual([
+      { ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '169.254.0.0/16'] } },
+      { ipBlock: { cidr: '203.0.113.0/24' } },
+    ]);
+    expect(p.spec?.egress?.[1]?.ports?.map((x) => x.port)).toEqual([443, 80]);
+  });
+});
+
+describe('buildFetcherPod', () => {
+  const pod = buildFetcherPod(
+    {
+      namespace: 'ns',
+      image: 'img:v1',
+      owner: { apiVersion: 'v1', kind: 'SandboxSession', name: 's', uid: 'u' },
+      session: 's',
+      maxTotalBytes: 100 * 1024 * 1024,
+    },
+    opts,
+  );
+  const c = pod.spec?.containers[0];
+  it('is hardened like a sandbox but not labelled as one (its own policy applies), owned by its session, with a deadline', () => {
+    expect(pod.metadata?.labels?.[LABEL_SANDBOX]).toBeUndefined();
+    expect(pod.metadata?.labels?.[LABEL_PACKAGE_FETCHER]).toBe('s');
+    expect(pod.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'SandboxSession', uid: 'u' });
+    expect(pod.spec).toMatchObject({ automountServiceAccountToken: false, enableServiceLinks: false, activeDeadlineSeconds: 360 });
+    expect(c?.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      runAsNonRoot: true,
+    });
+    expect(c?.resources?.limits).toEqual({ cpu: '1', memory: '1Gi' });
+    expect(pod.spec?.volumes?.[0]?.emptyDir?.sizeLimit).toBe('556Mi');
+  });
+});
+
+describe('stepError', () => {
+  it.each<[string, { exitCode?: number; stderr: string; error?: string; overflow: boolean }, RegExp, string]>([
+    [
+      'a resolution failure',
+      { exitCode: 4, stderr: 'ERROR: Could not find a version\nERROR: No matching distribution found for nosuch\n', overflow: false },
+      /could not be resolved: .*No matching distribution found for nosuch/,
+      'failed',
+    ],
+    ['a limit', { exitCode: 5, stderr: 'x.whl is 9 bytes; the largest package allowed is 1 bytes\n', overflow: false }, /x\.whl is 9 bytes/, 'refused'],
+    ['an exec that never answered', { stderr: '', error: 'no result within 10 ms', overflow: false }, /no result within 10 ms/, 'failed'],
+    ['npm noise dropped', { exitCode: 4, stderr: 'npm warn deprecated\nnpm error 404 Not Found - GET x\n', overflow: false }, /404 Not Found/, 'failed'],
+    ['an oversized answer', { exitCode: 0, stderr: '', overflow: true }, /too large/, 'refused'],
+  ])('%s', (_, r, msg, kind) => {
+    const e = stepError('resolve', r);
+    expect(e.message).toMatch(msg);
+    expect(e.message).not.toMatch(/npm warn/);
+    expect(e.kind).toBe(kind);
+  });
+});
+
+describe('the session-side program', () => {
+  let dir: string;
+  const run = (args: string[], input?: Buffer) => {
+    const r = spawnSync('python3', ['-I', '-S', '-c', SESSION_SCRIPT, ...args], { input: input ?? Buffer.alloc(0), timeout: 10_000 });
+    return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString() };
+  };
+  /** A .tgz of `files` (path → content), built by the system's tar like the fetcher's archive. */
+  const archive = (name: string, files: Record<string, string>): { path: string; sha: string } => {
+    const src = join(dir, `src-${name}`);
+    for (const [p, content] of Object.entries(files)) {
+      mkdirSync(join(src, p, '..'), { recursive: true });
+      writeFileSync(join(src, p), content);
+    }
+    const path = join(dir, `${name}.tgz`);
+    expect(spawnSync('tar', ['-czf', path, '-C', src, '.']).status).toBe(0);
+    return { path, sha: createHash('sha256').update(readFileSync(path)).digest('hex') };
+  };
+  const deliver = (a: { path: string; sha: string }, dest: string) => {
+    const bytes = readFileSync(a.path);
+    const incoming = join(dir, 'ws/.packages/.incoming.tgz');
+    const half = Math.floor(bytes.length / 2);
+    expect(run(['append', incoming, '0'], bytes.subarray(0, half)).out.trim()).toBe(String(half));
+    expect(run(['append', incoming, String(half)], bytes.subarray(half)).out.trim()).toBe(String(bytes.length));
+    return run(['extract', incoming, dest, a.sha]);
+  };
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'pkgs-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('unpacks an archive delivered in chunks, then removes it', () => {
+    const a = archive('one', { 'mod/__init__.py': 'x = 1\n', 'mod-1.0.dist-info/RECORD': 'mod/__init__.py,,\n' });
+    const r = deliver(a, join(dir, 'ws/.packages/python'));
+    expect(r.code, r.err).toBe(0);
+    expect(readFileSync(join(dir, 'ws/.packages/python/mod/__init__.py'), 'utf8')).toBe('x = 1\n');
+    expect(existsSync(join(dir, 'ws/.packages/.incoming.tgz'))).toBe(false);
+  });
+
+  it('refuses an archive whose sha256 is not the one the gateway computed', () => {
+    const a = archive('one', { 'a.txt': 'a' });
+    const r = deliver({ ...a, sha: 'c'.repeat(64) }, join(dir, 'ws/x'));
+    expect(r.code).toBe(3);
+    expect(r.err).toMatch(/arrived damaged/);
+  });
+
+  it("replaces an older version: its RECORD's files and dist-info go, other packages stay", () => {
+    const dest = join(dir, 'ws/.packages/python');
+    deliver(archive('old', { 'tab.py': 'old\n', 'Tab-0.9.dist-info/RECORD': 'tab.py,,\nTab-0.9.dist-info/RECORD,,\n', 'other/__init__.py': '' }), dest);
+    const r = deliver(archive('new', { 'tab/__init__.py': 'new\n', 'tab-0.10.dist-info/RECORD': 'tab/__init__.py,,\n' }), dest);
+    expect(r.code, r.err).toBe(0);
+    expect(readdirSync(dest).sort()).toEqual(['other', 'tab', 'tab-0.10.dist-info']);
+  });
+
+  it('replaces an npm package directory, scoped or not', () => {
+    deliver(archive('n1', { 'node_modules/a/old.js': '', 'node_modules/@s/p/old.js': '', 'node_modules/b/keep.js': '' }), join(dir, 'ws'));
+    deliver(archive('n2', { 'node_modules/a/new.js': '', 'node_modules/@s/p/new.js': '' }), join(dir, 'ws'));
+    expect(readdirSync(join(dir, 'ws/node_modules/a'))).toEqual(['new.js']);
+    expect(readdirSync(join(dir, 'ws/node_modules/@s/p'))).toEqual(['new.js']);
+    expect(readdirSync(join(dir, 'ws/node_modules/b'))).toEqual(['keep.js']);
+  });
+
+  it('never deletes outside the destination, whatever a RECORD says', () => {
+    const dest = join(dir, 'ws/.packages/python');
+    writeFileSync(join(dir, 'precious'), 'x');
+    deliver(archive('old', { 'Tab-0.9.dist-info/RECORD': '../../../precious,,\n/etc/hostname,,\n' }), dest);
+    deliver(archive('new', { 'tab-1.0.dist-info/RECORD': '' }), dest);
+    expect(existsSync(join(dir, 'precious'))).toBe(true);
+  });
+});
