@@ -6,7 +6,8 @@
 //   pool), so the saving is visible;
 // - a Matplotlib figure's round trip: a session call that draws a 640×480 figure and gets it back
 //   as MCP image content, against the same session answering print(1).
-// Package installation is not built yet: no row.
+// - install_packages of one small pure-Python package (tabulate, 40 KB wheel) into that session:
+//   a fetcher pod started, pip fetched and run, the wheel downloaded and copied in over exec.
 import { GROUP, SANDBOXPROFILE_PLURAL, VERSION } from '../src/api/v1alpha1/index.js';
 import { connect, startOperator, type TestClient } from '../test/e2e/helpers/operator.js';
 import { failed, latency, log, sleep, type BenchContext } from './context.js';
@@ -36,6 +37,8 @@ export interface PlotsResult {
   plot: Latency;
   /** Decoded bytes of one returned PNG. */
   pngBytes: number;
+  /** install_packages(session, ['tabulate==0.9.0']), the whole path (fetcher pod to import). */
+  install: Latency;
 }
 
 const PLOT = 'plt.plot(range(100), [i * i for i in range(100)])';
@@ -149,8 +152,22 @@ export async function plotsSection(ctx: BenchContext): Promise<PlotsResult | str
       pngBytes = Buffer.from(image(r)?.data ?? '', 'base64').length;
       return pngBytes > 0;
     });
+    const nInstall = scaled(ctx.s, 5, 2);
+    log(`plots: install_packages of tabulate × ${nInstall} into the session`);
+    const installs: number[] = [];
+    let installErrors = 0;
+    let installError: string | undefined;
+    for (let i = 0; i < nInstall; i++) {
+      const t0 = performance.now();
+      const r = await client.callTool('install_packages', { session, packages: ['tabulate==0.9.0'] });
+      if (r.isError) {
+        installErrors++;
+        installError ??= JSON.stringify(r.content).slice(0, 200);
+      } else installs.push(performance.now() - t0);
+    }
     await client.callTool('close_session', { session });
     return {
+      install: latency({ samples: installs, errors: installErrors, ...(installError !== undefined && { firstError: installError }) }),
       rawPrint1,
       rawImport,
       warmImport,

@@ -272,7 +272,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   executor.setPool(pools, kernels, hasKernels ? runtimeGuard : undefined);
   // Packages sessions install (src/packages): fetched by a fetcher pod, copied in over exec.
   const sessionPackages = new SessionPackages({
-    installer: new PackageInstaller(clients, config, log.child({ component: 'packages' })),
+    installer: new PackageInstaller(clients, config, log.child({ component: 'packages' }), (e, o, s) => metrics?.packageInstall(e, o, s)),
     profiles,
     defaults: config,
   });

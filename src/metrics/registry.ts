@@ -1,7 +1,8 @@
 // Prometheus metrics on a private registry. Names follow controller-runtime where a dashboard
 // expects them; every label value comes from a closed set (phases, reasons, runtimes, results) —
 // never run names, pod names, sessions or users.
-import { SANDBOX_CHECKS } from '../api/v1alpha1/index.js';
+import { ECOSYSTEMS, SANDBOX_CHECKS, type Ecosystem } from '../api/v1alpha1/index.js';
+import type { InstallOutcome } from '../packages/installer.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ControllerMetrics } from '../controller/metrics.js';
 import type { QueueMetrics } from '../controller/workqueue.js';
@@ -28,6 +29,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   networkPolicy: NetworkPolicyMetrics;
   /** A call refused for capacity, by the limit it hit (closed set: ADMISSION_LIMITS). */
   admissionRejected(limit: AdmissionLimit): void;
+  /** One package install into a session (src/packages): its registry, outcome and duration. */
+  packageInstall(ecosystem: Ecosystem, outcome: InstallOutcome, seconds: number): void;
   /** This replica's run slots: executing and waiting. */
   admissionLoad(load: RunLoad): void;
   /** Audit records of session calls: written or dropped (src/audit/writer.ts), and the queue. */
@@ -124,6 +127,20 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  const packageInstalls = new Counter({
+    name: 'codemode_package_installs_total',
+    help: 'Package installs into sessions (install_packages, spec.packages), by registry and outcome: installed, refused (policy or a limit) or failed.',
+    labelNames: ['ecosystem', 'outcome'] as const,
+    registers: [registry],
+  });
+  const packageInstallDuration = new Histogram({
+    name: 'codemode_package_install_duration_seconds',
+    help: 'Time of one successful install into a session: fetcher pod, resolution, download, copy and unpack.',
+    labelNames: ['ecosystem'] as const,
+    buckets: [1, 2, 5, 10, 20, 40, 80, 160, 320],
+    registers: [registry],
+  });
+
   const poolClaims = new Counter({
     name: 'codemode_warm_pool_claims_total',
     help: 'Warm-pool claims: warm (a ready pod was taken) or empty (fell back to a cold pod).',
@@ -189,6 +206,7 @@ export function createMetrics(): Metrics {
   for (const limit of ADMISSION_LIMITS) admissionRejections.inc({ limit }, 0);
   for (const cause of ['idle', 'lifetime'] as const) sessionsCollected.inc({ cause }, 0);
   for (const result of ['warm', 'empty'] as const) poolClaims.inc({ result }, 0);
+  for (const ecosystem of ECOSYSTEMS) for (const outcome of ['installed', 'refused', 'failed'] as const) packageInstalls.inc({ ecosystem, outcome }, 0);
   const reconciled = new Set<string>();
   const toolsSeen = new Set<string>();
   // Server names are UpstreamServer names, set by the administrator: a closed set.
@@ -211,6 +229,10 @@ export function createMetrics(): Metrics {
       queue: (length): void => void auditQueue.set(length),
     },
     admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
+    packageInstall(ecosystem, outcome, seconds): void {
+      packageInstalls.inc({ ecosystem, outcome });
+      if (outcome === 'installed' && Number.isFinite(seconds) && seconds >= 0) packageInstallDuration.observe({ ecosystem }, seconds);
+    },
     upstreamReady(server, ready): void {
       if (ready === undefined) upstreamUp.remove({ server });
       else upstreamUp.set({ server }, ready ? 1 : 0);

@@ -95,6 +95,8 @@ export interface InstallResult {
   bytes: number;
 }
 
+export type InstallOutcome = 'installed' | 'refused' | 'failed';
+
 const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 
 export class PackageInstaller {
@@ -105,6 +107,8 @@ export class PackageInstaller {
     private readonly clients: KubeClients,
     private readonly opts: InstallerOptions,
     private readonly log: Logger,
+    /** Told of every install that got past the request check (codemode_package_installs_total). */
+    private readonly onInstall?: (ecosystem: Ecosystem, outcome: InstallOutcome, seconds: number) => void,
   ) {}
 
   async install(t: InstallTarget, requested: readonly string[]): Promise<InstallResult> {
@@ -114,10 +118,18 @@ export class PackageInstaller {
     if (this.running >= MAX_CONCURRENT_INSTALLS)
       throw new PackageError(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.', 'failed');
     this.running++;
+    const started = performance.now();
+    let outcome: InstallOutcome = 'failed';
     try {
-      return await this.installChecked(t, reqs, policy, eco as Ecosystem);
+      const r = await this.installChecked(t, reqs, policy, eco as Ecosystem);
+      outcome = 'installed';
+      return r;
+    } catch (err) {
+      if (err instanceof PackageError && err.kind === 'refused') outcome = 'refused';
+      throw err;
     } finally {
       this.running--;
+      this.onInstall?.(eco as Ecosystem, outcome, (performance.now() - started) / 1000);
     }
   }
 

@@ -22,6 +22,7 @@ describe('service metrics', () => {
       'codemode_admission_rejections_total{limit="sessions"} 0',
       'codemode_sessions_collected_total{cause="idle"} 0',
       'codemode_warm_pool_claims_total{result="empty"} 0',
+      'codemode_package_installs_total{ecosystem="npm",outcome="refused"} 0',
       'codemode_admission_queue_wait_seconds_count{result="cancelled"} 0',
       'codemode_session_calls_total{runtime="python",phase="Succeeded",reason="Succeeded"} 0',
     ]) {
