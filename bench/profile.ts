@@ -234,11 +234,12 @@ export const COLD_MARKS: Mark[] = [
  * Phases of a warm run (pool on): create the SandboxRun, claim a ready pool pod with one patch,
  * then one framed "run" request over the kernel stream opened before the claim; then the reply.
  */
+// Without a reservation the claim patch follows the create and precedes the run frame; with this
+// process's reserved pod no pod write comes before the reply (its adoption follows the outcome).
 export const WARM_MARKS: Mark[] = [
   ['MCP request → SandboxRun create sent', sent('create sandboxruns')],
-  ['SandboxRun create → claim patch sent', sent('patch pods')],
-  ['claim patch round trip', done('patch pods', true)],
-  ['claim done → MCP reply (kernel run + reply)', (v) => v.call.end],
+  ['SandboxRun create round trip', done('create sandboxruns')],
+  ['create done → MCP reply (claim round trip unless reserved, kernel run, reply)', (v) => v.call.end],
 ];
 
 export interface PhaseProfile {
@@ -308,15 +309,16 @@ export function kernelSplit(calls: readonly TimedCall[], timer: CallTimer): Kern
   let onPath = 0;
   for (const call of calls) {
     const claim = call.run ? timer.claimedBy(call.run) : undefined;
+    const created = timer.calls.find((c) => c.key === 'create sandboxruns' && c.ok && c.name === call.run && c.start >= call.start);
     const s = claim?.name ? timer.streams.get(claim.name) : undefined;
-    if (!claim || !s) continue;
+    if (!claim || !s || !created) continue;
     // The run frame is the last one written (a stream reopened on the path writes its ping first).
-    const runSent = s.sent.filter((t) => t >= claim.end && t <= call.end).at(-1);
+    const runSent = s.sent.filter((t) => t >= created.end && t <= call.end).at(-1);
     const lastIn = s.received.filter((t) => runSent !== undefined && t >= runSent && t <= call.end).at(-1);
     if (runSent === undefined || lastIn === undefined) continue;
-    if (s.ready !== undefined && s.ready <= claim.end) ready++;
+    if (s.ready !== undefined && s.ready <= created.end) ready++;
     if (s.start >= call.start) onPath++;
-    toRun.push(runSent - claim.end);
+    toRun.push(runSent - created.end);
     kernel.push(lastIn - runSent);
     reply.push(call.end - lastIn);
   }
@@ -325,7 +327,7 @@ export function kernelSplit(calls: readonly TimedCall[], timer: CallTimer): Kern
     streamReadyBeforeClaim: ready,
     streamOpenedOnPath: onPath,
     phasesMs: {
-      'claim done → run frame sent': rounded(summarize(toRun)),
+      'SandboxRun created → run frame sent (the claim round trip; ~0 with a reserved pod)': rounded(summarize(toRun)),
       'run frame → result frame received': rounded(summarize(kernel)),
       'result frame → MCP reply': rounded(summarize(reply)),
     },

@@ -179,6 +179,8 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
   const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-warm', {
     CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE),
     CODEMODE_WARM_POOL_MAX: String(POOL_SIZE),
+    // An A/B of the reserved pod (CODEMODE_WARM_POOL_RESERVE=0 in the bench's environment: every warm run claims).
+    ...(process.env.CODEMODE_WARM_POOL_RESERVE !== undefined && { CODEMODE_WARM_POOL_RESERVE: process.env.CODEMODE_WARM_POOL_RESERVE }),
   });
   if (s.sections.has('warm')) {
     try {

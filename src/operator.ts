@@ -236,6 +236,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     clients,
     opts,
     refillDeferMs: config.warmPoolRefillDeferMs,
+    reserve: config.warmPoolReserve > 0,
     pods,
     policies,
     runtime: runtimeGuard,
@@ -422,6 +423,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionController.stop();
       slots.admission.close();
       await executor.drain();
+      await pools.releaseAll();
       // The calls have ended: their records get a few seconds to reach the API server.
       await audit.stop(AUDIT_FLUSH_MS);
       kernels.closeAll();

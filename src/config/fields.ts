@@ -340,6 +340,16 @@ export const FIELDS = {
     },
     int(0, 10000),
   ),
+  warmPoolReserve: field(
+    {
+      env: 'CODEMODE_WARM_POOL_RESERVE',
+      default: '1',
+      description:
+        "Ready pool pods each gateway replica keeps reserved for its own next warm run, per profile (0 or 1): the reservation is the claim made ahead of time, so a warm run's code starts without waiting for the claim's API write. Reserved after the replica's first warm run; the pool refills behind it.",
+      allowed: '0 or 1',
+    },
+    int(0, 1),
+  ),
   maxFileBytes: field(
     {
       env: 'CODEMODE_MAX_FILE_BYTES',

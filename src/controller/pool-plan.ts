@@ -13,6 +13,8 @@ export const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] ==
 export const profileOf = (p: V1Pod): string => p.metadata?.labels?.[LABEL_PROFILE] ?? BUILTIN_PROFILE;
 
 /** A pool pod (any version, claimed or not): it carries the hash of its template. */
+/** A pool pod one gateway process reserved for its next warm run (pool-reservation.ts). */
+export const isReserved = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'reserved' && !p.metadata.deletionTimestamp;
 export const isPoolPod = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL_HASH] !== undefined;
 
 /** A transient run executing right now in a pod it claimed from the pool. */
@@ -45,6 +47,8 @@ const createdMs = (p: V1Pod): number => new Date(p.metadata?.creationTimestamp ?
 export function planPool(pods: readonly V1Pod[], p: PlanInput): PoolPlan {
   const remove: PoolPlan['remove'] = [];
   const keep: V1Pod[] = [];
+  // A reservation whose process died ends at the deadline the reservation set: the pod fails.
+  for (const pod of pods.filter(isReserved)) if (podState(pod).kind === 'failed') remove.push({ pod, cause: 'failed' });
   for (const pod of pods.filter(isWarm)) {
     if (pod.metadata?.labels?.[LABEL_POOL_HASH] !== p.hash) remove.push({ pod, cause: 'stale' });
     else if (podState(pod).kind === 'failed') remove.push({ pod, cause: 'failed' });

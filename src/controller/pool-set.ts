@@ -51,8 +51,11 @@ export class PoolSet {
       const max = this.d.kernelsAvailable ? profile.pool.max : 0;
       const old = this.pools.get(profile.name);
       const fresh = new WarmPool({ ...this.d, profile, min, max, preferred: (p) => this.warmedUp(p) });
-      next.set(profile.name, old && old.hash === fresh.hash && old.min === min && old.max === max ? old : fresh);
+      const kept = old && old.hash === fresh.hash && old.min === min && old.max === max ? old : fresh;
+      next.set(profile.name, kept);
+      if (old && kept !== old) void old.releaseReservation();
     }
+    for (const [name, old] of this.pools) if (!next.has(name)) void old.releaseReservation();
     this.pools = next;
   }
 
@@ -75,6 +78,11 @@ export class PoolSet {
   /** The built-in (or default-named) profile's pool: what older single-pool callers mean. */
   get main(): WarmPool | undefined {
     return this.pools.get(BUILTIN_PROFILE) ?? this.all()[0];
+  }
+
+  /** Gives up this process's reserved pods (shutdown). */
+  async releaseAll(): Promise<void> {
+    await Promise.allSettled(this.all().map((p) => p.releaseReservation()));
   }
 
   /** Ready, unclaimed pods of every pool. */

@@ -8,7 +8,16 @@ import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { API_VERSION, LABEL_MANAGED_BY, LABEL_RUN, LABEL_RUNTIME, LABEL_SESSION, MANAGED_BY_VALUE, SANDBOXPROFILE_KIND } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  LABEL_MANAGED_BY,
+  LABEL_RESERVED_BY,
+  LABEL_RUN,
+  LABEL_RUNTIME,
+  LABEL_SESSION,
+  MANAGED_BY_VALUE,
+  SANDBOXPROFILE_KIND,
+} from '../api/v1alpha1/index.js';
 import { kernelCommand } from '../exec/kernel.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { LABEL_POOL, LABEL_POOL_HASH, POOL_LANGUAGE, SANDBOX_CONTAINER, buildPoolPod, sandboxPodOptions } from '../sandbox/pod.js';
@@ -21,6 +30,7 @@ import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import { CreateExpectations, isBusyRunPod, isWarm, planPool, poolPodDeadlineSeconds, profileOf, refillDeferralMs, type RemoveCause } from './pool-plan.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { podState } from '../sandbox/pod-state.js';
+import { PoolReservation } from './pool-reservation.js';
 
 export { CreateExpectations, refillDeferralMs } from './pool-plan.js';
 
@@ -54,6 +64,8 @@ export interface WarmPoolDeps {
   preferred?: (p: V1Pod) => boolean;
   /** The clock refills judge pod age by (tests fix it); Date.now by default. */
   now?: () => number;
+  /** Keep one ready pod reserved for this process's next warm run (pool-reservation.ts). */
+  reserve?: boolean;
 }
 
 export function poolSelector(): string {
@@ -100,10 +112,77 @@ export class WarmPool {
   readonly hash: string;
   readonly profile: ResolvedProfile;
 
+  private readonly reservation: PoolReservation | undefined;
+
   constructor(private readonly d: WarmPoolDeps) {
     this.profile = d.profile ?? builtinProfile(d.opts);
     this.template = poolPodTemplate(d.opts, d.runtime.volume, this.profile);
     this.hash = this.template.metadata?.labels?.[LABEL_POOL_HASH] ?? '';
+    this.reservation =
+      d.reserve && d.max > 0
+        ? new PoolReservation({
+            clients: d.clients,
+            pods: d.pods,
+            namespace: d.opts.namespace,
+            identity: d.opts.identity,
+            log: d.log,
+            hash: this.hash,
+            candidates: () => this.claimOrder(),
+            longestRunSeconds: d.opts.podStartupTimeoutSeconds + d.opts.maxTimeoutSeconds + 60,
+            ...(d.now && { now: d.now }),
+          })
+        : undefined;
+  }
+
+  /** Reserves a ready pod for this process's next warm run, in the background (no-op when off or held). */
+  ensureReserved(): void {
+    this.reservation?.ensure();
+  }
+
+  /** This process's reserved pod, for one run, when it can run code now (see PoolReservation.take). */
+  takeReserved(): V1Pod | undefined {
+    const pod = this.reservation?.take();
+    if (pod) this.d.onClaim?.('warm', 0);
+    return pod;
+  }
+
+  /** Gives the reservation up (shutdown, this pool replaced by a changed profile). */
+  releaseReservation(): Promise<void> {
+    return this.reservation?.release() ?? Promise.resolve();
+  }
+
+  /**
+   * Makes a reserved pod its run's, as a claim would have: the run's labels, `claimed`, the run as
+   * owner (deleting the run deletes the pod) and the run's deadline. No resourceVersion guard: the
+   * pod is already this process's alone. Sent while the run executes.
+   */
+  async adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void> {
+    const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : Date.now();
+    const age = Math.max(0, Math.ceil((Date.now() - started) / 1000));
+    const deadline = Math.min(pod.spec?.activeDeadlineSeconds ?? Infinity, age + deadlineFromNowSeconds);
+    await this.d.clients.core.patchNamespacedPod(
+      {
+        namespace: pod.metadata?.namespace ?? this.d.opts.namespace,
+        name: pod.metadata?.name ?? '',
+        body: {
+          metadata: { labels: { ...labels, [LABEL_POOL]: 'claimed', [LABEL_RESERVED_BY]: null }, ownerReferences: [owner] },
+          spec: { activeDeadlineSeconds: deadline },
+        },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  }
+
+  /** Ready pods a claim or a reservation tries, best first: those whose kernel this process reached, each group from a random start. */
+  private claimOrder(): V1Pod[] {
+    const all = this.readyPods().sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
+    // Replicas claiming at once would all start with the oldest pod; a random start spreads them.
+    const rotated = (list: V1Pod[]): V1Pod[] => {
+      const start = list.length > 0 ? Math.floor(Math.random() * list.length) : 0;
+      return [...list.slice(start), ...list.slice(0, start)];
+    };
+    const preferred = this.d.preferred ?? (() => false);
+    return [...rotated(all.filter(preferred)), ...rotated(all.filter((p) => !preferred(p)))];
   }
 
   /** The profile's name (pods carry it as LABEL_PROFILE). */
@@ -203,15 +282,7 @@ export class WarmPool {
   async claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
     if (!this.enabled) return undefined;
     const began = performance.now();
-    const all = this.readyPods().sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
-    // Replicas claiming at once would all start with the oldest pod; a random start spreads them.
-    const rotated = (list: V1Pod[]): V1Pod[] => {
-      const start = list.length > 0 ? Math.floor(Math.random() * list.length) : 0;
-      return [...list.slice(start), ...list.slice(0, start)];
-    };
-    const preferred = this.d.preferred ?? (() => false);
-    const ready = [...rotated(all.filter(preferred)), ...rotated(all.filter((p) => !preferred(p)))];
-    for (const pod of ready) {
+    for (const pod of this.claimOrder()) {
       const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : Date.now();
       const age = Math.max(0, Math.ceil((Date.now() - started) / 1000));
       try {

@@ -60,6 +60,12 @@ export interface RunMetricsSink {
 export interface PoolClaims {
   readonly enabled: boolean;
   claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
+  /** This process's reserved pod for one run, if it can run code now (src/controller/pool-reservation.ts). */
+  takeReserved(): V1Pod | undefined;
+  /** Makes a reserved pod the run's (labels, owner, deadline); sent while the run executes. */
+  adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void>;
+  /** Reserves a pod for the next warm run, in the background. */
+  ensureReserved(): void;
 }
 
 /** The warm pools by profile (src/controller/pool-set.ts). */
@@ -128,6 +134,12 @@ export class RunExecutor {
   private readonly executions = new Map<string, Execution>();
   /** Writes that go on after the caller has its result (final status, pod delete, Events). */
   private readonly settling = new Set<Promise<void>>();
+  /**
+   * Runs in a pool pod, by uid: the pool (a reservation is made for the next run once this one is
+   * recorded) and, for a reserved pod, the patch making it the run's (sent once, at the Running
+   * status or after the outcome; awaited before the outcome is stored).
+   */
+  private readonly adoptions = new Map<string, { adopt?: () => Promise<void>; pool: { ensureReserved(): void } }>();
   /** Runs whose outcome is known here but not yet stored in their status. */
   private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
@@ -260,6 +272,7 @@ export class RunExecutor {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
       return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
     } finally {
+      this.adoptions.delete(run.metadata.uid ?? '');
       this.d.metrics?.runEnded();
     }
   }
@@ -295,11 +308,28 @@ export class RunExecutor {
       controller: true,
       blockOwnerDeletion: true,
     };
-    const pod = await pool.claim(
-      owner,
-      { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime },
-      opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
-    );
+    const labels = { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime };
+    const deadline = opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60;
+    // This process's reserved pod: no pod write before the code starts. The patch that makes the
+    // pod the run's goes out with the Running status for code still executing after
+    // RUNNING_WRITE_DELAY_MS, else once the outcome is known — never during a short run, whose
+    // CPU it would share on a small node — and the outcome is recorded only after it (settle).
+    const reserved = pool.takeReserved();
+    if (reserved) {
+      let adoption: Promise<void> | undefined;
+      const adopt = (): Promise<void> =>
+        (adoption ??= pool
+          .adopt(reserved, owner, labels, deadline)
+          .catch((err: unknown) =>
+            this.d.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
+          ));
+      this.adoptions.set(run.metadata.uid ?? '', { adopt, pool });
+      return reserved.metadata?.name;
+    }
+    const pod = await pool.claim(owner, labels, deadline);
+    // None was reserved (the first warm run, or one right after another): once this run is
+    // recorded, reserve one for the next (not now: the pool's refill would compete with the run).
+    if (pod) this.adoptions.set(run.metadata.uid ?? '', { pool });
     return pod?.metadata?.name;
   }
 
@@ -325,8 +355,11 @@ export class RunExecutor {
     let runningWrite: Promise<void> = Promise.resolve();
     // A short run costs no write while it executes: the Running status and the Started Event are
     // written only for code still executing after RUNNING_WRITE_DELAY_MS.
+    const pooled = this.adoptions.get(run.metadata.uid ?? '');
+    this.adoptions.delete(run.metadata.uid ?? '');
     const runningTimer = setTimeout(() => {
       if (finished) return;
+      void pooled?.adopt?.();
       runningWrite = this.record.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
       this.d.events.record(
         { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
@@ -348,6 +381,8 @@ export class RunExecutor {
     const toolCalls = calls?.summary();
     const status = this.record.fit(run, {
       ...completedStatus(run, c, executed.captured, { start: startTime, end: new Date() }),
+      // The pod it ran in (a warm run's pod was reserved or claimed: the record says which).
+      podName,
       ...(toolCalls && toolCalls.calls > 0 && { toolCalls: toolCallsStatus(toolCalls) }),
       ...imageCounts(executed.display),
     });
@@ -357,10 +392,12 @@ export class RunExecutor {
         // After the reply has gone out: building and sending requests costs milliseconds of CPU.
         await new Promise((r) => setImmediate(r));
         await runningWrite;
+        await pooled?.adopt?.();
         await this.record.patchStatus(run, status, log);
         // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
         // outcome is stored. Its processes already ended with the program (or at the deadline).
         this.deletePod(ns, podName, log);
+        pooled?.pool.ensureReserved();
         this.record.recordOutcome(run, c);
         this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, pod === 'warm' ? 'warm' : 'cold');
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');

@@ -3,7 +3,7 @@
 // own ConfigMap; a pool of size 0 drains; a pool grown by a burst keeps back-to-back callers warm.
 import { V1MicroTime, CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { GROUP, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import { GROUP, LABEL_RESERVED_BY, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { runtimeConfigMapName } from '../../src/sandbox/runtime-configmap.js';
 import { findRuntimeDir, readRuntimeFiles } from '../../src/sessions/runtime-files.js';
@@ -210,6 +210,64 @@ describe('warm pool size', () => {
     } finally {
       await Promise.all(clients.map((c) => c.close()));
       await op.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
+describe('reserved pool pods', () => {
+  const reserved = async (ns: string): Promise<V1Pod[]> =>
+    (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=reserved` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+
+  it("runs the next warm call in a pod reserved ahead of time, records it as the run's, and gives the reservation up at stop", async () => {
+    const ns = await createNamespace(k, 'pool-reserve');
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2' });
+    const mcp = await connect(op.url, 'current');
+    try {
+      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
+      expect(host(await call(mcp))).toMatch(/^codemode-pool-/);
+      // Once the first warm run is recorded, this process reserves a ready pod for its next one.
+      let pod: V1Pod | undefined;
+      await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'a reserved pool pod');
+      expect(pod?.metadata?.labels?.[LABEL_RESERVED_BY]).toMatch(/^[0-9a-f]{16}$/);
+      expect(pod?.metadata?.ownerReferences?.some((o) => o.kind === 'SandboxRun')).toBeFalsy();
+      // While the run executes, the pod becomes the run's (labelled claimed, owned by it): the
+      // patch overlaps the execution instead of preceding it.
+      const running = call(mcp, 'import socket, time\ntime.sleep(3)\nprint(socket.gethostname())');
+      let adopted: V1Pod | undefined;
+      await until(
+        async () => {
+          adopted = await k.core.readNamespacedPod({ namespace: ns, name: pod?.metadata?.name ?? '' }).catch(() => undefined);
+          return adopted?.metadata?.labels?.[POOL] === 'claimed';
+        },
+        30_000,
+        'the reserved pod adopted by its run',
+      );
+      expect(adopted?.metadata?.ownerReferences).toEqual([expect.objectContaining({ kind: 'SandboxRun', controller: true })]);
+      expect(adopted?.metadata?.labels?.[LABEL_RESERVED_BY]).toBeUndefined();
+      const r = await running;
+      expect(host(r)).toBe(pod?.metadata?.name);
+      // The run's record names the pod, which goes once the outcome is stored.
+      await until(async () => gone(ns, pod?.metadata?.name ?? ''), 60_000, 'the used pod deleted');
+      const run = (await k.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        name: String(sc(r).run),
+      })) as SandboxRun;
+      expect(run.status).toMatchObject({ phase: 'Succeeded', podName: pod?.metadata?.name });
+      expect(adopted?.metadata?.ownerReferences?.[0]?.uid).toBe(run.metadata.uid);
+      // The pool keeps its size beside the reservation, and the next reservation follows.
+      await until(async () => (await reserved(ns)).length === 1 && (await readyWarm(ns)).length === 2, 120_000, 'a new reservation and a full pool');
+    } finally {
+      await mcp.close();
+      await op.stop();
+    }
+    // Stopping gives the reservation up: nobody else would use the pod.
+    try {
+      await until(async () => (await reserved(ns)).length === 0, 30_000, 'no reserved pod after stop');
+    } finally {
       await deleteNamespace(k, ns);
     }
   });

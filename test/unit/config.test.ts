@@ -47,6 +47,7 @@ describe('loadConfig defaults', () => {
       warmPoolMin: 2,
       warmPoolMax: 8,
       warmPoolRefillDeferMs: 1000,
+      warmPoolReserve: 1,
       logLevel: 'info',
       authMode: 'none',
       authNoneBeyondLoopback: false,
@@ -182,7 +183,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(89);
+    expect(envs).toHaveLength(90);
   });
 });
 

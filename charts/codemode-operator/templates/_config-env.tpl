@@ -64,6 +64,8 @@
   value: {{ include "codemode.envValue" .Values.config.warmPoolSize }}
 - name: CODEMODE_WARM_POOL_REFILL_DEFER_MS
   value: {{ include "codemode.envValue" .Values.config.warmPoolRefillDeferMs }}
+- name: CODEMODE_WARM_POOL_RESERVE
+  value: {{ include "codemode.envValue" .Values.config.warmPoolReserve }}
 - name: CODEMODE_MAX_FILE_BYTES
   value: {{ include "codemode.envValue" .Values.config.maxFileBytes }}
 - name: CODEMODE_LOG_LEVEL

@@ -49,3 +49,9 @@ export const LABEL_UPSTREAM_SERVER = 'codemode.dev/upstream-server';
  * LABEL_SANDBOX): their own NetworkPolicy lets them reach the package index and nothing else.
  */
 export const LABEL_PACKAGE_FETCHER = 'codemode.dev/package-fetcher';
+
+/**
+ * On a pool pod one gateway process reserved for its next warm run (`codemode.dev/pool=reserved`):
+ * a hash of that process's identity (src/controller/pool-reservation.ts).
+ */
+export const LABEL_RESERVED_BY = 'codemode.dev/reserved-by';

@@ -10,7 +10,15 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 let n = 0;
 function poolPod(
-  o: { hash?: string; state?: 'ready' | 'pending' | 'failed'; claimed?: boolean; deleting?: boolean; createdMs?: number; uid?: string } = {},
+  o: {
+    hash?: string;
+    state?: 'ready' | 'pending' | 'failed';
+    claimed?: boolean;
+    reserved?: boolean;
+    deleting?: boolean;
+    createdMs?: number;
+    uid?: string;
+  } = {},
 ): V1Pod {
   const state = o.state ?? 'ready';
   return {
@@ -19,7 +27,7 @@ function poolPod(
       uid: o.uid ?? `u${n}`,
       resourceVersion: '1',
       creationTimestamp: new Date(o.createdMs ?? T0 - 60_000),
-      labels: { 'codemode.dev/pool': o.claimed ? 'claimed' : 'warm', 'codemode.dev/pool-hash': o.hash ?? 'h1' },
+      labels: { 'codemode.dev/pool': o.claimed ? 'claimed' : o.reserved ? 'reserved' : 'warm', 'codemode.dev/pool-hash': o.hash ?? 'h1' },
       ...(o.deleting ? { deletionTimestamp: new Date(T0) } : {}),
     },
     status:
@@ -48,6 +56,10 @@ describe('planPool', () => {
       ['stale', 'surplus', 'surplus'],
     ],
     ['draining never touches claimed pods', [poolPod({ claimed: true }), poolPod({ claimed: true, hash: 'old' })], { target: 0 }, 0, []],
+    // A process's reservation is its own (any version, even with the pool drained), until its deadline fails it.
+    ['reserved pods neither count nor go', [poolPod({ reserved: true }), poolPod({ reserved: true, hash: 'old' }), poolPod()], {}, 1, []],
+    ['reserved pods stay when the pool drains', [poolPod({ reserved: true })], { target: 0 }, 0, []],
+    ['a reservation past its deadline (the pod failed) is deleted', [poolPod({ reserved: true, state: 'failed' }), poolPod(), poolPod()], {}, 0, ['failed']],
   ])('%s', (_n, pods, over, create, causes) => {
     const plan = planPool(pods as V1Pod[], { ...base, ...over });
     expect(plan.create).toBe(create);
