@@ -221,6 +221,16 @@ describe('reserved pool pods', () => {
 
   it("runs the next warm call in a pod reserved ahead of time, records it as the run's, and gives the reservation up at stop", async () => {
     const ns = await createNamespace(k, 'pool-reserve');
+    try {
+      await reserveAndUse(ns);
+      // Stopping gave the reservation up: nobody else would use the pod.
+      await until(async () => (await reserved(ns)).length === 0, 30_000, 'no reserved pod after stop');
+    } finally {
+      await deleteNamespace(k, ns);
+    }
+  });
+
+  async function reserveAndUse(ns: string): Promise<void> {
     const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2' });
     const mcp = await connect(op.url, 'current');
     try {
@@ -264,11 +274,5 @@ describe('reserved pool pods', () => {
       await mcp.close();
       await op.stop();
     }
-    // Stopping gives the reservation up: nobody else would use the pod.
-    try {
-      await until(async () => (await reserved(ns)).length === 0, 30_000, 'no reserved pod after stop');
-    } finally {
-      await deleteNamespace(k, ns);
-    }
-  });
+  }
 });
