@@ -94,6 +94,11 @@ export class PoolReservation {
     }
   }
 
+  /** A reservation being made now, if any: a run can wait for it rather than claim another pod. */
+  inFlight(): Promise<void> | undefined {
+    return this.reserving;
+  }
+
   /**
    * The reserved pod, handed to the caller (one run) when it can run code now: ready, of this
    * version, reserved by this process, and fresh; otherwise it is deleted and undefined returned.

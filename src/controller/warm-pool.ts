@@ -139,8 +139,13 @@ export class WarmPool {
     this.reservation?.ensure();
   }
 
-  /** This process's reserved pod, for one run, when it can run code now (see PoolReservation.take). */
-  takeReserved(): V1Pod | undefined {
+  /**
+   * This process's reserved pod, for one run, when it can run code now (see PoolReservation.take).
+   * A reservation on its way (made when the previous run ended, its patch in flight) is waited
+   * for: it lands sooner than a claim started now would.
+   */
+  async takeReserved(): Promise<V1Pod | undefined> {
+    await this.reservation?.inFlight();
     const pod = this.reservation?.take();
     if (pod) this.d.onClaim?.('warm', 0);
     return pod;

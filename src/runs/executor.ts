@@ -61,7 +61,7 @@ export interface PoolClaims {
   readonly enabled: boolean;
   claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
   /** This process's reserved pod for one run, if it can run code now (src/controller/pool-reservation.ts). */
-  takeReserved(): V1Pod | undefined;
+  takeReserved(): Promise<V1Pod | undefined>;
   /** Makes a reserved pod the run's (labels, owner, deadline); sent while the run executes. */
   adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void>;
   /** Reserves a pod for the next warm run, in the background. */
@@ -314,7 +314,7 @@ export class RunExecutor {
     // pod the run's goes out with the Running status for code still executing after
     // RUNNING_WRITE_DELAY_MS, else once the outcome is known — never during a short run, whose
     // CPU it would share on a small node — and the outcome is recorded only after it (settle).
-    const reserved = pool.takeReserved();
+    const reserved = await pool.takeReserved();
     if (reserved) {
       let adoption: Promise<void> | undefined;
       const adopt = (): Promise<void> =>
@@ -327,8 +327,8 @@ export class RunExecutor {
       return reserved.metadata?.name;
     }
     const pod = await pool.claim(owner, labels, deadline);
-    // None was reserved (the first warm run, or one right after another): once this run is
-    // recorded, reserve one for the next (not now: the pool's refill would compete with the run).
+    // None was reserved (this process's first warm run, or calls overlapping): once this run has
+    // its outcome, reserve one for the next (not now: the pool's refill would compete with the run).
     if (pod) this.adoptions.set(run.metadata.uid ?? '', { pool });
     return pod?.metadata?.name;
   }
@@ -391,13 +391,15 @@ export class RunExecutor {
       (async () => {
         // After the reply has gone out: building and sending requests costs milliseconds of CPU.
         await new Promise((r) => setImmediate(r));
+        // The next warm run's pod, reserved now rather than after this record: a caller sending
+        // calls back to back finds it (or its patch in flight) instead of claiming on its path.
+        pooled?.pool.ensureReserved();
         await runningWrite;
         await pooled?.adopt?.();
         await this.record.patchStatus(run, status, log);
         // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
         // outcome is stored. Its processes already ended with the program (or at the deadline).
         this.deletePod(ns, podName, log);
-        pooled?.pool.ensureReserved();
         this.record.recordOutcome(run, c);
         this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, pod === 'warm' ? 'warm' : 'cold');
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
