@@ -107,15 +107,15 @@ export class PoolReservation {
     const h = this.held;
     if (!h) return undefined;
     this.held = undefined;
+    // The cache may not show the reservation's own patch yet (a call right after it): the labels
+    // are ours since the patch succeeded; what the cache must show is that the pod is still there
+    // and ready.
     const pod = this.d.pods.get(h.name, this.d.namespace);
-    const labels = pod?.metadata?.labels ?? {};
     const usable =
       pod !== undefined &&
       pod.metadata?.uid === h.uid &&
       !pod.metadata.deletionTimestamp &&
-      labels[LABEL_POOL] === 'reserved' &&
-      labels[LABEL_RESERVED_BY] === this.label &&
-      labels[LABEL_POOL_HASH] === this.d.hash &&
+      pod.metadata.labels?.[LABEL_POOL_HASH] === this.d.hash &&
       podState(pod).kind === 'ready' &&
       this.now() - h.at < RESERVE_TTL_SECONDS * 1000;
     if (usable) return pod;
