@@ -1,12 +1,12 @@
 // The fetcher pod: one per install, the only pod that reaches the package index. It runs the
 // session profile's image (same Python, platform and preinstalled packages as the session) with
-// the sandbox's hardening — non-root, read-only root, no capabilities, no token — but not the
-// sandbox label: its own NetworkPolicy (below) allows DNS and the index's addresses, nothing else.
+// the sandbox's hardening (its security contexts from src/sandbox/pod.ts: non-root, read-only
+// root, no capabilities; no token) but not the sandbox label: its own NetworkPolicy (below) allows DNS and the index's addresses, nothing else.
 // Owned by its session, with a deadline, so nothing outlives an install the gateway gave up on.
 import type { V1NetworkPolicy, V1NetworkPolicyPeer, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { LABEL_MANAGED_BY, LABEL_PACKAGE_FETCHER, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import { SANDBOX_UID } from '../sandbox/pod.js';
+import { containerSecurityContext, podSecurityContext } from '../sandbox/pod.js';
 
 export const FETCHER_CONTAINER = 'fetcher';
 export const FETCHER_NETWORK_POLICY_NAME = 'codemode-package-fetcher';
@@ -45,13 +45,7 @@ export function buildFetcherPod(p: FetcherPodParts, o: FetcherOptions): V1Pod {
       // Backstop: an install the gateway abandoned (killed mid-way) ends by itself.
       activeDeadlineSeconds: o.packagesTimeoutSeconds + 60,
       ...(p.runtimeClassName !== undefined && { runtimeClassName: p.runtimeClassName }),
-      securityContext: {
-        runAsUser: SANDBOX_UID,
-        runAsGroup: SANDBOX_UID,
-        fsGroup: SANDBOX_UID,
-        runAsNonRoot: true,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: podSecurityContext(),
       containers: [
         {
           name: FETCHER_CONTAINER,
@@ -63,14 +57,7 @@ export function buildFetcherPod(p: FetcherPodParts, o: FetcherOptions): V1Pod {
             { name: 'HOME', value: '/tmp' },
             { name: 'TMPDIR', value: '/tmp' },
           ],
-          securityContext: {
-            readOnlyRootFilesystem: true,
-            allowPrivilegeEscalation: false,
-            privileged: false,
-            capabilities: { drop: ['ALL'] },
-            runAsNonRoot: true,
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
+          securityContext: containerSecurityContext(),
           // pip's resolver and npm hold package metadata in memory: more than a sandbox's default.
           resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },
           volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],

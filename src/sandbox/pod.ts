@@ -1,6 +1,6 @@
 // The sandbox pod: a locked-down container that only sleeps. The code never appears in the pod
 // spec; it arrives later through the exec API, so nothing user-controlled reaches the kubelet.
-import type { V1Container, V1OwnerReference, V1Pod, V1SecurityContext, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { V1Container, V1OwnerReference, V1Pod, V1PodSecurityContext, V1SecurityContext, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import {
   API_VERSION,
   BUILTIN_PROFILE,
@@ -110,7 +110,8 @@ function atMost(request: string, limit: string): string {
   return parseQuantity(request) > parseQuantity(limit) ? limit : request;
 }
 
-function containerSecurityContext(): V1SecurityContext {
+/** The container hardening of every sandbox pod (and of the package fetcher, src/packages). */
+export function containerSecurityContext(): V1SecurityContext {
   return {
     readOnlyRootFilesystem: true,
     allowPrivilegeEscalation: false,
@@ -119,6 +120,18 @@ function containerSecurityContext(): V1SecurityContext {
     runAsNonRoot: true,
     runAsUser: SANDBOX_UID,
     runAsGroup: SANDBOX_UID,
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+/** The pod-level hardening of every sandbox pod (and of the package fetcher, src/packages). */
+export function podSecurityContext(): V1PodSecurityContext {
+  return {
+    runAsUser: SANDBOX_UID,
+    runAsGroup: SANDBOX_UID,
+    // Makes the emptyDir volumes writable by the non-root user.
+    fsGroup: SANDBOX_UID,
+    runAsNonRoot: true,
     seccompProfile: { type: 'RuntimeDefault' },
   };
 }
@@ -203,14 +216,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       terminationGracePeriodSeconds: 1,
       ...(parts.activeDeadlineSeconds !== undefined && { activeDeadlineSeconds: parts.activeDeadlineSeconds }),
       ...(opts.runtimeClassName === undefined ? {} : { runtimeClassName: opts.runtimeClassName }),
-      securityContext: {
-        runAsUser: SANDBOX_UID,
-        runAsGroup: SANDBOX_UID,
-        // Makes the emptyDir volumes writable by the non-root user.
-        fsGroup: SANDBOX_UID,
-        runAsNonRoot: true,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: podSecurityContext(),
       containers: [sandboxContainer(opts, parts.command, parts.extraMounts ?? [])],
       // /tmp is a tmpfs with a hard size: a write past it fails at once with ENOSPC (the run
       // reports DiskFull), where a disk-backed emptyDir's sizeLimit is enforced only by the
