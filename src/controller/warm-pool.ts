@@ -159,7 +159,8 @@ export class WarmPool {
   /**
    * Makes a reserved pod its run's, as a claim would have: the run's labels, `claimed`, the run as
    * owner (deleting the run deletes the pod) and the run's deadline. No resourceVersion guard: the
-   * pod is already this process's alone. Sent while the run executes.
+   * pod is already this process's alone. Sent with the run's Running status, or once its
+   * outcome is known.
    */
   async adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void> {
     const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : Date.now();

@@ -62,7 +62,7 @@ export interface PoolClaims {
   claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
   /** This process's reserved pod for one run, if it can run code now (src/controller/pool-reservation.ts). */
   takeReserved(): Promise<V1Pod | undefined>;
-  /** Makes a reserved pod the run's (labels, owner, deadline); sent while the run executes. */
+  /** Makes a reserved pod the run's (labels, owner, deadline): with the Running status, or after the outcome. */
   adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void>;
   /** Reserves a pod for the next warm run, in the background. */
   ensureReserved(): void;
