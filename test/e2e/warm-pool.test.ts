@@ -231,7 +231,7 @@ describe('reserved pool pods', () => {
   });
 
   async function reserveAndUse(ns: string): Promise<void> {
-    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2' });
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '1' });
     const mcp = await connect(op.url, 'current');
     try {
       await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
