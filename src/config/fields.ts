@@ -343,9 +343,9 @@ export const FIELDS = {
   warmPoolReserve: field(
     {
       env: 'CODEMODE_WARM_POOL_RESERVE',
-      default: '0',
+      default: '1',
       description:
-        "Ready pool pods each gateway replica keeps reserved for its own next warm run, per profile (0 or 1): the reservation is the claim made ahead of time, so a warm run's code starts without waiting for the claim's API write. Reserved after the replica's first warm run; the pool refills behind it. Off by default for now: with it, one of 12 back-to-back calls after a burst went cold in a test run (not yet explained).",
+        "Ready pool pods each gateway replica keeps reserved for its own next warm run, per profile (0 or 1): the reservation is the claim made ahead of time, so a warm run's code starts without waiting for an API write (it starts while its SandboxRun is being created; output, tool calls and the result wait for the create). Reserved after the replica's first warm run, so that run takes two pool pods; the pool refills behind it. 0: every warm run claims its pod on its path (one API write more).",
       allowed: '0 or 1',
     },
     int(0, 1),

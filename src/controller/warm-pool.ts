@@ -139,6 +139,16 @@ export class WarmPool {
     this.reservation?.ensure();
   }
 
+  /** A pod of this pool became ready: a reservation still wanted is made now (pool-reservation.ts). */
+  podReady(): void {
+    this.reservation?.podReady();
+  }
+
+  /** This process holds a reserved pod, or its reservation is on its way. */
+  hasReservation(): boolean {
+    return this.reservation?.holds() ?? false;
+  }
+
   /**
    * This process's reserved pod, for one run, when it can run code now (see PoolReservation.take).
    * A reservation on its way (made when the previous run ended, its patch in flight) is waited

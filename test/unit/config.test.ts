@@ -47,7 +47,7 @@ describe('loadConfig defaults', () => {
       warmPoolMin: 2,
       warmPoolMax: 8,
       warmPoolRefillDeferMs: 1000,
-      warmPoolReserve: 0,
+      warmPoolReserve: 1,
       logLevel: 'info',
       authMode: 'none',
       authNoneBeyondLoopback: false,
