@@ -105,11 +105,6 @@ export class PoolReservation {
     if (this.wanted) this.ensure();
   }
 
-  /** A pod is reserved, or a reservation is being made. */
-  holds(): boolean {
-    return this.held !== undefined || this.reserving !== undefined;
-  }
-
   /** A reservation being made now, if any: a run can wait for it rather than claim another pod. */
   inFlight(): Promise<void> | undefined {
     return this.reserving;

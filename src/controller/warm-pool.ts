@@ -144,11 +144,6 @@ export class WarmPool {
     this.reservation?.podReady();
   }
 
-  /** This process holds a reserved pod, or its reservation is on its way. */
-  hasReservation(): boolean {
-    return this.reservation?.holds() ?? false;
-  }
-
   /**
    * This process's reserved pod, for one run, when it can run code now (see PoolReservation.take).
    * A reservation on its way (made when the previous run ended, its patch in flight) is waited

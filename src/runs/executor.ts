@@ -8,17 +8,27 @@
 import { EventEmitter } from 'node:events';
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { ANNOTATION_EXECUTOR, Reasons, isTerminalPhase, normalizeLanguage, toolCallsStatus, type Runtime, type SandboxRun } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  LABEL_RUN,
+  LABEL_RUNTIME,
+  Reasons,
+  SANDBOXRUN_KIND,
+  isTerminalPhase,
+  normalizeLanguage,
+  toolCallsStatus,
+  type Runtime,
+  type SandboxRun,
+} from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
-import type { CallFrame } from '../codemode/frames.js';
 import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
-import { podNameForRun } from '../sandbox/names.js';
+import { podNameForRun, runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
@@ -26,7 +36,6 @@ import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
-import { claimOf, confirmCreate, runKey, visibleOutput, type Adoption, type EarlyStart } from './early-start.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
 import { callInSession } from './session-call.js';
@@ -57,8 +66,6 @@ export interface PoolClaims {
   adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void>;
   /** Reserves a pod for the next warm run, in the background. */
   ensureReserved(): void;
-  /** This process holds a reserved pod, or its reservation is on its way. */
-  hasReservation(): boolean;
 }
 
 /** The warm pools by profile (src/controller/pool-set.ts). */
@@ -132,14 +139,7 @@ export class RunExecutor {
    * recorded) and, for a reserved pod, the patch making it the run's (sent once, at the Running
    * status or after the outcome; awaited before the outcome is stored).
    */
-  private readonly adoptions = new Map<string, Adoption>();
-  /** Transient runs this process is creating (executeCreating), by namespace/name: they have no uid yet. */
-  private readonly creating = new Map<string, Execution>();
-  /**
-   * Runs whose code started early here but whose create could not be confirmed either way
-   * (namespace/name → until when): should the object exist after all, it is failed, never executed.
-   */
-  private readonly unconfirmed = new Map<string, number>();
+  private readonly adoptions = new Map<string, { adopt?: () => Promise<void>; pool: { ensureReserved(): void } }>();
   /** Runs whose outcome is known here but not yet stored in their status. */
   private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
@@ -187,13 +187,6 @@ export class RunExecutor {
     const uid = run.metadata.uid ?? '';
     const existing = this.executions.get(uid);
     if (existing) return existing.promise;
-    // A run this process is still creating (its watch event can come before the create's answer):
-    // the same execution, never a second one.
-    const key = runKey(run);
-    const early = this.creating.get(key);
-    // Should its create have failed after all, the object is looked at again (finishUnconfirmed).
-    if (early && run.metadata.annotations?.[ANNOTATION_EXECUTOR] !== undefined) return early.promise.catch(() => this.execute(run, calls));
-    if (this.unconfirmed.has(key)) return this.finishUnconfirmed(run);
     // The last line of exactly-once: a run whose object says it finished or started (read from the
     // API by the caller) is answered from that status, never started again.
     if (isTerminalPhase(run.status?.phase) || run.status?.startTime !== undefined) return Promise.resolve(this.record.outcome(run, run.status ?? {}));
@@ -207,110 +200,12 @@ export class RunExecutor {
     return promise;
   }
 
-  /**
-   * Executes a transient run this process is creating now (the gateway's execute_code): when the
-   * run's pool has this process's reserved pod, the code starts at once, while the create is in
-   * flight, so the create (~8–12 ms) is off the warm path. What the code could make visible waits
-   * for the create: its streamed output, its nested tool calls (code mode) and its result. If the
-   * create is refused, the pod is deleted at once — the code ran, if at all, in a single-use pod
-   * with no network, and nothing of it left that pod — and the caller gets the create's error.
-   * Without a reserved pod the run executes as execute() would, once created. `onOutput` is
-   * subscribed before anything can run.
-   */
-  executeCreating(draft: SandboxRun, creating: Promise<SandboxRun>, calls?: NestedCalls, onOutput?: (chunk: OutputChunk) => void): Promise<RunOutcome> {
-    const key = runKey(draft);
-    const output = new EventEmitter();
-    output.setMaxListeners(0);
-    if (onOutput) output.on('chunk', onOutput);
-    const execution: Execution = { promise: this.runCreating(draft, creating, output, calls), output };
-    this.creating.set(key, execution);
-    // Known by uid as soon as it exists: the controller asks isBusy(uid).
-    creating.then(
-      (run) => this.executions.set(run.metadata.uid ?? '', execution),
-      () => undefined,
-    );
-    execution.promise = execution.promise.finally(() => {
-      this.creating.delete(key);
-      void creating.then(
-        (run) => this.executions.delete(run.metadata.uid ?? ''),
-        () => undefined,
-      );
-      output.removeAllListeners();
-    });
-    return execution.promise;
-  }
-
-  private async runCreating(draft: SandboxRun, creating: Promise<SandboxRun>, output: EventEmitter, calls?: NestedCalls): Promise<RunOutcome> {
-    const early = await this.reservedFor(draft).catch(() => undefined);
-    if (!early) return this.run(await creating, output, calls);
-    const ns = this.record.namespaceOf(draft);
-    const log = this.d.log.child({ sandboxrun: `${ns}/${draft.metadata.name}` });
-    const started = performance.now();
-    this.d.metrics?.runStarted();
-    try {
-      const { pool, pod, opts } = early;
-      const podName = pod.metadata?.name ?? '';
-      // A refused create stops the code at once: its pod goes (and with it anything it did).
-      const confirmed = creating.catch((err: unknown) => this.confirmCreate(draft, err));
-      confirmed.catch(() => this.deletePod(ns, podName, log));
-      const start: EarlyStart = {
-        creating: confirmed,
-        adoption: (run) => this.adoption(pool, pod, run, opts),
-      };
-      try {
-        return await this.executeInPod(draft, ns, podName, normalizeLanguage(draft.spec.language), output, log, started, 'warm', opts, calls, start);
-      } catch (err) {
-        early.pool.ensureReserved();
-        // Not created: the create's error is the caller's answer. Created: failed, as run() does.
-        const run = await confirmed.catch(() => undefined);
-        if (!run) throw err;
-        log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
-        return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
-      }
-    } finally {
-      this.d.metrics?.runEnded();
-    }
-  }
-
-  /** The reserved pod a draft run may start in before it exists: same checks as run(), else undefined. */
-  private async reservedFor(draft: SandboxRun): Promise<{ pool: PoolClaims; pod: V1Pod; opts: RunEngineOptions } | undefined> {
-    if (draft.spec.session !== undefined) return undefined;
-    const profile = this.profileOf(draft);
-    if (isRefusal(profile)) return undefined;
-    const opts: RunEngineOptions = { ...this.d.opts, ...profile.shape };
-    if (limitProblems(draft.spec, opts).length > 0 || (await this.d.gate?.refusal()) !== undefined) return undefined;
-    const pool = this.pools?.pool(profile.name);
-    if (!pool || !this.fitsPool(draft, pool, opts) || !pool.hasReservation()) return undefined;
-    await this.d.policies.ensure(this.record.namespaceOf(draft));
-    const pod = await pool.takeReserved();
-    return pod && { pool, pod, opts };
-  }
-
-  /**
-   * The create of an early-started run failed: the run it made after all (the answer was lost,
-   * not the write), else the create's error. When that cannot be told, the name is remembered so
-   * the run, should it exist, is failed rather than executed (finishUnconfirmed).
-   */
-  private async confirmCreate(draft: SandboxRun, err: unknown): Promise<SandboxRun> {
-    const found = await confirmCreate(draft, err, (ns, name) => this.record.read(ns, name), this.d.opts.namespace);
-    if (typeof found !== 'string') return found;
-    if (found === 'unknown') {
-      const now = Date.now();
-      for (const [key, until] of this.unconfirmed) if (until < now) this.unconfirmed.delete(key);
-      this.unconfirmed.set(runKey(draft), now + (this.d.opts.podStartupTimeoutSeconds + this.d.opts.maxTimeoutSeconds + 60) * 1000);
-    }
-    throw err;
-  }
-
-  /** A run whose code may have started here before its create was confirmed: failed, never executed. */
-  private finishUnconfirmed(run: SandboxRun): Promise<RunOutcome> {
-    const log = this.d.log.child({ sandboxrun: runKey(run) });
-    return this.finishEarly(
-      run,
-      Reasons.ExecFailed,
-      'The gateway started this run while creating it and could not confirm the create; its code may have run, so it is not started again. Run the code again if you need its result.',
-      log,
-    );
+  /** Subscribes to a running execution's output; returns an unsubscribe function. */
+  subscribe(uid: string, listener: (chunk: OutputChunk) => void): () => void {
+    const ex = this.executions.get(uid);
+    if (!ex) return () => undefined;
+    ex.output.on('chunk', listener);
+    return () => ex.output.off('chunk', listener);
   }
 
   /** Waits for every execution in flight (graceful shutdown). */
@@ -402,43 +297,40 @@ export class RunExecutor {
 
   /** A warm pod of the run's profile, if its pool has one that fits (same image, default limits). */
   private async claimWarm(run: SandboxRun, profile: string, opts: RunEngineOptions): Promise<string | undefined> {
+    const runtime = normalizeLanguage(run.spec.language);
     const pool = this.pools?.pool(profile);
-    if (!pool || !this.fitsPool(run, pool, opts)) return undefined;
-    // This process's reserved pod: no pod write before the code starts (adoption below).
+    if (!pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
+    const owner = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      name: run.metadata.name,
+      uid: run.metadata.uid ?? '',
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+    const labels = { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime };
+    const deadline = opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60;
+    // This process's reserved pod: no pod write before the code starts. The patch that makes the
+    // pod the run's goes out with the Running status for code still executing after
+    // RUNNING_WRITE_DELAY_MS, else once the outcome is known — never during a short run, whose
+    // CPU it would share on a small node — and the outcome is recorded only after it (settle).
     const reserved = await pool.takeReserved();
     if (reserved) {
-      this.adoptions.set(run.metadata.uid ?? '', this.adoption(pool, reserved, run, opts));
+      let adoption: Promise<void> | undefined;
+      const adopt = (): Promise<void> =>
+        (adoption ??= pool
+          .adopt(reserved, owner, labels, deadline)
+          .catch((err: unknown) =>
+            this.d.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
+          ));
+      this.adoptions.set(run.metadata.uid ?? '', { adopt, pool });
       return reserved.metadata?.name;
     }
-    const { owner, labels, deadline } = claimOf(run, opts);
     const pod = await pool.claim(owner, labels, deadline);
     // None was reserved (this process's first warm run, or calls overlapping): once this run has
     // its outcome, reserve one for the next (not now: the pool's refill would compete with the run).
     if (pod) this.adoptions.set(run.metadata.uid ?? '', { pool });
     return pod?.metadata?.name;
-  }
-
-  /** Whether a run can go to a pool pod: the pool is on, the run asks for no resources of its own, its image is the pool's. */
-  private fitsPool(run: SandboxRun, pool: PoolClaims, opts: RunEngineOptions): boolean {
-    return pool.enabled && !run.spec.resources && opts.images[normalizeLanguage(run.spec.language)] === opts.images[POOL_LANGUAGE];
-  }
-
-  /**
-   * A reserved pod's adoption by its run. The patch that makes the pod the run's goes out with the
-   * Running status for code still executing after RUNNING_WRITE_DELAY_MS, else once the outcome is
-   * known — never during a short run, whose CPU it would share on a small node — and the outcome
-   * is recorded only after it (settle).
-   */
-  private adoption(pool: PoolClaims, reserved: V1Pod, run: SandboxRun, opts: RunEngineOptions): Adoption {
-    const { owner, labels, deadline } = claimOf(run, opts);
-    let adoption: Promise<void> | undefined;
-    const adopt = (): Promise<void> =>
-      (adoption ??= pool
-        .adopt(reserved, owner, labels, deadline)
-        .catch((err: unknown) =>
-          this.d.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
-        ));
-    return { adopt, pool };
   }
 
   /**
@@ -447,7 +339,7 @@ export class RunExecutor {
    * so the caller's reply does not wait for them.
    */
   private async executeInPod(
-    draft: SandboxRun,
+    run: SandboxRun,
     ns: string,
     podName: string,
     runtime: Runtime,
@@ -457,45 +349,33 @@ export class RunExecutor {
     pod: 'warm' | 'cold' | 'cold-kernel',
     opts: RunEngineOptions,
     calls?: NestedCalls,
-    early?: EarlyStart,
   ): Promise<RunOutcome> {
     const startTime = new Date();
     let finished = false;
     let runningWrite: Promise<void> = Promise.resolve();
-    // The run as it exists in the API: an early start's is still being created (executeCreating).
-    const created = early?.creating ?? Promise.resolve(draft);
-    let pooled = early ? undefined : this.adoptions.get(draft.metadata.uid ?? '');
-    this.adoptions.delete(draft.metadata.uid ?? '');
-    const pooledFor = (run: SandboxRun): Adoption | undefined => (pooled ??= early?.adoption(run));
     // A short run costs no write while it executes: the Running status and the Started Event are
     // written only for code still executing after RUNNING_WRITE_DELAY_MS.
+    const pooled = this.adoptions.get(run.metadata.uid ?? '');
+    this.adoptions.delete(run.metadata.uid ?? '');
     const runningTimer = setTimeout(() => {
       if (finished) return;
-      runningWrite = created.then(
-        (run) => {
-          void pooledFor(run)?.adopt?.();
-          this.d.events.record(
-            { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
-            'Normal',
-            'Started',
-            'Execute',
-            `Executing ${runtime} code in pod ${podName}.`,
-          );
-          return this.record.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
-        },
-        () => undefined,
+      void pooled?.adopt?.();
+      runningWrite = this.record.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
+      this.d.events.record(
+        { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+        'Normal',
+        'Started',
+        'Execute',
+        `Executing ${runtime} code in pod ${podName}.`,
       );
     }, RUNNING_WRITE_DELAY_MS);
-    const onOutput = visibleOutput(output, early);
-    // An early start's nested tool calls reach the upstream servers only once the run exists.
-    const onCall = calls && (early ? (frame: CallFrame) => early.creating.then(() => calls.handle(frame)) : (frame: CallFrame) => calls.handle(frame));
+    const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed =
       pod !== 'cold'
-        ? await this.inPod.viaKernel(draft, ns, podName, runtime, onOutput, onCall)
-        : await this.inPod.viaRunner(draft, ns, podName, runtime, onOutput);
+        ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls && ((frame) => calls.handle(frame)))
+        : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;
     clearTimeout(runningTimer);
-    const run = await created;
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run, opts));
     this.d.metrics?.output?.(executed.captured.stdoutBytes, executed.captured.stderrBytes);
     const toolCalls = calls?.summary();
@@ -513,10 +393,9 @@ export class RunExecutor {
         await new Promise((r) => setImmediate(r));
         // The next warm run's pod, reserved now rather than after this record: a caller sending
         // calls back to back finds it (or its patch in flight) instead of claiming on its path.
-        const adoption = pooledFor(run);
-        adoption?.pool.ensureReserved();
+        pooled?.pool.ensureReserved();
         await runningWrite;
-        await adoption?.adopt?.();
+        await pooled?.adopt?.();
         await this.record.patchStatus(run, status, log);
         // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
         // outcome is stored. Its processes already ended with the program (or at the deadline).

@@ -17,7 +17,7 @@ import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateRunName } from '../sandbox/names.js';
 import { EventReasons, Reasons, SANDBOXSESSION_KIND } from '../api/v1alpha1/index.js';
-import { type ExecuteOptions, type ExecuteRequest, type OutputChunk, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
+import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
 import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
 import type { SessionService } from '../sessions/service.js';
@@ -125,35 +125,26 @@ export class KubeRunService implements RunService {
     const tools = this.toolsFor(req, timeoutSeconds, () => target);
     // Nothing is created before the call has a slot: a refused call leaves no object behind.
     const ticket = await this.acquire(options.signal);
-    const draft = parseSandboxRun(body);
-    if (!draft.ok) {
-      ticket?.release();
-      throw new Error(`The gateway built an invalid SandboxRun: ${draft.message}`);
-    }
-    // The code may start while the SandboxRun is being created (in this process's reserved pool
-    // pod: executor.ts executeCreating); its output, nested calls and result wait for the create.
-    // This process executes the run it creates, so the broker is handed over in memory: nested
-    // calls reach the pod's kernel (warm, or a cold pod started with one). The deadline counts
-    // from here, so pod start-up shortens the time tools may take, never lengthens it.
-    const creating = this.create(body);
-    let listening = true;
-    const onOutput = options.onOutput && ((chunk: OutputChunk) => listening && options.onOutput?.(chunk));
-    const done = this.executor
-      .executeCreating(draft.run, creating, tools, onOutput)
-      .then((outcome) => withToolCalls(outcome, tools))
-      .finally(() => tools?.close());
     let run;
     try {
-      run = await creating;
+      run = await this.create(body);
       target = { name: run.metadata.name, namespace: this.opts.namespace, ...(run.metadata.uid !== undefined && { uid: run.metadata.uid }) };
       onCreated();
     } catch (err) {
-      // Nothing exists (an early start's pod is being deleted): the slot goes once that has stopped.
-      void done.catch(() => undefined).finally(() => ticket?.release());
+      ticket?.release();
       throw err;
     }
+    // Subscribe before the first output can be produced: execute() only starts the work.
+    // This process executes the run it created, so the broker is handed over in memory: nested
+    // calls reach the pod's kernel (warm, or a cold pod started with one: executor.ts). The deadline counts
+    // from here, so pod start-up shortens the time tools may take, never lengthens it.
+    const done = this.executor
+      .execute(run, tools)
+      .then((outcome) => withToolCalls(outcome, tools))
+      .finally(() => tools?.close());
     // The slot is held until the run's pod is gone, even when the caller stops waiting.
     if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, run.metadata.name);
+    const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
     try {
       if (!options.signal) return await done;
       // The caller went away: stop waiting. The run itself goes on and records its result.
@@ -166,7 +157,7 @@ export class KubeRunService implements RunService {
         }),
       ]);
     } finally {
-      listening = false;
+      unsubscribe();
     }
   }
 

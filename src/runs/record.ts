@@ -4,7 +4,7 @@
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, parseSandboxRun, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
 import type { EventRecorder } from '../kube/events.js';
 import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import type { Classification } from './status.js';
@@ -27,19 +27,6 @@ export class RunRecorder {
 
   namespaceOf(run: SandboxRun): string {
     return run.metadata.namespace ?? this.d.namespace;
-  }
-
-  /** The run as the API server has it now; undefined when there is none (or not a valid one). Other errors throw. */
-  async read(namespace: string, name: string): Promise<SandboxRun | undefined> {
-    try {
-      const parsed = parseSandboxRun(
-        await this.d.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name }),
-      );
-      return parsed.ok ? parsed.run : undefined;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
   }
 
   /**
