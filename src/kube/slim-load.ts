@@ -5,7 +5,11 @@
 // It must be registered before any module that imports config.js is linked, so entry points
 // register it and then import the rest dynamically (src/main.ts). Without it everything works the
 // same, only bigger; if a client-node update imports more names, linking fails at start-up.
+// The hook also gives client-node's ObjectSerializer module a source that loads each model class
+// on first use instead of all ~760 at start-up (lazy-models.ts); if that file's shape changes, it
+// loads the original.
 import { registerHooks } from 'node:module';
+import { isObjectSerializerModule, lazyModelsSource } from './lazy-models.js';
 
 const CONFIG_MODULE = '/@kubernetes/client-node/dist/config.js';
 let registered = false;
@@ -23,6 +27,12 @@ export function loadOnlyUsedClientNode(): void {
       if (!isConfigGenIndexImport(specifier, context.parentURL)) return nextResolve(specifier, context);
       // Resolved from here, through the chain, so tsx maps gen-index.js to gen-index.ts.
       return nextResolve('./gen-index.js', { ...context, parentURL: import.meta.url });
+    },
+    load(url, context, nextLoad) {
+      const loaded = nextLoad(url, context);
+      if (!isObjectSerializerModule(url) || loaded.source === undefined) return loaded;
+      const lazy = lazyModelsSource(typeof loaded.source === 'string' ? loaded.source : new TextDecoder().decode(loaded.source), url);
+      return lazy ? { ...loaded, source: lazy.source } : loaded;
     },
   });
 }
