@@ -83,11 +83,14 @@ describe('loading the gateway', { timeout: 90_000 }, () => {
     // The ObjectSerializer loads its models on first use (lazy-models.ts): none at start-up.
     expect(seen).toContain('dist/gen/models/ObjectSerializer.js');
     expect(seen.filter((f) => f.startsWith('dist/gen/models/') && f !== 'dist/gen/models/ObjectSerializer.js')).toEqual([]);
+    // The auth-provider plug-ins load on first use too (lazy-auth.ts).
+    for (const f of ['dist/oidc_auth.js', 'dist/azure_auth.js', 'dist/gcp_auth.js']) expect(seen).not.toContain(f);
   });
 
   it('without the hook: config.js brings the whole index (what the hook is for)', async () => {
     const seen = await loadedClientNodeFiles(false);
     expect(seen).toContain('dist/gen/types/ObservableAPI.js');
     expect(seen).toContain('dist/gen/models/V1Pod.js');
+    expect(seen).toContain('dist/oidc_auth.js');
   });
 });
