@@ -8,8 +8,10 @@
 // The hook also gives client-node's ObjectSerializer module a source that loads each model class
 // on first use instead of all ~760 at start-up (lazy-models.ts); if that file's shape changes, it
 // loads the original. And it gives config.js stand-ins for its auth-provider plug-ins and proxy
-// agents that load the real ones on first use (lazy-auth.ts).
+// agents that load the real ones on first use (lazy-auth.ts), and the request factories' source
+// without its comment lines (api-source.ts).
 import { registerHooks } from 'node:module';
+import { isApiModule, withoutCommentLines } from './api-source.js';
 import { LAZY_AUTH_IMPORTS } from './lazy-auth.js';
 import { isObjectSerializerModule, lazyModelsSource } from './lazy-models.js';
 
@@ -38,9 +40,11 @@ export function loadOnlyUsedClientNode(): void {
     },
     load(url, context, nextLoad) {
       const loaded = nextLoad(url, context);
-      if (!isObjectSerializerModule(url) || loaded.source === undefined) return loaded;
-      const lazy = lazyModelsSource(typeof loaded.source === 'string' ? loaded.source : new TextDecoder().decode(loaded.source), url);
-      return lazy ? { ...loaded, source: lazy.source } : loaded;
+      const serializer = isObjectSerializerModule(url);
+      if ((!serializer && !isApiModule(url)) || loaded.source === undefined) return loaded;
+      const source = typeof loaded.source === 'string' ? loaded.source : new TextDecoder().decode(loaded.source);
+      const slim = serializer ? lazyModelsSource(source, url)?.source : withoutCommentLines(source);
+      return slim === undefined ? loaded : { ...loaded, source: slim };
     },
   });
 }
