@@ -1,7 +1,8 @@
 // The gateway loads client-node without its index of every API group (src/kube/slim-load.ts,
 // api-client.ts): the redirect covers exactly config.js's import, the stand-in exports every name
 // config.js takes from it, no gateway file imports a value from the package index, and a process
-// with the hook loads the gateway without the big generated files (and one without it does not).
+// with the hook loads the gateway without the big generated files and without any model class
+// (and one without it does not).
 import { execFile } from 'node:child_process';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -79,10 +80,17 @@ describe('loading the gateway', { timeout: 90_000 }, () => {
     expect(seen).toContain('dist/gen/apis/CoreV1Api.js');
     for (const f of big) expect(seen).not.toContain(f);
     expect(seen.filter((f) => f.startsWith('dist/gen/apis/') && f.endsWith('Api.js')).length).toBeLessThan(10);
+    // The ObjectSerializer loads its models on first use (lazy-models.ts): none at start-up.
+    expect(seen).toContain('dist/gen/models/ObjectSerializer.js');
+    expect(seen.filter((f) => f.startsWith('dist/gen/models/') && f !== 'dist/gen/models/ObjectSerializer.js')).toEqual([]);
+    // The auth-provider plug-ins load on first use too (lazy-auth.ts).
+    for (const f of ['dist/oidc_auth.js', 'dist/azure_auth.js', 'dist/gcp_auth.js']) expect(seen).not.toContain(f);
   });
 
   it('without the hook: config.js brings the whole index (what the hook is for)', async () => {
     const seen = await loadedClientNodeFiles(false);
     expect(seen).toContain('dist/gen/types/ObservableAPI.js');
+    expect(seen).toContain('dist/gen/models/V1Pod.js');
+    expect(seen).toContain('dist/oidc_auth.js');
   });
 });
