@@ -52,6 +52,9 @@ export interface ConnectionOptions {
 let clientSdk: Promise<typeof ClientSdk> | undefined;
 const loadClientSdk = (): Promise<typeof ClientSdk> => (clientSdk ??= import('@modelcontextprotocol/client'));
 
+/** How long closing a client waits for the server to end its MCP session. */
+const TERMINATE_TIMEOUT_MS = 2_000;
+
 /** Removes every secret value from `text` and bounds its length. */
 export function redact(text: string, secrets: Iterable<string>): string {
   let out = text;
@@ -89,6 +92,8 @@ export class UpstreamConnection {
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private backoffMs = 1000;
+  /** The current client's transport: its MCP session is ended when the client is closed. */
+  private transport: { terminateSession(): Promise<void> } | undefined;
   private current: ConnectionState = { ready: false, reason: UpstreamReasons.Connecting, tools: [] };
   /** Bumped on every (re)connect, so callbacks of an old client change nothing. */
   private epoch = 0;
@@ -182,6 +187,7 @@ export class UpstreamConnection {
         this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
       );
       const transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
+      this.transport = transport;
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
       const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
       if (epoch !== this.epoch) {
@@ -244,9 +250,16 @@ export class UpstreamConnection {
 
   private async closeClient(): Promise<void> {
     const c = this.client;
+    const t = this.transport;
     this.client = undefined;
+    this.transport = undefined;
     if (!c) return;
     c.onclose = undefined;
+    // The MCP session is ended on the server too (DELETE), not only dropped: a stdio bridge keeps
+    // each session's server process until it idles out (10 minutes), so reconnects under load
+    // piled processes up in its pod until its process limit was reached and new servers aborted
+    // (a fresh-clone run). Bounded: an unreachable server must not hold a reconnect up.
+    if (t) await Promise.race([t.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, TERMINATE_TIMEOUT_MS).unref())]);
     await c.close().catch(() => undefined);
   }
 }

@@ -154,7 +154,10 @@ class Prestarted:
                 pass
             finally:
                 os.close(self._code_w)
-        _background(write)
+        try:
+            _background(write)
+        except RuntimeError:
+            write()  # no thread to be had: the interpreter is reading, so this returns once it has the code
 
     def discard(self):
         _killpg(self.proc, signal.SIGKILL)
@@ -191,9 +194,13 @@ class OneShot:
         since = procs.now_ticks()
         watch = bounds.Watch()
         scratch = None
+        stdin = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
         if req["language"] == "python" and self._ready is not None:
             pre, self._ready = self._ready, None
             proc = pre.proc
+            # stdin's feeder exists before the program has its code: a program that fills the
+            # pod's process limit at once (a fork bomb) leaves no thread to start after it.
+            _start_feed(proc.stdin, stdin)
             pre.send_code(code)
         else:
             scratch = tempfile.mkdtemp(prefix=".codemode.")
@@ -208,8 +215,7 @@ class OneShot:
                 return dict(status="ok", exitCode=127, timedOut=False, oomKilled=False, durationMs=_ms(started),
                             stdout="", stderr="codemode: cannot start %s: %s\n" % (argv[0], err.strerror),
                             stdoutBytes=0, stderrBytes=0, truncated=False)
-        stdin = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
-        _background(lambda: _feed(proc.stdin, stdin))
+            _start_feed(proc.stdin, stdin)
         left = []
 
         def on_exit():  # what the program left running when it ended (killed right after)
@@ -324,6 +330,20 @@ def _write_all(fd, data):
 
 def _background(fn):
     threading.Thread(target=fn, name="codemode-feed", daemon=True).start()
+
+
+def _start_feed(pipe, data):
+    """Feeds the program's stdin in the background (it may never read it), or closes it at once
+    when there is nothing to feed. When no thread can be started — the program has filled the
+    pod's process limit, which the run then reports — its stdin is closed instead: the run goes on
+    to its outcome rather than failing in the kernel."""
+    if not data:
+        _feed(pipe, data)
+        return
+    try:
+        _background(lambda: _feed(pipe, data))
+    except RuntimeError:
+        _feed(pipe, b"")
 
 
 def _rmtree(path):
