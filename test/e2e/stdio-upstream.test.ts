@@ -148,6 +148,30 @@ describe('a stdio UpstreamServer run through the bridge', () => {
     for (const p of pods.items.filter((p) => !p.metadata?.deletionTimestamp)) expect(p.spec?.containers[0]?.command?.join(' ')).toContain('--max-sessions 4');
   }, 240_000);
 
+  it('ends its MCP session in the bridge when a gateway stops (the server process goes with it)', async () => {
+    await readyWithin('files', 180_000, 'the filesystem UpstreamServer to be Ready');
+    const bridgeLog = async (): Promise<string> => {
+      const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/upstream-server=mcp-files' });
+      const live = pods.items.filter((p) => !p.metadata?.deletionTimestamp && p.status?.phase === 'Running');
+      const logs = await Promise.all(live.map((p) => k.core.readNamespacedPodLog({ namespace: ns, name: p.metadata?.name ?? '' }).catch(() => '')));
+      return logs.join('\n');
+    };
+    const count = (log: string, text: string): number => log.split('\n').filter((l) => l.includes(text)).length;
+    const before = await bridgeLog();
+    // A second replica connects (a new session, a new server process), then stops.
+    const second = await startOperator(ns, { CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS: '1' });
+    try {
+      await until(async () => count(await bridgeLog(), ': started ') > count(before, ': started '), 120_000, "the second replica's session");
+    } finally {
+      await second.stop();
+    }
+    await until(
+      async () => count(await bridgeLog(), 'ended: the client ended the session') > count(before, 'ended: the client ended the session'),
+      30_000,
+      'the bridge to end the stopped replica’s session',
+    );
+  }, 240_000);
+
   it("admits only the gateway's pods to the bridge", async () => {
     const ip = (await read<V1Service>('v1', 'Service', 'mcp-files'))?.spec?.clusterIP;
     const probe =
