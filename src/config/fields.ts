@@ -345,7 +345,7 @@ export const FIELDS = {
       env: 'CODEMODE_WARM_POOL_RESERVE',
       default: '1',
       description:
-        "Ready pool pods each gateway replica keeps reserved for its own next warm run, per profile (0 or 1): the reservation is the claim made ahead of time, so a warm run's code starts right after its SandboxRun is created, without waiting for a claim's API write. Reserved after the replica's first warm run (so that run takes two pool pods) and again whenever a pool pod becomes ready while none is held; the pool refills behind it. 0: every warm run claims its pod on its path (one API write more).",
+        "Ready pool pods each gateway replica keeps reserved for its own next warm run, per profile (0 or 1): the reservation is the claim made ahead of time, so a warm run's code starts right after its SandboxRun is created, without waiting for a claim's API write. Reserved after each warm run of the replica (so its first warm run takes two pool pods); the pool refills behind it. 0: every warm run claims its pod on its path (one API write more).",
       allowed: '0 or 1',
     },
     int(0, 1),

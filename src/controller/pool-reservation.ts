@@ -48,8 +48,6 @@ export class PoolReservation {
   private held: { name: string; uid: string; at: number } | undefined;
   private reserving: Promise<void> | undefined;
   private closed = false;
-  /** A reservation was asked for (this process has made a warm run): one is made again whenever a pod is ready. */
-  private wanted = false;
   private readonly label: string;
   private readonly now: () => number;
 
@@ -60,7 +58,6 @@ export class PoolReservation {
 
   /** Reserves a pod in the background unless one is held or on its way. Never throws. */
   ensure(): void {
-    this.wanted = true;
     if (this.closed || this.held || this.reserving) return;
     this.reserving = this.reserve()
       .catch((err: unknown) => this.d.log.debug({ err: apiErrorMessage(err) }, 'Could not reserve a pool pod'))
@@ -95,14 +92,6 @@ export class PoolReservation {
         throw err;
       }
     }
-  }
-
-  /**
-   * A pool pod became ready: a reservation that found none when it was asked for (the pool was
-   * refilling) is made now, rather than only after this process's next warm run.
-   */
-  podReady(): void {
-    if (this.wanted) this.ensure();
   }
 
   /** A reservation being made now, if any: a run can wait for it rather than claim another pod. */

@@ -34,7 +34,6 @@ export class PoolSet {
       if (ns !== d.opts.namespace || !name || podState(p).kind !== 'ready') return;
       const pool = this.pools.get(profileOf(p));
       if (!pool?.enabled || !pool.isCurrent(p)) return;
-      pool.podReady();
       kernels
         .get(ns, name, SANDBOX_CONTAINER, POOL_LANGUAGE)
         .catch((err: unknown) => d.log.debug({ pod: name, err: apiErrorMessage(err) }, 'Could not connect to a pool pod yet'));

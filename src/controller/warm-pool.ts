@@ -139,11 +139,6 @@ export class WarmPool {
     this.reservation?.ensure();
   }
 
-  /** A pod of this pool became ready: a reservation still wanted is made now (pool-reservation.ts). */
-  podReady(): void {
-    this.reservation?.podReady();
-  }
-
   /**
    * This process's reserved pod, for one run, when it can run code now (see PoolReservation.take).
    * A reservation on its way (made when the previous run ended, its patch in flight) is waited
