@@ -1,7 +1,8 @@
 // The fetcher pod: one per install, the only pod that reaches the package index. It runs the
 // session profile's image (same Python, platform and preinstalled packages as the session) with
 // the sandbox's hardening (its security contexts from src/sandbox/pod.ts: non-root, read-only
-// root, no capabilities; no token) but not the sandbox label: its own NetworkPolicy (below) allows DNS and the index's addresses, nothing else.
+// root, no capabilities; no token) but not the sandbox label: its own NetworkPolicy (below)
+// allows DNS and the index's addresses, nothing else.
 // Owned by its session, with a deadline, so nothing outlives an install the gateway gave up on.
 import type { V1NetworkPolicy, V1NetworkPolicyPeer, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { LABEL_MANAGED_BY, LABEL_PACKAGE_FETCHER, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';

@@ -92,8 +92,6 @@ export class UpstreamConnection {
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private backoffMs = 1000;
-  /** The current client's transport: its MCP session is ended when the client is closed. */
-  private transport: { terminateSession(): Promise<void> } | undefined;
   private current: ConnectionState = { ready: false, reason: UpstreamReasons.Connecting, tools: [] };
   /** Bumped on every (re)connect, so callbacks of an old client change nothing. */
   private epoch = 0;
@@ -187,7 +185,6 @@ export class UpstreamConnection {
         this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
       );
       const transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
-      this.transport = transport;
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
       const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
       if (epoch !== this.epoch) {
@@ -250,16 +247,16 @@ export class UpstreamConnection {
 
   private async closeClient(): Promise<void> {
     const c = this.client;
-    const t = this.transport;
     this.client = undefined;
-    this.transport = undefined;
     if (!c) return;
+    // Its Streamable HTTP transport (set once connect() started) knows the session to end.
+    const t = c.transport as { terminateSession?: () => Promise<void> } | undefined;
     c.onclose = undefined;
     // The MCP session is ended on the server too (DELETE), not only dropped: a stdio bridge keeps
     // each session's server process until it idles out (10 minutes), so reconnects under load
     // piled processes up in its pod until its process limit was reached and new servers aborted
     // (a fresh-clone run). Bounded: an unreachable server must not hold a reconnect up.
-    if (t) await Promise.race([t.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, TERMINATE_TIMEOUT_MS).unref())]);
+    if (t?.terminateSession) await Promise.race([t.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, TERMINATE_TIMEOUT_MS).unref())]);
     await c.close().catch(() => undefined);
   }
 }
