@@ -35,6 +35,8 @@ export const ATTACKS: ReadonlyArray<{ name: string; language: string; code: stri
 export interface HostileResult {
   quietMs: Summary;
   underAttackMs: Summary;
+  /** The benign calls that overlapped each attack (a call can overlap two), to see which attack makes the tail. */
+  byAttack: Record<string, Summary>;
   benignErrors: number;
   attacks: number;
   p50Ratio: number | null;
@@ -48,23 +50,51 @@ async function sessionOf(client: TestClient): Promise<string> {
   return s;
 }
 
-async function benignBatch(client: TestClient, session: string, n: number): Promise<{ samples: number[]; errors: number }> {
+/** A time span on performance.now()'s clock. */
+interface Span {
+  start: number;
+  end: number;
+}
+
+/** `n` calls, then more while `more()` says so (bounded by the caller). */
+async function benignBatch(
+  client: TestClient,
+  session: string,
+  n: number,
+  more: () => boolean = () => false,
+): Promise<{ samples: number[]; spans: Span[]; errors: number }> {
   const samples: number[] = [];
+  const spans: Span[] = [];
   let errors = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < n || more(); i++) {
     const t0 = performance.now();
     const r = await client.callTool('execute_code', { session, code: 'print(1)' }).catch(() => undefined);
-    const ms = performance.now() - t0;
+    const end = performance.now();
     if (!r || r.isError || r.structuredContent?.stdout !== '1\n') errors++;
-    else samples.push(ms);
+    else {
+      samples.push(end - t0);
+      spans.push({ start: t0, end });
+    }
   }
-  return { samples, errors };
+  return { samples, spans, errors };
+}
+
+/** Summaries of the benign calls that overlapped each attack, by attack name. */
+export function attributeToAttacks(benign: readonly Span[], attacks: ReadonlyArray<Span & { name: string }>): Record<string, Summary> {
+  const byName = new Map<string, number[]>();
+  for (const b of benign) {
+    const names = new Set(attacks.filter((a) => a.start < b.end && b.start < a.end).map((a) => a.name));
+    for (const name of names) byName.set(name, [...(byName.get(name) ?? []), b.end - b.start]);
+  }
+  return Object.fromEntries([...byName].map(([name, ms]) => [name, rounded(summarize(ms))]));
 }
 
 /** Loops over ATTACKS until stopped; returns how many were made. */
-function startAttacker(url: string): { stop(): Promise<number> } {
+function startAttacker(url: string): { stop(): Promise<number>; spans: Array<Span & { name: string }>; cycles(): number } {
   let stopping = false;
   let made = 0;
+  let cycles = 0;
+  const spans: Array<Span & { name: string }> = [];
   const loop = (async (): Promise<void> => {
     const client = await connect(url, 'current');
     let session: string | undefined;
@@ -74,17 +104,22 @@ function startAttacker(url: string): { stop(): Promise<number> } {
           if (stopping) break;
           if (a.session) session ??= await sessionOf(client).catch(() => undefined);
           const args = { code: a.code, language: a.language, timeout_seconds: a.timeout_seconds, ...(a.session && session ? { session } : {}) };
+          const start = performance.now();
           const r = await client.callTool('execute_code', args).catch(() => undefined);
+          spans.push({ name: a.name, start, end: performance.now() });
           made++;
           // A session the attack broke is Lost: the next attack opens a new one.
           if (a.session && r?.structuredContent?.phase !== 'Succeeded') session = undefined;
         }
+        cycles++;
       }
     } finally {
       await client.close();
     }
   })();
   return {
+    spans,
+    cycles: () => cycles,
     async stop(): Promise<number> {
       stopping = true;
       await loop.catch((err: unknown) => log(`hostile: attacker stopped with ${String(err)}`));
@@ -106,13 +141,19 @@ export async function hostileNeighbour(url: string, n: number): Promise<HostileR
     const attacker = startAttacker(url);
     // Let the first attack get going before recording.
     await new Promise((r) => setTimeout(r, 2000));
-    const loud = await benignBatch(client, session, n);
+    // Until the second cycle of attacks ends (each attack seen whole at least once), at most 3 minutes.
+    const until = performance.now() + 180_000;
+    const loud = await benignBatch(client, session, n, () => attacker.cycles() < 2 && performance.now() < until);
     const attacks = await attacker.stop();
     const quietMs = rounded(summarize(quiet.samples));
     const underAttackMs = rounded(summarize(loud.samples));
+    const byAttack = attributeToAttacks(loud.spans, attacker.spans);
+    for (const [name, sum] of Object.entries(byAttack))
+      log(`hostile: during ${name}: benign median ${sum.median} ms, p95 ${sum.p95} ms, max ${sum.max} ms, n=${sum.n}`);
     return {
       quietMs,
       underAttackMs,
+      byAttack,
       benignErrors: quiet.errors + loud.errors,
       attacks,
       p50Ratio: ratio(underAttackMs.median, quietMs.median),

@@ -9,6 +9,7 @@ import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
 import { serveMetrics } from './metrics/route.js';
 import { createOperator, gatewayDeps } from './operator.js';
+import { McpTraffic } from './gateway/drain.js';
 
 /** A replica that got SIGTERM serves at least this long (endpoints update meanwhile)… */
 const ENDPOINT_DRAIN_MS = 5_000;
@@ -57,20 +58,8 @@ async function main(): Promise<void> {
   await auth.start();
   await operator.start();
   // Requests arriving and in flight, so shutdown can wait until clients have moved elsewhere.
-  let inFlight = 0;
-  let lastArrival = 0;
-  const fetch = async (req: Request, env: unknown): Promise<Response> => {
-    // Probes and scrapes keep coming to a terminating pod; only MCP traffic says clients are here.
-    if (!new URL(req.url).pathname.startsWith('/mcp')) return app.fetch(req, env);
-    inFlight++;
-    lastArrival = Date.now();
-    try {
-      return await app.fetch(req, env);
-    } finally {
-      inFlight--;
-    }
-  };
-  const server = serve({ fetch, hostname: config.bindAddress, port: config.port }, (info) => {
+  const traffic = new McpTraffic(app.fetch);
+  const server = serve({ fetch: traffic.fetch, hostname: config.bindAddress, port: config.port }, (info) => {
     log.info({ address: info.address, port: info.port, namespace: config.namespace, identity: operator.identity }, 'Serving MCP at /mcp');
   });
   ready = true;
@@ -90,30 +79,20 @@ async function main(): Promise<void> {
       process.exit(1);
     }, budgetS * 1000);
     force.unref();
-    // The operator keeps running while requests still arrive: readiness is off, so the Service
-    // stops sending new connections, and every response now closes its connection, so clients
-    // reconnect elsewhere. Once none has arrived for a while, the operator stops (waiting for the
-    // runs in flight) and the process exits. Nothing is refused, so no call fails.
+    // The operator keeps running while requests still arrive (src/gateway/drain.ts): nothing is
+    // refused or closed under a client, so no call fails. Then the operator stops (waiting for the
+    // runs in flight) and the process exits.
     draining = true;
-    const started = Date.now();
-    const closeIdle = setInterval(() => (server as { closeIdleConnections?: () => void }).closeIdleConnections?.(), 500);
-    const waitQuiet = setInterval(() => {
-      const now = Date.now();
-      if (now - started < ENDPOINT_DRAIN_MS || inFlight > 0 || now - lastArrival < QUIET_MS) return;
-      clearInterval(waitQuiet);
-      void auth
-        .stop()
-        .then(() => operator.stop())
-        .then(() => {
-          clearInterval(closeIdle);
-          return new Promise<void>((r) => server.close(() => r()));
-        })
-        .then(() => process.exit(0))
-        .catch((err: unknown) => {
-          log.error({ err: String(err) }, 'Shutdown failed');
-          process.exit(1);
-        });
-    }, 200);
+    void traffic
+      .settled({ minMs: ENDPOINT_DRAIN_MS, quietMs: QUIET_MS })
+      .then(() => auth.stop())
+      .then(() => operator.stop())
+      .then(() => new Promise<void>((r) => server.close(() => r())))
+      .then(() => process.exit(0))
+      .catch((err: unknown) => {
+        log.error({ err: String(err) }, 'Shutdown failed');
+        process.exit(1);
+      });
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

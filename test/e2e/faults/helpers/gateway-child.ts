@@ -2,14 +2,16 @@
 // src/main.ts (operator + auth + MCP app, the same drain on SIGTERM: readiness off, responses close
 // their connection, stop once no MCP request arrived for a while, then the operator's own drain)
 // but with the sandbox self-check off, as in every e2e test: its canary pods would delay code by
-// up to minutes on the shared node. Configured only through CODEMODE_* env and KUBECONFIG; prints
-// one JSON line {"url","identity"} on stdout once it serves.
+// up to minutes on the shared node; and no minimum drain time (the test decides how long calls
+// still come). Configured only through CODEMODE_* env and KUBECONFIG; prints one JSON line
+// {"url","identity"} on stdout once it serves.
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { createAuth } from '../../../../src/auth/index.js';
 import { loadConfig } from '../../../../src/config/index.js';
 import { createApp } from '../../../../src/gateway/app.js';
+import { McpTraffic } from '../../../../src/gateway/drain.js';
 import { loadKubeConfig, makeClients } from '../../../../src/kube/clients.js';
 import { createOperator, gatewayDeps } from '../../../../src/operator.js';
 
@@ -26,18 +28,8 @@ async function main(): Promise<void> {
   const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, auth: auth.http }));
   await auth.start();
   await operator.start();
-  let inFlight = 0;
-  let lastArrival = 0;
-  const fetch = async (req: Request, env: unknown): Promise<Response> => {
-    inFlight++;
-    lastArrival = Date.now();
-    try {
-      return await app.fetch(req, env);
-    } finally {
-      inFlight--;
-    }
-  };
-  const server = serve({ fetch, hostname: '127.0.0.1', port: config.port }, (info: AddressInfo) => {
+  const traffic = new McpTraffic(app.fetch);
+  const server = serve({ fetch: traffic.fetch, hostname: '127.0.0.1', port: config.port }, (info: AddressInfo) => {
     ready = true;
     process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${info.port}/mcp`, identity: operator.identity })}\n`);
   });
@@ -45,23 +37,18 @@ async function main(): Promise<void> {
     if (draining) return;
     draining = true;
     ready = false;
-    const closeIdle = setInterval(() => (server as { closeIdleConnections?: () => void }).closeIdleConnections?.(), 200);
-    const wait = setInterval(() => {
-      if (inFlight > 0 || Date.now() - lastArrival < QUIET_MS) return;
-      clearInterval(wait);
-      void auth
-        .stop()
-        .then(() => operator.stop())
-        .then(() => {
-          clearInterval(closeIdle);
-          server.close();
-          process.exit(0);
-        })
-        .catch((err: unknown) => {
-          process.stderr.write(`gateway-child: shutdown failed: ${String(err)}\n`);
-          process.exit(1);
-        });
-    }, 100);
+    void traffic
+      .settled({ minMs: 0, quietMs: QUIET_MS })
+      .then(() => auth.stop())
+      .then(() => operator.stop())
+      .then(() => {
+        server.close();
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        process.stderr.write(`gateway-child: shutdown failed: ${String(err)}\n`);
+        process.exit(1);
+      });
   });
 }
 

@@ -1,0 +1,66 @@
+// How a replica leaves after SIGTERM without failing a call: readiness is off (the Service stops
+// sending new connections), every response closes its connection (app.ts, so a client's next
+// request opens a connection the Service routes elsewhere), and the replica keeps serving until
+// MCP requests have stopped arriving; then the caller stops the operator and closes the server.
+//
+// Idle keep-alive connections are deliberately NOT closed while calls may still arrive: closing
+// one races with a client that is sending on it at that moment, and a client whose event loop is
+// busy learns of the close late, so its POST is lost with a connection reset (fetch does not retry
+// a POST). A fault test caught exactly that ("fetch failed" from a replica being stopped). A
+// connection left idle needs no closing to move its client: its next request is answered here
+// with `Connection: close`. server.close() closes the idle ones at the end, once none has been
+// used for the quiet period.
+
+/** When a draining replica may stop. */
+export interface DrainTimes {
+  /** Serve at least this long after the drain began (endpoints update meanwhile). */
+  minMs: number;
+  /** …and until no MCP request has arrived for this long. */
+  quietMs: number;
+}
+
+export interface TrafficState {
+  inFlight: number;
+  /** Date.now() of the last MCP request's arrival (0: none yet). */
+  lastArrival: number;
+}
+
+/** Pure: whether a replica draining since `startedAt` may stop at `now`. */
+export function drainSettled(s: TrafficState, startedAt: number, now: number, t: DrainTimes): boolean {
+  return now - startedAt >= t.minMs && s.inFlight === 0 && now - s.lastArrival >= t.quietMs;
+}
+
+type Fetch = (req: Request, env: unknown) => Response | Promise<Response>;
+
+const POLL_MS = 100;
+
+/** Counts the MCP requests arriving and in flight through a server's fetch handler. */
+export class McpTraffic {
+  private readonly state: TrafficState = { inFlight: 0, lastArrival: 0 };
+
+  constructor(private readonly inner: Fetch) {}
+
+  /** The handler to serve: probes and scrapes keep coming to a stopping pod, so only /mcp counts. */
+  readonly fetch = async (req: Request, env: unknown): Promise<Response> => {
+    if (!new URL(req.url).pathname.startsWith('/mcp')) return this.inner(req, env);
+    this.state.inFlight++;
+    this.state.lastArrival = Date.now();
+    try {
+      return await this.inner(req, env);
+    } finally {
+      this.state.inFlight--;
+    }
+  };
+
+  /** Resolves once the drain that begins now may end (drainSettled), polling every 100 ms. */
+  settled(times: DrainTimes): Promise<void> {
+    const startedAt = Date.now();
+    return new Promise((resolve) => {
+      const timer = setInterval(() => {
+        if (!drainSettled(this.state, startedAt, Date.now(), times)) return;
+        clearInterval(timer);
+        resolve();
+      }, POLL_MS);
+    });
+  }
+}

@@ -1,0 +1,99 @@
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
+import { afterEach, describe, expect, it } from 'vitest';
+import { drainSettled, McpTraffic } from '../../../src/gateway/drain.js';
+
+const T = { minMs: 5000, quietMs: 2000 };
+
+describe('drainSettled', () => {
+  it.each([
+    ['too early, though quiet', { inFlight: 0, lastArrival: 0 }, 0, 4999, false],
+    ['a call in flight', { inFlight: 1, lastArrival: 0 }, 0, 60_000, false],
+    ['a call arrived within the quiet period', { inFlight: 0, lastArrival: 59_000 }, 0, 60_000, false],
+    ['quiet for exactly the period, after the minimum', { inFlight: 0, lastArrival: 58_000 }, 0, 60_000, true],
+    ['no call ever, at the minimum', { inFlight: 0, lastArrival: 0 }, 1000, 6000, true],
+  ])('%s', (_name, state, startedAt, now, expected) => {
+    expect(drainSettled(state, startedAt, now, T)).toBe(expected);
+  });
+});
+
+describe('McpTraffic', () => {
+  let server: ServerType | undefined;
+  afterEach(() => server?.close());
+
+  async function serveApp(draining: () => boolean): Promise<{ url: string; traffic: McpTraffic }> {
+    const app = new Hono();
+    app.use(async (c, next) => {
+      await next();
+      if (draining()) c.header('Connection', 'close');
+    });
+    app.post('/mcp', async (c) => c.text(await c.req.text()));
+    app.get('/healthz', (c) => c.text('ok'));
+    const traffic = new McpTraffic(app.fetch);
+    server = await new Promise<ServerType>((resolve) => {
+      const s = serve({ fetch: traffic.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+    });
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, traffic };
+  }
+
+  it('keeps serving keep-alive clients through the drain without failing a call, and settles once they stop', async () => {
+    let draining = false;
+    const { url, traffic } = await serveApp(() => draining);
+    let stop = false;
+    const failures: string[] = [];
+    let ok = 0;
+    // Clients with connections left idle between calls, as MCP clients do.
+    const client = async (): Promise<void> => {
+      while (!stop) {
+        try {
+          const r = await fetch(`${url}/mcp`, { method: 'POST', body: 'x' });
+          if ((await r.text()) === 'x') ok++;
+        } catch (err) {
+          failures.push(String((err as Error).cause ?? err));
+        }
+        await new Promise((r) => setTimeout(r, Math.random() * 400));
+      }
+    };
+    const clients = Array.from({ length: 12 }, client);
+    // A busy client process (as under a full test suite's load) learns late that a connection
+    // closed: the event loop blocked now and then makes any close under a client show.
+    const busy = setInterval(() => {
+      const until = performance.now() + 30;
+      while (performance.now() < until);
+    }, 60);
+    await new Promise((r) => setTimeout(r, 200));
+    draining = true;
+    const settled = traffic.settled({ minMs: 0, quietMs: 300 });
+    let settledEarly = false;
+    void settled.then(() => (settledEarly = !stop));
+    await new Promise((r) => setTimeout(r, 1500));
+    stop = true;
+    clearInterval(busy);
+    await Promise.all(clients);
+    await settled;
+    expect(failures).toEqual([]);
+    expect(ok).toBeGreaterThan(12);
+    // Calls kept arriving, so the drain did not end while they did.
+    expect(settledEarly).toBe(false);
+  });
+
+  it('counts only /mcp: probes and scrapes do not hold a stopping replica', async () => {
+    const { url, traffic } = await serveApp(() => true);
+    const probes = setInterval(
+      () =>
+        void fetch(`${url}/healthz`).then(
+          (r) => r.text(),
+          () => undefined,
+        ),
+      20,
+    );
+    // Were probes counted, this would never settle while they come (the test would time out).
+    const outcome = await Promise.race([
+      traffic.settled({ minMs: 0, quietMs: 300 }).then(() => 'settled'),
+      new Promise((r) => setTimeout(() => r('still draining'), 4000)),
+    ]);
+    clearInterval(probes);
+    expect(outcome).toBe('settled');
+  });
+});
