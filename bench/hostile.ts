@@ -32,6 +32,23 @@ export const ATTACKS: ReadonlyArray<{ name: string; language: string; code: stri
   },
 ];
 
+/**
+ * Controls, not attacks: a neighbour that only holds a sandbox (pod churn without load), for
+ * telling the attacks' own cost from what any neighbour's runs cost the node. Chosen with
+ * BENCH_ATTACKS (comma-separated names), never by default.
+ */
+const CONTROLS: typeof ATTACKS = [{ name: 'idle neighbour', language: 'python', code: 'import time\ntime.sleep(5)', timeout_seconds: 10 }];
+
+/** The attacks BENCH_ATTACKS names (all of ATTACKS when unset). */
+export function chosenAttacks(names = process.env.BENCH_ATTACKS): typeof ATTACKS {
+  if (!names) return ATTACKS;
+  const all = [...ATTACKS, ...CONTROLS];
+  const wanted = names.split(',').map((n) => n.trim());
+  const unknown = wanted.filter((n) => !all.some((a) => a.name === n));
+  if (unknown.length > 0) throw new Error(`BENCH_ATTACKS: no attack named ${unknown.join(', ')}; choose from ${all.map((a) => a.name).join(', ')}`);
+  return all.filter((a) => wanted.includes(a.name));
+}
+
 export interface HostileResult {
   quietMs: Summary;
   underAttackMs: Summary;
@@ -90,7 +107,7 @@ export function attributeToAttacks(benign: readonly Span[], attacks: ReadonlyArr
 }
 
 /** Loops over ATTACKS until stopped; returns how many were made. */
-function startAttacker(url: string): { stop(): Promise<number>; spans: Array<Span & { name: string }>; cycles(): number } {
+function startAttacker(url: string, attacks: typeof ATTACKS): { stop(): Promise<number>; spans: Array<Span & { name: string }>; cycles(): number } {
   let stopping = false;
   let made = 0;
   let cycles = 0;
@@ -100,7 +117,7 @@ function startAttacker(url: string): { stop(): Promise<number>; spans: Array<Spa
     let session: string | undefined;
     try {
       while (!stopping) {
-        for (const a of ATTACKS) {
+        for (const a of attacks) {
           if (stopping) break;
           if (a.session) session ??= await sessionOf(client).catch(() => undefined);
           const args = { code: a.code, language: a.language, timeout_seconds: a.timeout_seconds, ...(a.session && session ? { session } : {}) };
@@ -137,8 +154,9 @@ export async function hostileNeighbour(url: string, n: number): Promise<HostileR
     await benignBatch(client, session, 5);
     log(`hostile: benign session print(1) × ${n}, quiet`);
     const quiet = await benignBatch(client, session, n);
-    log(`hostile: benign session print(1) × ${n} while a hostile client attacks (${ATTACKS.map((a) => a.name).join(', ')})`);
-    const attacker = startAttacker(url);
+    const chosen = chosenAttacks();
+    log(`hostile: benign session print(1) × ${n} while a hostile client attacks (${chosen.map((a) => a.name).join(', ')})`);
+    const attacker = startAttacker(url, chosen);
     // Let the first attack get going before recording.
     await new Promise((r) => setTimeout(r, 2000));
     // Until the second cycle of attacks ends (each attack seen whole at least once), at most 3 minutes.

@@ -15,6 +15,7 @@ import {
 import { failed, latency, log, sleep, stopAll, type BenchContext } from './context.js';
 import { scaled } from './env.js';
 import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
+import { freePort, startGateway, stopGateway } from '../test/e2e/faults/helpers/gateway-process.js';
 import { hostileNeighbour } from './hostile.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
 import {
@@ -271,9 +272,12 @@ export async function hostileSection(ctx: BenchContext): Promise<void> {
   }
   const ns = await ctx.nss.create('bench-hostile');
   try {
-    const op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE) });
-    ctx.stops.push(() => op.stop());
-    r.hostile = await hostileNeighbour(op.url, scaled(s, s.hostileSamples, 10));
+    // The gateway in a process of its own, as deployed: the attacker's and the benign client's MCP
+    // clients (this process) are not the gateway's event loop.
+    const env = { CODEMODE_NAMESPACE: ns, CODEMODE_IMAGE_PULL_POLICY: 'Never', CODEMODE_AUTH_MODE: 'none', CODEMODE_LOG_LEVEL: 'warn' };
+    const gateway = await startGateway({ ...env, CODEMODE_WARM_POOL_SIZE: String(POOL_SIZE), CODEMODE_WARM_POOL_MAX: String(POOL_SIZE) }, await freePort());
+    ctx.stops.push(() => stopGateway(gateway));
+    r.hostile = await hostileNeighbour(gateway.url, scaled(s, s.hostileSamples, 10));
   } catch (err) {
     r.hostile = failed('hostile', err);
   } finally {
