@@ -334,6 +334,38 @@ export function kernelSplit(calls: readonly TimedCall[], timer: CallTimer): Kern
   };
 }
 
+/**
+ * A cold call's exec stream to its pod's kernel, cut at the gateway: the relay exec requested
+ * (after Ready) → the kernel's pong (websocket, runc exec, relay start, kernel listening) → the run
+ * frame sent → the result frame → the MCP reply.
+ */
+export function coldKernelSplit(calls: readonly TimedCall[], timer: CallTimer): { calls: number; phasesMs: Record<string, Summary> } {
+  const toPong: number[] = [];
+  const toRun: number[] = [];
+  const kernel: number[] = [];
+  const reply: number[] = [];
+  for (const call of calls) {
+    const s = call.run ? timer.streams.get(podNameForRun(call.run)) : undefined;
+    if (!s || s.ready === undefined || s.start < call.start) continue;
+    const runSent = s.sent.filter((t) => t >= (s.ready as number) && t <= call.end).at(-1);
+    const lastIn = s.received.filter((t) => runSent !== undefined && t >= runSent && t <= call.end).at(-1);
+    if (runSent === undefined || lastIn === undefined) continue;
+    toPong.push(s.ready - s.start);
+    toRun.push(runSent - s.ready);
+    kernel.push(lastIn - runSent);
+    reply.push(call.end - lastIn);
+  }
+  return {
+    calls: toPong.length,
+    phasesMs: {
+      'relay exec requested → pong (websocket, runc exec, relay, kernel)': rounded(summarize(toPong)),
+      'pong → run frame sent': rounded(summarize(toRun)),
+      'run frame → result frame received': rounded(summarize(kernel)),
+      'result frame → MCP reply': rounded(summarize(reply)),
+    },
+  };
+}
+
 export interface ExecSplit {
   rawPythonMs: Summary;
   runnerPythonMs: Summary;

@@ -58,6 +58,7 @@ export interface Results {
     warm?: PhaseProfile;
     /** The kernel part of warm calls ("claim done → MCP reply"), from the relay stream's frames. */
     warmKernel?: KernelSplit;
+    coldKernel?: { calls: number; phasesMs: Record<string, Summary> };
     /** Round trips of the operator's calls over the whole batch, post-reply ones included. */
     coldApiRoundTripsMs?: Record<string, Summary>;
     warmApiRoundTripsMs?: Record<string, Summary>;
@@ -381,6 +382,11 @@ export function summaryLines(r: Results): string[] {
       );
   };
   phases('cold execute_code', r.profile.cold);
+  const coldKernel = r.profile.coldKernel;
+  if (coldKernel?.calls) {
+    lines.push(`  of which, from the kernel stream's frames (${coldKernel.calls} calls):`);
+    for (const [phase, s] of Object.entries(coldKernel.phasesMs)) lines.push(phaseLine(phase, s, '    '));
+  }
   trips('cold', r.profile.coldApiRoundTripsMs);
   phases('warm execute_code', r.profile.warm);
   const kernel = r.profile.warmKernel;

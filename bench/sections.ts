@@ -23,6 +23,7 @@ import {
   CallTimer,
   WARM_MARKS,
   execSplit,
+  coldKernelSplit,
   kernelSplit,
   podsCreatedTwice,
   profileCalls,
@@ -119,6 +120,7 @@ export async function coldSection(ctx: BenchContext, floorNs: string | undefined
       measuredBeforeReply: writesBeforeReply(m.lat.calls, timer),
     };
     r.profile.cold = profileCalls(m.lat.calls, tally, timer, pods, COLD_MARKS);
+    r.profile.coldKernel = coldKernelSplit(m.lat.calls, timer);
     r.profile.coldApiRoundTripsMs = roundTrips(timer, m.from, m.to);
     r.profile.coldRunsExecutedTwice = podsCreatedTwice(timer, m.from, m.to).length;
     log('profile: MCP round trip without Kubernetes');

@@ -19,7 +19,7 @@ function connect() {
   const sock = net.connect(path);
   sock.on('error', (err) => {
     if ((err.code === 'ENOENT' || err.code === 'ECONNREFUSED') && Date.now() < deadline) {
-      setTimeout(connect, 20);
+      setTimeout(connect, 5); // a cold run waits for this: poll finely (an attempt costs microseconds)
       return;
     }
     process.stderr.write(`relay: kernel socket ${path}: ${err.message}\n`);

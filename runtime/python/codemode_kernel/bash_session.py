@@ -83,6 +83,9 @@ class BashSession:
         except OSError:
             pass  # the shell is gone; the caller notices through _alive()
 
+    def warm_up(self):
+        """Nothing put off at start-up (python_session.py has)."""
+
     def reset(self):
         self._stop()
         self._start()

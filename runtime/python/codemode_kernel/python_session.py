@@ -11,8 +11,6 @@
 - Timeout: see watchdog.py and interrupt() below.
 """
 import ast
-import asyncio
-import inspect
 import io
 import linecache
 import os
@@ -31,6 +29,8 @@ from .watchdog import INTERRUPT_GRACE_S, Watchdog
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SYNC_TIMEOUT_S = 2.0
 FAST_SWITCH_S = 0.0001  # GIL switch interval while a timed-out call is being stopped
+# inspect.CO_COROUTINE (a code object flag), without importing inspect at start-up.
+CO_COROUTINE = 0x0080
 
 
 class CallTimeout(BaseException):
@@ -92,7 +92,9 @@ class PythonSession:
         self._in_user_code = False
         self._interrupting = False
         self._plumb_fds()
-        self._loop = asyncio.new_event_loop()
+        # asyncio is imported with the first loop (_event_loop): its ~20 ms are not a kernel's
+        # start-up, which a cold run waits for and never needs it.
+        self._loop = None
         self.ns = new_namespace()
         signal.signal(signal.SIGINT, self._on_sigint)
         self._watchdog = Watchdog(self._log)
@@ -111,8 +113,22 @@ class PythonSession:
 
     def reset(self):
         self.ns = new_namespace()
-        self._loop.close()
-        self._loop = asyncio.new_event_loop()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def _event_loop(self):
+        """The session's asyncio loop (top-level await), made on first use."""
+        if self._loop is None:
+            import asyncio
+
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def warm_up(self):
+        """An idle kernel's chance to do what it put off at start-up (server.py), so that a
+        session's first call costs what later ones do."""
+        self._event_loop()
 
     def execute(self, req, send):
         started = time.monotonic()
@@ -223,7 +239,9 @@ class PythonSession:
             return {"status": "error", "error": _error(err, None)}
         # Tracebacks and inspect show the cell's source lines (mtime None: never invalidated).
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        asyncio.set_event_loop(self._loop)
+        import asyncio  # imported by _event_loop: a lookup
+
+        asyncio.set_event_loop(self._event_loop())
         try:
             try:
                 self._in_user_code = True
@@ -263,17 +281,18 @@ class PythonSession:
 
     def _eval(self, code):
         value = eval(code, self.ns)
-        if not code.co_flags & inspect.CO_COROUTINE:
+        if not code.co_flags & CO_COROUTINE:
             return value
-        task = self._loop.create_task(value)
+        loop = self._event_loop()
+        task = loop.create_task(value)
         try:
-            return self._loop.run_until_complete(task)
+            return loop.run_until_complete(task)
         finally:
             if not task.done():
                 # Interrupted: cancel the cell's task so it does not resume in a later call.
                 task.cancel()
                 try:
-                    self._loop.run_until_complete(task)
+                    loop.run_until_complete(task)
                 except BaseException:
                     pass
 

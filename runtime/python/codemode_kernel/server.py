@@ -90,6 +90,10 @@ def check_exec(msg):
     return dict(msg, timeoutMs=timeout, capChars=cap)
 
 
+# Seconds without a call after start before an idle kernel warms up (PythonSession.warm_up).
+IDLE_WARM_UP_S = 0.5
+
+
 class KernelServer:
     def __init__(self, path, session, oneshot, undumpable=False):
         self._undumpable = undumpable
@@ -107,8 +111,18 @@ class KernelServer:
         self._tools.start()
         threading.Thread(target=self._accept, args=(listener,), name="codemode-accept", daemon=True).start()
         log("Started kernel", language=self._session.language, socket=self._path, pid=os.getpid(), undumpable=self._undumpable)
+        # A kernel that no call reached soon after start (a pool pod, a session waiting for its
+        # first call) does then what start-up put off; one that got a call at once (a cold run's
+        # pod) never spends that CPU beside it.
+        warm_up_at = IDLE_WARM_UP_S
         while True:
-            conn, msg = self._calls.get()
+            try:
+                conn, msg = self._calls.get(timeout=warm_up_at)
+            except queue.Empty:
+                warm_up_at = None
+                self._session.warm_up()
+                continue
+            warm_up_at = None
             if msg["op"] in ("exec", "run"):
                 self._tools.begin(conn, msg["id"])
                 if self._display_dir:

@@ -159,13 +159,17 @@ describe('python kernel', () => {
     expect((frame as { error: { evalue: string } }).error.evalue).toMatch(evalue);
   });
 
-  it('resets the namespace on request', async () => {
+  it('resets the namespace and the event loop on request, before or after the loop was made', async () => {
     const other = await Kernel.start('python');
     try {
       const c = await other.connect();
-      await c.exec('gone = 1');
+      // Before any call made the loop (made on first use, python_session.py).
+      expect((await c.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
+      await c.exec('import asyncio\ngone = 1\nloop = asyncio.get_event_loop()\nawait asyncio.sleep(0)');
       expect((await c.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
       expect((await c.exec('gone')).frame.error?.ename).toBe('NameError');
+      // A new loop after the reset, and top-level await still works on it.
+      expect((await c.exec('import asyncio\nawait asyncio.sleep(0)\nasyncio.get_event_loop().is_closed()')).frame.result).toBe('False');
       await c.close();
     } finally {
       await other.stop();
