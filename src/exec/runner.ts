@@ -26,13 +26,27 @@ export const WORKSPACE_CHECK_SECONDS = 0.2;
  */
 export const NETWORK_CHECK_SECONDS = 10;
 
-/** The check, a POSIX sh fragment (bash's /dev/tcp does the connect; without bash it is skipped). */
+/**
+ * The check, a POSIX sh fragment; bash's /dev/tcp does the connect (without bash it is skipped).
+ * One bash runs the loop and each connect is a forked subshell of it, timed from its fork: a
+ * `timeout 0.3 bash -c connect` also counted bash's own start-up, and on a loaded node (a full
+ * test suite, load 30) bash took longer than that to start, so a pod that could reach the API
+ * server passed as isolated. The timer is a builtin wait on a sleep that the timer itself kills
+ * when the connect ended first: nothing of the check outlives it (the runner counts processes
+ * left behind by the program). Its stdin is not the runner's (that carries the code), and bash
+ * reads no rc file (it would source ~/.bashrc when its stdin is a socket).
+ */
 export const NETWORK_CHECK_SCRIPT = `if [ "\${CODEMODE_NETWORK_CHECK:-}" = 1 ] && [ -n "\${KUBERNETES_SERVICE_HOST:-}" ] && command -v bash >/dev/null 2>&1; then
-  t0=$(date +%s)
-  while timeout 0.3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" 2>/dev/null; do
-    [ $(($(date +%s) - t0)) -ge ${NETWORK_CHECK_SECONDS} ] && { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
-    sleep 0.05
-  done
+  bash --norc --noprofile -c 't0=$SECONDS
+    while :; do
+      ( exec 3<>"/dev/tcp/$0/$1" ) 2>/dev/null & c=$!
+      ( trap "kill \\$s 2>/dev/null; exit 0" TERM; sleep 0.3 & s=$!; wait $s; kill $c 2>/dev/null ) & w=$!
+      wait $c; r=$?
+      kill $w 2>/dev/null; wait $w 2>/dev/null
+      [ $r -ne 0 ] && exit 0
+      [ $((SECONDS - t0)) -ge ${NETWORK_CHECK_SECONDS} ] && exit 1
+      sleep 0.05
+    done' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null || { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
 fi
 `;
 
