@@ -6,9 +6,9 @@
 // Idle keep-alive connections are deliberately NOT closed while calls may still arrive: closing
 // one races with a client that is sending on it at that moment, and a client whose event loop is
 // busy learns of the close late, so its POST is lost with a connection reset (fetch does not retry
-// a POST). A fault test caught exactly that ("fetch failed" from a replica being stopped). A
-// connection left idle needs no closing to move its client: its next request is answered here
-// with `Connection: close`. server.close() closes the idle ones at the end, once none has been
+// a POST) — the suspected cause of a "fetch failed" seen once from a replica being stopped in
+// the second-replica fault test (not reproduced). A connection left idle needs no closing to move
+// its client: its next request is answered here with `Connection: close`. server.close() closes the idle ones at the end, once none has been
 // used for the quiet period.
 
 /** When a draining replica may stop. */
