@@ -36,7 +36,7 @@ import { compileProbe, deleteSeededRuns, deleteSessions, probeRss, seedFinishedR
 import { PodTimeline } from './sandbox-pod.js';
 import { rounded, summarize } from './stats.js';
 import { executeCodeThroughput, openSessions, rawExecThroughput, type ThroughputLevel } from './throughput.js';
-import { POOL_SIZE, kernelsUnavailable, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
+import { POOL_SIZE, REST_MS, kernelsUnavailable, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
 
 export const TARGET_POD = 'bench-target';
 /** Post-reply writes (final status patch, pod delete, Events) land within this after the last reply. */
@@ -201,6 +201,14 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
       r.profile.warmRunsExecutedTwice = runsClaimedTwice(timer, m.from, m.to).length;
     } catch (err) {
       r.warmTransient = failed('warm', err);
+    }
+    try {
+      const n = scaled(s, s.warmSamples);
+      log(`warm: execute_code print(1) × ${n} at rest, each ${REST_MS} ms after the pool refilled`);
+      const lat = await warmLatency(op.url, pods, tally, timer, n, {}, REST_MS);
+      r.warmAtRest = { ...latency(lat), coldFallbacks: lat.coldFallbacks, streamWaitTimeouts: lat.streamWaitTimeouts, restMs: REST_MS };
+    } catch (err) {
+      r.warmAtRest = failed('warm at rest', err);
     }
   }
   if (s.sections.has('session')) {

@@ -1,7 +1,9 @@
 // Warm transient execute_code (pool on) and session execute_code: the two paths that skip pod
 // start-up. Warm calls are measured with the pool full and the operator's kernel stream to every
 // ready pool pod open (the figure is "a warm pod was there, connected"); a call that still went
-// cold is counted, not mixed into the warm samples.
+// cold is counted, not mixed into the warm samples. Twice: right after the pool refilled (the
+// previous call's after-work — its pod's deletion, the refill pod's start — still on the node's
+// two cores) and at rest (REST_MS later, as for a caller whose calls are seconds apart).
 import { ApiextensionsV1Api } from '@kubernetes/client-node';
 import { GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
 import { statusOf } from '../src/kube/clients.js';
@@ -18,6 +20,8 @@ import type { PodTimeline } from './sandbox-pod.js';
 /** The operator's default pool size. */
 export const POOL_SIZE = 2;
 const FILL_TIMEOUT_MS = 180_000;
+/** The at-rest row's pause after the pool refilled: the previous call's pod is gone by then. */
+export const REST_MS = 2500;
 /** The operator opens a kernel stream (relay exec + ping) to a pool pod once it sees it Ready. */
 const STREAM_TIMEOUT_MS = 15_000;
 
@@ -35,6 +39,7 @@ export async function warmLatency(
   timer: CallTimer,
   n: number,
   opts: LatencyOptions = {},
+  restMs = 0,
 ): Promise<WarmLatency> {
   let streamWaitTimeouts = 0;
   const full = async (): Promise<void> => {
@@ -53,6 +58,7 @@ export async function warmLatency(
       }
       await sleep(20);
     }
+    if (restMs > 0) await sleep(restMs);
   };
   const afterWarmup = async (): Promise<void> => {
     streamWaitTimeouts = 0;
