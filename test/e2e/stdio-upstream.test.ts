@@ -39,7 +39,17 @@ async function readyWithin(name: string, ms: number, what: string): Promise<void
       containers: p.status?.containerStatuses?.map((c) => ({ ready: c.ready, state: c.state })),
       conditions: p.status?.conditions?.map((c) => `${c.type}=${c.status}${c.reason ? `(${c.reason}: ${c.message})` : ''}`),
     }));
-    throw new Error(`${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}`);
+    // The bridge's log holds the servers' stderr: why a server exited (a fresh-clone run once saw
+    // every start end with "signal: aborted", unexplained).
+    const logs = await Promise.all(
+      pods.map(async (p) =>
+        k.core
+          .readNamespacedPodLog({ namespace: ns, name: p.name ?? '', container: 'server', tailLines: 40 })
+          .then((l) => `--- ${p.name}\n${l}`)
+          .catch((e: unknown) => `--- ${p.name}: no log (${String(e).slice(0, 100)})`),
+      ),
+    );
+    throw new Error(`${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}\n${logs.join('\n')}`);
   }
 }
 
