@@ -339,7 +339,12 @@ export function kernelSplit(calls: readonly TimedCall[], timer: CallTimer): Kern
  * (after Ready) → the kernel's pong (websocket, runc exec, relay start, kernel listening) → the run
  * frame sent → the result frame → the MCP reply.
  */
-export function coldKernelSplit(calls: readonly TimedCall[], timer: CallTimer): { calls: number; phasesMs: Record<string, Summary> } {
+export interface ColdKernelSplit {
+  calls: number;
+  phasesMs: Record<string, Summary>;
+}
+
+export function coldKernelSplit(calls: readonly TimedCall[], timer: CallTimer): ColdKernelSplit {
   const toPong: number[] = [];
   const toRun: number[] = [];
   const kernel: number[] = [];

@@ -6,7 +6,7 @@ import type { ApiFloor } from './api-floor.js';
 import type { ApiRequestsResult } from './api-requests.js';
 import type { PodFloorSample } from './floor.js';
 import type { MachineInfo } from './machine.js';
-import type { ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
+import type { ColdKernelSplit, ExecSplit, KernelSplit, PhaseProfile } from './profile.js';
 import type { BackToBack } from './back-to-back.js';
 import type { CodeModeResult } from './codemode.js';
 import type { PlotsResult } from './plots.js';
@@ -61,7 +61,7 @@ export interface Results {
     warm?: PhaseProfile;
     /** The kernel part of warm calls ("claim done → MCP reply"), from the relay stream's frames. */
     warmKernel?: KernelSplit;
-    coldKernel?: { calls: number; phasesMs: Record<string, Summary> };
+    coldKernel?: ColdKernelSplit;
     /** Round trips of the operator's calls over the whole batch, post-reply ones included. */
     coldApiRoundTripsMs?: Record<string, Summary>;
     warmApiRoundTripsMs?: Record<string, Summary>;
