@@ -32,8 +32,19 @@ run_vitest unit --project unit
 step "test cluster: bring up (first run builds Kubernetes, kube-router, Helm and images)"
 bash test/cluster/up.sh
 export KUBECONFIG="${CODEMODE_CACHE:-$HOME/.cache/codemode}/cluster/kubeconfig"
-"${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" apply --server-side --force-conflicts -f crds/ >/dev/null
-"${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl" wait --for=condition=Established crd/sandboxruns.codemode.dev --timeout=60s >/dev/null
+KUBECTL="${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl"
+"$KUBECTL" apply --server-side --force-conflicts -f crds/ >/dev/null
+"$KUBECTL" wait --for=condition=Established -f crds/ --timeout=60s >/dev/null
+# Established is not yet served: the API server builds a CRD's storage on the first request for it
+# and answers 429 "storage is (re)initializing" until that storage's watch cache is ready (on a
+# fresh machine an integration test's first SandboxRun list failed so). kubectl retries a 429 as
+# the server asks, so this waits until every kind is served.
+kinds="$("$KUBECTL" get -f crds/ -o jsonpath='{range .items[*]}{.spec.names.plural}.{.spec.group},{end}')"
+for i in $(seq 1 120); do
+  "$KUBECTL" get "${kinds%,}" -A --request-timeout=10s >/dev/null 2>&1 && break
+  [[ $i == 120 ]] && { echo "The API server does not serve the CRDs (${kinds%,}) after 60 s:"; "$KUBECTL" get "${kinds%,}" -A; exit 1; }
+  sleep 0.5
+done
 
 # A failing phase does not stop the next ones: the summary counts every test.
 status=0
