@@ -152,7 +152,8 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var s *session
-	if r.Header.Get(sessionHeader) == "" {
+	created := r.Header.Get(sessionHeader) == ""
+	if created {
 		if s = b.create(w, envs); s == nil {
 			return
 		}
@@ -182,10 +183,18 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	var answered bool
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		b.answerSSE(w, r, s, ids, responses)
+		answered = b.answerSSE(w, r, s, ids, responses)
 	} else {
-		b.answerJSON(w, r, s, ids, responses, batch)
+		answered = b.answerJSON(w, r, s, ids, responses, batch)
+	}
+	if created && !answered {
+		// The client gave up before its initialize was answered (a timeout while the server was
+		// slow to start): it cannot use this session, and with JSON answers it never even learnt
+		// its id, so nobody would end it before the idle timeout. Reconnects under load piled
+		// such sessions up to --max-sessions (and their processes up to the pod's PID limit).
+		s.close("the client went away before its initialize was answered")
 	}
 }
 
@@ -214,7 +223,8 @@ func (b *bridge) create(w http.ResponseWriter, envs []envelope) *session {
 	return s
 }
 
-func (b *bridge) answerJSON(w http.ResponseWriter, r *http.Request, s *session, ids []json.RawMessage, responses chan []byte, batch bool) {
+// answerJSON writes the responses to ids as one JSON body; false when the client went away first.
+func (b *bridge) answerJSON(w http.ResponseWriter, r *http.Request, s *session, ids []json.RawMessage, responses chan []byte, batch bool) bool {
 	var out []json.RawMessage
 	for range ids {
 		select {
@@ -222,7 +232,7 @@ func (b *bridge) answerJSON(w http.ResponseWriter, r *http.Request, s *session, 
 			out = append(out, m)
 		case <-r.Context().Done():
 			s.forget(ids)
-			return
+			return false
 		}
 	}
 	s.touch()
@@ -232,10 +242,12 @@ func (b *bridge) answerJSON(w http.ResponseWriter, r *http.Request, s *session, 
 	} else {
 		_, _ = w.Write(out[0])
 	}
+	return true
 }
 
-// answerSSE streams the responses, and meanwhile messages the child starts (e.g. progress).
-func (b *bridge) answerSSE(w http.ResponseWriter, r *http.Request, s *session, ids []json.RawMessage, responses chan []byte) {
+// answerSSE streams the responses, and meanwhile messages the child starts (e.g. progress);
+// false when the client went away before the last one.
+func (b *bridge) answerSSE(w http.ResponseWriter, r *http.Request, s *session, ids []json.RawMessage, responses chan []byte) bool {
 	sink := openStream(w, s, false)
 	defer s.removeSink(sink)
 	for left := len(ids); left > 0; {
@@ -247,10 +259,11 @@ func (b *bridge) answerSSE(w http.ResponseWriter, r *http.Request, s *session, i
 			writeEvent(w, m)
 		case <-r.Context().Done():
 			s.forget(ids)
-			return
+			return false
 		}
 	}
 	s.touch()
+	return true
 }
 
 // stream is the GET stream: messages the child starts, until the client or the session goes.

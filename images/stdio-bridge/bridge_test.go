@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 			if msg.Method == "exit" {
 				os.Exit(3)
 			}
+			if msg.Method == "initialize" && os.Getenv("BRIDGE_TEST_SLOW_START") == "1" {
+				continue // a server still starting: initialize is never answered
+			}
 			if len(msg.ID) > 0 {
 				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"method":%q}}`+"\n", msg.ID, msg.Method)
 			}
@@ -97,5 +100,50 @@ func TestBridge(t *testing.T) {
 			t.Fatalf("the ended session still answers %d", rsp.StatusCode)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A client that gives up on initialize (its timeout, while the server starts slowly) never uses
+// the session, and with a JSON answer never learnt its id: the bridge ends it and its process at
+// once, so reconnect attempts do not pile up to --max-sessions.
+func TestInitializeAbandoned(t *testing.T) {
+	t.Setenv("BRIDGE_TEST_CHILD", "1")
+	t.Setenv("BRIDGE_TEST_SLOW_START", "1")
+	exe, _ := os.Executable()
+	b := newBridge([]string{exe}, 2, time.Minute)
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	defer b.closeAll("test over")
+	client := &http.Client{Timeout: 300 * time.Millisecond}
+	for _, accept := range []string{"application/json", "application/json, text/event-stream"} {
+		for i := 0; i < 3; i++ { // more attempts than --max-sessions
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", accept)
+			rsp, err := client.Do(req)
+			if err == nil {
+				_, err = io.ReadAll(rsp.Body) // an SSE answer: headers at once, the timeout hits the body
+				rsp.Body.Close()
+				if rsp.StatusCode != 200 {
+					t.Fatalf("attempt %d (%s): got %d, want 200 then a timeout (not refused for --max-sessions)", i, accept, rsp.StatusCode)
+				}
+			}
+			if err == nil {
+				t.Fatalf("attempt %d (%s): initialize was answered", i, accept)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				b.mu.Lock()
+				n := len(b.sessions)
+				b.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("attempt %d (%s): %d sessions left 5 s after the client gave up", i, accept, n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 	}
 }
