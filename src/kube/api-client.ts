@@ -78,6 +78,39 @@ export function isQuotaConflict(err: unknown): boolean {
 const QUOTA_CONFLICT_RETRIES = 5;
 
 /**
+ * How long to wait before sending a request again that the API server answered with 429 Too Many
+ * Requests, or undefined for any other error. A 429 means the request was not processed (API
+ * Priority and Fairness, or a resource's storage still starting — "storage is (re)initializing",
+ * the first requests for a custom resource after an API-server start), so any request may be sent
+ * again, after the server's Retry-After, as client-go does. Bounded: 1 s when the header is
+ * missing or unreadable, at most THROTTLED_WAIT_MAX_MS.
+ */
+export function throttledRetryMs(err: unknown): number | undefined {
+  const e = err as { code?: unknown; headers?: Record<string, unknown> } | null;
+  if (e?.code !== 429) return undefined;
+  const header = e.headers?.['retry-after'];
+  const seconds = typeof header === 'string' && header.trim() !== '' ? Number(header) : NaN;
+  return Math.min(THROTTLED_WAIT_MAX_MS, Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 1000);
+}
+
+/** A 429 is sent again this often (client-go: 10), each after its Retry-After (at most 2 s). */
+const THROTTLED_RETRIES = 3;
+const THROTTLED_WAIT_MAX_MS = 2000;
+
+/** `once`, sent again while the API server answers 429 (throttledRetryMs). */
+async function withThrottledRetries(once: () => Promise<unknown>): Promise<unknown> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await once();
+    } catch (err) {
+      const wait = throttledRetryMs(err);
+      if (wait === undefined || attempt >= THROTTLED_RETRIES) throw err;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+/**
  * A class for KubeConfig.makeApiClient whose instances answer every method of the group's request
  * factory with the object-parameter signature of client-node's own client (`T`, e.g. CoreV1Api).
  */
@@ -93,7 +126,7 @@ export function apiClass<T>(Factory: new (configuration: Configuration) => objec
         const build = factory[name];
         if (typeof build !== 'function') return undefined;
         const names = parameterNames(build);
-        const once: Call = (param, options) => call(configuration, factory, processor, name, withHttpInfo, names, param, options);
+        const once: Call = (param, options) => withThrottledRetries(() => call(configuration, factory, processor, name, withHttpInfo, names, param, options));
         if (!name.startsWith('create')) return once;
         return (param, options) =>
           pRetry(() => once(param, options), {

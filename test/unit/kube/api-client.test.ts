@@ -22,7 +22,7 @@ import { NetworkingV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/
 import { AuthenticationV1ApiRequestFactory } from '@kubernetes/client-node/dist/gen/apis/AuthenticationV1Api.js';
 import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 import { describe, expect, it } from 'vitest';
-import { apiClass, isQuotaConflict, parameterNames } from '../../../src/kube/api-client.js';
+import { apiClass, isQuotaConflict, parameterNames, throttledRetryMs } from '../../../src/kube/api-client.js';
 
 const dist = dirname(createRequire(import.meta.url).resolve('@kubernetes/client-node/dist/config.js'));
 
@@ -87,11 +87,11 @@ describe('apiClass parameters match client-node', () => {
 });
 
 /** What a fake HTTP library answers: `status` with `body` as JSON. */
-function jsonResponse(status: number, body: unknown): ReturnType<typeof from<ResponseContext>> {
+function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): ReturnType<typeof from<ResponseContext>> {
   const text = JSON.stringify(body);
   return from(
     Promise.resolve(
-      new ResponseContext(status, { 'content-type': 'application/json' }, {
+      new ResponseContext(status, { 'content-type': 'application/json', ...headers }, {
         text: async () => text,
         binary: async () => Buffer.from(text),
       } as unknown as ConstructorParameters<typeof ResponseContext>[2]),
@@ -251,6 +251,90 @@ describe('creates refused by a quota conflict are sent again', () => {
     const { api, sent } = scripted([answer]);
     await expect(act(api)).rejects.toMatchObject({ code: 409 });
     expect(sent).toHaveLength(1);
+  });
+});
+
+const STORAGE_STARTING = {
+  kind: 'Status',
+  status: 'Failure',
+  message: 'storage is (re)initializing',
+  reason: 'TooManyRequests',
+  details: { retryAfterSeconds: 1 },
+  code: 429,
+};
+
+describe('throttledRetryMs: a 429 is sent again after its Retry-After, bounded', () => {
+  it.each<[string, unknown, number | undefined]>([
+    ['Retry-After 1', { code: 429, headers: { 'retry-after': '1' } }, 1000],
+    ['Retry-After 0', { code: 429, headers: { 'retry-after': '0' } }, 0],
+    ['Retry-After 0.5', { code: 429, headers: { 'retry-after': '0.5' } }, 500],
+    ['Retry-After 120: capped', { code: 429, headers: { 'retry-after': '120' } }, 2000],
+    ['no Retry-After', { code: 429, headers: {} }, 1000],
+    ['no headers at all', { code: 429 }, 1000],
+    ['an HTTP date', { code: 429, headers: { 'retry-after': 'Wed, 21 Oct 2026 07:28:00 GMT' } }, 1000],
+    ['a negative one', { code: 429, headers: { 'retry-after': '-3' } }, 1000],
+    ['an empty one', { code: 429, headers: { 'retry-after': '' } }, 1000],
+    ['a 503 with Retry-After (it may have been processed)', { code: 503, headers: { 'retry-after': '1' } }, undefined],
+    ['a 409', { code: 409 }, undefined],
+    ['not an API error', new Error('socket hang up'), undefined],
+    ['null', null, undefined],
+  ])('%s', (_name, err, ms) => {
+    expect(throttledRetryMs(err)).toBe(ms);
+  });
+});
+
+describe('requests answered 429 are sent again', () => {
+  function scripted(answers: Array<[number, unknown, Record<string, string>?]>): { api: CoreV1ApiType; sent: string[] } {
+    const sent: string[] = [];
+    const config = createConfiguration({
+      baseServer: new ServerConfiguration('https://k8s.example:6443', {}),
+      httpApi: {
+        send: (ctx: RequestContext) => {
+          sent.push(`${ctx.getHttpMethod()} ${ctx.getUrl()}`);
+          const [status, body, headers] = answers[Math.min(sent.length - 1, answers.length - 1)] as [number, unknown, Record<string, string>?];
+          return jsonResponse(status, body, headers);
+        },
+      },
+    });
+    const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
+    return { api: new Slim(config), sent };
+  }
+  const list = { kind: 'PodList', apiVersion: 'v1', metadata: {}, items: [pod] };
+
+  it('a list that meets "storage is (re)initializing" twice succeeds on the third request', async () => {
+    const { api, sent } = scripted([
+      [429, STORAGE_STARTING, { 'retry-after': '0' }],
+      [429, STORAGE_STARTING, { 'retry-after': '0' }],
+      [200, list],
+    ]);
+    await expect(api.listNamespacedPod({ namespace: 'n' })).resolves.toMatchObject({ items: [{ metadata: { name: 'p' } }] });
+    expect(sent).toEqual(Array(3).fill('GET https://k8s.example:6443/api/v1/namespaces/n/pods'));
+  });
+
+  it('a create is sent again too (a 429 was not processed)', async () => {
+    const { api, sent } = scripted([
+      [429, STORAGE_STARTING, { 'retry-after': '0' }],
+      [201, pod],
+    ]);
+    await expect(api.createNamespacedPod({ namespace: 'n', body: pod })).resolves.toMatchObject({ metadata: { name: 'p' } });
+    expect(sent).toHaveLength(2);
+  });
+
+  it('gives up after three more tries with the 429 itself', async () => {
+    const { api, sent } = scripted([[429, STORAGE_STARTING, { 'retry-after': '0' }]]);
+    await expect(api.listNamespacedPod({ namespace: 'n' })).rejects.toMatchObject({ code: 429 });
+    expect(sent).toHaveLength(4);
+  });
+
+  it('waits the Retry-After the server asked for', async () => {
+    const { api, sent } = scripted([
+      [429, STORAGE_STARTING, { 'retry-after': '0.3' }],
+      [200, list],
+    ]);
+    const t0 = performance.now();
+    await api.listNamespacedPod({ namespace: 'n' });
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+    expect(sent).toHaveLength(2);
   });
 });
 
