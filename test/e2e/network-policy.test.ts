@@ -111,23 +111,26 @@ describe('under a loop that deletes and edits the policy', () => {
 
     const benign = await startBenignNeighbour(op.url, { runEvery: 4, pauseMs: 200 });
     const chaos = startChaos();
+    // Each lane goes on past its count until the loop has fought twice: on a quiet machine the
+    // counts alone were done within 15 s, before the second fight began.
+    const untilTwoFights = (): boolean => chaos.fights.length < 2;
     const outputs: Array<[string, string]> = [];
     const note = (what: string, phase: unknown, stdout: unknown, message?: unknown): void =>
       void outputs.push([what, `${String(phase)} ${String(stdout)} ${message ? String(message) : ''}`]);
     try {
       await Promise.all([
         // Warm while the pool has pods, cold once the pool is drained.
-        lane(8, async (i) => {
+        lane(8, untilTwoFights, async (i) => {
           const r = await mcp.callTool('execute_code', { code: probe, timeout_seconds: 30 });
           note(`transient ${i}`, r.structuredContent?.phase, r.structuredContent?.stdout, r.structuredContent?.message);
         }),
         // Applied SandboxRuns with resources set never take a pool pod: always a cold pod.
-        lane(5, async (i) => {
+        lane(5, untilTwoFights, async (i) => {
           const run = await coldRun(`cold-${i}`, probe);
           note(`cold ${i}`, run.status?.phase, run.status?.stdout, run.status?.message);
         }),
         // Sessions started meanwhile (a pool pod or their own), and calls in them.
-        lane(2, async (i) => {
+        lane(2, untilTwoFights, async (i) => {
           const created = await mcp.callTool('create_session', { language: 'python' });
           const session = String(created.structuredContent?.session ?? '');
           expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
@@ -149,7 +152,7 @@ describe('under a loop that deletes and edits the policy', () => {
     expect(chaos.fights.length, 'the loop broke the policy more than once').toBeGreaterThanOrEqual(2);
     expect(chaos.counts.deletes, 'the loop deleted the policy').toBeGreaterThanOrEqual(2);
     expect(chaos.counts.edits, 'the loop edited the policy').toBeGreaterThanOrEqual(2);
-    expect(outputs.length).toBe(8 + 5 + 2 * 3);
+    expect(outputs.length).toBeGreaterThanOrEqual(8 + 5 + 2 * 3);
     for (const { what, out } of verdicts) expect(out, what).toMatch(/^Succeeded t \d+\napi \w+/);
     expect(verdicts.filter((v) => v.verdict === 'violation')).toEqual([]);
     expect(report.failures).toEqual([]);
@@ -195,8 +198,9 @@ print("pod", pod())
 }
 
 /** Runs `n` calls of `fn` one after another. */
-async function lane(n: number, fn: (i: number) => Promise<void>): Promise<void> {
-  for (let i = 0; i < n; i++) await fn(i);
+/** `fn` n times, then again while `more()` (at most 10 × n times in all). */
+async function lane(n: number, more: () => boolean, fn: (i: number) => Promise<void>): Promise<void> {
+  for (let i = 0; i < n || (more() && i < 10 * n); i++) await fn(i);
 }
 
 async function coldRun(runName: string, code: string): Promise<SandboxRun> {
