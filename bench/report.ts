@@ -41,6 +41,8 @@ export interface Results {
   /** Warm calls made REST_MS after the pool had refilled (bench/warm.ts). */
   warmAtRest?: (Latency & { coldFallbacks: number; streamWaitTimeouts?: number; restMs: number }) | string;
   session: (Latency & { createMs: number }) | string;
+  /** The same session calls against a gateway in a process of its own, as deployed (the client is not on its event loop). */
+  sessionDeployed?: (Latency & { createMs: number }) | string;
   cold: Latency | string;
   throughput: { windowSeconds: number; executeCode: ThroughputLevel[]; rawExec: ThroughputLevel[]; session?: ThroughputLevel[] | string } | string;
   apiRequests: { cold: ApiRequestsResult | string; warm: ApiRequestsResult | string };
@@ -90,6 +92,7 @@ export function computeRatios(r: Results): Record<string, number | null> {
     warmVsRawExec: ratio(median(r.warmTransient), rawExec),
     warmAtRestVsRawExec: r.warmAtRest === undefined ? null : ratio(median(r.warmAtRest), rawExec),
     sessionVsRawExec: ratio(median(r.session), rawExec),
+    sessionDeployedVsRawExec: r.sessionDeployed === undefined ? null : ratio(median(r.sessionDeployed), rawExec),
     coldVsPodFloor: ratio(median(r.cold), median(r.rawPodFloor)),
     throughput16VsRawExec16: ratio(level(r.throughput, 'executeCode', 16)?.runsPerSecond, level(r.throughput, 'rawExec', 16)?.runsPerSecond),
     sessionThroughput16VsRawExec16: ratio(level(r.throughput, 'session', 16)?.runsPerSecond, level(r.throughput, 'rawExec', 16)?.runsPerSecond),
@@ -319,6 +322,17 @@ export function tableRows(r: Results): Cell[][] {
           ),
         ]),
     latencyRow('session execute_code', r.session, q.sessionVsRawExec, '≤ 0.05× raw exec', atMost(q.sessionVsRawExec, 0.05)),
+    ...(r.sessionDeployed === undefined
+      ? []
+      : [
+          latencyRow(
+            'session execute_code, gateway in its own process (as deployed)',
+            r.sessionDeployed,
+            q.sessionDeployedVsRawExec,
+            '≤ 0.05× raw exec',
+            atMost(q.sessionDeployedVsRawExec, 0.05),
+          ),
+        ]),
     latencyRow('cold execute_code (pool off)', r.cold, q.coldVsPodFloor, '≤ 1.0× raw pod', atMost(q.coldVsPodFloor, 1.0)),
     backToBackRow(r.backToBack),
     ...throughputRows(r),
