@@ -39,7 +39,10 @@ function capChars(s, cap) {
 function capError(result, cap) {
   if (!result.error) return result;
   const { ename, evalue, traceback } = result.error;
-  return { ...result, error: { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) } };
+  const error = { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) };
+  // A cut text is reported like cut output: the traceback becomes the call's stderr.
+  const cut = error.ename !== String(ename ?? '') || error.evalue !== String(evalue ?? '') || error.traceback !== String(traceback ?? '');
+  return { ...result, error, ...(cut && { truncated: true }) };
 }
 
 function log(msg, fields = {}) {

@@ -63,11 +63,15 @@ def cap_error(result, cap):
         cap = DEFAULT_CAP_CHARS
     if not isinstance(error, dict):
         return result
+    full = {k: str(error.get(k, "")) for k in ("ename", "evalue", "traceback")}
     capped = {
-        "ename": str(error.get("ename", ""))[:MAX_ENAME_CHARS],
-        "evalue": str(error.get("evalue", ""))[:cap],
-        "traceback": str(error.get("traceback", ""))[:cap],
+        "ename": full["ename"][:MAX_ENAME_CHARS],
+        "evalue": full["evalue"][:cap],
+        "traceback": full["traceback"][:cap],
     }
+    if capped != full:
+        # A cut text is reported like cut output: the traceback becomes the call's stderr.
+        return dict(result, error=capped, truncated=True)
     return dict(result, error=capped)
 
 

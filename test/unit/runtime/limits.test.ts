@@ -28,12 +28,21 @@ describe.each(['python', 'node'] as const)('%s kernel limits', (language: 'pytho
     expect(frame.error?.evalue.length).toBeLessThanOrEqual(CAP);
     expect(frame.error?.evalue).toMatch(/^m+$/);
     expect(frame.error?.traceback.length).toBeLessThanOrEqual(CAP);
+    // Reported as cut, like cut output: the traceback becomes the call's stderr.
+    expect(frame.truncated).toBe(true);
+  });
+
+  it('does not report an exception that fits as cut', async () => {
+    const { frame } = await session.client.exec(language === 'python' ? 'raise ValueError("short")' : 'throw new Error("short")', { capChars: CAP });
+    expect(frame.status).toBe('error');
+    expect(frame.truncated ?? false).toBe(false);
   });
 
   it('caps an exception type name to 200 characters', async () => {
     const { frame } = await session.client.exec(floods[language].name, { capChars: CAP });
     expect(frame.error?.ename).toMatch(/^E+$/);
     expect(frame.error?.ename.length).toBe(200);
+    expect(frame.truncated).toBe(true);
   });
 
   it('refuses a request frame above the largest the gateway sends, and keeps serving others', async () => {
