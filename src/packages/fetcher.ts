@@ -7,7 +7,7 @@
 import type { V1NetworkPolicy, V1NetworkPolicyPeer, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { LABEL_MANAGED_BY, LABEL_PACKAGE_FETCHER, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import { containerSecurityContext, podSecurityContext } from '../sandbox/pod.js';
+import { containerSecurityContext, placementSpec, podSecurityContext, type SandboxPlacement } from '../sandbox/pod.js';
 
 export const FETCHER_CONTAINER = 'fetcher';
 export const FETCHER_NETWORK_POLICY_NAME = 'codemode-package-fetcher';
@@ -21,6 +21,8 @@ export interface FetcherPodParts {
   /** Label value naming the session (shortened like LABEL_SESSION). */
   session: string;
   runtimeClassName?: string;
+  /** The profile's placement: the fetcher runs where the session's pods may. */
+  placement?: SandboxPlacement;
   /** The install's byte limit: /tmp holds the downloads, the unpacked tree and the archive. */
   maxTotalBytes: number;
 }
@@ -46,6 +48,7 @@ export function buildFetcherPod(p: FetcherPodParts, o: FetcherOptions): V1Pod {
       // Backstop: an install the gateway abandoned (killed mid-way) ends by itself.
       activeDeadlineSeconds: o.packagesTimeoutSeconds + 60,
       ...(p.runtimeClassName !== undefined && { runtimeClassName: p.runtimeClassName }),
+      ...placementSpec(p.placement),
       securityContext: podSecurityContext(),
       containers: [
         {

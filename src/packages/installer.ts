@@ -18,7 +18,7 @@ import { CONTROLLER_FIELD_MANAGER, type Ecosystem, type KernelLanguage } from '.
 import type { Config } from '../config/index.js';
 import { execRaw, type RawExecResult } from '../exec/exec.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
-import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
+import { SANDBOX_CONTAINER, type SandboxPlacement } from '../sandbox/pod.js';
 import { FETCHER_CONTAINER, FETCHER_NETWORK_POLICY_NAME, buildFetcherNetworkPolicy, buildFetcherPod, type FetcherOptions } from './fetcher.js';
 import {
   PackageError,
@@ -79,6 +79,8 @@ export interface InstallTarget {
   /** The session's image for that language (the fetcher runs the same). */
   image: string;
   runtimeClassName?: string;
+  /** The profile's placement (nodeSelector, tolerations) for the fetcher pod. */
+  placement?: SandboxPlacement;
   /** The session, as owner of the fetcher pod. */
   owner: V1OwnerReference;
   /** Label value naming the session. */
@@ -200,6 +202,7 @@ export class PackageInstaller {
         session: t.sessionLabel,
         maxTotalBytes,
         ...(t.runtimeClassName !== undefined && { runtimeClassName: t.runtimeClassName }),
+        ...(t.placement !== undefined && { placement: t.placement }),
       },
       this.opts,
     );

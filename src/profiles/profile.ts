@@ -4,9 +4,10 @@
 import { BUILTIN_PROFILE, type PackagePolicySpec, type SandboxProfile } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
+import type { SandboxPlacement } from '../sandbox/pod.js';
 
 /** The settings a profile decides; the rest of the run engine's settings stay the gateway's. */
-export type SandboxShape = Pick<Config, 'images' | 'defaultCpu' | 'defaultMemory' | 'maxCpu' | 'maxMemory' | 'runtimeClassName'>;
+export type SandboxShape = Pick<Config, 'images' | 'defaultCpu' | 'defaultMemory' | 'maxCpu' | 'maxMemory' | 'runtimeClassName'> & SandboxPlacement;
 
 /** The gateway's own settings a profile starts from. */
 export type ProfileDefaults = SandboxShape & Pick<Config, 'warmPoolMin' | 'warmPoolMax'>;
@@ -48,6 +49,9 @@ export function resolveProfile(p: SandboxProfile, d: ProfileDefaults): ResolvedP
     maxCpu: s.maxResources?.cpu ?? d.maxCpu,
     maxMemory: s.maxResources?.memory ?? d.maxMemory,
     ...((s.runtimeClassName ?? d.runtimeClassName) !== undefined && { runtimeClassName: s.runtimeClassName ?? d.runtimeClassName }),
+    // Placement is the profile's alone: the gateway has no node settings of its own.
+    ...(s.nodeSelector !== undefined && Object.keys(s.nodeSelector).length > 0 && { nodeSelector: { ...s.nodeSelector } }),
+    ...(s.tolerations !== undefined && s.tolerations.length > 0 && { tolerations: s.tolerations.map((t) => ({ ...t })) }),
   };
   if (above(shape.defaultCpu, shape.maxCpu)) return { invalid: `its default cpu ${shape.defaultCpu} is above its maximum ${shape.maxCpu}` };
   if (above(shape.defaultMemory, shape.maxMemory)) return { invalid: `its default memory ${shape.defaultMemory} is above its maximum ${shape.maxMemory}` };

@@ -29,7 +29,7 @@ import type { EventRecorder } from '../kube/events.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
 import { podNameForRun, runLabelValue } from '../sandbox/names.js';
-import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel } from '../sandbox/pod.js';
+import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel, type SandboxPlacement } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
@@ -106,7 +106,9 @@ export type RunEngineOptions = Pick<
   | 'podStartupTimeoutSeconds'
   | 'runtimeClassName'
   | 'acceptUnenforced'
->;
+> &
+  // A run's profile adds where its pod may run (SandboxProfile nodeSelector, tolerations).
+  SandboxPlacement;
 
 interface Execution {
   promise: Promise<RunOutcome>;

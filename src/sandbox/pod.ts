@@ -1,6 +1,15 @@
 // The sandbox pod: a locked-down container that only sleeps. The code never appears in the pod
 // spec; it arrives later through the exec API, so nothing user-controlled reaches the kubelet.
-import type { V1Container, V1OwnerReference, V1Pod, V1PodSecurityContext, V1SecurityContext, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type {
+  V1Container,
+  V1OwnerReference,
+  V1Pod,
+  V1PodSecurityContext,
+  V1PodSpec,
+  V1SecurityContext,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
 import {
   API_VERSION,
   BUILTIN_PROFILE,
@@ -55,6 +64,8 @@ export interface PodBuildOptions {
   tmpSizeLimit: string;
   activeDeadlineSeconds: number;
   runtimeClassName?: string;
+  nodeSelector?: SandboxPlacement['nodeSelector'];
+  tolerations?: SandboxPlacement['tolerations'];
   /**
    * The runner and the kernel start code only once the pod has no network (NETWORK_CHECK_ENV);
    * false when the administrator accepted an unenforced NetworkPolicy (CODEMODE_ACCEPT_UNENFORCED).
@@ -64,8 +75,28 @@ export interface PodBuildOptions {
   profile?: string;
 }
 
-/** The administrator's settings every sandbox pod is built from (a Pick of Config). */
-export interface SandboxPodSettings {
+/** Where a profile's pods may run (SandboxProfile spec.nodeSelector and spec.tolerations). */
+export interface SandboxPlacement {
+  nodeSelector?: Record<string, string>;
+  tolerations?: ReadonlyArray<{
+    key?: string;
+    operator?: 'Exists' | 'Equal';
+    value?: string;
+    effect?: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+    tolerationSeconds?: number;
+  }>;
+}
+
+/** The pod spec fields of a placement: copies, so a built pod never shares them with the profile. */
+export function placementSpec(p: SandboxPlacement | undefined): Pick<V1PodSpec, 'nodeSelector' | 'tolerations'> {
+  return {
+    ...(p?.nodeSelector !== undefined && { nodeSelector: { ...p.nodeSelector } }),
+    ...(p?.tolerations !== undefined && { tolerations: p.tolerations.map((t) => ({ ...t })) }),
+  };
+}
+
+/** The administrator's settings every sandbox pod is built from (a Pick of Config, and a profile's placement). */
+export interface SandboxPodSettings extends SandboxPlacement {
   imagePullPolicy: PodBuildOptions['imagePullPolicy'];
   defaultCpu: string;
   defaultMemory: string;
@@ -99,6 +130,8 @@ export function sandboxPodOptions(
     tmpSizeLimit: c.tmpSizeLimit,
     activeDeadlineSeconds: o.activeDeadlineSeconds,
     ...(c.runtimeClassName !== undefined && { runtimeClassName: c.runtimeClassName }),
+    ...(c.nodeSelector !== undefined && { nodeSelector: c.nodeSelector }),
+    ...(c.tolerations !== undefined && { tolerations: c.tolerations }),
     networkCheck: !(c.acceptUnenforced ?? []).includes('network'),
     ...(o.profile !== undefined && { profile: o.profile }),
   };
@@ -216,6 +249,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       terminationGracePeriodSeconds: 1,
       ...(parts.activeDeadlineSeconds !== undefined && { activeDeadlineSeconds: parts.activeDeadlineSeconds }),
       ...(opts.runtimeClassName === undefined ? {} : { runtimeClassName: opts.runtimeClassName }),
+      ...placementSpec(opts),
       securityContext: podSecurityContext(),
       containers: [sandboxContainer(opts, parts.command, parts.extraMounts ?? [])],
       // /tmp is a tmpfs with a hard size: a write past it fails at once with ENOSPC (the run

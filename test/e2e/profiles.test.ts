@@ -1,7 +1,8 @@
 // SandboxProfiles on the real cluster: two profiles' warm pools side by side with the built-in
 // one, each versioned and counted in its status; a run and a session of a profile land in its pool
 // with its limits and its pre-imported modules; unknown and invalid profiles are refused with the
-// list; deleting a profile removes its pool.
+// list; deleting a profile removes its pool; a profile's node selector and tolerations place its
+// pods.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import { GROUP, SANDBOXPROFILE_PLURAL, SANDBOXRUN_PLURAL, VERSION, type SandboxProfile, type SandboxRun } from '../../src/api/v1alpha1/index.js';
@@ -33,7 +34,8 @@ const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {}
 beforeAll(async () => {
   ns = await createNamespace(k, 'profiles');
   // One pod per pool: three pools on a shared node.
-  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '1' });
+  // A pod's startup time bounded to 45 s: the last test waits it out for a pod no node may run.
+  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '1', CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: '45' });
   await createProfile('slim', {
     description: 'Small sandboxes with sqlite3 loaded.',
     image: SANDBOX_IMAGE,
@@ -135,5 +137,35 @@ describe('SandboxProfiles', () => {
     );
     const r = await mcp.callTool('execute_code', { code: 'print(1)', profile: 'other' });
     expect(r.content[0]?.text).toMatch(/Unknown profile other/);
+  });
+
+  it('places its pods by its node selector and tolerations, and a selector no node has fails the run as Unschedulable', async () => {
+    const node = (await k.core.listNode()).items[0]?.metadata?.labels?.['kubernetes.io/hostname'] ?? '';
+    expect(node).not.toBe('');
+    const tolerations = [{ key: 'codemode.dev/test-sandbox-only', operator: 'Exists', effect: 'NoSchedule' }];
+    await createProfile('placed', { image: SANDBOX_IMAGE, nodeSelector: { 'kubernetes.io/hostname': node }, tolerations });
+    await createProfile('nowhere', { image: SANDBOX_IMAGE, nodeSelector: { 'codemode.dev/test-pool': 'absent' } });
+    await until(
+      async () => (await profile('nowhere')).status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+      60_000,
+      'profiles accepted',
+    );
+
+    const created = await mcp.callTool('create_session', { language: 'python', profile: 'placed' });
+    expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
+    const session = String(sc(created).session);
+    const pods = (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/profile=placed' })).items;
+    expect(pods.length).toBeGreaterThan(0);
+    for (const p of pods) {
+      expect(p.spec?.nodeSelector).toEqual({ 'kubernetes.io/hostname': node });
+      expect(p.spec?.tolerations).toEqual(expect.arrayContaining(tolerations));
+    }
+    expect(sc(await mcp.callTool('execute_code', { session, code: '6 * 7' })).result).toBe('42');
+    await mcp.callTool('close_session', { session });
+
+    // No node has the label: the scheduler keeps the pod, and the run says why when its pod's
+    // startup time (CODEMODE_POD_STARTUP_TIMEOUT_SECONDS of this file's operator) is over.
+    const r = await mcp.callTool('execute_code', { code: 'print(1)', profile: 'nowhere', timeout_seconds: 10 });
+    expect(sc(r)).toMatchObject({ phase: 'Failed', reason: 'Unschedulable' });
   });
 });

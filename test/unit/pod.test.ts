@@ -242,4 +242,12 @@ describe('sandboxPodOptions (one mapping from the settings for every sandbox pod
   it('keeps a RuntimeClass', () => {
     expect(sandboxPodOptions({ ...settings, runtimeClassName: 'gvisor' }, { image: 'i', activeDeadlineSeconds: 1 }).runtimeClassName).toBe('gvisor');
   });
+  it("keeps a profile's placement, and the pod runs where it says", () => {
+    const placement = { nodeSelector: { pool: 'sandbox' }, tolerations: [{ key: 'dedicated', operator: 'Exists' as const, effect: 'NoSchedule' as const }] };
+    const o = sandboxPodOptions({ ...settings, ...placement }, { image: 'i', activeDeadlineSeconds: 1 });
+    expect(o).toMatchObject(placement);
+    expect(buildRunPod(run, o).spec).toMatchObject(placement);
+    expect(sandboxPodOptions(settings, { image: 'i', activeDeadlineSeconds: 1 })).not.toHaveProperty('nodeSelector');
+    expect(buildRunPod(run, opts).spec).not.toHaveProperty('tolerations');
+  });
 });

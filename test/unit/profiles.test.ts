@@ -29,6 +29,23 @@ describe('parseSandboxProfile', () => {
     ['a module name with a space', { image: 'x:v1', preImport: ['numpy pandas'] }, undefined, /Python module name/],
     ['a bad quantity', { image: 'x:v1', resources: { memory: '1 GB' } }, undefined, /Kubernetes quantity/],
     ['a name too long for a label', { image: 'x:v1' }, 'p'.repeat(41), /at most 40 characters/],
+    ['a node selector key with a space', { image: 'x:v1', nodeSelector: { 'sandbox pool': 'yes' } }, undefined, /label key/],
+    ['a node selector value too long', { image: 'x:v1', nodeSelector: { pool: 'v'.repeat(64) } }, undefined, /nodeSelector/],
+    [
+      'more than 16 node labels',
+      { image: 'x:v1', nodeSelector: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) },
+      undefined,
+      /at most 16 labels/,
+    ],
+    ['a toleration with an unknown effect', { image: 'x:v1', tolerations: [{ key: 'sandbox', effect: 'NoRun' }] }, undefined, /tolerations/],
+    [
+      'operator Exists with a value',
+      { image: 'x:v1', tolerations: [{ key: 'sandbox', operator: 'Exists', value: 'yes' }] },
+      undefined,
+      /Exists takes no value/,
+    ],
+    ['a toleration without key that is not Exists', { image: 'x:v1', tolerations: [{ value: 'yes' }] }, undefined, /without key needs operator Exists/],
+    ['17 tolerations', { image: 'x:v1', tolerations: Array.from({ length: 17 }, (_, i) => ({ key: `k${i}`, operator: 'Exists' })) }, undefined, /tolerations/],
   ])('refuses %s', (_n, spec, name, message) => {
     const r = parseSandboxProfile(profile(spec, name));
     expect(r.ok).toBe(false);
@@ -60,6 +77,24 @@ describe('resolveProfile', () => {
       { defaultCpu: '2', defaultMemory: '2Gi', maxCpu: '4', maxMemory: '8Gi', pool: { min: 1, max: 4 }, preImport: ['numpy', 'pandas'] },
     ],
     ['a RuntimeClass', { image: 'ds:v1', runtimeClassName: 'gvisor' }, { runtimeClassName: 'gvisor' }],
+    [
+      'where its pods run: node labels and tolerated taints',
+      {
+        image: 'ds:v1',
+        nodeSelector: { 'node-role.example.com/sandbox': 'true', pool: 'a' },
+        tolerations: [
+          { key: 'node-role.example.com/sandbox', operator: 'Exists', effect: 'NoSchedule' },
+          { key: 'dedicated', value: 'sandbox' },
+        ],
+      },
+      {
+        nodeSelector: { 'node-role.example.com/sandbox': 'true', pool: 'a' },
+        tolerations: [
+          { key: 'node-role.example.com/sandbox', operator: 'Exists', effect: 'NoSchedule' },
+          { key: 'dedicated', value: 'sandbox' },
+        ],
+      },
+    ],
   ])('%s', (_n, spec, expected) => {
     const r = resolveProfile(parsed(spec), config);
     expect('invalid' in r).toBe(false);
@@ -75,6 +110,16 @@ describe('resolveProfile', () => {
   ])('refuses defaults above the maxima: %j', (spec, message) => {
     const r = resolveProfile(parsed(spec), config);
     expect('invalid' in r && r.invalid).toMatch(message);
+  });
+
+  it.each<[string, Record<string, unknown>]>([
+    ['none given', { image: 'ds:v1' }],
+    ['empty ones', { image: 'ds:v1', nodeSelector: {}, tolerations: [] }],
+  ])('places its pods anywhere with %s (no nodeSelector or tolerations in the shape)', (_n, spec) => {
+    const r = resolveProfile(parsed(spec), config);
+    if ('invalid' in r) throw new Error(r.invalid);
+    expect(r.shape).not.toHaveProperty('nodeSelector');
+    expect(r.shape).not.toHaveProperty('tolerations');
   });
 
   it('builds the built-in profile from the gateway settings', () => {
@@ -97,6 +142,25 @@ describe("a profile's pool pods", () => {
     expect(pod.spec?.containers[0]?.image).toBe('ds:v1');
     expect(pod.spec?.containers[0]?.resources?.limits?.memory).toBe('2Gi');
     expect(pod.spec?.containers[0]?.command).toEqual(expect.arrayContaining(['--prestart', '--preimport', 'numpy,pandas']));
+  });
+
+  it('run where the profile says: its node labels and tolerations, and a change of either is a new template', () => {
+    const placed = resolveProfile(
+      parsed({ image: 'ds:v1', nodeSelector: { pool: 'sandbox' }, tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }] }),
+      config,
+    );
+    const moved = resolveProfile(
+      parsed({ image: 'ds:v1', nodeSelector: { pool: 'other' }, tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }] }),
+      config,
+    );
+    const plain = resolveProfile(parsed({ image: 'ds:v1' }), config);
+    if ('invalid' in placed || 'invalid' in moved || 'invalid' in plain) throw new Error('invalid');
+    const p = poolPodTemplate(opts, volume, placed);
+    expect(p.spec?.nodeSelector).toEqual({ pool: 'sandbox' });
+    expect(p.spec?.tolerations).toEqual([{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }]);
+    const hash = (x: typeof p): string | undefined => x.metadata?.labels?.['codemode.dev/pool-hash'];
+    expect(new Set([hash(p), hash(poolPodTemplate(opts, volume, moved)), hash(poolPodTemplate(opts, volume, plain))]).size).toBe(3);
+    expect(poolPodTemplate(opts, volume, plain).spec).not.toHaveProperty('nodeSelector');
   });
 
   it("keep the built-in profile's pods as they were named, without an owner, and hash apart", () => {

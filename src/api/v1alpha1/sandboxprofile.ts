@@ -31,6 +31,32 @@ const ResourcesSchema = z.object({
 
 const PYTHON_MODULE = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
 
+/** A label key as Kubernetes accepts it: an optional DNS-subdomain prefix and a name of 1–63 characters. */
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+export const MAX_NODE_SELECTOR = 16;
+export const MAX_TOLERATIONS = 16;
+
+const labelKey = z.string().max(316).regex(LABEL_KEY, { error: 'must be a label key such as node-role.example.com/sandbox or pool' });
+
+const TolerationSchema = z
+  .object({
+    key: labelKey.optional().describe('The taint key it tolerates; empty with operator Exists: every taint.'),
+    operator: z.enum(['Exists', 'Equal']).optional().describe('Equal (default): the taint value must be value; Exists: any value.'),
+    value: z.string().max(63).regex(LABEL_VALUE, { error: 'must be a label value' }).optional().describe('The taint value (operator Equal).'),
+    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional().describe('The taint effect it tolerates; empty: all.'),
+    tolerationSeconds: z.int().min(0).max(86_400).optional().describe('With effect NoExecute: how long the pod stays after the taint appears.'),
+  })
+  .refine((t) => t.operator !== 'Exists' || t.value === undefined, { error: 'operator Exists takes no value' })
+  .refine((t) => t.key !== undefined || t.operator === 'Exists', { error: 'a toleration without key needs operator Exists' })
+  .meta({
+    'x-kubernetes-validations': [
+      { rule: "!has(self.operator) || self.operator != 'Exists' || !has(self.value)", message: 'operator Exists takes no value' },
+      { rule: "has(self.key) || (has(self.operator) && self.operator == 'Exists')", message: 'a toleration without key needs operator Exists' },
+    ],
+  });
+export type Toleration = z.infer<typeof TolerationSchema>;
+
 export const SandboxProfileSpecSchema = z.object({
   description: z.string().max(512).optional().describe('One sentence for agents choosing a profile (shown by the gateway).'),
   image: z
@@ -47,6 +73,24 @@ export const SandboxProfileSpecSchema = z.object({
     .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, { error: 'must be the name of a RuntimeClass' })
     .optional()
     .describe("RuntimeClass of this profile's pods, e.g. gvisor (default: the gateway's)."),
+  nodeSelector: z
+    .record(z.string(), z.string().max(63).regex(LABEL_VALUE, { error: 'must be a label value (at most 63 letters, digits, "-", "_", ".")' }))
+    .superRefine((m, ctx) => {
+      const keys = Object.keys(m);
+      if (keys.length > MAX_NODE_SELECTOR) ctx.addIssue({ code: 'custom', message: `at most ${MAX_NODE_SELECTOR} labels` });
+      // zod reports a bad record key without its own message: say what a key must be.
+      for (const k of keys)
+        if (!labelKey.safeParse(k).success)
+          ctx.addIssue({ code: 'custom', path: [k], message: 'must be a label key such as node-role.example.com/sandbox or pool' });
+    })
+    .meta({ maxProperties: MAX_NODE_SELECTOR })
+    .optional()
+    .describe("Node labels this profile's pods (runs, sessions, pool, package installs) must be scheduled on, e.g. nodes kept for sandboxes."),
+  tolerations: z
+    .array(TolerationSchema)
+    .max(MAX_TOLERATIONS)
+    .optional()
+    .describe("Taints this profile's pods tolerate, e.g. the taint that keeps other workloads off sandbox nodes."),
   warmPool: z
     .object({
       min: z.int().min(0).max(MAX_PROFILE_POOL).default(0).describe('Ready pods kept at all times.'),

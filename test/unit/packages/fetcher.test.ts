@@ -60,6 +60,16 @@ describe('buildFetcherPod', () => {
     opts,
   );
   const c = pod.spec?.containers[0];
+  it("runs where the session's profile places its pods, and anywhere without a placement", () => {
+    const placement = { nodeSelector: { pool: 'sandbox' }, tolerations: [{ key: 'dedicated', operator: 'Exists' as const }] };
+    const placed = buildFetcherPod(
+      { namespace: 'ns', image: 'img:v1', owner: { apiVersion: 'v1', kind: 'SandboxSession', name: 's', uid: 'u' }, session: 's', maxTotalBytes: 1, placement },
+      opts,
+    );
+    expect(placed.spec).toMatchObject(placement);
+    expect(pod.spec).not.toHaveProperty('nodeSelector');
+    expect(pod.spec).not.toHaveProperty('tolerations');
+  });
   it('is hardened like a sandbox but not labelled as one (its own policy applies), owned by its session, with a deadline', () => {
     expect(pod.metadata?.labels?.[LABEL_SANDBOX]).toBeUndefined();
     expect(pod.metadata?.labels?.[LABEL_PACKAGE_FETCHER]).toBe('s');
