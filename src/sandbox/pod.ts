@@ -26,7 +26,7 @@ import {
   kernelLanguage,
   normalizeLanguage,
 } from '../api/v1alpha1/index.js';
-import type { KernelLanguage, SandboxRun, SandboxSession } from '../api/v1alpha1/index.js';
+import type { KernelLanguage, SandboxRun, SandboxSession, Toleration } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
 import { podNameForRun, podNameForSession, runLabelValue } from './names.js';
 import type { RuntimeVolume } from './runtime-configmap.js';
@@ -78,13 +78,7 @@ export interface PodBuildOptions {
 /** Where a profile's pods may run (SandboxProfile spec.nodeSelector and spec.tolerations). */
 export interface SandboxPlacement {
   nodeSelector?: Record<string, string>;
-  tolerations?: ReadonlyArray<{
-    key?: string;
-    operator?: 'Exists' | 'Equal';
-    value?: string;
-    effect?: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
-    tolerationSeconds?: number;
-  }>;
+  tolerations?: readonly Toleration[];
 }
 
 /** The pod spec fields of a placement: copies, so a built pod never shares them with the profile. */
