@@ -210,24 +210,24 @@ describe('isQuotaConflict', () => {
   });
 });
 
-describe('creates refused by a quota conflict are sent again', () => {
-  /** Answers the requests in turn with `answers` (status, body); records what was sent. */
-  function scripted(answers: Array<[number, unknown]>): { api: CoreV1ApiType; sent: string[] } {
-    const sent: string[] = [];
-    const config = createConfiguration({
-      baseServer: new ServerConfiguration('https://k8s.example:6443', {}),
-      httpApi: {
-        send: (ctx: RequestContext) => {
-          sent.push(`${ctx.getHttpMethod()} ${ctx.getUrl()}`);
-          const [status, body] = answers[Math.min(sent.length - 1, answers.length - 1)] as [number, unknown];
-          return jsonResponse(status, body);
-        },
+/** A client whose requests are answered in turn with `answers` (status, body, headers; the last repeats); records what was sent. */
+function scripted(answers: Array<[number, unknown, Record<string, string>?]>): { api: CoreV1ApiType; sent: string[] } {
+  const sent: string[] = [];
+  const config = createConfiguration({
+    baseServer: new ServerConfiguration('https://k8s.example:6443', {}),
+    httpApi: {
+      send: (ctx: RequestContext) => {
+        sent.push(`${ctx.getHttpMethod()} ${ctx.getUrl()}`);
+        const [status, body, headers] = answers[Math.min(sent.length - 1, answers.length - 1)] as [number, unknown, Record<string, string>?];
+        return jsonResponse(status, body, headers);
       },
-    });
-    const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
-    return { api: new Slim(config), sent };
-  }
+    },
+  });
+  const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
+  return { api: new Slim(config), sent };
+}
 
+describe('creates refused by a quota conflict are sent again', () => {
   it('a create that meets two quota conflicts succeeds on the third request', async () => {
     const { api, sent } = scripted([
       [409, QUOTA_CONFLICT],
@@ -284,21 +284,6 @@ describe('throttledRetryMs: a 429 is sent again after its Retry-After, bounded',
 });
 
 describe('requests answered 429 are sent again', () => {
-  function scripted(answers: Array<[number, unknown, Record<string, string>?]>): { api: CoreV1ApiType; sent: string[] } {
-    const sent: string[] = [];
-    const config = createConfiguration({
-      baseServer: new ServerConfiguration('https://k8s.example:6443', {}),
-      httpApi: {
-        send: (ctx: RequestContext) => {
-          sent.push(`${ctx.getHttpMethod()} ${ctx.getUrl()}`);
-          const [status, body, headers] = answers[Math.min(sent.length - 1, answers.length - 1)] as [number, unknown, Record<string, string>?];
-          return jsonResponse(status, body, headers);
-        },
-      },
-    });
-    const Slim = apiClass<CoreV1ApiType>(Apis.CoreV1ApiRequestFactory, Apis.CoreV1ApiResponseProcessor);
-    return { api: new Slim(config), sent };
-  }
   const list = { kind: 'PodList', apiVersion: 'v1', metadata: {}, items: [pod] };
 
   it('a list that meets "storage is (re)initializing" twice succeeds on the third request', async () => {
