@@ -47,10 +47,7 @@ export class SessionPackages {
         language,
         image: profile.shape.images[language],
         ...(profile.shape.runtimeClassName !== undefined && { runtimeClassName: profile.shape.runtimeClassName }),
-        placement: {
-          ...(profile.shape.nodeSelector && { nodeSelector: profile.shape.nodeSelector }),
-          ...(profile.shape.tolerations && { tolerations: profile.shape.tolerations }),
-        },
+        placement: profile.shape,
         owner: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name: session.metadata.name, uid: session.metadata.uid ?? '', controller: false },
         sessionLabel: runLabelValue(session.metadata.name),
         ...(profile.packages !== undefined && { policy: profile.packages }),

@@ -50,8 +50,8 @@ export function resolveProfile(p: SandboxProfile, d: ProfileDefaults): ResolvedP
     maxMemory: s.maxResources?.memory ?? d.maxMemory,
     ...((s.runtimeClassName ?? d.runtimeClassName) !== undefined && { runtimeClassName: s.runtimeClassName ?? d.runtimeClassName }),
     // Placement is the profile's alone: the gateway has no node settings of its own.
-    ...(s.nodeSelector !== undefined && Object.keys(s.nodeSelector).length > 0 && { nodeSelector: { ...s.nodeSelector } }),
-    ...(s.tolerations !== undefined && s.tolerations.length > 0 && { tolerations: s.tolerations.map((t) => ({ ...t })) }),
+    ...(s.nodeSelector !== undefined && Object.keys(s.nodeSelector).length > 0 && { nodeSelector: s.nodeSelector }),
+    ...(s.tolerations !== undefined && s.tolerations.length > 0 && { tolerations: s.tolerations }),
   };
   if (above(shape.defaultCpu, shape.maxCpu)) return { invalid: `its default cpu ${shape.defaultCpu} is above its maximum ${shape.maxCpu}` };
   if (above(shape.defaultMemory, shape.maxMemory)) return { invalid: `its default memory ${shape.defaultMemory} is above its maximum ${shape.maxMemory}` };

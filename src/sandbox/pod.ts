@@ -52,7 +52,7 @@ export const NETWORK_CHECK_ENV = 'CODEMODE_NETWORK_CHECK';
 export const EPHEMERAL_STORAGE_REQUEST = '64Mi';
 
 /** Everything the controller decides from config + run; the builder adds no policy of its own. */
-export interface PodBuildOptions {
+export interface PodBuildOptions extends SandboxPlacement {
   image: string;
   imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
   cpuLimit: string;
@@ -64,8 +64,6 @@ export interface PodBuildOptions {
   tmpSizeLimit: string;
   activeDeadlineSeconds: number;
   runtimeClassName?: string;
-  nodeSelector?: SandboxPlacement['nodeSelector'];
-  tolerations?: SandboxPlacement['tolerations'];
   /**
    * The runner and the kernel start code only once the pod has no network (NETWORK_CHECK_ENV);
    * false when the administrator accepted an unenforced NetworkPolicy (CODEMODE_ACCEPT_UNENFORCED).
