@@ -188,8 +188,12 @@ export class UpstreamConnection {
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
       const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
       if (epoch !== this.epoch) {
-        // Superseded while connecting: this client is nobody's any more.
-        if (this.client !== client) await client.close().catch(() => undefined);
+        // Superseded while connecting (stop() or a reconnect came meanwhile): this client is
+        // nobody's any more, and its session is ended on the server too. A stop() that came while
+        // the SDK still probed the protocol version found no transport on the client to abort,
+        // so the connect went on to open a session; closed without its DELETE, that session kept
+        // a server process in a stdio bridge for the bridge's idle timeout.
+        if (this.client !== client) await endClient(client);
         return;
       }
       this.backoffMs = 1000;
@@ -248,15 +252,20 @@ export class UpstreamConnection {
   private async closeClient(): Promise<void> {
     const c = this.client;
     this.client = undefined;
-    if (!c) return;
-    // Its Streamable HTTP transport (set once connect() started) knows the session to end.
-    const t = c.transport as { terminateSession?: () => Promise<void> } | undefined;
-    c.onclose = undefined;
-    // The MCP session is ended on the server too (DELETE), not only dropped: a stdio bridge keeps
-    // each session's server process until it idles out (10 minutes), so reconnects under load
-    // piled processes up in its pod until its process limit was reached and new servers aborted
-    // (a fresh-clone run). Bounded: an unreachable server must not hold a reconnect up.
-    if (t?.terminateSession) await Promise.race([t.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, TERMINATE_TIMEOUT_MS).unref())]);
-    await c.close().catch(() => undefined);
+    if (c) await endClient(c);
   }
+}
+
+/**
+ * Ends a client's MCP session on the server too (DELETE), not only drops it: a stdio bridge keeps
+ * each session's server process until it idles out, so reconnects under load piled processes up
+ * in its pod until its process limit was reached and new servers aborted (a fresh-clone run).
+ * Bounded: an unreachable server must not hold a reconnect up.
+ */
+async function endClient(c: Client): Promise<void> {
+  // Its Streamable HTTP transport (set once the SDK's connect attached it) knows the session.
+  const t = c.transport as { terminateSession?: () => Promise<void> } | undefined;
+  c.onclose = undefined;
+  if (t?.terminateSession) await Promise.race([t.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, TERMINATE_TIMEOUT_MS).unref())]);
+  await c.close().catch(() => undefined);
 }

@@ -14,8 +14,22 @@ import { UpstreamConnection, type ConnectionState } from '../../src/upstreams/co
 import { UpstreamError } from '../../src/upstreams/types.js';
 import { until } from './helpers/kube.js';
 
-/** A stateful SDK server; every session's McpServer gets the tools `extra` lists too. */
-function startSdkServer(port = 0): Promise<{ server: Server; port: number; servers: McpServer[]; addTool(name: string): void }> {
+interface SdkServer {
+  server: Server;
+  port: number;
+  servers: McpServer[];
+  addTool(name: string): void;
+  /** Sessions initialized, and ended by the client's DELETE. */
+  sessions: { opened: number; ended: number };
+}
+
+/**
+ * A stateful SDK server; every session's McpServer gets the tools `extra` lists too. `hold`
+ * delays the answer to the first request the server gets (a client's first: its protocol probe).
+ */
+function startSdkServer(port = 0, hold?: () => Promise<void>): Promise<SdkServer> {
+  const sessions = { opened: 0, ended: 0 };
+  let first = hold;
   const servers: McpServer[] = [];
   const extra: string[] = [];
   const transports = new Map<string, StreamableHTTPServerTransport>();
@@ -35,6 +49,9 @@ function startSdkServer(port = 0): Promise<{ server: Server; port: number; serve
   };
   const server = createServer((req, res) => {
     void (async (): Promise<void> => {
+      const held = first;
+      first = undefined;
+      await held?.();
       const sid = req.headers['mcp-session-id'];
       let t = typeof sid === 'string' ? transports.get(sid) : undefined;
       if (!t) {
@@ -44,7 +61,11 @@ function startSdkServer(port = 0): Promise<{ server: Server; port: number; serve
         }
         const transport = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
-          onsessioninitialized: (id) => void transports.set(id, transport),
+          onsessioninitialized: (id) => {
+            sessions.opened++;
+            transports.set(id, transport);
+          },
+          onsessionclosed: () => void sessions.ended++,
         });
         await build().connect(transport);
         t = transport;
@@ -58,6 +79,7 @@ function startSdkServer(port = 0): Promise<{ server: Server; port: number; serve
         server,
         port: (server.address() as AddressInfo).port,
         servers,
+        sessions,
         addTool(name: string): void {
           extra.push(name);
           for (const s of servers) s.registerTool(name, { description: `Added later: ${name}`, inputSchema: {} }, () => ({ content: [] }));
@@ -114,6 +136,32 @@ describe('UpstreamConnection against an SDK server', () => {
     expect((err as UpstreamError).message).toMatch(/sdk\.echo failed: .*larger than 65536 bytes \(CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES\)/);
     expect(conn.state.ready).toBe(true);
     expect(await conn.call('echo', { message: 'still here' }, 5_000)).toMatchObject({ content: [{ type: 'text', text: 'still here' }] });
+  });
+
+  it('ends the MCP session of a connect that stop() overtook, so the server keeps nothing open', async () => {
+    // stop() while the SDK's protocol probe is in flight: the connect goes on and opens a session
+    // after it; that session must get its DELETE (a stdio bridge would keep a process for it).
+    let probing!: () => void;
+    const inFlight = new Promise<void>((r) => (probing = r));
+    const slow = await startSdkServer(0, async () => {
+      probing();
+      await new Promise((r) => setTimeout(r, 500));
+    });
+    const late = new UpstreamConnection(
+      'late',
+      { url: `http://127.0.0.1:${slow.port}/mcp`, headers: {} },
+      { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: () => undefined, log: pino({ level: 'silent' }) },
+    );
+    try {
+      late.start();
+      await inFlight;
+      await late.stop();
+      await until(() => slow.sessions.opened >= 1 && slow.sessions.ended === slow.sessions.opened, 15_000, 'the overtaken connect’s session to be ended');
+      expect(late.state.ready).toBe(false);
+    } finally {
+      slow.server.closeAllConnections();
+      await new Promise<void>((r) => slow.server.close(() => r()));
+    }
   });
 
   it('notices a server that went away and reconnects when it is back', async () => {
