@@ -194,7 +194,7 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 		// slow to start): it cannot use this session, and with JSON answers it never even learnt
 		// its id, so nobody would end it before the idle timeout. Reconnects under load piled
 		// such sessions up to --max-sessions (and their processes up to the pod's PID limit).
-		s.close("the client went away before its initialize was answered")
+		s.abandon("the client went away before its initialize was answered")
 	}
 }
 
@@ -214,7 +214,7 @@ func (b *bridge) create(w http.ResponseWriter, envs []envelope) *session {
 		writeError(w, http.StatusServiceUnavailable, envs[0].ID, -32000, fmt.Sprintf("the bridge already serves its maximum of %d sessions (--max-sessions); retry later", b.max))
 		return nil
 	}
-	s, err := startSession(rand.Text(), b.argv, b.remove)
+	s, err := startSession(rand.Text(), b.argv, fmt.Sprintf("%d of %d", len(b.sessions)+1, b.max), b.remove)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, envs[0].ID, -32000, err.Error())
 		return nil

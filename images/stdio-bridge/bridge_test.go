@@ -11,13 +11,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_CHILD") == "1" {
+		if os.Getenv("BRIDGE_TEST_DIE_AT_START") == "1" {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // as Node aborts when it cannot start its threads
+		}
+		stubborn := os.Getenv("BRIDGE_TEST_STUBBORN") == "1"
+		if stubborn {
+			signal.Ignore(syscall.SIGTERM) // only SIGKILL ends it
+		}
 		fmt.Println("not json: servers sometimes print banners on stdout")
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
@@ -35,6 +44,9 @@ func TestMain(m *testing.M) {
 			if len(msg.ID) > 0 {
 				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"method":%q}}`+"\n", msg.ID, msg.Method)
 			}
+		}
+		if stubborn {
+			select {} // stdin closed: a stubborn server keeps running
 		}
 		return
 	}
@@ -104,11 +116,14 @@ func TestBridge(t *testing.T) {
 }
 
 // A client that gives up on initialize (its timeout, while the server starts slowly) never uses
-// the session, and with a JSON answer never learnt its id: the bridge ends it and its process at
-// once, so reconnect attempts do not pile up to --max-sessions.
+// the session, and with a JSON answer never learnt its id: the bridge ends it and kills its process
+// at once, so reconnect attempts do not pile up to --max-sessions or the pod's process limit. The
+// child here ignores stdin closing and SIGTERM: the polite stop (stdin, 2 s, SIGTERM, 3 s, SIGKILL)
+// cannot end it in under 5 s, so the 4 s bound below fails unless the bridge kills it outright.
 func TestInitializeAbandoned(t *testing.T) {
 	t.Setenv("BRIDGE_TEST_CHILD", "1")
 	t.Setenv("BRIDGE_TEST_SLOW_START", "1")
+	t.Setenv("BRIDGE_TEST_STUBBORN", "1")
 	exe, _ := os.Executable()
 	b := newBridge([]string{exe}, 2, time.Minute)
 	srv := httptest.NewServer(b)
@@ -131,7 +146,7 @@ func TestInitializeAbandoned(t *testing.T) {
 			if err == nil {
 				t.Fatalf("attempt %d (%s): initialize was answered", i, accept)
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(4 * time.Second)
 			for {
 				b.mu.Lock()
 				n := len(b.sessions)
@@ -140,10 +155,27 @@ func TestInitializeAbandoned(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("attempt %d (%s): %d sessions left 5 s after the client gave up", i, accept, n)
+					t.Fatalf("attempt %d (%s): %d sessions left 4 s after the client gave up (stopped politely, not killed)", i, accept, n)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
+	}
+}
+
+// A server killed by a signal before it answered anything: the client's initialize gets an error
+// that points at the likely cause (in a pod, the process limit every session's threads count
+// against), not only "signal: aborted".
+func TestServerDiesAtStart(t *testing.T) {
+	t.Setenv("BRIDGE_TEST_CHILD", "1")
+	t.Setenv("BRIDGE_TEST_DIE_AT_START", "1")
+	exe, _ := os.Executable()
+	b := newBridge([]string{exe}, 2, time.Minute)
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	defer b.closeAll("test over")
+	_, body := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, "application/json")
+	if !strings.Contains(body, "signal: killed") || !strings.Contains(body, "process limit") {
+		t.Fatalf("initialize to a server that died at start: %q", body)
 	}
 }

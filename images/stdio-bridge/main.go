@@ -43,10 +43,10 @@ func main() {
 		return
 	}
 	listen := flag.String("listen", ":8080", "address to serve MCP (POST/GET/DELETE /mcp) and /healthz on")
-	maxSessions := flag.Int("max-sessions", 16, "most concurrent MCP sessions (child processes); more are refused with 503")
+	maxSessions := flag.Int("max-sessions", 8, "most concurrent MCP sessions (child processes); more are refused with 503")
 	idle := flag.Duration("idle-timeout", 10*time.Minute, "a session with no request for this long is ended (its client went away)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: bridge [--listen :8080] [--max-sessions 16] [--idle-timeout 10m] -- COMMAND [ARGS...]\n       bridge install DEST")
+		fmt.Fprintln(os.Stderr, "usage: bridge [--listen :8080] [--max-sessions 8] [--idle-timeout 10m] -- COMMAND [ARGS...]\n       bridge install DEST")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -49,9 +50,13 @@ type session struct {
 	reason   string        // why the session ended (set before done is closed)
 	ended    bool
 	lastUsed atomic.Int64
+	answered atomic.Bool // the child has answered a request (its initialize)
+	closing  atomic.Bool // the bridge is stopping the child (its signal is no news)
 }
 
-func startSession(id string, argv []string, onEnd func(*session)) (*session, error) {
+// startSession starts the child; live is how many sessions the bridge holds with this one (logged:
+// every child's threads count against the pod's process limit).
+func startSession(id string, argv []string, live string, onEnd func(*session)) (*session, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr // the container log; never a client
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -68,7 +73,7 @@ func startSession(id string, argv []string, onEnd func(*session)) (*session, err
 	}
 	s := &session{id: id, cmd: cmd, stdin: stdin, waiters: map[string]chan []byte{}, done: make(chan struct{}), exited: make(chan struct{})}
 	s.touch()
-	log.Printf("session %s: started %q (pid %d)", short(id), argv[0], cmd.Process.Pid)
+	log.Printf("session %s: started %q (pid %d; %s sessions)", short(id), argv[0], cmd.Process.Pid, live)
 	go func() {
 		readErr := s.readChild(bufio.NewReaderSize(stdout, 64<<10))
 		waitErr := cmd.Wait()
@@ -76,6 +81,11 @@ func startSession(id string, argv []string, onEnd func(*session)) (*session, err
 		why := "the stdio server exited"
 		if waitErr != nil {
 			why = fmt.Sprintf("the stdio server exited (%v)", waitErr)
+			var exit *exec.ExitError
+			if errors.As(waitErr, &exit) && exit.Sys().(syscall.WaitStatus).Signaled() && !s.answered.Load() && !s.closing.Load() {
+				// Node, for one, aborts without a word when it cannot start its threads.
+				why += " before answering anything: a server killed by a signal at start is often out of the pod's process limit (the kubelet's podPidsLimit counts every session's threads; lower --max-sessions)"
+			}
 		}
 		if readErr != nil {
 			why = fmt.Sprintf("%s after %v", why, readErr)
@@ -129,6 +139,7 @@ func (s *session) route(env envelope, msg []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if env.isResponse() {
+		s.answered.Store(true)
 		if ch, ok := s.waiters[idKey(env.ID)]; ok {
 			delete(s.waiters, idKey(env.ID))
 			ch <- msg // buffered for every id of its request
@@ -227,6 +238,7 @@ func (s *session) end(reason string) {
 // close ends the session and stops its child: stdin closed first (the stdio spec's polite way),
 // then SIGTERM, then SIGKILL, to the child's whole process group.
 func (s *session) close(reason string) {
+	s.closing.Store(true)
 	s.end(reason)
 	_ = s.stdin.Close()
 	go func() {
@@ -240,7 +252,18 @@ func (s *session) close(reason string) {
 	}()
 }
 
-func (s *session) kill() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) }
+func (s *session) kill() {
+	s.closing.Store(true)
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// abandon ends a session nobody can use and kills its child at once: a server still starting
+// has no state to save, and a polite stop would leave it (and its threads) for up to 5 s, while
+// reconnect attempts start more of them.
+func (s *session) abandon(reason string) {
+	s.end(reason)
+	s.kill()
+}
 
 // waitExit: true when the child has been reaped within d.
 func (s *session) waitExit(d time.Duration) bool {
