@@ -40,7 +40,7 @@ import { ToolBroker, type BrokerLimits } from './codemode/broker.js';
 import type { UpstreamCaller } from './codemode/types.js';
 import { registryCaller } from './codemode/registry-caller.js';
 import { UpstreamWatcher } from './upstreams/watcher.js';
-import { parseLabels } from './upstreams/stdio-objects.js';
+import { parseLabels, stdioSessionIdleSeconds } from './upstreams/stdio-objects.js';
 import type { UpstreamRegistry } from './upstreams/types.js';
 
 /** On shutdown, queued audit records get this long to be written. */
@@ -348,6 +348,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     stdio: {
       bridgeImage: config.stdioBridgeImage,
       gatewayPodLabels: parseLabels(config.stdioGatewayPodLabels),
+      sessionIdleSeconds: stdioSessionIdleSeconds(config.upstreamHealthIntervalSeconds),
       ...(config.stdioGatewayNamespace !== undefined && { gatewayNamespace: config.stdioGatewayNamespace }),
     },
     ...(metrics !== undefined && { onReady: metrics.upstreamReady }),

@@ -35,6 +35,19 @@ export interface StdioOptions {
   gatewayPodLabels: Record<string, string>;
   /** Their namespace; undefined: the UpstreamServer's own. */
   gatewayNamespace?: string;
+  /** The bridge ends a session after this long without a request (`stdioSessionIdleSeconds`). */
+  sessionIdleSeconds: number;
+}
+
+/**
+ * How long the bridge keeps a session nobody sends a request on: every gateway pings its
+ * session each health interval, so one silent for four of them (at least a minute) belongs to a
+ * replica that is gone or a connection that was dropped without its DELETE. Such sessions used to
+ * stay 10 minutes, each holding a server process whose threads count against the pod's process
+ * limit; a reconnect storm could fill it until every new server aborted at start.
+ */
+export function stdioSessionIdleSeconds(healthIntervalSeconds: number): number {
+  return Math.max(60, 4 * healthIntervalSeconds);
 }
 
 /**
@@ -148,6 +161,8 @@ export function buildStdioDeployment(server: UpstreamServer, stdio: StdioServer,
                 `:${STDIO_BRIDGE_PORT}`,
                 '--max-sessions',
                 String(stdio.maxSessions),
+                '--idle-timeout',
+                `${o.sessionIdleSeconds}s`,
                 '--',
                 ...stdio.command,
                 ...(stdio.args ?? []),
@@ -155,7 +170,9 @@ export function buildStdioDeployment(server: UpstreamServer, stdio: StdioServer,
               ...(stdio.workingDir && { workingDir: stdio.workingDir }),
               env: env(stdio),
               ports: [{ name: 'mcp', containerPort: STDIO_BRIDGE_PORT, protocol: 'TCP' }],
-              readinessProbe: { httpGet: { path: '/healthz', port: 'mcp' }, periodSeconds: 5, failureThreshold: 2 },
+              // A bridge short of CPU answers slowly, not wrongly: a 1 s probe timeout can turn the
+              // Deployment unavailable under load, and the gateway drops its connection each time.
+              readinessProbe: { httpGet: { path: '/healthz', port: 'mcp' }, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 3 },
               resources: {
                 requests: { cpu: r?.requests?.cpu ?? '50m', memory: r?.requests?.memory ?? '64Mi' },
                 limits: { ...(r?.limits?.cpu && { cpu: r.limits.cpu }), memory: r?.limits?.memory ?? '512Mi' },
@@ -184,6 +201,9 @@ export function buildStdioService(server: UpstreamServer): V1Service {
     metadata: meta(server),
     spec: {
       type: 'ClusterIP',
+      // A session lives in one pod: while a rollout has two, every request of a gateway must
+      // reach the pod that holds its session (else 404s, and DELETEs that miss leave sessions).
+      sessionAffinity: 'ClientIP',
       selector: selector(server),
       ports: [{ name: 'mcp', port: STDIO_BRIDGE_PORT, targetPort: 'mcp', protocol: 'TCP' }],
     },

@@ -39,13 +39,17 @@ async function readyWithin(name: string, ms: number, what: string): Promise<void
       containers: p.status?.containerStatuses?.map((c) => ({ ready: c.ready, state: c.state })),
       conditions: p.status?.conditions?.map((c) => `${c.type}=${c.status}${c.reason ? `(${c.reason}: ${c.message})` : ''}`),
     }));
-    // The bridge's log holds the servers' stderr: why a server exited (a fresh-clone run once saw
-    // every start end with "signal: aborted", unexplained).
+    // The bridge's log holds the servers' stderr and every session's start and end (how many
+    // were live: each server's threads count against the pod's process limit).
     const logs = await Promise.all(
       pods.map(async (p) =>
         k.core
-          .readNamespacedPodLog({ namespace: ns, name: p.name ?? '', container: 'server', tailLines: 40 })
-          .then((l) => `--- ${p.name}\n${l}`)
+          .readNamespacedPodLog({ namespace: ns, name: p.name ?? '', container: 'server' })
+          .then((l) => {
+            const lines = l.split('\n');
+            const count = (text: string): number => lines.filter((x) => x.includes(text)).length;
+            return `--- ${p.name}: ${count(': started ')} sessions started, ${count(': ended: ')} ended; last lines:\n${lines.slice(-40).join('\n')}`;
+          })
           .catch((e: unknown) => `--- ${p.name}: no log (${String(e).slice(0, 100)})`),
       ),
     );
@@ -97,7 +101,11 @@ describe('a stdio UpstreamServer run through the bridge', () => {
     // egress absent: None (no rule), so the server has no network at all.
     expect(policy?.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(policy?.spec?.egress ?? []).toEqual([]);
-    expect((await read<V1Service>('v1', 'Service', 'mcp-files'))?.spec?.clusterIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    const service = await read<V1Service>('v1', 'Service', 'mcp-files');
+    expect(service?.spec?.clusterIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    // Each gateway stays on the pod that holds its session (a rollout runs two for a while).
+    expect(service?.spec?.sessionAffinity).toBe('ClientIP');
+    expect(pod.containers[0]!.command?.join(' ')).toContain('--idle-timeout 60s');
   }, 240_000);
 
   it('is called by sandbox code in a session through codemode', async () => {

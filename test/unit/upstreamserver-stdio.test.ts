@@ -9,6 +9,7 @@ import {
   buildStdioDeployment,
   buildStdioNetworkPolicy,
   buildStdioService,
+  stdioSessionIdleSeconds,
   egressRules,
   parseLabels,
   stdioObjectName,
@@ -29,7 +30,11 @@ function server(stdio: Record<string, unknown> = fs): { server: UpstreamServer; 
   if (!r.ok) throw new Error(r.message);
   return { server: r.server, stdio: r.server.spec.stdio! };
 }
-const opts: StdioOptions = { bridgeImage: 'codemode.local/stdio-bridge:v1', gatewayPodLabels: { 'app.kubernetes.io/name': 'codemode-operator' } };
+const opts: StdioOptions = {
+  bridgeImage: 'codemode.local/stdio-bridge:v1',
+  gatewayPodLabels: { 'app.kubernetes.io/name': 'codemode-operator' },
+  sessionIdleSeconds: 90,
+};
 
 describe('spec.stdio', () => {
   it.each<[string, Record<string, unknown>]>([
@@ -108,14 +113,26 @@ describe('stdio objects', () => {
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     expect(pod.initContainers![0]).toMatchObject({ image: opts.bridgeImage, command: ['/bridge', 'install', '/codemode-bridge/bridge'] });
     const c = pod.containers[0]!;
-    expect(c.command).toEqual(['/codemode-bridge/bridge', '--listen', ':8080', '--max-sessions', '16', '--', 'node', '/app/index.js', '/tmp']);
+    expect(c.command).toEqual([
+      '/codemode-bridge/bridge',
+      '--listen',
+      ':8080',
+      '--max-sessions',
+      '8',
+      '--idle-timeout',
+      '90s',
+      '--',
+      'node',
+      '/app/index.js',
+      '/tmp',
+    ]);
     for (const sc of [c.securityContext, pod.initContainers![0]!.securityContext])
       expect(sc).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
     expect(c.env).toEqual([
       { name: 'HOME', value: '/tmp' },
       { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'gh', key: 'token' } } },
     ]);
-    expect(c.readinessProbe?.httpGet).toEqual({ path: '/healthz', port: 'mcp' });
+    expect(c.readinessProbe).toEqual({ httpGet: { path: '/healthz', port: 'mcp' }, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 3 });
     expect(c.volumeMounts?.map((m) => m.mountPath)).toEqual(['/codemode-bridge', '/tmp']);
     expect(d.spec!.selector.matchLabels).toEqual(d.spec!.template.metadata!.labels && { 'codemode.dev/upstream-server': 'mcp-fs' });
   });
@@ -130,9 +147,19 @@ describe('stdio objects', () => {
     expect(a).not.toBe(b);
   });
 
-  it('exposes the bridge port on a ClusterIP Service', () => {
+  it.each<[number, number]>([
+    [1, 60],
+    [15, 60],
+    [16, 64],
+    [600, 2400],
+  ])('a gateway pinging every %i s: the bridge ends sessions silent for %i s', (health, idle) => {
+    expect(stdioSessionIdleSeconds(health)).toBe(idle);
+  });
+
+  it('exposes the bridge port on a ClusterIP Service, each client kept on one pod', () => {
     expect(buildStdioService(server().server).spec).toEqual({
       type: 'ClusterIP',
+      sessionAffinity: 'ClientIP',
       selector: { 'codemode.dev/upstream-server': 'mcp-fs' },
       ports: [{ name: 'mcp', port: 8080, targetPort: 'mcp', protocol: 'TCP' }],
     });

@@ -103,7 +103,14 @@ export const StdioServerSchema = z
       .optional()
       .describe('Resources of the server container (default: requests 50m CPU and 64Mi memory, a 512Mi memory limit).'),
     egress: EgressSchema.optional().describe("Where the server may connect (its pod's NetworkPolicy egress). Absent: allow None."),
-    maxSessions: z.int().min(1).max(256).default(16).describe('Most concurrent MCP sessions, each its own server process (every gateway replica holds one).'),
+    maxSessions: z
+      .int()
+      .min(1)
+      .max(256)
+      .default(8)
+      .describe(
+        "Most concurrent MCP sessions, each its own server process (every gateway replica holds one). Every process's threads count against the pod's process limit (the kubelet's podPidsLimit; a Node server has about 11): keep maxSessions times that under it.",
+      ),
   })
   .describe('Run a stdio MCP server: the operator deploys the image with the codemode stdio bridge in front and connects to it.');
 export type StdioServer = z.infer<typeof StdioServerSchema>;
