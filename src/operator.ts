@@ -30,7 +30,8 @@ import { PoolController } from './controller/pool-controller.js';
 import { PoolSet } from './controller/pool-set.js';
 import { PackageInstaller } from './packages/installer.js';
 import { SessionPackages } from './packages/session-packages.js';
-import { ProfileCatalog } from './profiles/catalog.js';
+import { ProfileCatalog, isRefusal } from './profiles/catalog.js';
+import { builtinProfile, type SandboxShape } from './profiles/profile.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
@@ -170,7 +171,6 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const events = new EventRecorder(clients.events, identity, log);
   const podWatcher = new PodWatcher(pods);
   const runtimeDir = findRuntimeDir();
-  const sandboxCheck = options.sandboxCheck === false ? undefined : newSandboxChecker(config, clients, podWatcher, policies, runtimeDir, log, metrics);
   // The kinds of sandbox runs and sessions may ask for (SandboxProfiles, plus the built-in one).
   const profiles = new ProfileCatalog({
     clients,
@@ -179,6 +179,13 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     defaultProfile: config.defaultProfile,
     log: log.child({ component: 'profiles' }),
   });
+  // The canary is a sandbox of the default profile (the gateway's own settings if it is unusable).
+  const defaultSandbox = (): SandboxShape => {
+    const p = profiles.resolve();
+    return isRefusal(p) ? builtinProfile(config).shape : p.shape;
+  };
+  const sandboxCheck =
+    options.sandboxCheck === false ? undefined : newSandboxChecker(config, clients, podWatcher, policies, defaultSandbox, runtimeDir, log, metrics);
   const executor = new RunExecutor({
     clients,
     opts,
@@ -442,6 +449,7 @@ function newSandboxChecker(
   clients: KubeClients,
   pods: PodWatcher,
   policies: NetworkPolicyGuard,
+  sandbox: () => SandboxShape,
   runtimeDir: string | undefined,
   log: Logger,
   metrics: Metrics | undefined,
@@ -456,6 +464,7 @@ function newSandboxChecker(
         pods,
         policies,
         config,
+        sandbox,
         program,
         // Read per run: the pod IP is known from the start, but interfaces can change.
         place: { inCluster: cluster?.name === 'inCluster', apiServerUrl: cluster?.server, ownAddresses: ownAddresses() },

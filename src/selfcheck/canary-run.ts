@@ -5,6 +5,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
+import type { SandboxShape } from '../profiles/profile.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import { execInPod, execRaw } from '../exec/exec.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
@@ -37,16 +38,12 @@ export function stalePods(pods: readonly V1Pod[], now: Date, maxAgeMs = STALE_AF
 export type CanaryConfig = Pick<
   Config,
   | 'namespace'
-  | 'images'
   | 'imagePullPolicy'
-  | 'defaultCpu'
-  | 'defaultMemory'
   | 'cpuRequest'
   | 'memoryRequest'
   | 'ephemeralStorageLimit'
   | 'workspaceSizeLimit'
   | 'tmpSizeLimit'
-  | 'runtimeClassName'
   | 'podStartupTimeoutSeconds'
   | 'maxProcesses'
   | 'bindAddress'
@@ -59,6 +56,11 @@ export interface CanaryRunDeps {
   /** The deny-all NetworkPolicy must exist before any sandbox pod, the canary included. */
   policies: { ensure(namespace: string): Promise<void> };
   config: CanaryConfig;
+  /**
+   * What a sandbox of the default profile looks like (read per check): the canary is one, so it
+   * runs where sandboxes run (a profile's node selector and tolerations) with their limits.
+   */
+  sandbox: () => SandboxShape;
   /** runtime/selfcheck/canary.py; undefined when runtime/ was not found. */
   program: string | undefined;
   /** Where the operator runs and which addresses it has (the gateway target). */
@@ -68,8 +70,20 @@ export interface CanaryRunDeps {
 
 export type CanaryRunResult = { ok: true; results: CheckResult[] } | { ok: false; problem: string };
 
-function canaryPod(c: CanaryConfig): V1Pod {
-  return buildCanaryPod(c.namespace, sandboxPodOptions(c, { image: c.images.python, activeDeadlineSeconds: POD_DEADLINE_SECONDS }));
+/** Pure: the canary (a sandbox of `shape`) and the echo listener, both on the sandboxes' nodes. */
+export function checkPods(c: CanaryConfig, shape: SandboxShape): { canary: V1Pod; echo: V1Pod } {
+  const image = shape.images.python;
+  const { nodeSelector, tolerations } = shape;
+  return {
+    canary: buildCanaryPod(c.namespace, sandboxPodOptions({ ...c, ...shape }, { image, activeDeadlineSeconds: POD_DEADLINE_SECONDS })),
+    echo: buildEchoPod(c.namespace, {
+      image,
+      imagePullPolicy: c.imagePullPolicy,
+      activeDeadlineSeconds: POD_DEADLINE_SECONDS,
+      ...(nodeSelector && { nodeSelector }),
+      ...(tolerations && { tolerations }),
+    }),
+  };
 }
 
 async function createPod(d: CanaryRunDeps, body: V1Pod): Promise<string> {
@@ -133,15 +147,14 @@ async function sweepStale(d: CanaryRunDeps): Promise<void> {
 export async function runCanary(d: CanaryRunDeps): Promise<CanaryRunResult> {
   if (d.program === undefined) return { ok: false, problem: 'runtime/selfcheck/canary.py was not found next to the code' };
   const c = d.config;
+  const shape = d.sandbox();
+  const pods = checkPods(c, shape);
   await sweepStale(d);
   let canary = '';
   let echo = '';
   try {
     await d.policies.ensure(c.namespace);
-    const created = await Promise.allSettled([
-      createPod(d, canaryPod(c)),
-      createPod(d, buildEchoPod(c.namespace, { image: c.images.python, imagePullPolicy: c.imagePullPolicy, activeDeadlineSeconds: POD_DEADLINE_SECONDS })),
-    ]);
+    const created = await Promise.allSettled([createPod(d, pods.canary), createPod(d, pods.echo)]);
     // Remember whichever was created, so `finally` deletes it even when the other failed.
     [canary = '', echo = ''] = created.map((r) => (r.status === 'fulfilled' ? r.value : ''));
     for (const r of created) if (r.status === 'rejected') throw new Error(`could not create a check pod: ${apiErrorMessage(r.reason)}`, { cause: r.reason });
@@ -160,7 +173,7 @@ export async function runCanary(d: CanaryRunDeps): Promise<CanaryRunResult> {
     if (!parsed.ok) return { ok: false, problem: parsed.problem };
     const expectations: Expectations = {
       maxProcesses: c.maxProcesses,
-      memoryLimitBytes: parseQuantity(c.defaultMemory),
+      memoryLimitBytes: parseQuantity(shape.defaultMemory),
       control,
       ...(gatewaySkipped !== undefined && { gatewaySkipped }),
       ...(gatewayAnswered !== undefined && { gatewayAnswered }),

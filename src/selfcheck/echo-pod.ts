@@ -5,7 +5,7 @@
 // blocked it, not that nobody was listening.
 import type { V1Pod } from '@kubernetes/client-node';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
-import { LABEL_SELFCHECK, SANDBOX_UID, hardenedSecurityContext } from '../sandbox/pod.js';
+import { LABEL_SELFCHECK, SANDBOX_UID, hardenedSecurityContext, placementSpec, type SandboxPlacement } from '../sandbox/pod.js';
 
 export const ECHO_PORT = 8080;
 export const ECHO_CONTAINER = 'echo';
@@ -56,7 +56,7 @@ except Exception as e:
     print(type(e).__name__)
 `;
 
-export interface EchoPodOptions {
+export interface EchoPodOptions extends SandboxPlacement {
   image: string;
   imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
   activeDeadlineSeconds: number;
@@ -78,6 +78,7 @@ export function buildEchoPod(namespace: string, opts: EchoPodOptions): V1Pod {
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 1,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
+      ...placementSpec(opts),
       securityContext: { runAsUser: SANDBOX_UID, runAsGroup: SANDBOX_UID, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [
         {

@@ -168,4 +168,25 @@ describe('SandboxProfiles', () => {
     const r = await mcp.callTool('execute_code', { code: 'print(1)', profile: 'nowhere', timeout_seconds: 10 });
     expect(sc(r)).toMatchObject({ phase: 'Failed', reason: 'Unschedulable' });
   });
+
+  it('checks a sandbox of the default profile in the self-check: its limits, on its nodes', async () => {
+    const node = (await k.core.listNode()).items[0]?.metadata?.labels?.['kubernetes.io/hostname'] ?? '';
+    await createProfile('default', { image: SANDBOX_IMAGE, resources: { memory: '200Mi' }, nodeSelector: { 'kubernetes.io/hostname': node } });
+    const checking = await startOperator(ns, {}, { sandboxCheck: true });
+    try {
+      const check = checking.operator.sandboxCheck;
+      await until(() => check?.status.kind === 'checked', 480_000, 'a completed sandbox check');
+      const state = check?.status;
+      const results = state?.kind === 'checked' ? state.results : [];
+      expect(
+        results.every((x) => x.enforced),
+        JSON.stringify(results),
+      ).toBe(true);
+      // The canary had the default profile's memory limit (200Mi), not the gateway's default.
+      expect(results.find((x) => x.check === 'memory_limit')?.detail).toContain(`at most ${200 * 1024 * 1024})`);
+    } finally {
+      await checking.stop();
+      await k.custom.deleteNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXPROFILE_PLURAL, name: 'default' });
+    }
+  }, 540_000);
 });

@@ -3,7 +3,8 @@ import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { buildCanaryPod, buildRunPod, type PodBuildOptions } from '../../../src/sandbox/pod.js';
 import { buildSandboxNetworkPolicy } from '../../../src/sandbox/networkpolicy.js';
 import type { V1Pod } from '@kubernetes/client-node';
-import { stalePods } from '../../../src/selfcheck/canary-run.js';
+import type { SandboxShape } from '../../../src/profiles/profile.js';
+import { checkPods, stalePods, type CanaryConfig } from '../../../src/selfcheck/canary-run.js';
 import { ECHO_PROGRAM, buildEchoPod } from '../../../src/selfcheck/echo-pod.js';
 
 const opts: PodBuildOptions = {
@@ -84,5 +85,56 @@ describe('stalePods', () => {
     ['no creation time yet', [pod('d')], []],
   ])('%s', (_name, pods, stale) => {
     expect(stalePods(pods, now)).toEqual(stale);
+  });
+});
+
+describe('checkPods: the canary is a sandbox of the default profile', () => {
+  const config: CanaryConfig = {
+    namespace: 'ns',
+    imagePullPolicy: 'IfNotPresent',
+    cpuRequest: '100m',
+    memoryRequest: '128Mi',
+    ephemeralStorageLimit: '1Gi',
+    workspaceSizeLimit: '512Mi',
+    tmpSizeLimit: '128Mi',
+    podStartupTimeoutSeconds: 60,
+    maxProcesses: 128,
+    bindAddress: '0.0.0.0',
+    port: 8080,
+  };
+  const img = (python: string): SandboxShape['images'] => ({ python, bash: 'b', sh: 's', node: 'n' });
+  const base: SandboxShape = { images: img('py:1'), defaultCpu: '1', defaultMemory: '512Mi', maxCpu: '2', maxMemory: '1Gi' };
+  const onSandboxNodes: SandboxShape = {
+    ...base,
+    images: img('py:2'),
+    defaultMemory: '256Mi',
+    runtimeClassName: 'gvisor',
+    nodeSelector: { 'codemode.dev/sandbox': 'true' },
+    tolerations: [{ key: 'codemode.dev/sandbox', operator: 'Exists', effect: 'NoSchedule' }],
+  };
+  it.each<[string, SandboxShape, { image: string; memory: string; runtimeClassName?: string; nodeSelector?: unknown; tolerations?: unknown }]>([
+    ['the gateway’s settings: placed by the scheduler', base, { image: 'py:1', memory: '512Mi' }],
+    [
+      'a default profile on dedicated nodes: its image, limits, runtime class, selector and tolerations',
+      onSandboxNodes,
+      {
+        image: 'py:2',
+        memory: '256Mi',
+        runtimeClassName: 'gvisor',
+        nodeSelector: onSandboxNodes.nodeSelector,
+        tolerations: onSandboxNodes.tolerations,
+      },
+    ],
+  ])('%s', (_name, shape, want) => {
+    const { canary: c, echo: e } = checkPods(config, shape);
+    expect(c.spec?.containers[0]?.image).toBe(want.image);
+    expect(c.spec?.containers[0]?.resources?.limits?.memory).toBe(want.memory);
+    expect(c.spec?.runtimeClassName).toBe(want.runtimeClassName);
+    expect(e.spec?.containers[0]?.image).toBe(want.image);
+    // The echo listener stands on the same nodes (dedicated ones may be the only ones it may use).
+    for (const p of [c, e]) {
+      expect(p.spec?.nodeSelector).toEqual(want.nodeSelector);
+      expect(p.spec?.tolerations).toEqual(want.tolerations);
+    }
   });
 });
