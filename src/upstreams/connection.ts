@@ -4,7 +4,7 @@
 // exponential backoff. Header values come from Secrets: they live only in the transport's
 // requestInit and are removed from every error text this class produces.
 import type * as ClientSdk from '@modelcontextprotocol/client';
-import type { CallToolResult, Client, Tool } from '@modelcontextprotocol/client';
+import type { CallToolResult, Client, StreamableHTTPClientTransport, Tool } from '@modelcontextprotocol/client';
 // The SDK's errors are branded: its server package's classes match errors from the client package
 // too (each package bundles its own copy), and the gateway loads the server package anyway.
 import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/server';
@@ -89,6 +89,8 @@ function sanitize(tools: readonly Tool[]): Tool[] {
 
 export class UpstreamConnection {
   private client: Client | undefined;
+  /** The client's transport: it knows the MCP session to end. */
+  private transport: StreamableHTTPClientTransport | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private backoffMs = 1000;
@@ -180,22 +182,30 @@ export class UpstreamConnection {
       if (epoch === this.epoch && this.current.ready) this.fail(epoch, new Error('The connection to the upstream closed'));
     };
     this.client = client;
+    let transport: StreamableHTTPClientTransport | undefined;
+    let tools: Tool[] = [];
     try {
       const fetch = boundedFetch(this.opts.messageMaxBytes, (kind) =>
         this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
       );
-      const transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
+      transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
+      this.transport = transport;
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
-      const { tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' });
-      if (epoch !== this.epoch) {
-        // Superseded while connecting (stop() or a reconnect came meanwhile): this client is
-        // nobody's any more, and its session is ended on the server too. A stop() that came while
-        // the SDK still probed the protocol version found no transport on the client to abort,
-        // so the connect went on to open a session; closed without its DELETE, that session kept
-        // a server process in a stdio bridge for the bridge's idle timeout.
-        if (this.client !== client) await endClient(client);
-        return;
-      }
+      ({ tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' }));
+    } catch (err) {
+      if (epoch === this.epoch) return this.fail(epoch, err);
+    }
+    if (epoch !== this.epoch) {
+      // Superseded while connecting (stop() or a reconnect came meanwhile): this client is
+      // nobody's any more, and its session is ended on the server too. A stop() that came while
+      // the SDK still probed the protocol version found no transport on the client to abort, so
+      // the connect went on to open a session; dropped without its DELETE, that session kept a
+      // server process in a stdio bridge for the bridge's idle timeout.
+      if (this.client === client) this.client = this.transport = undefined;
+      await this.end(client, transport);
+      return;
+    }
+    try {
       this.backoffMs = 1000;
       this.loaded(tools);
       this.schedule(epoch, this.opts.healthIntervalMs, () => this.health(epoch));
@@ -250,22 +260,29 @@ export class UpstreamConnection {
   }
 
   private async closeClient(): Promise<void> {
-    const c = this.client;
-    this.client = undefined;
-    if (c) await endClient(c);
+    const [c, t] = [this.client, this.transport];
+    this.client = this.transport = undefined;
+    if (c) await this.end(c, t);
   }
-}
 
-/**
- * Ends a client's MCP session on the server too (DELETE), not only drops it: a stdio bridge keeps
- * each session's server process until it idles out, so reconnects under load piled processes up
- * in its pod until its process limit was reached and new servers aborted (a fresh-clone run).
- * Bounded: an unreachable server must not hold a reconnect up.
- */
-async function endClient(c: Client): Promise<void> {
-  // Its Streamable HTTP transport (set once the SDK's connect attached it) knows the session.
-  const t = c.transport as { terminateSession?: () => Promise<void> } | undefined;
-  c.onclose = undefined;
-  if (t?.terminateSession) await Promise.race([t.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, TERMINATE_TIMEOUT_MS).unref())]);
-  await c.close().catch(() => undefined);
+  /**
+   * Closes a client and ends its MCP session on the server too (DELETE), not only drops it: a
+   * stdio bridge keeps each session's server process until it idles out, so reconnects piled
+   * processes up in its pod until its process limit was reached and new servers aborted (a
+   * fresh-clone run). The DELETE is ours, after the close, from the session id the transport
+   * learnt: the SDK closes a client itself when its handshake fails after the server opened the
+   * session (e.g. the initialized notification), and a closed transport sends nothing. Bounded:
+   * an unreachable server must not hold a reconnect up.
+   */
+  private async end(c: Client, t: StreamableHTTPClientTransport | undefined): Promise<void> {
+    c.onclose = undefined;
+    const session = t?.sessionId;
+    const version = t?.protocolVersion;
+    await c.close().catch(() => undefined);
+    if (session === undefined) return;
+    const headers: Record<string, string> = { ...this.target.headers, 'mcp-session-id': session, ...(version && { 'mcp-protocol-version': version }) };
+    await fetch(this.target.url, { method: 'DELETE', headers, signal: AbortSignal.timeout(TERMINATE_TIMEOUT_MS) })
+      .then((r) => r.body?.cancel())
+      .catch(() => undefined);
+  }
 }

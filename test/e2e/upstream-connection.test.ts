@@ -24,12 +24,14 @@ interface SdkServer {
 }
 
 /**
- * A stateful SDK server; every session's McpServer gets the tools `extra` lists too. `hold`
- * delays the answer to the first request the server gets (a client's first: its protocol probe).
+ * Sees each POSTed message (its method) before the server does: 'pass' lets the server answer,
+ * 'fail' answers 500 instead. May wait, to hold the answer back.
  */
-function startSdkServer(port = 0, hold?: () => Promise<void>): Promise<SdkServer> {
+type Intercept = (method: string | undefined) => Promise<'pass' | 'fail'>;
+
+/** A stateful SDK server; every session's McpServer gets the tools `extra` lists too. */
+function startSdkServer(port = 0, intercept?: Intercept): Promise<SdkServer> {
   const sessions = { opened: 0, ended: 0 };
-  let first = hold;
   const servers: McpServer[] = [];
   const extra: string[] = [];
   const transports = new Map<string, StreamableHTTPServerTransport>();
@@ -49,9 +51,17 @@ function startSdkServer(port = 0, hold?: () => Promise<void>): Promise<SdkServer
   };
   const server = createServer((req, res) => {
     void (async (): Promise<void> => {
-      const held = first;
-      first = undefined;
-      await held?.();
+      let body: unknown;
+      if (req.method === 'POST') {
+        const chunks: Buffer[] = [];
+        for await (const c of req) chunks.push(c as Buffer);
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        const method = (body as { method?: unknown }).method;
+        if ((await intercept?.(typeof method === 'string' ? method : undefined)) === 'fail') {
+          res.writeHead(500).end();
+          return;
+        }
+      }
       const sid = req.headers['mcp-session-id'];
       let t = typeof sid === 'string' ? transports.get(sid) : undefined;
       if (!t) {
@@ -70,7 +80,7 @@ function startSdkServer(port = 0, hold?: () => Promise<void>): Promise<SdkServer
         await build().connect(transport);
         t = transport;
       }
-      await t.handleRequest(req, res);
+      await t.handleRequest(req, res, body);
     })().catch(() => res.destroy());
   });
   return new Promise((resolve) =>
@@ -143,9 +153,14 @@ describe('UpstreamConnection against an SDK server', () => {
     // after it; that session must get its DELETE (a stdio bridge would keep a process for it).
     let probing!: () => void;
     const inFlight = new Promise<void>((r) => (probing = r));
+    let first = true;
     const slow = await startSdkServer(0, async () => {
-      probing();
-      await new Promise((r) => setTimeout(r, 500));
+      if (first) {
+        first = false;
+        probing();
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      return 'pass';
     });
     const late = new UpstreamConnection(
       'late',
@@ -161,6 +176,28 @@ describe('UpstreamConnection against an SDK server', () => {
     } finally {
       slow.server.closeAllConnections();
       await new Promise<void>((r) => slow.server.close(() => r()));
+    }
+  });
+
+  it('ends the MCP session when the handshake fails after the server opened it, and connects on the next try', async () => {
+    // The initialized notification fails once: the SDK closes the client itself (its transport
+    // then sends nothing), so the DELETE for the session the server already opened is ours.
+    let failures = 1;
+    const flaky = await startSdkServer(0, async (method) => (method === 'notifications/initialized' && failures-- > 0 ? 'fail' : 'pass'));
+    const c = new UpstreamConnection(
+      'flaky',
+      { url: `http://127.0.0.1:${flaky.port}/mcp`, headers: {} },
+      { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: () => undefined, log: pino({ level: 'silent' }) },
+    );
+    try {
+      c.start();
+      await until(() => c.state.ready, 30_000, 'ready on the second try');
+      // Two sessions opened (the failed handshake's and the live one); the first was ended.
+      await until(() => flaky.sessions.opened === 2 && flaky.sessions.ended === 1, 15_000, 'the failed handshake’s session to be ended');
+    } finally {
+      await c.stop();
+      flaky.server.closeAllConnections();
+      await new Promise<void>((r) => flaky.server.close(() => r()));
     }
   });
 
