@@ -179,6 +179,24 @@ describe('UpstreamConnection against an SDK server', () => {
     }
   });
 
+  it('ends its MCP session on the server when stopped', async () => {
+    const srv = await startSdkServer();
+    const c = new UpstreamConnection(
+      'stopped',
+      { url: `http://127.0.0.1:${srv.port}/mcp`, headers: {} },
+      { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: () => undefined, log: pino({ level: 'silent' }) },
+    );
+    try {
+      c.start();
+      await until(() => c.state.ready, 30_000, 'ready');
+      await c.stop();
+      expect(srv.sessions).toEqual({ opened: 1, ended: 1 });
+    } finally {
+      srv.server.closeAllConnections();
+      await new Promise<void>((r) => srv.server.close(() => r()));
+    }
+  });
+
   it('ends the MCP session when the handshake fails after the server opened it, and connects on the next try', async () => {
     // The initialized notification fails once: the SDK closes the client itself (its transport
     // then sends nothing), so the DELETE for the session the server already opened is ours.
