@@ -281,7 +281,8 @@ export class UpstreamConnection {
     await c.close().catch(() => undefined);
     if (session === undefined) return;
     const headers: Record<string, string> = { ...this.target.headers, 'mcp-session-id': session, ...(version && { 'mcp-protocol-version': version }) };
-    await fetch(this.target.url, { method: 'DELETE', headers, signal: AbortSignal.timeout(TERMINATE_TIMEOUT_MS) })
+    // Never redirected: the headers may carry the upstream's credentials.
+    await fetch(this.target.url, { method: 'DELETE', headers, redirect: 'manual', signal: AbortSignal.timeout(TERMINATE_TIMEOUT_MS) })
       .then((r) => r.body?.cancel())
       .catch(() => undefined);
   }
