@@ -30,8 +30,8 @@ import { PoolController } from './controller/pool-controller.js';
 import { PoolSet } from './controller/pool-set.js';
 import { PackageInstaller } from './packages/installer.js';
 import { SessionPackages } from './packages/session-packages.js';
-import { ProfileCatalog, isRefusal } from './profiles/catalog.js';
-import { builtinProfile, type SandboxShape } from './profiles/profile.js';
+import { ProfileCatalog } from './profiles/catalog.js';
+import type { SandboxShape } from './profiles/profile.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
 import { SandboxChecker } from './selfcheck/checker.js';
@@ -179,13 +179,11 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     defaultProfile: config.defaultProfile,
     log: log.child({ component: 'profiles' }),
   });
-  // The canary is a sandbox of the default profile (the gateway's own settings if it is unusable).
-  const defaultSandbox = (): SandboxShape => {
-    const p = profiles.resolve();
-    return isRefusal(p) ? builtinProfile(config).shape : p.shape;
-  };
+  // The canary is a sandbox of the default profile.
   const sandboxCheck =
-    options.sandboxCheck === false ? undefined : newSandboxChecker(config, clients, podWatcher, policies, defaultSandbox, runtimeDir, log, metrics);
+    options.sandboxCheck === false
+      ? undefined
+      : newSandboxChecker(config, clients, podWatcher, policies, () => profiles.defaultShape(), runtimeDir, log, metrics);
   const executor = new RunExecutor({
     clients,
     opts,

@@ -21,7 +21,7 @@ import {
 import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { stableStringify } from '../sandbox/template-hash.js';
-import { builtinProfile, resolveProfile, type ProfileDefaults, type ResolvedProfile } from './profile.js';
+import { builtinProfile, resolveProfile, type ProfileDefaults, type ResolvedProfile, type SandboxShape } from './profile.js';
 
 export const PROFILE_FIELD_MANAGER = 'codemode-gateway-profiles';
 
@@ -115,6 +115,12 @@ export class ProfileCatalog {
       message: name === undefined ? `The default profile ${wanted} does not exist.` : `Unknown profile ${wanted}.`,
       hint: `Use one of: ${available.join(', ') || '(none)'}${name === undefined ? ', or ask the administrator to create the default profile' : ', or leave profile out for the default'}.`,
     };
+  }
+
+  /** What a sandbox of the default profile looks like; the gateway's own settings when it cannot be used. */
+  defaultShape(): SandboxShape {
+    const p = this.resolve();
+    return isRefusal(p) ? this.builtin.shape : p.shape;
   }
 
   /** Every usable profile: the built-in one (unless a SandboxProfile replaces it) and the valid SandboxProfiles. */
