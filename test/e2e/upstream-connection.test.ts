@@ -99,25 +99,34 @@ function startSdkServer(port = 0, intercept?: Intercept): Promise<SdkServer> {
   );
 }
 
-let sdk: Awaited<ReturnType<typeof startSdkServer>>;
+/** A connection (not started) to a test server, pinging every 500 ms. */
+function connectionTo(name: string, srv: SdkServer, onState: (s: ConnectionState) => void = () => undefined): UpstreamConnection {
+  return new UpstreamConnection(
+    name,
+    { url: `http://127.0.0.1:${srv.port}/mcp`, headers: {} },
+    { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState, log: pino({ level: 'silent' }) },
+  );
+}
+
+async function closeServer(srv: SdkServer | undefined): Promise<void> {
+  srv?.server.closeAllConnections();
+  await new Promise<void>((r) => (srv ? srv.server.close(() => r()) : r()));
+}
+
+let sdk: SdkServer;
 let conn: UpstreamConnection;
 const states: ConnectionState[] = [];
 
 beforeAll(async () => {
   sdk = await startSdkServer();
-  conn = new UpstreamConnection(
-    'sdk',
-    { url: `http://127.0.0.1:${sdk.port}/mcp`, headers: {} },
-    { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: (s) => void states.push(s), log: pino({ level: 'silent' }) },
-  );
+  conn = connectionTo('sdk', sdk, (s) => void states.push(s));
   conn.start();
   await until(() => conn.state.ready, 30_000, 'connected');
 });
 
 afterAll(async () => {
   await conn?.stop();
-  sdk?.server.closeAllConnections();
-  await new Promise<void>((r) => sdk?.server.close(() => r()));
+  await closeServer(sdk);
 });
 
 const names = (): string[] => conn.state.tools.map((t) => t.name).sort();
@@ -162,11 +171,7 @@ describe('UpstreamConnection against an SDK server', () => {
       }
       return 'pass';
     });
-    const late = new UpstreamConnection(
-      'late',
-      { url: `http://127.0.0.1:${slow.port}/mcp`, headers: {} },
-      { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: () => undefined, log: pino({ level: 'silent' }) },
-    );
+    const late = connectionTo('late', slow);
     try {
       late.start();
       await inFlight;
@@ -174,26 +179,20 @@ describe('UpstreamConnection against an SDK server', () => {
       await until(() => slow.sessions.opened >= 1 && slow.sessions.ended === slow.sessions.opened, 15_000, 'the overtaken connect’s session to be ended');
       expect(late.state.ready).toBe(false);
     } finally {
-      slow.server.closeAllConnections();
-      await new Promise<void>((r) => slow.server.close(() => r()));
+      await closeServer(slow);
     }
   });
 
   it('ends its MCP session on the server when stopped', async () => {
     const srv = await startSdkServer();
-    const c = new UpstreamConnection(
-      'stopped',
-      { url: `http://127.0.0.1:${srv.port}/mcp`, headers: {} },
-      { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: () => undefined, log: pino({ level: 'silent' }) },
-    );
+    const c = connectionTo('stopped', srv);
     try {
       c.start();
       await until(() => c.state.ready, 30_000, 'ready');
       await c.stop();
       expect(srv.sessions).toEqual({ opened: 1, ended: 1 });
     } finally {
-      srv.server.closeAllConnections();
-      await new Promise<void>((r) => srv.server.close(() => r()));
+      await closeServer(srv);
     }
   });
 
@@ -202,11 +201,7 @@ describe('UpstreamConnection against an SDK server', () => {
     // then sends nothing), so the DELETE for the session the server already opened is ours.
     let failures = 1;
     const flaky = await startSdkServer(0, async (method) => (method === 'notifications/initialized' && failures-- > 0 ? 'fail' : 'pass'));
-    const c = new UpstreamConnection(
-      'flaky',
-      { url: `http://127.0.0.1:${flaky.port}/mcp`, headers: {} },
-      { healthIntervalMs: 500, requestTimeoutMs: 3_000, messageMaxBytes: 65_536, onState: () => undefined, log: pino({ level: 'silent' }) },
-    );
+    const c = connectionTo('flaky', flaky);
     try {
       c.start();
       await until(() => c.state.ready, 30_000, 'ready on the second try');
@@ -214,15 +209,13 @@ describe('UpstreamConnection against an SDK server', () => {
       await until(() => flaky.sessions.opened === 2 && flaky.sessions.ended === 1, 15_000, 'the failed handshake’s session to be ended');
     } finally {
       await c.stop();
-      flaky.server.closeAllConnections();
-      await new Promise<void>((r) => flaky.server.close(() => r()));
+      await closeServer(flaky);
     }
   });
 
   it('notices a server that went away and reconnects when it is back', async () => {
     const port = sdk.port;
-    sdk.server.closeAllConnections();
-    await new Promise<void>((r) => sdk.server.close(() => r()));
+    await closeServer(sdk);
     await until(() => !conn.state.ready, 30_000, 'not ready after the server stopped');
     expect(conn.state.reason).toBe('Unreachable');
     expect(conn.state.error).toMatch(/ECONNREFUSED|fetch failed|closed/i);
