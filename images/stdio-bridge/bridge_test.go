@@ -70,13 +70,26 @@ func post(t *testing.T, url, session, body, accept string) (*http.Response, stri
 	return rsp, string(b)
 }
 
-func TestBridge(t *testing.T) {
+// startBridge serves a bridge whose child is this test binary (BRIDGE_TEST_CHILD plus env), with
+// at most max sessions; both stop when the test ends.
+func startBridge(t *testing.T, max int, env ...string) (*bridge, *httptest.Server) {
+	t.Helper()
 	t.Setenv("BRIDGE_TEST_CHILD", "1")
+	for _, name := range env {
+		t.Setenv(name, "1")
+	}
 	exe, _ := os.Executable()
-	b := newBridge([]string{exe}, 1, time.Minute)
+	b := newBridge([]string{exe}, max, time.Minute)
 	srv := httptest.NewServer(b)
-	defer srv.Close()
-	defer b.closeAll("test over")
+	t.Cleanup(func() {
+		b.closeAll("test over") // first: open requests end with their sessions
+		srv.Close()
+	})
+	return b, srv
+}
+
+func TestBridge(t *testing.T) {
+	_, srv := startBridge(t, 1)
 	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
 
 	if rsp, _ := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "application/json"); rsp.StatusCode != 400 {
@@ -121,14 +134,7 @@ func TestBridge(t *testing.T) {
 // child here ignores stdin closing and SIGTERM: the polite stop (stdin, 2 s, SIGTERM, 3 s, SIGKILL)
 // cannot end it in under 5 s, so the 4 s bound below fails unless the bridge kills it outright.
 func TestInitializeAbandoned(t *testing.T) {
-	t.Setenv("BRIDGE_TEST_CHILD", "1")
-	t.Setenv("BRIDGE_TEST_SLOW_START", "1")
-	t.Setenv("BRIDGE_TEST_STUBBORN", "1")
-	exe, _ := os.Executable()
-	b := newBridge([]string{exe}, 2, time.Minute)
-	srv := httptest.NewServer(b)
-	defer srv.Close()
-	defer b.closeAll("test over")
+	b, srv := startBridge(t, 2, "BRIDGE_TEST_SLOW_START", "BRIDGE_TEST_STUBBORN")
 	client := &http.Client{Timeout: 300 * time.Millisecond}
 	for _, accept := range []string{"application/json", "application/json, text/event-stream"} {
 		for i := 0; i < 3; i++ { // more attempts than --max-sessions
@@ -167,13 +173,7 @@ func TestInitializeAbandoned(t *testing.T) {
 // that points at the likely cause (in a pod, the process limit every session's threads count
 // against), not only "signal: aborted".
 func TestServerDiesAtStart(t *testing.T) {
-	t.Setenv("BRIDGE_TEST_CHILD", "1")
-	t.Setenv("BRIDGE_TEST_DIE_AT_START", "1")
-	exe, _ := os.Executable()
-	b := newBridge([]string{exe}, 2, time.Minute)
-	srv := httptest.NewServer(b)
-	defer srv.Close()
-	defer b.closeAll("test over")
+	_, srv := startBridge(t, 2, "BRIDGE_TEST_DIE_AT_START")
 	_, body := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, "application/json")
 	if !strings.Contains(body, "signal: killed") || !strings.Contains(body, "process limit") {
 		t.Fatalf("initialize to a server that died at start: %q", body)
