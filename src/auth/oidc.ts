@@ -2,8 +2,14 @@
 // describes. Access tokens are JWTs checked with `jose` against the issuer's JWKS (signature,
 // issuer, audience, expiry); the JWKS location comes from CODEMODE_OIDC_JWKS_URL or the issuer's
 // discovery document. Clients find the issuer through /.well-known/oauth-protected-resource.
-import { createRemoteJWKSet, jwtVerify, errors, type JWTPayload } from 'jose';
+// `jose` loads with the first token: a gateway in another mode never loads it.
+import type * as JoseModule from 'jose';
+import type { JWTPayload, JWTVerifyGetKey } from 'jose';
 import { badToken, missingToken, type AuthResult, type Authenticator } from './identity.js';
+
+type Jose = typeof JoseModule;
+let jose: Promise<Jose> | undefined;
+const loadJose = (): Promise<Jose> => (jose ??= import('jose'));
 
 export interface OidcOptions {
   issuer: string;
@@ -31,7 +37,7 @@ export function identityFromClaims(p: JWTPayload, usernameClaim: string, groupsC
   return { ok: true, identity: Object.freeze({ user, groups: Object.freeze(groups) }) };
 }
 
-function describe(err: unknown): string {
+function describe(err: unknown, errors: Jose['errors']): string {
   if (err instanceof errors.JWTExpired) return 'The token has expired; get a new one from the issuer.';
   if (err instanceof errors.JWTClaimValidationFailed)
     return `The token's "${err.claim}" claim is not accepted (${err.reason === 'check_failed' ? 'wrong value' : err.reason}).`;
@@ -42,23 +48,25 @@ function describe(err: unknown): string {
 
 export class OidcAuthenticator implements Authenticator {
   readonly mode = 'oidc' as const;
-  private jwks: ReturnType<typeof createRemoteJWKSet> | undefined;
+  private jwks: JWTVerifyGetKey | undefined;
 
   constructor(private readonly o: OidcOptions) {}
 
-  private async keys(): Promise<ReturnType<typeof createRemoteJWKSet>> {
+  private async keys({ createRemoteJWKSet }: Jose): Promise<JWTVerifyGetKey> {
     this.jwks ??= createRemoteJWKSet(this.o.jwksUrl ? new URL(this.o.jwksUrl) : await discoverJwks(this.o.issuer));
     return this.jwks;
   }
 
   async authenticate(token: string | undefined): Promise<AuthResult> {
     if (token === undefined) return missingToken();
+    const j = await loadJose();
+    const { errors } = j;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, await this.keys(), { issuer: this.o.issuer, audience: this.o.audience, requiredClaims: ['exp'] }));
+      ({ payload } = await j.jwtVerify(token, await this.keys(j), { issuer: this.o.issuer, audience: this.o.audience, requiredClaims: ['exp'] }));
     } catch (err) {
       // A JWKS that cannot be fetched is not the token's fault: that throws (503 with retry), never 401.
-      if (err instanceof errors.JOSEError && !(err instanceof errors.JWKSTimeout)) return badToken(describe(err));
+      if (err instanceof errors.JOSEError && !(err instanceof errors.JWKSTimeout)) return badToken(describe(err, errors));
       throw err;
     }
     return identityFromClaims(payload, this.o.usernameClaim, this.o.groupsClaim);

@@ -92,6 +92,7 @@ async function loadedClientNodeFiles(withHook: boolean): Promise<string[]> {
     registerHooks({ load(url, ctx, next) {
       if (url.includes('/@kubernetes/client-node/')) seen.push(url.split('/@kubernetes/client-node/')[1]);
       if (url.includes('/node_modules/undici/')) seen.push('undici package');
+      if (url.includes('/node_modules/jose/')) seen.push('jose package');
       return next(url, ctx);
     } });
     await import('./src/operator.ts');
@@ -120,6 +121,8 @@ describe('loading the gateway', { timeout: 90_000 }, () => {
     for (const f of ['dist/oidc_auth.js', 'dist/azure_auth.js', 'dist/gcp_auth.js']) expect(seen).not.toContain(f);
     // Node's own undici serves client-node's requests (node-undici.ts), not the npm package.
     expect(seen).not.toContain('undici package');
+    // jose (OIDC tokens) loads with the first token of a gateway in oidc mode (auth/oidc.ts).
+    expect(seen).not.toContain('jose package');
   });
 
   it('without the hook: config.js brings the whole index (what the hook is for)', async () => {
