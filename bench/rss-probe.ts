@@ -6,6 +6,7 @@
 // that imports client-node's index (bench/batches.ts).
 // Usage: tsx bench/rss-probe.ts <namespace> [sessions] [idle seconds]
 import './env.js';
+import { readFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadOnlyUsedClientNode } from '../src/kube/slim-load.js';
@@ -54,6 +55,20 @@ async function idleRss(maxSeconds: number): Promise<{ rssIdle: number; idleSecon
   return { rssIdle: process.memoryUsage().rss, idleSeconds: Math.round((performance.now() - t0) / 1000), newSpaceAtSettle: atSettle, newSpaceIdle: newSpace() };
 }
 
+/**
+ * This process's peak RSS: VmHWM in /proc/self/status, which exec resets. Not getrusage's maxRSS:
+ * Linux keeps that across execve, so a child reports its parent's peak (the bench's, often bigger)
+ * whenever that is higher than its own. Undefined where /proc is missing.
+ */
+function peakRss(): number | undefined {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return kb === undefined ? undefined : Number(kb) * 1024;
+  } catch {
+    return undefined;
+  }
+}
+
 async function main(): Promise<void> {
   const ns = process.argv[2];
   const sessions = Number(process.argv[3] ?? '0');
@@ -77,7 +92,7 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 50));
   }
   const g = process.memoryUsage();
-  const maxRss = process.resourceUsage().maxRSS * 1024;
+  const maxRss = peakRss();
   const result = {
     sessions: opened.length,
     rssBeforeStart: before,
