@@ -1,58 +1,8 @@
-// A gateway replica in its own process, so a fault test can SIGKILL or SIGTERM it. Wired like
-// src/main.ts (operator + auth + MCP app, the same drain on SIGTERM: readiness off, responses close
-// their connection, stop once no MCP request arrived for a while, then the operator's own drain)
-// but with the sandbox self-check off, as in every e2e test: its canary pods would delay code by
-// up to minutes on the shared node; and no minimum drain time (the test decides how long calls
-// still come). Configured only through CODEMODE_* env and KUBECONFIG; prints one JSON line
-// {"url","identity"} on stdout once it serves.
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
-import { pino } from 'pino';
-import { createAuth } from '../../../../src/auth/index.js';
-import { loadConfig } from '../../../../src/config/index.js';
-import { createApp } from '../../../../src/gateway/app.js';
-import { McpTraffic } from '../../../../src/gateway/drain.js';
-import { loadKubeConfig, makeClients } from '../../../../src/kube/clients.js';
-import { createOperator, gatewayDeps } from '../../../../src/operator.js';
+// The child process gateway-process.ts starts: like the image's entry point (src/entry.ts) it
+// registers the hook that shapes what client-node loads (its API groups, models, auth plug-ins and
+// Node's own undici for its requests) before the replica's modules are linked, so fault tests and
+// the bench's "as deployed" rows run the transport a deployed gateway runs.
+import { loadOnlyUsedClientNode } from '../../../../src/kube/slim-load.js';
 
-const QUIET_MS = 2_000;
-
-async function main(): Promise<void> {
-  const config = loadConfig();
-  const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const clients = makeClients(loadKubeConfig());
-  const operator = createOperator(config, clients, log, undefined, { sandboxCheck: false });
-  const auth = createAuth(config, clients, log);
-  let draining = false;
-  let ready = false;
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, auth: auth.http }));
-  await auth.start();
-  await operator.start();
-  const traffic = new McpTraffic(app.fetch);
-  const server = serve({ fetch: traffic.fetch, hostname: '127.0.0.1', port: config.port }, (info: AddressInfo) => {
-    ready = true;
-    process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${info.port}/mcp`, identity: operator.identity })}\n`);
-  });
-  process.on('SIGTERM', () => {
-    if (draining) return;
-    draining = true;
-    ready = false;
-    void traffic
-      .settled({ minMs: 0, quietMs: QUIET_MS })
-      .then(() => auth.stop())
-      .then(() => operator.stop())
-      .then(() => {
-        server.close();
-        process.exit(0);
-      })
-      .catch((err: unknown) => {
-        process.stderr.write(`gateway-child: shutdown failed: ${String(err)}\n`);
-        process.exit(1);
-      });
-  });
-}
-
-main().catch((err: unknown) => {
-  process.stderr.write(`gateway-child: ${String(err)}\n`);
-  process.exit(1);
-});
+loadOnlyUsedClientNode();
+await import('./gateway-replica.js');
