@@ -4,16 +4,17 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderSandboxProfileCrdYaml, renderSandboxRunCrdYaml, renderSandboxSessionCrdYaml, renderUpstreamServerCrdYaml } from '../src/api/v1alpha1/index.js';
+import { renderCrdYaml } from '../src/api/v1alpha1/crd-yaml.js';
+import { buildSandboxProfileCrd, buildSandboxRunCrd, buildSandboxSessionCrd, buildUpstreamServerCrd } from '../src/api/v1alpha1/index.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 const CRD_DIRS = ['crds', 'charts/codemode-operator/crds'];
 const outputs: Array<{ path: string; render: () => string }> = CRD_DIRS.flatMap((dir) => [
-  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxruns.yaml'), render: renderSandboxRunCrdYaml },
-  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxsessions.yaml'), render: renderSandboxSessionCrdYaml },
-  { path: resolve(repoRoot, dir, 'codemode.dev_upstreamservers.yaml'), render: renderUpstreamServerCrdYaml },
-  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxprofiles.yaml'), render: renderSandboxProfileCrdYaml },
+  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxruns.yaml'), render: () => renderCrdYaml(buildSandboxRunCrd()) },
+  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxsessions.yaml'), render: () => renderCrdYaml(buildSandboxSessionCrd()) },
+  { path: resolve(repoRoot, dir, 'codemode.dev_upstreamservers.yaml'), render: () => renderCrdYaml(buildUpstreamServerCrd()) },
+  { path: resolve(repoRoot, dir, 'codemode.dev_sandboxprofiles.yaml'), render: () => renderCrdYaml(buildSandboxProfileCrd()) },
 ]);
 
 async function readIfExists(path: string): Promise<string | undefined> {

@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { buildUpstreamServerCrd, parseUpstreamServer, renderUpstreamServerCrdYaml, type JsonSchema } from '../../src/api/v1alpha1/index.js';
+import { renderCrdYaml } from '../../src/api/v1alpha1/crd-yaml.js';
+import { buildUpstreamServerCrd, parseUpstreamServer, type JsonSchema } from '../../src/api/v1alpha1/index.js';
 
 const obj = (spec: Record<string, unknown>): unknown => ({ apiVersion: 'codemode.dev/v1alpha1', kind: 'UpstreamServer', metadata: { name: 'github' }, spec });
 const ref = { name: 'github-token', key: 'token' };
@@ -81,7 +82,7 @@ describe('UpstreamServer CRD', () => {
 
   it.each(['crds', 'charts/codemode-operator/crds'])('%s/codemode.dev_upstreamservers.yaml equals a fresh generation (npm run gen:crds)', (dir) => {
     const onDisk = readFileSync(fileURLToPath(new URL(`../../${dir}/codemode.dev_upstreamservers.yaml`, import.meta.url)), 'utf8');
-    expect(onDisk).toBe(renderUpstreamServerCrdYaml());
+    expect(onDisk).toBe(renderCrdYaml(buildUpstreamServerCrd()));
     expect(parse(onDisk)).toEqual(crd);
   });
 });

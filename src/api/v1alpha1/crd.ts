@@ -1,7 +1,6 @@
 // Builds the CustomResourceDefinitions (SandboxRun, SandboxSession) from the zod schemas, so enums, defaults,
 // bounds and descriptions (`kubectl explain`) cannot drift from what the code validates.
-// scripts/gen-crds.ts writes the result to crds/; nothing else should hand-edit it.
-import { stringify } from 'yaml';
+// scripts/gen-crds.ts writes the result to crds/ (as YAML: crd-yaml.ts); nothing else should hand-edit it.
 import { z } from 'zod';
 import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SandboxRunSpecSchema, SandboxRunStatusSchema, VERSION } from './sandboxrun.js';
 import { SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, SandboxSessionSpecSchema, SandboxSessionStatusSchema } from './sandboxsession.js';
@@ -244,14 +243,3 @@ export function buildSandboxSessionCrd(): CustomResourceDefinition {
 }
 
 export const CRD_FILE_HEADER = '# GENERATED from src/api by npm run gen:crds — DO NOT EDIT';
-
-/** The exact text of crds/codemode.dev_sandboxruns.yaml (deterministic: CI diffs it). */
-export function renderSandboxRunCrdYaml(): string {
-  // lineWidth 0: never fold long descriptions or patterns, so the output is stable and greppable.
-  return `${CRD_FILE_HEADER}\n${stringify(buildSandboxRunCrd(), { lineWidth: 0 })}`;
-}
-
-/** The exact text of crds/codemode.dev_sandboxsessions.yaml. */
-export function renderSandboxSessionCrdYaml(): string {
-  return `${CRD_FILE_HEADER}\n${stringify(buildSandboxSessionCrd(), { lineWidth: 0 })}`;
-}

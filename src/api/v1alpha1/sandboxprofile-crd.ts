@@ -1,6 +1,5 @@
 // The SandboxProfile CustomResourceDefinition, built from the zod schemas like the others (crd.ts).
-import { stringify } from 'yaml';
-import { CRD_FILE_HEADER, buildCrd, type CustomResourceDefinition, type PrinterColumn } from './crd.js';
+import { buildCrd, type CustomResourceDefinition, type PrinterColumn } from './crd.js';
 import { SANDBOXPROFILE_KIND, SANDBOXPROFILE_PLURAL, SandboxProfileSpecSchema, SandboxProfileStatusSchema } from './sandboxprofile.js';
 
 export const SANDBOXPROFILE_PRINTER_COLUMNS: PrinterColumn[] = [
@@ -24,9 +23,4 @@ export function buildSandboxProfileCrd(): CustomResourceDefinition {
     statusDescription: "The profile's warm pool as the gateway's leader replica sees it.",
     printerColumns: SANDBOXPROFILE_PRINTER_COLUMNS,
   });
-}
-
-/** The exact text of crds/codemode.dev_sandboxprofiles.yaml. */
-export function renderSandboxProfileCrdYaml(): string {
-  return `${CRD_FILE_HEADER}\n${stringify(buildSandboxProfileCrd(), { lineWidth: 0 })}`;
 }

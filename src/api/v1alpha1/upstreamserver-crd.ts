@@ -1,6 +1,5 @@
 // The UpstreamServer CustomResourceDefinition, built from the zod schemas like the others (crd.ts).
-import { stringify } from 'yaml';
-import { CRD_FILE_HEADER, buildCrd, type CustomResourceDefinition, type PrinterColumn } from './crd.js';
+import { buildCrd, type CustomResourceDefinition, type PrinterColumn } from './crd.js';
 import { UPSTREAMSERVER_KIND, UPSTREAMSERVER_PLURAL, UpstreamServerSpecSchema, UpstreamServerStatusSchema } from './upstreamserver.js';
 
 export const UPSTREAMSERVER_PRINTER_COLUMNS: PrinterColumn[] = [
@@ -32,9 +31,4 @@ export function buildUpstreamServerCrd(): CustomResourceDefinition {
     statusDescription: "What the gateway sees of the upstream, written by the gateway's leader replica.",
     printerColumns: UPSTREAMSERVER_PRINTER_COLUMNS,
   });
-}
-
-/** The exact text of crds/codemode.dev_upstreamservers.yaml. */
-export function renderUpstreamServerCrdYaml(): string {
-  return `${CRD_FILE_HEADER}\n${stringify(buildUpstreamServerCrd(), { lineWidth: 0 })}`;
 }
