@@ -50,6 +50,8 @@ export function chosenAttacks(names = process.env.BENCH_ATTACKS): typeof ATTACKS
 }
 
 export interface HostileResult {
+  /** The memory limit the gateway process ran under (the chart's), when it ran under one. */
+  memoryLimit?: string;
   quietMs: Summary;
   underAttackMs: Summary;
   /** The benign calls that overlapped each attack (a call can overlap two), to see which attack makes the tail. */

@@ -42,7 +42,7 @@ export interface Results {
   warmAtRest?: (Latency & { coldFallbacks: number; streamWaitTimeouts?: number; restMs: number }) | string;
   session: (Latency & { createMs: number }) | string;
   /** The same session calls against a gateway in a process of its own, as deployed (the client is not on its event loop). */
-  sessionDeployed?: (Latency & { createMs: number }) | string;
+  sessionDeployed?: (Latency & { createMs: number; memoryLimit?: string }) | string;
   cold: Latency | string;
   throughput: { windowSeconds: number; executeCode: ThroughputLevel[]; rawExec: ThroughputLevel[]; session?: ThroughputLevel[] | string } | string;
   apiRequests: { cold: ApiRequestsResult | string; warm: ApiRequestsResult | string };
@@ -193,6 +193,11 @@ function apiRow(mode: 'cold' | 'warm', api: ApiRequestsResult | string): Cell[][
   ];
 }
 
+/** How a compiled probe ran: under the chart's memory limit (as deployed) or, where no cgroup could be made, without. */
+function deployedAs(p: ProbeResult): string {
+  return p.memoryLimit ? `as deployed (${p.memoryLimit} limit)` : 'NO memory limit (not as deployed)';
+}
+
 function rssRows(r: Results): Cell[][] {
   const rss = r.rss;
   const target = '≤ 150 MB (+100 sessions)';
@@ -201,7 +206,7 @@ function rssRows(r: Results): Cell[][] {
   const mb = (b: number): string => `${(b / 1e6).toFixed(1)} MB`;
   return (['compiled', 'tsx'] as const).map((mode): Cell[] => {
     const full = rss.withFinishedRuns[mode].rss;
-    const label = mode === 'compiled' ? 'plain node, as deployed' : 'under tsx';
+    const label = mode === 'compiled' ? `plain node, ${deployedAs(rss.withFinishedRuns.compiled)}` : 'under tsx, no memory limit';
     return [
       `gateway RSS, ${rss.finishedRuns} finished runs, ${label} (empty ns: ${mb(rss.emptyNamespace[mode].rss)})`,
       mb(full),
@@ -220,7 +225,7 @@ function rssSessionsRow(live: Results['rss100Sessions']): Cell[] {
   const target = '≤ 150 MB (+1,000 runs)';
   if (typeof live === 'string') return notMeasured('gateway RSS, 100 live sessions', live, target);
   return [
-    `gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node`,
+    `gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node, ${deployedAs(live)}`,
     `${(live.rss / 1e6).toFixed(1)} MB`,
     '',
     '',
@@ -239,7 +244,7 @@ function hostileRows(h: Results['hostile']): Cell[][] {
   return [
     ['benign session print(1), quiet', h.quietMs.median, h.quietMs.p95, h.quietMs.p99, String(h.quietMs.n), '', 'floor', '', ''],
     [
-      `benign session print(1), hostile neighbour (${h.attacks} attacks)${err}`,
+      `benign session print(1), hostile neighbour (${h.attacks} attacks; gateway ${h.memoryLimit ? `as deployed, ${h.memoryLimit} limit` : 'with NO memory limit'})${err}`,
       h.underAttackMs.median,
       h.underAttackMs.p95,
       h.underAttackMs.p99,
@@ -326,7 +331,7 @@ export function tableRows(r: Results): Cell[][] {
       ? []
       : [
           latencyRow(
-            'session execute_code, gateway in its own process (as deployed)',
+            `session execute_code, gateway in its own process (${typeof r.sessionDeployed !== 'string' && r.sessionDeployed.memoryLimit ? `as deployed, ${r.sessionDeployed.memoryLimit} limit` : 'NO memory limit'})`,
             r.sessionDeployed,
             q.sessionDeployedVsRawExec,
             '≤ 0.05× raw exec',

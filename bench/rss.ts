@@ -24,6 +24,7 @@ import { completedStatus } from '../src/runs/status.js';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
 import { PROBE_PREFIX, inBatches } from './batches.js';
+import type { MemoryLimit } from './memory-limit.js';
 
 const BATCH = 25;
 
@@ -44,6 +45,8 @@ export interface ProbeResult {
   idleSeconds?: number;
   newSpaceAtSettle?: number;
   newSpaceIdle?: number;
+  /** The memory limit the probe ran under (the chart's), when it ran under one. */
+  memoryLimit?: string;
 }
 
 async function seedOne(k: TestKube, ns: string, i: number): Promise<void> {
@@ -138,6 +141,7 @@ export async function probeRss(
   sessions = 0,
   nodeArgs: string[] = [],
   idleSeconds = 0,
+  limit?: MemoryLimit,
 ): Promise<ProbeResult> {
   const args = [
     ...nodeArgs,
@@ -152,8 +156,14 @@ export async function probeRss(
       : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions), String(idleSeconds)]),
   ];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
-  const out = await run(process.execPath, args);
+  const wrapped = limit?.wrap(process.execPath, args);
+  let out: string;
+  try {
+    out = wrapped ? await run(wrapped.cmd, wrapped.args) : await run(process.execPath, args);
+  } finally {
+    wrapped?.remove();
+  }
   const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));
   if (!line) throw new Error(`rss-probe printed no result: ${out.slice(-500)}`);
-  return JSON.parse(line.slice(PROBE_PREFIX.length)) as ProbeResult;
+  return { ...(JSON.parse(line.slice(PROBE_PREFIX.length)) as ProbeResult), ...(limit && { memoryLimit: limit.quantity }) };
 }

@@ -32,6 +32,7 @@ import {
   writesBeforeReply,
 } from './profile.js';
 import type { Results, RssPair } from './report.js';
+import { gatewayMemoryLimit, type MemoryLimit } from './memory-limit.js';
 import { compileProbe, deleteSeededRuns, deleteSessions, probeRss, seedFinishedRuns } from './rss.js';
 import { PodTimeline } from './sandbox-pod.js';
 import { rounded, summarize } from './stats.js';
@@ -230,6 +231,14 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
   }
 }
 
+/** The chart's memory limit for a gateway in a process of its own, or undefined (logged) where none can be set. */
+function deployedLimit(section: string): MemoryLimit | undefined {
+  const limit = gatewayMemoryLimit();
+  if (typeof limit !== 'string') return limit;
+  log(`${section}: the gateway process runs without the chart's memory limit: ${limit}`);
+  return undefined;
+}
+
 /** The env of a gateway the bench starts in a process of its own on namespace `ns`. */
 function gatewayEnv(ns: string): Record<string, string> {
   return {
@@ -251,12 +260,13 @@ async function sessionAsDeployed(ctx: BenchContext): Promise<void> {
   const { s, r } = ctx;
   const ns = await ctx.nss.create('bench-sdep');
   try {
-    const gateway = await startGateway(gatewayEnv(ns), await freePort());
+    const limit = deployedLimit('session');
+    const gateway = await startGateway(gatewayEnv(ns), await freePort(), undefined, limit?.wrap);
     try {
       const n = scaled(s, s.sessionSamples, 10);
       log(`session: the same × ${n} against a gateway in its own process`);
       const l = await sessionLatency(gateway.url, n);
-      r.sessionDeployed = { ...latency(l), createMs: Math.round(l.createMs) };
+      r.sessionDeployed = { ...latency(l), createMs: Math.round(l.createMs), ...(limit && { memoryLimit: limit.quantity }) };
     } finally {
       await stopGateway(gateway);
     }
@@ -277,8 +287,16 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
   const count = scaled(s, s.finishedRuns, 10);
   log('rss: compiling the probe to plain JavaScript');
   const compiled = await compileProbe();
+  // The compiled probes are the deployed gateway: under the chart's memory limit, from which Node
+  // sizes V8's heap (bench/memory-limit.ts). The tsx probes are a developer's process: no limit.
+  const limit = gatewayMemoryLimit();
+  if (typeof limit === 'string') log(`rss: the compiled probes run without the chart's memory limit: ${limit}`);
+  const deployed = typeof limit === 'string' ? undefined : limit;
   try {
-    const probe = async (): Promise<RssPair> => ({ tsx: await probeRss(ns, 'tsx'), compiled: await probeRss(ns, 'compiled', compiled.dir) });
+    const probe = async (): Promise<RssPair> => ({
+      tsx: await probeRss(ns, 'tsx'),
+      compiled: await probeRss(ns, 'compiled', compiled.dir, 0, [], 0, deployed),
+    });
     log('rss: probes on an empty namespace');
     const empty = await probe();
     log(`rss: seeding ${count} finished SandboxRuns`);
@@ -297,7 +315,7 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
     log(`rss: probe (compiled) opening ${sessions} live sessions, with the finished runs`);
     try {
       const t0 = performance.now();
-      const live = await probeRss(ns, 'compiled', compiled.dir, sessions, [], IDLE_SECONDS);
+      const live = await probeRss(ns, 'compiled', compiled.dir, sessions, [], IDLE_SECONDS, deployed);
       r.rss100Sessions = { ...live, finishedRuns: count, openSeconds: Math.round((performance.now() - t0) / 100) / 10 };
     } catch (err) {
       r.rss100Sessions = failed('rss with sessions', err);
@@ -322,9 +340,10 @@ export async function hostileSection(ctx: BenchContext): Promise<void> {
   try {
     // The gateway in a process of its own, as deployed: the attacker's and the benign client's MCP
     // clients (this process) are not the gateway's event loop.
-    const gateway = await startGateway(gatewayEnv(ns), await freePort());
+    const limit = deployedLimit('hostile');
+    const gateway = await startGateway(gatewayEnv(ns), await freePort(), undefined, limit?.wrap);
     ctx.stops.push(() => stopGateway(gateway));
-    r.hostile = await hostileNeighbour(gateway.url, scaled(s, s.hostileSamples, 10));
+    r.hostile = { ...(await hostileNeighbour(gateway.url, scaled(s, s.hostileSamples, 10))), ...(limit && { memoryLimit: limit.quantity }) };
   } catch (err) {
     r.hostile = failed('hostile', err);
   } finally {

@@ -48,15 +48,29 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Runs `cmd args` some other way (the bench: in a memory cgroup); `remove` once it exited. */
+export type CommandWrapper = (cmd: string, args: readonly string[]) => { cmd: string; args: string[]; remove: () => void };
+
 /** Spawns one replica on `port` and waits until it serves (bounded). */
-export async function startGateway(env: Record<string, string>, port: number, kubeconfig = process.env.KUBECONFIG ?? ''): Promise<GatewayProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', CHILD], {
+export async function startGateway(
+  env: Record<string, string>,
+  port: number,
+  kubeconfig = process.env.KUBECONFIG ?? '',
+  wrap?: CommandWrapper,
+): Promise<GatewayProcess> {
+  const command = wrap?.(process.execPath, ['--import', 'tsx', CHILD]) ?? { cmd: process.execPath, args: ['--import', 'tsx', CHILD], remove: () => {} };
+  const child: ChildProcess = spawn(command.cmd, command.args, {
     env: { ...process.env, ...env, CODEMODE_PORT: String(port), KUBECONFIG: kubeconfig },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
   child.stderr?.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-4000)));
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => {
+      command.remove();
+      resolve(code ?? signal ?? -1);
+    }),
+  );
   const ready = await new Promise<{ url: string; identity: string }>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`gateway did not start within 120 s: ${err}`)), 120_000);
