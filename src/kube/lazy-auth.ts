@@ -57,10 +57,10 @@ function lazyAuthenticator(file: string, name: string): new () => Authenticator 
 
 type AnyClass = new (...args: unknown[]) => object;
 
-/** A class whose `new` returns an instance of the real one (a constructor may return an object). */
-function lazyClass(specifier: string, name: string): AnyClass {
+/** A class whose `new` returns an instance of the one `load` gives (a constructor may return an object). */
+export function lazyClass(load: () => AnyClass): AnyClass {
   return function (...args: unknown[]): object {
-    const Real = real<AnyClass>(specifier, name);
+    const Real = load();
     return new Real(...args);
   } as unknown as AnyClass;
 }
@@ -68,9 +68,9 @@ function lazyClass(specifier: string, name: string): AnyClass {
 export const AzureAuth = lazyAuthenticator('./azure_auth.js', 'AzureAuth');
 export const GoogleCloudPlatformAuth = lazyAuthenticator('./gcp_auth.js', 'GoogleCloudPlatformAuth');
 export const OpenIDConnectAuth = lazyAuthenticator('./oidc_auth.js', 'OpenIDConnectAuth');
-export const SocksProxyAgent = lazyClass('socks-proxy-agent', 'SocksProxyAgent');
-export const HttpProxyAgent = lazyClass('hpagent', 'HttpProxyAgent');
-export const HttpsProxyAgent = lazyClass('hpagent', 'HttpsProxyAgent');
+export const SocksProxyAgent = lazyClass(() => real('socks-proxy-agent', 'SocksProxyAgent'));
+export const HttpProxyAgent = lazyClass(() => real('hpagent', 'HttpProxyAgent'));
+export const HttpsProxyAgent = lazyClass(() => real('hpagent', 'HttpsProxyAgent'));
 export const SocksClient = {
   createConnection(...args: unknown[]): unknown {
     return real<{ createConnection: (...a: unknown[]) => unknown }>('socks', 'SocksClient').createConnection(...args);

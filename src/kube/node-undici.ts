@@ -6,6 +6,7 @@
 // from one undici), `ProxyAgent` loads the package on first use, and a request through a dispatcher
 // that is not Node's (a proxy's) goes through the package's fetch, as before.
 import { createRequire } from 'node:module';
+import { lazyClass } from './lazy-auth.js';
 
 /** The key under which every undici copy keeps the process's global dispatcher (cross-version). */
 const GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');
@@ -35,19 +36,10 @@ function real<T>(name: string): T {
   return (load('undici') as Record<string, T>)[name] as T;
 }
 
-/** A class whose `new` returns an instance of the package's class (a constructor may return an object). */
-function packageClass(name: string): DispatcherClass {
-  return class {
-    constructor(options?: object) {
-      return new (real<DispatcherClass>(name))(options);
-    }
-  } as DispatcherClass;
-}
-
 const NodeAgent = nodeAgentClass();
 
-export const Agent: DispatcherClass = NodeAgent ?? packageClass('Agent');
-export const ProxyAgent: DispatcherClass = packageClass('ProxyAgent');
+export const Agent: DispatcherClass = NodeAgent ?? lazyClass(() => real('Agent'));
+export const ProxyAgent: DispatcherClass = lazyClass(() => real('ProxyAgent'));
 
 /** Node's fetch for Node's dispatchers (and none), the package's for the package's. */
 export function fetch(input: unknown, init?: { dispatcher?: unknown }): Promise<Response> {
