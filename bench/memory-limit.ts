@@ -46,10 +46,20 @@ function cgroupParent(): { dir: string; limitFile: string } | string {
 
 let made = 0;
 
-/** The chart's gateway memory limit as a cgroup wrapper, or why there is none. */
+/**
+ * The chart's gateway memory limit as a cgroup wrapper, or why there is none. BENCH_GATEWAY_MEMORY_LIMIT
+ * overrides it: another quantity, or `none` (an A/B of the heap sizing).
+ */
 export function gatewayMemoryLimit(): MemoryLimit | string {
-  const quantity = chartGatewayMemoryLimit();
-  const bytes = parseQuantity(quantity);
+  const override = process.env.BENCH_GATEWAY_MEMORY_LIMIT;
+  if (override === 'none') return 'BENCH_GATEWAY_MEMORY_LIMIT=none';
+  const quantity = override || chartGatewayMemoryLimit();
+  let bytes: number;
+  try {
+    bytes = parseQuantity(quantity);
+  } catch (err) {
+    throw new Error(`${override ? 'BENCH_GATEWAY_MEMORY_LIMIT' : "the chart's resources.limits.memory"}=${quantity}: ${(err as Error).message}, or none`);
+  }
   const parent = cgroupParent();
   if (typeof parent === 'string') return parent;
   const make = (): string => {
