@@ -193,9 +193,9 @@ function apiRow(mode: 'cold' | 'warm', api: ApiRequestsResult | string): Cell[][
   ];
 }
 
-/** How a compiled probe ran: under the chart's memory limit (as deployed) or, where no cgroup could be made, without. */
-function deployedAs(p: ProbeResult): string {
-  return p.memoryLimit ? `as deployed (${p.memoryLimit} limit)` : 'NO memory limit (not as deployed)';
+/** How a gateway process ran: under the chart's memory limit (as deployed) or, where no cgroup could be made, without. */
+function deployedAs(memoryLimit: string | undefined): string {
+  return memoryLimit ? `as deployed (${memoryLimit} limit)` : 'NO memory limit (not as deployed)';
 }
 
 function rssRows(r: Results): Cell[][] {
@@ -206,7 +206,7 @@ function rssRows(r: Results): Cell[][] {
   const mb = (b: number): string => `${(b / 1e6).toFixed(1)} MB`;
   return (['compiled', 'tsx'] as const).map((mode): Cell[] => {
     const full = rss.withFinishedRuns[mode].rss;
-    const label = mode === 'compiled' ? `plain node, ${deployedAs(rss.withFinishedRuns.compiled)}` : 'under tsx, no memory limit';
+    const label = mode === 'compiled' ? `plain node, ${deployedAs(rss.withFinishedRuns.compiled.memoryLimit)}` : 'under tsx, no memory limit';
     return [
       `gateway RSS, ${rss.finishedRuns} finished runs, ${label} (empty ns: ${mb(rss.emptyNamespace[mode].rss)})`,
       mb(full),
@@ -225,7 +225,7 @@ function rssSessionsRow(live: Results['rss100Sessions']): Cell[] {
   const target = '≤ 150 MB (+1,000 runs)';
   if (typeof live === 'string') return notMeasured('gateway RSS, 100 live sessions', live, target);
   return [
-    `gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node, ${deployedAs(live)}`,
+    `gateway RSS, ${live.sessions} live sessions + ${live.finishedRuns} finished runs, plain node, ${deployedAs(live.memoryLimit)}`,
     `${(live.rss / 1e6).toFixed(1)} MB`,
     '',
     '',
@@ -244,7 +244,7 @@ function hostileRows(h: Results['hostile']): Cell[][] {
   return [
     ['benign session print(1), quiet', h.quietMs.median, h.quietMs.p95, h.quietMs.p99, String(h.quietMs.n), '', 'floor', '', ''],
     [
-      `benign session print(1), hostile neighbour (${h.attacks} attacks; gateway ${h.memoryLimit ? `as deployed, ${h.memoryLimit} limit` : 'with NO memory limit'})${err}`,
+      `benign session print(1), hostile neighbour (${h.attacks} attacks; gateway ${deployedAs(h.memoryLimit)})${err}`,
       h.underAttackMs.median,
       h.underAttackMs.p95,
       h.underAttackMs.p99,
@@ -331,7 +331,7 @@ export function tableRows(r: Results): Cell[][] {
       ? []
       : [
           latencyRow(
-            `session execute_code, gateway in its own process (${typeof r.sessionDeployed !== 'string' && r.sessionDeployed.memoryLimit ? `as deployed, ${r.sessionDeployed.memoryLimit} limit` : 'NO memory limit'})`,
+            `session execute_code, gateway in its own process, ${deployedAs(typeof r.sessionDeployed === 'string' ? undefined : r.sessionDeployed.memoryLimit)}`,
             r.sessionDeployed,
             q.sessionDeployedVsRawExec,
             '≤ 0.05× raw exec',

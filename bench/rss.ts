@@ -156,12 +156,12 @@ export async function probeRss(
       : [join(compiledDir ?? '', 'bench/rss-probe.js'), ns, String(sessions), String(idleSeconds)]),
   ];
   // process.execPath: the Node 22 this bench runs on, not whatever `node` is first on PATH.
-  const wrapped = limit?.wrap(process.execPath, args);
+  const command = limit?.wrap(process.execPath, args) ?? { cmd: process.execPath, args, remove: () => {} };
   let out: string;
   try {
-    out = wrapped ? await run(wrapped.cmd, wrapped.args) : await run(process.execPath, args);
+    out = await run(command.cmd, command.args);
   } finally {
-    wrapped?.remove();
+    command.remove();
   }
   const line = out.split('\n').find((l) => l.startsWith(PROBE_PREFIX));
   if (!line) throw new Error(`rss-probe printed no result: ${out.slice(-500)}`);

@@ -231,11 +231,11 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
   }
 }
 
-/** The chart's memory limit for a gateway in a process of its own, or undefined (logged) where none can be set. */
+/** The chart's memory limit for a gateway (or probe) in a process of its own, or undefined (logged) where none can be set. */
 function deployedLimit(section: string): MemoryLimit | undefined {
   const limit = gatewayMemoryLimit();
   if (typeof limit !== 'string') return limit;
-  log(`${section}: the gateway process runs without the chart's memory limit: ${limit}`);
+  log(`${section}: the gateway's process runs without the chart's memory limit: ${limit}`);
   return undefined;
 }
 
@@ -289,9 +289,7 @@ export async function rssSection(ctx: BenchContext): Promise<void> {
   const compiled = await compileProbe();
   // The compiled probes are the deployed gateway: under the chart's memory limit, from which Node
   // sizes V8's heap (bench/memory-limit.ts). The tsx probes are a developer's process: no limit.
-  const limit = gatewayMemoryLimit();
-  if (typeof limit === 'string') log(`rss: the compiled probes run without the chart's memory limit: ${limit}`);
-  const deployed = typeof limit === 'string' ? undefined : limit;
+  const deployed = deployedLimit('rss');
   try {
     const probe = async (): Promise<RssPair> => ({
       tsx: await probeRss(ns, 'tsx'),
