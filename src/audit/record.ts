@@ -12,6 +12,7 @@ import {
   type Language,
   type Owner,
   type RunPhase,
+  type AuditCallStatus,
   type SandboxRunStatus,
   type ToolCallCounts,
   type ToolCallsStatus,
@@ -140,4 +141,71 @@ export function auditRunBody(e: AuditEntry, ttlSecondsAfterFinished?: number): o
  */
 export function auditStatus(e: AuditEntry): SandboxRunStatus {
   return { observedGeneration: 1, startTime: e.startTime, completionTime: e.completionTime, ...e.outcome };
+}
+
+/** Pure: one call of a record that covers several (status.calls). */
+export function auditCallStatus(e: AuditEntry): AuditCallStatus {
+  const o = e.outcome;
+  return {
+    name: e.name,
+    startTime: e.startTime,
+    completionTime: e.completionTime,
+    ...(o.durationMs !== undefined && { durationMs: o.durationMs }),
+    phase: o.phase,
+    ...(o.reason !== undefined && { reason: o.reason }),
+    ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
+    stdoutBytes: o.stdoutBytes,
+    stderrBytes: o.stderrBytes,
+    ...(o.truncated && { truncated: true }),
+    codeBytes: e.codeBytes,
+    codeSha256: e.codeSha256,
+    ...(o.toolCalls !== undefined && { toolCalls: o.toolCalls.calls }),
+    ...(o.images !== undefined && { images: o.images.count }),
+  };
+}
+
+/** Pure: the nested-call counts of several calls as one status.toolCalls (servers summed by name). */
+function sumToolCalls(all: readonly ToolCallsStatus[]): ToolCallsStatus | undefined {
+  if (all.length === 0) return undefined;
+  const servers: ToolCallCounts['servers'] = {};
+  for (const t of all)
+    for (const s of t.servers ?? []) {
+      const v = (servers[s.name] ??= { calls: 0, errors: 0 });
+      v.calls += s.calls;
+      v.errors += s.errors;
+    }
+  const sum = (f: (t: ToolCallsStatus) => number): number => all.reduce((n, t) => n + f(t), 0);
+  return toolCallsStatus({ calls: sum((t) => t.calls), errors: sum((t) => t.errors), upstreamWaitMs: sum((t) => t.upstreamWaitMs), servers });
+}
+
+/**
+ * Pure: the terminal status of a record of calls of one session, in the order they ran (at most
+ * MAX_AUDIT_CALLS). One call: auditStatus. Several: status.calls lists each, and the record's own
+ * fields sum them up — the first start, the last completion, summed durations and sizes, the
+ * outcome of the first call that did not succeed (else Succeeded).
+ */
+export function auditBatchStatus(entries: readonly AuditEntry[]): SandboxRunStatus {
+  const [first] = entries;
+  if (first === undefined) throw new Error('auditBatchStatus: no entries');
+  if (entries.length === 1) return auditStatus(first);
+  const outcomes = entries.map((e) => e.outcome);
+  const failed = outcomes.find((o) => o.phase !== 'Succeeded');
+  const sum = (f: (o: AuditOutcome) => number | undefined): number => outcomes.reduce((n, o) => n + (f(o) ?? 0), 0);
+  const toolCalls = sumToolCalls(outcomes.flatMap((o) => (o.toolCalls ? [o.toolCalls] : [])));
+  const images = outcomes.some((o) => o.images) ? { count: sum((o) => o.images?.count), bytes: sum((o) => o.images?.bytes) } : undefined;
+  return {
+    observedGeneration: 1,
+    startTime: first.startTime,
+    completionTime: entries[entries.length - 1]?.completionTime ?? first.completionTime,
+    phase: failed?.phase ?? 'Succeeded',
+    ...(failed?.reason !== undefined && { reason: failed.reason }),
+    ...(failed?.exitCode !== undefined && { exitCode: failed.exitCode }),
+    durationMs: sum((o) => o.durationMs),
+    stdoutBytes: sum((o) => o.stdoutBytes),
+    stderrBytes: sum((o) => o.stderrBytes),
+    truncated: outcomes.some((o) => o.truncated),
+    ...(toolCalls && { toolCalls }),
+    ...(images && { images }),
+    calls: entries.map(auditCallStatus),
+  };
 }

@@ -625,7 +625,7 @@ export const FIELDS = {
       env: 'CODEMODE_USER_MAX_EXECUTIONS_PER_MINUTE',
       default: '0',
       description:
-        'Executions (execute_code calls, in sessions or not) one user may start in any 60 s across all gateway replicas, counted from the SandboxRuns and audit records created in the last minute (audit records show on other replicas after they are written, usually within a second). Applies to the admin groups too. 0: no per-user limit.',
+        'Executions (execute_code calls, in sessions or not) one user may start in any 60 s across all gateway replicas, counted from the SandboxRuns and audit records created in the last minute (audit records show on other replicas after they are written, usually within one to two seconds). Applies to the admin groups too. 0: no per-user limit.',
       allowed: 'an integer from 0 to 100000',
     },
     int(0, 100000),
@@ -635,7 +635,7 @@ export const FIELDS = {
       env: 'CODEMODE_AUDIT_QUEUE_LENGTH',
       default: '1000',
       description:
-        'Audit records of session calls one replica holds waiting to be written (each call in a session is recorded as a finished SandboxRun after its reply); while the API server is unreachable the queue fills, and records beyond it are dropped, counted in codemode_audit_records_total{result="dropped"} and logged.',
+        'Session calls one replica holds waiting for their audit record (each call in a session is recorded in a finished SandboxRun after its reply, together with the calls of its session that follow within a second); while the API server is unreachable the queue fills, and calls beyond it are dropped, counted in codemode_audit_records_total{result="dropped"} and logged.',
       allowed: 'an integer from 1 to 100000',
     },
     int(1, 100000),
@@ -645,7 +645,7 @@ export const FIELDS = {
       env: 'CODEMODE_AUDIT_TTL_SECONDS',
       default: '600',
       description:
-        "Seconds an audit record of a session call is kept in the API (its spec.ttlSecondsAfterFinished). Records count against the namespace's SandboxRun quota like runs do: at a sustained rate of r session calls per second about r × this many records exist, so keep r × CODEMODE_AUDIT_TTL_SECONDS well below the quota's count/sandboxruns (the chart's default is 2000), or raise the quota. Ship the operator's logs for a longer history.",
+        "Seconds an audit record of session calls is kept in the API (its spec.ttlSecondsAfterFinished). Records count against the namespace's SandboxRun quota like runs do: a session making calls writes at most about one record a second (up to 100 calls each), a session calling now and then one per call, so with s sessions busy at once about s × this many records exist; keep that well below the quota's count/sandboxruns (the chart's default is 2000), or raise the quota. Ship the operator's logs for a longer history.",
       allowed: `an integer from 60 to ${MAX_TTL_SECONDS_AFTER_FINISHED} (CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED shortens it, as for every run)`,
     },
     int(60, MAX_TTL_SECONDS_AFTER_FINISHED),

@@ -2,6 +2,7 @@
 // executor annotation, timeouts). Code, stdin and outputs can make a run ~1 MiB; a namespace of
 // finished runs cached whole put the gateway into an out-of-memory loop. The code of a run that
 // is still to be executed is read with one GET (or comes back from the claim) when it executes.
+// An audit record's calls keep their names and starts only (the per-user rate limit's count).
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { z } from 'zod';
 import { ObjectMetaSchema, SandboxRunSchema, SandboxRunSpecSchema, SandboxRunStatusSchema, describeIssues } from '../api/v1alpha1/index.js';
@@ -32,7 +33,11 @@ export function stripRun<T extends KubernetesObject>(obj: T): T {
   const spec = without(o.spec, SPEC_DROPPED);
   if (spec) out.spec = spec;
   const status = without(o.status, STATUS_DROPPED);
-  if (status) out.status = status;
+  if (status) {
+    // An audit record's calls: what the per-user rate limit counts (limits/user-limits.ts).
+    if (Array.isArray(status.calls)) status.calls = status.calls.map((c: Obj | null) => ({ name: c?.name, startTime: c?.startTime }));
+    out.status = status;
+  }
   return out as unknown as T;
 }
 
@@ -40,7 +45,8 @@ export function stripRun<T extends KubernetesObject>(obj: T): T {
 export const CachedRunSchema = SandboxRunSchema.extend({
   metadata: ObjectMetaSchema,
   spec: SandboxRunSpecSchema.omit({ code: true, stdin: true }),
-  status: SandboxRunStatusSchema.omit({ stdout: true, stderr: true, message: true, conditions: true }).optional(),
+  // calls: read from the cache by the per-user limits only, never by reconcile.
+  status: SandboxRunStatusSchema.omit({ stdout: true, stderr: true, message: true, conditions: true, calls: true }).optional(),
 });
 export type CachedRun = z.infer<typeof CachedRunSchema>;
 

@@ -45,8 +45,17 @@ export interface LocalUse {
 
 type Obj = KubernetesObject & {
   spec?: { owner?: { user?: unknown }; session?: unknown; timeoutSeconds?: unknown };
-  status?: { phase?: unknown; startTime?: unknown; expiresAt?: unknown };
+  status?: { phase?: unknown; startTime?: unknown; expiresAt?: unknown; calls?: unknown };
 };
+
+/** The calls an audit record covers (status.calls) as name and start, or undefined for a record of one. */
+function recordedCalls(o: Obj): Array<{ name: string; started: number }> | undefined {
+  const calls = o.status?.calls;
+  if (!Array.isArray(calls)) return undefined;
+  return calls.flatMap((c: { name?: unknown; startTime?: unknown }) =>
+    typeof c?.name === 'string' ? [{ name: c.name, started: Date.parse(String(c.startTime ?? '')) }] : [],
+  );
+}
 
 const TERMINAL = new Set(['Succeeded', 'Failed', 'TimedOut']);
 
@@ -73,8 +82,9 @@ export function userUsage(
     if (!owns(o, user, label)) continue;
     const name = o.metadata?.name ?? '';
     const audit = o.metadata?.annotations?.[ANNOTATION_EXECUTOR] === AUDIT_EXECUTOR;
-    const started = Date.parse(String(o.status?.startTime ?? o.metadata?.creationTimestamp ?? ''));
-    if (!Number.isNaN(started) && started > nowMs - RATE_WINDOW_MS) executed.set(name, started);
+    // A record of several session calls counts each of them, under the name each was admitted as.
+    const calls = (audit && recordedCalls(o)) || [{ name, started: Date.parse(String(o.status?.startTime ?? o.metadata?.creationTimestamp ?? '')) }];
+    for (const c of calls) if (!Number.isNaN(c.started) && c.started > nowMs - RATE_WINDOW_MS) executed.set(c.name, c.started);
     if (audit || o.spec?.session !== undefined || TERMINAL.has(String(o.status?.phase))) continue;
     running.add(name);
     const created = Date.parse(String(o.metadata?.creationTimestamp ?? ''));

@@ -191,13 +191,13 @@ export function createMetrics(): Metrics {
   });
   const auditRecords = new Counter({
     name: 'codemode_audit_records_total',
-    help: 'Audit records of session calls (finished SandboxRuns written after the reply), by result: written, or dropped (queue full while the API server was unreachable, refused, or shutdown).',
+    help: 'Session calls recorded in audit records (finished SandboxRuns written after the reply; one record lists the calls of a session made within a second), by result: written, or dropped (queue full while the API server was unreachable, refused, or shutdown).',
     labelNames: ['result'] as const,
     registers: [registry],
   });
   const auditQueue = new Gauge({
     name: 'codemode_audit_queue_length',
-    help: 'Audit records of session calls waiting to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).',
+    help: 'Session calls waiting for their audit record to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).',
     registers: [registry],
   });
 

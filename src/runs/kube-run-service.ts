@@ -238,8 +238,8 @@ export class KubeRunService implements RunService {
 
   private async executeInSession(req: ExecuteRequest, session: string, timeoutSeconds: number, options: ExecuteOptions): Promise<RunOutcome> {
     if (!this.sessions) throw new RunRequestError('Sessions are not available on this server.', 'Run the code without a session.');
-    // The record's name is chosen now: the per-user rate counts this call under it until the
-    // record itself shows in the cache.
+    // The call's name in its audit record is chosen now: the per-user rate counts this call under
+    // it until the record (of this call alone, or listing it among its session's) shows in the cache.
     const recordName = generateRunName();
     const tools = this.toolsFor(req, timeoutSeconds, () => ({ name: session, namespace: this.opts.namespace, kind: SANDBOXSESSION_KIND }));
     const hold = this.extras.limits?.admit('session_call', recordName, req.owner);

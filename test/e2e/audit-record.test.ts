@@ -3,9 +3,15 @@
 // between the create and the status — is not executed in its session by any replica; once the
 // call's time budget is over (pod start-up allowance + timeout + 60 s) it is closed Failed so its
 // TTL can run. The session's state shows the code never ran.
+// And the writer against the API server: calls of one session share records (status.calls), which
+// the API server accepts with the generated CRD schema.
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, API_VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
+import { GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, API_VERSION, parseSandboxRun, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_SESSION } from '../../src/api/v1alpha1/labels.js';
+import { auditEntry } from '../../src/audit/record.js';
+import { AuditWriter, type AuditResult } from '../../src/audit/writer.js';
+import { runLabelValue } from '../../src/sandbox/names.js';
 import { AUDIT_INCOMPLETE_MESSAGE } from '../../src/controller/run-decision.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient } from './helpers/operator.js';
@@ -58,4 +64,63 @@ describe('an audit record whose status was never written', () => {
     const n = await client.callTool('execute_code', { session, code: 'n' });
     expect(n.structuredContent?.result).toBe('1');
   }, 240_000);
+});
+
+describe('the audit writer', () => {
+  it("writes a session's calls together (up to a record's worth), each session apart, and the controller leaves the records alone", async () => {
+    const tag = Date.now().toString(36);
+    const call = (session: string, i: number, failed = false) =>
+      auditEntry({
+        name: `w-${tag}-${session}-${i}`,
+        namespace: ns,
+        session,
+        owner: { user: 'alice' },
+        language: 'python',
+        timeoutSeconds: 30,
+        code: `x = ${i}`,
+        startedMs: Date.now() + i,
+        endedMs: Date.now() + i + 1,
+        outcome: failed
+          ? { phase: 'Failed', reason: 'Exception', truncated: false, stdoutBytes: 0, stderrBytes: 9, durationMs: 1 }
+          : { phase: 'Succeeded', truncated: false, stdoutBytes: 2, stderrBytes: 0, durationMs: 1 },
+      });
+    const results: AuditResult[] = [];
+    const writer = new AuditWriter(
+      op.clients,
+      { capacity: 100, lingerMs: 300, maxCallsPerRecord: 3, ttlSecondsAfterFinished: 600, onResult: (r) => results.push(r) },
+      pino({ level: 'silent' }),
+    );
+    const [sa, sb] = [`sa-${tag}`, `sb-${tag}`];
+    // Interleaved as two sessions' calls arrive; the third of sa fills a record at once.
+    for (const e of [call(sa, 0), call(sb, 0), call(sa, 1), call(sb, 1, true), call(sa, 2), call(sa, 3), call(sa, 4)]) expect(writer.record(e)).toBe(true);
+    const bySession = async (session: string): Promise<SandboxRun[]> =>
+      (
+        (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns, labelSelector: `${LABEL_SESSION}=${runLabelValue(session)}` })) as {
+          items: SandboxRun[];
+        }
+      ).items.sort((x, y) => x.metadata.name.localeCompare(y.metadata.name));
+    await until(async () => results.length === 7, 30_000, 'all seven calls written');
+    expect(results).toEqual(Array(7).fill('written'));
+    await writer.stop(1000);
+
+    const a = await bySession(sa);
+    expect(a.map((r) => [r.metadata.name, r.status?.calls?.map((c) => c.name)])).toEqual([
+      [`w-${tag}-${sa}-0`, [0, 1, 2].map((i) => `w-${tag}-${sa}-${i}`)],
+      [`w-${tag}-${sa}-3`, [3, 4].map((i) => `w-${tag}-${sa}-${i}`)],
+    ]);
+    const [b] = await bySession(sb);
+    expect(b?.status).toMatchObject({ phase: 'Failed', reason: 'Exception', stdoutBytes: 2, stderrBytes: 9, durationMs: 2 });
+    expect(b?.status?.calls?.map((c) => c.phase)).toEqual(['Succeeded', 'Failed']);
+    for (const r of [...a, b]) {
+      expect(parseSandboxRun(r).ok).toBe(true);
+      expect(r?.metadata.annotations?.[ANNOTATION_EXECUTOR]).toBe(AUDIT_EXECUTOR);
+      expect(r?.spec).toMatchObject({ owner: { user: 'alice' }, ttlSecondsAfterFinished: 600 });
+    }
+    // The operator's controller saw them: they stay as written (no replica executes or closes a record).
+    await new Promise((r) => setTimeout(r, 2000));
+    expect((await bySession(sa)).map((r) => [r.status?.phase, r.status?.calls?.length])).toEqual([
+      ['Succeeded', 3],
+      ['Succeeded', 2],
+    ]);
+  }, 60_000);
 });

@@ -187,6 +187,33 @@ export function toolCallsStatus(c: ToolCallCounts): ToolCallsStatus {
   return { calls: c.calls, errors: c.errors, upstreamWaitMs: Math.max(0, Math.round(c.upstreamWaitMs)), ...(servers.length > 0 && { servers }) };
 }
 
+/** Session calls one audit record lists at most (src/audit: the writer starts another record after them). */
+export const MAX_AUDIT_CALLS = 100;
+
+export const AuditCallStatusSchema = z
+  .object({
+    name: z.string().min(1).max(253).describe('The name the call was recorded under (a record of one call has it as its own name).'),
+    startTime: timestamp.describe('When the call started (RFC 3339).'),
+    completionTime: timestamp.describe('When the call ended (RFC 3339).'),
+    durationMs: count.optional().describe('Execution time of the code in milliseconds.'),
+    phase: z.enum(['Succeeded', 'Failed', 'TimedOut']).describe('Outcome of the call.'),
+    reason: z.string().max(MAX_REASON_LENGTH).optional().describe('Stable CamelCase reason of a call that did not succeed, e.g. Exception.'),
+    exitCode: z.int().optional().describe('Exit code, for calls that report one.'),
+    stdoutBytes: count.describe('Size of its standard output in bytes.'),
+    stderrBytes: count.describe('Size of its standard error in bytes.'),
+    truncated: z.boolean().optional().describe('True when its output was cut at the cap.'),
+    codeBytes: count.describe('Size of its code in bytes.'),
+    codeSha256: z
+      .string()
+      .length(64)
+      .regex(/^[0-9a-f]{64}$/)
+      .describe('SHA-256 of its code (hex), to match the call with code kept elsewhere.'),
+    toolCalls: count.optional().describe('Nested tool calls its code made (code mode).'),
+    images: count.optional().describe('Images it returned.'),
+  })
+  .describe('One session call of an audit record that covers several.');
+export type AuditCallStatus = z.infer<typeof AuditCallStatusSchema>;
+
 export const SandboxRunStatusSchema = z.object({
   phase: RunPhaseSchema.optional().describe('Lifecycle phase: Pending, Running, Succeeded, Failed or TimedOut. The last three are terminal.'),
   conditions: z
@@ -223,6 +250,13 @@ export const SandboxRunStatusSchema = z.object({
     })
     .optional()
     .describe('Images the run returned: counts and sizes only, the images themselves are never stored.'),
+  calls: z
+    .array(AuditCallStatusSchema)
+    .max(MAX_AUDIT_CALLS)
+    .optional()
+    .describe(
+      "Audit records of session calls only: the calls this record covers, when it covers more than one (calls of one session written together). The record's own fields then sum them up: the first start, the last completion, the summed duration and sizes, and the phase, reason and exit code of the first call that did not succeed.",
+    ),
 });
 export type SandboxRunStatus = z.infer<typeof SandboxRunStatusSchema>;
 

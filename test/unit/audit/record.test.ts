@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseSandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
-import { AUDIT_CODE_MAX_BYTES, auditEntry, auditRunBody, auditStatus, type AuditCall } from '../../../src/audit/record.js';
+import { AUDIT_CODE_MAX_BYTES, auditBatchStatus, auditEntry, auditRunBody, auditStatus, type AuditCall } from '../../../src/audit/record.js';
 import { retryable } from '../../../src/audit/writer.js';
 import type { RunOutcome } from '../../../src/runs/types.js';
 
@@ -63,6 +63,56 @@ describe('audit records of session calls', () => {
     expect(e.codeHead).toBe(head);
     expect(e.codeBytes).toBe(Buffer.byteLength(code));
     expect(e.codeSha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('a record of one call is the plain record; of several, it lists each and sums them up', () => {
+    const at = (i: number, o: Partial<RunOutcome>, code = `x = ${i}`): ReturnType<typeof auditEntry> =>
+      auditEntry({
+        ...call(code),
+        name: `run-${i}`,
+        startedMs: Date.parse('2026-11-23T12:00:00Z') + i * 1000,
+        endedMs: Date.parse('2026-11-23T12:00:00Z') + i * 1000 + 10,
+        outcome: { ...outcome, phase: 'Succeeded', reason: undefined, durationMs: 10, stdoutBytes: 2, stderrBytes: 0, ...o },
+      });
+    const one = at(0, {});
+    expect(auditBatchStatus([one])).toEqual(auditStatus(one));
+
+    const tools = (server: string, calls: number) => ({ calls, errors: 1, upstreamWaitMs: 5, servers: { [server]: { calls, errors: 1 } } });
+    const entries = [
+      at(0, { toolCalls: tools('a', 2) }),
+      at(1, { phase: 'Failed', reason: 'Exception', exitCode: 1, truncated: true, toolCalls: tools('b', 1) }),
+      at(2, { phase: 'TimedOut', reason: 'Timeout', display: [{ kind: 'image', mime: 'image/png', data: 'aGk=', bytes: 2 }], toolCalls: tools('a', 3) }),
+    ];
+    const status = auditBatchStatus(entries);
+    expect(status).toMatchObject({
+      phase: 'Failed',
+      reason: 'Exception',
+      exitCode: 1,
+      startTime: '2026-11-23T12:00:00.000Z',
+      completionTime: '2026-11-23T12:00:02.010Z',
+      durationMs: 30,
+      stdoutBytes: 6,
+      truncated: true,
+      toolCalls: {
+        calls: 6,
+        errors: 3,
+        upstreamWaitMs: 15,
+        servers: [
+          { name: 'a', calls: 5, errors: 2 },
+          { name: 'b', calls: 1, errors: 1 },
+        ],
+      },
+    });
+    expect(status.calls?.map((c) => [c.name, c.phase, c.reason, c.toolCalls])).toEqual([
+      ['run-0', 'Succeeded', undefined, 2],
+      ['run-1', 'Failed', 'Exception', 1],
+      ['run-2', 'TimedOut', 'Timeout', 3],
+    ]);
+    expect(status.calls?.[1]).toMatchObject({ codeBytes: 5, codeSha256: entries[1]?.codeSha256, truncated: true });
+    // The whole record is a valid SandboxRun, named after its first call, and holds no output.
+    const parsed = parseSandboxRun({ ...(auditRunBody(entries[0] as never, 600) as object), status });
+    expect(parsed.ok, parsed.ok ? '' : parsed.message).toBe(true);
+    for (const secret of ['printed secret', 'secret-value', 'trace', 'aGk=']) expect(JSON.stringify(status)).not.toContain(secret);
   });
 
   it.each([

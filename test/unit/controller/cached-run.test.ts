@@ -53,6 +53,27 @@ describe('stripRun', () => {
     expect((original.spec as { code: string }).code).toBe(big);
   });
 
+  it("keeps only the names and starts of an audit record's calls (the per-user rate limit's count)", () => {
+    const call = {
+      name: 'c2',
+      startTime: '2026-11-23T17:00:00Z',
+      completionTime: '2026-11-23T17:00:01Z',
+      phase: 'Failed',
+      reason: 'Exception',
+      stdoutBytes: 1,
+      stderrBytes: 2,
+      codeBytes: 3,
+      codeSha256: 'a'.repeat(64),
+    };
+    const r = storedRun();
+    const stripped = stripRun({ ...r, status: { ...(r.status as object), calls: [call, null] } }) as unknown as { status: { calls: unknown[] } };
+    expect(stripped.status.calls).toEqual([
+      { name: 'c2', startTime: '2026-11-23T17:00:00Z' },
+      { name: undefined, startTime: undefined },
+    ]);
+    expect(parseCachedRun(stripped).ok).toBe(true);
+  });
+
   it.each([
     ['no status yet', { status: undefined }],
     ['no annotations', { metadata: { name: 'r1', namespace: 'ns' } }],

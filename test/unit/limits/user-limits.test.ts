@@ -53,6 +53,19 @@ describe('userUsage (what every replica sees, plus what this one started)', () =
     ],
     ['an execution older than a minute does not count', [run('a', 'alice', { phase: 'Succeeded', created: 90, started: 61 })], [], [], { executions: 0 }],
     ['an audit record counts for the rate only', [run('a', 'alice', { audit: true, session: 's', started: 3 })], [], [], { runs: 0, executions: 1 }],
+    [
+      'an audit record of several calls counts each call in the minute, under its own name',
+      [
+        {
+          ...run('c1', 'alice', { audit: true, session: 's', started: 70 }),
+          status: { phase: 'Succeeded', startTime: ago(70), calls: [70, 30, 2].map((s, i) => ({ name: `c${i + 1}`, startTime: ago(s) })) },
+        } as KubernetesObject,
+      ],
+      [],
+      // c3 is also held locally (admitted here, its record just written): counted once.
+      [['c3', { user: 'alice', running: false, executedAtMs: NOW - 2000 }]],
+      { runs: 0, executions: 2, oldestExecutionLeavesSeconds: 30 },
+    ],
     ['a kubectl run in a session is no transient run', [run('a', 'alice', { session: 's' })], [], [], { runs: 0, executions: 1 }],
     ["another user's objects do not count", [run('a', 'bob', { phase: 'Running' })], [session('s', 'bob')], [], { runs: 0, sessions: 0, executions: 0 }],
     ['a label that matches but another spec owner does not count', [run('a', 'mallory', { label: 'alice' })], [], [], { runs: 0 }],
