@@ -52,6 +52,31 @@ interface Pending {
   since: number;
 }
 
+/** Which session's record to write now, or when to look again (undefined: nothing to wait for). */
+export type DueChoice = { take: string } | { wakeAt: number } | undefined;
+
+/**
+ * Pure: the first session (in `pending`'s order) none of whose records is being written and whose
+ * record is due — its oldest call waited `lingerMs`, it has `max` calls, or the writer is stopping
+ * (`flushing`) — else when the soonest of the others is due.
+ */
+export function chooseDue(
+  pending: ReadonlyMap<string, { entries: readonly unknown[]; since: number }>,
+  writing: ReadonlySet<string>,
+  now: number,
+  lingerMs: number,
+  max: number,
+  flushing: boolean,
+): DueChoice {
+  let wakeAt = Infinity;
+  for (const [key, p] of pending) {
+    if (writing.has(key)) continue;
+    if (flushing || p.entries.length >= max || now - p.since >= lingerMs) return { take: key };
+    wakeAt = Math.min(wakeAt, p.since + lingerMs);
+  }
+  return wakeAt === Infinity ? undefined : { wakeAt };
+}
+
 /** Calls of the same session and owner share records. */
 const sessionKey = (e: AuditEntry): string => `${e.namespace}/${e.session}/${e.owner?.user ?? ''}`;
 
@@ -66,6 +91,8 @@ export class AuditWriter {
   private backoffMs = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private lingerTimer: NodeJS.Timeout | undefined;
+  /** When lingerTimer fires (performance.now()); Infinity when none is set. */
+  private lingerDue = Infinity;
   private dropped = 0;
   private lastDropLog = 0;
   private readonly idle = new Set<() => void>();
@@ -117,6 +144,7 @@ export class AuditWriter {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     clearTimeout(this.lingerTimer);
+    this.lingerDue = Infinity;
     for (const p of this.pending.values()) for (const _ of p.entries) this.drop('the operator stopped before it was written');
     this.pending.clear();
     this.queued = 0;
@@ -138,22 +166,14 @@ export class AuditWriter {
     }
   }
 
-  /**
-   * The calls of the first session whose record is due — its oldest call waited `lingerMs`, or it
-   * has a record's worth, or the writer is stopping — and none of whose records is being written.
-   * Otherwise a timer wakes the writer when the soonest is due.
-   */
+  /** The calls of the next due session (chooseDue), or undefined; a timer wakes the writer for the next. */
   private takeDue(): { key: string; entries: AuditEntry[] } | undefined {
     const now = performance.now();
-    const linger = this.opts.lingerMs ?? AUDIT_LINGER_MS;
     const max = this.opts.maxCallsPerRecord ?? MAX_AUDIT_CALLS;
-    let soonest = Infinity;
-    for (const [key, p] of this.pending) {
-      if (this.writing.has(key)) continue;
-      if (!this.flushing && p.entries.length < max && now - p.since < linger) {
-        soonest = Math.min(soonest, p.since + linger);
-        continue;
-      }
+    const choice = chooseDue(this.pending, this.writing, now, this.opts.lingerMs ?? AUDIT_LINGER_MS, max, this.flushing);
+    if (choice !== undefined && 'take' in choice) {
+      const key = choice.take;
+      const p = this.pending.get(key) as Pending;
       const entries = p.entries.splice(0, max);
       this.pending.delete(key);
       // The rest start a record of their own (behind the other sessions).
@@ -162,13 +182,16 @@ export class AuditWriter {
       this.writing.add(key);
       return { key, entries };
     }
-    if (soonest !== Infinity && this.lingerTimer === undefined) {
+    if (choice !== undefined && choice.wakeAt < this.lingerDue) {
+      clearTimeout(this.lingerTimer);
+      this.lingerDue = choice.wakeAt;
       this.lingerTimer = setTimeout(
         () => {
           this.lingerTimer = undefined;
+          this.lingerDue = Infinity;
           this.pump();
         },
-        Math.max(1, soonest - now),
+        Math.max(1, choice.wakeAt - now),
       );
       this.lingerTimer.unref();
     }

@@ -6,7 +6,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { auditEntry } from '../../../src/audit/record.js';
-import { AuditWriter, type AuditResult } from '../../../src/audit/writer.js';
+import { AuditWriter, chooseDue, type AuditResult, type DueChoice } from '../../../src/audit/writer.js';
 import { makeClients } from '../../../src/kube/clients.js';
 
 async function closedPort(): Promise<number> {
@@ -60,5 +60,51 @@ describe('AuditWriter with the API server unreachable', () => {
     // Logged with counts only: never the code.
     expect(lines.join('')).toContain('Dropped audit records of session calls');
     expect(lines.join('')).not.toContain('secret');
+  });
+});
+
+describe('chooseDue (which session to write now, or when to look again)', () => {
+  const p = (size: number, since: number) => ({ entries: Array<number>(size).fill(0), since });
+  // linger 1000 ms, 3 calls a record, now = 5000.
+  it.each<[string, Array<[string, { entries: number[]; since: number }]>, string[], boolean, DueChoice]>([
+    ['nothing queued', [], [], false, undefined],
+    ['a call younger than the linger waits for it', [['a', p(1, 4500)]], [], false, { wakeAt: 5500 }],
+    ['a call that waited the linger is written', [['a', p(1, 4000)]], [], false, { take: 'a' }],
+    ['a record’s worth is written at once', [['a', p(3, 4999)]], [], false, { take: 'a' }],
+    ['stopping writes what lingers', [['a', p(1, 4999)]], [], true, { take: 'a' }],
+    ['a retried record (since 0) is due at once', [['a', p(2, 0)]], [], false, { take: 'a' }],
+    [
+      'a session whose record is being written waits, the next due one goes',
+      [
+        ['a', p(5, 0)],
+        ['b', p(1, 3000)],
+      ],
+      ['a'],
+      false,
+      { take: 'b' },
+    ],
+    ['only a session being written: nothing to wait for', [['a', p(5, 0)]], ['a'], false, undefined],
+    [
+      'first due in queue order, though a later one is fuller',
+      [
+        ['a', p(1, 3000)],
+        ['b', p(3, 4999)],
+      ],
+      [],
+      false,
+      { take: 'a' },
+    ],
+    [
+      'of two young sessions, the soonest wakes',
+      [
+        ['a', p(1, 4800)],
+        ['b', p(2, 4600)],
+      ],
+      [],
+      false,
+      { wakeAt: 5600 },
+    ],
+  ])('%s', (_n, pending, writing, flushing, expected) => {
+    expect(chooseDue(new Map(pending), new Set(writing), 5000, 1000, 3, flushing)).toEqual(expected);
   });
 });
