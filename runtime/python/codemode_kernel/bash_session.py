@@ -86,6 +86,9 @@ class BashSession:
     def warm_up(self):
         """Nothing put off at start-up (python_session.py has)."""
 
+    def after_reply(self):
+        """Nothing left after a call's result (python_session.py has)."""
+
     def reset(self):
         self._stop()
         self._start()

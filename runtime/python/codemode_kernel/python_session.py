@@ -125,6 +125,10 @@ class PythonSession:
             self._loop = asyncio.new_event_loop()
         return self._loop
 
+    def after_reply(self):
+        """What a call leaves for after its result was sent: cancelling its last-resort timer."""
+        self._watchdog.release()
+
     def warm_up(self):
         """An idle kernel's chance to do what it put off at start-up (server.py), so that a
         session's first call costs what later ones do."""

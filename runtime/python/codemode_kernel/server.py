@@ -147,9 +147,13 @@ class KernelServer:
             items = self._displayed(msg)
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
-            for item in items:
-                conn.send(dict(item, id=msg["id"], type="display"))
-            conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
+            try:
+                for item in items:
+                    conn.send(dict(item, id=msg["id"], type="display"))
+                conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
+            finally:
+                # Off the call's path: the caller has its result (the next call waits for this).
+                self._session.after_reply()
 
     def _displayed(self, msg):
         """The call's images, HTML and tables (display.py); a session's images are also saved."""

@@ -113,6 +113,26 @@ describe('python kernel', () => {
     expect((await client.exec('x + 1')).frame).toMatchObject({ status: 'ok', result: '42' });
   });
 
+  // The watchdog thread sleeps through calls whose deadline comes after the end of its current
+  // wait; a call with a nearer deadline must wake it. After calls with a 10-minute timeout (the
+  // thread waits until then), a 0.3 s one is interrupted at its own deadline: otherwise it would
+  // spin until the test's timeout.
+  // Each call arms a last-resort timer (faulthandler: ends the process if the call holds the GIL
+  // past its timeout and grace); it is cancelled after the result was sent. Left armed, it would
+  // end this idle kernel 5.2 s after a call with a 0.2 s timeout.
+  it('cancels a finished call’s last-resort timer: an idle kernel outlives it', async () => {
+    expect((await client.exec('idle_check = 1', { timeoutMs: 200 })).frame.status).toBe('ok');
+    await sleep(6_500);
+    expect((await client.exec('idle_check + 1')).frame).toMatchObject({ status: 'ok', result: '2' });
+  }, 15_000);
+
+  it('interrupts a short call that follows calls with a long timeout', async () => {
+    for (let i = 0; i < 3; i++) expect((await client.exec(`kept = ${i}`, { timeoutMs: 600_000 })).frame.status).toBe('ok');
+    const { frame } = await client.exec('while True:\n    pass', { timeoutMs: 300 });
+    expect(frame.status).toBe('timeout');
+    expect((await client.exec('kept', { timeoutMs: 600_000 })).frame).toMatchObject({ status: 'ok', result: '2' });
+  });
+
   it('interrupts an awaiting call at the timeout and keeps the event loop usable', async () => {
     expect((await client.exec('import asyncio\nawait asyncio.sleep(100)', { timeoutMs: 300 })).frame.status).toBe('timeout');
     expect((await client.exec('await asyncio.sleep(0.01)\n7')).frame.result).toBe('7');
