@@ -75,6 +75,17 @@ describe('RunCalls', () => {
     expect(await pending).toMatchObject({ ok: false, error: { kind: 'unavailable' } });
   });
 
+  // The end-of-run signal is made by the first upstream call; one that comes after the end must
+  // still find it aborted (not wait out its 60 s timeout, which would fail the test by its own).
+  it('abandons a call that comes after the run ended', async () => {
+    const { b } = broker({ callTimeoutMs: 60_000 });
+    const r = b.forRun({});
+    expect(r.summary()).toEqual({ calls: 0, errors: 0, upstreamWaitMs: 0, servers: {} });
+    r.close();
+    expect(await r.handle(call('slow', { ms: 60_000 }))).toMatchObject({ ok: false, error: { kind: 'unavailable' } });
+    expect(r.summary()).toMatchObject({ calls: 1, errors: 1 });
+  });
+
   it.each([
     [
       'servers',
