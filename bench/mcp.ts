@@ -12,6 +12,8 @@ export interface TimedCall {
 
 export interface McpLatency {
   samples: number[];
+  /** The unrecorded calls' latencies, in order (failed ones left out). */
+  warmupSamples: number[];
   calls: TimedCall[];
   errors: number;
   firstError?: string;
@@ -48,12 +50,15 @@ export interface LatencyOptions {
 /** Sequential execute_code calls from one client. */
 export async function executeCodeLatency(url: string, n: number, opts: LatencyOptions = {}): Promise<McpLatency> {
   const client = await connect(url, 'current');
-  const out: McpLatency = { samples: [], calls: [], errors: 0 };
+  const out: McpLatency = { samples: [], warmupSamples: [], calls: [], errors: 0 };
   const attempt = async (record: boolean): Promise<void> => {
     await opts.beforeEach?.();
     try {
       const call = await timedExecuteCode(client, opts.args);
-      if (!record) return;
+      if (!record) {
+        out.warmupSamples.push(call.end - call.start);
+        return;
+      }
       out.samples.push(call.end - call.start);
       out.calls.push(call);
     } catch (err) {

@@ -35,9 +35,19 @@ import type { Results, RssPair } from './report.js';
 import { gatewayMemoryLimit, type MemoryLimit } from './memory-limit.js';
 import { compileProbe, deleteSeededRuns, deleteSessions, probeRss, seedFinishedRuns } from './rss.js';
 import { PodTimeline } from './sandbox-pod.js';
-import { rounded, summarize } from './stats.js';
+import { rounded, summarize, type Summary } from './stats.js';
 import { executeCodeThroughput, openSessions, rawExecThroughput, type ThroughputLevel } from './throughput.js';
-import { POOL_SIZE, REST_MS, kernelsUnavailable, sessionLatency, sessionsUnavailable, warmLatency } from './warm.js';
+import {
+  FIRST_CALLS,
+  POOL_SIZE,
+  REST_MS,
+  SESSION_WARMUP_CALLS,
+  kernelsUnavailable,
+  sessionLatency,
+  sessionsUnavailable,
+  warmLatency,
+  type SessionLatency,
+} from './warm.js';
 
 export const TARGET_POD = 'bench-target';
 /** Post-reply writes (final status patch, pod delete, Events) land within this after the last reply. */
@@ -223,12 +233,17 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
       const n = scaled(s, s.sessionSamples, 10);
       log(`session: create_session, then execute_code print(1) × ${n} in it`);
       const l = await sessionLatency(op.url, n);
-      r.session = { ...latency(l), createMs: Math.round(l.createMs) };
+      r.session = { ...latency(l), createMs: Math.round(l.createMs), ...firstCalls(l) };
     } catch (err) {
       r.session = failed('session', err);
     }
     await sessionAsDeployed(ctx);
   }
+}
+
+/** The first of a session row's warm-up calls (SESSION_WARMUP_CALLS), reported beside the row. */
+function firstCalls(l: SessionLatency): { warmupCalls: number; firstCallsMs: Summary } {
+  return { warmupCalls: SESSION_WARMUP_CALLS, firstCallsMs: rounded(summarize(l.warmupSamples.slice(0, FIRST_CALLS))) };
 }
 
 /** The chart's memory limit for a gateway (or probe) in a process of its own, or undefined (logged) where none can be set. */
@@ -266,7 +281,7 @@ async function sessionAsDeployed(ctx: BenchContext): Promise<void> {
       const n = scaled(s, s.sessionSamples, 10);
       log(`session: the same × ${n} against a gateway in its own process`);
       const l = await sessionLatency(gateway.url, n);
-      r.sessionDeployed = { ...latency(l), createMs: Math.round(l.createMs), ...(limit && { memoryLimit: limit.quantity }) };
+      r.sessionDeployed = { ...latency(l), createMs: Math.round(l.createMs), ...firstCalls(l), ...(limit && { memoryLimit: limit.quantity }) };
     } finally {
       await stopGateway(gateway);
     }

@@ -101,6 +101,18 @@ export interface SessionLatency extends McpLatency {
   createMs: number;
 }
 
+/**
+ * Session calls made before the recorded ones. A session call is ~3 ms, most of it CPU in the MCP
+ * SDKs (client and gateway), and a fresh gateway and client run V8's unoptimised code at first:
+ * the first 100 calls' median was 3.2-3.8 ms against 2.6-3.0 ms for the 100 after 300 calls
+ * (three runs, 2026-11-25), and a throwaway probe's medians per 100 calls fell from 4.4-6.0 ms to
+ * ~3 ms over ~1,000 calls on a noisy node. The row is what a gateway in service answers; the first
+ * 100 of these calls are reported beside it (firstCallsMs). Before 2026-11-25 the row followed 3.
+ */
+export const SESSION_WARMUP_CALLS = 300;
+/** How many of the warm-up calls make the "first calls" figure. */
+export const FIRST_CALLS = 100;
+
 /** create_session once, then sequential execute_code calls in it, then close_session. */
 export async function sessionLatency(url: string, n: number): Promise<SessionLatency> {
   const client = await connect(url, 'current');
@@ -111,7 +123,7 @@ export async function sessionLatency(url: string, n: number): Promise<SessionLat
     const session = created.structuredContent?.session;
     if (created.isError || typeof session !== 'string') throw new Error(`create_session failed: ${JSON.stringify(created.content).slice(0, 300)}`);
     try {
-      return { ...(await executeCodeLatency(url, n, { warmup: 3, args: { session } })), createMs };
+      return { ...(await executeCodeLatency(url, n, { warmup: SESSION_WARMUP_CALLS, args: { session } })), createMs };
     } finally {
       await client.callTool('close_session', { session });
     }
