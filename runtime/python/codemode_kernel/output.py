@@ -110,17 +110,23 @@ class CallOutput:
             return None
         return wait
 
-    def flush(self):
+    def flush(self, last=False):
         self._last_flush = time.monotonic()
         for name, stream in self.streams.items():
             text = stream.take_pending()
             if text:
-                self._send({"id": self.call_id, "type": "output", "stream": name, "text": text})
+                frame = {"id": self.call_id, "type": "output", "stream": name, "text": text}
+                if last:
+                    # The call's result follows at once: it carries these frames (Connection.send).
+                    self._send(frame, hold=True)
+                else:
+                    self._send(frame)
 
     def finish(self):
+        """The call ended: the last output frames go out with its result (the next send)."""
         for stream in self.streams.values():
             stream.finish()
-        self.flush()
+        self.flush(last=True)
 
     def result_fields(self):
         out, err = self.streams["stdout"], self.streams["stderr"]

@@ -42,11 +42,24 @@ class Connection:
         self.sock = sock
         self._lock = threading.Lock()
         self._alive = True
+        self._held = []
 
-    def send(self, message):
-        """Thread-safe; a client that went away is ignored (the call still runs to its end)."""
+    def send(self, message, hold=False):
+        """Thread-safe; a client that went away is ignored (the call still runs to its end).
+
+        hold: keep the frame until the next send, which writes both at once. A call's last output
+        and display frames are held for its result: one write reaches the gateway as one message
+        through the relay and the exec stream, instead of one message per frame.
+        """
         data = encode(message)
         with self._lock:
+            if hold:
+                self._held.append(data)
+                return
+            if self._held:
+                self._held.append(data)
+                data = b"".join(self._held)
+                self._held = []
             if not self._alive:
                 return
             try:
@@ -149,7 +162,7 @@ class KernelServer:
             self._busy.release()
             try:
                 for item in items:
-                    conn.send(dict(item, id=msg["id"], type="display"))
+                    conn.send(dict(item, id=msg["id"], type="display"), hold=True)
                 conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
             finally:
                 # Off the call's path: the caller has its result (the next call waits for this).

@@ -43,4 +43,27 @@ describe('framing', () => {
     const fromPython = execFileSync('python3', ['-B', '-c', script], { input: JSON.stringify(messages) });
     expect(fromPython.equals(Buffer.concat(messages.map(encodeFrame)))).toBe(true);
   });
+
+  // A call's last output and display frames are held for its result: one write, so one message
+  // through the relay and the exec stream. Counted on a socket that records its writes.
+  it.each([
+    ['frames sent one by one', [false, false, false], 3],
+    ['held frames, then the result', [true, true, false], 1],
+    ['a held frame, the result, then a frame of the next call', [true, false, false], 2],
+  ])('the Python kernel writes %s as the expected number of writes', (_name, holds, writes) => {
+    const script = [
+      'import json, sys',
+      `sys.path.insert(0, ${JSON.stringify(join(RUNTIME_DIR, 'python'))})`,
+      'from codemode_kernel.server import Connection',
+      'class Sock:',
+      '    def __init__(self): self.writes = []',
+      '    def sendall(self, data): self.writes.append(data.decode())',
+      'sock = Sock(); conn = Connection(sock)',
+      'for m, hold in zip(*json.loads(sys.stdin.read())): conn.send(m, hold=hold)',
+      'print(json.dumps(sock.writes))',
+    ].join('\n');
+    const out = JSON.parse(execFileSync('python3', ['-B', '-c', script], { input: JSON.stringify([messages, holds]) }).toString('utf8')) as string[];
+    expect(out).toHaveLength(writes);
+    expect(out.join('')).toBe(Buffer.concat(messages.map(encodeFrame)).toString('utf8'));
+  });
 });
