@@ -53,7 +53,12 @@ export function eventEnd(buf: Buffer, from: number): { at: number; length: numbe
  * `onOversize` is called for each event past the bound, which is skipped; it returns the text to
  * put in its place and whether the stream ends there.
  */
-export function boundedEvents(maxBytes: number, onOversize: () => { replacement: string; end: boolean }): TransformStream<Uint8Array, Uint8Array> {
+export function boundedEvents(
+  maxBytes: number,
+  onOversize: () => { replacement: string; end: boolean },
+  /** Called once when the stream is over: ended, cut off, cancelled or failed. */
+  onDone: () => void = () => undefined,
+): TransformStream<Uint8Array, Uint8Array> {
   let buf = Buffer.alloc(0);
   let scanned = 0;
   /** Inside an oversized event: bytes are dropped until its end. */
@@ -73,6 +78,7 @@ export function boundedEvents(maxBytes: number, onOversize: () => { replacement:
           if (r.end) {
             ended = true;
             controller.terminate();
+            onDone();
             return;
           }
         }
@@ -91,8 +97,37 @@ export function boundedEvents(maxBytes: number, onOversize: () => { replacement:
     },
     flush(controller) {
       if (!ended && !skipping && buf.length > 0) controller.enqueue(buf);
+      onDone();
+    },
+    // The reader cancelled, or the body failed (the pipe aborts the writable side).
+    cancel() {
+      onDone();
     },
   });
+}
+
+/**
+ * A signal of the request's own, aborted with the caller's until `release()`. The MCP client
+ * passes its transport's one long-lived signal to every request; undici hangs a listener on the
+ * signal per request and lets it go only when the request object is garbage collected, so a busy
+ * upstream connection piled up thousands of them (and from 1,500 on, Node wrote a
+ * MaxListenersExceededWarning with a stack trace to stderr on every call). Released as soon as
+ * the response is read, the caller's signal holds one listener per request in flight.
+ */
+export function linkedSignal(outer: AbortSignal | null | undefined): { signal: AbortSignal | null | undefined; release: () => void } {
+  if (!outer || outer.aborted) return { signal: outer, release: () => undefined };
+  const inner = new AbortController();
+  const onAbort = (): void => inner.abort(outer.reason);
+  outer.addEventListener('abort', onAbort, { once: true });
+  let released = false;
+  return {
+    signal: inner.signal,
+    release: () => {
+      if (released) return;
+      released = true;
+      outer.removeEventListener('abort', onAbort);
+    },
+  };
 }
 
 /** Reads a (non-SSE) body up to `maxBytes`; undefined when it is longer (the rest is cancelled). */
@@ -116,27 +151,39 @@ const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
 
 export function boundedFetch(maxBytes: number, onDropped: (kind: 'json' | 'event' | 'stream-event') => void, base: FetchLike = fetch): FetchLike {
   return async (url, init) => {
-    const res = await base(url, init);
-    if (!res.body || NULL_BODY_STATUSES.has(res.status)) return res;
-    const post = (init?.method ?? 'GET').toUpperCase() === 'POST';
-    const id = post ? requestId(init?.body) : null;
-    const type = res.headers.get('content-type') ?? '';
-    if (type.includes('text/event-stream')) {
-      const body = res.body.pipeThrough(
-        boundedEvents(maxBytes, () => {
-          onDropped(post ? 'event' : 'stream-event');
-          // A call's stream: its answer is gone, so the error takes its place and the stream ends.
-          return post ? { replacement: `event: message\ndata: ${errorMessage(id, maxBytes)}\n\n`, end: true } : { replacement: '', end: false };
-        }),
-      );
-      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    const link = linkedSignal(init?.signal);
+    // An SSE body hands the release over to its stream; every other outcome releases here.
+    let streaming = false;
+    try {
+      const res = await base(url, link.signal === init?.signal ? init : { ...init, signal: link.signal });
+      if (!res.body || NULL_BODY_STATUSES.has(res.status)) return res;
+      const post = (init?.method ?? 'GET').toUpperCase() === 'POST';
+      const id = post ? requestId(init?.body) : null;
+      const type = res.headers.get('content-type') ?? '';
+      if (type.includes('text/event-stream')) {
+        const body = res.body.pipeThrough(
+          boundedEvents(
+            maxBytes,
+            () => {
+              onDropped(post ? 'event' : 'stream-event');
+              // A call's stream: its answer is gone, so the error takes its place and the stream ends.
+              return post ? { replacement: `event: message\ndata: ${errorMessage(id, maxBytes)}\n\n`, end: true } : { replacement: '', end: false };
+            },
+            link.release,
+          ),
+        );
+        streaming = true;
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      }
+      const text = await readBounded(res.body, maxBytes);
+      if (text !== undefined) return new Response(new Uint8Array(text), { status: res.status, statusText: res.statusText, headers: res.headers });
+      onDropped('json');
+      const headers = new Headers(res.headers);
+      headers.delete('content-length');
+      headers.set('content-type', 'application/json');
+      return new Response(errorMessage(id, maxBytes), { status: res.status, statusText: res.statusText, headers });
+    } finally {
+      if (!streaming) link.release();
     }
-    const text = await readBounded(res.body, maxBytes);
-    if (text !== undefined) return new Response(new Uint8Array(text), { status: res.status, statusText: res.statusText, headers: res.headers });
-    onDropped('json');
-    const headers = new Headers(res.headers);
-    headers.delete('content-length');
-    headers.set('content-type', 'application/json');
-    return new Response(errorMessage(id, maxBytes), { status: res.status, statusText: res.statusText, headers });
   };
 }

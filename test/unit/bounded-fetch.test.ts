@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { RESPONSE_TOO_LARGE_CODE, boundedEvents, boundedFetch, eventEnd, requestId } from '../../src/upstreams/bounded-fetch.js';
 
@@ -97,6 +98,50 @@ describe('boundedFetch', () => {
     expect(json.error.message).toMatch(/larger than 128 bytes/);
     expect(text).not.toContain('zzzz');
     expect(dropped).toHaveLength(1);
+  });
+
+  // The MCP client passes one long-lived signal to every request; undici keeps a listener on it
+  // per request until garbage collection, so the wrapper gives each request a signal of its own
+  // and unhooks it from the caller's once the response is read.
+  it.each<[string, () => Promise<Response>, boolean]>([
+    ['a JSON answer', answer('{"jsonrpc":"2.0","id":42,"result":{}}', 'application/json'), false],
+    ['a JSON answer past the bound', answer(`{"t":"${'z'.repeat(200)}"}`, 'application/json'), false],
+    ['an SSE answer', answer('event: message\ndata: {"jsonrpc":"2.0","id":42,"result":{}}\n\n', 'text/event-stream'), false],
+    ['an SSE answer past the bound', answer(`event: message\ndata: {"t":"${'z'.repeat(200)}"}\n\n`, 'text/event-stream'), false],
+    ['a 204', () => Promise.resolve(new Response(null, { status: 204 })), false],
+    ['a failed request', () => Promise.reject(new TypeError('fetch failed')), true],
+  ])('leaves no listener on the caller’s signal once %s is read', async (_name, base, fails) => {
+    const caller = new AbortController();
+    const f = boundedFetch(128, () => undefined, base);
+    for (let i = 0; i < 3; i++) {
+      const got = f('http://u/mcp', { ...post, signal: caller.signal }).then((r) => r.text());
+      if (fails) await expect(got).rejects.toThrow(/fetch failed/);
+      else await got;
+    }
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('aborts an SSE body still being read when the caller’s signal aborts, then lets go of it', async () => {
+    const caller = new AbortController();
+    let seen: AbortSignal | null | undefined;
+    const base = (_url: string | URL, init?: RequestInit): Promise<Response> => {
+      seen = init?.signal;
+      const body = new ReadableStream<Uint8Array>({
+        start(c) {
+          c.enqueue(new TextEncoder().encode('event: message\ndata: {}\n\n'));
+          init?.signal?.addEventListener('abort', () => c.error(init.signal?.reason));
+        },
+      });
+      return Promise.resolve(new Response(body, { headers: { 'content-type': 'text/event-stream' } }));
+    };
+    const res = await boundedFetch(128, () => undefined, base)('http://u/mcp', { method: 'GET', signal: caller.signal });
+    expect(seen).not.toBe(caller.signal);
+    const reader = res.body!.getReader();
+    expect((await reader.read()).done).toBe(false);
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(1);
+    caller.abort(new Error('transport closed'));
+    await expect(reader.read()).rejects.toThrow(/transport closed/);
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
   });
 
   it('passes a 202 without a body and a 204 untouched', async () => {
