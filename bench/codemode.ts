@@ -16,12 +16,17 @@ import { startEverything } from '../test/e2e/helpers/upstream.js';
 import { failed, latency, log, type BenchContext } from './context.js';
 import { scaled } from './env.js';
 import type { Latency } from './report.js';
+import { rounded, summarize, type Summary } from './stats.js';
 
 export interface CodeModeResult {
   /** The same echo call from the gateway process (its warm client to the upstream). */
   direct: Latency;
   /** One echo call timed inside the sandbox program, in a session. */
   nested: Latency;
+  /** Calls made on each path before the timed ones (older results: absent, 5). */
+  warmupCalls?: number;
+  /** The first of the nested warm-up calls: a fresh gateway's broker path. */
+  nestedFirstCallsMs?: Summary;
   /** Nested calls per second, one program in one session calling back to back. */
   callsPerSecond: number;
   tokens: { upstreamToolsList: number; gatewayToolsList: number; synthetic500ToolsList: number; upstreamTools: number };
@@ -57,10 +62,22 @@ export function syntheticCatalog(): unknown[] {
   );
 }
 
+/**
+ * Calls made on each path before the timed ones (as for session calls, bench/warm.ts): a nested
+ * call crosses code of the gateway (broker, kernel stream) that the direct path never runs, and
+ * the first few hundred calls of a fresh process run V8's unoptimised code. The first 100 of the
+ * nested ones are reported beside the row. Before 2026-11-25 both paths followed 5.
+ */
+export const CODEMODE_WARMUP_CALLS = 300;
+const FIRST_CALLS = 100;
+
 const NESTED_PROGRAM = (n: number): string => `import json, time
 from codemode import mcp
-for _ in range(5):
+first = []
+for _ in range(${CODEMODE_WARMUP_CALLS}):
+    t0 = time.perf_counter()
     mcp.everything.echo(message="x")
+    first.append((time.perf_counter() - t0) * 1000)
 ms = []
 for _ in range(${n}):
     t0 = time.perf_counter()
@@ -69,7 +86,7 @@ for _ in range(${n}):
 t0 = time.perf_counter()
 for _ in range(${n}):
     mcp.everything.echo(message="x")
-print(json.dumps({"ms": ms, "perSecond": ${n} / (time.perf_counter() - t0)}))
+print(json.dumps({"ms": ms, "first": first[:${FIRST_CALLS}], "perSecond": ${n} / (time.perf_counter() - t0)}))
 `;
 
 async function toolsList(url: string, headers: Record<string, string> = {}): Promise<unknown[]> {
@@ -102,13 +119,13 @@ export async function codeModeSection(ctx: BenchContext): Promise<CodeModeResult
 
     log(`codemode: echo × ${n} from the gateway process (its warm client), then × ${n} from sandbox code in a session`);
     const direct: number[] = [];
-    for (let i = 0; i < n + 5; i++) {
+    for (let i = 0; i < n + CODEMODE_WARMUP_CALLS; i++) {
       const t0 = performance.now();
       await registry.call(undefined, 'everything', 'echo', { message: 'x' });
-      if (i >= 5) direct.push(performance.now() - t0);
+      if (i >= CODEMODE_WARMUP_CALLS) direct.push(performance.now() - t0);
     }
     const client = await connect(op.url, 'current');
-    let nested: { ms: number[]; perSecond: number };
+    let nested: { ms: number[]; first: number[]; perSecond: number };
     try {
       const created = await client.callTool('create_session', { language: 'python' });
       const session = created.structuredContent?.session;
@@ -116,7 +133,7 @@ export async function codeModeSection(ctx: BenchContext): Promise<CodeModeResult
       const r = await client.callTool('execute_code', { session, code: NESTED_PROGRAM(n), timeout_seconds: 300 });
       const stdout = String(r.structuredContent?.stdout ?? '');
       if (r.isError || !stdout.startsWith('{')) throw new Error(`the nested program failed: ${JSON.stringify(r.content).slice(0, 300)}`);
-      nested = JSON.parse(stdout) as { ms: number[]; perSecond: number };
+      nested = JSON.parse(stdout) as { ms: number[]; first: number[]; perSecond: number };
       await client.callTool('close_session', { session });
     } finally {
       await client.close();
@@ -134,6 +151,8 @@ export async function codeModeSection(ctx: BenchContext): Promise<CodeModeResult
     return {
       direct: latency({ samples: direct, errors: 0 }),
       nested: latency({ samples: nested.ms, errors: 0 }),
+      warmupCalls: CODEMODE_WARMUP_CALLS,
+      nestedFirstCallsMs: rounded(summarize(nested.first)),
       callsPerSecond: Math.round(nested.perSecond),
       tokens: {
         upstreamToolsList: tokens(upstreamTools),

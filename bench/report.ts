@@ -486,6 +486,10 @@ export function summaryLines(r: Results): string[] {
   if (r.profile.mcpRoundTripMs)
     lines.push(`MCP round trip without Kubernetes (refused empty code), median ${r.profile.mcpRoundTripMs.median} ms, p95 ${r.profile.mcpRoundTripMs.p95} ms`);
   if (typeof r.session !== 'string') lines.push(`create_session: ${r.session.createMs} ms`);
+  if (typeof r.codeMode !== 'string' && r.codeMode?.nestedFirstCallsMs)
+    lines.push(
+      `code mode: both paths timed after ${r.codeMode.warmupCalls} unrecorded calls; the first ${r.codeMode.nestedFirstCallsMs.n} nested ones (a fresh gateway's broker path) median ${r.codeMode.nestedFirstCallsMs.median} ms, p95 ${r.codeMode.nestedFirstCallsMs.p95} ms`,
+    );
   for (const [what, l] of [
     ['in-process', r.session],
     ['as deployed', r.sessionDeployed],
