@@ -18,13 +18,15 @@ export const ATTACKS: ReadonlyArray<{ name: string; language: string; code: stri
     name: 'forged frames',
     language: 'python',
     session: true,
-    // Writes garbage frames into every socket the kernel process holds (its control channel).
+    // Writes garbage frames into every stream the kernel writes frames to (what the gateway reads),
+    // found through the garbage collector as any code in the kernel's process can.
     code: [
-      'import os, socket',
-      'for fd in os.listdir("/proc/self/fd"):',
+      'import gc, os',
+      'for c in gc.get_objects():',
+      '    if type(c).__name__ != "Connection":',
+      '        continue',
       '    try:',
-      '        s = socket.socket(fileno=os.dup(int(fd)))',
-      '        s.sendall(b"4\\nnull" + b"999999\\n{" + b"x" * 65536)',
+      '        os.write(c.pipes[1] if c.pipes else c.sock.fileno(), b"4\\nnull" + b"999999\\n{" + b"x" * 65536)',
       '    except Exception:',
       '        pass',
     ].join('\n'),

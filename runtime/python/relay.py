@@ -3,13 +3,14 @@
 
     python3 relay.py /tmp/.codemode/kernel.sock
 
-Copies stdin to the socket and the socket to stdout, byte for byte (frames pass through
-untouched). Exits when either side closes. Exit codes: 0 closed, 2 usage, 3 cannot connect.
-A pod is Ready as soon as its container started, possibly before the kernel listens: the relay
-waits up to CONNECT_WAIT_S for the socket.
+Hands its stdin and stdout (the exec stream) to the kernel over the socket (SCM_RIGHTS), so
+frames go between the gateway and the kernel without passing through this process (one hop
+less each way), then waits until the kernel closes the socket: the exec stream lasts as long
+as this process. Exit codes: 0 closed, 2 usage, 3 cannot connect. A pod is Ready as soon as its
+container started, possibly before the kernel listens: the relay waits up to CONNECT_WAIT_S for
+the socket.
 """
-import os
-import select
+import array
 import socket
 import sys
 import time
@@ -43,17 +44,11 @@ def main(path):
     except OSError as err:
         sys.stderr.write("relay: cannot connect to the kernel at %s: %s\n" % (path, err))
         return 3
-    stdin, stdout, peer = sys.stdin.fileno(), sys.stdout.fileno(), sock.fileno()
-    while True:
-        for fd in select.select([stdin, peer], [], [])[0]:
-            data = os.read(fd, 1 << 16)
-            if not data:
-                return 0
-            if fd == stdin:
-                sock.sendall(data)
-            else:
-                while data:
-                    data = data[os.write(stdout, data):]
+    # ATTACH in codemode_kernel/server.py.
+    sock.sendmsg([b"A"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sys.stdin.fileno(), sys.stdout.fileno()]))])
+    while sock.recv(4096):  # the kernel never writes here: it closes the socket when the stream ends
+        pass
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // Hostile frames (issue 14, point 1): session code runs inside the kernel process, so it can write
-// whatever it likes into the kernel's sockets, i.e. into the stream the gateway reads. Each attack
+// whatever it likes into the kernel's streams, i.e. into the stream the gateway reads. Each attack
 // runs in its own session while a benign neighbour keeps calling in another; the attacker's call
 // must get a clear error (or its session become Lost with a reason), the neighbour must stay
 // correct, and the gateway (this test process) must survive. Also: same-uid programs cannot
@@ -48,21 +48,23 @@ async function sessionStatus(name: string): Promise<{ phase?: string; message?: 
   return s.status ?? {};
 }
 
-/** Python for session code: writes `data` into every socket the kernel holds (the relays' connections). */
+/**
+ * Python for session code: writes `data` into every stream the kernel writes frames to, i.e. what
+ * the gateway reads: the exec stream's stdout a relay handed over, or the relay's socket. Found
+ * the way any code in the kernel's process can, through the garbage collector.
+ */
 const BLAST = `
 import os
-def sockets():
+def streams():
+    import gc
     out = []
-    for name in os.listdir('/proc/self/fd'):
-        try:
-            if os.readlink('/proc/self/fd/' + name).startswith('socket:'):
-                out.append(int(name))
-        except OSError:
-            pass
+    for c in gc.get_objects():
+        if type(c).__name__ == 'Connection':
+            out.append(c.pipes[1] if c.pipes else c.sock.fileno())
     return out
 def blast(data, times=1):
     hit = 0
-    for fd in sockets():
+    for fd in streams():
         try:
             for _ in range(times):
                 view = memoryview(data)

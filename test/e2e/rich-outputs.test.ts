@@ -207,7 +207,10 @@ print("wrote")`;
   }, 360_000);
 });
 
-/** Python for session code: writes display frames for the running call into the kernel's sockets. */
+/**
+ * Python for session code: writes display frames for the running call into the streams the
+ * kernel writes frames to (found through the garbage collector, as any code in its process can).
+ */
 const FORGE = `
 import base64, gc, json, os
 cid = max((o.call_id for o in gc.get_objects() if type(o).__name__ == 'CallOutput'), key=int)
@@ -215,12 +218,13 @@ def frame(obj):
     body = json.dumps(obj).encode()
     return b'%d\\n%s' % (len(body), body)
 def blast(data):
-    for name in os.listdir('/proc/self/fd'):
+    for c in gc.get_objects():
+        if type(c).__name__ != 'Connection':
+            continue
         try:
-            if os.readlink('/proc/self/fd/' + name).startswith('socket:'):
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(int(name), view):]
+            view = memoryview(data)
+            while view:
+                view = view[os.write(c.pipes[1] if c.pipes else c.sock.fileno(), view):]
         except OSError:
             pass
 b64 = lambda b: base64.b64encode(b).decode()

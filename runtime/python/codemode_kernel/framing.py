@@ -21,12 +21,12 @@ def encode(message):
 
 
 class FrameReader:
-    """Reads whole frames from a blocking socket."""
+    """Reads whole frames from a blocking socket, or from `read(n)` (e.g. a pipe's os.read)."""
 
-    def __init__(self, sock, max_bytes=MAX_FRAME_BYTES):
-        self._sock = sock
+    def __init__(self, sock, max_bytes=MAX_FRAME_BYTES, read=None, initial=b""):
+        self._read = read or sock.recv
         self._max = max_bytes
-        self._buf = bytearray()
+        self._buf = bytearray(initial)
 
     def read(self):
         """The next message, or None when the peer closed the connection."""
@@ -49,7 +49,7 @@ class FrameReader:
                         raise ProtocolError("frame is not UTF-8 JSON: %s" % err) from err
             elif len(self._buf) > MAX_HEADER_BYTES:
                 raise ProtocolError("malformed frame header %r" % bytes(self._buf[:32]))
-            chunk = self._sock.recv(1 << 16)
+            chunk = self._read(1 << 16)
             if not chunk:
                 return None
             self._buf += chunk

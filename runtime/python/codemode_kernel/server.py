@@ -7,6 +7,7 @@ once with status "error" / ename "KernelBusy" (nothing waits in a queue, so a ca
 timeout always covers exactly its own call).
 """
 import argparse
+import array
 import json
 import os
 import queue
@@ -37,12 +38,70 @@ def log(message, **fields):
 LOG_FD = 2
 
 
+# The first byte a relay sends when it hands over its exec stream (relay.py), with the stream's
+# stdin and stdout as SCM_RIGHTS. A frame starts with a digit, so the two cannot be confused.
+ATTACH = b"A"
+
+
+def _receive_attach(sock):
+    """The first bytes a client sent, and the (stdin, stdout) it handed over, if it attached."""
+    fd_size = array.array("i").itemsize
+    # Close-on-exec: no program the kernel starts may inherit the stream the gateway reads.
+    data, ancdata, _flags, _addr = sock.recvmsg(1 << 16, socket.CMSG_SPACE(2 * fd_size), getattr(socket, "MSG_CMSG_CLOEXEC", 0))
+    fds = array.array("i")
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % fd_size])
+    if data == ATTACH and len(fds) == 2:
+        for fd in fds:
+            os.set_blocking(fd, True)
+        return b"", (fds[0], fds[1])
+    for fd in fds:  # fds nobody asked for
+        os.close(fd)
+    return data, None
+
+
 class Connection:
+    """One client: a socket, or the exec stream's own pipes a relay handed over (`pipes`)."""
+
     def __init__(self, sock):
         self.sock = sock
         self._lock = threading.Lock()
         self._alive = True
         self._held = []
+        self.pipes = None
+
+    def attach(self, pipes):
+        """From now on frames are read from pipes[0] and written to pipes[1]; the relay waits on the
+        socket until close() (its exit ends the exec stream)."""
+        self.pipes = pipes
+
+    def read(self, n):
+        # Only the connection's reader thread reads and closes: the fd cannot close under it.
+        pipes = self.pipes
+        return os.read(pipes[0], n) if pipes else self.sock.recv(n)
+
+    def close(self):
+        """Under the send lock: a closed fd number may be reused by the next open() (user code's
+        file), so no send may write to these after they are closed; later sends fail on the socket."""
+        with self._lock:
+            pipes, self.pipes = self.pipes, None
+            self._alive = False
+            for fd in pipes or ():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.sock.close()
+
+    def _write(self, data):
+        """Called under the send lock."""
+        if not self.pipes:
+            self.sock.sendall(data)
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.pipes[1], view):]
 
     def send(self, message, hold=False):
         """Thread-safe; a client that went away is ignored (the call still runs to its end).
@@ -63,7 +122,7 @@ class Connection:
             if not self._alive:
                 return
             try:
-                self.sock.sendall(data)
+                self._write(data)
             except OSError:
                 self._alive = False
 
@@ -200,7 +259,17 @@ class KernelServer:
             threading.Thread(target=self._serve, args=(Connection(sock),), name="codemode-conn", daemon=True).start()
 
     def _serve(self, conn):
-        reader = FrameReader(conn.sock)
+        try:
+            first, pipes = _receive_attach(conn.sock)
+            if pipes:
+                conn.attach(pipes)
+            reader = FrameReader(conn.sock, read=conn.read, initial=first)
+        except OSError:
+            conn.close()
+            return
+        if not first and not pipes:  # the client left at once
+            conn.close()
+            return
         try:
             while True:
                 msg = reader.read()
@@ -212,7 +281,7 @@ class KernelServer:
         except OSError:
             pass
         finally:
-            conn.sock.close()
+            conn.close()
 
     def _dispatch(self, conn, msg):
         if not isinstance(msg, dict) or not isinstance(msg.get("id"), str):

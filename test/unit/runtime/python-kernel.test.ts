@@ -113,6 +113,17 @@ describe('python kernel', () => {
     expect((await client.exec('x + 1')).frame).toMatchObject({ status: 'ok', result: '42' });
   });
 
+  // relay.py hands the exec stream's stdin and stdout to the kernel; no program the kernel (or
+  // session code) starts may inherit them: the received descriptors are close-on-exec.
+  it('holds the stream its relay handed over, close-on-exec', async () => {
+    const code = [
+      'import fcntl, gc',
+      "conns = [c for c in gc.get_objects() if type(c).__name__ == 'Connection' and c.pipes]",
+      'len(conns) > 0 and all(fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC for c in conns for fd in c.pipes)',
+    ].join('\n');
+    expect((await client.exec(code)).frame).toMatchObject({ status: 'ok', result: 'True' });
+  });
+
   // The watchdog thread sleeps through calls whose deadline comes after the end of its current
   // wait; a call with a nearer deadline must wake it. After calls with a 10-minute timeout (the
   // thread waits until then), a 0.3 s one is interrupted at its own deadline: otherwise it would

@@ -40,6 +40,30 @@ describe.each(relays)('%s relay', (_name, cmd, script) => {
     }
   });
 
+  // The python relay hands its stdin and stdout to the kernel and waits: when the gateway ends
+  // the stream (stdin closes), the kernel must let go of it so that the relay (whose exit ends
+  // the exec) goes, and keep serving the next relay.
+  it('exits 0 once the stream it carries ends, and the kernel serves the next relay', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'codemode-relay-'));
+    const socket = join(dir, 'kernel.sock');
+    const kernel = spawn('python3', [join(RUNTIME_DIR, 'python/kernel.py'), '--socket', socket], { stdio: 'ignore' });
+    try {
+      for (const id of ['p1', 'p2']) {
+        const relay = spawn(cmd, [script, socket], { stdio: ['pipe', 'pipe', 'inherit'] });
+        const exited = new Promise<number | null>((r) => relay.on('exit', r));
+        const decoder = new FrameDecoder();
+        const reply = new Promise<unknown>((resolve) => relay.stdout.on('data', (c: Buffer) => decoder.push(c).forEach(resolve)));
+        relay.stdin.write(encodeFrame({ op: 'ping', id }));
+        expect(await reply).toMatchObject({ id, type: 'pong' });
+        relay.stdin.end();
+        expect(await exited).toBe(0);
+      }
+    } finally {
+      kernel.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('gives up with exit code 3 when no kernel ever listens', { timeout: 20_000 }, async () => {
     const relay = spawn(cmd, [script, join(tmpdir(), 'codemode-no-such-dir', 'kernel.sock')], { stdio: ['pipe', 'ignore', 'pipe'] });
     let err = '';
