@@ -111,7 +111,11 @@ export class SandboxRunController {
     const [ns = '', name = ''] = key.split('/');
     // The cache holds runs without code and outputs (cached-run.ts): enough to decide.
     const obj = this.d.runs.get(name, ns);
-    if (!obj || obj.metadata?.deletionTimestamp) return;
+    if (!obj) {
+      this.d.executor.forget({ key });
+      return;
+    }
+    if (obj.metadata?.deletionTimestamp) return;
     const now = this.now();
     const parsed = parseCachedRun(obj);
     if (!parsed.ok) {
@@ -126,6 +130,8 @@ export class SandboxRunController {
     const run = parsed.run;
 
     const uid = run.metadata.uid ?? '';
+    // Its outcome is in the cache: no decision below can start it again.
+    if (isTerminalPhase(run.status?.phase)) this.d.executor.forget({ uid });
     const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
     const auditRecord = executor === AUDIT_EXECUTOR;
     const decision = decideRun(run, {

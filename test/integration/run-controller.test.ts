@@ -3,7 +3,7 @@
 // can never be scheduled stands for its sandbox pod, as the durable fact run-decision.ts reads.
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { GROUP, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import { GROUP, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
@@ -238,6 +238,42 @@ describe('SandboxRun reconcile from a cache behind the API server', () => {
       expect(await snapshot(clients, ns)).toEqual(before);
       // Looked at again once the cache has caught up (then: terminal, kept until its TTL).
       expect(res?.requeueAfterMs).toBeGreaterThan(0);
+    } finally {
+      await r.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+
+  // Found by the bench (1-3 of 20 back-to-back warm runs executed twice): the controller decided to
+  // start a run of this replica from its cache, read the run (still without its outcome: a warm
+  // run in the reserved pod writes nothing before its code ends) while the gateway's own
+  // execution of it ran and ended, then handed that read to the engine, which ran it again in a
+  // second pod. The engine remembers what this process ran, whatever object it is handed.
+  it('the engine does not start again a run this replica ran, when handed the object read before its outcome', async () => {
+    const ns = await createNamespace('int-twice');
+    // Ending early (the limits refuse it) is enough: the engine has started the run and recorded it.
+    const r = await runRig(clients, ns, new Date(), { CODEMODE_MAX_TIMEOUT_SECONDS: '60' });
+    try {
+      await buildWorld(clients, ns, { runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 }, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }] });
+      await r.settle();
+      const read = (await clients.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        name: 'r',
+      })) as SandboxRun;
+      expect((await r.executor.execute(read)).reason).toBe(Reasons.InvalidSpec);
+      await r.settle();
+      const before = await snapshot(clients, ns);
+      expect(JSON.stringify(before)).toContain(Reasons.InvalidSpec);
+
+      const again = await r.executor.execute(read);
+      await r.settle();
+
+      // Answered from the recorded outcome; nothing written again (no status, no second Event).
+      expect(again.reason).toBe(Reasons.InvalidSpec);
+      expect(await snapshot(clients, ns)).toEqual(before);
     } finally {
       await r.stop();
       await deleteNamespace(k, ns);

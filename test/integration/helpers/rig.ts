@@ -39,6 +39,8 @@ export interface Rig {
 
 export interface RunRig extends Rig {
   controller: SandboxRunController;
+  /** The run engine the controller starts runs with (the gateway calls it directly). */
+  executor: RunExecutor;
   /**
    * Stops the run informer's watch, its cache kept as it is (as a watch broken by an API server
    * restart leaves it): later writes reach the API only. settle() then no longer waits for it.
@@ -82,6 +84,7 @@ export async function runRig(clients: KubeClients, namespace: string, now: Date,
   return {
     config,
     controller,
+    executor,
     settle: () => settle(calls, caches, () => executor.drain()),
     async freezeRunCache(): Promise<void> {
       caches = [podCache];
