@@ -138,10 +138,11 @@ export class RunExecutor {
   readonly record: RunRecorder;
   private readonly inPod: InPodExecution;
   private readonly executions = new Map<string, Execution>();
-  /** Writes that go on after the caller has its result (final status, pod delete, Events). */
-  private readonly settling = new Set<Promise<void>>();
-  /** The same, by run uid (alreadyRan waits for a run's record). */
-  private readonly settlingRuns = new Map<string, Promise<void>>();
+  /**
+   * By run uid: the writes that go on after the caller has its result (final status, pod delete,
+   * Events). A run in here has its outcome known but maybe not yet stored in its status.
+   */
+  private readonly settling = new Map<string, Promise<void>>();
   /**
    * Every run this process started (uid → namespace/name), until the controller sees its outcome
    * in the cache or the run is gone (forget). The controller starts a run of this process's own
@@ -158,8 +159,6 @@ export class RunExecutor {
    * status or after the outcome; awaited before the outcome is stored).
    */
   private readonly adoptions = new Map<string, { adopt?: () => Promise<void>; pool: { ensureReserved(): void } }>();
-  /** Runs whose outcome is known here but not yet stored in their status. */
-  private readonly unrecorded = new Set<string>();
   private sessions: SessionService | undefined;
   /** The gateway's own settings as a profile (its pool is the PoolSet's business, not the engine's). */
   private readonly builtin: ResolvedProfile;
@@ -193,7 +192,7 @@ export class RunExecutor {
    * run may have started is decided from the API (run-decision.ts), never from this memory.
    */
   isBusy(uid: string): boolean {
-    return this.executions.has(uid) || this.unrecorded.has(uid);
+    return this.executions.has(uid) || this.settling.has(uid);
   }
 
   /**
@@ -226,7 +225,7 @@ export class RunExecutor {
    * object read before that outcome): once it is recorded, as its status says.
    */
   private async alreadyRan(run: SandboxRun): Promise<RunOutcome> {
-    await this.settlingRuns.get(run.metadata.uid ?? '');
+    await this.settling.get(run.metadata.uid ?? '');
     try {
       const now = parseSandboxRun(
         await this.d.clients.custom.getNamespacedCustomObject({
@@ -265,7 +264,7 @@ export class RunExecutor {
   /** Waits for every execution in flight (graceful shutdown). */
   async drain(): Promise<void> {
     await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
-    await Promise.allSettled([...this.settling]);
+    await Promise.allSettled([...this.settling.values()]);
   }
 
   private limits(run: SandboxRun, opts: RunEngineOptions): Limits {
@@ -466,16 +465,11 @@ export class RunExecutor {
 
   private settle(run: SandboxRun, p: Promise<void>): void {
     const uid = run.metadata.uid ?? '';
-    this.unrecorded.add(uid);
     const tracked = p
       .catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run'))
-      .finally(() => {
-        this.settling.delete(tracked);
-        this.settlingRuns.delete(uid);
-        this.unrecorded.delete(uid);
-      });
-    this.settling.add(tracked);
-    this.settlingRuns.set(uid, tracked);
+      .finally(() => this.settling.delete(uid));
+    // One settle per run: execute() never starts a run twice (startedHere).
+    this.settling.set(uid, tracked);
   }
 
   /** A SandboxRun with spec.session: the code runs in that session's interpreter (session-call.ts). */
