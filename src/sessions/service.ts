@@ -36,6 +36,7 @@ import {
 } from '../exec/kernel.js';
 import { capText } from '../exec/frames.js';
 import { isNetworkError } from '../util/network-error.js';
+import { deepFreeze } from '../util/deep-freeze.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
@@ -115,6 +116,8 @@ const ACTIVITY_WRITE_INTERVAL_MS = 1000;
 
 export class SessionService {
   private readonly waiters = new Map<string, Set<() => void>>();
+  /** Each cached object's parse, for the resourceVersion it was made of (get). */
+  private readonly parsed = new WeakMap<object, { version: string | undefined; session: SandboxSession | undefined }>();
   private readonly activity = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
   /** Sessions this process is creating, which the informer may not show yet (session cap). */
   private readonly creating = new Set<string>();
@@ -134,8 +137,16 @@ export class SessionService {
   private get(name: string): SandboxSession | undefined {
     const obj = this.informer.get(name, this.opts.namespace);
     if (!obj) return undefined;
+    // Every session call looks its session up here: parsing the cached object with zod each time
+    // was the gateway's largest share of zod per call (~0.17 ms of ~2.5 ms, a profile). A version
+    // is parsed once; the result is frozen, since every later call shares it.
+    const version = obj.metadata?.resourceVersion;
+    const known = this.parsed.get(obj);
+    if (known && known.version === version) return known.session;
     const p = parseSandboxSession(obj);
-    return p.ok ? p.session : undefined;
+    const session = p.ok ? deepFreeze(p.session) : undefined;
+    this.parsed.set(obj, { version, session });
+    return session;
   }
 
   /**
