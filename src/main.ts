@@ -88,6 +88,9 @@ async function main(): Promise<void> {
       .then(() => auth.stop())
       .then(() => operator.stop())
       .then(() => new Promise<void>((r) => server.close(() => r())))
+      // A request that reached the server after the operator's drain (its connection outlived the
+      // endpoint update) ran a run whose status write may still be on its way: none is cut off.
+      .then(() => operator.executor.drain())
       .then(() => process.exit(0))
       .catch((err: unknown) => {
         log.error({ err: String(err) }, 'Shutdown failed');

@@ -261,10 +261,16 @@ export class RunExecutor {
     return () => ex.output.off('chunk', listener);
   }
 
-  /** Waits for every execution in flight (graceful shutdown). */
+  /**
+   * Waits for every execution in flight and its record (graceful shutdown), including runs that
+   * start while it waits: a stopping replica's HTTP server still answers a request that reaches it
+   * late, and that run's outcome must land in its status before the process exits.
+   */
   async drain(): Promise<void> {
-    await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
-    await Promise.allSettled([...this.settling.values()]);
+    while (this.executions.size > 0 || this.settling.size > 0) {
+      await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
+      await Promise.allSettled([...this.settling.values()]);
+    }
   }
 
   private limits(run: SandboxRun, opts: RunEngineOptions): Limits {

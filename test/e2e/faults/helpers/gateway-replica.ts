@@ -42,10 +42,13 @@ async function main(): Promise<void> {
       .settled({ minMs: 0, quietMs: QUIET_MS })
       .then(() => auth.stop())
       .then(() => operator.stop())
+      // As src/main.ts, without waiting for the server's connections to close: the records of
+      // runs a late request started still land before the exit.
       .then(() => {
         server.close();
-        process.exit(0);
+        return operator.executor.drain();
       })
+      .then(() => process.exit(0))
       .catch((err: unknown) => {
         process.stderr.write(`gateway-child: shutdown failed: ${String(err)}\n`);
         process.exit(1);
