@@ -279,4 +279,38 @@ describe('SandboxRun reconcile from a cache behind the API server', () => {
       await deleteNamespace(k, ns);
     }
   });
+
+  // Caught once by the helm upgrade e2e: a stopping replica's server answered a request that
+  // reached it after the engine's drain had looked at what was in flight; that run replied
+  // Succeeded and its final status never landed (the process had exited). drain() waits for runs
+  // that start while it waits, and for their records.
+  it('drain() waits for a run that starts while it waits, until its outcome is in the API', async () => {
+    const ns = await createNamespace('int-drain');
+    // The rig starts no NetworkPolicy informer, so no sandbox is ever allowed here: each run waits
+    // out the policy gate (20 s) and ends Failed without creating a pod. That is the run in flight.
+    const r = await runRig(clients, ns, new Date());
+    try {
+      const annotations = { [ANNOTATION_EXECUTOR]: IDENTITY };
+      await buildWorld(clients, ns, {
+        runs: [
+          { name: 'first', spec, annotations },
+          { name: 'late', spec, annotations },
+        ],
+      });
+      await r.settle();
+      const read = async (name: string): Promise<SandboxRun> =>
+        (await clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name })) as SandboxRun;
+      const first = r.executor.execute(await read('first'));
+      const drained = r.executor.drain();
+      await new Promise((res) => setTimeout(res, 1000));
+      const late = r.executor.execute(await read('late'));
+      await drained;
+      // One look at what was in flight returned when `first` ended, a second before `late` had.
+      expect((await read('late')).status?.phase).toBe('Failed');
+      for (const o of [await first, await late]) expect(o).toMatchObject({ phase: 'Failed', reason: Reasons.ExecFailed });
+    } finally {
+      await r.stop();
+      await deleteNamespace(k, ns);
+    }
+  }, 60_000);
 });
