@@ -57,7 +57,7 @@ export function createApp(deps: GatewayDeps): Hono {
       logger.info({ limit: 'batch_size' }, 'Refused a JSON-RPC batch over the limit');
       return batch.refused;
     }
-    return mcp.fetch(c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
+    return mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
   });
   return app;
 }

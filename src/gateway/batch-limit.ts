@@ -2,13 +2,15 @@
 // the MCP SDK's transport runs every tools/call in it concurrently and refuses only arrays over
 // its own hard 100. A longer batch than ours is refused here, before anything of it reaches the
 // transport, with HTTP 400 and a JSON-RPC error that states the limit. Anything else (not a
-// POST, not JSON, too large, unparseable) goes to the SDK untouched, which answers it as before.
+// POST, not JSON, too large, unparseable) goes to the SDK as it was sent, which answers it as before.
 
 export interface BatchCheck {
   /** The answer to send instead of serving the request. */
   refused?: Response;
-  /** The body, already parsed: handed to the SDK so it does not read it again. */
+  /** The body, already parsed: handed to the SDK, which then does not read the request's body. */
   parsedBody?: unknown;
+  /** Serve this request instead of the original, whose body was read (and so is used up). */
+  request?: Request;
 }
 
 /** The JSON-RPC error for a batch over the cap (id null: a batch has no single id). */
@@ -23,40 +25,77 @@ function isJson(contentType: string | null): boolean {
   return (contentType ?? '').split(';')[0]?.trim().toLowerCase() === 'application/json';
 }
 
-/** Reads at most maxBytes of a body; undefined when it is longer (the SDK answers 413). */
-async function readBounded(request: Request, maxBytes: number): Promise<string | undefined> {
-  if (Number(request.headers.get('content-length')) > maxBytes || request.body === null) return undefined;
-  const reader = request.body.getReader();
+interface BodyRead {
+  /** The whole body as text; undefined when it was longer than allowed or could not be read. */
+  text?: string;
+  /** The bytes taken from the body so far (all of them when text is set). */
+  chunks: Uint8Array[];
+  reader: ReadableStreamDefaultReader<Uint8Array>;
+  failure?: { error: unknown };
+}
+
+/** Reads at most maxBytes of a body from the request itself (no clone: see {@link replay}). */
+async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<BodyRead> {
+  const reader = body.getReader();
   const decoder = new TextDecoder();
+  const chunks: Uint8Array[] = [];
   let received = 0;
   let text = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return text + decoder.decode();
-    received += value.byteLength;
-    if (received > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      return undefined;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { text: text + decoder.decode(), chunks, reader };
+      chunks.push(value);
+      received += value.byteLength;
+      if (received > maxBytes) return { chunks, reader };
+      text += decoder.decode(value, { stream: true });
     }
-    text += decoder.decode(value, { stream: true });
+  } catch (error) {
+    return { chunks, reader, failure: { error } };
   }
+}
+
+/**
+ * The request as the client sent it, for the SDK to answer in our place (unparseable, empty or
+ * over-size bodies): the bytes already read, then whatever the body still holds, or its read
+ * error. Serving every request from the original body instead of a `Request.clone()` saves the
+ * tee of every call's body; this rebuild happens only on those rare paths.
+ */
+function replay(request: Request, read: BodyRead): Request {
+  let next = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const chunk = read.chunks[next];
+      if (chunk !== undefined) {
+        next += 1;
+        controller.enqueue(chunk);
+      } else if (read.failure) {
+        controller.error(read.failure.error);
+      } else {
+        try {
+          const { done, value } = await read.reader.read();
+          if (done) controller.close();
+          else controller.enqueue(value);
+        } catch (error) {
+          controller.error(error);
+        }
+      }
+    },
+    cancel: (reason) => read.reader.cancel(reason).catch(() => undefined),
+  });
+  return new Request(request, { body, duplex: 'half' } as RequestInit & { duplex: 'half' });
 }
 
 export async function checkBatch(request: Request, maxBatchSize: number, maxBodyBytes: number): Promise<BatchCheck> {
   if (request.method.toUpperCase() !== 'POST' || !isJson(request.headers.get('content-type'))) return {};
-  let text: string | undefined;
-  try {
-    // A clone: the original stays readable for the SDK when we pass it through.
-    text = await readBounded(request.clone(), maxBodyBytes);
-  } catch {
-    return {};
-  }
-  if (text === undefined || text.trim() === '') return {};
+  if (Number(request.headers.get('content-length')) > maxBodyBytes || request.body === null) return {};
+  const read = await readBounded(request.body, maxBodyBytes);
   let body: unknown;
   try {
-    body = JSON.parse(text);
+    if (read.text === undefined || read.text.trim() === '') throw new Error('no JSON body');
+    body = JSON.parse(read.text);
   } catch {
-    return {};
+    return { request: replay(request, read) };
   }
   if (Array.isArray(body) && body.length > maxBatchSize) return { refused: batchTooLarge(body.length, maxBatchSize) };
   return { parsedBody: body };

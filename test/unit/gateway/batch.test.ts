@@ -50,6 +50,42 @@ describe('JSON-RPC batch limit', () => {
     expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32700);
   });
 
+  // The check reads the request's own body (no clone); what it hands back to the SDK must be the
+  // bytes the client sent, also when they came in several chunks or the read stopped at the limit.
+  const streamed = (parts: string[]): ReadableStream<Uint8Array> =>
+    new ReadableStream({
+      pull(controller) {
+        const part = parts.shift();
+        if (part === undefined) controller.close();
+        else controller.enqueue(new TextEncoder().encode(part));
+      },
+    });
+  const overLimit = 'x'.repeat(8 * 1024 * 1024 + 1);
+  it.each([
+    ['invalid JSON in several chunks, without a length', () => streamed(['{"jsonrpc":', '"2.0", "id": 1,', ' "method"']), 400, -32700],
+    ['a body over the 8 MiB limit, with its length', () => overLimit, 413, undefined],
+    ['a body over the 8 MiB limit, streamed without a length', () => streamed([overLimit.slice(0, 5_000_000), overLimit.slice(5_000_000)]), 413, undefined],
+  ])('hands %s to the SDK as it was sent', async (_name, body, status, code) => {
+    const before = gateway.service.calls.length;
+    const res = await fetch(gateway.url, { method: 'POST', headers: HEADERS, body: body(), duplex: 'half' } as RequestInit);
+    expect(res.status).toBe(status);
+    if (code !== undefined) expect(((await res.json()) as { error: { code: number } }).error.code).toBe(code);
+    else await res.body?.cancel();
+    expect(gateway.service.calls.length).toBe(before);
+  });
+
+  it('serves a call streamed in several chunks without a length', async () => {
+    const json = JSON.stringify(call(7));
+    const res = await fetch(gateway.url, {
+      method: 'POST',
+      headers: HEADERS,
+      body: streamed([json.slice(0, 10), json.slice(10)]),
+      duplex: 'half',
+    } as RequestInit);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('"id":7');
+  });
+
   it('leaves a wrong content type to the SDK (415), even for a long array', async () => {
     const res = await fetch(gateway.url, {
       method: 'POST',
