@@ -271,7 +271,7 @@ describe('charts/codemode-operator', () => {
       expect(calls).toBeGreaterThan(3);
       // Every session call ran exactly once, in order, and the session kept its state.
       const list = await client.callTool('execute_code', { session, code: 'print(calls)' });
-      expect((list.structuredContent as { stdout?: string }).stdout).toBe(`[${answered.join(', ')}]\n`);
+      expect((list.structuredContent as { stdout?: string }).stdout, `the gateway pods' warnings and errors:\n${problems}`).toBe(`[${answered.join(', ')}]\n`);
       // Every transient run is recorded, terminal and Succeeded: none lost, none left running.
       const runs = (await k.custom.listNamespacedCustomObject({
         group: 'codemode.dev',
@@ -282,7 +282,10 @@ describe('charts/codemode-operator', () => {
         items: Array<{ spec: { code: string; session?: string }; status?: { phase?: string } }>;
       };
       const transient = runs.items.filter((r) => r.spec.session === undefined && r.spec.code.endsWith('# upgrade-load'));
-      expect(transient.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.spec.code}: ${r.status?.phase}`)).toEqual([]);
+      expect(
+        transient.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.spec.code}: ${r.status?.phase}`),
+        `the gateway pods' warnings and errors:\n${problems}`,
+      ).toEqual([]);
       expect(new Set(transient.map((r) => r.spec.code)).size).toBe(transient.length);
     } finally {
       await client.callTool('close_session', { session }).catch(() => undefined);
