@@ -15,6 +15,8 @@ export interface BackToBack extends Latency {
   coldFallbacks: number;
   /** The pool size the leader aimed for after the calls. */
   poolTarget: number;
+  /** Every call in order: its milliseconds, `c` when it went cold, `e` when it failed. */
+  sequence: string;
 }
 
 const CODE = 'import socket\nprint(socket.gethostname())';
@@ -37,6 +39,7 @@ export async function backToBackSection(ctx: BenchContext, samples = 40): Promis
     const n = scaled(s, samples);
     log(`back-to-back: ${n} execute_code calls, each right after the previous reply, default pool bounds`);
     const ms: number[] = [];
+    const sequence: string[] = [];
     let cold = 0;
     let errors = 0;
     let firstError: string | undefined;
@@ -44,10 +47,16 @@ export async function backToBackSection(ctx: BenchContext, samples = 40): Promis
       const t0 = performance.now();
       const res = await mcp.callTool('execute_code', { code: CODE });
       ms.push(performance.now() - t0);
+      let mark = '';
       if (res.isError) {
         errors++;
+        mark = 'e';
         firstError ??= JSON.stringify(res.content).slice(0, 200);
-      } else if (!String(res.structuredContent?.stdout ?? '').startsWith('codemode-pool-')) cold++;
+      } else if (!String(res.structuredContent?.stdout ?? '').startsWith('codemode-pool-')) {
+        cold++;
+        mark = 'c';
+      }
+      sequence.push(`${Math.round(ms[i] ?? 0)}${mark}`);
     }
     const sorted = [...ms].sort((a, b) => a - b);
     r.backToBack = {
@@ -57,6 +66,7 @@ export async function backToBackSection(ctx: BenchContext, samples = 40): Promis
       ...(firstError ? { firstError } : {}),
       coldFallbacks: cold,
       poolTarget: op.operator.poolController.target(),
+      sequence: sequence.join(' '),
     };
   } catch (err) {
     r.backToBack = failed('back-to-back', err);

@@ -435,6 +435,7 @@ export function summaryLines(r: Results): string[] {
           .join(', ')}`,
       );
   };
+  if (typeof r.backToBack !== 'string') lines.push(`back-to-back calls in order, ms (c: went cold, e: failed): ${r.backToBack.sequence}`);
   phases('cold execute_code', r.profile.cold);
   const coldKernel = r.profile.coldKernel;
   if (coldKernel?.calls) {
