@@ -83,6 +83,30 @@ export function refillDeferralMs(p: { readyWarm: number; busyRuns: number; short
 }
 
 /**
+ * Pure: how long a claim that found no ready pool pod may wait for one of this version's pods still
+ * starting, or undefined to go cold now. A pool pod that is starting was created before any cold
+ * pod this claim could create, from the same template, so it is ready first; cold also adds a pod
+ * to a node that is busy starting the pool's. The claims of this process already waiting count on
+ * `waiting` of those pods; a pod still not ready `limitMs` after its creation is not waited for
+ * (stuck: an image pull, no room on the node), and no claim waits longer than `limitMs` in all
+ * (creation times are the API server's clock).
+ */
+export function startingPodWaitMs(p: {
+  startingCreatedMs: readonly number[];
+  waiting: number;
+  nowMs: number;
+  waitedMs: number;
+  limitMs: number;
+}): number | undefined {
+  const left = p.limitMs - p.waitedMs;
+  if (left <= 0) return undefined;
+  // Youngest first: the claim may wait while more young pods are starting than claims wait.
+  const ages = p.startingCreatedMs.map((c) => Math.max(0, p.nowMs - c)).filter((age) => age < p.limitMs);
+  const age = ages.sort((a, b) => a - b)[p.waiting];
+  return age === undefined ? undefined : Math.min(left, p.limitMs - age);
+}
+
+/**
  * Pure: activeDeadlineSeconds of a pool pod. Kubernetes lets a claim only lower a pod's deadline,
  * so it must cover the pool lifetime plus the longest claim (a session's maximum lifetime or a
  * run's start-up plus maximum timeout); an abandoned pod (operator uninstalled) still ends.

@@ -27,19 +27,20 @@ export class PoolSet {
   constructor(private readonly d: PoolSetDeps) {
     this.sync();
     const kernels = d.kernels;
-    if (!kernels) return;
     d.pods.onChange((p) => {
       const ns = p.metadata?.namespace;
       const name = p.metadata?.name;
-      if (ns !== d.opts.namespace || !name || podState(p).kind !== 'ready') return;
+      if (ns !== d.opts.namespace || !name) return;
       const pool = this.pools.get(profileOf(p));
-      if (!pool?.enabled || !pool.isCurrent(p)) return;
+      // Claims waiting for a starting pod look again (it may be ready, or gone).
+      pool?.podChanged();
+      if (!kernels || podState(p).kind !== 'ready' || !pool?.enabled || !pool.isCurrent(p)) return;
       kernels
         .get(ns, name, SANDBOX_CONTAINER, POOL_LANGUAGE)
         .catch((err: unknown) => d.log.debug({ pod: name, err: apiErrorMessage(err) }, 'Could not connect to a pool pod yet'));
     });
     d.pods.onDelete((p) => {
-      if (p.metadata?.namespace && p.metadata.name) kernels.drop(p.metadata.namespace, p.metadata.name);
+      if (kernels && p.metadata?.namespace && p.metadata.name) kernels.drop(p.metadata.namespace, p.metadata.name);
     });
   }
 

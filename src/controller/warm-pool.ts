@@ -27,7 +27,17 @@ import type { ResilientInformer } from '../kube/informer.js';
 import type { NetworkPolicyGuard } from './network-policy.js';
 import type { ControllerOptions } from './options.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
-import { CreateExpectations, isBusyRunPod, isWarm, planPool, poolPodDeadlineSeconds, profileOf, refillDeferralMs, type RemoveCause } from './pool-plan.js';
+import {
+  CreateExpectations,
+  isBusyRunPod,
+  isWarm,
+  planPool,
+  poolPodDeadlineSeconds,
+  profileOf,
+  refillDeferralMs,
+  startingPodWaitMs,
+  type RemoveCause,
+} from './pool-plan.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { podState } from '../sandbox/pod-state.js';
 import { PoolReservation } from './pool-reservation.js';
@@ -36,6 +46,11 @@ export { CreateExpectations, refillDeferralMs } from './pool-plan.js';
 
 /** Unclaimed pool pods are replaced after this long (their deadline renewed by replacement). */
 export const POOL_POD_LIFETIME_SECONDS = 3600;
+/**
+ * A claim that found no ready pod waits for a starting one of its pool at most this long, and not
+ * for a pod this long after its creation (stuck): several times a pod's start on a busy node.
+ */
+export const STARTING_POD_WAIT_MS = 10_000;
 
 export interface WarmPoolDeps {
   clients: KubeClients;
@@ -113,6 +128,9 @@ export class WarmPool {
   readonly profile: ResolvedProfile;
 
   private readonly reservation: PoolReservation | undefined;
+  /** Claims of this process waiting for a starting pod, and how to wake them. */
+  private waiting = 0;
+  private readonly changeWaiters = new Set<() => void>();
 
   constructor(private readonly d: WarmPoolDeps) {
     this.profile = d.profile ?? builtinProfile(d.opts);
@@ -282,17 +300,45 @@ export class WarmPool {
 
   /**
    * Takes a ready pool pod of this version for `owner`: relabels it, sets its owner and deadline,
-   * all in one patch guarded by resourceVersion. Undefined when the pool has no ready pod (the
-   * caller goes cold).
+   * all in one patch guarded by resourceVersion. When none is ready but one of this version is
+   * starting, waits for it (startingPodWaitMs: it is ready before a cold pod created now would be).
+   * Undefined when the pool has no pod for this claim (the caller goes cold).
    */
   async claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
     if (!this.enabled) return undefined;
     const began = performance.now();
+    for (;;) {
+      const pod = await this.claimReady(owner, labels, deadlineFromNowSeconds);
+      if (pod) {
+        this.d.onClaim?.('warm', (performance.now() - began) / 1000);
+        return pod;
+      }
+      const wait = startingPodWaitMs({
+        startingCreatedMs: this.startingPods().map((p) => new Date(p.metadata?.creationTimestamp ?? 0).getTime()),
+        waiting: this.waiting,
+        nowMs: (this.d.now ?? Date.now)(),
+        waitedMs: performance.now() - began,
+        limitMs: STARTING_POD_WAIT_MS,
+      });
+      if (wait === undefined) break;
+      this.waiting += 1;
+      try {
+        await this.poolChange(wait);
+      } finally {
+        this.waiting -= 1;
+      }
+    }
+    this.d.onClaim?.('empty', (performance.now() - began) / 1000);
+    return undefined;
+  }
+
+  /** One pass over the ready pods: the first whose claim patch succeeds. */
+  private async claimReady(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
     for (const pod of this.claimOrder()) {
       const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : Date.now();
       const age = Math.max(0, Math.ceil((Date.now() - started) / 1000));
       try {
-        const claimed = await this.d.clients.core.patchNamespacedPod(
+        return await this.d.clients.core.patchNamespacedPod(
           {
             namespace: pod.metadata?.namespace ?? this.d.opts.namespace,
             name: pod.metadata?.name ?? '',
@@ -304,25 +350,49 @@ export class WarmPool {
           },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
-        this.d.onClaim?.('warm', (performance.now() - began) / 1000);
-        return claimed;
       } catch (err) {
         // The patch may have landed although its answer was lost (an API server restarting answers
         // a repeated request with a conflict): the pod itself says whose it is. Taking another pod
         // then would leave this one carrying the run too.
         const mine = await this.claimedBy(pod, owner.uid);
-        if (mine) {
-          this.d.onClaim?.('warm', (performance.now() - began) / 1000);
-          return mine;
-        }
+        if (mine) return mine;
         // Conflict or gone: someone else got it. Invalid: the pod is older than its lifetime and
         // the claim's deadline would have to rise (the API only lowers it): take another.
         if (isConflict(err) || isNotFound(err) || statusOf(err) === 422) continue;
         throw new Error(`Failed to claim warm pod ${pod.metadata?.name}: ${apiErrorMessage(err)}`, { cause: err });
       }
     }
-    this.d.onClaim?.('empty', (performance.now() - began) / 1000);
     return undefined;
+  }
+
+  /** Unclaimed pods of this version still starting, and schedulable (what a claim may wait for). */
+  private startingPods(): V1Pod[] {
+    return this.d.pods.list(this.d.opts.namespace).filter((p) => {
+      if (!this.isCurrent(p)) return false;
+      const state = podState(p);
+      return state.kind === 'pending' && !state.message.startsWith('Unschedulable');
+    });
+  }
+
+  /** Resolves at the next change of one of this pool's pods (see podChanged), or after `ms`. */
+  private poolChange(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.changeWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.changeWaiters.add(done);
+    });
+  }
+
+  /**
+   * One of this pool's pods changed in the informer (PoolSet feeds it every pod event of the
+   * profile): claims waiting for a starting pod look again.
+   */
+  podChanged(): void {
+    for (const wake of [...this.changeWaiters]) wake();
   }
 
   /** The pod as the API server has it now, if `uid` owns it (undefined when it cannot be read). */

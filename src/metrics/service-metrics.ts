@@ -48,7 +48,7 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
   const registers = [registry];
   const podStart = new Histogram({
     name: 'codemode_pod_start_seconds',
-    help: 'Time to get a sandbox ready for code, by start: warm (claiming a ready pool pod) or cold (creating a pod until it is ready).',
+    help: 'Time to get a sandbox ready for code, by start: warm (claiming a pool pod, with any wait for a starting one) or cold (creating a pod until it is ready).',
     labelNames: ['start'] as const,
     buckets: START_BUCKETS,
     registers,

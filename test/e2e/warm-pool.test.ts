@@ -1,6 +1,7 @@
 // The warm pool, versioned and sized by demand, end to end on the real cluster: a pod of another
 // version is never served and is replaced; two runtime versions side by side each mount their
-// own ConfigMap; a pool of size 0 drains; a pool grown by a burst keeps back-to-back callers warm.
+// own ConfigMap; a pool of size 0 drains; a pool grown by a burst keeps back-to-back callers warm;
+// a claim that finds no ready pod waits for the pool pod that is starting.
 import { V1MicroTime, CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { GROUP, LABEL_RESERVED_BY, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
@@ -214,6 +215,43 @@ describe('warm pool size', () => {
       expect(new Set(hosts).size).toBe(target);
     } finally {
       await Promise.all(clients.map((c) => c.close()));
+      await op.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
+describe('a claim that finds the pool empty', () => {
+  it('waits for the pool pod that is starting instead of starting a cold pod of its own', async () => {
+    const ns = await createNamespace(k, 'pool-starting');
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1' });
+    const mcp = await connect(op.url, 'current');
+    try {
+      const hash = op.operator.poolController.hash;
+      await until(async () => (await readyWarm(ns, hash)).length === 1, 120_000, 'the pool pod');
+      const first = host(await call(mcp));
+      expect(first).toMatch(/^codemode-pool-/);
+      // The leader replaces the claimed pod; catch its replacement while it is still starting.
+      let starting = '';
+      await until(
+        async () => {
+          const pods = (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` })).items;
+          const p = pods.find((q) => q.metadata?.labels?.[HASH] === hash && !q.metadata?.deletionTimestamp && q.metadata?.name !== first);
+          if (p && isReady(p))
+            throw new Error(`the replacement ${p.metadata?.name} was ready before it was seen starting; the test cannot tell a wait from a claim`);
+          starting = p?.metadata?.name ?? '';
+          return starting !== '';
+        },
+        60_000,
+        'the replacement pool pod',
+      );
+      // Nothing is ready now: the call is served by the pod that was starting, not a cold one.
+      expect(await readyWarm(ns, hash)).toEqual([]);
+      expect(host(await call(mcp))).toBe(starting);
+      const cold = (await k.core.listNamespacedPod({ namespace: ns })).items.filter((p) => !p.metadata?.labels?.[HASH]);
+      expect(cold.map((p) => p.metadata?.name)).toEqual([]);
+    } finally {
+      await mcp.close();
       await op.stop();
       await deleteNamespace(k, ns);
     }

@@ -1,6 +1,6 @@
 import type { V1ConfigMap, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { CreateExpectations, planPool, poolPodDeadlineSeconds, readySeconds, refillDeferralMs } from '../../../src/controller/pool-plan.js';
+import { CreateExpectations, planPool, poolPodDeadlineSeconds, readySeconds, refillDeferralMs, startingPodWaitMs } from '../../../src/controller/pool-plan.js';
 import { DecayingRate, PoolDemand, desiredPoolSize, stabilize } from '../../../src/controller/pool-sizing.js';
 import { ANNOTATION_UNUSED_SINCE } from '../../../src/controller/runtime-guard.js';
 import { mountedConfigMaps, sweepAction } from '../../../src/controller/runtime-sweep.js';
@@ -157,6 +157,25 @@ describe('refillDeferralMs', () => {
     ['deferral disabled', { deferMs: 0 }, 0],
   ])('%s', (_n, over, ms) => {
     expect(refillDeferralMs({ ...base, ...over })).toBe(ms);
+  });
+});
+
+describe('startingPodWaitMs', () => {
+  // Now 100 s; the limit 10 s. A pod created at 99 s is 1 s old: 9 s left before it counts as stuck.
+  const base = { startingCreatedMs: [99_000], waiting: 0, nowMs: 100_000, waitedMs: 0, limitMs: 10_000 };
+  it.each([
+    ['one young pod starting, nobody waiting: wait until it would count as stuck', {}, 9_000],
+    ['no pod starting: cold now', { startingCreatedMs: [] }, undefined],
+    ['the only starting pod is already waited for by another claim: cold now', { waiting: 1 }, undefined],
+    ['two starting, one claim waiting: the second claim waits for the older one', { startingCreatedMs: [99_000, 95_000], waiting: 1 }, 5_000],
+    ['two starting, nobody waiting: bounded by the younger', { startingCreatedMs: [95_000, 99_000] }, 9_000],
+    ['a pod starting for longer than the limit is stuck: cold now', { startingCreatedMs: [89_000] }, undefined],
+    ['a stuck pod does not count toward the waiters', { startingCreatedMs: [89_000, 99_000], waiting: 1 }, undefined],
+    ['waited 8 s already: at most the 2 s left of the limit', { waitedMs: 8_000 }, 2_000],
+    ['waited the whole limit: cold now', { waitedMs: 10_000 }, undefined],
+    ['created "in the future" (API server clock ahead): counts as new', { startingCreatedMs: [103_000] }, 10_000],
+  ])('%s', (_n, over, ms) => {
+    expect(startingPodWaitMs({ ...base, ...over })).toBe(ms);
   });
 });
 
