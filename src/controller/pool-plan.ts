@@ -41,7 +41,8 @@ export interface PlanInput {
   pending: number;
 }
 
-const createdMs = (p: V1Pod): number => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
+/** A pod's creation time by the API server's clock, in ms. */
+export const createdMs = (p: V1Pod): number => new Date(p.metadata?.creationTimestamp ?? 0).getTime();
 
 /** Pure: what the leader should do to bring the unclaimed pool pods to `target` of this version. */
 export function planPool(pods: readonly V1Pod[], p: PlanInput): PoolPlan {

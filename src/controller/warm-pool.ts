@@ -29,6 +29,7 @@ import type { ControllerOptions } from './options.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import {
   CreateExpectations,
+  createdMs,
   isBusyRunPod,
   isWarm,
   planPool,
@@ -314,7 +315,7 @@ export class WarmPool {
         return pod;
       }
       const wait = startingPodWaitMs({
-        startingCreatedMs: this.startingPods().map((p) => new Date(p.metadata?.creationTimestamp ?? 0).getTime()),
+        startingCreatedMs: this.startingPods().map(createdMs),
         waiting: this.waiting,
         nowMs: (this.d.now ?? Date.now)(),
         waitedMs: performance.now() - began,

@@ -90,13 +90,14 @@ export async function checkBatch(request: Request, maxBatchSize: number, maxBody
   if (request.method.toUpperCase() !== 'POST' || !isJson(request.headers.get('content-type'))) return {};
   if (Number(request.headers.get('content-length')) > maxBodyBytes || request.body === null) return {};
   const read = await readBounded(request.body, maxBodyBytes);
+  // JSON.parse never yields undefined: undefined means empty, over-size, unreadable or not JSON.
   let body: unknown;
   try {
-    if (read.text === undefined || read.text.trim() === '') throw new Error('no JSON body');
-    body = JSON.parse(read.text);
+    body = read.text?.trim() ? JSON.parse(read.text) : undefined;
   } catch {
-    return { request: replay(request, read) };
+    body = undefined;
   }
+  if (body === undefined) return { request: replay(request, read) };
   if (Array.isArray(body) && body.length > maxBatchSize) return { refused: batchTooLarge(body.length, maxBatchSize) };
   return { parsedBody: body };
 }
