@@ -64,14 +64,17 @@ const poolReady = (): Promise<number> => metric(/^codemode_warm_pool_ready_pods 
 describe('the dashboard and the alerts on a real Prometheus', () => {
   it('has data for every panel query after cold, warm and session calls', async () => {
     const client = mcp as TestClient;
-    // With a pool of one, two calls at once take the warm pod and start a cold one. A refill
-    // racing the second claim could make both warm: then go again (bounded).
+    // With a pool of one, three calls at once: one takes the warm pod, one may wait for its
+    // starting replacement (a claim waits for a starting pool pod), and the third, or both, start a
+    // cold pod. A refill faster than the claims could make all warm: then go again (bounded).
     for (let round = 0; round < 4; round++) {
       await until(async () => (await poolReady()) >= 1, 180_000, 'a ready warm pod');
-      const [ok, failed] = await Promise.all([
+      const [ok, failed, third] = await Promise.all([
         client.callTool('execute_code', { code: 'print(6 * 7)' }),
         client.callTool('execute_code', { code: 'import sys\nprint("x" * 100)\nsys.exit(3)' }),
+        client.callTool('execute_code', { code: 'print(1)' }),
       ]);
+      expect(sc(third), JSON.stringify(third.content)).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
       expect(sc(ok), JSON.stringify(ok.content)).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
       expect(sc(failed), JSON.stringify(failed.content)).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit' });
       const warm = await metric(/^codemode_pod_start_seconds_count\{start="warm"\} (\d+)/m);
