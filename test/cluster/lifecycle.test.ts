@@ -1,5 +1,6 @@
 // The cluster scripts' own contract: `up` on a running cluster is a no-op (unless kube-proxy's or
-// kube-router's iptables rules went missing: then it restarts those two), `down` stops exactly
+// kube-router's iptables rules went missing: then it restarts those two, or etcd's database is
+// mostly free pages: then it defragments it), `down` stops exactly
 // what up started and cleans up after it, and `up` after `down` brings a working cluster back.
 // Runs last (its own vitest project): it takes the cluster down for a moment.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -12,13 +13,27 @@ import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testK
 const clusterDir = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster');
 const COMPONENTS = ['etcd', 'containerd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet', 'kube-proxy', 'kube-router'];
 
-function script(name: string): { code: number; out: string } {
-  const r = spawnSync('bash', [join('test/cluster', `${name}.sh`)], { encoding: 'utf8' });
+function script(name: string, env: Record<string, string> = {}): { code: number; out: string } {
+  const r = spawnSync('bash', [join('test/cluster', `${name}.sh`)], { encoding: 'utf8', env: { ...process.env, ...env } });
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
 }
 
 function pids(): Record<string, number> {
   return Object.fromEntries(COMPONENTS.map((c) => [c, Number(readFileSync(join(clusterDir, 'pids', `${c}.pid`), 'utf8'))]));
+}
+
+const ETCD = 'http://127.0.0.1:23790';
+
+/** etcd's v3 JSON gateway (the API server's own etcd, on the loopback address only). */
+async function etcd(path: string, body: object = {}): Promise<Record<string, unknown>> {
+  const res = await fetch(`${ETCD}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`etcd ${path}: HTTP ${res.status} ${await res.text()}`);
+  return (await res.json()) as Record<string, unknown>;
+}
+
+async function etcdSizes(): Promise<{ size: number; used: number; revision: number }> {
+  const s = await etcd('/v3/maintenance/status');
+  return { size: Number(s.dbSize), used: Number(s.dbSizeInUse), revision: Number((s.header as { revision: string }).revision) };
 }
 
 const alive = (pid: number): boolean => {
@@ -65,6 +80,38 @@ describe('cluster scripts', () => {
     const rules = execFileSync('iptables-save', { encoding: 'utf8' });
     expect(rules).toMatch(/^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/m);
     expect(rules).toContain('default/kubernetes:https');
+  });
+
+  it('up defragments etcd when most of its database is free pages, and only then', async () => {
+    // Make free pages: 40 MB of ConfigMaps written and deleted, their revisions compacted away
+    // (the API server would do that itself within 5 minutes).
+    const k = testKube();
+    const ns = await createNamespace(k, 'etcd-defrag');
+    const value = 'x'.repeat(1_000_000);
+    try {
+      for (let i = 0; i < 40; i++) await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `filler-${i}` }, data: { v: value } } });
+      await k.core.deleteCollectionNamespacedConfigMap({ namespace: ns });
+    } finally {
+      await deleteNamespace(k, ns);
+    }
+    await etcd('/v3/kv/compaction', { revision: String((await etcdSizes()).revision), physical: true });
+    const fragmented = await etcdSizes();
+    expect(fragmented.used * 2, JSON.stringify(fragmented)).toBeLessThan(fragmented.size);
+
+    // Above the size threshold: defragmented, and nothing restarted.
+    const before = pids();
+    const big = script('up', { CODEMODE_ETCD_DEFRAG_MIN_BYTES: String(fragmented.size + 1) });
+    expect(big.code, big.out).toBe(0);
+    expect(big.out).not.toContain('defragmenting');
+    expect((await etcdSizes()).size).toBe(fragmented.size);
+    const r = script('up', { CODEMODE_ETCD_DEFRAG_MIN_BYTES: '1048576' });
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('defragmenting');
+    expect(pids()).toEqual(before);
+    const after = await etcdSizes();
+    expect(after.size, JSON.stringify({ fragmented, after })).toBeLessThan(fragmented.size / 2);
+    // The API server goes on serving from the defragmented database.
+    await expect(k.core.readNamespace({ name: 'default' })).resolves.toMatchObject({ metadata: { name: 'default' } });
   });
 
   it('down stops exactly what up started and removes its bridge and mounts; up brings it back', async () => {
