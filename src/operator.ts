@@ -59,6 +59,8 @@ export interface Operator {
   /** What the SandboxRun informer holds (runs without code or output); tests inspect it. */
   runCache: { list(): readonly KubernetesObject[] };
   poolController: PoolController;
+  /** The warm pools of every profile (one per profile, replaced when it changes); tests inspect them. */
+  pools: PoolSet;
   /** Code mode is on (upstream servers were given): the broker's per-run limits. */
   codeMode?: { maxCalls: number; callTimeoutSeconds: number };
   /** The team's upstream MCP servers (UpstreamServers of the namespace) for code mode. */
@@ -379,6 +381,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     sandboxCheck,
     runCache: runs,
     poolController,
+    pools,
     codeMode: { maxCalls: config.toolCallsPerRun, callTimeoutSeconds: config.toolCallTimeoutSeconds },
     upstreams: upstreams.registry,
     async start(): Promise<void> {

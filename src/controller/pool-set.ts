@@ -54,9 +54,9 @@ export class PoolSet {
       const fresh = new WarmPool({ ...this.d, profile, min, max, preferred: (p) => this.warmedUp(p) });
       const kept = old && old.hash === fresh.hash && old.min === min && old.max === max ? old : fresh;
       next.set(profile.name, kept);
-      if (old && kept !== old) void old.releaseReservation();
+      if (old && kept !== old) void old.retire(kept);
     }
-    for (const [name, old] of this.pools) if (!next.has(name)) void old.releaseReservation();
+    for (const [name, old] of this.pools) if (!next.has(name)) void old.retire(undefined);
     this.pools = next;
   }
 

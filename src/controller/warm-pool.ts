@@ -132,6 +132,8 @@ export class WarmPool {
   /** Claims of this process waiting for a starting pod, and how to wake them. */
   private waiting = 0;
   private readonly changeWaiters = new Set<() => void>();
+  /** Set when a changed or deleted profile replaced this pool (retire): it claims no pod of its own again. */
+  private retirement: { successor: WarmPool | undefined } | undefined;
 
   constructor(private readonly d: WarmPoolDeps) {
     this.profile = d.profile ?? builtinProfile(d.opts);
@@ -153,9 +155,21 @@ export class WarmPool {
         : undefined;
   }
 
-  /** Reserves a ready pod for this process's next warm run, in the background (no-op when off or held). */
+  /** Reserves a ready pod for this process's next warm run, in the background (no-op when off, held or retired). */
   ensureReserved(): void {
-    this.reservation?.ensure();
+    if (!this.retirement) this.reservation?.ensure();
+  }
+
+  /**
+   * A changed profile replaced this pool by `successor` (a deleted one by none): its pods are of a
+   * version no longer served. Claims in flight here, waiting for a starting pod of that version,
+   * go on in the successor at once (or give up, without one) instead of waking at their timer and
+   * taking an old pod; so does a claim made later through a reference to this pool.
+   */
+  retire(successor: WarmPool | undefined): Promise<void> {
+    this.retirement = { successor };
+    this.podChanged();
+    return this.releaseReservation();
   }
 
   /**
@@ -305,10 +319,19 @@ export class WarmPool {
    * starting, waits for it (startingPodWaitMs: it is ready before a cold pod created now would be).
    * Undefined when the pool has no pod for this claim (the caller goes cold).
    */
-  async claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
-    if (!this.enabled) return undefined;
-    const began = performance.now();
+  claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
+    return this.claimSince(performance.now(), owner, labels, deadlineFromNowSeconds);
+  }
+
+  /** claim, counting the wait from `began` (a claim handed on by a retired pool keeps its time). */
+  private async claimSince(began: number, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
+    if (!this.enabled && !this.retirement) return undefined;
     for (;;) {
+      if (this.retirement) {
+        const next = this.retirement.successor;
+        if (next) return next.claimSince(began, owner, labels, deadlineFromNowSeconds);
+        break;
+      }
       const pod = await this.claimReady(owner, labels, deadlineFromNowSeconds);
       if (pod) {
         this.d.onClaim?.('warm', (performance.now() - began) / 1000);

@@ -4,11 +4,20 @@
 // a claim that finds no ready pod waits for the pool pod that is starting.
 import { V1MicroTime, CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { GROUP, LABEL_RESERVED_BY, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import {
+  GROUP,
+  LABEL_PROFILE,
+  LABEL_RESERVED_BY,
+  SANDBOXPROFILE_PLURAL,
+  SANDBOXRUN_PLURAL,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  type SandboxRun,
+} from '../../src/api/v1alpha1/index.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { runtimeConfigMapName } from '../../src/sandbox/runtime-configmap.js';
 import { findRuntimeDir, readRuntimeFiles } from '../../src/sessions/runtime-files.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { SANDBOX_IMAGE, createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -32,6 +41,16 @@ async function gone(ns: string, name: string): Promise<boolean> {
     (p) => p.metadata?.deletionTimestamp !== undefined,
     () => true,
   );
+}
+
+/** Takes the pool leader's Lease (the operators of `ns` stopped): no pool pod is deleted or started. */
+async function holdLeadership(ns: string): Promise<void> {
+  const lease = await leases.readNamespacedLease({ namespace: ns, name: LEADER_LEASE });
+  await leases.replaceNamespacedLease({
+    namespace: ns,
+    name: LEADER_LEASE,
+    body: { ...lease, spec: { ...lease.spec, holderIdentity: 'e2e-holder', leaseDurationSeconds: 3600, renewTime: new V1MicroTime(Date.now()) } },
+  });
 }
 
 async function call(mcp: TestClient, code = HOSTNAME): Promise<ToolResult> {
@@ -64,12 +83,7 @@ describe('warm pool versions', () => {
       await old.stop();
       // Hold the leader Lease by hand, so the new version cannot replace the old pod yet: the
       // window in which a pool chosen by label alone would serve it.
-      const lease = await leases.readNamespacedLease({ namespace: ns, name: LEADER_LEASE });
-      await leases.replaceNamespacedLease({
-        namespace: ns,
-        name: LEADER_LEASE,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: 'e2e-holder', leaseDurationSeconds: 3600, renewTime: new V1MicroTime(Date.now()) } },
-      });
+      await holdLeadership(ns);
       const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '1', CODEMODE_WARM_POOL_MAX: '1', CODEMODE_DEFAULT_MEMORY: '256Mi' });
       const mcp = await connect(op.url, 'current');
       try {
@@ -91,6 +105,55 @@ describe('warm pool versions', () => {
         expect(host(await call(mcp))).toBe(fresh?.metadata?.name);
       } finally {
         await mcp.close();
+        await op.stop();
+      }
+    } finally {
+      await deleteNamespace(k, ns);
+    }
+  });
+
+  it("retires a profile's pool when the profile changes: a claim through the old pool never takes a pod of the old version", async () => {
+    const ns = await createNamespace(k, 'pool-retire');
+    const profiles = { group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXPROFILE_PLURAL };
+    try {
+      await k.custom.createNamespacedCustomObject({
+        ...profiles,
+        body: {
+          apiVersion: `${GROUP}/${VERSION}`,
+          kind: 'SandboxProfile',
+          metadata: { name: 'slim' },
+          spec: { image: SANDBOX_IMAGE, warmPool: { min: 1, max: 1 } },
+        },
+      });
+      const first = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0' });
+      let old: V1Pod | undefined;
+      await until(
+        async () => (old = (await readyWarm(ns)).find((p) => p.metadata?.labels?.[LABEL_PROFILE] === 'slim')) !== undefined,
+        120_000,
+        "a ready pod of the profile's pool",
+      );
+      const oldName = old?.metadata?.name ?? '';
+      await first.stop();
+      // No leader from here on: nothing deletes the old version's pod or starts one of the new.
+      await holdLeadership(ns);
+      const op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0' });
+      try {
+        await until(() => op.operator.pools.pool('slim')?.hash === old?.metadata?.labels?.[HASH], 30_000, 'the profile seen by the operator');
+        const retired = op.operator.pools.pool('slim');
+        if (!retired) throw new Error('no pool for the profile');
+        await k.custom.patchNamespacedCustomObject({ ...profiles, name: 'slim', body: [{ op: 'add', path: '/spec/resources', value: { memory: '200Mi' } }] });
+        await until(() => op.operator.pools.pool('slim') !== retired, 30_000, 'the changed profile seen by the operator');
+        expect(op.operator.pools.pool('slim')?.hash).not.toBe(retired.hash);
+        // The old version's pod is still ready and unclaimed; the new version has none.
+        expect((await readyWarm(ns)).map((p) => p.metadata?.name)).toEqual([oldName]);
+        const owner = await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'claim-owner' } } });
+        const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'claim-owner', uid: owner.metadata?.uid ?? '' };
+        // A claim in flight through the replaced pool (or made through a reference to it) goes on in
+        // the new one, which has nothing to give yet.
+        expect(await retired.claim(ref, {}, 60)).toBeUndefined();
+        const still = await k.core.readNamespacedPod({ namespace: ns, name: oldName });
+        expect(still.metadata?.labels?.[POOL]).toBe('warm');
+      } finally {
         await op.stop();
       }
     } finally {
