@@ -72,6 +72,9 @@ export interface Results {
     warm?: PhaseProfile;
     /** The kernel part of warm calls ("claim done → MCP reply"), from the relay stream's frames. */
     warmKernel?: KernelSplit;
+    /** The same for the at-rest warm batch (each call 2.5 s after the refill). */
+    warmAtRest?: PhaseProfile;
+    warmAtRestKernel?: KernelSplit;
     coldKernel?: ColdKernelSplit;
     /** Round trips of the operator's calls over the whole batch, post-reply ones included. */
     coldApiRoundTripsMs?: Record<string, Summary>;
@@ -443,14 +446,16 @@ export function summaryLines(r: Results): string[] {
     for (const [phase, s] of Object.entries(coldKernel.phasesMs)) lines.push(phaseLine(phase, s, '    '));
   }
   trips('cold', r.profile.coldApiRoundTripsMs);
-  phases('warm execute_code', r.profile.warm);
-  const kernel = r.profile.warmKernel;
-  if (kernel) {
+  const warmPhases = (name: string, profile: PhaseProfile | undefined, kernel: KernelSplit | undefined): void => {
+    phases(name, profile);
+    if (!kernel) return;
     lines.push(
       `  of which, from the kernel stream's frames (${kernel.calls} calls; stream ready before the claim in ${kernel.streamReadyBeforeClaim}, opened on the call's path in ${kernel.streamOpenedOnPath}):`,
     );
     for (const [phase, s] of Object.entries(kernel.phasesMs)) lines.push(phaseLine(phase, s, '    '));
-  }
+  };
+  warmPhases('warm execute_code', r.profile.warm, r.profile.warmKernel);
+  warmPhases('warm execute_code at rest', r.profile.warmAtRest, r.profile.warmAtRestKernel);
   trips('warm', r.profile.warmApiRoundTripsMs);
   if (typeof r.warmTransient !== 'string' && r.warmTransient.streamWaitTimeouts) {
     lines.push(

@@ -219,6 +219,8 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
       log(`warm: execute_code print(1) × ${n} at rest, each ${REST_MS} ms after the pool refilled`);
       const lat = await warmLatency(op.url, pods, tally, timer, n, {}, REST_MS);
       r.warmAtRest = { ...latency(lat), coldFallbacks: lat.coldFallbacks, streamWaitTimeouts: lat.streamWaitTimeouts, restMs: REST_MS };
+      r.profile.warmAtRest = profileCalls(lat.calls, tally, timer, undefined, WARM_MARKS);
+      r.profile.warmAtRestKernel = kernelSplit(lat.calls, timer);
     } catch (err) {
       r.warmAtRest = failed('warm at rest', err);
     }
