@@ -139,6 +139,7 @@ export class SandboxRunController {
       executor,
       auditRecord,
       busyHere: this.d.executor.isBusy(uid),
+      creatingHere: this.d.executor.isCreating(key),
       started: this.hasStarted(run),
       ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now, this.d.opts.maxTtlSecondsAfterFinished),
       lostAfterMs: lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now),

@@ -26,6 +26,11 @@ export interface RunFacts {
   executor: string | undefined;
   /** This process is executing the run or still recording its outcome (memory: only a fast path). */
   busyHere: boolean;
+  /**
+   * This process sent the run's create and executes it once the answer is in (memory: only a fast
+   * path; a lost answer leaves the run to the next look, CREATING_RECHECK_MS later).
+   */
+  creatingHere?: boolean;
   /** The durable marker: the run may have started (see above). */
   started: boolean;
   /** ms until a finished run's TTL ends (terminal runs only). */
@@ -42,6 +47,9 @@ export interface RunFacts {
 /** A run ours with a marker whose outcome never arrived is looked at again after this long. */
 export const RECHECK_MS = 5_000;
 
+/** A run this process is creating is looked at again after this long (its creator executes it first). */
+export const CREATING_RECHECK_MS = 1_000;
+
 export const VANISHED_MESSAGE =
   'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
 
@@ -57,6 +65,7 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
   // between, it is closed as Failed once the call's budget is over (so its TTL can start).
   if (f.auditRecord === true) return f.lostAfterMs > 0 ? { kind: 'wait', afterMs: f.lostAfterMs } : { kind: 'fail', message: AUDIT_INCOMPLETE_MESSAGE };
   if (f.busyHere) return { kind: 'wait' };
+  if (f.creatingHere === true) return { kind: 'wait', afterMs: CREATING_RECHECK_MS };
   // Unclaimed with a marker: someone removed the annotation of a run that may have started.
   if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };
   if (f.executor === f.identity && !f.started) return { kind: 'execute' };

@@ -153,6 +153,8 @@ export class RunExecutor {
    * without it: 1 to 3 of 20 back-to-back warm runs executed twice in bench runs.
    */
   private readonly startedHere = new Map<string, string>();
+  /** Runs whose create this process sent and whose answer it has not handled yet (creating()). */
+  private readonly creatingKeys = new Set<string>();
   /**
    * Runs in a pool pod, by uid: the pool (a reservation is made for the next run once this one is
    * recorded) and, for a reserved pod, the patch making it the run's (sent once, at the Running
@@ -193,6 +195,22 @@ export class RunExecutor {
    */
   isBusy(uid: string): boolean {
     return this.executions.has(uid) || this.settling.has(uid);
+  }
+
+  /**
+   * Marks run `namespace/name` as being created by this process, which executes it as soon as the
+   * create's answer is in; the returned function ends the mark (call it once execute() was called,
+   * or the create failed). Only a fast path for the controller, as isBusy: its watch event can come
+   * before the create's answer, and deciding then would read the whole run back for nothing.
+   */
+  creating(key: string): () => void {
+    this.creatingKeys.add(key);
+    return () => this.creatingKeys.delete(key);
+  }
+
+  /** See creating(). */
+  isCreating(key: string): boolean {
+    return this.creatingKeys.has(key);
   }
 
   /**

@@ -321,6 +321,31 @@ describe('a claim that finds the pool empty', () => {
   });
 });
 
+describe('a run created by a call', () => {
+  it('is executed by that call alone: the controller, seeing its watch event first, reads none back', async () => {
+    const ns = await createNamespace(k, 'pool-created');
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
+    const mcp = await connect(op.url, 'current');
+    // Every read of a whole SandboxRun by the operator (the controller's read before it executes one).
+    const custom = op.clients.custom;
+    const read = custom.getNamespacedCustomObject.bind(custom);
+    let runReads = 0;
+    custom.getNamespacedCustomObject = ((param: Parameters<typeof read>[0], options?: Parameters<typeof read>[1]) => {
+      if (param.plural === SANDBOXRUN_PLURAL) runReads++;
+      return read(param, options);
+    }) as typeof read;
+    try {
+      await until(async () => (await readyWarm(ns, op.operator.poolController.hash)).length === 2, 120_000, 'the pool');
+      for (let i = 0; i < 10; i++) await call(mcp);
+      expect(runReads).toBe(0);
+    } finally {
+      await mcp.close();
+      await op.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
 describe('reserved pool pods', () => {
   const reserved = async (ns: string): Promise<V1Pod[]> =>
     (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=reserved` })).items.filter((p) => !p.metadata?.deletionTimestamp);

@@ -26,6 +26,10 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
     ['terminal, TTL left', 'Succeeded', {}, { kind: 'wait', afterMs: 1000 }, { ttlRemainingMs: 1000 }],
     ['terminal, TTL over', 'Failed', {}, { kind: 'delete' }, { ttlRemainingMs: -1 }],
     ['executing here', undefined, { busyHere: true, started: true }, { kind: 'wait' }, {}],
+    // Its watch event came before the create's answer: the creator executes it, not a read-back here.
+    ['being created here, never started', undefined, { creatingHere: true }, { kind: 'wait', afterMs: 1000 }, {}],
+    ['being created here, then executing here', undefined, { creatingHere: true, busyHere: true }, { kind: 'wait' }, {}],
+    ['being created here, terminal', 'Succeeded', { creatingHere: true }, { kind: 'wait', afterMs: 1000 }, { ttlRemainingMs: 1000 }],
     ['unclaimed', undefined, { executor: undefined }, { kind: 'claim' }, {}],
     ['unclaimed, but a pod carries it', undefined, { executor: undefined, started: true }, { kind: 'fail' }, {}],
     ['ours, never started', undefined, {}, { kind: 'execute' }, {}],
@@ -44,8 +48,10 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
     for (const executor of ['me', 'other', undefined]) {
       for (const lostAfterMs of [-1, 0, 1, 60_000]) {
         for (const busyHere of [false, true]) {
-          const d = decideRun(run('Running'), facts({ executor, lostAfterMs, busyHere, started: true }));
-          expect(['execute', 'claim']).not.toContain(d.kind);
+          for (const creatingHere of [false, true]) {
+            const d = decideRun(run('Running'), facts({ executor, lostAfterMs, busyHere, creatingHere, started: true }));
+            expect(['execute', 'claim']).not.toContain(d.kind);
+          }
         }
       }
     }
