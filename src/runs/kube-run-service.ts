@@ -126,14 +126,14 @@ export class KubeRunService implements RunService {
     // Nothing is created before the call has a slot: a refused call leaves no object behind.
     const ticket = await this.acquire(options.signal);
     // The controller leaves the run to this call until execute() below has it (or the create failed).
-    const created = this.executor.creating(`${this.opts.namespace}/${name}`);
+    const endCreating = this.executor.creating(`${this.opts.namespace}/${name}`);
     let run;
     try {
       run = await this.create(body);
       target = { name: run.metadata.name, namespace: this.opts.namespace, ...(run.metadata.uid !== undefined && { uid: run.metadata.uid }) };
       onCreated();
     } catch (err) {
-      created();
+      endCreating();
       ticket?.release();
       throw err;
     }
@@ -145,7 +145,7 @@ export class KubeRunService implements RunService {
       .execute(run, tools)
       .then((outcome) => withToolCalls(outcome, tools))
       .finally(() => tools?.close());
-    created();
+    endCreating();
     // The slot is held until the run's pod is gone, even when the caller stops waiting.
     if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, run.metadata.name);
     const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
