@@ -1,5 +1,6 @@
 // Composition root: config → logger → kube clients → operator (controller + executor) → gateway
 // (MCP at /mcp, probes, /metrics). SIGTERM: stop being ready, finish runs in flight, exit.
+import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { createAuth } from './auth/index.js';
 import { ConfigError, isLoopbackBind, loadConfig } from './config/index.js';
@@ -10,6 +11,7 @@ import { createMetrics } from './metrics/registry.js';
 import { serveMetrics } from './metrics/route.js';
 import { createOperator, gatewayDeps } from './operator.js';
 import { McpTraffic } from './gateway/drain.js';
+import { configureHttpServer } from './gateway/http-server.js';
 
 /** A replica that got SIGTERM serves at least this long (endpoints update meanwhile)… */
 const ENDPOINT_DRAIN_MS = 5_000;
@@ -62,6 +64,7 @@ async function main(): Promise<void> {
   const server = serve({ fetch: traffic.fetch, hostname: config.bindAddress, port: config.port }, (info) => {
     log.info({ address: info.address, port: info.port, namespace: config.namespace, identity: operator.identity }, 'Serving MCP at /mcp');
   });
+  configureHttpServer(server as Server);
   ready = true;
 
   // SIGTERM: readiness fails at once, so the Service stops sending new requests here; requests

@@ -1,12 +1,14 @@
 // Starts the whole operator (controller + executor + MCP gateway) in this process against the
 // real test cluster, in its own namespace. Kept apart from the MCP clients (operator.ts) so a
 // process that measures the gateway's memory (bench/rss-probe.ts) loads only what a gateway loads.
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { pino, type Logger } from 'pino';
 import { loadConfig, type Config } from '../../../src/config/index.js';
 import { createAuth } from '../../../src/auth/index.js';
 import { createApp } from '../../../src/gateway/app.js';
+import { configureHttpServer } from '../../../src/gateway/http-server.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../../src/kube/clients.js';
 import { createMetrics, type Metrics } from '../../../src/metrics/registry.js';
 import { serveMetrics } from '../../../src/metrics/route.js';
@@ -73,6 +75,8 @@ export async function startOperator(namespace: string, env: Record<string, strin
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
+  // As main.ts: callers' kept-alive connections outlive a pause between calls.
+  configureHttpServer(server as Server);
   const port = (server.address() as AddressInfo).port;
   return {
     config,

@@ -1,0 +1,59 @@
+// The gateway's HTTP server keeps an idle caller's connection between calls seconds apart: Node's
+// own default (5 s) closes it, and undici (Node's fetch) closes it after 4 s unless the server's
+// Keep-Alive header says longer. Real sockets on the loopback address, Node's own fetch.
+import dc from 'node:diagnostics_channel';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import { afterEach, describe, expect, it } from 'vitest';
+import { configureHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/gateway/http-server.js';
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise<void>((r) => s.close(() => r()))));
+});
+
+async function start(configure: boolean): Promise<string> {
+  const app = new Hono().get('/', (c) => c.text('ok'));
+  const server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
+  });
+  if (configure) configureHttpServer(server);
+  servers.push(server);
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+}
+
+/** Two requests 6 s apart (past both defaults); the connections the client opened for them. */
+async function twoCallsApart(url: string): Promise<{ connections: number; keepAlive: string | null }> {
+  let connections = 0;
+  const port = new URL(url).port;
+  const onConnected = (m: unknown): void => {
+    if (String((m as { connectParams?: { port?: string | number } }).connectParams?.port) === port) connections++;
+  };
+  dc.subscribe('undici:client:connected', onConnected);
+  try {
+    const first = await fetch(url);
+    const keepAlive = first.headers.get('keep-alive');
+    expect(await first.text()).toBe('ok');
+    await new Promise((r) => setTimeout(r, 6_000));
+    expect(await (await fetch(url)).text()).toBe('ok');
+    return { connections, keepAlive };
+  } finally {
+    dc.unsubscribe('undici:client:connected', onConnected);
+  }
+}
+
+describe('the gateway HTTP server', () => {
+  it('announces its keep-alive timeout and keeps an idle connection for a call 6 s later', async () => {
+    const r = await twoCallsApart(await start(true));
+    expect(r.keepAlive).toBe(`timeout=${KEEP_ALIVE_TIMEOUT_MS / 1000}`);
+    expect(r.connections).toBe(1);
+  }, 20_000);
+
+  it("with Node's defaults the same two calls need two connections (what the setting is for)", async () => {
+    const r = await twoCallsApart(await start(false));
+    expect(r.keepAlive).toBe('timeout=5');
+    expect(r.connections).toBe(2);
+  }, 20_000);
+});
