@@ -272,16 +272,22 @@ describe('charts/codemode-operator', () => {
       // Every session call ran exactly once, in order, and the session kept its state.
       const list = await client.callTool('execute_code', { session, code: 'print(calls)' });
       expect((list.structuredContent as { stdout?: string }).stdout, `the gateway pods' warnings and errors:\n${problems}`).toBe(`[${answered.join(', ')}]\n`);
-      // Every transient run is recorded, terminal and Succeeded: none lost, none left running.
-      const runs = (await k.custom.listNamespacedCustomObject({
-        group: 'codemode.dev',
-        version: 'v1alpha1',
-        namespace: sandboxNs(),
-        plural: 'sandboxruns',
-      })) as {
-        items: Array<{ spec: { code: string; session?: string }; status?: { phase?: string } }>;
+      // Every transient run is recorded, terminal and Succeeded: none lost, none left running. A
+      // run's final status is written right after its reply, so the last calls' records may still
+      // be on their way: read until every run has a phase (at most a minute), then judge.
+      type Run = { spec: { code: string; session?: string }; status?: { phase?: string } };
+      let transient: Run[] = [];
+      const readRuns = async (): Promise<boolean> => {
+        const runs = (await k.custom.listNamespacedCustomObject({
+          group: 'codemode.dev',
+          version: 'v1alpha1',
+          namespace: sandboxNs(),
+          plural: 'sandboxruns',
+        })) as { items: Run[] };
+        transient = runs.items.filter((r) => r.spec.session === undefined && r.spec.code.endsWith('# upgrade-load'));
+        return transient.every((r) => ['Succeeded', 'Failed', 'TimedOut'].includes(r.status?.phase ?? ''));
       };
-      const transient = runs.items.filter((r) => r.spec.session === undefined && r.spec.code.endsWith('# upgrade-load'));
+      await until(readRuns, 60_000, 'every transient run recorded with its outcome').catch(() => undefined);
       expect(
         transient.filter((r) => r.status?.phase !== 'Succeeded').map((r) => `${r.spec.code}: ${r.status?.phase}`),
         `the gateway pods' warnings and errors:\n${problems}`,
