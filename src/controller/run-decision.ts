@@ -30,7 +30,7 @@ export interface RunFacts {
    * This process sent the run's create and executes it once the answer is in (memory: only a fast
    * path; a lost answer leaves the run to the next look, CREATING_RECHECK_MS later).
    */
-  creatingHere?: boolean;
+  creatingHere: boolean;
   /** The durable marker: the run may have started (see above). */
   started: boolean;
   /** ms until a finished run's TTL ends (terminal runs only). */
@@ -65,7 +65,7 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
   // between, it is closed as Failed once the call's budget is over (so its TTL can start).
   if (f.auditRecord === true) return f.lostAfterMs > 0 ? { kind: 'wait', afterMs: f.lostAfterMs } : { kind: 'fail', message: AUDIT_INCOMPLETE_MESSAGE };
   if (f.busyHere) return { kind: 'wait' };
-  if (f.creatingHere === true) return { kind: 'wait', afterMs: CREATING_RECHECK_MS };
+  if (f.creatingHere) return { kind: 'wait', afterMs: CREATING_RECHECK_MS };
   // Unclaimed with a marker: someone removed the annotation of a run that may have started.
   if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };
   if (f.executor === f.identity && !f.started) return { kind: 'execute' };

@@ -325,13 +325,13 @@ export class WarmPool {
 
   /** claim, counting the wait from `began` (a claim handed on by a retired pool keeps its time). */
   private async claimSince(began: number, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
-    if (!this.enabled && !this.retirement) return undefined;
     for (;;) {
       if (this.retirement) {
         const next = this.retirement.successor;
         if (next) return next.claimSince(began, owner, labels, deadlineFromNowSeconds);
         break;
       }
+      if (!this.enabled) return undefined;
       const pod = await this.claimReady(owner, labels, deadlineFromNowSeconds);
       if (pod) {
         this.d.onClaim?.('warm', (performance.now() - began) / 1000);

@@ -59,24 +59,27 @@ node_ip() {
   printf '%s' "$ip"
 }
 
-# etcd_compact_db: defragment etcd's database when most of it is free pages. The API server
+# etcd_size FIELD: dbSize or dbSizeInUse from etcd's status (empty when unreadable).
+etcd_size() {
+  curl -fsS -X POST "http://$ETCD_CLIENT/v3/maintenance/status" -d '{}' 2>/dev/null | sed -n "s/.*\"$1\":\"\([0-9]*\)\".*/\1/p" || true
+}
+
+# etcd_defragment_if_sparse: defragment etcd's database when most of it is free pages. The API server
 # compacts old revisions every 5 minutes, but the file never shrinks by itself: a day of benches
 # (each writes hundreds of MB of run outputs) left a 700 MB database with 17 MB in use, and an
 # etcd that kept a quarter of a core busy on an idle cluster. Defragmenting blocks etcd for about
 # a second per 700 MB, so only when the database is at least CODEMODE_ETCD_DEFRAG_MIN_BYTES
 # (128 MiB) and less than half of it is in use.
-etcd_compact_db() {
-  local status size used min="${CODEMODE_ETCD_DEFRAG_MIN_BYTES:-134217728}"
-  status="$(curl -fsS -X POST "http://$ETCD_CLIENT/v3/maintenance/status" -d '{}')" || { log "etcd status unreadable: not defragmenting"; return 0; }
-  size="$(sed -n 's/.*"dbSize":"\([0-9]*\)".*/\1/p' <<<"$status")"
-  used="$(sed -n 's/.*"dbSizeInUse":"\([0-9]*\)".*/\1/p' <<<"$status")"
-  [[ -n "$size" && -n "$used" ]] || { log "etcd status without sizes: not defragmenting"; return 0; }
+etcd_defragment_if_sparse() {
+  local size used min="${CODEMODE_ETCD_DEFRAG_MIN_BYTES:-134217728}"
+  size="$(etcd_size dbSize)"
+  used="$(etcd_size dbSizeInUse)"
+  [[ -n "$size" && -n "$used" ]] || { log "etcd status unreadable: not defragmenting"; return 0; }
   (( size >= min && used * 2 < size )) || return 0
   log "etcd database $(( size >> 20 )) MiB, $(( used >> 20 )) MiB in use: defragmenting"
   curl -fsS -X POST "http://$ETCD_CLIENT/v3/maintenance/defragment" -d '{}' >/dev/null ||
     die "Defragmenting etcd failed." "$LOGS/etcd.log"
-  status="$(curl -fsS -X POST "http://$ETCD_CLIENT/v3/maintenance/status" -d '{}')"
-  log "etcd database now $(( $(sed -n 's/.*"dbSize":"\([0-9]*\)".*/\1/p' <<<"$status") >> 20 )) MiB"
+  log "etcd database now $(( $(etcd_size dbSize) >> 20 )) MiB"
 }
 
 pid_of() { local f="$PIDS/$1.pid"; [[ -f "$f" ]] && cat "$f" || true; }

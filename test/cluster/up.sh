@@ -28,7 +28,7 @@ start_daemon etcd "$BIN_ETCD/etcd" --name default --data-dir "$CLUSTER_DIR/etcd"
   --listen-peer-urls "http://$ETCD_PEER" --initial-advertise-peer-urls "http://$ETCD_PEER" \
   --initial-cluster "default=http://$ETCD_PEER" --listen-metrics-urls "" --log-level warn
 wait_for "etcd healthy" 60 "$LOGS/etcd.log" curl -fsS "http://$ETCD_CLIENT/health"
-etcd_compact_db
+etcd_defragment_if_sparse
 
 start_daemon containerd /usr/bin/containerd --config "$CLUSTER_DIR/config/containerd.toml"
 wait_for "containerd serving" 60 "$LOGS/containerd.log" ctr -a "$CONTAINERD_SOCK" version

@@ -15,6 +15,7 @@ const facts = (f: Partial<RunFacts>): RunFacts => ({
   identity: 'me',
   executor: 'me',
   busyHere: false,
+  creatingHere: false,
   started: false,
   ttlRemainingMs: undefined,
   lostAfterMs: 60_000,
