@@ -30,7 +30,8 @@ interface BodyRead {
   text?: string;
   /** The bytes taken from the body so far (all of them when text is set). */
   chunks: Uint8Array[];
-  reader: ReadableStreamDefaultReader<Uint8Array>;
+  /** The rest of the body, when it was not read to its end. */
+  reader?: ReadableStreamDefaultReader<Uint8Array>;
   failure?: { error: unknown };
 }
 
@@ -56,6 +57,21 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): 
 }
 
 /**
+ * A body of declared length, read whole: on the gateway's Node server (@hono/node-server)
+ * `arrayBuffer()` reads the socket directly, where `request.body` would first build a Web
+ * `Request` and a Web stream over it (~0.1 ms of CPU a call back to back, ~1 ms after an idle
+ * pause). Node's HTTP parser ends the body at its declared length (checked against the limit).
+ */
+async function readDeclared(request: Request, maxBytes: number): Promise<BodyRead> {
+  try {
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    return bytes.byteLength > maxBytes ? { chunks: [bytes] } : { text: new TextDecoder().decode(bytes), chunks: [bytes] };
+  } catch (error) {
+    return { chunks: [], failure: { error } };
+  }
+}
+
+/**
  * The request as the client sent it, for the SDK to answer in our place (unparseable, empty or
  * over-size bodies): the bytes already read, then whatever the body still holds, or its read
  * error. Serving every request from the original body instead of a `Request.clone()` saves the
@@ -72,6 +88,7 @@ function replay(request: Request, read: BodyRead): Request {
       } else if (read.failure) {
         controller.error(read.failure.error);
       } else {
+        if (!read.reader) return controller.close();
         try {
           const { done, value } = await read.reader.read();
           if (done) controller.close();
@@ -81,15 +98,22 @@ function replay(request: Request, read: BodyRead): Request {
         }
       }
     },
-    cancel: (reason) => read.reader.cancel(reason).catch(() => undefined),
+    cancel: (reason) => read.reader?.cancel(reason).catch(() => undefined),
   });
   return new Request(request, { body, duplex: 'half' } as RequestInit & { duplex: 'half' });
 }
 
 export async function checkBatch(request: Request, maxBatchSize: number, maxBodyBytes: number): Promise<BatchCheck> {
   if (request.method.toUpperCase() !== 'POST' || !isJson(request.headers.get('content-type'))) return {};
-  if (Number(request.headers.get('content-length')) > maxBodyBytes || request.body === null) return {};
-  const read = await readBounded(request.body, maxBodyBytes);
+  const declared = request.headers.get('content-length');
+  if (Number(declared) > maxBodyBytes) return {};
+  const read =
+    declared !== null && /^\d+$/.test(declared)
+      ? await readDeclared(request, maxBodyBytes)
+      : request.body === null
+        ? undefined
+        : await readBounded(request.body, maxBodyBytes);
+  if (!read) return {};
   // JSON.parse never yields undefined: undefined means empty, over-size, unreadable or not JSON.
   let body: unknown;
   try {

@@ -1,7 +1,8 @@
 // JSON-RPC batch cap over real HTTP: a 2025-03-26 client may POST an array; one over
 // CODEMODE_MAX_BATCH_SIZE is refused with 400 and a JSON-RPC error before any of it runs.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from './harness.js';
+import { connect } from 'node:net';
+import { sleep, startGateway, type Gateway } from './harness.js';
 
 const HEADERS = {
   'content-type': 'application/json',
@@ -84,6 +85,27 @@ describe('JSON-RPC batch limit', () => {
     } as RequestInit);
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('"id":7');
+  });
+
+  // A body of declared length is read from the socket directly: a client that goes away before
+  // sending all of it runs nothing and leaves the gateway serving.
+  it('runs nothing for a body cut short of its declared length, and goes on serving', async () => {
+    const before = gateway.service.calls.length;
+    const json = JSON.stringify(call(8));
+    const { hostname, port } = new URL(gateway.url);
+    const socket = connect(Number(port), hostname);
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const head = Object.entries(HEADERS)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    socket.write(`POST /mcp HTTP/1.1\r\nhost: ${hostname}:${port}\r\n${head}content-length: ${json.length}\r\n\r\n${json.slice(0, 20)}`);
+    await sleep(100);
+    socket.destroy();
+    await sleep(100);
+    const res = await fetch(gateway.url, { method: 'POST', headers: HEADERS, body: JSON.stringify(call(9)) });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('"id":9');
+    expect(gateway.service.calls.slice(before).map((c) => c.request.code)).toEqual(['print(9)']);
   });
 
   it('leaves a wrong content type to the SDK (415), even for a long array', async () => {
