@@ -1,5 +1,6 @@
 // One-shot runs (op "run") in the python kernel, as a warm pool pod serves a transient run: a
 // fresh program per run, exit codes, stdin, capped streamed output, and the deadline.
+import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { processRunning, startSession } from './harness.js';
 
@@ -35,6 +36,24 @@ describe('one-shot runs in the python kernel', () => {
   it('imports nothing ahead without --preimport', async () => {
     const { client } = await start();
     expect((await client.run('python', 'import sys\nprint("sqlite3" in sys.modules)')).frame).toMatchObject({ stdout: 'False\n' });
+  });
+
+  // The kernel writes what fits the code pipe's buffer (64 KiB) at once and leaves the rest to a
+  // thread: a program of any length must arrive whole, in order.
+  it.each([
+    ['a short program', 10],
+    ['a program just under the pipe buffer', 64 * 1024 - 200],
+    ['a program just over the pipe buffer', 64 * 1024 + 200],
+    ['a program of 250 KiB', 250 * 1024],
+  ])('gives the prestarted interpreter %s whole', async (_name, bytes) => {
+    const { client } = await start();
+    const text = Array.from({ length: Math.ceil(bytes / 7) }, (_, i) => (i % 1000).toString(36).padStart(7, '.'))
+      .join('')
+      .slice(0, bytes);
+    const code = `import hashlib\ns = "${text}"\nprint(len(s), hashlib.sha256(s.encode()).hexdigest())\n`;
+    const { frame } = await client.run('python', code);
+    expect(frame).toMatchObject({ status: 'ok', exitCode: 0, stderr: '' });
+    expect(frame.stdout).toBe(`${text.length} ${createHash('sha256').update(text).digest('hex')}\n`);
   });
 
   it('starts an interpreter on demand when none was prestarted, and for a second run', async () => {
