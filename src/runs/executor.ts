@@ -119,6 +119,36 @@ interface Execution {
   output: EventEmitter;
 }
 
+/** Why a run may not run: its status says so (finishEarly). */
+interface Refusal {
+  reason: Parameters<typeof failedStatus>[1];
+  message: string;
+}
+
+/** What the code did in its pod (InPodExecution). */
+type Executed = Awaited<ReturnType<InPodExecution['viaKernel']>>;
+
+/** A run's code started in a reserved pool pod before the run was created (executeWhileCreating). */
+interface EarlyStart {
+  ns: string;
+  podName: string;
+  pool: PoolClaims;
+  reserved: V1Pod;
+  opts: RunEngineOptions;
+  /** performance.now() at the start (the run's duration metric). */
+  started: number;
+  /** When the code was sent (the run's startTime and durationMs). */
+  startTime: Date;
+  executed: Promise<Executed>;
+  /** Output held until the run exists; then `sink` takes it. */
+  held: OutputChunk[];
+  sink?: (chunk: OutputChunk) => void;
+  /** The run exists: its tool calls go on. */
+  open: () => void;
+  /** It never will: its tool calls are refused. */
+  refuse: (err: unknown) => void;
+}
+
 export interface RunExecutorDeps {
   clients: KubeClients;
   opts: RunEngineOptions;
@@ -155,6 +185,8 @@ export class RunExecutor {
   private readonly startedHere = new Map<string, string>();
   /** Runs whose create this process sent and whose answer it has not handled yet (creating()). */
   private readonly creatingKeys = new Set<string>();
+  /** executeWhileCreating() calls in flight (drain() waits for them). */
+  private readonly creatingRuns = new Set<Promise<RunOutcome>>();
   /**
    * Runs in a pool pod, by uid: the pool (a reservation is made for the next run once this one is
    * recorded) and, for a reserved pod, the patch making it the run's (sent once, at the Running
@@ -239,6 +271,165 @@ export class RunExecutor {
   }
 
   /**
+   * Executes a run whose create this process has sent. `creation` gives the created run, or rejects
+   * once it is certain that the run does not exist (KubeRunService reads after a lost answer).
+   *
+   * With a reserved pool pod of the run's profile at hand, the code starts before the create's
+   * answer, and nothing of it leaves the sandbox before the run exists: its output is held, its
+   * tool calls wait, its outcome is returned and recorded only after. A run that turns out not to
+   * exist has its pod (single-use, no network) deleted at once and the caller gets the create's
+   * error: what ran could be seen by no one. Exactly-once is unchanged: a run that exists carries
+   * this process's identity as its executor and is marked as being created here until it is in
+   * the executions, so no one else starts it, and this process starts it only here.
+   *
+   * Otherwise the run starts once it exists, as execute(). `endCreating` ends the creating mark:
+   * once the run is in the executions (the controller finds it busy here) or could not be created.
+   * `onStarted` is told when code started before the create's answer.
+   */
+  executeWhileCreating(
+    draft: SandboxRun,
+    creation: Promise<SandboxRun>,
+    endCreating: () => void,
+    options: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: () => void } = {},
+  ): Promise<RunOutcome> {
+    // Handled below, maybe only after the pool's reservation was looked at: never "unhandled".
+    creation.catch(() => undefined);
+    const p = this.whileCreating(draft, creation, endCreating, options);
+    this.creatingRuns.add(p);
+    void p.catch(() => undefined).finally(() => this.creatingRuns.delete(p));
+    return p;
+  }
+
+  private async whileCreating(
+    draft: SandboxRun,
+    creation: Promise<SandboxRun>,
+    endCreating: () => void,
+    { calls, onOutput, onStarted }: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: () => void },
+  ): Promise<RunOutcome> {
+    const early = await this.startEarly(draft, calls).catch(() => undefined);
+    if (early) onStarted?.();
+    let run: SandboxRun;
+    try {
+      run = await creation;
+    } catch (err) {
+      if (early) this.abandon(early);
+      endCreating();
+      throw err;
+    }
+    const uid = run.metadata.uid ?? '';
+    let done: Promise<RunOutcome>;
+    let output: EventEmitter | undefined;
+    if (early) {
+      this.startedHere.set(uid, `${this.record.namespaceOf(run)}/${run.metadata.name}`);
+      this.useReserved(run, early.pool, early.reserved, early.opts);
+      output = new EventEmitter();
+      output.setMaxListeners(0);
+      const emitter = output;
+      done = this.finishStarted(run, early, emitter, calls).finally(() => {
+        this.executions.delete(uid);
+        emitter.removeAllListeners();
+      });
+      this.executions.set(uid, { promise: done, output: emitter });
+    } else {
+      done = this.execute(run, calls);
+      output = this.executions.get(uid)?.output;
+    }
+    endCreating();
+    if (onOutput) output?.on('chunk', onOutput);
+    if (early) {
+      // What the code printed before the run existed, in order, then the rest as it comes.
+      for (const chunk of early.held.splice(0)) onOutput?.(chunk);
+      early.sink = (chunk) => void output?.emit('chunk', chunk);
+      early.open();
+    }
+    try {
+      return await done;
+    } finally {
+      if (onOutput) output?.off('chunk', onOutput);
+    }
+  }
+
+  /**
+   * Starts the code of a run not yet created in this process's reserved pool pod, if the run may
+   * run (prepare) and its pool has one: undefined otherwise. Its output is held and its tool calls
+   * wait until open() (the run exists); the NetworkPolicy is in place before it starts, as always.
+   */
+  private async startEarly(draft: SandboxRun, calls: NestedCalls | undefined): Promise<EarlyStart | undefined> {
+    const prepared = await this.prepare(draft);
+    if ('refusal' in prepared) return undefined;
+    const pool = this.poolFor(draft, prepared.profile.name, prepared.opts);
+    if (!pool) return undefined;
+    const ns = this.record.namespaceOf(draft);
+    await this.d.policies.ensure(ns);
+    const reserved = await pool.takeReserved();
+    const podName = reserved?.metadata?.name;
+    if (!reserved || podName === undefined) return undefined;
+    this.d.metrics?.runStarted();
+    let open!: () => void;
+    let refuse!: (err: unknown) => void;
+    const opened = new Promise<void>((resolve, reject) => {
+      open = resolve;
+      refuse = reject;
+    });
+    opened.catch(() => undefined);
+    const early: Omit<EarlyStart, 'executed'> = {
+      ns,
+      podName,
+      pool,
+      reserved,
+      opts: prepared.opts,
+      started: performance.now(),
+      startTime: new Date(),
+      held: [],
+      open,
+      refuse,
+    };
+    const onOutput = (stream: 'stdout' | 'stderr', text: string): void => {
+      if (early.sink) early.sink({ stream, text });
+      else early.held.push({ stream, text });
+    };
+    const onCall = calls && ((frame: Parameters<NestedCalls['handle']>[0]) => opened.then(() => calls.handle(frame)));
+    return Object.assign(early, { executed: this.inPod.viaKernel(draft, ns, podName, normalizeLanguage(draft.spec.language), onOutput, onCall) });
+  }
+
+  /** A run started early whose create failed: its pod goes now, and nothing of it is kept. */
+  private abandon(early: EarlyStart): void {
+    early.refuse(new Error('the run could not be recorded'));
+    early.held.length = 0;
+    early.sink = () => undefined;
+    this.deletePod(early.ns, early.podName, this.d.log);
+    void early.executed.catch(() => undefined);
+    early.pool.ensureReserved();
+    this.d.metrics?.runEnded();
+  }
+
+  /** The rest of a run started early, now that it exists: its outcome, recorded as any warm run's. */
+  private async finishStarted(run: SandboxRun, early: EarlyStart, output: EventEmitter, calls: NestedCalls | undefined): Promise<RunOutcome> {
+    const log = this.d.log.child({ sandboxrun: `${early.ns}/${run.metadata.name}` });
+    try {
+      return await this.executeInPod(
+        run,
+        early.ns,
+        early.podName,
+        normalizeLanguage(run.spec.language),
+        output,
+        log,
+        early.started,
+        'warm',
+        early.opts,
+        calls,
+        { executed: early.executed, at: early.startTime },
+      );
+    } catch (err) {
+      log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
+      return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
+    } finally {
+      this.adoptions.delete(run.metadata.uid ?? '');
+      this.d.metrics?.runEnded();
+    }
+  }
+
+  /**
    * The outcome of a run this process already ran, for a second caller (the controller, handed an
    * object read before that outcome): once it is recorded, as its status says.
    */
@@ -271,21 +462,14 @@ export class RunExecutor {
     for (const [uid, key] of this.startedHere) if (key === run.key) this.startedHere.delete(uid);
   }
 
-  /** Subscribes to a running execution's output; returns an unsubscribe function. */
-  subscribe(uid: string, listener: (chunk: OutputChunk) => void): () => void {
-    const ex = this.executions.get(uid);
-    if (!ex) return () => undefined;
-    ex.output.on('chunk', listener);
-    return () => ex.output.off('chunk', listener);
-  }
-
   /**
    * Waits for every execution in flight and its record (graceful shutdown), including runs that
    * start while it waits: a stopping replica's HTTP server still answers a request that reaches it
    * late, and that run's outcome must land in its status before the process exits.
    */
   async drain(): Promise<void> {
-    while (this.executions.size > 0 || this.settling.size > 0) {
+    while (this.executions.size > 0 || this.settling.size > 0 || this.creatingRuns.size > 0) {
+      await Promise.allSettled([...this.creatingRuns]);
       await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
       await Promise.allSettled([...this.settling.values()]);
     }
@@ -306,6 +490,19 @@ export class RunExecutor {
     return this.d.profiles?.resolve(run.spec.profile) ?? this.builtin;
   }
 
+  /** The run's profile and settings, or why it may not run (checked before any of its code starts). */
+  private async prepare(run: SandboxRun): Promise<{ profile: ResolvedProfile; opts: RunEngineOptions } | { refusal: Refusal }> {
+    // A run in a session uses the session's profile: its own is not looked at.
+    const profile = run.spec.session === undefined ? this.profileOf(run) : this.builtin;
+    if (isRefusal(profile)) return { refusal: { reason: Reasons.InvalidSpec, message: `${profile.message} ${profile.hint}` } };
+    const opts: RunEngineOptions = { ...this.d.opts, ...profile.shape };
+    const invalid = invalidSpecMessage(limitProblems(run.spec, opts));
+    if (invalid) return { refusal: { reason: Reasons.InvalidSpec, message: invalid } };
+    const refused = await this.d.gate?.refusal();
+    if (refused !== undefined) return { refusal: { reason: Reasons.SandboxNotEnforced, message: refused } };
+    return { profile, opts };
+  }
+
   private async run(run: SandboxRun, output: EventEmitter, calls?: NestedCalls): Promise<RunOutcome> {
     const ns = this.record.namespaceOf(run);
     const name = run.metadata.name;
@@ -314,14 +511,9 @@ export class RunExecutor {
     const started = performance.now();
     this.d.metrics?.runStarted();
     try {
-      // A run in a session uses the session's profile: its own is not looked at.
-      const profile = run.spec.session === undefined ? this.profileOf(run) : this.builtin;
-      if (isRefusal(profile)) return await this.finishEarly(run, Reasons.InvalidSpec, `${profile.message} ${profile.hint}`, log);
-      const opts: RunEngineOptions = { ...this.d.opts, ...profile.shape };
-      const invalid = invalidSpecMessage(limitProblems(run.spec, opts));
-      if (invalid) return await this.finishEarly(run, Reasons.InvalidSpec, invalid, log);
-      const refused = await this.d.gate?.refusal();
-      if (refused !== undefined) return await this.finishEarly(run, Reasons.SandboxNotEnforced, refused, log);
+      const prepared = await this.prepare(run);
+      if ('refusal' in prepared) return await this.finishEarly(run, prepared.refusal.reason, prepared.refusal.message, log);
+      const { profile, opts } = prepared;
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const warm = await this.claimWarm(run, profile.name, opts);
@@ -372,37 +564,57 @@ export class RunExecutor {
     return { command: kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime: runtime.volume };
   }
 
-  /** A warm pod of the run's profile, if its pool has one that fits (same image, default limits). */
-  private async claimWarm(run: SandboxRun, profile: string, opts: RunEngineOptions): Promise<string | undefined> {
-    const runtime = normalizeLanguage(run.spec.language);
+  /** The run's warm pool, if its pods fit the run (same image, default limits). */
+  private poolFor(run: SandboxRun, profile: string, opts: RunEngineOptions): PoolClaims | undefined {
     const pool = this.pools?.pool(profile);
-    if (!pool?.enabled || run.spec.resources || opts.images[runtime] !== opts.images[POOL_LANGUAGE]) return undefined;
-    const owner = {
-      apiVersion: API_VERSION,
-      kind: SANDBOXRUN_KIND,
-      name: run.metadata.name,
-      uid: run.metadata.uid ?? '',
-      controller: true,
-      blockOwnerDeletion: true,
+    if (!pool?.enabled || run.spec.resources || opts.images[normalizeLanguage(run.spec.language)] !== opts.images[POOL_LANGUAGE]) return undefined;
+    return pool;
+  }
+
+  /** What makes a pool pod the run's: its owner, labels and deadline. */
+  private claimTerms(run: SandboxRun, opts: RunEngineOptions): { owner: V1OwnerReference; labels: Record<string, string>; deadline: number } {
+    return {
+      owner: {
+        apiVersion: API_VERSION,
+        kind: SANDBOXRUN_KIND,
+        name: run.metadata.name,
+        uid: run.metadata.uid ?? '',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+      labels: { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: normalizeLanguage(run.spec.language) },
+      deadline: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
     };
-    const labels = { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: runtime };
-    const deadline = opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60;
-    // This process's reserved pod: no pod write before the code starts. The patch that makes the
-    // pod the run's goes out with the Running status for code still executing after
-    // RUNNING_WRITE_DELAY_MS, else once the outcome is known — never during a short run, whose
-    // CPU it would share on a small node — and the outcome is recorded only after it (settle).
+  }
+
+  /**
+   * This process's reserved pod becomes the run's: no pod write before the code starts. The patch
+   * that makes the pod the run's goes out with the Running status for code still executing after
+   * RUNNING_WRITE_DELAY_MS, else once the outcome is known — never during a short run, whose CPU
+   * it would share on a small node — and the outcome is recorded only after it (settle).
+   */
+  private useReserved(run: SandboxRun, pool: PoolClaims, reserved: V1Pod, opts: RunEngineOptions): void {
+    const { owner, labels, deadline } = this.claimTerms(run, opts);
+    let adoption: Promise<void> | undefined;
+    const adopt = (): Promise<void> =>
+      (adoption ??= pool
+        .adopt(reserved, owner, labels, deadline)
+        .catch((err: unknown) =>
+          this.d.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
+        ));
+    this.adoptions.set(run.metadata.uid ?? '', { adopt, pool });
+  }
+
+  /** A warm pod of the run's profile, if its pool has one that fits. */
+  private async claimWarm(run: SandboxRun, profile: string, opts: RunEngineOptions): Promise<string | undefined> {
+    const pool = this.poolFor(run, profile, opts);
+    if (!pool) return undefined;
     const reserved = await pool.takeReserved();
     if (reserved) {
-      let adoption: Promise<void> | undefined;
-      const adopt = (): Promise<void> =>
-        (adoption ??= pool
-          .adopt(reserved, owner, labels, deadline)
-          .catch((err: unknown) =>
-            this.d.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
-          ));
-      this.adoptions.set(run.metadata.uid ?? '', { adopt, pool });
+      this.useReserved(run, pool, reserved, opts);
       return reserved.metadata?.name;
     }
+    const { owner, labels, deadline } = this.claimTerms(run, opts);
     const pod = await pool.claim(owner, labels, deadline);
     // None was reserved (this process's first warm run, or calls overlapping): once this run has
     // its outcome, reserve one for the next (not now: the pool's refill would compete with the run).
@@ -426,8 +638,10 @@ export class RunExecutor {
     pod: 'warm' | 'cold' | 'cold-kernel',
     opts: RunEngineOptions,
     calls?: NestedCalls,
+    /** The code's execution and its start, when it started before the run was created (executeWhileCreating). */
+    startedEarly?: { executed: Promise<Executed>; at: Date },
   ): Promise<RunOutcome> {
-    const startTime = new Date();
+    const startTime = startedEarly?.at ?? new Date();
     let finished = false;
     let runningWrite: Promise<void> = Promise.resolve();
     // A short run costs no write while it executes: the Running status and the Started Event are
@@ -447,8 +661,9 @@ export class RunExecutor {
       );
     }, RUNNING_WRITE_DELAY_MS);
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
-    const executed =
-      pod !== 'cold'
+    const executed = startedEarly
+      ? await startedEarly.executed
+      : pod !== 'cold'
         ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls && ((frame) => calls.handle(frame)))
         : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
     finished = true;

@@ -15,6 +15,7 @@ import {
 import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
+import { isQuotaConflict } from '../kube/api-client.js';
 import { generateRunName } from '../sandbox/names.js';
 import { EventReasons, Reasons, SANDBOXSESSION_KIND } from '../api/v1alpha1/index.js';
 import { type ExecuteOptions, type ExecuteRequest, type RunOutcome, type RunService, type SessionCallMetrics } from './types.js';
@@ -102,7 +103,7 @@ export class KubeRunService implements RunService {
     options: ExecuteOptions,
     onCreated: () => void,
   ): Promise<RunOutcome> {
-    const body = {
+    const body: SandboxRun = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
       metadata: {
@@ -125,44 +126,37 @@ export class KubeRunService implements RunService {
     const tools = this.toolsFor(req, timeoutSeconds, () => target);
     // Nothing is created before the call has a slot: a refused call leaves no object behind.
     const ticket = await this.acquire(options.signal);
-    // The controller leaves the run to this call until execute() below has it (or the create failed).
+    // The controller leaves the run to this call until the executor has it (or it was never created).
     const endCreating = this.executor.creating(`${this.opts.namespace}/${name}`);
-    let run;
-    try {
-      run = await this.create(body);
+    const creation = this.createOrFind(body).then((run) => {
       target = { name: run.metadata.name, namespace: this.opts.namespace, ...(run.metadata.uid !== undefined && { uid: run.metadata.uid }) };
       onCreated();
-    } catch (err) {
-      endCreating();
-      ticket?.release();
-      throw err;
-    }
-    // Subscribe before the first output can be produced: execute() only starts the work.
-    // This process executes the run it created, so the broker is handed over in memory: nested
-    // calls reach the pod's kernel (warm, or a cold pod started with one: executor.ts). The deadline counts
-    // from here, so pod start-up shortens the time tools may take, never lengthens it.
+      return run;
+    });
+    // The code may start before the create's answer, in this process's reserved pool pod; nothing
+    // of it leaves the sandbox before the run exists (executeWhileCreating). The deadline of nested
+    // calls counts from here, so pod start-up shortens the time tools may take, never lengthens it.
     const done = this.executor
-      .execute(run, tools)
+      .executeWhileCreating(body, creation, endCreating, {
+        ...(tools && { calls: tools }),
+        ...(options.onOutput && { onOutput: options.onOutput }),
+        // Code ran: the call counts against the caller's limits even if its run was never created.
+        onStarted: onCreated,
+      })
       .then((outcome) => withToolCalls(outcome, tools))
       .finally(() => tools?.close());
-    endCreating();
     // The slot is held until the run's pod is gone, even when the caller stops waiting.
-    if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, run.metadata.name);
-    const unsubscribe = options.onOutput ? this.executor.subscribe(run.metadata.uid ?? '', options.onOutput) : () => undefined;
-    try {
-      if (!options.signal) return await done;
-      // The caller went away: stop waiting. The run itself goes on and records its result.
-      const signal = options.signal;
-      return await Promise.race([
-        done,
-        new Promise<never>((_, reject) => {
-          if (signal.aborted) reject(signal.reason);
-          signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-        }),
-      ]);
-    } finally {
-      unsubscribe();
-    }
+    if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, name);
+    if (!options.signal) return await done;
+    // The caller went away: stop waiting. The run itself goes on and records its result.
+    const signal = options.signal;
+    return await Promise.race([
+      done,
+      new Promise<never>((_, reject) => {
+        if (signal.aborted) reject(signal.reason);
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      }),
+    ]);
   }
 
   private async acquire(signal: AbortSignal | undefined): Promise<Ticket | undefined> {
@@ -177,7 +171,45 @@ export class KubeRunService implements RunService {
     }
   }
 
-  private async create(body: object): Promise<SandboxRun> {
+  /**
+   * Creates the run, or — when the create's answer was lost (no answer, a server error, a timeout:
+   * it may have been stored) — reads until the API server says whether it exists. Rejects only when
+   * the run certainly does not exist: its code may already be running (executeWhileCreating), and
+   * a run that exists unknown to this call would otherwise be left to the controller to start.
+   */
+  private async createOrFind(body: SandboxRun): Promise<SandboxRun> {
+    try {
+      return await this.create(body);
+    } catch (err) {
+      if (!mayHaveBeenCreated(err)) throw err;
+      return await this.findCreated(body.metadata.name, err);
+    }
+  }
+
+  private async findCreated(name: string, createError: unknown): Promise<SandboxRun> {
+    for (let attempt = 0; ; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(FIND_RETRY_MAX_MS, 100 * 2 ** attempt)));
+      let found: unknown;
+      try {
+        found = await this.clients.custom.getNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: this.opts.namespace,
+          plural: SANDBOXRUN_PLURAL,
+          name,
+        });
+      } catch (err) {
+        if (statusOf(err) === 404) throw createError;
+        continue; // no answer yet: ask again
+      }
+      const parsed = parseSandboxRun(found);
+      // A run of this name that this process did not create is not this call's.
+      if (!parsed.ok || parsed.run.metadata.annotations?.[ANNOTATION_EXECUTOR] !== this.opts.identity) throw createError;
+      return parsed.run;
+    }
+  }
+
+  private async create(body: SandboxRun): Promise<SandboxRun> {
     let created: unknown;
     try {
       created = await this.clients.custom.createNamespacedCustomObject({
@@ -303,4 +335,17 @@ function withToolCalls(outcome: RunOutcome, tools: RunCalls | undefined): RunOut
 /** A problem or hint from spec-limits.ts as the start of a sentence. */
 function sentence(text: string): string {
   return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/** The longest pause between reads of a run whose create's answer was lost. */
+const FIND_RETRY_MAX_MS = 5_000;
+
+/**
+ * Whether a failed create may have stored the run all the same: no answer at all, a server error or
+ * a timeout. Any other answer (invalid, forbidden, over quota, too many requests) means it was not.
+ */
+export function mayHaveBeenCreated(err: unknown): boolean {
+  if (err instanceof RunRequestError) return false;
+  const status = statusOf(err instanceof Error && err.cause !== undefined ? err.cause : err);
+  return status === undefined || status >= 500 || status === 408 || (status === 409 && !isQuotaConflict((err as Error).cause ?? err));
 }

@@ -361,6 +361,46 @@ describe('reserved pool pods', () => {
     }
   });
 
+  // The code starts in the reserved pod while the run's create is in flight; nothing of it may
+  // leave the sandbox before the run exists. A create the API server refuses (here a
+  // ResourceQuota of zero SandboxRuns) must leave no output with the caller and no pod behind.
+  it('starts the code before its run is created, and lets nothing of it out when the create is refused', async () => {
+    const ns = await createNamespace(k, 'pool-early');
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '1' });
+    const mcp = await connect(op.url, 'current');
+    try {
+      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
+      await call(mcp);
+      let pod: V1Pod | undefined;
+      await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'a reserved pool pod');
+      const before = await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
+      await k.core.createNamespacedResourceQuota({
+        namespace: ns,
+        body: { metadata: { name: 'no-runs' }, spec: { hard: { [`count/${SANDBOXRUN_PLURAL}.${GROUP}`]: '0' } } },
+      });
+      await until(
+        async () => (await k.core.readNamespacedResourceQuota({ namespace: ns, name: 'no-runs' })).status?.hard !== undefined,
+        60_000,
+        'the quota in force',
+      );
+      const r = await mcp.callTool('execute_code', { code: 'print("LEAKED-" + "MARKER", flush=True)\nimport time\ntime.sleep(30)', timeout_seconds: 60 });
+      expect(r.isError).toBe(true);
+      expect(JSON.stringify(r)).not.toContain('LEAKED-MARKER');
+      expect(JSON.stringify(r.content)).toMatch(/quota/i);
+      // The reserved pod ran the code, so it goes (single use); the fallback path would have left it.
+      await until(async () => gone(ns, pod?.metadata?.name ?? ''), 30_000, 'the reserved pod that ran the code deleted');
+      const after = await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
+      expect((after as { items: unknown[] }).items).toHaveLength((before as { items: unknown[] }).items.length);
+      // Once runs may be created again, the next call runs warm as before.
+      await k.core.deleteNamespacedResourceQuota({ namespace: ns, name: 'no-runs' });
+      await until(async () => host(await mcp.callTool('execute_code', { code: HOSTNAME })).startsWith('codemode-pool-'), 60_000, 'a warm call after the quota');
+    } finally {
+      await mcp.close();
+      await op.stop();
+      await deleteNamespace(k, ns);
+    }
+  }, 300_000);
+
   async function reserveAndUse(ns: string): Promise<void> {
     const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '1' });
     const mcp = await connect(op.url, 'current');
