@@ -187,6 +187,8 @@ export class RunExecutor {
   private readonly creatingKeys = new Set<string>();
   /** executeWhileCreating() calls in flight (drain() waits for them). */
   private readonly creatingRuns = new Set<Promise<RunOutcome>>();
+  /** The last SandboxRun create was refused: no code starts before its run exists (whileCreating). */
+  private createRefused = false;
   /**
    * Runs in a pool pod, by uid: the pool (a reservation is made for the next run once this one is
    * recorded) and, for a reserved pod, the patch making it the run's (sent once, at the Running
@@ -306,16 +308,21 @@ export class RunExecutor {
     endCreating: () => void,
     { calls, onOutput, onStarted }: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: () => void },
   ): Promise<RunOutcome> {
-    const early = await this.startEarly(draft, calls).catch(() => undefined);
+    const early = this.createRefused ? undefined : await this.startEarly(draft, calls).catch(() => undefined);
     if (early) onStarted?.();
     let run: SandboxRun;
     try {
       run = await creation;
     } catch (err) {
+      // Refused (a ResourceQuota, an admission policy): the next runs are created before their
+      // code starts, until a create succeeds again, so that callers retrying against a full
+      // quota do not use up a reserved pool pod each.
+      this.createRefused = true;
       if (early) this.abandon(early);
       endCreating();
       throw err;
     }
+    this.createRefused = false;
     const uid = run.metadata.uid ?? '';
     let done: Promise<RunOutcome>;
     let output: EventEmitter | undefined;

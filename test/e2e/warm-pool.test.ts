@@ -364,7 +364,7 @@ describe('reserved pool pods', () => {
   // The code starts in the reserved pod while the run's create is in flight; nothing of it may
   // leave the sandbox before the run exists. A create the API server refuses (here a
   // ResourceQuota of zero SandboxRuns) must leave no output with the caller and no pod behind.
-  it('starts the code before its run is created, and lets nothing of it out when the create is refused', async () => {
+  it('starts the code before its run is created, lets nothing of it out when the create is refused, and then waits for the create', async () => {
     const ns = await createNamespace(k, 'pool-early');
     const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '1' });
     const mcp = await connect(op.url, 'current');
@@ -373,6 +373,8 @@ describe('reserved pool pods', () => {
       await call(mcp);
       let pod: V1Pod | undefined;
       await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'a reserved pool pod');
+      // Ready pods beside the reservation: one is reserved again right after the refused call.
+      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool refilled');
       const before = await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
       await k.core.createNamespacedResourceQuota({
         namespace: ns,
@@ -391,6 +393,16 @@ describe('reserved pool pods', () => {
       await until(async () => gone(ns, pod?.metadata?.name ?? ''), 30_000, 'the reserved pod that ran the code deleted');
       const after = await k.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL });
       expect((after as { items: unknown[] }).items).toHaveLength((before as { items: unknown[] }).items.length);
+      // After a refusal, runs are created before their code starts: a caller retrying against the
+      // full quota uses up no more pool pods.
+      let next: V1Pod | undefined;
+      await until(async () => (next = (await reserved(ns))[0]) !== undefined, 60_000, 'the next reservation');
+      for (let i = 0; i < 2; i++) {
+        const again = await mcp.callTool('execute_code', { code: 'print("LEAKED-" + "MARKER")' });
+        expect(again.isError).toBe(true);
+        expect(JSON.stringify(again.content)).toMatch(/quota/i);
+      }
+      expect((await reserved(ns)).map((p) => p.metadata?.name)).toEqual([next?.metadata?.name]);
       // Once runs may be created again, the next call runs warm as before.
       await k.core.deleteNamespacedResourceQuota({ namespace: ns, name: 'no-runs' });
       await until(async () => host(await mcp.callTool('execute_code', { code: HOSTNAME })).startsWith('codemode-pool-'), 60_000, 'a warm call after the quota');
