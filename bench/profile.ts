@@ -239,7 +239,7 @@ export const COLD_MARKS: Mark[] = [
 export const WARM_MARKS: Mark[] = [
   ['MCP request → SandboxRun create sent', sent('create sandboxruns')],
   ['SandboxRun create round trip', done('create sandboxruns')],
-  ['create done → MCP reply (claim round trip unless reserved, kernel run, reply)', (v) => v.call.end],
+  ['create done → MCP reply (the claim unless reserved, what is left of the code, the reply)', (v) => v.call.end],
 ];
 
 export interface PhaseProfile {
@@ -296,7 +296,9 @@ export interface KernelSplit {
   streamReadyBeforeClaim: number;
   /** Of those, the calls whose stream was (re)opened only after the call started: exec set-up on the path. */
   streamOpenedOnPath: number;
-  /** "claim done → MCP reply", split at the run frame sent and the last frame received. */
+  /** Of those, the calls whose run frame went before the create's answer (a reserved pod). */
+  runBeforeCreated: number;
+  /** From the create sent to the MCP reply, split at the run frame sent and the last frame received. */
   phasesMs: Record<string, Summary>;
 }
 
@@ -305,30 +307,37 @@ export function kernelSplit(calls: readonly TimedCall[], timer: CallTimer): Kern
   const toRun: number[] = [];
   const kernel: number[] = [];
   const reply: number[] = [];
+  const afterCreate: number[] = [];
   let ready = 0;
   let onPath = 0;
+  let overlapped = 0;
   for (const call of calls) {
     const claim = call.run ? timer.claimedBy(call.run) : undefined;
     const created = timer.calls.find((c) => c.key === 'create sandboxruns' && c.ok && c.name === call.run && c.start >= call.start);
     const s = claim?.name ? timer.streams.get(claim.name) : undefined;
     if (!claim || !s || !created) continue;
     // The run frame is the last one written (a stream reopened on the path writes its ping first).
-    const runSent = s.sent.filter((t) => t >= created.end && t <= call.end).at(-1);
+    // In a reserved pod it goes while the create is on its way (executeWhileCreating).
+    const runSent = s.sent.filter((t) => t >= created.start && t <= call.end).at(-1);
     const lastIn = s.received.filter((t) => runSent !== undefined && t >= runSent && t <= call.end).at(-1);
     if (runSent === undefined || lastIn === undefined) continue;
     if (s.ready !== undefined && s.ready <= created.end) ready++;
     if (s.start >= call.start) onPath++;
-    toRun.push(runSent - created.end);
+    if (runSent < created.end) overlapped++;
+    toRun.push(runSent - created.start);
     kernel.push(lastIn - runSent);
+    afterCreate.push(lastIn - created.end);
     reply.push(call.end - lastIn);
   }
   return {
     calls: toRun.length,
     streamReadyBeforeClaim: ready,
     streamOpenedOnPath: onPath,
+    runBeforeCreated: overlapped,
     phasesMs: {
-      'SandboxRun created → run frame sent (the claim round trip; ~0 with a reserved pod)': rounded(summarize(toRun)),
+      'SandboxRun create sent → run frame sent (before the answer in a reserved pod; else the answer and the claim)': rounded(summarize(toRun)),
       'run frame → result frame received': rounded(summarize(kernel)),
+      'create answered → result frame received (< 0: the code ended first)': rounded(summarize(afterCreate)),
       'result frame → MCP reply': rounded(summarize(reply)),
     },
   };

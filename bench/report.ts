@@ -450,7 +450,7 @@ export function summaryLines(r: Results): string[] {
     phases(name, profile);
     if (!kernel) return;
     lines.push(
-      `  of which, from the kernel stream's frames (${kernel.calls} calls; stream ready before the claim in ${kernel.streamReadyBeforeClaim}, opened on the call's path in ${kernel.streamOpenedOnPath}):`,
+      `  of which, from the kernel stream's frames (${kernel.calls} calls; stream ready before the claim in ${kernel.streamReadyBeforeClaim}, opened on the call's path in ${kernel.streamOpenedOnPath}; run frame sent before the create's answer in ${kernel.runBeforeCreated}):`,
     );
     for (const [phase, s] of Object.entries(kernel.phasesMs)) lines.push(phaseLine(phase, s, '    '));
   };
