@@ -413,20 +413,21 @@ export class RunExecutor {
   /** The rest of a run started early, now that it exists: its outcome, recorded as any warm run's. */
   private async finishStarted(run: SandboxRun, early: EarlyStart, output: EventEmitter, calls: NestedCalls | undefined): Promise<RunOutcome> {
     const log = this.d.log.child({ sandboxrun: `${early.ns}/${run.metadata.name}` });
+    return this.guarded(run, log, () =>
+      this.executeInPod(run, early.ns, early.podName, normalizeLanguage(run.spec.language), output, log, early.started, 'warm', early.opts, calls, {
+        executed: early.executed,
+        at: early.startTime,
+      }),
+    );
+  }
+
+  /**
+   * The outcome `body` gives a run, or — when it throws — the run ended Failed with the error: the
+   * end of every execution (its pool adoption is dropped and the in-flight metric goes down).
+   */
+  private async guarded(run: SandboxRun, log: Logger, body: () => Promise<RunOutcome>): Promise<RunOutcome> {
     try {
-      return await this.executeInPod(
-        run,
-        early.ns,
-        early.podName,
-        normalizeLanguage(run.spec.language),
-        output,
-        log,
-        early.started,
-        'warm',
-        early.opts,
-        calls,
-        { executed: early.executed, at: early.startTime },
-      );
+      return await body();
     } catch (err) {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
       return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
@@ -517,7 +518,7 @@ export class RunExecutor {
     const runtime = normalizeLanguage(run.spec.language);
     const started = performance.now();
     this.d.metrics?.runStarted();
-    try {
+    return this.guarded(run, log, async () => {
       const prepared = await this.prepare(run);
       if ('refusal' in prepared) return await this.finishEarly(run, prepared.refusal.reason, prepared.refusal.message, log);
       const { profile, opts } = prepared;
@@ -544,13 +545,7 @@ export class RunExecutor {
         return await this.finishEarly(run, reason, message, log);
       }
       return await this.executeInPod(run, ns, podName, runtime, output, log, started, kernel ? 'cold-kernel' : 'cold', opts, calls);
-    } catch (err) {
-      log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
-      return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
-    } finally {
-      this.adoptions.delete(run.metadata.uid ?? '');
-      this.d.metrics?.runEnded();
-    }
+    });
   }
 
   /**
