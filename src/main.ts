@@ -64,7 +64,7 @@ async function main(): Promise<void> {
   const server = serve({ fetch: traffic.fetch, hostname: config.bindAddress, port: config.port }, (info) => {
     log.info({ address: info.address, port: info.port, namespace: config.namespace, identity: operator.identity }, 'Serving MCP at /mcp');
   });
-  configureHttpServer(server as Server);
+  configureHttpServer(server as Server, config.maxConnections);
   ready = true;
 
   // SIGTERM: readiness fails at once, so the Service stops sending new requests here; requests

@@ -577,6 +577,16 @@ export const FIELDS = {
     },
     int(1, 100),
   ),
+  maxConnections: field(
+    {
+      env: 'CODEMODE_MAX_CONNECTIONS',
+      default: '4096',
+      description:
+        "Open client connections this replica's HTTP server accepts at once (idle kept-alive ones count: they stay open 65 s); a connection over the limit is closed as soon as it is accepted, unanswered, while the open ones are served. Bounds the descriptors and memory one client holding many sockets can take of the gateway.",
+      allowed: 'an integer from 16 to 1000000',
+    },
+    int(16, 1_000_000),
+  ),
   // Warm pool sized by demand (issue 13, part 4).
   warmPoolMin: optionalField(
     {

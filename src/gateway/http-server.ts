@@ -13,8 +13,14 @@ import type { Server } from 'node:http';
 /** How long an idle kept-alive connection stays open. */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
-/** Applies the gateway's connection settings to its HTTP server. */
-export function configureHttpServer(server: Pick<Server, 'keepAliveTimeout' | 'headersTimeout'>): void {
+/**
+ * Applies the gateway's connection settings to its HTTP server. `maxConnections`
+ * (CODEMODE_MAX_CONNECTIONS): connections over it are closed as soon as they are accepted, so that
+ * one client opening (and keeping idle) many sockets cannot take the process's descriptors and
+ * memory; the requests of connections already open are served as before.
+ */
+export function configureHttpServer(server: Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | 'maxConnections'>, maxConnections: number): void {
+  server.maxConnections = maxConnections;
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   // Node's guidance: the headers timeout above the keep-alive timeout, so a request that starts just
   // before an idle connection would time out is not cut by the headers timer instead.

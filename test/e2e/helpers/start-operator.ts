@@ -76,7 +76,7 @@ export async function startOperator(namespace: string, env: Record<string, strin
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
   // As main.ts: callers' kept-alive connections outlive a pause between calls.
-  configureHttpServer(server as Server);
+  configureHttpServer(server as Server, config.maxConnections);
   const port = (server.address() as AddressInfo).port;
   return {
     config,

@@ -3,7 +3,7 @@
 // Keep-Alive header says longer. Real sockets on the loopback address, Node's own fetch.
 import dc from 'node:diagnostics_channel';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -19,7 +19,7 @@ async function start(configure: boolean): Promise<string> {
   const server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
   });
-  if (configure) configureHttpServer(server);
+  if (configure) configureHttpServer(server, 4096);
   servers.push(server);
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
 }
@@ -45,6 +45,43 @@ async function twoCallsApart(url: string): Promise<{ connections: number; keepAl
 }
 
 describe('the gateway HTTP server', () => {
+  // A client holding many idle sockets: the connection over the limit is closed at once, unanswered,
+  // while the open ones are served; once one closes, a new connection is served again.
+  it('closes a connection over CODEMODE_MAX_CONNECTIONS at once and serves the open ones', async () => {
+    const app = new Hono().get('/', (c) => c.text('ok'));
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
+    });
+    servers.push(server);
+    configureHttpServer(server, 2);
+    const port = (server.address() as AddressInfo).port;
+    const request = (socket: Socket): Promise<string> =>
+      new Promise((resolve) => {
+        let text = '';
+        socket.on('data', (d: Buffer) => {
+          text += d.toString();
+          if (text.includes('\r\n\r\nok')) resolve(text);
+        });
+        socket.on('close', () => resolve(text));
+        socket.write(`GET / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`);
+      });
+    const open = async (): Promise<Socket> => {
+      const socket = connect(port, '127.0.0.1');
+      await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      return socket;
+    };
+    const held = [await open(), await open()];
+    for (const s of held) expect(await request(s)).toMatch(/^HTTP\/1\.1 200/);
+    const third = await open();
+    expect(await request(third)).toBe(''); // closed without an answer
+    held[0]?.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    const fourth = await open();
+    expect(await request(fourth)).toMatch(/^HTTP\/1\.1 200/);
+    expect(await request(held[1] as Socket)).toMatch(/^HTTP\/1\.1 200/);
+    for (const s of [third, fourth, ...held]) s.destroy();
+  });
+
   it('announces its keep-alive timeout and keeps an idle connection for a call 6 s later', async () => {
     const r = await twoCallsApart(await start(true));
     expect(r.keepAlive).toBe(`timeout=${KEEP_ALIVE_TIMEOUT_MS / 1000}`);
