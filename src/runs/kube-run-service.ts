@@ -346,6 +346,8 @@ const FIND_RETRY_MAX_MS = 5_000;
  */
 export function mayHaveBeenCreated(err: unknown): boolean {
   if (err instanceof RunRequestError) return false;
-  const status = statusOf(err instanceof Error && err.cause !== undefined ? err.cause : err);
-  return status === undefined || status >= 500 || status === 408 || (status === 409 && !isQuotaConflict((err as Error).cause ?? err));
+  // KubeRunService.create wraps the API client's error (its cause).
+  const answer = err instanceof Error && err.cause !== undefined ? err.cause : err;
+  const status = statusOf(answer);
+  return status === undefined || status >= 500 || status === 408 || (status === 409 && !isQuotaConflict(answer));
 }
