@@ -286,13 +286,13 @@ export class RunExecutor {
    *
    * Otherwise the run starts once it exists, as execute(). `endCreating` ends the creating mark:
    * once the run is in the executions (the controller finds it busy here) or could not be created.
-   * `onStarted` is told when code started before the create's answer.
+   * `onStarted` is told whether code started before the create's answer, once that is decided.
    */
   executeWhileCreating(
     draft: SandboxRun,
     creation: Promise<SandboxRun>,
     endCreating: () => void,
-    options: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: () => void } = {},
+    options: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: (early: boolean) => void } = {},
   ): Promise<RunOutcome> {
     // Handled below, maybe only after the pool's reservation was looked at: never "unhandled".
     creation.catch(() => undefined);
@@ -306,10 +306,10 @@ export class RunExecutor {
     draft: SandboxRun,
     creation: Promise<SandboxRun>,
     endCreating: () => void,
-    { calls, onOutput, onStarted }: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: () => void },
+    { calls, onOutput, onStarted }: { calls?: NestedCalls; onOutput?: (chunk: OutputChunk) => void; onStarted?: (early: boolean) => void },
   ): Promise<RunOutcome> {
     const early = this.createRefused ? undefined : await this.startEarly(draft, calls).catch(() => undefined);
-    if (early) onStarted?.();
+    onStarted?.(early !== undefined);
     let run: SandboxRun;
     try {
       run = await creation;

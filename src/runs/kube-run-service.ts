@@ -128,7 +128,10 @@ export class KubeRunService implements RunService {
     const ticket = await this.acquire(options.signal);
     // The controller leaves the run to this call until the executor has it (or it was never created).
     const endCreating = this.executor.creating(`${this.opts.namespace}/${name}`);
-    const creation = this.createOrFind(body).then((run) => {
+    // Whether the code started before the create's answer: until it is known not to have, a lost
+    // answer is looked up for as long as it takes (createOrFind).
+    let startedEarly: boolean | undefined;
+    const creation = this.createOrFind(body, () => startedEarly === false, timeoutSeconds).then((run) => {
       target = { name: run.metadata.name, namespace: this.opts.namespace, ...(run.metadata.uid !== undefined && { uid: run.metadata.uid }) };
       onCreated();
       return run;
@@ -141,7 +144,10 @@ export class KubeRunService implements RunService {
         ...(tools && { calls: tools }),
         ...(options.onOutput && { onOutput: options.onOutput }),
         // Code ran: the call counts against the caller's limits even if its run was never created.
-        onStarted: onCreated,
+        onStarted: (early) => {
+          startedEarly = early;
+          if (early) onCreated();
+        },
       })
       .then((outcome) => withToolCalls(outcome, tools))
       .finally(() => tools?.close());
@@ -173,21 +179,29 @@ export class KubeRunService implements RunService {
 
   /**
    * Creates the run, or — when the create's answer was lost (no answer, a server error, a timeout:
-   * it may have been stored) — reads until the API server says whether it exists. Rejects only when
-   * the run certainly does not exist: its code may already be running (executeWhileCreating), and
+   * it may have been stored) — reads until the API server says whether it exists. While the code
+   * may have started (executeWhileCreating), it rejects only when the run certainly does not exist:
    * a run that exists unknown to this call would otherwise be left to the controller to start.
+   * Once the code is known not to have started (`notStarted`), it gives up after the run's timeout
+   * with an error naming the run: if it exists, the controller runs it once, as any run.
    */
-  private async createOrFind(body: SandboxRun): Promise<SandboxRun> {
+  private async createOrFind(body: SandboxRun, notStarted: () => boolean, timeoutSeconds: number): Promise<SandboxRun> {
     try {
       return await this.create(body);
     } catch (err) {
       if (!mayHaveBeenCreated(err)) throw err;
-      return await this.findCreated(body.metadata.name, err);
+      return await this.findCreated(body.metadata.name, err, notStarted, Date.now() + timeoutSeconds * 1000);
     }
   }
 
-  private async findCreated(name: string, createError: unknown): Promise<SandboxRun> {
+  private async findCreated(name: string, createError: unknown, notStarted: () => boolean, giveUpAt: number): Promise<SandboxRun> {
     for (let attempt = 0; ; attempt++) {
+      if (notStarted() && Date.now() >= giveUpAt) {
+        throw new RunRequestError(
+          `The API server did not say whether SandboxRun ${this.opts.namespace}/${name} was created (${apiErrorMessage(createError)}); this call did not start it.`,
+          `If it was created, it runs once and records its result: kubectl get sandboxrun ${name} -n ${this.opts.namespace}. If not, call execute_code again.`,
+        );
+      }
       await new Promise((resolve) => setTimeout(resolve, Math.min(FIND_RETRY_MAX_MS, 100 * 2 ** attempt)));
       let found: unknown;
       try {

@@ -4,6 +4,7 @@
 // Runs and sessions in flight may fail, each with a reason; none runs twice, none stays open.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
+import { connect } from '../helpers/operator.js';
 import { startApiProxy, type ApiProxy } from './helpers/api-proxy.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix } from './helpers/mix.js';
@@ -59,5 +60,27 @@ describe('fault: API server unreachable for the gateway', () => {
     expect(summary.sessionsSurviving).toBe(mix.sessions.length);
     // An unreachable API server is named as such, not reported as the operator's internal error.
     expect(mix.records.filter((c) => /internal error/.test(c.detail)).map((c) => c.detail)).toEqual([]);
+  });
+
+  it('answers a call whose create got no answer once its timeout passed, while the API is still unreachable', { timeout: 240_000 }, async () => {
+    const p = proxy as ApiProxy;
+    await mix?.close();
+    mix = undefined;
+    await stopGateway(gw);
+    // No pool: the code cannot start before its run exists, so nothing of it can be running.
+    gw = await startGateway(gatewayEnv(ns, { CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' }), await freePort(), p.kubeconfig);
+    const client = await connect(gw.url, 'current');
+    try {
+      p.setMode('reset');
+      const r = await client.callTool('execute_code', { code: 'print(1)', timeout_seconds: 2 });
+      // Answered with the proxy still refusing every connection (the client gives up after 120 s).
+      const text = r.content.map((c) => c.text ?? '').join('\n');
+      expect(r.isError, text).toBe(true);
+      expect(text).toMatch(/did not say whether SandboxRun \S+ was created/);
+      expect(text).toMatch(/kubectl get sandboxrun \S+ -n /);
+    } finally {
+      p.setMode('pass');
+      await client.close();
+    }
   });
 });
