@@ -62,7 +62,7 @@ export async function clusterFaultScenario(component: 'kube-apiserver' | 'kubele
     gw = await startGateway(gatewayEnv(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS) }), await freePort());
     const url = gw.url;
     const identity = gw.identity;
-    mix = new Mix({ urls: () => [url], runSleepSeconds: 2 });
+    mix = new Mix({ urls: () => [url], runSleepSeconds: 2, kube: { k, namespace: ns } });
     await mix.start();
     await until(
       async () => (await listRuns(k, ns)).some((r) => r.metadata.annotations?.[ANNOTATION_EXECUTOR] === identity && r.status?.phase === 'Running'),

@@ -41,7 +41,7 @@ describe('fault: API server unreachable for the gateway', () => {
     const p = proxy as ApiProxy;
     gw = await startGateway(gatewayEnv(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS) }), await freePort(), p.kubeconfig);
     const url = gw.url;
-    mix = new Mix({ urls: () => [url], runSleepSeconds: 2 });
+    mix = new Mix({ urls: () => [url], runSleepSeconds: 2, kube: { k, namespace: ns } });
     await mix.start();
 
     for (const mode of ['reset', 'stall'] as const) {

@@ -35,7 +35,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
     const port = await freePort();
     gw = await startGateway(env, port);
     const url = gw.url;
-    mix = new Mix({ urls: () => [url] });
+    mix = new Mix({ urls: () => [url], kube: { k, namespace: ns } });
     await mix.start();
 
     // The victim: a run certainly in flight when the replica dies (it sleeps 8 s).
@@ -67,7 +67,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
     await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', 'session call after the restart');
     await mix.stop();
 
-    const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS);
+    const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS, [killed]);
     console.log(`gateway-kill: ${JSON.stringify(summary)}`);
     expect(problems).toEqual([]);
     const v = (await listRuns(k, ns)).find((r) => r.metadata.name === victim);

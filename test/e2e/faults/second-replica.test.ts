@@ -38,7 +38,7 @@ describe('fault: a second replica started and stopped during the mix', () => {
     const env = gatewayEnv(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS) });
     a = await startGateway(env, await freePort());
     let urls = [a.url];
-    mix = new Mix({ urls: () => urls, transientWorkers: 3, runSleepSeconds: 2 });
+    mix = new Mix({ urls: () => urls, transientWorkers: 3, runSleepSeconds: 2, kube: { k, namespace: ns } });
     await mix.start();
 
     b = await startGateway(env, await freePort());

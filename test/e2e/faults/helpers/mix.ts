@@ -3,20 +3,25 @@
 // - a transient run appends to /tmp/faults-once in its pod and prints how many appends it saw, so
 //   a second execution in the same pod prints "<id> 2" (a second pod is seen by the pod watch);
 // - a session call appends its id to a list in the interpreter; the list is read at the end.
+// - a SandboxRun with spec.session, created through the API as with kubectl (option `kube`),
+//   appends its id to the same list and prints the list's length.
 // Calls to a replica that vanished throw; the worker reconnects (to whichever replica is listed)
 // and goes on with a NEW id, so a repeated execution is never confused with a client retry.
 import { randomBytes } from 'node:crypto';
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../../../src/api/v1alpha1/index.js';
+import type { TestKube } from '../../helpers/kube.js';
 import { connect, type TestClient, type ToolResult } from '../../helpers/operator.js';
 
 export interface CallRecord {
   id: string;
-  kind: 'transient' | 'session';
+  /** session-run: a SandboxRun with spec.session created through the API (as with kubectl). */
+  kind: 'transient' | 'session' | 'session-run';
   session?: string;
   /** The replica the call was sent to. */
   url: string;
   /** Answered (isError or not), or threw (connection lost, client timeout). */
   outcome: 'ok' | 'error' | 'threw';
-  /** The run name (transient) from structuredContent. */
+  /** The run name: from structuredContent (transient), or the SandboxRun created (session-run). */
   run?: string;
   /** For session calls that answered: the length of the list right after the append. */
   position?: number;
@@ -32,7 +37,15 @@ export interface MixOptions {
   /** How long each transient run's code sleeps, so runs are in flight when the fault hits. */
   runSleepSeconds?: number;
   runTimeoutSeconds?: number;
+  /**
+   * With it, one more worker creates SandboxRuns with spec.session in the mix's sessions through
+   * the API server (the test's own connection, as kubectl would) and waits for each to end.
+   */
+  kube?: { k: TestKube; namespace: string };
 }
+
+/** How long a session-run worker follows its run before it records it as unanswered. */
+const SESSION_RUN_WAIT_MS = 240_000;
 
 export const RUN_TIMEOUT_SECONDS = 10;
 
@@ -48,6 +61,13 @@ export function transientCode(id: string, sleepSeconds: number): string {
 }
 
 const sessionCode = (id: string): string => `import time\ntime.sleep(0.2)\ncalls = globals().get("calls", [])\ncalls.append(${JSON.stringify(id)})\nlen(calls)`;
+
+/** A session run's code: as a session call's, with the list's length printed (the status has no result). */
+export const sessionRunCode = (id: string): string =>
+  `import time\ntime.sleep(0.2)\ncalls = globals().get("calls", [])\ncalls.append(${JSON.stringify(id)})\nprint(len(calls))`;
+
+/** The id a session run's code appends (sessionRunCode), or undefined. */
+export const sessionRunIdOf = (code: string | undefined): string | undefined => /calls\.append\("(k-[^"]+)"\)\nprint/.exec(code ?? '')?.[1];
 
 const detailOf = (r: ToolResult): string => {
   const s = r.structuredContent ?? {};
@@ -66,18 +86,27 @@ export class Mix {
 
   constructor(private readonly o: MixOptions) {}
 
-  /** Creates the sessions and starts the workers; returns once each kind answered once. */
+  /**
+   * Creates the sessions and starts the workers; returns once each kind answered once. The
+   * session-run worker has a session of its own (the last one): a session runs one call at a
+   * time and answers a second one KernelBusy, which the mix would otherwise mostly measure.
+   */
   async start(): Promise<void> {
-    for (let i = 0; i < (this.o.sessions ?? 2); i++) {
+    const calling = this.o.sessions ?? 2;
+    for (let i = 0; i < calling + (this.o.kube ? 1 : 0); i++) {
       const r = await (await this.client()).callTool('create_session', { language: 'python' });
       const name = String(r.structuredContent?.session ?? '');
       if (r.isError || !name) throw new Error(`create_session failed: ${detailOf(r)}`);
       this.sessions.push(name);
     }
-    for (const s of this.sessions) this.loops.push(this.loop(() => this.sessionCall(s)));
+    for (const s of this.sessions.slice(0, calling)) this.loops.push(this.loop(() => this.sessionCall(s)));
     for (let i = 0; i < (this.o.transientWorkers ?? 2); i++) this.loops.push(this.loop(() => this.transientCall()));
+    const kube = this.o.kube;
+    const own = this.sessions[calling];
+    if (kube && own) this.loops.push(this.loop(() => this.sessionRun(kube, own)));
     await this.waitFor((r) => r.outcome === 'ok' && r.kind === 'transient', 'a first transient run');
     await this.waitFor((r) => r.outcome === 'ok' && r.kind === 'session', 'a first session call');
+    if (kube) await this.waitFor((r) => r.outcome === 'ok' && r.kind === 'session-run', 'a first session run');
   }
 
   /** Waits (bounded) until a call that starts from now on matches, e.g. "the system recovered". */
@@ -147,7 +176,58 @@ export class Mix {
 
   private async sessionCall(session: string): Promise<void> {
     const id = this.nextId('s');
-    await this.attempt(id, 'session', session, { session, code: sessionCode(id) }, (r) => ({ position: Number(r.structuredContent?.result), ok: !r.isError }));
+    await this.attempt(id, 'session', session, { session, code: sessionCode(id) }, (r) => ({
+      position: Number(r.structuredContent?.result),
+      // A call that failed (an exception, KernelBusy) is answered without isError: not a success.
+      ok: !r.isError && r.structuredContent?.phase === 'Succeeded',
+    }));
+  }
+
+  /**
+   * One SandboxRun in a session, created through the API server and followed until it ends. A
+   * create that fails (the API server restarting) is recorded as thrown, and the next one gets a
+   * new id: whether the failed create was stored or not, its code runs at most once.
+   */
+  private async sessionRun({ k, namespace }: { k: TestKube; namespace: string }, session: string): Promise<void> {
+    const id = this.nextId('k');
+    const api = { group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL, namespace };
+    const body = {
+      apiVersion: API_VERSION,
+      kind: SANDBOXRUN_KIND,
+      metadata: { generateName: 'session-run-' },
+      spec: { session, language: 'python', code: sessionRunCode(id), timeoutSeconds: this.o.runTimeoutSeconds ?? RUN_TIMEOUT_SECONDS },
+    };
+    let run = '';
+    try {
+      run = String(((await k.custom.createNamespacedCustomObject({ ...api, body })) as SandboxRun).metadata.name);
+    } catch (err) {
+      this.records.push({ id, kind: 'session-run', session, url: 'api', outcome: 'threw', detail: `create: ${String(err).slice(0, 280)}` });
+      await new Promise((r) => setTimeout(r, 500));
+      return;
+    }
+    const deadline = Date.now() + SESSION_RUN_WAIT_MS;
+    while (Date.now() < deadline && !this.stopping) {
+      const got = (await k.custom.getNamespacedCustomObject({ ...api, name: run }).catch(() => undefined)) as SandboxRun | undefined;
+      const s = got?.status;
+      if (s && isTerminalPhase(s.phase)) {
+        const ok = s.phase === 'Succeeded';
+        this.records.push({
+          id,
+          kind: 'session-run',
+          session,
+          url: 'api',
+          run,
+          outcome: ok ? 'ok' : 'error',
+          ...(ok && { position: Number(s.stdout) }),
+          detail: ok ? '' : `${String(s.reason ?? '')}: ${String(s.message ?? '')}`.slice(0, 400),
+        });
+        if (!ok) await new Promise((r) => setTimeout(r, 500));
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // The verdict still checks the run itself (terminal within its budget, never executed twice).
+    this.records.push({ id, kind: 'session-run', session, url: 'api', run, outcome: 'threw', detail: 'not followed to its end (the mix stopped or gave up)' });
   }
 
   private async attempt(

@@ -2,7 +2,10 @@
 // terminal within its budget plus a stated grace, every failure with a reason a user can act on,
 // and surviving sessions with their state (every answered call's id in place, none twice).
 import { Watch, type V1Pod } from '@kubernetes/client-node';
+import { VANISHED_MESSAGE } from '../../../../src/controller/run-decision.js';
 import {
+  ANNOTATION_EXECUTOR,
+  AUDIT_EXECUTOR,
   GROUP,
   LABEL_MANAGED_BY,
   MANAGED_BY_VALUE,
@@ -14,7 +17,7 @@ import {
 } from '../../../../src/api/v1alpha1/index.js';
 import { LABEL_POOL } from '../../../../src/sandbox/pod.js';
 import type { TestKube } from '../../helpers/kube.js';
-import type { Mix } from './mix.js';
+import { sessionRunIdOf, type Mix } from './mix.js';
 
 /**
  * A run whose executor vanished is failed once start-up + timeout + 60 s have passed since its
@@ -116,12 +119,16 @@ export async function waitAllTerminal(k: TestKube, ns: string, startupSeconds: n
 
 export interface Summary {
   runs: number;
+  /** SandboxRuns with spec.session the mix created through the API (kubectl's way). */
+  sessionRuns: number;
   /** Transient runs carried by a warm-pool pod: shows the mix had warm and cold runs. */
   warm: number;
   succeeded: number;
   failedRuns: string[];
   calls: Record<CallOutcome, number>;
   sessionsSurviving: number;
+  /** Calls answered with success whose run a killed replica had not recorded (see verdict). */
+  answeredButUnrecorded: number;
   /** What failed calls were told, distinct, for the log. */
   errorSamples: string[];
 }
@@ -129,8 +136,28 @@ type CallOutcome = 'ok' | 'error' | 'threw';
 
 const tokenOf = (code: string | undefined): string | undefined => /print\("(t-[^"]+)", n \+ 1\)/.exec(code ?? '')?.[1];
 
-/** Every invariant, as a list of violations (empty = passed) and a summary for the test's log. */
-export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedger, startupSeconds: number): Promise<{ problems: string[]; summary: Summary }> {
+/** A run a killed replica executed and did not record: failed by the next one as lost. */
+function lostByKilled(run: SandboxRun | undefined, killed: readonly string[]): boolean {
+  const executor = run?.metadata.annotations?.[ANNOTATION_EXECUTOR];
+  return executor !== undefined && killed.includes(executor) && run?.status?.phase === 'Failed' && run.status.message === VANISHED_MESSAGE;
+}
+
+/**
+ * Every invariant, as a list of violations (empty = passed) and a summary for the test's log.
+ * `killed`: the identities of replicas the test killed. A replica writes a run's final status
+ * right after its reply (off the caller's path); killed in between, it leaves a caller with a
+ * success and the run to the next executor, which can only record that the outcome was lost
+ * (run-decision.ts VANISHED_MESSAGE). Such a run is counted (answeredButUnrecorded), not a
+ * violation; from any other replica it is one.
+ */
+export async function verdict(
+  k: TestKube,
+  ns: string,
+  mix: Mix,
+  ledger: PodLedger,
+  startupSeconds: number,
+  killed: readonly string[] = [],
+): Promise<{ problems: string[]; summary: Summary }> {
   const problems: string[] = [];
   const { runs, late } = await waitAllTerminal(k, ns, startupSeconds);
   for (const l of late) problems.push(`non-terminal past its timeout + ${GRACE_SECONDS} s grace: ${l}`);
@@ -144,16 +171,23 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
     if (ledger.count(r.metadata.uid ?? '') > 1) problems.push(`run ${r.metadata.name} was carried by ${ledger.count(r.metadata.uid ?? '')} pods`);
     if (s?.phase === 'Succeeded' && token && s.stdout !== `${token} 1\n`)
       problems.push(`run ${r.metadata.name} succeeded with wrong output ${JSON.stringify(s.stdout)}`);
-    if (isTerminalPhase(s?.phase) && s?.phase !== 'Succeeded' && (!s?.reason || (s.message ?? '').length < 10))
-      problems.push(`run ${r.metadata.name} ended ${s?.phase} without a reason and message: ${JSON.stringify(s)}`);
+    // An audit record of session calls carries the reason, never the message (it may quote the
+    // program's exception; src/audit/record.ts): the caller was told that.
+    const audit = r.metadata.annotations?.[ANNOTATION_EXECUTOR] === AUDIT_EXECUTOR;
+    if (isTerminalPhase(s?.phase) && s?.phase !== 'Succeeded' && (!s?.reason || (!audit && (s.message ?? '').length < 10)))
+      problems.push(`run ${r.metadata.name} ended ${s?.phase} without a reason and message: ${JSON.stringify(s).slice(0, 600)}`);
   }
   for (const [token, names] of byToken) if (names.length > 1) problems.push(`call ${token} created ${names.length} runs: ${names.join(', ')}`);
   const byName = new Map(runs.map((r) => [r.metadata.name, r]));
+  let answeredButUnrecorded = 0;
   for (const c of mix.records) {
     if (c.detail.startsWith('WRONG ANSWER')) problems.push(`call ${c.id}: ${c.detail}`);
     if (c.outcome === 'error' && !/^\w*: .{20,}/s.test(c.detail)) problems.push(`call ${c.id} failed without a reason a user can act on: ${c.detail}`);
-    if (c.kind === 'transient' && c.outcome === 'ok' && c.run && byName.get(c.run)?.status?.phase !== 'Succeeded')
-      problems.push(`call ${c.id} answered success but run ${c.run} is ${byName.get(c.run)?.status?.phase}`);
+    const recorded = c.run === undefined ? undefined : byName.get(c.run);
+    if (c.kind === 'transient' && c.outcome === 'ok' && recorded?.status?.phase !== 'Succeeded') {
+      if (lostByKilled(recorded, killed)) answeredButUnrecorded++;
+      else problems.push(`call ${c.id} answered success but run ${c.run} is ${recorded?.status?.phase}`);
+    }
   }
   const lists = await mix.sessionLists();
   let surviving = 0;
@@ -162,6 +196,15 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
     surviving++;
     if (new Set(list).size !== list.length)
       problems.push(`session ${session} executed a call twice: ${list.filter((x, i) => list.indexOf(x) !== i).join(', ')}`);
+    // A session run that succeeded ran exactly where its output says, whether or not the mix
+    // followed it to its end.
+    for (const r of runs.filter((x) => x.spec.session === session && x.status?.phase === 'Succeeded')) {
+      const id = sessionRunIdOf(r.spec.code);
+      if (id === undefined) continue;
+      const position = Number(r.status?.stdout);
+      if (!Number.isInteger(position) || list[position - 1] !== id)
+        problems.push(`session ${session}: run ${r.metadata.name} (${id}) succeeded with ${JSON.stringify(r.status?.stdout)}, list has ${list[position - 1]}`);
+    }
     // A caller told "its state is gone" would start over: that must be true.
     for (const c of mix.records.filter((r) => r.session === session && r.outcome === 'error' && /state is gone|was lost|is lost/.test(r.detail))) {
       problems.push(`session ${session} kept its state, but call ${c.id} was told: ${c.detail}`);
@@ -183,11 +226,13 @@ export async function verdict(k: TestKube, ns: string, mix: Mix, ledger: PodLedg
     problems,
     summary: {
       runs: runs.length,
+      sessionRuns: runs.filter((r) => sessionRunIdOf(r.spec.code) !== undefined).length,
       warm: runs.filter((r) => ledger.warm.has(r.metadata.uid ?? '')).length,
       succeeded: runs.length - failedRuns.length,
       failedRuns,
       calls,
       sessionsSurviving: surviving,
+      answeredButUnrecorded,
       errorSamples,
     },
   };
