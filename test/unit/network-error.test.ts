@@ -13,6 +13,13 @@ describe('isNetworkError: no answer from the API server, as opposed to an answer
     ['the API server answered 404', new Error('Unexpected server response: 404'), false],
     ["fetch's TypeError with the socket error as its cause", new TypeError('fetch failed', { cause: sysErr('ECONNREFUSED') }), true],
     ['wrapped by us, cause kept', new Error('Failed to create SandboxRun', { cause: new TypeError('fetch failed', { cause: sysErr('ECONNRESET') }) }), true],
+    [
+      "fetch's TypeError: the connection closed before the answer (undici's SocketError, from a proxy in between)",
+      new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }) }),
+      true,
+    ],
+    ['undici: no headers in time', Object.assign(new Error('Headers Timeout Error'), { code: 'UND_ERR_HEADERS_TIMEOUT' }), true],
+    ['undici: a request it refused to send (not a network failure)', Object.assign(new Error('invalid header'), { code: 'UND_ERR_INVALID_ARG' }), false],
     ['the relay exited', new Error('the kernel relay exited (exit code 1)'), false],
     ['not an error', undefined, false],
   ])('%s', (_what, err, expected) => {

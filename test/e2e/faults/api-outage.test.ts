@@ -1,11 +1,15 @@
-// Fault (b): the API server is unreachable for the gateway for ~10 s, twice: first every
-// connection is reset (and new ones refused), then every connection stalls (bytes held, then
-// delivered). A TCP proxy sits between the replica and the API server (helpers/api-proxy.ts).
-// Runs and sessions in flight may fail, each with a reason; none runs twice, none stays open.
+// Fault (b): the API server fails the gateway for ~10 s, three times: first every connection is
+// reset (and new ones refused), then every connection stalls (bytes held, then delivered), then
+// every write is refused (503, as when its storage cannot store) while reads, watches and exec
+// streams go on. Two proxies sit between the replica and the API server: an HTTPS one that can
+// refuse writes (helpers/api-write-proxy.ts), in front of a TCP one that resets or stalls
+// (helpers/api-proxy.ts). Runs and sessions in flight may fail, each with a reason; none runs
+// twice, none stays open.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
 import { startApiProxy, type ApiProxy } from './helpers/api-proxy.js';
+import { startApiWriteProxy, type ApiWriteProxy } from './helpers/api-write-proxy.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
@@ -16,6 +20,7 @@ const OUTAGE_MS = 10_000;
 let ns = '';
 let ledger: PodLedger;
 let proxy: ApiProxy | undefined;
+let writes: ApiWriteProxy | undefined;
 let gw: GatewayProcess | undefined;
 let mix: Mix | undefined;
 
@@ -24,11 +29,14 @@ beforeAll(async () => {
   ledger = new PodLedger(k, ns);
   await ledger.start();
   proxy = await startApiProxy();
+  writes = await startApiWriteProxy(proxy.kubeconfig);
 });
 afterAll(async () => {
   proxy?.setMode('pass');
+  writes?.setMode('pass');
   await mix?.close();
   await stopGateway(gw);
+  await writes?.close();
   await proxy?.close();
   ledger?.stop();
   await deleteNamespace(k, ns);
@@ -36,31 +44,41 @@ afterAll(async () => {
 
 const aRunInFlight = async (): Promise<boolean> => (await listRuns(k, ns)).some((r) => r.status?.phase === 'Running');
 
-describe('fault: API server unreachable for the gateway', () => {
-  it('resets, then stalls, every API connection for 10 s; no run twice, none left open, sessions keep state', { timeout: 420_000 }, async () => {
-    const p = proxy as ApiProxy;
-    gw = await startGateway(gatewayEnv(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS) }), await freePort(), p.kubeconfig);
-    const url = gw.url;
-    mix = new Mix({ urls: () => [url], runSleepSeconds: 2, kube: { k, namespace: ns } });
-    await mix.start();
+describe('fault: API server unreachable or refusing writes for the gateway', () => {
+  it(
+    'resets, stalls, then refuses writes of every API connection for 10 s; no run twice, none left open, sessions keep state',
+    { timeout: 540_000 },
+    async () => {
+      const p = proxy as ApiProxy;
+      const w = writes as ApiWriteProxy;
+      gw = await startGateway(gatewayEnv(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS) }), await freePort(), w.kubeconfig);
+      const url = gw.url;
+      mix = new Mix({ urls: () => [url], runSleepSeconds: 2, kube: { k, namespace: ns } });
+      await mix.start();
 
-    for (const mode of ['reset', 'stall'] as const) {
-      await until(aRunInFlight, 120_000, 'a run in flight');
-      p.setMode(mode);
-      await new Promise((r) => setTimeout(r, OUTAGE_MS));
-      p.setMode('pass');
-      await mix.waitFor((r) => r.kind === 'transient' && r.outcome === 'ok', `a transient run after the ${mode}`);
-      await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', `a session call after the ${mode}`);
-    }
-    await mix.stop();
+      for (const mode of ['reset', 'stall', 'fail-writes'] as const) {
+        await until(aRunInFlight, 120_000, 'a run in flight');
+        if (mode === 'fail-writes') w.setMode(mode);
+        else p.setMode(mode);
+        await new Promise((r) => setTimeout(r, OUTAGE_MS));
+        p.setMode('pass');
+        w.setMode('pass');
+        await mix.waitFor((r) => r.kind === 'transient' && r.outcome === 'ok', `a transient run after the ${mode}`);
+        await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', `a session call after the ${mode}`);
+        await mix.waitFor((r) => r.kind === 'session-run' && r.outcome === 'ok', `a SandboxRun in a session after the ${mode}`);
+      }
+      // The write fault happened: the replica's writes were refused while its reads went on.
+      expect(w.refused()).toBeGreaterThan(0);
+      await mix.stop();
 
-    const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS);
-    console.log(`api-outage: ${JSON.stringify(summary)}`);
-    expect(problems).toEqual([]);
-    expect(summary.sessionsSurviving).toBe(mix.sessions.length);
-    // An unreachable API server is named as such, not reported as the operator's internal error.
-    expect(mix.records.filter((c) => /internal error/.test(c.detail)).map((c) => c.detail)).toEqual([]);
-  });
+      const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS);
+      console.log(`api-outage: ${JSON.stringify({ ...summary, writesRefused: w.refused() })}`);
+      expect(problems).toEqual([]);
+      expect(summary.sessionsSurviving).toBe(mix.sessions.length);
+      // An unreachable API server is named as such, not reported as the operator's internal error.
+      expect(mix.records.filter((c) => /internal error/.test(c.detail)).map((c) => c.detail)).toEqual([]);
+    },
+  );
 
   it('answers a call whose create got no answer once its timeout passed, while the API is still unreachable', { timeout: 240_000 }, async () => {
     const p = proxy as ApiProxy;
@@ -68,7 +86,11 @@ describe('fault: API server unreachable for the gateway', () => {
     mix = undefined;
     await stopGateway(gw);
     // No pool: the code cannot start before its run exists, so nothing of it can be running.
-    gw = await startGateway(gatewayEnv(ns, { CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' }), await freePort(), p.kubeconfig);
+    gw = await startGateway(
+      gatewayEnv(ns, { CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' }),
+      await freePort(),
+      (writes as ApiWriteProxy).kubeconfig,
+    );
     const client = await connect(gw.url, 'current');
     try {
       p.setMode('reset');
