@@ -196,12 +196,6 @@ export class KubeRunService implements RunService {
 
   private async findCreated(name: string, createError: unknown, notStarted: () => boolean, giveUpAt: number): Promise<SandboxRun> {
     for (let attempt = 0; ; attempt++) {
-      if (notStarted() && Date.now() >= giveUpAt) {
-        throw new RunRequestError(
-          `The API server did not say whether SandboxRun ${this.opts.namespace}/${name} was created (${apiErrorMessage(createError)}); this call did not start it.`,
-          `If it was created, it runs once and records its result: kubectl get sandboxrun ${name} -n ${this.opts.namespace}. If not, call execute_code again.`,
-        );
-      }
       await new Promise((resolve) => setTimeout(resolve, Math.min(FIND_RETRY_MAX_MS, 100 * 2 ** attempt)));
       let found: unknown;
       try {
@@ -214,6 +208,12 @@ export class KubeRunService implements RunService {
         });
       } catch (err) {
         if (statusOf(err) === 404) throw createError;
+        if (notStarted() && Date.now() >= giveUpAt) {
+          throw new RunRequestError(
+            `The API server did not say whether SandboxRun ${this.opts.namespace}/${name} was created (${apiErrorMessage(createError)}); this call did not start it.`,
+            `If it was created, it runs once and records its result: kubectl get sandboxrun ${name} -n ${this.opts.namespace}. If not, call execute_code again.`,
+          );
+        }
         continue; // no answer yet: ask again
       }
       const parsed = parseSandboxRun(found);

@@ -1,7 +1,7 @@
 // Telling "the API server did not answer" apart from "the API server answered with an error":
 // only the first leaves the far side (a session kernel, a run) possibly intact and unknown.
 
-const NETWORK_MESSAGE = /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)\b|socket disconnected|socket hang up|other side closed/;
+const NETWORK_MESSAGE = /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)\b|socket disconnected|socket hang up/;
 /**
  * undici's (fetch's) codes for a connection that failed or closed before the whole answer came:
  * e.g. a proxy or load balancer in front of the API server dropping it ("other side closed").
@@ -9,8 +9,8 @@ const NETWORK_MESSAGE = /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH
 const UNDICI_NETWORK_CODE = /^UND_ERR_(SOCKET|CLOSED|CONNECT_TIMEOUT|HEADERS_TIMEOUT|BODY_TIMEOUT)$/;
 
 /**
- * A socket-level failure (ECONNRESET, ECONNREFUSED, ETIMEDOUT, undici's UND_ERR_SOCKET, …) anywhere in the error's cause
- * chain. client-node rejects with a websocket ErrorEvent (the socket error in `.error`), an
+ * A socket-level failure (ECONNRESET, ECONNREFUSED, ETIMEDOUT, undici's UND_ERR_SOCKET, …)
+ * anywhere in the error's cause chain. client-node rejects with a websocket ErrorEvent (the socket error in `.error`), an
  * Error, or fetch's TypeError with the socket error as its cause.
  */
 export function isNetworkError(err: unknown, depth = 0): boolean {

@@ -14,14 +14,19 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => new Promise<void>((r) => s.close(() => r()))));
 });
 
-async function start(configure: boolean): Promise<string> {
+/** A server answering `ok`, with the gateway's settings (at most `maxConnections`) or Node's defaults; its port. */
+async function listen(maxConnections: number | undefined): Promise<number> {
   const app = new Hono().get('/', (c) => c.text('ok'));
   const server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
   });
-  if (configure) configureHttpServer(server, 4096);
+  if (maxConnections !== undefined) configureHttpServer(server, maxConnections);
   servers.push(server);
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  return (server.address() as AddressInfo).port;
+}
+
+async function start(configure: boolean): Promise<string> {
+  return `http://127.0.0.1:${await listen(configure ? 4096 : undefined)}/`;
 }
 
 /** Two requests 6 s apart (past both defaults); the connections the client opened for them. */
@@ -48,13 +53,7 @@ describe('the gateway HTTP server', () => {
   // A client holding many idle sockets: the connection over the limit is closed at once, unanswered,
   // while the open ones are served; once one closes, a new connection is served again.
   it('closes a connection over CODEMODE_MAX_CONNECTIONS at once and serves the open ones', async () => {
-    const app = new Hono().get('/', (c) => c.text('ok'));
-    const server = await new Promise<Server>((resolve) => {
-      const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
-    });
-    servers.push(server);
-    configureHttpServer(server, 2);
-    const port = (server.address() as AddressInfo).port;
+    const port = await listen(2);
     const request = (socket: Socket): Promise<string> =>
       new Promise((resolve) => {
         let text = '';

@@ -60,11 +60,14 @@ export function transientCode(id: string, sleepSeconds: number): string {
   ].join('\n');
 }
 
-const sessionCode = (id: string): string => `import time\ntime.sleep(0.2)\ncalls = globals().get("calls", [])\ncalls.append(${JSON.stringify(id)})\nlen(calls)`;
+/** Appends `id` to the interpreter's list of executed calls. */
+const appendCode = (id: string): string => `import time\ntime.sleep(0.2)\ncalls = globals().get("calls", [])\ncalls.append(${JSON.stringify(id)})`;
 
-/** A session run's code: as a session call's, with the list's length printed (the status has no result). */
-export const sessionRunCode = (id: string): string =>
-  `import time\ntime.sleep(0.2)\ncalls = globals().get("calls", [])\ncalls.append(${JSON.stringify(id)})\nprint(len(calls))`;
+/** A session call's code: its result is the list's length. */
+const sessionCode = (id: string): string => `${appendCode(id)}\nlen(calls)`;
+
+/** A session run's code: the list's length printed (a SandboxRun's status has no result). */
+const sessionRunCode = (id: string): string => `${appendCode(id)}\nprint(len(calls))`;
 
 /** The id a session run's code appends (sessionRunCode), or undefined. */
 export const sessionRunIdOf = (code: string | undefined): string | undefined => /calls\.append\("(k-[^"]+)"\)\nprint/.exec(code ?? '')?.[1];

@@ -183,8 +183,8 @@ export async function verdict(
   for (const c of mix.records) {
     if (c.detail.startsWith('WRONG ANSWER')) problems.push(`call ${c.id}: ${c.detail}`);
     if (c.outcome === 'error' && !/^\w*: .{20,}/s.test(c.detail)) problems.push(`call ${c.id} failed without a reason a user can act on: ${c.detail}`);
-    const recorded = c.run === undefined ? undefined : byName.get(c.run);
-    if (c.kind === 'transient' && c.outcome === 'ok' && recorded?.status?.phase !== 'Succeeded') {
+    const recorded = c.run ? byName.get(c.run) : undefined;
+    if (c.kind === 'transient' && c.outcome === 'ok' && c.run && recorded?.status?.phase !== 'Succeeded') {
       if (lostByKilled(recorded, killed)) answeredButUnrecorded++;
       else problems.push(`call ${c.id} answered success but run ${c.run} is ${recorded?.status?.phase}`);
     }
