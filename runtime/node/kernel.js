@@ -3,7 +3,7 @@
 //   node kernel.js --socket /tmp/.codemode/kernel.sock
 // Listens on a UNIX socket (mode 0600), serves framed requests from any number of clients (one
 // relay per gateway process), runs one call at a time; a request that arrives meanwhile gets an
-// immediate KernelBusy error. Node 18+, built-ins only.
+// immediate KernelBusy error marked "busy" (it did not start). Node 18+, built-ins only.
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -138,6 +138,14 @@ function errorResult(ename, evalue) {
   return { status: 'error', ...EMPTY_OUTPUT, durationMs: 0, error: { ename, evalue, traceback: '' } };
 }
 
+/**
+ * The answer to a call that arrived while another ran. `busy` tells it apart from an exception the
+ * code threw (one named KernelBusy too): this call did not start.
+ */
+function busyResult() {
+  return { ...errorResult('KernelBusy', 'another call is running in this session; retry when it has finished'), busy: true };
+}
+
 /** The validated exec request with defaults, or throws saying what is wrong. */
 function checkExec(msg) {
   const timeoutMs = msg.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : msg.timeoutMs;
@@ -166,7 +174,7 @@ function dispatch(conn, msg) {
   } catch (err) {
     return reply(errorResult('ProtocolError', err.message));
   }
-  if (busy) return reply(errorResult('KernelBusy', 'another call is running in this session; retry when it has finished'));
+  if (busy) return reply(busyResult());
   busy = true;
   const run = req.op === 'exec' ? execute(conn, req) : resetSession();
   run

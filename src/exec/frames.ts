@@ -78,6 +78,7 @@ export const ResultFrameSchema = z.object({
   processLimit: optional(z.boolean()),
   diskFull: optional(z.enum(['workspace', 'tmp'])),
   leftovers: optional(count),
+  busy: optional(z.boolean()),
 });
 
 /** The kernel says a request of ours was not a frame (a gateway bug, or a forged frame). */
@@ -111,6 +112,12 @@ export interface KernelResult {
   leftovers?: number;
   /** Images, HTML and tables the call displayed (display.ts), checked and capped; absent: none. */
   display?: DisplayItem[];
+  /**
+   * The kernel refused the call because another one was running: the code did not start. Only on
+   * an "error" result (sanitizeResult). A kernel's word like all its frames: see SessionTurns for
+   * why believing it cannot make the gateway run code twice that the kernel did not have already.
+   */
+  busy?: true;
 }
 
 /**
@@ -149,6 +156,7 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   if (f.processLimit != null) out.processLimit = f.processLimit;
   if (f.diskFull != null) out.diskFull = f.diskFull;
   if (f.leftovers != null) out.leftovers = f.leftovers;
+  if (f.busy === true && f.status === 'error') out.busy = true;
   out.truncated = f.truncated || cut;
   return out;
 }

@@ -42,7 +42,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
-import { callInSession } from './session-call.js';
+import { callInSession, problemReason } from './session-call.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
 import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './types.js';
 
@@ -720,7 +720,8 @@ export class RunExecutor {
     const startTime = new Date();
     // The marker that this run's code may have started (run-decision.ts): a run in a session has
     // no pod of its own, so its Running status is written before the code goes to the kernel.
-    const { podName: _none, ...marker } = runningStatus(run, '', startTime, startTime);
+    const { podName: _none, ...running } = runningStatus(run, '', startTime, startTime);
+    const marker = { ...running, message: `The code runs in session ${session} once any call running there has finished.` };
     await this.record.patchStatus(run, marker, log);
     // A run in a session acts for its owner: only the session's owner's runs may use it.
     const call = await callInSession(
@@ -733,10 +734,13 @@ export class RunExecutor {
         language: run.spec.language,
         ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
         ...(run.spec.owner && { owner: run.spec.owner }),
+        // A busy session is waited for within the start-up allowance of the run's budget
+        // (lostAfterMs): no other replica declares it lost while it waits and then runs.
+        waitUntil: Date.parse(run.metadata.creationTimestamp ?? startTime.toISOString()) + this.d.opts.podStartupTimeoutSeconds * 1000,
       },
       (chunk) => output.emit('chunk', chunk),
     );
-    if (!call.ok) return this.finishEarly(run, call.stage === 'refused' ? Reasons.InvalidSpec : Reasons.KernelLost, `${call.message} ${call.hint}`, log);
+    if (!call.ok) return this.finishEarly(run, problemReason[call.stage], `${call.message} ${call.hint}`, log);
     const o = call.outcome;
     const c: Classification = {
       phase: o.phase,

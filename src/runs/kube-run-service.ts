@@ -305,12 +305,14 @@ export class KubeRunService implements RunService {
         ...(req.stdin !== undefined && { stdin: req.stdin }),
         ...(req.owner && { owner: req.owner }),
         ...(tools && { onCall: (frame) => tools.handle(frame) }),
+        ...(options.signal && { signal: options.signal }),
       },
       options.onOutput,
     ).finally(() => tools?.close());
     if (!call.ok) {
-      // No such session, not ready, or its interpreter lost: the call left no outcome to record.
-      // (A call whose kernel was lost mid-way stays counted: it may have run.)
+      // No such session, not ready, busy for as long as the call could wait, or its interpreter
+      // lost: the call left no outcome to record. (A call whose kernel was lost mid-way stays
+      // counted: it may have run.)
       if (call.stage === 'refused' || !/ was lost: /.test(call.message)) hold?.cancel();
       throw new RunRequestError(call.message, call.hint);
     }

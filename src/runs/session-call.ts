@@ -1,30 +1,44 @@
 // The one path of a call in a session, shared by the gateway's execute_code (session argument) and
 // by a SandboxRun with spec.session: find the caller's session, check the language with one rule,
 // run the code in the session's interpreter, and shape the result as a RunOutcome.
-import { kernelLanguage, normalizeLanguage, type KernelLanguage, type Language, type Owner, type SessionLanguage } from '../api/v1alpha1/index.js';
-import { SessionError, type SessionService } from '../sessions/service.js';
+import {
+  Reasons,
+  kernelLanguage,
+  normalizeLanguage,
+  type KernelLanguage,
+  type Reason,
+  type Language,
+  type Owner,
+  type SessionLanguage,
+} from '../api/v1alpha1/index.js';
+import { SessionBusyError, SessionError, type SessionCall, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from './session-outcome.js';
 import type { OutputChunk, RunOutcome } from './types.js';
-import type { CallHandler } from '../exec/kernel.js';
 
-export interface SessionCallRequest {
+/** A call in a session: what the interpreter gets (SessionCall), and who asks, in which language. */
+export interface SessionCallRequest extends SessionCall {
   session: string;
-  code: string;
-  timeoutSeconds: number;
-  stdin?: string;
   /** The language the caller asked for; undefined means "the session's". */
   language?: Language;
   owner?: Owner;
-  /** Answers the code's nested tool calls (code mode). */
-  onCall?: CallHandler;
 }
 
-/** Why a call did not run: refused before the code reached the interpreter, or failed there. */
+/**
+ * Why a call did not run: refused before the code reached the interpreter, the session busy with
+ * another call for as long as this one could wait (it did not start), or failed there.
+ */
 export interface SessionCallProblem {
-  stage: 'refused' | 'failed';
+  stage: 'refused' | 'busy' | 'failed';
   message: string;
   hint: string;
 }
+
+/** The reason a SandboxRun in a session records when its call did not run. */
+export const problemReason = {
+  refused: Reasons.InvalidSpec,
+  busy: Reasons.SessionBusy,
+  failed: Reasons.KernelLost,
+} as const satisfies Record<SessionCallProblem['stage'], Reason>;
 
 /** `runtime`: the session's interpreter (a call may leave the language to the session). */
 export type SessionCallResult = { ok: true; outcome: RunOutcome; runtime: KernelLanguage } | ({ ok: false } & SessionCallProblem);
@@ -63,15 +77,11 @@ export async function callInSession(
   const wrongLanguage = languageProblem(req.session, info.language, req.language);
   if (wrongLanguage) return { ok: false, ...wrongLanguage };
   try {
-    const r = await sessions.execute(
-      req.session,
-      { code: req.code, timeoutSeconds: req.timeoutSeconds, ...(req.stdin !== undefined && { stdin: req.stdin }), ...(req.onCall && { onCall: req.onCall }) },
-      onOutput ? (stream, text) => onOutput({ stream, text }) : undefined,
-      req.owner,
-    );
+    const { session, language: _checked, owner, ...call } = req;
+    const r = await sessions.execute(session, call, onOutput ? (stream, text) => onOutput({ stream, text }) : undefined, owner);
     return { ok: true, outcome: sessionOutcome(r, namespace, req.timeoutSeconds), runtime: kernelLanguage(info.language) };
   } catch (err) {
-    if (err instanceof SessionError) return { ok: false, stage: 'failed', message: err.message, hint: err.hint };
+    if (err instanceof SessionError) return { ok: false, stage: err instanceof SessionBusyError ? 'busy' : 'failed', message: err.message, hint: err.hint };
     throw err;
   }
 }

@@ -46,6 +46,7 @@ import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { lostTo, readPodState } from './verdict.js';
+import { SessionTurns, type GaveUp, type TurnResult } from './turns.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
@@ -100,12 +101,30 @@ export class SessionError extends Error {
   }
 }
 
+/** The session was busy with another call for as long as this call could wait: it did not run. */
+export class SessionBusyError extends SessionError {
+  constructor(message: string, hint: string) {
+    super(message, hint);
+    this.name = 'SessionBusyError';
+  }
+}
+
+/** Calls that may wait for one busy session on one replica (each holds its code: ≤ 256 KiB). */
+export const WAITING_CALLS_PER_SESSION = 16;
+
 export interface SessionCall {
   code: string;
   timeoutSeconds: number;
   stdin?: string;
   /** Answers the code's nested tool calls (code mode); without it they fail as unavailable. */
   onCall?: CallHandler;
+  /**
+   * Until when (ms since the epoch) the call may wait while another call runs in the session
+   * (turns.ts). Default: startupTimeoutSeconds from now — as long as a pod may take to start.
+   */
+  waitUntil?: number;
+  /** The caller went away: a call still waiting for its turn gives up (one that started never does). */
+  signal?: AbortSignal;
 }
 
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
@@ -121,6 +140,8 @@ export class SessionService {
   private readonly activity = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
   /** Sessions this process is creating, which the informer may not show yet (session cap). */
   private readonly creating = new Set<string>();
+  /** Calls waiting for a busy session, by pod. */
+  private readonly turns = new SessionTurns(WAITING_CALLS_PER_SESSION);
 
   constructor(
     private readonly clients: KubeClients,
@@ -400,18 +421,24 @@ export class SessionService {
     const s = await this.readySession(name, caller);
     const pod = s.status?.podName as string;
     this.noteActivity(s, 0);
-    let result: KernelResult;
+    const asked = Date.now();
+    const until = call.waitUntil ?? asked + this.opts.startupTimeoutSeconds * 1000;
+    const req = {
+      code: call.code,
+      timeoutMs: call.timeoutSeconds * 1000,
+      capChars: this.opts.outputCapChars,
+      ...(call.stdin !== undefined && { stdin: call.stdin }),
+    };
+    let turn: TurnResult<KernelResult>;
     try {
-      const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
-      // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
-      await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
-        throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
+      turn = await this.turns.take(pod, until, call.signal, async () => {
+        const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
+        // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
+        await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
+          throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
+        });
+        return conn.exec(req, onOutput, call.onCall);
       });
-      result = await conn.exec(
-        { code: call.code, timeoutMs: call.timeoutSeconds * 1000, capChars: this.opts.outputCapChars, ...(call.stdin !== undefined && { stdin: call.stdin }) },
-        onOutput,
-        call.onCall,
-      );
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       this.kernels.drop(this.opts.namespace, pod);
@@ -443,6 +470,8 @@ export class SessionService {
         'Create a new session with create_session and run the setup again.',
       );
     }
+    if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000));
+    const result = turn.ran;
     if (result.status === 'lost') {
       this.kernels.drop(this.opts.namespace, pod);
       await this.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');
@@ -611,5 +640,27 @@ export class SessionService {
       signal?.addEventListener('abort', onAbort, { once: true });
       check();
     });
+  }
+}
+
+/** Why a call that waited for a busy session did not run, and what to do. */
+export function busyError(session: string, why: GaveUp, waitedSeconds: number): SessionBusyError {
+  const hint = 'Call again once the running call has finished (its timeout_seconds bounds it), or run this code in another session.';
+  switch (why) {
+    case 'deadline':
+      return new SessionBusyError(
+        `Session ${session} was running another call for all of the ${waitedSeconds} s this call could wait; this call did not run.`,
+        hint,
+      );
+    case 'full':
+      return new SessionBusyError(
+        `Session ${session} is running another call and ${WAITING_CALLS_PER_SESSION} more are waiting for it; this call did not run.`,
+        hint,
+      );
+    case 'aborted':
+      return new SessionBusyError(
+        `The call was cancelled while it waited for session ${session} to finish another call; it did not run.`,
+        'Call again if you still need it.',
+      );
   }
 }

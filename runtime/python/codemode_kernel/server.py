@@ -3,8 +3,9 @@
 Threads: an accept thread, one reader thread per connection (answers `ping` at once, even while a
 call runs), and the main thread, which runs calls: Python's signals, and so the timeout
 interrupt, only reach the main thread. A request that arrives while a call runs is answered at
-once with status "error" / ename "KernelBusy" (nothing waits in a queue, so a caller's own
-timeout always covers exactly its own call).
+once with status "error" / ename "KernelBusy" and "busy": true: the call did not start (nothing
+waits in a queue here, so a caller's own timeout always covers exactly its own call; the gateway
+waits for its turn and sends the call again).
 """
 import argparse
 import array
@@ -149,6 +150,12 @@ def cap_error(result, cap):
 
 def error_result(ename, evalue):
     return dict(status="error", durationMs=0, error={"ename": ename, "evalue": evalue, "traceback": ""}, **EMPTY_OUTPUT)
+
+
+def busy_result():
+    """The answer to a call that arrived while another ran. "busy" tells it apart from an exception
+    the code raised (one named KernelBusy too): this call did not start."""
+    return dict(error_result("KernelBusy", "another call is running in this session; retry when it has finished"), busy=True)
 
 
 def check_exec(msg):
@@ -307,7 +314,7 @@ class KernelServer:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
             return
         if not self._busy.acquire(blocking=False):
-            conn.send(dict(error_result("KernelBusy", "another call is running in this session; retry when it has finished"), id=call_id, type="result"))
+            conn.send(dict(busy_result(), id=call_id, type="result"))
             return
         self._calls.put((conn, msg))
 

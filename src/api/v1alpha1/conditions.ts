@@ -54,6 +54,8 @@ export const Reasons = {
   DiskFull: 'DiskFull',
   /** The kubelet evicted the sandbox pod (e.g. its disk use exceeded a limit); everything in it is gone. */
   Evicted: 'Evicted',
+  /** The run's session was running other calls for as long as the run could wait; its code did not run. */
+  SessionBusy: 'SessionBusy',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

@@ -78,7 +78,7 @@ function baseInput(options: GatewayOptions) {
       .max(63)
       .optional()
       .describe(
-        'Run in this session (from create_session): variables, imports and files persist between calls. The language must match the session; without it the code runs in a fresh sandbox.',
+        'Run in this session (from create_session): variables, imports and files persist between calls, which run one at a time (a call waits while another runs). The language must match the session; without it the code runs in a fresh sandbox.',
       ),
     profile: ProfileArg,
   });

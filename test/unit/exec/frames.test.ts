@@ -14,6 +14,7 @@ describe('parseKernelFrame', () => {
       { ...result, status: 'error', result: '42', exitCode: 137, error: { ename: 'E', evalue: 'v', traceback: 't' }, timedOut: false, oomKilled: true },
     ],
     ['a result with nulls for absent fields', { ...result, result: null, exitCode: null, error: null }],
+    ['a busy result', { ...result, status: 'error', busy: true, error: { ename: 'KernelBusy', evalue: 'v', traceback: '' } }],
     ['a kernel error frame', { type: 'error', message: 'malformed frame header' }],
   ])('accepts %s', (_name, frame) => {
     expect(parseKernelFrame(frame).ok).toBe(true);
@@ -37,6 +38,7 @@ describe('parseKernelFrame', () => {
     ['an unknown status', { ...result, status: 'fine' }],
     ['a negative duration', { ...result, durationMs: -3 }],
     ['truncated as a string', { ...result, truncated: 'no' }],
+    ['busy as a string', { ...result, busy: 'yes' }],
     ['an exit code out of range', { ...result, exitCode: 2 ** 40 }],
     ['an error without a traceback', { ...result, error: { ename: 'E', evalue: 'v' } }],
     ['stdout missing', { id: '3', type: 'result', status: 'ok', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1 }],
@@ -72,6 +74,9 @@ describe('sanitizeResult', () => {
     ["keeps the kernel's truncated flag", { ...result, truncated: true }, { truncated: true }],
     ['drops nulls', { ...result, result: null, exitCode: null }, { result: undefined, exitCode: undefined }],
     ['rounds the duration', { ...result, durationMs: 2.7 }, { durationMs: 3 }],
+    ['keeps busy on an error result', { ...result, status: 'error', busy: true, error: { ename: 'KernelBusy', evalue: '', traceback: '' } }, { busy: true }],
+    ['drops busy on a result that is not an error', { ...result, busy: true }, { busy: undefined }],
+    ['drops busy: false', { ...result, status: 'error', busy: false }, { busy: undefined }],
   ])('%s', (_name, frame, expected) => {
     const out = sanitizeResult(frame as ResultFrame, 10);
     for (const [k, v] of Object.entries(expected)) expect(out[k as keyof typeof out]).toEqual(v);

@@ -32,6 +32,8 @@ export interface ResultFrame {
   exitCode?: number;
   error?: { ename: string; evalue: string; traceback: string };
   durationMs: number;
+  /** The call arrived while another ran and did not start. */
+  busy?: boolean;
 }
 
 export interface PongFrame {

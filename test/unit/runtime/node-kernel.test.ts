@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSession, type RelayClient } from './harness.js';
+import { startSession, type RelayClient, type ResultFrame } from './harness.js';
 
 describe('node kernel', () => {
   let session: Awaited<ReturnType<typeof startSession>>;
@@ -117,16 +117,20 @@ describe('node kernel with two relays', () => {
       const running = client.exec(
         `const fs = require('fs'); while (!fs.existsSync(${JSON.stringify(release)})) await new Promise((r) => setTimeout(r, 10)); 'done'`,
       );
-      let busy: unknown;
+      let busy: ResultFrame | undefined;
       for (let i = 0; i < 500 && busy === undefined; i++) {
         const { frame } = await other.exec('1');
         if (frame.status === 'error') busy = frame;
         else await new Promise((r) => setTimeout(r, 10));
       }
-      expect(busy).toMatchObject({ status: 'error', error: { ename: 'KernelBusy' } });
+      expect(busy).toMatchObject({ status: 'error', busy: true, error: { ename: 'KernelBusy' } });
       writeFileSync(release, '');
       expect((await running).frame.result).toBe("'done'");
       expect((await other.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
+      // The code's own exception of that name ran: it is not "busy".
+      const own = (await client.exec("class KernelBusy extends Error { name = 'KernelBusy' }; throw new KernelBusy('mine')")).frame;
+      expect(own).toMatchObject({ status: 'error', error: { ename: 'KernelBusy' } });
+      expect(own.busy).toBeUndefined();
       expect((await client.exec('typeof shared')).frame.result).toBe("'undefined'");
     } finally {
       await other.close();

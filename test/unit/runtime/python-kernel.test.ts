@@ -160,6 +160,12 @@ describe('python kernel', () => {
     expect((await client.exec('x')).frame.result).toBe('41');
   });
 
+  it("does not mark the code's own exception named KernelBusy as busy (that call ran)", async () => {
+    const { frame } = await client.exec('class KernelBusy(Exception):\n    pass\nraise KernelBusy("mine")');
+    expect(frame).toMatchObject({ status: 'error', error: { ename: 'KernelBusy', evalue: 'mine' } });
+    expect(frame.busy).toBeUndefined();
+  });
+
   it('shares one state between two relays and answers busy to the second caller', async () => {
     const other = await session.kernel.connect();
     try {
@@ -171,7 +177,7 @@ describe('python kernel', () => {
       for (let i = 0; i < 500 && (await other.ping()).frame.busy !== true; i++) await sleep(10);
       expect((await other.ping()).frame.busy).toBe(true);
       const busy = (await other.exec('1')).frame;
-      expect(busy).toMatchObject({ status: 'error', error: { ename: 'KernelBusy' } });
+      expect(busy).toMatchObject({ status: 'error', busy: true, error: { ename: 'KernelBusy' } });
       writeFileSync(release, '');
       expect((await running).frame.result).toBe("'done'");
       expect((await other.exec('shared')).frame.result).toBe('1');

@@ -92,7 +92,7 @@ export class Mix {
   /**
    * Creates the sessions and starts the workers; returns once each kind answered once. The
    * session-run worker has a session of its own (the last one): a session runs one call at a
-   * time and answers a second one KernelBusy, which the mix would otherwise mostly measure.
+   * time and the others wait for their turn, which the mix would otherwise mostly measure.
    */
   async start(): Promise<void> {
     const calling = this.o.sessions ?? 2;
@@ -181,7 +181,7 @@ export class Mix {
     const id = this.nextId('s');
     await this.attempt(id, 'session', session, { session, code: sessionCode(id) }, (r) => ({
       position: Number(r.structuredContent?.result),
-      // A call that failed (an exception, KernelBusy) is answered without isError: not a success.
+      // A call that failed (an exception) is answered without isError: not a success.
       ok: !r.isError && r.structuredContent?.phase === 'Succeeded',
     }));
   }

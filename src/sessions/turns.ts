@@ -1,0 +1,92 @@
+// A session's kernel runs one call at a time and answers a call that arrives meanwhile at once,
+// marked busy: that call did not start (runtime/PROTOCOL.md). Here a call that finds its session
+// busy waits for its turn instead of failing. Calls of this replica to one session queue in arrival
+// order (p-queue, one at a time) and only the first of them asks the kernel again, after a pause
+// that grows to MAX_PAUSE_MS: a session busy for a long time costs a few small frames a second,
+// however many calls wait. Calls from other replicas are only seen as "busy", so across replicas
+// the order is whoever asks first after the running call ended.
+//
+// Bounded three ways: the caller's deadline, its signal (checked only while it waits: a call that
+// reached the kernel is never abandoned), and how many calls may wait per session here.
+//
+// Believing "busy" cannot make code run twice that the kernel did not have already: an honest
+// kernel says busy only before it starts a call. A kernel process that the session's own code has
+// taken over could say busy after running the call, and be sent the same code again — code it
+// already holds and could run as often as it likes. The deadline ends that too.
+import PQueue from 'p-queue';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** The first pause before a busy session is asked again; it doubles up to MAX_PAUSE_MS. */
+export const FIRST_PAUSE_MS = 10;
+export const MAX_PAUSE_MS = 200;
+
+/** Why a call gave up its turn without running. */
+export type GaveUp = 'deadline' | 'full' | 'aborted';
+
+export type TurnResult<T> = { ran: T } | { gaveUp: GaveUp };
+
+export class SessionTurns {
+  private readonly queues = new Map<string, PQueue>();
+
+  /** `maxWaiting`: calls that may wait for one session on this replica, besides the one asking. */
+  constructor(readonly maxWaiting: number) {}
+
+  /**
+   * Runs `attempt` (one call to the session's kernel) once it is this call's turn, and again after a
+   * pause for as long as the kernel answers busy, until `until` (ms since the epoch).
+   */
+  async take<T extends { busy?: true }>(session: string, until: number, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<TurnResult<T>> {
+    let queue = this.queues.get(session);
+    if (!queue) {
+      queue = new PQueue({ concurrency: 1 });
+      this.queues.set(session, queue);
+    }
+    if (queue.size >= this.maxWaiting) return { gaveUp: 'full' };
+    // Aborted only while the call waits in the queue (p-queue then drops it): once its turn came,
+    // nothing aborts it, so an exec that reached the kernel is always followed to its result.
+    const waiting = new AbortController();
+    const timer = setTimeout(() => waiting.abort(), Math.max(0, until - Date.now()));
+    const onAbort = (): void => waiting.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const stopWaiting = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const q = queue;
+    try {
+      return await q.add(
+        async (): Promise<TurnResult<T>> => {
+          stopWaiting();
+          return this.askUntilFree(until, signal, attempt);
+        },
+        { signal: waiting.signal },
+      );
+    } catch (err) {
+      if (!waiting.signal.aborted) throw err;
+      return { gaveUp: signal?.aborted ? 'aborted' : 'deadline' };
+    } finally {
+      stopWaiting();
+      if (q.size === 0 && q.pending === 0 && this.queues.get(session) === q) this.queues.delete(session);
+    }
+  }
+
+  /** Sessions with calls queued or asking here (for tests and leaks). */
+  get sessions(): number {
+    return this.queues.size;
+  }
+
+  private async askUntilFree<T extends { busy?: true }>(until: number, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<TurnResult<T>> {
+    for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, MAX_PAUSE_MS)) {
+      if (signal?.aborted) return { gaveUp: 'aborted' };
+      const r = await attempt();
+      if (r.busy !== true) return { ran: r };
+      const left = until - Date.now();
+      if (left <= 0) return { gaveUp: 'deadline' };
+      try {
+        await sleep(Math.min(pause, left), undefined, signal ? { signal } : undefined);
+      } catch {
+        return { gaveUp: 'aborted' };
+      }
+    }
+  }
+}

@@ -1,0 +1,130 @@
+// A session runs one call at a time. Calls that arrive while it is busy — through either of two
+// replicas, or as SandboxRuns created with kubectl — wait for their turn and run once each; a call
+// still waiting when its allowance (CODEMODE_POD_STARTUP_TIMEOUT_SECONDS) is over ends with
+// SessionBusy and never runs. Before, each of them failed at once with a KernelBusy "exception".
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
+
+/** How long a call may wait for a busy session here (the start-up allowance of a run). */
+const WAIT_SECONDS = 15;
+
+const k = testKube();
+let ns = '';
+let a: RunningOperator;
+let b: RunningOperator;
+let viaA: TestClient;
+let viaB: TestClient;
+
+beforeAll(async () => {
+  ns = await createNamespace(k, 'sess-busy');
+  const env = {
+    CODEMODE_WARM_POOL_MIN: '1',
+    CODEMODE_WARM_POOL_MAX: '2',
+    CODEMODE_CPU_REQUEST: '10m',
+    CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(WAIT_SECONDS),
+  };
+  [a, b] = await Promise.all([startOperator(ns, env), startOperator(ns, env)]);
+  [viaA, viaB] = await Promise.all([connect(a.url, 'current'), connect(b.url, 'current')]);
+  // Sessions take pool pods, so the short start-up allowance is not what these tests measure.
+  await until(
+    async () =>
+      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.some((p) =>
+        p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+      ),
+    180_000,
+    'a ready pool pod',
+  );
+}, 300_000);
+afterAll(async () => {
+  await viaA?.close();
+  await viaB?.close();
+  await a?.stop();
+  await b?.stop();
+  await deleteNamespace(k, ns);
+});
+
+const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
+const text = (r: ToolResult): string => JSON.stringify(r.content);
+const api = (): { group: string; version: string; plural: string; namespace: string } => ({
+  group: GROUP,
+  version: VERSION,
+  plural: SANDBOXRUN_PLURAL,
+  namespace: ns,
+});
+
+async function session(): Promise<string> {
+  const created = await viaA.callTool('create_session', { language: 'python' });
+  expect(created.isError ?? false, text(created)).toBe(false);
+  const s = String(sc(created).session);
+  const init = await viaA.callTool('execute_code', { session: s, code: 'calls = []' });
+  expect(sc(init), text(init)).toMatchObject({ phase: 'Succeeded' });
+  return s;
+}
+
+/** A SandboxRun in the session, as kubectl would create it; resolves with its terminal status. */
+async function sessionRun(s: string, code: string): Promise<NonNullable<SandboxRun['status']>> {
+  const body = {
+    apiVersion: API_VERSION,
+    kind: SANDBOXRUN_KIND,
+    metadata: { generateName: 'in-busy-' },
+    spec: { session: s, language: 'python', code, timeoutSeconds: 60 },
+  };
+  const name = String(((await k.custom.createNamespacedCustomObject({ ...api(), body })) as SandboxRun).metadata.name);
+  let status: SandboxRun['status'];
+  await until(
+    async () => {
+      status = ((await k.custom.getNamespacedCustomObject({ ...api(), name })) as SandboxRun).status;
+      return isTerminalPhase(status?.phase);
+    },
+    120_000,
+    `SandboxRun ${name} to finish`,
+  );
+  return status ?? {};
+}
+
+describe('a busy session', () => {
+  it('runs the calls that arrive meanwhile once each, in turn, through either replica or as SandboxRuns', async () => {
+    const s = await session();
+    // The first call holds the session for 3 s; the others arrive while it runs.
+    const first = viaA.callTool('execute_code', { session: s, code: 'import time\ncalls.append("first")\ntime.sleep(3)\nlen(calls)' });
+    await new Promise((r) => setTimeout(r, 500));
+    const append = (id: string): string => `calls.append(${JSON.stringify(id)})\nlen(calls)`;
+    const [firstR, b1, a1, b2, run] = await Promise.all([
+      first,
+      viaB.callTool('execute_code', { session: s, code: append('b1') }),
+      viaA.callTool('execute_code', { session: s, code: append('a1') }),
+      viaB.callTool('execute_code', { session: s, code: append('b2') }),
+      sessionRun(s, 'calls.append("k")\nprint(len(calls))'),
+    ]);
+    for (const r of [firstR, b1, a1, b2]) expect(sc(r), text(r)).toMatchObject({ phase: 'Succeeded' });
+    expect(run, JSON.stringify(run)).toMatchObject({ phase: 'Succeeded' });
+    expect(sc(firstR).result).toBe('1');
+    // Each ran once, after the first, at the position it saw.
+    const positions = [b1, a1, b2].map((r) => Number(sc(r).result)).concat(Number(run.stdout));
+    expect([...positions].sort()).toEqual([2, 3, 4, 5]);
+    const all = await viaB.callTool('execute_code', { session: s, code: 'sorted(calls)' });
+    expect(sc(all).result).toBe("['a1', 'b1', 'b2', 'first', 'k']");
+  }, 300_000);
+
+  it('ends a call still waiting when its allowance is over with SessionBusy, and never runs it', async () => {
+    const s = await session();
+    const long = viaA.callTool('execute_code', { session: s, code: `import time\ntime.sleep(${WAIT_SECONDS + 8})\n"done"`, timeout_seconds: 60 });
+    await new Promise((r) => setTimeout(r, 500));
+    const [viaMcp, run] = await Promise.all([
+      viaB.callTool('execute_code', { session: s, code: 'calls.append("late call")' }),
+      sessionRun(s, 'calls.append("late run")'),
+    ]);
+    expect(viaMcp.isError, text(viaMcp)).toBe(true);
+    expect(text(viaMcp)).toMatch(
+      new RegExp(`Session ${s} was running another call for all of the ${WAIT_SECONDS} s this call could wait; this call did not run`),
+    );
+    expect(run, JSON.stringify(run)).toMatchObject({ phase: 'Failed', reason: 'SessionBusy' });
+    expect(run.message).toMatch(/was running another call for all of the \d+ s this call could wait; this call did not run/);
+    expect(sc(await long)).toMatchObject({ phase: 'Succeeded', result: "'done'" });
+    // Neither ever ran, then or later.
+    const after = await viaA.callTool('execute_code', { session: s, code: 'calls' });
+    expect(sc(after).result).toBe('[]');
+  }, 300_000);
+});
