@@ -1,9 +1,8 @@
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { CLUSTER_KUBECONFIG } from './scripts/cluster-paths.js';
 
 // e2e tests talk to the local test cluster unless KUBECONFIG points elsewhere.
-const kubeconfig = process.env.KUBECONFIG ?? join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
+const kubeconfig = process.env.KUBECONFIG ?? CLUSTER_KUBECONFIG;
 
 // Projects: `unit` is pure logic (no cluster); `integration` drives the controllers' reconcile
 // against the real API server (API objects only, no pod ever runs: files may run side by side);

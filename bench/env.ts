@@ -1,12 +1,11 @@
 // Bench settings from the environment, read once. BENCH_SCALE scales every repetition count and
 // duration (0.1 while developing, 1 for the figures in docs/performance.md); BENCH_ONLY picks
 // sections; BENCH_CONCURRENCY overrides the throughput levels.
-import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { CLUSTER_KUBECONFIG } from '../scripts/cluster-paths.js';
 
 // Like vitest.config.ts: the local test cluster unless KUBECONFIG points elsewhere. Set before
 // any KubeConfig is loaded (testKube() reads it lazily).
-process.env.KUBECONFIG ??= join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
+process.env.KUBECONFIG ??= CLUSTER_KUBECONFIG;
 
 export const SECTIONS = ['floor', 'cold', 'warm', 'session', 'backtoback', 'throughput', 'rss', 'storage', 'hostile', 'codemode', 'plots'] as const;
 export type Section = (typeof SECTIONS)[number];

@@ -10,10 +10,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { CLUSTER_KUBECONFIG } from './cluster-paths.js';
 import { startLineFor } from './start-output.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const localKubeconfig = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/kubeconfig');
+const localKubeconfig = CLUSTER_KUBECONFIG;
 
 function hasKubeContext(): boolean {
   if (process.env.KUBERNETES_SERVICE_HOST) return true;

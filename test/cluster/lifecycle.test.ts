@@ -5,12 +5,12 @@
 // Runs last (its own vitest project): it takes the cluster down for a moment.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CLUSTER_DIR } from '../../scripts/cluster-paths.js';
 import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube } from '../e2e/helpers/kube.js';
 
-const clusterDir = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster');
+const clusterDir = CLUSTER_DIR;
 const COMPONENTS = ['etcd', 'containerd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet', 'kube-proxy', 'kube-router'];
 
 function script(name: string, env: Record<string, string> = {}): { code: number; out: string } {

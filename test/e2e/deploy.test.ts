@@ -4,18 +4,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { deleteNamespace, testKube, until } from './helpers/kube.js';
+import { KUBECTL } from './helpers/helm.js';
 import { connect } from './helpers/operator.js';
 
 const k = testKube();
 const ns = `deploy-${Date.now().toString(36)}`;
 const sandboxNs = `${ns}-sbx`;
-const kubectl = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin/kubernetes-v1.34.9/kubectl');
+
 let forward: ChildProcess | undefined;
 let base = '';
 // The manifest's CODEMODE_AUTH_MODE=tokens: one user's token in the Secret it names.
@@ -59,7 +58,7 @@ beforeAll(async () => {
     240_000,
     'the operator Deployment to be Ready (readiness waits for the first sandbox self-check)',
   );
-  forward = spawn(kubectl, ['port-forward', '-n', ns, 'svc/codemode-operator', ':8080'], { env: process.env });
+  forward = spawn(KUBECTL, ['port-forward', '-n', ns, 'svc/codemode-operator', ':8080'], { env: process.env });
   base = await new Promise<string>((resolve, reject) => {
     forward?.stdout?.on('data', (b: Buffer) => {
       const m = /Forwarding from 127\.0\.0\.1:(\d+)/.exec(b.toString());

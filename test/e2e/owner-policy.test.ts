@@ -3,15 +3,14 @@
 // gateway's ServiceAccount may record someone else.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { KUBECTL } from './helpers/helm.js';
 
 const k = testKube();
-const kubectl = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'bin/kubernetes-v1.34.9/kubectl');
+
 let ns = '';
 let policies: KubernetesObject[] = [];
 let n = 0;
@@ -20,7 +19,7 @@ let n = 0;
 function createAs(user: string, groups: string[], spec: Record<string, unknown>, kind = 'SandboxRun'): { ok: boolean; out: string } {
   const name = `r${++n}`;
   const body = JSON.stringify({ apiVersion: 'codemode.dev/v1alpha1', kind, metadata: { name, namespace: ns }, spec });
-  const r = spawnSync(kubectl, ['create', '-f', '-', '-o', 'name', '--as', user, ...groups.flatMap((g) => ['--as-group', g])], {
+  const r = spawnSync(KUBECTL, ['create', '-f', '-', '-o', 'name', '--as', user, ...groups.flatMap((g) => ['--as-group', g])], {
     input: body,
     env: process.env,
     encoding: 'utf8',
@@ -73,7 +72,7 @@ describe('owner admission policy', () => {
     const r = createAs('alice', ['dev'], run({ user: 'alice', groups: ['dev'] }));
     expect(r.ok, r.out).toBe(true);
     const name = r.out.trim().split('/').pop() ?? '';
-    const table = spawnSync(kubectl, ['get', 'sbr', name, '-n', ns], { env: process.env, encoding: 'utf8' }).stdout;
+    const table = spawnSync(KUBECTL, ['get', 'sbr', name, '-n', ns], { env: process.env, encoding: 'utf8' }).stdout;
     expect(table).toMatch(/OWNER/);
     expect(table).toMatch(/alice/);
   });
@@ -104,7 +103,7 @@ describe('owner admission policy', () => {
     expect(created.ok, created.out).toBe(true);
     const name = created.out.trim().split('/').pop() ?? '';
     const patch = spawnSync(
-      kubectl,
+      KUBECTL,
       ['patch', 'sbr', name, '-n', ns, '--type=merge', '-p', '{"spec":{"owner":{"user":"mallory"}}}', '--as', 'alice', '--as-group', 'dev'],
       { env: process.env, encoding: 'utf8' },
     );

@@ -5,16 +5,15 @@
 // after the e2e phase, serially: other suites would see the outage.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/index.js';
+import { CLUSTER_DIR } from '../../scripts/cluster-paths.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../e2e/helpers/kube.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from '../e2e/faults/helpers/gateway-process.js';
 import { Mix } from '../e2e/faults/helpers/mix.js';
 import { listRuns, PodLedger, verdict } from '../e2e/faults/helpers/verdict.js';
 
-const CLUSTER_DIR = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster');
 const STARTUP_SECONDS = 20;
 
 const alive = (pid: number): boolean => {

@@ -1,22 +1,13 @@
 // Helm and kubectl from the test cluster's cache (test/cluster builds both), run as child
 // processes with the tests' KUBECONFIG.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { CONTAINERD_SOCK, builtTool } from '../../../scripts/cluster-paths.js';
 
 const run = promisify(execFile);
-const CACHE = process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode');
-
-export const HELM = process.env.HELM ?? join(CACHE, 'bin/helm-v3.19.0/helm');
-export const KUBECTL = join(CACHE, 'bin/kubernetes-v1.34.9/kubectl');
-export const CONTAINERD_SOCK = join(process.env.CODEMODE_CLUSTER_DIR ?? join(CACHE, 'cluster'), 'run/containerd/containerd.sock');
+export const HELM = process.env.HELM ?? builtTool('helm', 'helm') ?? 'helm';
+export const KUBECTL = builtTool('kubernetes', 'kubectl') ?? 'kubectl';
 export const CHART = 'charts/codemode-operator';
-
-export function helmAvailable(): boolean {
-  return existsSync(HELM);
-}
 
 /** Runs a command; rejects with its stderr (and stdout) in the message when it fails. */
 export async function sh(cmd: string, args: string[], input?: string): Promise<string> {

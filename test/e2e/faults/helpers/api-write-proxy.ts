@@ -9,11 +9,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingMessage } from 'node:http';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { KubeConfig } from '@kubernetes/client-node';
+import { CLUSTER_PKI } from '../../../../scripts/cluster-paths.js';
 
 export type WriteProxyMode = 'pass' | 'fail-writes';
 
@@ -44,7 +45,7 @@ export async function startApiWriteProxy(kubeconfig = process.env.KUBECONFIG ?? 
     cert: Buffer.from(user.certData, 'base64'),
     key: Buffer.from(user.keyData, 'base64'),
   };
-  const pki = join(process.env.CODEMODE_CACHE ?? join(homedir(), '.cache/codemode'), 'cluster/pki');
+  const pki = CLUSTER_PKI;
   let mode: WriteProxyMode = 'pass';
   let refused = 0;
   const server: Server = createServer({ cert: readFileSync(join(pki, 'apiserver.crt')), key: readFileSync(join(pki, 'apiserver.key')) }, (req, res) => {
