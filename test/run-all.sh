@@ -31,8 +31,9 @@ run_vitest unit --project unit
 
 step "test cluster: bring up (first run builds Kubernetes, kube-router, Helm and images)"
 bash test/cluster/up.sh
-export KUBECONFIG="${CODEMODE_CACHE:-$HOME/.cache/codemode}/cluster/kubeconfig"
-KUBECTL="${CODEMODE_CACHE:-$HOME/.cache/codemode}/bin/kubernetes-v1.34.9/kubectl"
+# The cluster scripts' own names for the kubeconfig and kubectl (lib.sh: CODEMODE_CACHE, CODEMODE_CLUSTER_DIR).
+read -r KUBECONFIG KUBECTL < <(bash -c 'source test/cluster/lib.sh && echo "$KUBECONFIG_OUT $BIN_K8S/kubectl"')
+export KUBECONFIG
 "$KUBECTL" apply --server-side --force-conflicts -f crds/ >/dev/null
 "$KUBECTL" wait --for=condition=Established -f crds/ --timeout=60s >/dev/null
 # Established is not yet served: the API server builds a CRD's storage on the first request for it
