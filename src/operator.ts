@@ -332,6 +332,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       adminGroups: config.adminGroups,
       maxSessions: config.maxSessions,
       onRefused: (limit) => metrics?.admissionRejected(limit),
+      onWaited: (result, seconds) => metrics?.sessionWait(result, seconds),
       admitSession: (name, owner) => userLimits.admit('session', name, owner),
       profiles,
       packages: sessionPackages,

@@ -1,12 +1,13 @@
 // Metrics a dashboard of the service needs beyond the controller's (issue 10): how long a sandbox
-// takes to start (a warm claim or a cold pod), how long calls wait for a run slot, the warm
-// pool's ready pods, the sessions, output sizes, and the outcomes of calls in a session (those
-// create no SandboxRun, so codemode_runs_total does not see them). Gauges of cached state are
+// takes to start (a warm claim or a cold pod), how long calls wait for a run slot or a busy
+// session, the warm pool's ready pods, the sessions, output sizes, and the outcomes of calls in a
+// session (those create no SandboxRun, so codemode_runs_total does not see them). Gauges of cached state are
 // computed when Prometheus scrapes, from the informer caches: no API request, nothing on a call's
 // path. Every label value comes from a closed set declared in src/api or here.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { Reasons, SessionPhaseSchema, type SessionPhase } from '../api/v1alpha1/index.js';
 import { QUEUE_WAIT_RESULTS, type QueueWaitResult } from '../limits/admission.js';
+import { WAIT_RESULTS, type WaitResult } from '../sessions/turns.js';
 
 /** How a sandbox was got: a ready pool pod claimed (warm) or a pod created for the call (cold). */
 export type PodStart = 'warm' | 'cold';
@@ -22,6 +23,8 @@ const CALL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 export interface ServiceMetrics {
   podStarted(start: PodStart, seconds: number): void;
   queueWait(result: QueueWaitResult, seconds: number): void;
+  /** A call that found its session busy: how long it waited, and how that ended. */
+  sessionWait(result: WaitResult, seconds: number): void;
   output(stdoutBytes: number, stderrBytes: number): void;
   /** An execute_code call in a session (no SandboxRun): runtime, phase and reason of its outcome. */
   sessionCall(runtime: string, phase: string, reason: string, seconds: number): void;
@@ -56,6 +59,13 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
   const queueWait = new Histogram({
     name: 'codemode_admission_queue_wait_seconds',
     help: 'Time execute_code calls waited for a run slot on this replica (0 when admitted at once), by result: admitted, refused (queue full or timed out) or cancelled (the caller went away).',
+    labelNames: ['result'] as const,
+    buckets: WAIT_BUCKETS,
+    registers,
+  });
+  const sessionWait = new Histogram({
+    name: 'codemode_session_wait_seconds',
+    help: 'Time calls in a session waited while another call ran there (only calls that found their session busy), by result: ran, deadline (waited as long as allowed, did not run), full (too many waiting, did not run) or aborted (the caller went away, did not run).',
     labelNames: ['result'] as const,
     buckets: WAIT_BUCKETS,
     registers,
@@ -102,6 +112,7 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
   });
   // Series of closed sets exist from the start (at 0), so rates and alerts see "none" as 0.
   for (const result of QUEUE_WAIT_RESULTS) queueWait.zero({ result });
+  for (const result of WAIT_RESULTS) sessionWait.zero({ result });
   for (const start of ['warm', 'cold'] as const) podStart.zero({ start });
   for (const stream of ['stdout', 'stderr'] as const) output.zero({ stream });
   sessionCalls.inc({ runtime: 'python', phase: 'Succeeded', reason: Reasons.Succeeded }, 0);
@@ -114,6 +125,10 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
     queueWait(result, seconds): void {
       const s = sane(seconds);
       if (s !== undefined) queueWait.observe({ result }, s);
+    },
+    sessionWait(result, seconds): void {
+      const s = sane(seconds);
+      if (s !== undefined) sessionWait.observe({ result }, s);
     },
     output(stdoutBytes, stderrBytes): void {
       const out = sane(stdoutBytes);

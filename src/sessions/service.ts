@@ -46,7 +46,7 @@ import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { lostTo, readPodState } from './verdict.js';
-import { SessionTurns, type GaveUp, type TurnResult } from './turns.js';
+import { SessionTurns, type GaveUp, type TurnResult, type WaitResult } from './turns.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
@@ -63,6 +63,8 @@ export type SessionServiceOptions = Pick<
     readonly startupTimeoutSeconds: number;
     /** Told of each create() refused for capacity (metrics). */
     onRefused?(limit: 'sessions'): void;
+    /** Told how a call that found its session busy waited, and how that ended (metrics). */
+    onWaited?(result: WaitResult, seconds: number): void;
     /**
      * The per-user session limit (src/limits/user-limits.ts): throws the refusal, or holds the new
      * name for its owner until the returned function is called.
@@ -470,6 +472,7 @@ export class SessionService {
         'Create a new session with create_session and run the setup again.',
       );
     }
+    if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
     if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000));
     const result = turn.ran;
     if (result.status === 'lost') {

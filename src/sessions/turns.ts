@@ -23,7 +23,16 @@ export const MAX_PAUSE_MS = 200;
 /** Why a call gave up its turn without running. */
 export type GaveUp = 'deadline' | 'full' | 'aborted';
 
-export type TurnResult<T> = { ran: T } | { gaveUp: GaveUp };
+/** How a call's wait for a busy session ended (a metric label: a closed set). */
+export const WAIT_RESULTS = ['ran', 'deadline', 'full', 'aborted'] as const;
+export type WaitResult = (typeof WAIT_RESULTS)[number];
+
+/**
+ * `waitedMs`: how long the call waited because the session was busy — queued behind a call of
+ * this replica or answered busy — until its code went to the kernel or it gave up; undefined when
+ * it found the session free.
+ */
+export type TurnResult<T> = ({ ran: T } | { gaveUp: GaveUp }) & { waitedMs?: number };
 
 export class SessionTurns {
   private readonly queues = new Map<string, PQueue>();
@@ -36,12 +45,16 @@ export class SessionTurns {
    * pause for as long as the kernel answers busy, until `until` (ms since the epoch).
    */
   async take<T extends { busy?: true }>(session: string, until: number, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<TurnResult<T>> {
+    const start = Date.now();
     let queue = this.queues.get(session);
     if (!queue) {
       queue = new PQueue({ concurrency: 1 });
       this.queues.set(session, queue);
     }
-    if (queue.size >= this.maxWaiting) return { gaveUp: 'full' };
+    if (queue.size >= this.maxWaiting) return { gaveUp: 'full', waitedMs: 0 };
+    // Queued behind a call of this replica: the session is busy.
+    let busy = queue.size > 0 || queue.pending > 0;
+    const waited = (end: number): { waitedMs?: number } => (busy ? { waitedMs: end - start } : {});
     // Aborted only while the call waits in the queue (p-queue then drops it): once its turn came,
     // nothing aborts it, so an exec that reached the kernel is always followed to its result.
     const waiting = new AbortController();
@@ -57,13 +70,15 @@ export class SessionTurns {
       return await q.add(
         async (): Promise<TurnResult<T>> => {
           stopWaiting();
-          return this.askUntilFree(until, signal, attempt);
+          const r = await askUntilFree(until, signal, attempt, () => (busy = true));
+          // A call that ran waited until its code was sent: its own run time is not waiting.
+          return 'ran' in r ? { ran: r.ran, ...waited(r.sentAt) } : { gaveUp: r.gaveUp, ...waited(Date.now()) };
         },
         { signal: waiting.signal },
       );
     } catch (err) {
       if (!waiting.signal.aborted) throw err;
-      return { gaveUp: signal?.aborted ? 'aborted' : 'deadline' };
+      return { gaveUp: signal?.aborted ? 'aborted' : 'deadline', ...waited(Date.now()) };
     } finally {
       stopWaiting();
       if (q.size === 0 && q.pending === 0 && this.queues.get(session) === q) this.queues.delete(session);
@@ -74,19 +89,27 @@ export class SessionTurns {
   get sessions(): number {
     return this.queues.size;
   }
+}
 
-  private async askUntilFree<T extends { busy?: true }>(until: number, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<TurnResult<T>> {
-    for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, MAX_PAUSE_MS)) {
-      if (signal?.aborted) return { gaveUp: 'aborted' };
-      const r = await attempt();
-      if (r.busy !== true) return { ran: r };
-      const left = until - Date.now();
-      if (left <= 0) return { gaveUp: 'deadline' };
-      try {
-        await sleep(Math.min(pause, left), undefined, signal ? { signal } : undefined);
-      } catch {
-        return { gaveUp: 'aborted' };
-      }
+/** Asks until the kernel is not busy; `onBusy` is told of each busy answer. */
+async function askUntilFree<T extends { busy?: true }>(
+  until: number,
+  signal: AbortSignal | undefined,
+  attempt: () => Promise<T>,
+  onBusy: () => void,
+): Promise<{ ran: T; sentAt: number } | { gaveUp: GaveUp }> {
+  for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, MAX_PAUSE_MS)) {
+    if (signal?.aborted) return { gaveUp: 'aborted' };
+    const sentAt = Date.now();
+    const r = await attempt();
+    if (r.busy !== true) return { ran: r, sentAt };
+    onBusy();
+    const left = until - Date.now();
+    if (left <= 0) return { gaveUp: 'deadline' };
+    try {
+      await sleep(Math.min(pause, left), undefined, signal ? { signal } : undefined);
+    } catch {
+      return { gaveUp: 'aborted' };
     }
   }
 }

@@ -25,7 +25,7 @@ beforeAll(async () => {
     CODEMODE_CPU_REQUEST: '10m',
     CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(WAIT_SECONDS),
   };
-  [a, b] = await Promise.all([startOperator(ns, env), startOperator(ns, env)]);
+  [a, b] = await Promise.all([startOperator(ns, env, { metrics: true }), startOperator(ns, env, { metrics: true })]);
   [viaA, viaB] = await Promise.all([connect(a.url, 'current'), connect(b.url, 'current')]);
   // Sessions take pool pods, so the short start-up allowance is not what these tests measure.
   await until(
@@ -104,6 +104,10 @@ describe('a busy session', () => {
     // Each ran once, after the first, at the position it saw.
     const positions = [b1, a1, b2].map((r) => Number(sc(r).result)).concat(Number(run.stdout));
     expect([...positions].sort()).toEqual([2, 3, 4, 5]);
+    const ran = async (o: RunningOperator): Promise<number> =>
+      Number(/codemode_session_wait_seconds_count\{result="ran"\} (\d+)/.exec((await o.metrics?.registry.metrics()) ?? '')?.[1] ?? 0);
+    // The three MCP calls waited (the SandboxRun too, on whichever replica executed it).
+    expect((await ran(a)) + (await ran(b))).toBeGreaterThanOrEqual(3);
     const all = await viaB.callTool('execute_code', { session: s, code: 'sorted(calls)' });
     expect(sc(all).result).toBe("['a1', 'b1', 'b2', 'first', 'k']");
   }, 300_000);
@@ -123,6 +127,10 @@ describe('a busy session', () => {
     expect(run, JSON.stringify(run)).toMatchObject({ phase: 'Failed', reason: 'SessionBusy' });
     expect(run.message).toMatch(/was running another call for all of the \d+ s this call could wait; this call did not run/);
     expect(sc(await long)).toMatchObject({ phase: 'Succeeded', result: "'done'" });
+    // Operators see it: B's MCP call gave up at its deadline (the SandboxRun's replica too).
+    const deadlines = async (o: RunningOperator): Promise<number> =>
+      Number(/codemode_session_wait_seconds_count\{result="deadline"\} (\d+)/.exec((await o.metrics?.registry.metrics()) ?? '')?.[1] ?? 0);
+    expect((await deadlines(b)) + (await deadlines(a))).toBeGreaterThanOrEqual(2);
     // Neither ever ran, then or later.
     const after = await viaA.callTool('execute_code', { session: s, code: 'calls' });
     expect(sc(after).result).toBe('[]');

@@ -24,18 +24,21 @@ describe('service metrics', () => {
       'codemode_warm_pool_claims_total{result="empty"} 0',
       'codemode_package_installs_total{ecosystem="npm",outcome="refused"} 0',
       'codemode_admission_queue_wait_seconds_count{result="cancelled"} 0',
+      'codemode_session_wait_seconds_count{result="full"} 0',
       'codemode_session_calls_total{runtime="python",phase="Succeeded",reason="Succeeded"} 0',
     ]) {
       expect(text).toContain(line);
     }
   });
 
-  it('records pod starts, queue waits, outputs and session calls with closed labels', async () => {
+  it('records pod starts, queue and session waits, outputs and session calls with closed labels', async () => {
     const m = createMetrics();
     m.podStarted('warm', 0.04);
     m.podStarted('cold', 1.5);
     m.podStarted('cold', Number.NaN);
     m.queueWait('admitted', 0);
+    m.sessionWait('ran', 0.3);
+    m.sessionWait('deadline', -1);
     m.output(100, 0);
     m.output(-1, 2_000_000);
     m.sessionCall('bash', 'Failed', 'Exception', 0.2);
@@ -45,6 +48,8 @@ describe('service metrics', () => {
     expect(text).toContain('codemode_pod_start_seconds_count{start="warm"} 1');
     expect(text).toContain('codemode_pod_start_seconds_count{start="cold"} 1');
     expect(text).toContain('codemode_admission_queue_wait_seconds_bucket{le="0.001",result="admitted"} 1');
+    expect(text).toContain('codemode_session_wait_seconds_bucket{le="0.5",result="ran"} 1');
+    expect(text).toContain('codemode_session_wait_seconds_count{result="deadline"} 0');
     expect(text).toContain('codemode_output_bytes_count{stream="stdout"} 1');
     expect(text).toContain('codemode_output_bytes_count{stream="stderr"} 2');
     expect(text).toContain('codemode_session_calls_total{runtime="bash",phase="Failed",reason="Exception"} 1');

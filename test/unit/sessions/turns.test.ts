@@ -34,7 +34,10 @@ describe('SessionTurns', () => {
     const turns = new SessionTurns(4);
     const k = kernel(busyFor);
     const r = await turns.take('s', later(5_000), undefined, k.ask('a'));
-    expect(r).toEqual({ ran: { n: asks } });
+    expect(r).toMatchObject({ ran: { n: asks } });
+    // Waiting is counted only when the session was busy, and then at least the pauses between asks.
+    if (busyFor === 0) expect(r.waitedMs).toBeUndefined();
+    else expect(r.waitedMs).toBeGreaterThanOrEqual(10 + 20 + 40);
     expect(k.asks).toHaveLength(asks);
     expect(turns.sessions).toBe(0);
   });
@@ -46,6 +49,7 @@ describe('SessionTurns', () => {
     expect(results.map((r) => ('ran' in r ? r.ran.n : r.gaveUp))).toEqual([3, 4, 5]);
     expect(k.asks).toEqual(['a', 'a', 'a', 'b', 'c']);
     expect(k.overlapped).toBe(false);
+    expect(results.every((r) => r.waitedMs !== undefined)).toBe(true);
     expect(turns.sessions).toBe(0);
   });
 
@@ -61,8 +65,10 @@ describe('SessionTurns', () => {
     const k = kernel(Infinity);
     const started = Date.now();
     const [first, second] = await Promise.all([turns.take('s', later(300), undefined, k.ask('a')), turns.take('s', later(150), undefined, k.ask('b'))]);
-    expect(first).toEqual({ gaveUp: 'deadline' });
-    expect(second).toEqual({ gaveUp: 'deadline' });
+    expect(first).toMatchObject({ gaveUp: 'deadline' });
+    expect(second).toMatchObject({ gaveUp: 'deadline' });
+    // The second was queued behind the first: it waited, about until its deadline.
+    expect(second.waitedMs).toBeGreaterThanOrEqual(140);
     // The second gave up in the queue: it never asked.
     expect(k.asks.every((who) => who === 'a')).toBe(true);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
@@ -74,7 +80,7 @@ describe('SessionTurns', () => {
     const k = kernel(Infinity);
     const asking = turns.take('s', later(200), undefined, k.ask('a'));
     const waiting = turns.take('s', later(200), undefined, k.ask('b'));
-    expect(await turns.take('s', later(200), undefined, k.ask('c'))).toEqual({ gaveUp: 'full' });
+    expect(await turns.take('s', later(200), undefined, k.ask('c'))).toEqual({ gaveUp: 'full', waitedMs: 0 });
     await Promise.all([asking, waiting]);
     expect(k.asks).not.toContain('c');
   });
@@ -88,9 +94,9 @@ describe('SessionTurns', () => {
     const waiting = turns.take('s', later(5_000), queued.signal, k.ask('b'));
     await new Promise((r) => setTimeout(r, 50));
     queued.abort();
-    expect(await waiting).toEqual({ gaveUp: 'aborted' });
+    expect(await waiting).toMatchObject({ gaveUp: 'aborted' });
     gone.abort();
-    expect(await asking).toEqual({ gaveUp: 'aborted' });
+    expect(await asking).toMatchObject({ gaveUp: 'aborted' });
     expect(k.asks).not.toContain('b');
     expect(turns.sessions).toBe(0);
   });
@@ -111,6 +117,6 @@ describe('SessionTurns', () => {
     const failing = turns.take('s', later(1_000), undefined, () => Promise.reject<Answer>(new Error('stream broke')));
     const next = turns.take('s', later(1_000), undefined, () => Promise.resolve<Answer>({ n: 7 }));
     await expect(failing).rejects.toThrow('stream broke');
-    expect(await next).toEqual({ ran: { n: 7 } });
+    expect(await next).toMatchObject({ ran: { n: 7 } });
   });
 });
