@@ -4,8 +4,9 @@
 // their connection, stop once no MCP request arrived for a while, then the operator's own drain)
 // but with the sandbox self-check off, as in every e2e test: its canary pods would delay code by
 // up to minutes on the shared node; and no minimum drain time (the test decides how long calls
-// still come). Configured only through CODEMODE_* env and KUBECONFIG; prints one JSON line
-// {"url","identity"} on stdout once it serves.
+// still come). Configured only through CODEMODE_* env and KUBECONFIG (and FAULT_RUNTIME_VARIANT:
+// another version of the kernels, runtime-variant.ts); prints one JSON line {"url","identity"} on
+// stdout once it serves.
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { pino } from 'pino';
@@ -15,6 +16,7 @@ import { createApp } from '../../../../src/gateway/app.js';
 import { McpTraffic } from '../../../../src/gateway/drain.js';
 import { loadKubeConfig, makeClients } from '../../../../src/kube/clients.js';
 import { createOperator, gatewayDeps } from '../../../../src/operator.js';
+import { RUNTIME_VARIANT_ENV, runtimeFiles } from './runtime-variant.js';
 
 const QUIET_MS = 2_000;
 
@@ -22,7 +24,8 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const clients = makeClients(loadKubeConfig());
-  const operator = createOperator(config, clients, log, undefined, { sandboxCheck: false });
+  const variant = process.env[RUNTIME_VARIANT_ENV];
+  const operator = createOperator(config, clients, log, undefined, { sandboxCheck: false, ...(variant && { runtimeFiles: runtimeFiles(variant) }) });
   const auth = createAuth(config, clients, log);
   let draining = false;
   let ready = false;

@@ -31,6 +31,8 @@ export class PodLedger {
   readonly podsByRun = new Map<string, Set<string>>();
   /** Runs carried by a warm-pool pod (the rest ran in cold pods or sessions). */
   readonly warm = new Set<string>();
+  /** The runtime ConfigMaps (kernel versions) the pods of each run mounted, by run uid. */
+  readonly runtimes = new Map<string, Set<string>>();
   private abort: { abort(): void } | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
@@ -65,6 +67,8 @@ export class PodLedger {
       set.add(pod.metadata.uid);
       if (pod.metadata.labels?.[LABEL_POOL] !== undefined) this.warm.add(o.uid);
       this.podsByRun.set(o.uid, set);
+      const runtime = pod.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap?.name;
+      if (runtime !== undefined) this.runtimes.set(o.uid, (this.runtimes.get(o.uid) ?? new Set<string>()).add(runtime));
     }
   }
 
