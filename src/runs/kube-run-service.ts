@@ -306,6 +306,7 @@ export class KubeRunService implements RunService {
         ...(req.owner && { owner: req.owner }),
         ...(tools && { onCall: (frame) => tools.handle(frame) }),
         ...(options.signal && { signal: options.signal }),
+        ...(options.onWait && { onWait: options.onWait }),
       },
       options.onOutput,
     ).finally(() => tools?.close());

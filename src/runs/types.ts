@@ -47,6 +47,11 @@ export interface ExecuteOptions {
    * is recorded in its SandboxRun; only the waiting stops.
    */
   signal?: AbortSignal;
+  /**
+   * A call in a session: told once when it finds the session running another call and waits for
+   * its turn (at most `waitSeconds`).
+   */
+  onWait?: (waitSeconds: number) => void;
 }
 
 /** The final, recorded result of a run (mirrors SandboxRun.status). */

@@ -127,6 +127,8 @@ export interface SessionCall {
   waitUntil?: number;
   /** The caller went away: a call still waiting for its turn gives up (one that started never does). */
   signal?: AbortSignal;
+  /** Told once when the call finds the session busy and waits (the caller may tell its user). */
+  onWait?: (waitSeconds: number) => void;
 }
 
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
@@ -433,7 +435,8 @@ export class SessionService {
     };
     let turn: TurnResult<KernelResult>;
     try {
-      turn = await this.turns.take(pod, until, call.signal, async () => {
+      const onWait = call.onWait && ((): void => call.onWait?.(Math.max(0, Math.round((until - Date.now()) / 1000))));
+      turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, async () => {
         const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
         // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
         await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {

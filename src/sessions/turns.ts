@@ -34,6 +34,16 @@ export type WaitResult = (typeof WAIT_RESULTS)[number];
  */
 export type TurnResult<T> = ({ ran: T } | { gaveUp: GaveUp }) & { waitedMs?: number };
 
+/** How long a call may wait for its turn, and who hears of it. */
+export interface TurnWait {
+  /** Until when (ms since the epoch). */
+  until: number;
+  /** The caller went away: stop waiting (a call whose code was sent is followed to its result). */
+  signal?: AbortSignal | undefined;
+  /** Told once, when the call first finds the session busy (queued here or answered busy). */
+  onWait?: (() => void) | undefined;
+}
+
 export class SessionTurns {
   private readonly queues = new Map<string, PQueue>();
 
@@ -42,9 +52,10 @@ export class SessionTurns {
 
   /**
    * Runs `attempt` (one call to the session's kernel) once it is this call's turn, and again after a
-   * pause for as long as the kernel answers busy, until `until` (ms since the epoch).
+   * pause for as long as the kernel answers busy, within `wait`.
    */
-  async take<T extends { busy?: true }>(session: string, until: number, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<TurnResult<T>> {
+  async take<T extends { busy?: true }>(session: string, wait: TurnWait, attempt: () => Promise<T>): Promise<TurnResult<T>> {
+    const { until, signal } = wait;
     const start = Date.now();
     let queue = this.queues.get(session);
     if (!queue) {
@@ -52,8 +63,13 @@ export class SessionTurns {
       this.queues.set(session, queue);
     }
     if (queue.size >= this.maxWaiting) return { gaveUp: 'full', waitedMs: 0 };
+    let busy = false;
+    const foundBusy = (): void => {
+      if (!busy) wait.onWait?.();
+      busy = true;
+    };
     // Queued behind a call of this replica: the session is busy.
-    let busy = queue.size > 0 || queue.pending > 0;
+    if (queue.size > 0 || queue.pending > 0) foundBusy();
     const waited = (end: number): { waitedMs?: number } => (busy ? { waitedMs: end - start } : {});
     // Aborted only while the call waits in the queue (p-queue then drops it): once its turn came,
     // nothing aborts it, so an exec that reached the kernel is always followed to its result.
@@ -70,7 +86,7 @@ export class SessionTurns {
       return await q.add(
         async (): Promise<TurnResult<T>> => {
           stopWaiting();
-          const r = await askUntilFree(until, signal, attempt, () => (busy = true));
+          const r = await askUntilFree(until, signal, attempt, foundBusy);
           // A call that ran waited until its code was sent: its own run time is not waiting.
           return 'ran' in r ? { ran: r.ran, ...waited(r.sentAt) } : { gaveUp: r.gaveUp, ...waited(Date.now()) };
         },

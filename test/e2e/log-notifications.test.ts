@@ -22,11 +22,16 @@ afterAll(async () => {
 interface Message {
   method?: string;
   params?: { level?: string; logger?: string; data?: unknown };
-  result?: { structuredContent?: { phase?: string; run?: string } };
+  result?: { structuredContent?: { phase?: string; run?: string; session?: string; result?: string } };
 }
 
 /** One execute_code over raw HTTP; every JSON-RPC message of the response, in order. */
-async function call(code: string, logLevel: string | undefined): Promise<Message[]> {
+async function call(code: string, logLevel: string | undefined, args: Record<string, unknown> = {}): Promise<Message[]> {
+  return tool('execute_code', { code, ...args }, logLevel);
+}
+
+/** One tool call over raw HTTP; every JSON-RPC message of the response, in order. */
+async function tool(name: string, args: Record<string, unknown>, logLevel: string | undefined): Promise<Message[]> {
   const meta = {
     'io.modelcontextprotocol/protocolVersion': '2026-07-28',
     'io.modelcontextprotocol/clientCapabilities': {},
@@ -40,9 +45,9 @@ async function call(code: string, logLevel: string | undefined): Promise<Message
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': '2026-07-28',
       'mcp-method': 'tools/call',
-      'mcp-name': 'execute_code',
+      'mcp-name': name,
     },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'execute_code', arguments: { code }, _meta: meta } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args, _meta: meta } }),
   });
   const text = await res.text();
   expect(res.status, text.slice(0, 500)).toBe(200);
@@ -74,5 +79,19 @@ describe('run lifecycle as MCP log notifications', () => {
     // The notification names the run the result names; it goes out before the result.
     expect(String(sent[0]?.params?.data)).toContain(String(result?.structuredContent?.run));
     expect(msgs.indexOf(sent[0] as Message)).toBeLessThan(msgs.length - 1);
+  });
+
+  it('tells a call that waits for its busy session, then how it finished', { timeout: 180_000 }, async () => {
+    const created = await tool('create_session', { language: 'python' }, undefined);
+    const session = String(created.at(-1)?.result?.structuredContent?.session);
+    const first = call('import time\ntime.sleep(2)', undefined, { session });
+    await new Promise((r) => setTimeout(r, 300));
+    const msgs = await call('41 + 1', 'info', { session });
+    expect((await first).at(-1)?.result?.structuredContent?.phase).toBe('Succeeded');
+    expect(msgs.at(-1)?.result?.structuredContent).toMatchObject({ phase: 'Succeeded', result: '42' });
+    expect(logs(msgs).map((m) => m.params?.data)).toEqual([
+      expect.stringMatching(new RegExp(`^Session ${session} is running another call; this call waits for its turn \\(at most \\d+ s\\)\\.$`)),
+      expect.stringMatching(new RegExp(`^session ${session} finished: Succeeded`)),
+    ]);
   });
 });

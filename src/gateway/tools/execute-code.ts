@@ -245,6 +245,12 @@ async function logLifecycle(ctx: ServerContext, level: 'info' | 'warning', outco
   await ctx.mcpReq.log(level, data, 'codemode.run').catch((err: unknown) => logger.debug({ err }, 'Stopped sending a log notification'));
 }
 
+/** A call that waits for its session to finish another call says so (logger "codemode.run"). */
+async function logWait(ctx: ServerContext, session: string, seconds: number, logger: Logger): Promise<void> {
+  const data = `Session ${session} is running another call; this call waits for its turn (at most ${seconds} s).`;
+  await ctx.mcpReq.log('info', data, 'codemode.run').catch((err: unknown) => logger.debug({ err }, 'Stopped sending a log notification'));
+}
+
 async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: ServerContext): Promise<CallToolResult> {
   const { options } = deps;
   const logger = deps.logger.child({ tool: EXECUTE_CODE_TOOL, requestId: ctx.mcpReq.id, language: args.language });
@@ -279,7 +285,11 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
         ...(args.servers !== undefined && { servers: args.servers }),
         ...(args.profile !== undefined && { profile: args.profile }),
       },
-      { signal, ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }) },
+      {
+        signal,
+        ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }),
+        ...(args.session !== undefined && { onWait: (seconds) => void logWait(ctx, args.session ?? '', seconds, logger) }),
+      },
     );
     // Everything streamed must reach the client before the result closes the response.
     await progress?.close();

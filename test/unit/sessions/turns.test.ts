@@ -33,7 +33,7 @@ describe('SessionTurns', () => {
   ])('runs the call in %s once it is free', async (_name, busyFor, asks) => {
     const turns = new SessionTurns(4);
     const k = kernel(busyFor);
-    const r = await turns.take('s', later(5_000), undefined, k.ask('a'));
+    const r = await turns.take('s', { until: later(5_000) }, k.ask('a'));
     expect(r).toMatchObject({ ran: { n: asks } });
     // Waiting is counted only when the session was busy, and then at least the pauses between asks.
     if (busyFor === 0) expect(r.waitedMs).toBeUndefined();
@@ -45,7 +45,7 @@ describe('SessionTurns', () => {
   it('lets the calls of one session ask one at a time, in arrival order', async () => {
     const turns = new SessionTurns(4);
     const k = kernel(2);
-    const results = await Promise.all(['a', 'b', 'c'].map((who) => turns.take('s', later(5_000), undefined, k.ask(who))));
+    const results = await Promise.all(['a', 'b', 'c'].map((who) => turns.take('s', { until: later(5_000) }, k.ask(who))));
     expect(results.map((r) => ('ran' in r ? r.ran.n : r.gaveUp))).toEqual([3, 4, 5]);
     expect(k.asks).toEqual(['a', 'a', 'a', 'b', 'c']);
     expect(k.overlapped).toBe(false);
@@ -53,10 +53,20 @@ describe('SessionTurns', () => {
     expect(turns.sessions).toBe(0);
   });
 
+  it('tells a call once that it waits: when answered busy or queued, never when the session was free', async () => {
+    const turns = new SessionTurns(4);
+    const k = kernel(2);
+    const told: string[] = [];
+    const take = (who: string): Promise<unknown> => turns.take('s', { until: later(5_000), onWait: () => told.push(who) }, k.ask(who));
+    await Promise.all([take('a'), take('b')]);
+    await take('c');
+    expect(told).toEqual(['b', 'a']);
+  });
+
   it('lets calls of different sessions ask at the same time', async () => {
     const turns = new SessionTurns(4);
     const k = kernel(0);
-    await Promise.all(['s1', 's2'].map((s) => turns.take(s, later(5_000), undefined, k.ask(s))));
+    await Promise.all(['s1', 's2'].map((s) => turns.take(s, { until: later(5_000) }, k.ask(s))));
     expect(k.overlapped).toBe(true);
   });
 
@@ -64,7 +74,7 @@ describe('SessionTurns', () => {
     const turns = new SessionTurns(4);
     const k = kernel(Infinity);
     const started = Date.now();
-    const [first, second] = await Promise.all([turns.take('s', later(300), undefined, k.ask('a')), turns.take('s', later(150), undefined, k.ask('b'))]);
+    const [first, second] = await Promise.all([turns.take('s', { until: later(300) }, k.ask('a')), turns.take('s', { until: later(150) }, k.ask('b'))]);
     expect(first).toMatchObject({ gaveUp: 'deadline' });
     expect(second).toMatchObject({ gaveUp: 'deadline' });
     // The second was queued behind the first: it waited, about until its deadline.
@@ -78,9 +88,9 @@ describe('SessionTurns', () => {
   it('refuses a call when as many as it allows already wait', async () => {
     const turns = new SessionTurns(1);
     const k = kernel(Infinity);
-    const asking = turns.take('s', later(200), undefined, k.ask('a'));
-    const waiting = turns.take('s', later(200), undefined, k.ask('b'));
-    expect(await turns.take('s', later(200), undefined, k.ask('c'))).toEqual({ gaveUp: 'full', waitedMs: 0 });
+    const asking = turns.take('s', { until: later(200) }, k.ask('a'));
+    const waiting = turns.take('s', { until: later(200) }, k.ask('b'));
+    expect(await turns.take('s', { until: later(200) }, k.ask('c'))).toEqual({ gaveUp: 'full', waitedMs: 0 });
     await Promise.all([asking, waiting]);
     expect(k.asks).not.toContain('c');
   });
@@ -89,9 +99,9 @@ describe('SessionTurns', () => {
     const turns = new SessionTurns(4);
     const k = kernel(Infinity);
     const gone = new AbortController();
-    const asking = turns.take('s', later(5_000), gone.signal, k.ask('a'));
+    const asking = turns.take('s', { until: later(5_000), signal: gone.signal }, k.ask('a'));
     const queued = new AbortController();
-    const waiting = turns.take('s', later(5_000), queued.signal, k.ask('b'));
+    const waiting = turns.take('s', { until: later(5_000), signal: queued.signal }, k.ask('b'));
     await new Promise((r) => setTimeout(r, 50));
     queued.abort();
     expect(await waiting).toMatchObject({ gaveUp: 'aborted' });
@@ -105,7 +115,7 @@ describe('SessionTurns', () => {
     const turns = new SessionTurns(4);
     const gone = new AbortController();
     let finish: (a: Answer) => void = () => undefined;
-    const r = turns.take('s', later(50), gone.signal, () => new Promise<Answer>((resolve) => (finish = resolve)));
+    const r = turns.take('s', { until: later(50), signal: gone.signal }, () => new Promise<Answer>((resolve) => (finish = resolve)));
     await new Promise((r) => setTimeout(r, 100));
     gone.abort();
     finish({ n: 1 });
@@ -114,8 +124,8 @@ describe('SessionTurns', () => {
 
   it('passes on a failed ask and frees the session for the next call', async () => {
     const turns = new SessionTurns(4);
-    const failing = turns.take('s', later(1_000), undefined, () => Promise.reject<Answer>(new Error('stream broke')));
-    const next = turns.take('s', later(1_000), undefined, () => Promise.resolve<Answer>({ n: 7 }));
+    const failing = turns.take('s', { until: later(1_000) }, () => Promise.reject<Answer>(new Error('stream broke')));
+    const next = turns.take('s', { until: later(1_000) }, () => Promise.resolve<Answer>({ n: 7 }));
     await expect(failing).rejects.toThrow('stream broke');
     expect(await next).toMatchObject({ ran: { n: 7 } });
   });
