@@ -45,6 +45,16 @@ afterAll(async () => {
   await deleteNamespace(k, ns);
 });
 
+/** Calls that found their session busy and ended so, on both replicas (codemode_session_wait_seconds). */
+async function waits(result: string): Promise<number> {
+  let n = 0;
+  for (const o of [a, b]) {
+    const text = (await o.metrics?.registry.metrics()) ?? '';
+    n += Number(new RegExp(`codemode_session_wait_seconds_count\\{result="${result}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+  }
+  return n;
+}
+
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 const text = (r: ToolResult): string => JSON.stringify(r.content);
 const api = (): { group: string; version: string; plural: string; namespace: string } => ({
@@ -104,10 +114,8 @@ describe('a busy session', () => {
     // Each ran once, after the first, at the position it saw.
     const positions = [b1, a1, b2].map((r) => Number(sc(r).result)).concat(Number(run.stdout));
     expect([...positions].sort()).toEqual([2, 3, 4, 5]);
-    const ran = async (o: RunningOperator): Promise<number> =>
-      Number(/codemode_session_wait_seconds_count\{result="ran"\} (\d+)/.exec((await o.metrics?.registry.metrics()) ?? '')?.[1] ?? 0);
     // The three MCP calls waited (the SandboxRun too, on whichever replica executed it).
-    expect((await ran(a)) + (await ran(b))).toBeGreaterThanOrEqual(3);
+    expect(await waits('ran')).toBeGreaterThanOrEqual(3);
     const all = await viaB.callTool('execute_code', { session: s, code: 'sorted(calls)' });
     expect(sc(all).result).toBe("['a1', 'b1', 'b2', 'first', 'k']");
   }, 300_000);
@@ -128,9 +136,7 @@ describe('a busy session', () => {
     expect(run.message).toMatch(/was running another call for all of the \d+ s this call could wait; this call did not run/);
     expect(sc(await long)).toMatchObject({ phase: 'Succeeded', result: "'done'" });
     // Operators see it: B's MCP call gave up at its deadline (the SandboxRun's replica too).
-    const deadlines = async (o: RunningOperator): Promise<number> =>
-      Number(/codemode_session_wait_seconds_count\{result="deadline"\} (\d+)/.exec((await o.metrics?.registry.metrics()) ?? '')?.[1] ?? 0);
-    expect((await deadlines(b)) + (await deadlines(a))).toBeGreaterThanOrEqual(2);
+    expect(await waits('deadline')).toBeGreaterThanOrEqual(2);
     // Neither ever ran, then or later.
     const after = await viaA.callTool('execute_code', { session: s, code: 'calls' });
     expect(sc(after).result).toBe('[]');

@@ -8,7 +8,7 @@ import { createNamespace, deleteNamespace, testKube, until } from '../helpers/ku
 import { connect } from '../helpers/operator.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix, transientCode } from './helpers/mix.js';
-import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
+import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -58,6 +58,8 @@ describe('fault: gateway SIGKILL mid-run', () => {
     );
     gw.kill('SIGKILL');
     await gw.exited;
+    const orphaned = await orphanedBy(k, ns, killed);
+    expect(orphaned.has(victim)).toBe(true);
     expect(await victimCall).toBe('threw');
     await victimClient.close().catch(() => undefined);
 
@@ -67,7 +69,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
     await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', 'session call after the restart');
     await mix.stop();
 
-    const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS, [killed]);
+    const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS, orphaned);
     console.log(`gateway-kill: ${JSON.stringify(summary)}`);
     expect(problems).toEqual([]);
     const v = (await listRuns(k, ns)).find((r) => r.metadata.name === victim);

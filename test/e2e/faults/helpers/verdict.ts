@@ -140,19 +140,30 @@ type CallOutcome = 'ok' | 'error' | 'threw';
 
 const tokenOf = (code: string | undefined): string | undefined => /print\("(t-[^"]+)", n \+ 1\)/.exec(code ?? '')?.[1];
 
-/** A run a killed replica executed and did not record: failed by the next one as lost. */
-function lostByKilled(run: SandboxRun | undefined, killed: readonly string[]): boolean {
-  const executor = run?.metadata.annotations?.[ANNOTATION_EXECUTOR];
-  return executor !== undefined && killed.includes(executor) && run?.status?.phase === 'Failed' && run.status.message === VANISHED_MESSAGE;
+/** A run a killed replica left unrecorded: failed by the next one as lost. */
+function lostByKilled(run: SandboxRun | undefined, orphaned: ReadonlySet<string>): boolean {
+  return run !== undefined && orphaned.has(run.metadata.name ?? '') && run.status?.phase === 'Failed' && run.status.message === VANISHED_MESSAGE;
+}
+
+/**
+ * The runs a replica just killed left without an outcome: executed by it (its identity in the
+ * executor annotation) and not terminal. Read right after the kill: the replica that later fails
+ * such a run as lost claims it first, so the annotation no longer names the killed one then.
+ */
+export async function orphanedBy(k: TestKube, ns: string, killed: string): Promise<Set<string>> {
+  const runs = await listRuns(k, ns);
+  return new Set(
+    runs.filter((r) => r.metadata.annotations?.[ANNOTATION_EXECUTOR] === killed && !isTerminalPhase(r.status?.phase)).map((r) => r.metadata.name ?? ''),
+  );
 }
 
 /**
  * Every invariant, as a list of violations (empty = passed) and a summary for the test's log.
- * `killed`: the identities of replicas the test killed. A replica writes a run's final status
- * right after its reply (off the caller's path); killed in between, it leaves a caller with a
- * success and the run to the next executor, which can only record that the outcome was lost
- * (run-decision.ts VANISHED_MESSAGE). Such a run is counted (answeredButUnrecorded), not a
- * violation; from any other replica it is one.
+ * `orphaned`: runs a replica the test killed left without an outcome (orphanedBy). A replica
+ * writes a run's final status right after its reply (off the caller's path); killed in between,
+ * it leaves a caller with a success and the run to the next executor, which can only record that
+ * the outcome was lost (run-decision.ts VANISHED_MESSAGE). Such a run is counted
+ * (answeredButUnrecorded), not a violation; any other run answered success and not Succeeded is one.
  */
 export async function verdict(
   k: TestKube,
@@ -160,7 +171,7 @@ export async function verdict(
   mix: Mix,
   ledger: PodLedger,
   startupSeconds: number,
-  killed: readonly string[] = [],
+  orphaned: ReadonlySet<string> = new Set(),
 ): Promise<{ problems: string[]; summary: Summary }> {
   const problems: string[] = [];
   const { runs, late } = await waitAllTerminal(k, ns, startupSeconds);
@@ -189,7 +200,7 @@ export async function verdict(
     if (c.outcome === 'error' && !/^\w*: .{20,}/s.test(c.detail)) problems.push(`call ${c.id} failed without a reason a user can act on: ${c.detail}`);
     const recorded = c.run ? byName.get(c.run) : undefined;
     if (c.kind === 'transient' && c.outcome === 'ok' && c.run && recorded?.status?.phase !== 'Succeeded') {
-      if (lostByKilled(recorded, killed)) answeredButUnrecorded++;
+      if (lostByKilled(recorded, orphaned)) answeredButUnrecorded++;
       else problems.push(`call ${c.id} answered success but run ${c.run} is ${recorded?.status?.phase}`);
     }
   }
