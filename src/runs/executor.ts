@@ -42,7 +42,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
-import { callInSession, problemReason } from './session-call.js';
+import { callInSession, codeTimes, problemReason } from './session-call.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
 import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './types.js';
 
@@ -753,7 +753,7 @@ export class RunExecutor {
         run,
         c,
         { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated },
-        { start: startTime, end: new Date() },
+        codeTimes(startTime, o.durationMs),
       ),
       ...imageCounts(o.display),
     });

@@ -85,3 +85,12 @@ export async function callInSession(
     throw err;
   }
 }
+
+/**
+ * When the code of a call in a session started and ended: a call that waited for its session
+ * started as long before `end` as the kernel says it ran, and never before `waitStart` whatever
+ * the kernel claims.
+ */
+export function codeTimes(waitStart: Date, kernelDurationMs: number | undefined, end = new Date()): { start: Date; end: Date } {
+  return { start: new Date(Math.max(waitStart.getTime(), end.getTime() - (kernelDurationMs ?? Infinity))), end };
+}

@@ -20,12 +20,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export const FIRST_PAUSE_MS = 10;
 export const MAX_PAUSE_MS = 200;
 
-/** Why a call gave up its turn without running. */
-export type GaveUp = 'deadline' | 'full' | 'aborted';
-
 /** How a call's wait for a busy session ended (a metric label: a closed set). */
 export const WAIT_RESULTS = ['ran', 'deadline', 'full', 'aborted'] as const;
 export type WaitResult = (typeof WAIT_RESULTS)[number];
+
+/** Why a call gave up its turn without running. */
+export type GaveUp = Exclude<WaitResult, 'ran'>;
 
 /**
  * `waitedMs`: how long the call waited because the session was busy — queued behind a call of

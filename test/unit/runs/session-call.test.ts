@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Language, SessionLanguage } from '../../../src/api/v1alpha1/index.js';
-import { languageProblem } from '../../../src/runs/session-call.js';
+import { codeTimes, languageProblem } from '../../../src/runs/session-call.js';
 
 describe('languageProblem (one rule for execute_code and SandboxRun.spec.session)', () => {
   it.each<[SessionLanguage, Language | undefined, boolean]>([
@@ -22,5 +22,19 @@ describe('languageProblem (one rule for execute_code and SandboxRun.spec.session
       expect(problem.stage).toBe('refused');
       expect(problem.message).toBe(`Session s1 runs ${session}, not ${requested}.`);
     }
+  });
+});
+
+describe('codeTimes (a call in a session that may have waited for its turn)', () => {
+  const waitStart = new Date('2026-11-28T10:00:00.000Z');
+  const end = new Date('2026-11-28T10:00:10.000Z');
+  it.each([
+    ['no wait: the kernel ran it the whole time', 10_000, '2026-11-28T10:00:00.000Z'],
+    ['waited 8 s, ran 2 s', 2_000, '2026-11-28T10:00:08.000Z'],
+    ['a kernel claiming longer than the call: the wait start', 60_000, '2026-11-28T10:00:00.000Z'],
+    ['no duration from the kernel: the wait start', undefined, '2026-11-28T10:00:00.000Z'],
+    ['a zero duration: the end', 0, '2026-11-28T10:00:10.000Z'],
+  ])('%s', (_name, durationMs, start) => {
+    expect(codeTimes(waitStart, durationMs, end)).toEqual({ start: new Date(start), end });
   });
 });
