@@ -650,7 +650,7 @@ export class SessionService {
 }
 
 /** Why a call that waited for a busy session did not run, and what to do. */
-export function busyError(session: string, why: GaveUp, waitedSeconds: number): SessionBusyError {
+function busyError(session: string, why: GaveUp, waitedSeconds: number): SessionBusyError {
   const hint = 'Call again once the running call has finished (its timeout_seconds bounds it), or run this code in another session.';
   switch (why) {
     case 'deadline':

@@ -141,4 +141,30 @@ describe('a busy session', () => {
     const after = await viaA.callTool('execute_code', { session: s, code: 'calls' });
     expect(sc(after).result).toBe('[]');
   }, 300_000);
+
+  it('bounds a session whose own code makes its kernel answer busy to everything, and leaves other sessions alone', async () => {
+    const hostile = await session();
+    const other = await session();
+    // The session's code owns its kernel process: from now on every call is answered "busy".
+    const takeover = [
+      'import sys',
+      "S = sys.modules['codemode_kernel.server']",
+      "srv = next(o for o in __import__('gc').get_objects() if type(o).__name__ == 'KernelServer')",
+      'real = srv._dispatch',
+      "srv._dispatch = lambda conn, msg: conn.send(dict(S.busy_result(), id=msg['id'], type='result')) if msg.get('op') in ('exec', 'run') else real(conn, msg)",
+    ].join('\n');
+    expect(sc(await viaA.callTool('execute_code', { session: hostile, code: takeover }))).toMatchObject({ phase: 'Succeeded' });
+    const calls = Array.from({ length: 18 }, (_, i) => viaA.callTool('execute_code', { session: hostile, code: `calls.append(${i})` }));
+    // Meanwhile another session on the same replica is served as usual.
+    expect(sc(await viaA.callTool('execute_code', { session: other, code: '6 * 7' }))).toMatchObject({ phase: 'Succeeded', result: '42' });
+    const answers = (await Promise.all(calls)).map((r) => [r.isError, text(r)] as const);
+    expect(answers.every(([isError]) => isError === true)).toBe(true);
+    // One asks, 16 wait until the allowance is over, the rest are refused at once.
+    expect(answers.filter(([, t]) => /16 more are waiting for it; this call did not run/.test(t)).length).toBeGreaterThanOrEqual(1);
+    expect(
+      answers.filter(([, t]) => new RegExp(`for all of the ${WAIT_SECONDS} s this call could wait; this call did not run`).test(t)).length,
+    ).toBeGreaterThanOrEqual(1);
+    expect(await waits('full')).toBeGreaterThanOrEqual(1);
+    expect(sc(await viaB.callTool('execute_code', { session: other, code: '6 * 7' }))).toMatchObject({ phase: 'Succeeded', result: '42' });
+  }, 300_000);
 });
