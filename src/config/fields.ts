@@ -578,6 +578,16 @@ export const FIELDS = {
     },
     int(1, 100),
   ),
+  progressHeartbeatSeconds: field(
+    {
+      env: 'CODEMODE_PROGRESS_HEARTBEAT_SECONDS',
+      default: '15',
+      description:
+        'A call that may take long (execute_code, create_session, install_packages) and whose client sent a progress token gets a progress notification without a message after this many seconds without one: while a run prints nothing, a call waits for its busy session or a pod starts. Clients that reset their request timeout on progress, and proxies that close a silent response stream (often after 60 s), then keep the call. 0 sends none.',
+      allowed: 'an integer from 0 to 300',
+    },
+    int(0, 300),
+  ),
   maxConnections: field(
     {
       env: 'CODEMODE_MAX_CONNECTIONS',

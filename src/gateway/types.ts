@@ -12,15 +12,25 @@ import type { UpstreamRegistry } from '../upstreams/types.js';
 /**
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
  * (DNS-rebinding protection), the timeout applied when the agent sends none and the largest it may
- * ask for, the largest code, the most messages in one JSON-RPC batch.
+ * ask for, the largest code, the most messages in one JSON-RPC batch, how often a long call's
+ * progress stream says it is alive.
  */
 export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'> &
-  Partial<Pick<Config, 'resultFormat'>>;
+  Partial<Pick<Config, 'resultFormat' | 'progressHeartbeatSeconds'>>;
 
 /** The gateway's settings out of a loaded Config (or anything that has them). */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {
-  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize, resultFormat } = config;
-  return { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize, ...(resultFormat && { resultFormat }) };
+  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize, resultFormat, progressHeartbeatSeconds } = config;
+  return {
+    allowedHosts,
+    allowedOrigins,
+    defaultTimeoutSeconds,
+    maxTimeoutSeconds,
+    maxCodeBytes,
+    maxBatchSize,
+    ...(resultFormat && { resultFormat }),
+    ...(progressHeartbeatSeconds !== undefined && { progressHeartbeatSeconds }),
+  };
 }
 
 export interface GatewayDeps {

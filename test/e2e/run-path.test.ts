@@ -12,7 +12,7 @@ const clients: Partial<Record<Era, TestClient>> = {};
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'run-path');
-  op = await startOperator(ns, { CODEMODE_OUTPUT_CAP_CHARS: '20000', CODEMODE_MAX_TIMEOUT_SECONDS: '60' });
+  op = await startOperator(ns, { CODEMODE_OUTPUT_CAP_CHARS: '20000', CODEMODE_MAX_TIMEOUT_SECONDS: '60', CODEMODE_PROGRESS_HEARTBEAT_SECONDS: '1' });
   clients['2025'] = await connect(op.url, '2025');
   clients.current = await connect(op.url, 'current');
 });
@@ -121,6 +121,26 @@ describe('execute_code behaviour', () => {
     const firstProgress = events.findIndex((e) => e.startsWith('progress:') && e.includes('tick 0'));
     expect(firstProgress).toBeGreaterThanOrEqual(0);
     expect(firstProgress).toBeLessThan(events.indexOf('result'));
+  });
+});
+
+// A client gives up on a call after its request timeout unless progress resets it; a run that
+// prints nothing for longer than that is kept alive by the gateway's heartbeat (1 s here).
+describe.each(['2025', 'current'] as const)('a silent run and a client timeout shorter than it (%s)', (era) => {
+  const silent = { code: 'import time\ntime.sleep(4)\nprint("done")' };
+
+  it('completes when the client resets its timeout on progress (heartbeats without a message)', async () => {
+    const beats: Array<{ progress: number; message?: string }> = [];
+    const r = await client(era).callTool('execute_code', silent, (p) => beats.push(p), { timeout: 2_500, resetTimeoutOnProgress: true });
+    expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'done\n' });
+    // Heartbeats carry no message; the one message is the output, streamed as always.
+    expect(beats.filter((b) => b.message === undefined).length).toBeGreaterThanOrEqual(2);
+    expect(beats.flatMap((b) => (b.message === undefined ? [] : [b.message]))).toEqual(['done\n']);
+    expect(beats.map((b) => b.progress)).toEqual(beats.map((_, i) => i + 1));
+  });
+
+  it('times out at the client otherwise (the timeout is real)', async () => {
+    await expect(client(era).callTool('execute_code', silent, () => undefined, { timeout: 2_500 })).rejects.toThrow(/timed out|timeout/i);
   });
 });
 

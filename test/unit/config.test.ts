@@ -66,6 +66,7 @@ describe('loadConfig defaults', () => {
       runQueueLength: 32,
       runQueueTimeoutSeconds: 30,
       maxBatchSize: 10,
+      progressHeartbeatSeconds: 15,
       maxConnections: 4096,
       userMaxRuns: 0,
       userMaxSessions: 0,
@@ -176,6 +177,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_RUN_QUEUE_LENGTH', '0', { runQueueLength: 0 }],
     ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '5', { runQueueTimeoutSeconds: 5 }],
     ['CODEMODE_MAX_BATCH_SIZE', '1', { maxBatchSize: 1 }],
+    ['CODEMODE_PROGRESS_HEARTBEAT_SECONDS', '0', { progressHeartbeatSeconds: 0 }],
     ['CODEMODE_MAX_CONNECTIONS', '200', { maxConnections: 200 }],
   ])('%s=%s', (env, value, expected) => {
     expect(loadConfig({ [env]: value })).toMatchObject(expected);
@@ -185,7 +187,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(91);
+    expect(envs).toHaveLength(92);
   });
 });
 
@@ -236,6 +238,7 @@ describe('loadConfig errors', () => {
     ['CODEMODE_MAX_SESSIONS', 'many', 'must be a whole number'],
     ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '601', 'must be at most 600'],
     ['CODEMODE_MAX_BATCH_SIZE', '101', 'must be at most 100'],
+    ['CODEMODE_PROGRESS_HEARTBEAT_SECONDS', '301', 'must be at most 300'],
     ['CODEMODE_MAX_CONNECTIONS', '15', 'must be at least 16'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });

@@ -114,6 +114,8 @@
   value: {{ include "codemode.envValue" .Values.config.runQueueTimeoutSeconds }}
 - name: CODEMODE_MAX_BATCH_SIZE
   value: {{ include "codemode.envValue" .Values.config.maxBatchSize }}
+- name: CODEMODE_PROGRESS_HEARTBEAT_SECONDS
+  value: {{ include "codemode.envValue" .Values.config.progressHeartbeatSeconds }}
 - name: CODEMODE_MAX_CONNECTIONS
   value: {{ include "codemode.envValue" .Values.config.maxConnections }}
 - name: CODEMODE_WARM_POOL_MIN

@@ -7,13 +7,14 @@ import type { Logger } from 'pino';
 import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/index.js';
 import { RunRequestError } from '../../limits/refusal.js';
 import { AdmissionError } from '../../limits/admission.js';
-import type { OutputChunk, RunOutcome } from '../../runs/types.js';
+import type { RunOutcome } from '../../runs/types.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
 import { isApiUnavailable } from '../../util/network-error.js';
 import { ProfileArg, ServersArg, ToolCallsOutput, codeModeDescription, toolCallsOutput } from './code-mode.js';
 import { DisplayOutput, displayContent, displaySummary } from './display-content.js';
+import { progressReporter } from './progress.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -154,72 +155,6 @@ export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
   };
 }
 
-// Progress streaming: output chunks are coalesced for PROGRESS_INTERVAL_MS so a chatty program
-// sends at most ~20 notifications a second, each message is capped, and the whole stream has a
-// budget (the result carries the output anyway; progress is for watching a long run).
-const PROGRESS_INTERVAL_MS = 50;
-const PROGRESS_MESSAGE_MAX_CHARS = 4096;
-const PROGRESS_TOTAL_MAX_CHARS = 1024 * 1024;
-
-type SendProgress = (progress: number, message: string) => Promise<void>;
-
-/** Sends coalesced output chunks in order; stderr text is prefixed with `stderr: `. */
-export class ProgressReporter {
-  private pending = '';
-  private pendingStream: OutputChunk['stream'] | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private count = 0;
-  private budget = PROGRESS_TOTAL_MAX_CHARS;
-  private stopped = false;
-  private failed = false;
-  private chain: Promise<void> = Promise.resolve();
-
-  constructor(
-    private readonly send: SendProgress,
-    private readonly onSendError: (err: unknown) => void,
-  ) {}
-
-  push(chunk: OutputChunk): void {
-    if (this.stopped || chunk.text === '') return;
-    if (this.pendingStream !== undefined && this.pendingStream !== chunk.stream) this.flush();
-    this.pendingStream = chunk.stream;
-    // Keep only what can still be sent: a flood between two flushes must not grow memory.
-    if (this.pending.length <= PROGRESS_MESSAGE_MAX_CHARS) this.pending += chunk.text;
-    this.timer ??= setTimeout(() => this.flush(), PROGRESS_INTERVAL_MS);
-  }
-
-  /** Sends what is pending, waits until every notification was handed to the transport. */
-  async close(): Promise<void> {
-    this.flush();
-    this.stopped = true;
-    await this.chain;
-  }
-
-  private flush(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.pending === '' || this.stopped || this.budget <= 0) {
-      this.pending = '';
-      return;
-    }
-    let message = this.pendingStream === 'stderr' ? `stderr: ${this.pending}` : this.pending;
-    if (message.length > PROGRESS_MESSAGE_MAX_CHARS) {
-      message = `${message.slice(0, PROGRESS_MESSAGE_MAX_CHARS)}… (more output in the result)`;
-    }
-    this.pending = '';
-    this.budget -= message.length;
-    const progress = ++this.count;
-    // Chained so notifications leave in order; the first failure (client gone) stops the rest.
-    this.chain = this.chain
-      .then(() => (this.failed ? undefined : this.send(progress, message)))
-      .catch((err: unknown) => {
-        this.failed = true;
-        this.stopped = true;
-        this.onSendError(err);
-      });
-  }
-}
-
 function errorResult(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
@@ -262,16 +197,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     logger.warn('Refused run: the sandbox self-check does not allow code');
     return errorResult(refused);
   }
-  const progressToken = ctx.mcpReq._meta?.progressToken;
-  // Progress goes through the request's own context: it is tied to this request's response
-  // stream, which is the only channel a stateless server has to the client.
-  const progress =
-    progressToken === undefined
-      ? undefined
-      : new ProgressReporter(
-          (value, message) => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: value, message } }),
-          (err) => logger.debug({ err }, 'Stopped sending progress'),
-        );
+  const progress = progressReporter(ctx, options, logger);
   try {
     const outcome = await deps.runService.execute(
       {

@@ -6,6 +6,7 @@ import { callerOf } from '../caller.js';
 import { ProfileArg } from './code-mode.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
+import { withHeartbeat } from './progress.js';
 import { errorResult, okResult, toolFailure } from './result.js';
 
 const SessionInfoSchema = z.object({
@@ -66,7 +67,11 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       const refused = await deps.sandboxGate?.refusal(ctx.mcpReq.signal);
       if (refused !== undefined) return errorResult(refused);
       try {
-        const info = toInfo(await sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx), args.profile, args.packages));
+        // Starting a pod (and installing packages) can take minutes: the heartbeat keeps the call.
+        const created = await withHeartbeat(ctx, deps.options, logger, () =>
+          sessions.create(args.language, args.idle_timeout_seconds, ctx.mcpReq.signal, callerOf(ctx), args.profile, args.packages),
+        );
+        const info = toInfo(created);
         return okResult(
           `Session ${info.session} (${info.language}) is ready. Pass session="${info.session}" to execute_code, read_file, write_file and list_files.`,
           info,
@@ -135,7 +140,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
     },
     async (args, ctx) => {
       try {
-        const r = await sessions.installPackages(args.session, args.packages, callerOf(ctx));
+        const r = await withHeartbeat(ctx, deps.options, logger, () => sessions.installPackages(args.session, args.packages, callerOf(ctx)));
         const installed = r.installed.map((p) => ({ name: p.name, version: p.version }));
         return okResult(`${describeInstall(r, args.packages)} Session ${r.session}.`, {
           session: r.session,

@@ -11,8 +11,21 @@ export type Era = '2025' | 'current';
 /** A connected MCP client of the given protocol era. */
 export interface TestClient {
   era: Era;
-  callTool(name: string, args: Record<string, unknown>, onProgress?: (p: { progress: number; message?: string }) => void): Promise<ToolResult>;
+  /** `request`: the SDK's request options (default timeout 120 s). */
+  callTool(name: string, args: Record<string, unknown>, onProgress?: OnProgress, request?: RequestOptions): Promise<ToolResult>;
   close(): Promise<void>;
+}
+
+export type OnProgress = (p: { progress: number; message?: string }) => void;
+
+export interface RequestOptions {
+  timeout?: number;
+  resetTimeoutOnProgress?: boolean;
+}
+
+/** The SDK's options for one call: progress callback, timeout (default 120 s). */
+function requestOptions(onProgress: OnProgress | undefined, request: RequestOptions = {}) {
+  return { timeout: 120_000, ...request, ...(onProgress && { onprogress: onProgress }) };
 }
 
 export interface ToolResult {
@@ -29,12 +42,8 @@ export async function connect(url: string, era: Era, headers?: Record<string, st
     await client.connect(new TransportV1(new URL(url), init));
     return {
       era,
-      async callTool(name, args, onProgress): Promise<ToolResult> {
-        return (await client.callTool(
-          { name, arguments: args },
-          undefined,
-          onProgress ? { onprogress: onProgress, timeout: 120_000 } : { timeout: 120_000 },
-        )) as ToolResult;
+      async callTool(name, args, onProgress, request): Promise<ToolResult> {
+        return (await client.callTool({ name, arguments: args }, undefined, requestOptions(onProgress, request))) as ToolResult;
       },
       close: () => client.close(),
     };
@@ -44,8 +53,8 @@ export async function connect(url: string, era: Era, headers?: Record<string, st
   if (client.getNegotiatedProtocolVersion() !== '2026-07-28') throw new Error('current-protocol client did not negotiate 2026-07-28');
   return {
     era,
-    async callTool(name, args, onProgress): Promise<ToolResult> {
-      return (await client.callTool({ name, arguments: args }, onProgress ? { onprogress: onProgress, timeout: 120_000 } : { timeout: 120_000 })) as ToolResult;
+    async callTool(name, args, onProgress, request): Promise<ToolResult> {
+      return (await client.callTool({ name, arguments: args }, requestOptions(onProgress, request))) as ToolResult;
     },
     close: () => client.close(),
   };

@@ -1,0 +1,135 @@
+// Progress notifications of a tool call that may take long (execute_code, create_session,
+// install_packages), sent only when the client asked for them with a progress token.
+//
+// Two kinds: execute_code's output chunks (coalesced, capped) and a heartbeat — a notification
+// without a message whenever nothing was sent for `heartbeatMs`. The heartbeat is for the wait in
+// between: a run that prints nothing for minutes, a call waiting for its busy session, a pod that
+// starts, packages that download. MCP clients may reset their request timeout on progress (the
+// TypeScript SDK's `resetTimeoutOnProgress`; its default timeout is 60 s), and proxies in front of
+// the gateway close a response stream that stays silent longer than their idle timeout (often
+// 60 s); neither then gives up on a call that is alive. Without a message, clients that show
+// progress messages as output show nothing for it.
+import type { ServerContext } from '@modelcontextprotocol/server';
+import type { Logger } from 'pino';
+import type { OutputChunk } from '../../runs/types.js';
+import type { GatewayOptions } from '../types.js';
+
+// Output chunks are coalesced for PROGRESS_INTERVAL_MS so a chatty program sends at most ~20
+// notifications a second, each message is capped, and the whole stream has a budget (the result
+// carries the output anyway; progress is for watching a long run).
+const PROGRESS_INTERVAL_MS = 50;
+const PROGRESS_MESSAGE_MAX_CHARS = 4096;
+const PROGRESS_TOTAL_MAX_CHARS = 1024 * 1024;
+
+/** The heartbeat's interval when the gateway's options do not say (CODEMODE_PROGRESS_HEARTBEAT_SECONDS; 0: none). */
+export const DEFAULT_PROGRESS_HEARTBEAT_SECONDS = 15;
+
+/** `message` undefined: a heartbeat. */
+export type SendProgress = (progress: number, message: string | undefined) => Promise<void>;
+
+/**
+ * Sends coalesced output chunks in order (stderr text prefixed with `stderr: `) and a heartbeat
+ * after every `heartbeatMs` without a notification (0: none). Progress values count up from 1.
+ */
+export class ProgressReporter {
+  private pending = '';
+  private pendingStream: OutputChunk['stream'] | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private count = 0;
+  private budget = PROGRESS_TOTAL_MAX_CHARS;
+  private stopped = false;
+  private failed = false;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly send: SendProgress,
+    private readonly onSendError: (err: unknown) => void,
+    private readonly heartbeatMs = 0,
+  ) {
+    this.armHeartbeat();
+  }
+
+  push(chunk: OutputChunk): void {
+    if (this.stopped || chunk.text === '') return;
+    if (this.pendingStream !== undefined && this.pendingStream !== chunk.stream) this.flush();
+    this.pendingStream = chunk.stream;
+    // Keep only what can still be sent: a flood between two flushes must not grow memory.
+    if (this.pending.length <= PROGRESS_MESSAGE_MAX_CHARS) this.pending += chunk.text;
+    this.timer ??= setTimeout(() => this.flush(), PROGRESS_INTERVAL_MS);
+  }
+
+  /** Sends what is pending, waits until every notification was handed to the transport. */
+  async close(): Promise<void> {
+    this.flush();
+    this.stopped = true;
+    clearTimeout(this.heartbeat);
+    await this.chain;
+  }
+
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending === '' || this.stopped || this.budget <= 0) {
+      this.pending = '';
+      return;
+    }
+    let message = this.pendingStream === 'stderr' ? `stderr: ${this.pending}` : this.pending;
+    if (message.length > PROGRESS_MESSAGE_MAX_CHARS) {
+      message = `${message.slice(0, PROGRESS_MESSAGE_MAX_CHARS)}… (more output in the result)`;
+    }
+    this.pending = '';
+    this.budget -= message.length;
+    this.enqueue(message);
+  }
+
+  private enqueue(message: string | undefined): void {
+    const progress = ++this.count;
+    this.armHeartbeat();
+    // Chained so notifications leave in order; the first failure (client gone) stops the rest.
+    this.chain = this.chain
+      .then(() => (this.failed ? undefined : this.send(progress, message)))
+      .catch((err: unknown) => {
+        this.failed = true;
+        this.stopped = true;
+        clearTimeout(this.heartbeat);
+        this.onSendError(err);
+      });
+  }
+
+  private armHeartbeat(): void {
+    if (this.heartbeatMs <= 0 || this.stopped) return;
+    clearTimeout(this.heartbeat);
+    this.heartbeat = setTimeout(() => {
+      if (!this.stopped) this.enqueue(undefined);
+    }, this.heartbeatMs);
+    // A heartbeat never keeps the process alive on its own.
+    this.heartbeat.unref();
+  }
+}
+
+/**
+ * The request's progress reporter, or undefined when the client sent no progress token. Progress
+ * goes through the request's own context: it is tied to this request's response stream, the only
+ * channel a stateless server has to the client.
+ */
+export function progressReporter(ctx: ServerContext, options: GatewayOptions, logger: Logger): ProgressReporter | undefined {
+  const progressToken = ctx.mcpReq._meta?.progressToken;
+  if (progressToken === undefined) return undefined;
+  return new ProgressReporter(
+    (progress, message) =>
+      ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress, ...(message !== undefined && { message }) } }),
+    (err) => logger.debug({ err }, 'Stopped sending progress'),
+    (options.progressHeartbeatSeconds ?? DEFAULT_PROGRESS_HEARTBEAT_SECONDS) * 1000,
+  );
+}
+
+/** Runs `work` with a heartbeat on the request's progress token (if any) until it settles. */
+export async function withHeartbeat<T>(ctx: ServerContext, options: GatewayOptions, logger: Logger, work: () => Promise<T>): Promise<T> {
+  const progress = progressReporter(ctx, options, logger);
+  try {
+    return await work();
+  } finally {
+    await progress?.close();
+  }
+}
