@@ -239,7 +239,7 @@ export const FIELDS = {
       env: 'CODEMODE_POD_STARTUP_TIMEOUT_SECONDS',
       default: '120',
       description:
-        'How long a sandbox pod may take to become ready before the run fails; also how long a call in a session waits while another call runs there.',
+        'How long a sandbox pod may take to become ready before the run fails; also how long a call in a session waits while another call runs there or the session starts.',
       allowed: 'an integer from 1 to 3600',
     },
     int(1, 3600),

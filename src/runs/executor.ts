@@ -721,7 +721,7 @@ export class RunExecutor {
     // The marker that this run's code may have started (run-decision.ts): a run in a session has
     // no pod of its own, so its Running status is written before the code goes to the kernel.
     const { podName: _none, ...running } = runningStatus(run, '', startTime, startTime);
-    const marker = { ...running, message: `The code runs in session ${session} once any call running there has finished.` };
+    const marker = { ...running, message: `The code runs in session ${session} once it is ready and any call running there has finished.` };
     await this.record.patchStatus(run, marker, log);
     // A run in a session acts for its owner: only the session's owner's runs may use it.
     const call = await callInSession(

@@ -311,10 +311,10 @@ export class KubeRunService implements RunService {
       options.onOutput,
     ).finally(() => tools?.close());
     if (!call.ok) {
-      // No such session, not ready, busy for as long as the call could wait, or its interpreter
-      // lost: the call left no outcome to record. (A call whose kernel was lost mid-way stays
+      // No such session, not ready or busy for as long as the call could wait, or its interpreter
+      // lost: the call left no outcome to record. (A call whose code reached the interpreter stays
       // counted: it may have run.)
-      if (call.stage === 'refused' || !/ was lost: /.test(call.message)) hold?.cancel();
+      if (!call.mayHaveRun) hold?.cancel();
       throw new RunRequestError(call.message, call.hint);
     }
     const outcome = withToolCalls(call.outcome, tools);

@@ -11,7 +11,7 @@ import {
   type Owner,
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
-import { SessionBusyError, SessionError, type SessionCall, type SessionService } from '../sessions/service.js';
+import { SessionBusyError, SessionError, SessionNotReadyError, type SessionCall, type SessionService } from '../sessions/service.js';
 import { sessionOutcome } from './session-outcome.js';
 import type { OutputChunk, RunOutcome } from './types.js';
 
@@ -24,21 +24,30 @@ export interface SessionCallRequest extends SessionCall {
 }
 
 /**
- * Why a call did not run: refused before the code reached the interpreter, the session busy with
- * another call for as long as this one could wait (it did not start), or failed there.
+ * Why a call has no outcome: refused before the code reached the interpreter, the session busy
+ * with another call or still starting for as long as this one could wait (it did not start), or
+ * failed there. `mayHaveRun`: the failure came after the code reached the interpreter.
  */
 export interface SessionCallProblem {
-  stage: 'refused' | 'busy' | 'failed';
+  stage: 'refused' | 'busy' | 'starting' | 'failed';
   message: string;
   hint: string;
+  mayHaveRun?: true;
 }
 
-/** The reason a SandboxRun in a session records when its call did not run. */
+/** The reason a SandboxRun in a session records when its call has no outcome. */
 export const problemReason = {
   refused: Reasons.InvalidSpec,
   busy: Reasons.SessionBusy,
+  starting: Reasons.SessionNotReady,
   failed: Reasons.KernelLost,
 } as const satisfies Record<SessionCallProblem['stage'], Reason>;
+
+/** What a session error means for the call: whether it may have run, and the stage it stopped at. */
+export function problemOf(err: SessionError): SessionCallProblem {
+  const stage = err instanceof SessionBusyError ? 'busy' : err instanceof SessionNotReadyError ? 'starting' : 'failed';
+  return { stage, message: err.message, hint: err.hint, ...(err.mayHaveRun && { mayHaveRun: true }) };
+}
 
 /** `runtime`: the session's interpreter (a call may leave the language to the session). */
 export type SessionCallResult = { ok: true; outcome: RunOutcome; runtime: KernelLanguage } | ({ ok: false } & SessionCallProblem);
@@ -81,7 +90,7 @@ export async function callInSession(
     const r = await sessions.execute(session, call, onOutput ? (stream, text) => onOutput({ stream, text }) : undefined, owner);
     return { ok: true, outcome: sessionOutcome(r, namespace, req.timeoutSeconds), runtime: kernelLanguage(info.language) };
   } catch (err) {
-    if (err instanceof SessionError) return { ok: false, stage: err instanceof SessionBusyError ? 'busy' : 'failed', message: err.message, hint: err.hint };
+    if (err instanceof SessionError) return { ok: false, ...problemOf(err) };
     throw err;
   }
 }

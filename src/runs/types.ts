@@ -4,6 +4,7 @@ import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
 import type { CallSummary } from '../codemode/broker.js';
 import type { CallHandler } from '../exec/kernel.js';
 import type { DisplayItem } from '../exec/display.js';
+import type { SessionWaitCause } from '../sessions/service.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
 export interface ExecuteRequest {
@@ -48,10 +49,10 @@ export interface ExecuteOptions {
    */
   signal?: AbortSignal;
   /**
-   * A call in a session: told once when it finds the session running another call and waits for
-   * its turn (at most `waitSeconds`).
+   * A call in a session: told when it waits (at most `waitSeconds` more) for the session to finish
+   * another call (`busy`, once) or to start (`starting`).
    */
-  onWait?: (waitSeconds: number) => void;
+  onWait?: (waitSeconds: number, why: SessionWaitCause) => void;
 }
 
 /** The final, recorded result of a run (mirrors SandboxRun.status). */

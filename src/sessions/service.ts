@@ -89,17 +89,30 @@ export interface SessionInfo {
   message?: string;
 }
 
-/** Refused or impossible request about a session, with what to do instead. */
 /** How long close() waits for this replica's cache to see the delete. */
 const CLOSE_SEEN_MS = 5000;
 
+/**
+ * Refused or impossible request about a session, with what to do instead. `mayHaveRun`: the
+ * call's code reached the interpreter before the failure (its stream broke, the interpreter died),
+ * so whether it ran is unknown; otherwise it did not run.
+ */
 export class SessionError extends Error {
   constructor(
     message: string,
     readonly hint: string,
+    readonly mayHaveRun = false,
   ) {
     super(message);
     this.name = 'SessionError';
+  }
+}
+
+/** The session was still starting for as long as this call could wait: it did not run. */
+export class SessionNotReadyError extends SessionError {
+  constructor(message: string, hint: string) {
+    super(message, hint);
+    this.name = 'SessionNotReadyError';
   }
 }
 
@@ -127,9 +140,15 @@ export interface SessionCall {
   waitUntil?: number;
   /** The caller went away: a call still waiting for its turn gives up (one that started never does). */
   signal?: AbortSignal;
-  /** Told once when the call finds the session busy and waits (the caller may tell its user). */
-  onWait?: (waitSeconds: number) => void;
+  /**
+   * Told when the call waits: for the session to finish another call (once), or for a session
+   * still starting to become ready. The caller may tell its user.
+   */
+  onWait?: (waitSeconds: number, why: SessionWaitCause) => void;
 }
+
+/** What a call in a session waits for: the session's running call, or its start. */
+export type SessionWaitCause = 'busy' | 'starting';
 
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
 export type SessionCallResult = KernelResult & { session: string; capChars: number };
@@ -422,11 +441,17 @@ export class SessionService {
 
   /** Runs code in the session's interpreter. Rejects with SessionError when it cannot. */
   async execute(name: string, call: SessionCall, onOutput?: (stream: 'stdout' | 'stderr', text: string) => void, caller?: Owner): Promise<SessionCallResult> {
-    const s = await this.readySession(name, caller);
-    const pod = s.status?.podName as string;
-    this.noteActivity(s, 0);
     const asked = Date.now();
     const until = call.waitUntil ?? asked + this.opts.startupTimeoutSeconds * 1000;
+    const secondsLeft = (): number => Math.max(0, Math.round((until - Date.now()) / 1000));
+    const s = await this.readySession(name, caller, {
+      until,
+      asked,
+      signal: call.signal,
+      onWait: call.onWait && (() => call.onWait?.(secondsLeft(), 'starting')),
+    });
+    const pod = s.status?.podName as string;
+    this.noteActivity(s, 0);
     const req = {
       code: call.code,
       timeoutMs: call.timeoutSeconds * 1000,
@@ -435,7 +460,7 @@ export class SessionService {
     };
     let turn: TurnResult<KernelResult>;
     try {
-      const onWait = call.onWait && ((): void => call.onWait?.(Math.max(0, Math.round((until - Date.now()) / 1000))));
+      const onWait = call.onWait && ((): void => call.onWait?.(secondsLeft(), 'busy'));
       turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, async () => {
         const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
         // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
@@ -465,6 +490,7 @@ export class SessionService {
           throw new SessionError(
             `The connection to session ${name} broke during the call: ${err.message}. The session keeps its state, but whether this call ran is unknown.`,
             'Check the state this call would change before running it again.',
+            true,
           );
         }
       }
@@ -473,6 +499,7 @@ export class SessionService {
       throw new SessionError(
         `Session ${name} was lost: ${err.message}. Its state is gone.`,
         'Create a new session with create_session and run the setup again.',
+        true,
       );
     }
     if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
@@ -521,8 +548,29 @@ export class SessionService {
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
   }
 
-  private async readySession(name: string, caller: Owner | undefined): Promise<SandboxSession> {
-    const s = await this.require(name, caller);
+  /**
+   * The caller's session if it is ready. `wait`: a session still starting is waited for until
+   * `wait.until` (the call has not run meanwhile); without it the caller is told to call again.
+   */
+  private async readySession(
+    name: string,
+    caller: Owner | undefined,
+    wait?: { until: number; asked: number; signal?: AbortSignal | undefined; onWait?: (() => void) | undefined },
+  ): Promise<SandboxSession> {
+    let s = await this.require(name, caller);
+    if (wait && isStarting(s)) {
+      wait.onWait?.();
+      await this.waitUntil(name, (x) => x === undefined || !isStarting(x), Math.max(0, wait.until - Date.now()), wait.signal);
+      s = await this.require(name, caller);
+      if (isStarting(s)) {
+        throw new SessionNotReadyError(
+          wait.signal?.aborted
+            ? `The call was cancelled while it waited for session ${name} to start; it did not run.`
+            : `Session ${name} was still starting after the ${Math.round((wait.until - wait.asked) / 1000)} s this call could wait; this call did not run.`,
+          'Check the session with list_sessions (kubectl describe sbs shows why its pod has not started), then call again.',
+        );
+      }
+    }
     const phase = s.status?.phase;
     const lost = s.status?.kernelLost;
     if (phase === 'Ready' && s.status?.podName && !lost) return s;
@@ -647,6 +695,13 @@ export class SessionService {
       check();
     });
   }
+}
+
+/** Neither ready nor gone: the session's pod or interpreter is still starting. */
+function isStarting(s: SandboxSession): boolean {
+  const phase = s.status?.phase;
+  if (phase === 'Lost' || phase === 'Failed' || s.status?.kernelLost) return false;
+  return !(phase === 'Ready' && s.status?.podName);
 }
 
 /** Why a call that waited for a busy session did not run, and what to do. */

@@ -2,6 +2,7 @@
 // level the client asks for in the request (2026-07-28 envelope io.modelcontextprotocol/logLevel),
 // and none when it asks for none. Raw HTTP: the SDK client offers no per-request log level.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_VERSION, GROUP, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube } from './helpers/kube.js';
 import { startOperator, type RunningOperator } from './helpers/operator.js';
 
@@ -91,6 +92,24 @@ describe('run lifecycle as MCP log notifications', () => {
     expect(msgs.at(-1)?.result?.structuredContent).toMatchObject({ phase: 'Succeeded', result: '42' });
     expect(logs(msgs).map((m) => m.params?.data)).toEqual([
       expect.stringMatching(new RegExp(`^Session ${session} is running another call; this call waits for its turn \\(at most \\d+ s\\)\\.$`)),
+      expect.stringMatching(new RegExp(`^session ${session} finished: Succeeded`)),
+    ]);
+  });
+
+  it('tells a call that waits for its session to start, then how it finished', { timeout: 120_000 }, async () => {
+    // Applied as with kubectl: no warm pool here, so its pod starts while the call waits.
+    const session = 'just-applied';
+    await k.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: ns,
+      plural: SANDBOXSESSION_PLURAL,
+      body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name: session }, spec: { language: 'python' } },
+    });
+    const msgs = await call('6 * 7', 'info', { session });
+    expect(msgs.at(-1)?.result?.structuredContent).toMatchObject({ phase: 'Succeeded', result: '42' });
+    expect(logs(msgs).map((m) => m.params?.data)).toEqual([
+      expect.stringMatching(new RegExp(`^Session ${session} is still starting; this call waits for it \\(at most \\d+ s\\)\\.$`)),
       expect.stringMatching(new RegExp(`^session ${session} finished: Succeeded`)),
     ]);
   });

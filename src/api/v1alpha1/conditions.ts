@@ -56,6 +56,8 @@ export const Reasons = {
   Evicted: 'Evicted',
   /** The run's session was running other calls for as long as the run could wait; its code did not run. */
   SessionBusy: 'SessionBusy',
+  /** The run's session was still starting for as long as the run could wait; its code did not run. */
+  SessionNotReady: 'SessionNotReady',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];

@@ -8,6 +8,7 @@ import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/ind
 import { RunRequestError } from '../../limits/refusal.js';
 import { AdmissionError } from '../../limits/admission.js';
 import type { RunOutcome } from '../../runs/types.js';
+import type { SessionWaitCause } from '../../sessions/service.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
@@ -180,9 +181,12 @@ async function logLifecycle(ctx: ServerContext, level: 'info' | 'warning', outco
   await ctx.mcpReq.log(level, data, 'codemode.run').catch((err: unknown) => logger.debug({ err }, 'Stopped sending a log notification'));
 }
 
-/** A call that waits for its session to finish another call says so (logger "codemode.run"). */
-async function logWait(ctx: ServerContext, session: string, seconds: number, logger: Logger): Promise<void> {
-  const data = `Session ${session} is running another call; this call waits for its turn (at most ${seconds} s).`;
+/** A call that waits for its session to finish another call, or to start, says so (logger "codemode.run"). */
+async function logWait(ctx: ServerContext, session: string, seconds: number, why: SessionWaitCause, logger: Logger): Promise<void> {
+  const data =
+    why === 'busy'
+      ? `Session ${session} is running another call; this call waits for its turn (at most ${seconds} s).`
+      : `Session ${session} is still starting; this call waits for it (at most ${seconds} s).`;
   await ctx.mcpReq.log('info', data, 'codemode.run').catch((err: unknown) => logger.debug({ err }, 'Stopped sending a log notification'));
 }
 
@@ -214,7 +218,7 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
       {
         signal,
         ...(progress !== undefined && { onOutput: (chunk) => progress.push(chunk) }),
-        ...(args.session !== undefined && { onWait: (seconds) => void logWait(ctx, args.session ?? '', seconds, logger) }),
+        ...(args.session !== undefined && { onWait: (seconds, why) => void logWait(ctx, args.session ?? '', seconds, why, logger) }),
       },
     );
     // Everything streamed must reach the client before the result closes the response.

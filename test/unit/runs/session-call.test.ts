@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Language, SessionLanguage } from '../../../src/api/v1alpha1/index.js';
-import { codeTimes, languageProblem } from '../../../src/runs/session-call.js';
+import { codeTimes, languageProblem, problemOf, problemReason } from '../../../src/runs/session-call.js';
+import { SessionBusyError, SessionError, SessionNotReadyError } from '../../../src/sessions/service.js';
 
 describe('languageProblem (one rule for execute_code and SandboxRun.spec.session)', () => {
   it.each<[SessionLanguage, Language | undefined, boolean]>([
@@ -36,5 +37,18 @@ describe('codeTimes (a call in a session that may have waited for its turn)', ()
     ['a zero duration: the end', 0, '2026-11-28T10:00:10.000Z'],
   ])('%s', (_name, durationMs, start) => {
     expect(codeTimes(waitStart, durationMs, end)).toEqual({ start: new Date(start), end });
+  });
+});
+
+describe('problemOf (what a session error means for the call and its SandboxRun)', () => {
+  it.each([
+    ['busy for the whole wait', new SessionBusyError('m', 'h'), 'busy', false, 'SessionBusy'],
+    ['still starting for the whole wait', new SessionNotReadyError('m', 'h'), 'starting', false, 'SessionNotReady'],
+    ['unreachable: the code did not run', new SessionError('m', 'h'), 'failed', false, 'KernelLost'],
+    ['the stream broke during the call', new SessionError('m', 'h', true), 'failed', true, 'KernelLost'],
+  ] as const)('%s', (_name, err, stage, mayHaveRun, reason) => {
+    const problem = problemOf(err);
+    expect(problem).toEqual({ stage, message: 'm', hint: 'h', ...(mayHaveRun && { mayHaveRun: true }) });
+    expect(problemReason[problem.stage]).toBe(reason);
   });
 });
