@@ -50,6 +50,10 @@ done
 # A failing phase does not stop the next ones: the summary counts every test.
 status=0
 
+step "deploy/ manifest: the chart rendered with its defaults (Helm is there once the cluster is built)"
+# The helm e2e test checks this too, half an hour later; a stale copy is told here in seconds.
+tsx scripts/render-deploy.ts --check || status=$?
+
 step "stdio bridge: go test (Go is there once the cluster is built)"
 (cd images/stdio-bridge && GOFLAGS=-mod=readonly GOMODCACHE="${CODEMODE_CACHE:-$HOME/.cache/codemode}/go/mod" \
   GOCACHE="${CODEMODE_CACHE:-$HOME/.cache/codemode}/go/build" "$(command -v go || echo /usr/local/go/bin/go)" test -count=1 .) || status=$?
