@@ -42,7 +42,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
-import { callInSession, codeTimes, problemReason } from './session-call.js';
+import { callInSession, codeTimes, problemReason, sessionCallRequest } from './session-call.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
 import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './types.js';
 
@@ -727,17 +727,11 @@ export class RunExecutor {
     const call = await callInSession(
       this.sessions,
       ns,
-      {
-        session,
-        code: run.spec.code,
-        timeoutSeconds: run.spec.timeoutSeconds,
-        language: run.spec.language,
-        ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
-        ...(run.spec.owner && { owner: run.spec.owner }),
-        // A busy session is waited for within the start-up allowance of the run's budget
-        // (lostAfterMs): no other replica declares it lost while it waits and then runs.
+      sessionCallRequest(session, run.spec, {
+        // A busy or starting session is waited for within the start-up allowance of the run's
+        // budget (lostAfterMs): no other replica declares it lost while it waits and then runs.
         waitUntil: Date.parse(run.metadata.creationTimestamp ?? startTime.toISOString()) + this.d.opts.podStartupTimeoutSeconds * 1000,
-      },
+      }),
       (chunk) => output.emit('chunk', chunk),
     );
     if (!call.ok) return this.finishEarly(run, problemReason[call.stage], `${call.message} ${call.hint}`, log);

@@ -23,7 +23,7 @@ import { RunRequestError } from '../limits/refusal.js';
 import type { Config } from '../config/index.js';
 import type { SessionService } from '../sessions/service.js';
 import { limitProblems } from '../limits/spec-limits.js';
-import { callInSession } from './session-call.js';
+import { callInSession, sessionCallRequest } from './session-call.js';
 import { quotaExceeded, type RunSlots } from '../limits/run-slots.js';
 import type { Ticket } from '../limits/admission.js';
 import type { UserLimits } from '../limits/user-limits.js';
@@ -297,17 +297,15 @@ export class KubeRunService implements RunService {
     const call = await callInSession(
       this.sessions,
       this.opts.namespace,
-      {
+      sessionCallRequest(
         session,
-        code: req.code,
-        timeoutSeconds,
-        ...(req.language !== undefined && { language: req.language }),
-        ...(req.stdin !== undefined && { stdin: req.stdin }),
-        ...(req.owner && { owner: req.owner }),
-        ...(tools && { onCall: (frame) => tools.handle(frame) }),
-        ...(options.signal && { signal: options.signal }),
-        ...(options.onWait && { onWait: options.onWait }),
-      },
+        { ...req, timeoutSeconds },
+        {
+          ...(tools && { onCall: (frame) => tools.handle(frame) }),
+          ...(options.signal && { signal: options.signal }),
+          ...(options.onWait && { onWait: options.onWait }),
+        },
+      ),
       options.onOutput,
     ).finally(() => tools?.close());
     if (!call.ok) {

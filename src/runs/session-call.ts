@@ -24,6 +24,29 @@ export interface SessionCallRequest extends SessionCall {
 }
 
 /**
+ * A call's request out of what an execute_code call or a SandboxRun's spec says (the same field
+ * names), with what only the caller knows (`extra`: nested calls, signal, wait).
+ */
+export function sessionCallRequest(
+  session: string,
+  src: { code: string; timeoutSeconds: number; language?: Language | undefined; stdin?: string | undefined; owner?: Owner | undefined },
+  extra: Pick<SessionCall, 'onCall' | 'signal' | 'onWait' | 'waitUntil'> = {},
+): SessionCallRequest {
+  return {
+    session,
+    code: src.code,
+    timeoutSeconds: src.timeoutSeconds,
+    ...(src.language !== undefined && { language: src.language }),
+    ...(src.stdin !== undefined && { stdin: src.stdin }),
+    ...(src.owner && { owner: src.owner }),
+    ...(extra.onCall && { onCall: extra.onCall }),
+    ...(extra.signal && { signal: extra.signal }),
+    ...(extra.onWait && { onWait: extra.onWait }),
+    ...(extra.waitUntil !== undefined && { waitUntil: extra.waitUntil }),
+  };
+}
+
+/**
  * Why a call has no outcome: refused before the code reached the interpreter, the session busy
  * with another call or still starting for as long as this one could wait (it did not start), or
  * failed there. `mayHaveRun`: the failure came after the code reached the interpreter.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Language, SessionLanguage } from '../../../src/api/v1alpha1/index.js';
-import { codeTimes, languageProblem, problemOf, problemReason } from '../../../src/runs/session-call.js';
+import { codeTimes, languageProblem, problemOf, problemReason, sessionCallRequest } from '../../../src/runs/session-call.js';
 import { SessionBusyError, SessionError, SessionNotReadyError } from '../../../src/sessions/service.js';
 
 describe('languageProblem (one rule for execute_code and SandboxRun.spec.session)', () => {
@@ -50,5 +50,26 @@ describe('problemOf (what a session error means for the call and its SandboxRun)
     const problem = problemOf(err);
     expect(problem).toEqual({ stage, message: 'm', hint: 'h', ...(mayHaveRun && { mayHaveRun: true }) });
     expect(problemReason[problem.stage]).toBe(reason);
+  });
+});
+
+describe('sessionCallRequest (one shape from an execute_code request and from a SandboxRun spec)', () => {
+  const owner = { user: 'alice', groups: [] };
+  it.each([
+    ['the least', { code: 'x', timeoutSeconds: 5 }, {}, { session: 's', code: 'x', timeoutSeconds: 5 }],
+    [
+      'a SandboxRun spec: its other fields stay out',
+      { code: 'x', timeoutSeconds: 5, language: 'python', stdin: 'in', owner, ttlSecondsAfterFinished: 60, session: 'ignored' },
+      { waitUntil: 1000 },
+      { session: 's', code: 'x', timeoutSeconds: 5, language: 'python', stdin: 'in', owner, waitUntil: 1000 },
+    ],
+    [
+      'undefined fields are left out',
+      { code: 'x', timeoutSeconds: 5, language: undefined, stdin: undefined, owner: undefined },
+      {},
+      { session: 's', code: 'x', timeoutSeconds: 5 },
+    ],
+  ] as const)('%s', (_name, src, extra, expected) => {
+    expect(sessionCallRequest('s', src as Parameters<typeof sessionCallRequest>[1], extra)).toStrictEqual(expected);
   });
 });
