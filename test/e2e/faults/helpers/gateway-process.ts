@@ -1,6 +1,7 @@
 // Starts gateway replicas as child processes (gateway-child.ts) so a test can kill them for real.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const CHILD = fileURLToPath(new URL('./gateway-child.ts', import.meta.url));
@@ -51,17 +52,25 @@ export async function freePort(): Promise<number> {
 /** Runs `cmd args` some other way (the bench: in a memory cgroup); `remove` once it exited. */
 export type CommandWrapper = (cmd: string, args: readonly string[]) => { cmd: string; args: string[]; remove: () => void };
 
-/** Spawns one replica on `port` and waits until it serves (bounded). */
+/**
+ * Spawns one replica on `port` and waits until it serves (bounded). `release`: the checkout of
+ * another version (release.ts) whose gateway runs instead of this checkout's.
+ */
 export async function startGateway(
   env: Record<string, string>,
   port: number,
   kubeconfig = process.env.KUBECONFIG ?? '',
   wrap?: CommandWrapper,
+  release?: string,
 ): Promise<GatewayProcess> {
-  const command = wrap?.(process.execPath, ['--import', 'tsx', CHILD]) ?? { cmd: process.execPath, args: ['--import', 'tsx', CHILD], remove: () => {} };
+  const script = release === undefined ? CHILD : join(release, 'test/e2e/faults/helpers/gateway-child.ts');
+  const args = ['--import', 'tsx', script];
+  const command = wrap?.(process.execPath, args) ?? { cmd: process.execPath, args, remove: () => {} };
   const child: ChildProcess = spawn(command.cmd, command.args, {
     env: { ...process.env, ...env, CODEMODE_PORT: String(port), KUBECONFIG: kubeconfig },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // tsx and the release's modules resolve from its own directory.
+    ...(release !== undefined && { cwd: release }),
   });
   let err = '';
   child.stderr?.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-4000)));
