@@ -734,7 +734,7 @@ export class RunExecutor {
       }),
       (chunk) => output.emit('chunk', chunk),
     );
-    if (!call.ok) return this.finishEarly(run, problemReason[call.stage], `${call.message} ${call.hint}`, log);
+    if (!call.ok) return this.finishEarly(run, call.reason ?? problemReason[call.stage], `${call.message} ${call.hint}`, log);
     const o = call.outcome;
     const c: Classification = {
       phase: o.phase,

@@ -49,13 +49,15 @@ export function sessionCallRequest(
 /**
  * Why a call has no outcome: refused before the code reached the interpreter, the session busy
  * with another call or still starting for as long as this one could wait (it did not start), or
- * failed there. `mayHaveRun`: the failure came after the code reached the interpreter.
+ * failed there. `mayHaveRun`: the failure came after the code reached the interpreter. `reason`:
+ * the session's own, when it failed to start (a SandboxRun records it instead of the stage's).
  */
 export interface SessionCallProblem {
   stage: 'refused' | 'busy' | 'starting' | 'failed';
   message: string;
   hint: string;
   mayHaveRun?: true;
+  reason?: Reason;
 }
 
 /** The reason a SandboxRun in a session records when its call has no outcome. */
@@ -69,7 +71,7 @@ export const problemReason = {
 /** What a session error means for the call: whether it may have run, and the stage it stopped at. */
 export function problemOf(err: SessionError): SessionCallProblem {
   const stage = err instanceof SessionBusyError ? 'busy' : err instanceof SessionNotReadyError ? 'starting' : 'failed';
-  return { stage, message: err.message, hint: err.hint, ...(err.mayHaveRun && { mayHaveRun: true }) };
+  return { stage, message: err.message, hint: err.hint, ...(err.mayHaveRun && { mayHaveRun: true }), ...(err.reason && { reason: err.reason }) };
 }
 
 /** `runtime`: the session's interpreter (a call may leave the language to the session). */

@@ -17,10 +17,12 @@ import {
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
+  asReason,
   kernelLanguage,
   ownerLabelValue,
   parseSandboxSession,
   type Owner,
+  type Reason,
   type SandboxSession,
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
@@ -95,16 +97,22 @@ const CLOSE_SEEN_MS = 5000;
 /**
  * Refused or impossible request about a session, with what to do instead. `mayHaveRun`: the
  * call's code reached the interpreter before the failure (its stream broke, the interpreter died),
- * so whether it ran is unknown; otherwise it did not run.
+ * so whether it ran is unknown; otherwise it did not run. `reason`: the session's own, when it
+ * failed to start (Unschedulable, ImageNotFound, ...), for the record of a call it refused.
  */
 export class SessionError extends Error {
+  readonly mayHaveRun: boolean;
+  readonly reason: Reason | undefined;
+
   constructor(
     message: string,
     readonly hint: string,
-    readonly mayHaveRun = false,
+    details: { mayHaveRun?: boolean; reason?: Reason | undefined } = {},
   ) {
     super(message);
     this.name = 'SessionError';
+    this.mayHaveRun = details.mayHaveRun ?? false;
+    this.reason = details.reason;
   }
 }
 
@@ -490,7 +498,7 @@ export class SessionService {
           throw new SessionError(
             `The connection to session ${name} broke during the call: ${err.message}. The session keeps its state, but whether this call ran is unknown.`,
             'Check the state this call would change before running it again.',
-            true,
+            { mayHaveRun: true },
           );
         }
       }
@@ -499,7 +507,7 @@ export class SessionService {
       throw new SessionError(
         `Session ${name} was lost: ${err.message}. Its state is gone.`,
         'Create a new session with create_session and run the setup again.',
-        true,
+        { mayHaveRun: true },
       );
     }
     if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
@@ -576,7 +584,9 @@ export class SessionService {
     if (phase === 'Ready' && s.status?.podName && !lost) return s;
     if (phase === 'Lost' || phase === 'Failed' || lost) {
       const why = lost && phase !== 'Lost' ? `the interpreter is gone (${lost.message})` : (s.status?.message ?? 'its interpreter is gone');
-      throw new SessionError(`Session ${name} is ${phase === 'Failed' ? 'failed' : 'lost'}: ${why}.`, 'Create a new session with create_session.');
+      // A session that failed to start passes its reason on (an interpreter lost is KernelLost).
+      const reason = phase === 'Failed' && !lost ? asReason(s.status?.reason) : undefined;
+      throw new SessionError(`Session ${name} is ${phase === 'Failed' ? 'failed' : 'lost'}: ${why}.`, 'Create a new session with create_session.', { reason });
     }
     throw new SessionError(`Session ${name} is still starting.`, 'Wait a moment and call again.');
   }

@@ -1,7 +1,7 @@
 // A call to a session that is still starting waits for it instead of failing: `kubectl apply` of a
 // SandboxSession and a SandboxRun in it, or an agent calling a session created a moment ago, runs
 // once the session is ready (each call once). A session that never becomes ready ends the waiting
-// call with the session's own reason. Before, both failed at once with "still starting" (the
+// call with the session's own reason (a SandboxRun records it). Before, both failed at once with "still starting" (the
 // SandboxRun as KernelLost).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -119,5 +119,9 @@ describe('a call to a session that is still starting', () => {
     expect(text(r)).toMatch(/^Session stuck is failed: .*(schedul|node)/i);
     expect(waited).toBeGreaterThan((STARTUP_SECONDS - 2) * 1000);
     expect(await sessionPhase('stuck')).toBe('Failed');
+    // A SandboxRun in it records the session's reason, not a lost interpreter.
+    const run = await applyRun('stuck', 'print(1)');
+    expect(run, JSON.stringify(run)).toMatchObject({ phase: 'Failed', reason: 'Unschedulable' });
+    expect(run.message).toMatch(/^Session stuck is failed: /);
   }, 120_000);
 });

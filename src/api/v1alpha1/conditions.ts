@@ -62,6 +62,13 @@ export const Reasons = {
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];
 
+const REASON_VALUES: ReadonlySet<string> = new Set(Object.values(Reasons));
+
+/** `value` if it is a run Reason (e.g. a session's reason that a run can record too), else undefined. */
+export function asReason(value: string | undefined): Reason | undefined {
+  return value !== undefined && REASON_VALUES.has(value) ? (value as Reason) : undefined;
+}
+
 export const ConditionStatusSchema = z.enum(['True', 'False', 'Unknown']);
 export type ConditionStatus = z.infer<typeof ConditionStatusSchema>;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Language, SessionLanguage } from '../../../src/api/v1alpha1/index.js';
+import { asReason, type Language, type SessionLanguage } from '../../../src/api/v1alpha1/index.js';
 import { codeTimes, languageProblem, problemOf, problemReason, sessionCallRequest } from '../../../src/runs/session-call.js';
 import { SessionBusyError, SessionError, SessionNotReadyError } from '../../../src/sessions/service.js';
 
@@ -45,11 +45,31 @@ describe('problemOf (what a session error means for the call and its SandboxRun)
     ['busy for the whole wait', new SessionBusyError('m', 'h'), 'busy', false, 'SessionBusy'],
     ['still starting for the whole wait', new SessionNotReadyError('m', 'h'), 'starting', false, 'SessionNotReady'],
     ['unreachable: the code did not run', new SessionError('m', 'h'), 'failed', false, 'KernelLost'],
-    ['the stream broke during the call', new SessionError('m', 'h', true), 'failed', true, 'KernelLost'],
+    ['the stream broke during the call', new SessionError('m', 'h', { mayHaveRun: true }), 'failed', true, 'KernelLost'],
+    ['a session that failed to start: its own reason', new SessionError('m', 'h', { reason: 'Unschedulable' }), 'failed', false, 'Unschedulable'],
   ] as const)('%s', (_name, err, stage, mayHaveRun, reason) => {
     const problem = problemOf(err);
-    expect(problem).toEqual({ stage, message: 'm', hint: 'h', ...(mayHaveRun && { mayHaveRun: true }) });
-    expect(problemReason[problem.stage]).toBe(reason);
+    expect(problem).toStrictEqual({
+      stage,
+      message: 'm',
+      hint: 'h',
+      ...(mayHaveRun && { mayHaveRun: true }),
+      ...(err.reason && { reason: err.reason }),
+    });
+    // What a SandboxRun in the session records (executor.ts).
+    expect(problem.reason ?? problemReason[problem.stage]).toBe(reason);
+  });
+});
+
+describe('asReason (a session reason a run can record too)', () => {
+  it.each([
+    ['Unschedulable', 'Unschedulable'],
+    ['ImageNotFound', 'ImageNotFound'],
+    ['PackagesFailed', undefined],
+    ['KernelReady', undefined],
+    [undefined, undefined],
+  ] as const)('%s → %s', (value, expected) => {
+    expect(asReason(value)).toBe(expected);
   });
 });
 
