@@ -566,11 +566,11 @@ export class SessionService {
     wait?: { until: number; asked: number; signal?: AbortSignal | undefined; onWait?: (() => void) | undefined },
   ): Promise<SandboxSession> {
     let s = await this.require(name, caller);
-    if (wait && isStarting(s)) {
+    if (wait && sessionState(s) === 'starting') {
       wait.onWait?.();
-      await this.waitUntil(name, (x) => x === undefined || !isStarting(x), Math.max(0, wait.until - Date.now()), wait.signal);
+      await this.waitUntil(name, (x) => x === undefined || sessionState(x) !== 'starting', Math.max(0, wait.until - Date.now()), wait.signal);
       s = await this.require(name, caller);
-      if (isStarting(s)) {
+      if (sessionState(s) === 'starting') {
         throw new SessionNotReadyError(
           wait.signal?.aborted
             ? `The call was cancelled while it waited for session ${name} to start; it did not run.`
@@ -579,10 +579,11 @@ export class SessionService {
         );
       }
     }
-    const phase = s.status?.phase;
-    const lost = s.status?.kernelLost;
-    if (phase === 'Ready' && s.status?.podName && !lost) return s;
-    if (phase === 'Lost' || phase === 'Failed' || lost) {
+    const state = sessionState(s);
+    if (state === 'ready') return s;
+    if (state === 'gone') {
+      const phase = s.status?.phase;
+      const lost = s.status?.kernelLost;
       const why = lost && phase !== 'Lost' ? `the interpreter is gone (${lost.message})` : (s.status?.message ?? 'its interpreter is gone');
       // A session that failed to start passes its reason on (an interpreter lost is KernelLost).
       const reason = phase === 'Failed' && !lost ? asReason(s.status?.reason) : undefined;
@@ -707,11 +708,11 @@ export class SessionService {
   }
 }
 
-/** Neither ready nor gone: the session's pod or interpreter is still starting. */
-function isStarting(s: SandboxSession): boolean {
+/** Where a session is for a call: ready, gone (lost or failed), or its pod or interpreter still starting. */
+function sessionState(s: SandboxSession): 'ready' | 'gone' | 'starting' {
   const phase = s.status?.phase;
-  if (phase === 'Lost' || phase === 'Failed' || s.status?.kernelLost) return false;
-  return !(phase === 'Ready' && s.status?.podName);
+  if (phase === 'Lost' || phase === 'Failed' || s.status?.kernelLost) return 'gone';
+  return phase === 'Ready' && s.status?.podName ? 'ready' : 'starting';
 }
 
 /** Why a call that waited for a busy session did not run, and what to do. */
