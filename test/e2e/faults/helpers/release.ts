@@ -17,7 +17,7 @@ const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
  * The release an upgrade starts from: the last commit that landed (stop 29). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '769213f29aa35dd6dfc37d926a4dd42d97c174d7';
+export const PREVIOUS_RELEASE = 'da2dee5571be84030f1e9dd10271ea9697db0e83';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
