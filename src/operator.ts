@@ -16,6 +16,7 @@ import { NetworkPolicyGuard } from './controller/network-policy.js';
 import type { ControllerOptions } from './controller/options.js';
 import { PodWatcher } from './sandbox/pod-watcher.js';
 import { RunExecutor } from './runs/executor.js';
+import { ReplicaLiveness } from './controller/replica-liveness.js';
 import { SandboxRunController, podSelector } from './controller/run-controller.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from './kube/clients.js';
 import type { Metrics } from './metrics/registry.js';
@@ -209,7 +210,14 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     onLoad: (load) => metrics?.admissionLoad(load),
     onWait: (result, seconds) => metrics?.queueWait(result, seconds),
   });
-  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots });
+  // Which other replicas are alive: a run whose executor is gone is failed without waiting out
+  // its whole time budget (the controller is told when one goes).
+  const liveness = new ReplicaLiveness(
+    clients.coordination,
+    { namespace: ns, identity, onGone: (gone) => controller.executorGone(gone) },
+    log.child({ component: 'replica-liveness' }),
+  );
+  const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots, liveness });
 
   const sessions = new ResilientInformer<KubernetesObject>(
     clients.kc,
@@ -410,6 +418,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await profiles.start();
       // Before any controller: sandboxes wait for the policy (the gate), which needs its cache.
       await policies.start();
+      // This replica's Lease before it executes anything; and a first look at the others'.
+      await liveness.start();
       controller.start();
       sessionController.start();
       poolController.start();
@@ -436,6 +446,9 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       await pools.releaseAll();
       // The calls have ended: their records get a few seconds to reach the API server.
       await audit.stop(AUDIT_FLUSH_MS);
+      // Last of the writes: every run this replica executed has its outcome recorded, so the
+      // others may now fail whatever it still held.
+      await liveness.stop();
       kernels.closeAll();
       await runs.stop();
       await sessions.stop();

@@ -15,6 +15,7 @@ export type ControllerOptions = RunEngineOptions &
     | 'maxFileBytes'
     | 'warmPoolMin'
     | 'warmPoolMax'
+    | 'packagesTimeoutSeconds'
   > & {
     /** Unique per process: recorded on the runs this process executes. */
     readonly identity: string;

@@ -30,6 +30,7 @@ import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from '../runs/executor.js';
 import { decideRun, lostAfterMs, ttlRemainingMs } from './run-decision.js';
+import type { ReplicaLiveness } from './replica-liveness.js';
 import { failedStatus } from '../runs/status.js';
 import type { RunSlots } from '../limits/run-slots.js';
 import { WorkQueue } from './workqueue.js';
@@ -47,6 +48,8 @@ export interface RunControllerDeps {
   now?: () => Date;
   /** Back-pressure: kubectl-created transient runs start only with a free run slot. */
   slots?: RunSlots;
+  /** Which other replicas are gone (replica-liveness.ts); without it runs keep only the time budget. */
+  liveness?: Pick<ReplicaLiveness, 'liveness'>;
 }
 
 /** A Queued run is looked at again at least this often (a freed slot also re-queues it at once). */
@@ -142,7 +145,9 @@ export class SandboxRunController {
       creatingHere: this.d.executor.isCreating(key),
       started: this.hasStarted(run),
       ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now, this.d.opts.maxTtlSecondsAfterFinished),
-      lostAfterMs: lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now),
+      // An audit record's call already ran: it waits for no session.
+      lostAfterMs: lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now, auditRecord ? 0 : this.d.opts.packagesTimeoutSeconds),
+      executorGone: executor !== undefined && this.d.liveness?.liveness(executor) === 'gone',
     });
     switch (decision.kind) {
       case 'delete':
@@ -282,6 +287,13 @@ export class SandboxRunController {
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
       return false;
+    }
+  }
+
+  /** A replica is gone: its unfinished runs are looked at now rather than when their budget ends. */
+  executorGone(identity: string): void {
+    for (const obj of this.d.runs.list()) {
+      if (obj.metadata?.annotations?.[ANNOTATION_EXECUTOR] === identity) this.queue.add(runKey(obj.metadata.namespace ?? '', obj.metadata.name ?? ''));
     }
   }
 

@@ -38,6 +38,11 @@ export interface RunFacts {
   /** ms until the run's whole time budget is over (lostAfterMs). */
   lostAfterMs: number;
   /**
+   * The executor is another replica that this process judged gone (replica-liveness.ts: its Lease
+   * was deleted or stopped being renewed): its run is failed without waiting out the budget.
+   */
+  executorGone?: boolean;
+  /**
    * The run is an audit record of a session call that already happened (executor AUDIT_EXECUTOR):
    * never executed or claimed, whatever its phase.
    */
@@ -52,6 +57,9 @@ export const CREATING_RECHECK_MS = 1_000;
 
 export const VANISHED_MESSAGE =
   'The gateway replica executing this run stopped before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
+
+export const EXECUTOR_GONE_MESSAGE =
+  'The gateway replica executing this run stopped (it no longer renews its replica Lease) before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
 
 export const AUDIT_INCOMPLETE_MESSAGE =
   'The gateway replica that recorded this session call stopped before it wrote the outcome; the call itself ran once, in its session.';
@@ -69,6 +77,8 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
   // Unclaimed with a marker: someone removed the annotation of a run that may have started.
   if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };
   if (f.executor === f.identity && !f.started) return { kind: 'execute' };
+  // Another replica holds it and is gone: nobody will record its outcome.
+  if (f.executor !== f.identity && f.executorGone === true) return { kind: 'fail', message: EXECUTOR_GONE_MESSAGE };
   // Another replica executes it, or this process started it and no longer holds it (its outcome
   // is about to show in the cache, or was never recorded). Wait out the run's whole budget, then
   // record that the outcome is unknown.
@@ -94,14 +104,18 @@ export function ttlRemainingMs(
 
 /**
  * How long a run may stay non-terminal before any replica may declare it lost (its executor
- * crashed): pod start-up allowance + the run's timeout + a margin. Pure time math.
+ * crashed, or never judged gone): pod start-up allowance + the run's timeout + a margin; a run in
+ * a session may also wait for the session's packages (`packagesTimeoutSeconds`, see
+ * sessions/service.ts readySession). Pure time math.
  */
 export function lostAfterMs(
-  run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number } },
+  run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number; session?: string | undefined } },
   podStartupTimeoutSeconds: number,
   now: Date,
+  packagesTimeoutSeconds = 0,
 ): number {
   const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
-  const budget = (podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60) * 1000;
+  const packages = run.spec.session !== undefined ? packagesTimeoutSeconds : 0;
+  const budget = (podStartupTimeoutSeconds + packages + run.spec.timeoutSeconds + 60) * 1000;
   return created + budget - now.getTime();
 }

@@ -456,7 +456,7 @@ export class SessionService {
       until,
       asked,
       signal: call.signal,
-      onWait: call.onWait && (() => call.onWait?.(secondsLeft(), 'starting')),
+      onWait: call.onWait && ((waitUntil) => call.onWait?.(Math.max(0, Math.round((waitUntil - Date.now()) / 1000)), 'starting')),
     });
     const pod = s.status?.podName as string;
     this.noteActivity(s, 0);
@@ -558,23 +558,25 @@ export class SessionService {
 
   /**
    * The caller's session if it is ready. `wait`: a session still starting is waited for until
-   * `wait.until` (the call has not run meanwhile); without it the caller is told to call again.
+   * `wait.until`, plus the packages allowance when it installs packages first (startingUntil; the
+   * call has not run meanwhile); without it the caller is told to call again.
    */
   private async readySession(
     name: string,
     caller: Owner | undefined,
-    wait?: { until: number; asked: number; signal?: AbortSignal | undefined; onWait?: (() => void) | undefined },
+    wait?: { until: number; asked: number; signal?: AbortSignal | undefined; onWait?: ((until: number) => void) | undefined },
   ): Promise<SandboxSession> {
     let s = await this.require(name, caller);
     if (wait && sessionState(s) === 'starting') {
-      wait.onWait?.();
-      await this.waitUntil(name, (x) => x === undefined || sessionState(x) !== 'starting', Math.max(0, wait.until - Date.now()), wait.signal);
+      const until = startingUntil(wait.until, s, this.opts.packagesTimeoutSeconds);
+      wait.onWait?.(until);
+      await this.waitUntil(name, (x) => x === undefined || sessionState(x) !== 'starting', Math.max(0, until - Date.now()), wait.signal);
       s = await this.require(name, caller);
       if (sessionState(s) === 'starting') {
         throw new SessionNotReadyError(
           wait.signal?.aborted
             ? `The call was cancelled while it waited for session ${name} to start; it did not run.`
-            : `Session ${name} was still starting after the ${Math.round((wait.until - wait.asked) / 1000)} s this call could wait; this call did not run.`,
+            : `Session ${name} was still starting after the ${Math.round((until - wait.asked) / 1000)} s this call could wait; this call did not run.`,
           'Check the session with list_sessions (kubectl describe sbs shows why its pod has not started), then call again.',
         );
       }
@@ -713,6 +715,15 @@ function sessionState(s: SandboxSession): 'ready' | 'gone' | 'starting' {
   const phase = s.status?.phase;
   if (phase === 'Lost' || phase === 'Failed' || s.status?.kernelLost) return 'gone';
   return phase === 'Ready' && s.status?.podName ? 'ready' : 'starting';
+}
+
+/**
+ * Until when a call waits for a session still starting: the start-up allowance it was given, and
+ * for a session that installs packages before it is Ready also the packages allowance (the
+ * session controller installs them once the interpreter is up). Pure.
+ */
+export function startingUntil(until: number, s: Pick<SandboxSession, 'spec'>, packagesTimeoutSeconds = 0): number {
+  return (s.spec.packages?.length ?? 0) > 0 ? until + packagesTimeoutSeconds * 1000 : until;
 }
 
 /** Why a call that waited for a busy session did not run, and what to do. */

@@ -1,9 +1,10 @@
 // Fault (a): the gateway replica is killed with SIGKILL while it executes runs, then a new one
-// starts. The run it was executing ends Failed with a reason and never runs again; everything
-// else keeps its invariants (helpers/verdict.ts).
+// starts. The run it was executing ends Failed with a reason and never runs again — as soon as the
+// new replica finds the killed one's replica Lease unrenewed, not after the run's whole budget;
+// everything else keeps its invariants (helpers/verdict.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ANNOTATION_EXECUTOR, isTerminalPhase } from '../../../src/api/v1alpha1/index.js';
-import { VANISHED_MESSAGE } from '../../../src/controller/run-decision.js';
+import { EXECUTOR_GONE_MESSAGE } from '../../../src/controller/run-decision.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
@@ -12,6 +13,7 @@ import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
+const VICTIM_TIMEOUT_SECONDS = 60;
 let ns = '';
 let ledger: PodLedger;
 let gw: GatewayProcess | undefined;
@@ -38,10 +40,12 @@ describe('fault: gateway SIGKILL mid-run', () => {
     mix = new Mix({ urls: () => [url], kube: { k, namespace: ns } });
     await mix.start();
 
-    // The victim: a run certainly in flight when the replica dies (it sleeps 8 s).
+    // The victim: a run certainly in flight when the replica dies (it sleeps 8 s). Its long
+    // timeout puts its time budget (start-up + timeout + 60 s = 140 s) far beyond the moment the
+    // next replica finds the killed one gone (its replica Lease unrenewed for 30 s).
     const victimClient = await connect(url, 'current');
     const victimId = `t-victim-${Date.now()}`;
-    const victimCall = victimClient.callTool('execute_code', { code: transientCode(victimId, 8), timeout_seconds: 10 }).then(
+    const victimCall = victimClient.callTool('execute_code', { code: transientCode(victimId, 8), timeout_seconds: VICTIM_TIMEOUT_SECONDS }).then(
       () => 'answered',
       () => 'threw',
     );
@@ -74,7 +78,10 @@ describe('fault: gateway SIGKILL mid-run', () => {
     expect(problems).toEqual([]);
     const v = (await listRuns(k, ns)).find((r) => r.metadata.name === victim);
     expect(isTerminalPhase(v?.status?.phase)).toBe(true);
-    expect(v?.status, JSON.stringify(v?.status)).toMatchObject({ phase: 'Failed', reason: 'ExecFailed', message: VANISHED_MESSAGE });
+    // Failed because its executor was found gone, well before its whole time budget ran out.
+    expect(v?.status, JSON.stringify(v?.status)).toMatchObject({ phase: 'Failed', reason: 'ExecFailed', message: EXECUTOR_GONE_MESSAGE });
+    const budgetEnd = Date.parse(v?.metadata.creationTimestamp ?? '') + (STARTUP_SECONDS + VICTIM_TIMEOUT_SECONDS + 60) * 1000;
+    expect(Date.parse(v?.status?.completionTime ?? '')).toBeLessThan(budgetEnd);
     expect(v?.metadata.annotations?.[ANNOTATION_EXECUTOR]).not.toBe(undefined);
     expect(ledger.count(v?.metadata.uid ?? '')).toBeLessThanOrEqual(1);
     // Sessions keep going on the new replica with their state.

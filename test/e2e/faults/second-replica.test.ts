@@ -7,7 +7,7 @@ import { ANNOTATION_EXECUTOR } from '../../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix } from './helpers/mix.js';
-import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
+import { listRuns, PodLedger, replicaLeaseHolders, verdict } from './helpers/verdict.js';
 
 const k = testKube();
 // Start-up allowance as in production-like settings: this test needs every run to succeed.
@@ -58,6 +58,8 @@ describe('fault: a second replica started and stopped during the mix', () => {
     urls = [a.url];
     const code = await Promise.race([b.exited, new Promise((r) => setTimeout(() => r('still running'), 180_000))]);
     expect(code).toBe(0);
+    // It deleted its replica Lease last, as a clean shutdown does; the first replica keeps its own.
+    expect(await replicaLeaseHolders(k, ns)).toEqual([a.identity]);
     await mix.waitFor((c) => c.kind === 'transient' && c.outcome === 'ok', 'a transient run after the second replica left');
     await mix.stop();
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
-import { AUDIT_INCOMPLETE_MESSAGE, decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
+import { AUDIT_INCOMPLETE_MESSAGE, EXECUTOR_GONE_MESSAGE, decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
 
 const run = (phase?: string): SandboxRun =>
   ({
@@ -41,6 +41,28 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
     ["another replica's, budget left", 'Running', { executor: 'other', started: true }, { kind: 'wait', afterMs: 60_000 }, {}],
     ["another replica's, never started, budget over", undefined, { executor: 'other', lostAfterMs: -5 }, { kind: 'fail' }, {}],
     ["another replica's, started, budget over", 'Running', { executor: 'other', started: true, lostAfterMs: -5 }, { kind: 'fail' }, {}],
+    // Replica liveness (replica-liveness.ts): a gone executor's run fails at once, whatever the budget.
+    [
+      "another replica's, started, executor gone",
+      'Running',
+      { executor: 'other', started: true, executorGone: true },
+      { kind: 'fail', message: EXECUTOR_GONE_MESSAGE },
+      {},
+    ],
+    ["another replica's, claimed, executor gone", undefined, { executor: 'other', executorGone: true }, { kind: 'fail', message: EXECUTOR_GONE_MESSAGE }, {}],
+    [
+      "another replica's, budget over, executor gone",
+      'Running',
+      { executor: 'other', started: true, lostAfterMs: -5, executorGone: true },
+      { kind: 'fail', message: EXECUTOR_GONE_MESSAGE },
+      {},
+    ],
+    ["another replica's, executor alive", 'Running', { executor: 'other', started: true, executorGone: false }, { kind: 'wait', afterMs: 60_000 }, {}],
+    // This process is alive whatever a caller claims about it.
+    ['ours, never started, "gone"', undefined, { executorGone: true }, { kind: 'execute' }, {}],
+    ['ours, executing here, "gone"', 'Running', { started: true, busyHere: true, executorGone: true }, { kind: 'wait' }, {}],
+    ['unclaimed, "gone"', undefined, { executor: undefined, executorGone: true }, { kind: 'claim' }, {}],
+    ['terminal, executor gone', 'Succeeded', { executor: 'other', executorGone: true }, { kind: 'wait', afterMs: 1000 }, { ttlRemainingMs: 1000 }],
   ])('%s', (_n, phase, f, expected, extra) => {
     expect(decideRun(run(phase), facts({ ...f, ...extra }))).toMatchObject(expected);
   });
@@ -50,8 +72,10 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
       for (const lostAfterMs of [-1, 0, 1, 60_000]) {
         for (const busyHere of [false, true]) {
           for (const creatingHere of [false, true]) {
-            const d = decideRun(run('Running'), facts({ executor, lostAfterMs, busyHere, creatingHere, started: true }));
-            expect(['execute', 'claim']).not.toContain(d.kind);
+            for (const executorGone of [false, true]) {
+              const d = decideRun(run('Running'), facts({ executor, lostAfterMs, busyHere, creatingHere, started: true, executorGone }));
+              expect(['execute', 'claim']).not.toContain(d.kind);
+            }
           }
         }
       }

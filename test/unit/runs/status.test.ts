@@ -263,9 +263,14 @@ describe('time math', () => {
     expect(ttlRemainingMs(r, 3600, now, 1200)).toBe(expected);
   });
 
-  it('lostAfterMs: start-up allowance + timeout + a minute after creation', () => {
+  it.each([
     // created 09:59:00, budget 120 + 30 + 60 s → 10:02:30, i.e. 150 s after "now".
-    expect(lostAfterMs(run(), 120, now)).toBe(150_000);
+    ['a transient run: start-up allowance + timeout + a minute after creation', {}, 0, 150_000],
+    ['a transient run does not wait for packages', {}, 300, 150_000],
+    ['a run in a session may also wait for its packages', { session: 's' }, 300, 450_000],
+    ['a run in a session without a packages allowance', { session: 's' }, 0, 150_000],
+  ])('lostAfterMs: %s', (_what, spec: Partial<SandboxRun['spec']>, packages, expected) => {
+    expect(lostAfterMs(run(undefined, spec), 120, now, packages)).toBe(expected);
   });
 });
 

@@ -1,8 +1,9 @@
 // What every fault test asserts once the mix has stopped: no code executed twice, every run
 // terminal within its budget plus a stated grace, every failure with a reason a user can act on,
 // and surviving sessions with their state (every answered call's id in place, none twice).
-import { Watch, type V1Pod } from '@kubernetes/client-node';
-import { VANISHED_MESSAGE } from '../../../../src/controller/run-decision.js';
+import { CoordinationV1Api, Watch, type V1Pod } from '@kubernetes/client-node';
+import { REPLICA_LEASE_LABEL } from '../../../../src/controller/replica-liveness.js';
+import { EXECUTOR_GONE_MESSAGE, VANISHED_MESSAGE } from '../../../../src/controller/run-decision.js';
 import {
   ANNOTATION_EXECUTOR,
   AUDIT_EXECUTOR,
@@ -21,8 +22,9 @@ import { sessionRunIdOf, type Mix } from './mix.js';
 
 /**
  * A run whose executor vanished is failed once start-up + timeout + 60 s have passed since its
- * creation (src/controller/status.ts lostAfterMs); this grace on top covers the resync that
- * notices it and a busy 2-core node.
+ * creation (src/controller/run-decision.ts lostAfterMs), sooner when another replica finds the
+ * executor gone (replica-liveness.ts); this grace on top covers the resync that notices it and a
+ * busy 2-core node.
  */
 export const GRACE_SECONDS = 60;
 
@@ -142,7 +144,14 @@ const tokenOf = (code: string | undefined): string | undefined => /print\("(t-[^
 
 /** A run a killed replica left unrecorded: failed by the next one as lost. */
 function lostByKilled(run: SandboxRun | undefined, orphaned: ReadonlySet<string>): boolean {
-  return run !== undefined && orphaned.has(run.metadata.name ?? '') && run.status?.phase === 'Failed' && run.status.message === VANISHED_MESSAGE;
+  const lost = [VANISHED_MESSAGE, EXECUTOR_GONE_MESSAGE];
+  return run !== undefined && orphaned.has(run.metadata.name ?? '') && run.status?.phase === 'Failed' && lost.includes(run.status.message ?? '');
+}
+
+/** The identities holding replica Leases in `ns` (src/controller/replica-liveness.ts), sorted. */
+export async function replicaLeaseHolders(k: TestKube, ns: string): Promise<string[]> {
+  const leases = await k.kc.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: ns, labelSelector: `${REPLICA_LEASE_LABEL}=true` });
+  return leases.items.map((l) => l.spec?.holderIdentity ?? '').sort();
 }
 
 /**
@@ -162,7 +171,8 @@ export async function orphanedBy(k: TestKube, ns: string, killed: string): Promi
  * `orphaned`: runs a replica the test killed left without an outcome (orphanedBy). A replica
  * writes a run's final status right after its reply (off the caller's path); killed in between,
  * it leaves a caller with a success and the run to the next executor, which can only record that
- * the outcome was lost (run-decision.ts VANISHED_MESSAGE). Such a run is counted
+ * the outcome was lost (run-decision.ts VANISHED_MESSAGE, or EXECUTOR_GONE_MESSAGE when its replica
+ * Lease showed it gone first). Such a run is counted
  * (answeredButUnrecorded), not a violation; any other run answered success and not Succeeded is one.
  */
 export async function verdict(
