@@ -13,7 +13,8 @@ import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
-const VICTIM_TIMEOUT_SECONDS = 60;
+// The longest the fault gateways allow (gatewayEnv: CODEMODE_MAX_TIMEOUT_SECONDS).
+const VICTIM_TIMEOUT_SECONDS = 30;
 let ns = '';
 let ledger: PodLedger;
 let gw: GatewayProcess | undefined;
@@ -41,7 +42,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
     await mix.start();
 
     // The victim: a run certainly in flight when the replica dies (it sleeps 8 s). Its long
-    // timeout puts its time budget (start-up + timeout + 60 s = 140 s) far beyond the moment the
+    // timeout puts its time budget (start-up + timeout + 60 s = 110 s) far beyond the moment the
     // next replica finds the killed one gone (its replica Lease unrenewed for 30 s).
     const victimClient = await connect(url, 'current');
     const victimId = `t-victim-${Date.now()}`;
