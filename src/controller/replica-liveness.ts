@@ -27,6 +27,11 @@ export const REPLICA_LEASE_SECONDS = 30;
 export const REPLICA_RENEW_MS = 10_000;
 /** A Lease unrenewed this long belongs to a replica long gone: it is deleted (resourceVersion precondition). */
 export const REPLICA_LEASE_GC_MS = 10 * 60_000;
+/**
+ * Longest wait for one renewal, list or delete: a stalled connection must not hold up the next
+ * tick or a shutdown (the request may still finish in the background; a late renewal is harmless).
+ */
+const CALL_BOUND_MS = 5000;
 /** Deleted Leases remembered (identities of replicas that stopped), oldest forgotten first. */
 const MAX_REMEMBERED_GONE = 1000;
 
@@ -103,6 +108,15 @@ export function judge(view: LivenessView, identity: string, durationMs: number):
   return view.lastListSentMs - Math.max(seen.firstSeenMs, view.healthySinceMs) >= durationMs ? 'gone' : 'alive';
 }
 
+/** `p`, or a rejection once `ms` have passed. */
+function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer from the API server within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 export interface ReplicaLivenessOptions {
   namespace: string;
   identity: string;
@@ -152,7 +166,7 @@ export class ReplicaLiveness {
     let bound: NodeJS.Timeout | undefined;
     await Promise.race([this.inflight, new Promise<void>((r) => (bound = setTimeout(r, 3000)))]);
     clearTimeout(bound);
-    await this.api.deleteNamespacedLease({ namespace: this.opts.namespace, name: this.name }).catch((err: unknown) => {
+    await bounded(this.api.deleteNamespacedLease({ namespace: this.opts.namespace, name: this.name }), CALL_BOUND_MS, 'delete').catch((err: unknown) => {
       if (!isNotFound(err)) this.log.warn({ err: apiErrorMessage(err) }, 'Failed to delete the replica Lease; it expires');
     });
   }
@@ -173,9 +187,13 @@ export class ReplicaLiveness {
   private async renew(): Promise<void> {
     const { namespace, identity } = this.opts;
     try {
-      await this.api.patchNamespacedLease(
-        { namespace, name: this.name, body: { spec: { renewTime: new V1MicroTime(Date.now()) } } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      await bounded(
+        this.api.patchNamespacedLease(
+          { namespace, name: this.name, body: { spec: { renewTime: new V1MicroTime(Date.now()) } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
+        CALL_BOUND_MS,
+        'renew',
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;
@@ -184,7 +202,7 @@ export class ReplicaLiveness {
         metadata: { name: this.name, labels: { [REPLICA_LEASE_LABEL]: 'true' } },
         spec: { holderIdentity: identity, leaseDurationSeconds: Math.round(this.durationMs / 1000), acquireTime: at, renewTime: at },
       };
-      await this.api.createNamespacedLease({ namespace, body }).catch((e: unknown) => {
+      await bounded(this.api.createNamespacedLease({ namespace, body }), CALL_BOUND_MS, 'create').catch((e: unknown) => {
         if (!isConflict(e)) throw e;
       });
     }
@@ -194,7 +212,11 @@ export class ReplicaLiveness {
     const sent = this.now();
     let list;
     try {
-      list = await this.api.listNamespacedLease({ namespace: this.opts.namespace, labelSelector: `${REPLICA_LEASE_LABEL}=true` });
+      list = await bounded(
+        this.api.listNamespacedLease({ namespace: this.opts.namespace, labelSelector: `${REPLICA_LEASE_LABEL}=true` }),
+        CALL_BOUND_MS,
+        'list',
+      );
     } catch (err) {
       this.view = failedList(this.view);
       throw err;
