@@ -114,6 +114,9 @@ export async function waitAllTerminal(k: TestKube, ns: string, startupSeconds: n
       continue;
     }
     const open = runs.filter((r) => !isTerminalPhase(r.status?.phase));
+    // Stricter than lostAfterMs for runs in sessions, which also allows the packages timeout: the
+    // mix's sessions install none, and every replica in these tests keeps a replica Lease (or
+    // stops cleanly), so such a run's executor is found gone long before.
     const budget = (r: SandboxRun): number =>
       Date.parse(r.metadata.creationTimestamp ?? '') + (startupSeconds + r.spec.timeoutSeconds + 60 + GRACE_SECONDS) * 1000;
     const late = open.filter((r) => Date.now() > budget(r));
