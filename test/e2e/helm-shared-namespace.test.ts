@@ -58,6 +58,8 @@ describe('charts/codemode-operator with sandboxes in the release namespace', () 
       'networkpolicy.networking.k8s.io/codemode-sandbox-deny-all',
       'configmap/codemode-runtime-',
       'lease.coordination.k8s.io/codemode-operator-leader',
+      // Each replica's liveness Lease (src/controller/replica-liveness.ts): the chart's Role lets it.
+      'lease.coordination.k8s.io/codemode-replica-',
     ];
     await until(
       async () => {
@@ -66,7 +68,7 @@ describe('charts/codemode-operator with sandboxes in the release namespace', () 
         return created.every((c) => names.some((n) => n.startsWith(c))) && pool.items.length > 0;
       },
       180_000,
-      'the operator to create its policy, ConfigMap, Lease and a warm pool pod',
+      'the operator to create its policy, ConfigMap, Leases and a warm pool pod',
     );
 
     await helm('uninstall', release, '-n', ns, '--wait', '--timeout', '8m');
