@@ -3,7 +3,7 @@
 // over the kernel's exec stream. Policy, limits, cuts and the counts in the result.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { startEverything, type Everything } from './helpers/everything.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -134,11 +134,7 @@ describe('code mode against the everything server', () => {
   });
 
   it('reaches tools from a transient run in a warm pool pod', async () => {
-    const warm = async (): Promise<boolean> =>
-      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.some((p) =>
-        p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-      );
-    await until(warm, 120_000, 'a ready warm pod');
+    await until(async () => (await readyPoolPods(k, ns)).length > 0, 120_000, 'a ready warm pod');
     const r = await mcp.callTool('execute_code', {
       code: 'import socket\nfrom codemode import mcp\nprint(socket.gethostname().startswith("codemode-pool-"), mcp.everything.echo(message="warm"))',
       servers: ['everything'],

@@ -2,7 +2,7 @@
 // real MCP clients of both protocol eras against an operator running on the real test cluster.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type Era, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -161,14 +161,7 @@ describe('execute_code on warm pool pods', () => {
     await deleteNamespace(k, poolNs);
   });
   beforeEach(async () => {
-    await until(
-      async () => {
-        const pods = await k.core.listNamespacedPod({ namespace: poolNs, labelSelector: 'codemode.dev/pool=warm' });
-        return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-      },
-      120_000,
-      'a ready pool pod',
-    );
+    await until(async () => (await readyPoolPods(k, poolNs)).length > 0, 120_000, 'a ready pool pod');
   });
   const onPoolPod = (r: ToolResult): void => expect(String(r.structuredContent?.stdout)).toMatch(/^codemode-pool-python-/);
 

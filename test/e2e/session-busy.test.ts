@@ -4,7 +4,7 @@
 // SessionBusy and never runs. Before, each of them failed at once with a KernelBusy "exception".
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 /** How long a call may wait for a busy session here (the start-up allowance of a run). */
@@ -28,14 +28,7 @@ beforeAll(async () => {
   [a, b] = await Promise.all([startOperator(ns, env, { metrics: true }), startOperator(ns, env, { metrics: true })]);
   [viaA, viaB] = await Promise.all([connect(a.url, 'current'), connect(b.url, 'current')]);
   // Sessions take pool pods, so the short start-up allowance is not what these tests measure.
-  await until(
-    async () =>
-      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' })).items.some((p) =>
-        p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-      ),
-    180_000,
-    'a ready pool pod',
-  );
+  await until(async () => (await readyPoolPods(k, ns)).length > 0, 180_000, 'a ready pool pod');
 }, 300_000);
 afterAll(async () => {
   await viaA?.close();

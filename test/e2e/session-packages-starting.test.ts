@@ -18,7 +18,7 @@ import {
   type SandboxRun,
   type SandboxSession,
 } from '../../src/api/v1alpha1/index.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { startOperator, type RunningOperator } from './helpers/operator.js';
 
 const STARTUP_SECONDS = 3;
@@ -32,14 +32,7 @@ beforeAll(async () => {
   ns = await createNamespace(k, 'sess-pkg-start');
   op = await startOperator(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS), CODEMODE_WARM_POOL_SIZE: '1' });
   // The session's pod is claimed from the pool: wait until there is one ready.
-  await until(
-    async () =>
-      (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/sandbox=true' })).items.some((p) =>
-        p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-      ),
-    120_000,
-    'a ready warm pool pod',
-  );
+  await until(async () => (await readyPoolPods(k, ns)).length > 0, 120_000, 'a ready warm pool pod');
 }, 300_000);
 afterAll(async () => {
   await op?.stop();

@@ -3,7 +3,7 @@
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
-import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -194,11 +194,7 @@ describe('warm pool', () => {
     const ns2 = await createNamespace(k, 'pool');
     const op2 = await startOperator(ns2, { CODEMODE_WARM_POOL_SIZE: '5' });
     try {
-      const warm = async (): Promise<number> =>
-        (await k.core.listNamespacedPod({ namespace: ns2, labelSelector: 'codemode.dev/pool=warm' })).items.filter((p) =>
-          p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-        ).length;
-      await until(async () => (await warm()) === 5, 120_000, 'the pool to fill');
+      await until(async () => (await readyPoolPods(k, ns2)).length === 5, 120_000, 'the pool to fill');
       const clients = await Promise.all(Array.from({ length: 4 }, () => connect(op2.url, 'current')));
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
@@ -212,7 +208,7 @@ describe('warm pool', () => {
       expect(failed.map((r) => `${String(sc(r).phase)} ${String(sc(r).reason)} ${String(sc(r).stderr)} ${JSON.stringify(r.content)}`)).toEqual([]);
       expect(new Set(hosts).size).toBe(20);
       expect(hosts.filter((h) => h.startsWith('codemode-pool-')).length).toBeGreaterThanOrEqual(5);
-      await until(async () => (await warm()) === 5, 120_000, 'the pool to refill');
+      await until(async () => (await readyPoolPods(k, ns2)).length === 5, 120_000, 'the pool to refill');
     } finally {
       await op2.stop();
       await deleteNamespace(k, ns2);

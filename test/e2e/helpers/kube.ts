@@ -59,6 +59,12 @@ export async function until(check: () => Promise<boolean> | boolean, timeoutMs: 
   }
 }
 
+/** The warm pool pods in `namespace` that are Ready (label codemode.dev/pool=warm). */
+export async function readyPoolPods(k: TestKube, namespace: string): Promise<V1Pod[]> {
+  const pods = await k.core.listNamespacedPod({ namespace, labelSelector: 'codemode.dev/pool=warm' });
+  return pods.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+}
+
 export function simplePod(name: string, command: string[], labels: Record<string, string> = {}): V1Pod {
   return {
     metadata: { name, labels },
