@@ -196,8 +196,9 @@ export class ReplicaLiveness {
         'renew',
       );
     } catch (err) {
+      if (!isNotFound(err)) throw err;
       // Stopping: a renewal that outlived stop()'s wait must not bring the deleted Lease back.
-      if (!isNotFound(err) || this.stopped) throw err;
+      if (this.stopped) return;
       const at = new V1MicroTime(Date.now());
       const body: V1Lease = {
         metadata: { name: this.name, labels: { [REPLICA_LEASE_LABEL]: 'true' } },
