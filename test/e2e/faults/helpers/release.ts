@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 29). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 31). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = 'da2dee5571be84030f1e9dd10271ea9697db0e83';
+export const PREVIOUS_RELEASE = '764a16ef5295f2001285911423e0ebd862d6390c';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
