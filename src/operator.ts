@@ -214,7 +214,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   // its whole time budget (the controller is told when one goes).
   const liveness = new ReplicaLiveness(
     clients.coordination,
-    { namespace: ns, identity, onGone: (gone) => controller.executorGone(gone) },
+    { namespace: ns, identity, onGone: (gone) => controller.executorGone(gone), ...(metrics !== undefined && { metrics }) },
     log.child({ component: 'replica-liveness' }),
   );
   const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots, liveness });

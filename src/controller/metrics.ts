@@ -11,4 +11,16 @@ export interface ControllerMetrics {
   leader(isLeader: boolean): void;
   /** A session's own pod: creation to Ready (a warm claim is timed by the pool). */
   podStarted(start: 'warm' | 'cold', seconds: number): void;
+  /**
+   * A run whose executor stopped before it recorded the outcome, failed here (ExecFailed): its
+   * executor never counted its end, so this replica does (runtime: a closed set).
+   */
+  orphanFailed(runtime: string): void;
+  /** Gateway replicas this process sees renewing their replica Lease (itself included). */
+  replicasAlive(count: number): void;
+  /** A replica judged gone: `released` (it deleted its Lease: an orderly stop) or `expired` (it stopped renewing). */
+  replicaGone(how: ReplicaGone): void;
 }
+
+export const REPLICA_GONE = ['released', 'expired'] as const;
+export type ReplicaGone = (typeof REPLICA_GONE)[number];

@@ -19,6 +19,7 @@ import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import type { Logger } from 'pino';
 import { apiErrorMessage, isConflict, isNotFound } from '../kube/clients.js';
+import type { ControllerMetrics } from './metrics.js';
 
 export const REPLICA_LEASE_LABEL = 'codemode.dev/replica-lease';
 /** How long a replica's Lease may stay unrenewed, as observed by another replica, before it is gone. */
@@ -110,6 +111,16 @@ export function judge(view: LivenessView, identity: string, durationMs: number):
   return view.lastListSentMs - Math.max(seen.firstSeenMs, view.healthySinceMs) >= durationMs ? 'gone' : 'alive';
 }
 
+/**
+ * Pure: how many replicas are alive in `view` as `self` sees it — itself always (its own Lease may
+ * not be listed yet), the others as judged. Replicas never judged (`unknown`) are not counted.
+ */
+export function aliveCount(view: LivenessView, self: string, durationMs: number): number {
+  let n = 1;
+  for (const id of view.leases.keys()) if (id !== self && judge(view, id, durationMs) === 'alive') n++;
+  return n;
+}
+
 /** `p`, or a rejection once `ms` have passed. */
 function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -124,6 +135,8 @@ export interface ReplicaLivenessOptions {
   identity: string;
   /** Told of each replica newly judged gone (e.g. to look at the runs it was executing). */
   onGone?: (identity: string) => void;
+  /** Replicas alive after each list, and each one judged gone (released its Lease, or let it expire). */
+  metrics?: Pick<ControllerMetrics, 'replicasAlive' | 'replicaGone'>;
   leaseSeconds?: number;
   renewMs?: number;
 }
@@ -158,6 +171,7 @@ export class ReplicaLiveness {
   /** Creates this replica's Lease (best effort: without it others keep the time budget) and starts renewing. */
   async start(): Promise<void> {
     this.stopped = false;
+    this.opts.metrics?.replicasAlive(1);
     await this.tick();
   }
 
@@ -239,9 +253,14 @@ export class ReplicaLiveness {
       }
       if (this.reported.has(id)) continue;
       this.reported.add(id);
-      this.log.info({ replica: id }, 'A gateway replica is gone; its unfinished runs are failed');
+      const how = this.view.deleted.has(id) ? 'released' : 'expired';
+      // Released: an orderly stop (a rolling update); expired: killed, out of memory, its node lost.
+      if (how === 'expired') this.log.warn({ replica: id }, 'A gateway replica stopped renewing its Lease; its unfinished runs are failed');
+      else this.log.info({ replica: id }, 'A gateway replica stopped and released its Lease');
+      this.opts.metrics?.replicaGone(how);
       this.opts.onGone?.(id);
     }
+    this.opts.metrics?.replicasAlive(aliveCount(this.view, this.opts.identity, this.durationMs));
     for (const id of this.reported) if (!this.view.deleted.has(id) && !this.view.leases.has(id)) this.reported.delete(id);
     await this.collect(listed, sent);
   }

@@ -18,6 +18,7 @@ import {
   VERSION,
   RunPhaseSchema,
   isTerminalPhase,
+  normalizeLanguage,
   setCondition,
   parseSandboxRun,
   type SandboxRun,
@@ -187,6 +188,7 @@ export class SandboxRunController {
         await this.d.executor.record.patchStatus(claimed, status, this.d.log);
         // `kubectl describe` tells how every run ended, this one too.
         this.d.executor.record.recordOutcome(claimed, { phase: 'Failed', reason: Reasons.ExecFailed, message: decision.message });
+        this.d.metrics?.orphanFailed(normalizeLanguage(claimed.spec.language));
         return;
       }
     }

@@ -1,10 +1,10 @@
 // Prometheus metrics on a private registry. Names follow controller-runtime where a dashboard
 // expects them; every label value comes from a closed set (phases, reasons, runtimes, results) —
 // never run names, pod names, sessions or users.
-import { ECOSYSTEMS, SANDBOX_CHECKS, type Ecosystem } from '../api/v1alpha1/index.js';
+import { ECOSYSTEMS, Reasons, SANDBOX_CHECKS, type Ecosystem } from '../api/v1alpha1/index.js';
 import type { InstallOutcome } from '../packages/installer.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ControllerMetrics } from '../controller/metrics.js';
+import { REPLICA_GONE, type ControllerMetrics } from '../controller/metrics.js';
 import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../runs/executor.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
@@ -152,6 +152,18 @@ export function createMetrics(): Metrics {
     help: 'Unclaimed warm-pool pods the leader keeps for the current demand (between the configured minimum and maximum); 0 on replicas that do not lead.',
     registers: [registry],
   });
+  const replicasAlive = new Gauge({
+    name: 'codemode_gateway_replicas',
+    help: 'Gateway replicas this replica sees renewing their replica Lease, itself included (max over replicas: how many are up).',
+    registers: [registry],
+  });
+  const replicasGone = new Counter({
+    name: 'codemode_gateway_replicas_gone_total',
+    help: 'Other gateway replicas this replica judged gone: released (deleted its Lease on an orderly stop) or expired (stopped renewing: killed, out of memory, node lost). Their unfinished runs are failed.',
+    labelNames: ['how'] as const,
+    registers: [registry],
+  });
+  for (const how of REPLICA_GONE) replicasGone.inc({ how }, 0);
   const leaderStatus = new Gauge({
     name: 'leader_election_master_status',
     help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
@@ -244,6 +256,9 @@ export function createMetrics(): Metrics {
     poolClaim: (result): void => void poolClaims.inc({ result }),
     poolTarget: (pods): void => void poolTargetPods.set(pods),
     leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
+    replicasAlive: (count): void => void replicasAlive.set(count),
+    replicaGone: (how): void => void replicasGone.inc({ how }),
+    orphanFailed: (runtime): void => void runsTotal.inc({ phase: 'Failed', reason: Reasons.ExecFailed, runtime }),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
     networkPolicy: {
       restored: (cause): void => void policyRestores.inc({ cause }),

@@ -7,7 +7,7 @@ import { ANNOTATION_EXECUTOR, isTerminalPhase } from '../../../src/api/v1alpha1/
 import { EXECUTOR_GONE_MESSAGE } from '../../../src/controller/run-decision.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
-import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
+import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix, transientCode } from './helpers/mix.js';
 import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
 
@@ -85,6 +85,13 @@ describe('fault: gateway SIGKILL mid-run', () => {
     expect(Date.parse(v?.status?.completionTime ?? '')).toBeLessThan(budgetEnd);
     expect(v?.metadata.annotations?.[ANNOTATION_EXECUTOR]).not.toBe(undefined);
     expect(ledger.count(v?.metadata.uid ?? '')).toBeLessThanOrEqual(1);
+    // What an operator sees of it: the new replica found one replica that stopped renewing (not an
+    // orderly stop), sees itself alone, and counted the runs it failed for the killed one.
+    const newGw = gw;
+    expect(await metricValue(newGw, 'codemode_gateway_replicas_gone_total{how="expired"}')).toBe(1);
+    expect(await metricValue(newGw, 'codemode_gateway_replicas_gone_total{how="released"}')).toBe(0);
+    expect(await metricValue(newGw, 'codemode_gateway_replicas')).toBe(1);
+    expect(await metricValue(newGw, 'codemode_runs_total{phase="Failed",reason="ExecFailed",runtime="python"}')).toBeGreaterThanOrEqual(1);
     // Sessions keep going on the new replica with their state.
     expect(summary.sessionsSurviving).toBe(mix.sessions.length);
   });

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ANNOTATION_EXECUTOR } from '../../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
-import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
+import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, replicaLeaseHolders, verdict } from './helpers/verdict.js';
 
@@ -46,6 +46,9 @@ describe('fault: a second replica started and stopped during the mix', () => {
     urls = [a.url, bUrl];
     await mix.waitFor((c) => c.url === bUrl && c.kind === 'transient' && c.outcome === 'ok', 'a transient run through the second replica');
     await mix.waitFor((c) => c.url === bUrl && c.kind === 'session' && c.outcome === 'ok', 'a session call through the second replica');
+    // The first replica sees two replicas up (its lists come every 10 s).
+    const first = a;
+    await until(async () => (await metricValue(first, 'codemode_gateway_replicas')) === 2, 30_000, 'the first replica counting two replicas');
     // Strike while the second replica executes a run.
     const bIdentity = b.identity;
     await until(
@@ -60,6 +63,10 @@ describe('fault: a second replica started and stopped during the mix', () => {
     expect(code).toBe(0);
     // It deleted its replica Lease last, as a clean shutdown does; the first replica keeps its own.
     expect(await replicaLeaseHolders(k, ns)).toEqual([a.identity]);
+    // The first replica counts it as an orderly stop, and itself alone again.
+    await until(async () => (await metricValue(first, 'codemode_gateway_replicas_gone_total{how="released"}')) === 1, 30_000, 'the stop counted as released');
+    expect(await metricValue(first, 'codemode_gateway_replicas_gone_total{how="expired"}')).toBe(0);
+    expect(await metricValue(first, 'codemode_gateway_replicas')).toBe(1);
     await mix.waitFor((c) => c.kind === 'transient' && c.outcome === 'ok', 'a transient run after the second replica left');
     await mix.stop();
 

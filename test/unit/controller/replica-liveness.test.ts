@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EMPTY_VIEW, failedList, judge, nextView, replicaLeaseName, type LivenessView } from '../../../src/controller/replica-liveness.js';
+import { EMPTY_VIEW, aliveCount, failedList, judge, nextView, replicaLeaseName, type LivenessView } from '../../../src/controller/replica-liveness.js';
 
 const D = 30_000;
 type Step = { listed: Record<string, string>; sent: number } | 'failed';
@@ -84,6 +84,29 @@ describe('replica liveness, judged from this process’s own lists', () => {
     expect(v.deleted.size).toBe(1000);
     expect(judge(v, 'r0', D)).toBe('unknown');
     expect(judge(v, 'r1000', D)).toBe('gone');
+  });
+
+  // `self` is 's': the count an operator reads on this replica's codemode_gateway_replicas.
+  it.each<[string, Step[], number]>([
+    ['before any list: itself', [], 1],
+    ['its own Lease listed', [list(0, { s: '1' })], 1],
+    ['its own Lease not yet listed, another renewing', [list(0, { a: '1' })], 2],
+    ['two others renewing', [list(0, { s: '1', a: '1', b: '1' }), list(10_000, { s: '2', a: '2', b: '2' })], 3],
+    ['one other released its Lease', [list(0, { s: '1', a: '1' }), list(10_000, { s: '2' })], 1],
+    [
+      'one other unrenewed for a lease duration',
+      [
+        list(0, { s: '1', a: '1', b: '1' }),
+        list(10_000, { s: '2', a: '1', b: '2' }),
+        list(20_000, { s: '3', a: '1', b: '3' }),
+        list(30_000, { s: '4', a: '1', b: '4' }),
+        list(40_000, { s: '5', a: '1', b: '5' }),
+      ],
+      2,
+    ],
+    ['while its own lists fail: only itself is known', [list(0, { s: '1', a: '1' }), 'failed'], 1],
+  ])('counts alive replicas: %s', (_what, steps, expected) => {
+    expect(aliveCount(after(steps), 's', D)).toBe(expected);
   });
 
   it.each([['host-1-abcd1234'], ['a'.repeat(40) + '-ffffffff'], ['UPPER_case.dots']])('names the Lease of %s as a DNS-1123 name', (identity) => {

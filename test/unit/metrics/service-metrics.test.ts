@@ -26,6 +26,8 @@ describe('service metrics', () => {
       'codemode_admission_queue_wait_seconds_count{result="cancelled"} 0',
       'codemode_session_wait_seconds_count{result="full"} 0',
       'codemode_session_calls_total{runtime="python",phase="Succeeded",reason="Succeeded"} 0',
+      'codemode_gateway_replicas_gone_total{how="released"} 0',
+      'codemode_gateway_replicas_gone_total{how="expired"} 0',
     ]) {
       expect(text).toContain(line);
     }
@@ -77,5 +79,19 @@ describe('service metrics', () => {
     expect(await m.registry.metrics()).not.toContain('controller_runtime_reconcile_errors_total{controller="sandboxrun"}');
     m.reconcile('sandboxrun', 'success', 0.01);
     expect(await m.registry.metrics()).toContain('controller_runtime_reconcile_errors_total{controller="sandboxrun"} 0');
+  });
+
+  it('counts replicas alive and gone, and the runs failed for a gone executor under ExecFailed', async () => {
+    const m = createMetrics();
+    m.replicasAlive(3);
+    m.replicaGone('expired');
+    m.replicaGone('released');
+    m.replicaGone('released');
+    m.orphanFailed('bash');
+    const text = await m.registry.metrics();
+    expect(text).toContain('codemode_gateway_replicas 3');
+    expect(text).toContain('codemode_gateway_replicas_gone_total{how="expired"} 1');
+    expect(text).toContain('codemode_gateway_replicas_gone_total{how="released"} 2');
+    expect(text).toContain('codemode_runs_total{phase="Failed",reason="ExecFailed",runtime="bash"} 1');
   });
 });

@@ -98,6 +98,18 @@ export async function startGateway(
   return { ...ready, exited, kill: (signal) => child.kill(signal), stderr: () => err };
 }
 
+/**
+ * The value of one series on the replica's /metrics (`series` as Prometheus prints it, labels in
+ * the order prom-client prints them, e.g. `codemode_gateway_replicas_gone_total{how="expired"}`);
+ * undefined when the replica does not export it.
+ */
+export async function metricValue(g: Pick<GatewayProcess, 'url'>, series: string): Promise<number | undefined> {
+  const res = await fetch(g.url.replace(/\/mcp$/, '/metrics'), { signal: AbortSignal.timeout(10_000) });
+  if (!res.ok) throw new Error(`GET /metrics: HTTP ${res.status}`);
+  const line = (await res.text()).split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
 /** Stops a replica if it still runs (SIGKILL after SIGTERM's bounded drain): test clean-up. */
 export async function stopGateway(g: GatewayProcess | undefined): Promise<void> {
   if (!g) return;

@@ -1,6 +1,6 @@
 // A gateway replica in its own process (started through gateway-child.ts, which registers the
 // entry point's hook first), so a fault test can SIGKILL or SIGTERM it. Wired like
-// src/main.ts (operator + auth + MCP app, the same drain on SIGTERM: readiness off, responses close
+// src/main.ts (operator + auth + MCP app + /metrics, the same drain on SIGTERM: readiness off, responses close
 // their connection, stop once no MCP request arrived for a while, then the operator's own drain)
 // but with the sandbox self-check off, as in every e2e test: its canary pods would delay code by
 // up to minutes on the shared node; and no minimum drain time (the test decides how long calls
@@ -15,6 +15,8 @@ import { loadConfig } from '../../../../src/config/index.js';
 import { createApp } from '../../../../src/gateway/app.js';
 import { McpTraffic } from '../../../../src/gateway/drain.js';
 import { loadKubeConfig, makeClients } from '../../../../src/kube/clients.js';
+import { createMetrics } from '../../../../src/metrics/registry.js';
+import { serveMetrics } from '../../../../src/metrics/route.js';
 import { createOperator, gatewayDeps } from '../../../../src/operator.js';
 import { RUNTIME_VARIANT_ENV, runtimeFiles } from './runtime-variant.js';
 
@@ -23,13 +25,23 @@ const QUIET_MS = 2_000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const clients = makeClients(loadKubeConfig());
+  const metrics = createMetrics();
+  const clients = makeClients(loadKubeConfig(), metrics.kubeApi);
   const variant = process.env[RUNTIME_VARIANT_ENV];
-  const operator = createOperator(config, clients, log, undefined, { sandboxCheck: false, ...(variant && { runtimeFiles: runtimeFiles(variant) }) });
+  const operator = createOperator(config, clients, log, metrics, { sandboxCheck: false, ...(variant && { runtimeFiles: runtimeFiles(variant) }) });
   const auth = createAuth(config, clients, log);
   let draining = false;
   let ready = false;
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => ready, isDraining: () => draining, auth: auth.http }));
+  const app = createApp(
+    gatewayDeps(operator, config, log, {
+      isReady: () => ready,
+      isDraining: () => draining,
+      onToolCall: metrics.toolCall,
+      onAdmissionRejected: metrics.admissionRejected,
+      auth: auth.http,
+    }),
+  );
+  serveMetrics(app, metrics.registry);
   await auth.start();
   await operator.start();
   const traffic = new McpTraffic(app.fetch);
