@@ -1,6 +1,7 @@
 // The floors every other figure is compared with: one exec through the API server to a pod that
 // is already running, and a hardened pod from create to Running (seen by a watch) to one exec.
 import { execCapture, type TestKube } from '../test/e2e/helpers/kube.js';
+import { untilRelistPhase } from './relist-phase.js';
 import { SANDBOX_CONTAINER, floorPod, type PodTimeline } from './sandbox-pod.js';
 
 export const PRINT_1 = ['python3', '-c', 'print(1)'];
@@ -56,43 +57,65 @@ export interface PodFloorResult {
  * create Pod → Running+Ready seen by the watch → one exec (`print(1)`), timed to the exec's
  * result. The delete afterwards (grace 0, like the operator) is timed separately and awaited so
  * pods do not pile up; the kubelet still tears the last one down while the next one starts, as it
- * does between the operator's runs.
+ * does between the operator's runs. Throws (the pod deleted) when the pod does not start or the
+ * exec fails.
  */
-export async function rawPodFloor(k: TestKube, timeline: PodTimeline, n: number, warmup = 1): Promise<PodFloorResult> {
+export async function podFloorOnce(k: TestKube, timeline: PodTimeline, name: string): Promise<PodFloorSample> {
   const ns = timeline.namespace;
-  const out: PodFloorResult = { samples: [], errors: 0 };
-  for (let i = 0; i < warmup + n; i++) {
-    const name = `bench-floor-${i}`;
+  try {
+    const t0 = performance.now();
+    await k.core.createNamespacedPod({ namespace: ns, body: floorPod(ns, name) });
+    const tCreated = performance.now();
+    const state = await timeline.watcher.waitReady(ns, name, 120_000);
+    if (state.kind !== 'ready') throw new Error(`pod ${ns}/${name} did not become ready: ${JSON.stringify(state)}`);
+    const tReady = performance.now();
+    const exec = await timedExec(k, ns, name, PRINT_1);
+    const total = performance.now() - t0;
+    const tDel = performance.now();
+    await k.core.deleteNamespacedPod({ namespace: ns, name, gracePeriodSeconds: 0 });
+    const del = performance.now() - tDel;
+    const times = timeline.timesOf(name);
+    return { total, createCall: tCreated - t0, toScheduled: (times.scheduled ?? tReady) - t0, toReady: tReady - t0, exec, delete: del };
+  } catch (err) {
+    await k.core.deleteNamespacedPod({ namespace: ns, name, gracePeriodSeconds: 0 }).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Floor samples as they are taken, one call at a time (alone, or between the cold row's calls). */
+export class PodFloorBatch {
+  readonly result: PodFloorResult = { samples: [], errors: 0 };
+  private calls = 0;
+
+  constructor(
+    private readonly k: TestKube,
+    readonly timeline: PodTimeline,
+  ) {}
+
+  /** One floor call; its sample is kept when `record`. */
+  async one(record: boolean): Promise<void> {
     try {
-      const t0 = performance.now();
-      await k.core.createNamespacedPod({ namespace: ns, body: floorPod(ns, name) });
-      const tCreated = performance.now();
-      const state = await timeline.watcher.waitReady(ns, name, 120_000);
-      if (state.kind !== 'ready') throw new Error(`pod ${ns}/${name} did not become ready: ${JSON.stringify(state)}`);
-      const tReady = performance.now();
-      const exec = await timedExec(k, ns, name, PRINT_1);
-      const total = performance.now() - t0;
-      const tDel = performance.now();
-      await k.core.deleteNamespacedPod({ namespace: ns, name, gracePeriodSeconds: 0 });
-      const del = performance.now() - tDel;
-      const times = timeline.timesOf(name);
-      if (i >= warmup) {
-        out.samples.push({
-          total,
-          createCall: tCreated - t0,
-          toScheduled: (times.scheduled ?? tReady) - t0,
-          toReady: tReady - t0,
-          exec,
-          delete: del,
-        });
-      }
+      const sample = await podFloorOnce(this.k, this.timeline, `bench-floor-${this.calls++}`);
+      if (record) this.result.samples.push(sample);
     } catch (err) {
-      out.errors++;
-      out.firstError ??= String(err);
-      await k.core.deleteNamespacedPod({ namespace: ns, name, gracePeriodSeconds: 0 }).catch(() => undefined);
+      this.result.errors++;
+      this.result.firstError ??= String(err);
     }
   }
-  return out;
+}
+
+/**
+ * `n` floor calls after `warmup`, each at the next phase of the kubelet's relist (relist-phase.ts):
+ * the floor alone, when the cold row is not measured (with it, its calls alternate with the cold
+ * row's at the same phases).
+ */
+export async function rawPodFloor(k: TestKube, timeline: PodTimeline, n: number, warmup = 1): Promise<PodFloorResult> {
+  const batch = new PodFloorBatch(k, timeline);
+  for (let i = 0; i < warmup + n; i++) {
+    await untilRelistPhase(timeline.lastReadyMs(), i);
+    await batch.one(i >= warmup);
+  }
+  return batch.result;
 }
 
 /** Starts one long-lived floor pod and waits (by watch) until exec can reach it. */

@@ -19,17 +19,18 @@ const skipped = (section: string): string => `not measured (BENCH_ONLY without $
 
 async function sections(ctx: BenchContext): Promise<void> {
   const { k, s } = ctx;
-  let floorNs: string | undefined;
+  let floorPods: PodTimeline | undefined;
   if (s.sections.has('floor') || s.sections.has('throughput')) {
-    floorNs = await ctx.nss.create('bench-floor');
+    const floorNs = await ctx.nss.create('bench-floor');
     const pods = new PodTimeline(k, floorNs);
+    floorPods = pods;
     await ensureNetworkPolicy(k, floorNs);
     await pods.start();
     ctx.stops.push(() => pods.stop());
     await startTargetPod(k, pods, TARGET_POD);
     if (s.sections.has('floor')) await floorSection(ctx, pods);
   }
-  if (s.sections.has('cold') || s.sections.has('throughput')) await coldSection(ctx, floorNs);
+  if (s.sections.has('cold') || s.sections.has('throughput')) await coldSection(ctx, floorPods);
   await stopAll(ctx);
   if (s.sections.has('warm') || s.sections.has('session')) {
     await warmSection(ctx);

@@ -56,6 +56,7 @@ export class PodTimeline {
   readonly informer: ResilientInformer<V1Pod>;
   readonly watcher: PodWatcher;
   private readonly times = new Map<string, PodTimes>();
+  private lastReady: number | undefined;
 
   constructor(
     k: TestKube,
@@ -79,6 +80,11 @@ export class PodTimeline {
 
   stop(): Promise<void> {
     return this.informer.stop();
+  }
+
+  /** When the watch last saw a pod become Ready (performance.now()): a moment just after a kubelet relist. */
+  lastReadyMs(): number | undefined {
+    return this.lastReady;
   }
 
   timesOf(name: string): PodTimes {
@@ -131,7 +137,10 @@ export class PodTimeline {
     times.seen ??= t;
     if (pod.spec?.nodeName) times.scheduled ??= t;
     const ready = pod.status?.phase === 'Running' && pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-    if (ready) times.ready ??= t;
+    if (ready && times.ready === undefined) {
+      times.ready = t;
+      this.lastReady = t;
+    }
     this.times.set(name, times);
   }
 }

@@ -14,7 +14,8 @@ import {
 } from './api-requests.js';
 import { failed, latency, log, sleep, stopAll, type BenchContext } from './context.js';
 import { scaled } from './env.js';
-import { PRINT_1, TRUE, rawExecLatency, rawPodFloor } from './floor.js';
+import { PRINT_1, PodFloorBatch, TRUE, rawExecLatency, rawPodFloor, type PodFloorResult } from './floor.js';
+import { untilRelistPhase } from './relist-phase.js';
 import { freePort, startGateway, stopGateway } from '../test/e2e/faults/helpers/gateway-process.js';
 import { hostileNeighbour } from './hostile.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
@@ -60,14 +61,12 @@ export async function floorSection(ctx: BenchContext, pods: PodTimeline): Promis
   r.rawExecPrint1 = latency(await rawExecLatency(k, pods.namespace, TARGET_POD, PRINT_1, n));
   log(`floor: raw exec true × ${n}`);
   r.rawExecTrue = latency(await rawExecLatency(k, pods.namespace, TARGET_POD, TRUE, n));
-  const m = scaled(s, s.podSamples);
-  log(`floor: raw pod create → Running → exec × ${m}`);
-  const f = await rawPodFloor(k, pods, m);
-  const phase = (key: 'createCall' | 'toScheduled' | 'toReady' | 'exec' | 'delete') => rounded(summarize(f.samples.map((x) => x[key])));
-  r.rawPodFloor = {
-    ...latency({ samples: f.samples.map((x) => x.total), errors: f.errors, firstError: f.firstError }),
-    phasesMs: { createCall: phase('createCall'), toScheduled: phase('toScheduled'), toReady: phase('toReady'), exec: phase('exec'), delete: phase('delete') },
-  };
+  // With the cold row, the pod floor's calls alternate with its calls (coldSection).
+  if (!s.sections.has('cold')) {
+    const m = scaled(s, s.podSamples);
+    log(`floor: raw pod create → Running → exec × ${m}`);
+    r.rawPodFloor = podFloorRow(await rawPodFloor(k, pods, m));
+  }
   log('profile: one API GET, client-node as shipped vs with reuseConnections vs one kept-alive connection');
   r.profile.apiRequest = await apiRequestFloor(k, scaled(s, 100, 10));
   log('profile: cold-path runner exec vs raw exec in one pod');
@@ -116,20 +115,63 @@ async function withApiCounts<T extends McpLatency>(
   return { lat, server: diff(after, before), operator: tally.countsBetween(from, to), from, to };
 }
 
-/** Cold execute_code (pool off), its API requests and phases, then throughput on the same operator. */
-export async function coldSection(ctx: BenchContext, floorNs: string | undefined): Promise<void> {
+/**
+ * Cold execute_code (pool off), its API requests and phases, then throughput on the same operator.
+ * With the floor section, the raw pod floor is measured here: its calls alternate with the cold
+ * calls, each pair at the same phase of the kubelet's relist (relist-phase.ts), so the two rows see
+ * the same node and the same relist waits; the API server's request counts then come from a
+ * batch of cold calls of their own (the floor's requests would be counted too).
+ */
+export async function coldSection(ctx: BenchContext, floorPods: PodTimeline | undefined): Promise<void> {
   const { s, r } = ctx;
   // Pool off: every run creates its own pod.
   const { op, tally, timer, pods } = await instrumentedOperator(ctx, 'bench-cold', { CODEMODE_WARM_POOL_SIZE: '0' });
   if (s.sections.has('cold')) {
     const n = scaled(s, s.coldSamples);
-    log(`cold: execute_code print(1) × ${n} (API server metrics scraped around the batch)`);
-    const m = await withApiCounts(ctx, tally, (o) => executeCodeLatency(op.url, n, o));
-    r.cold = latency(m.lat);
-    r.apiRequests.cold = {
-      ...summarizeApiRequests(m.lat.calls.length + m.lat.errors, m.server, m.operator, COLD_CRITICAL_PATH),
-      measuredBeforeReply: writesBeforeReply(m.lat.calls, timer),
+    const floor = s.sections.has('floor') && floorPods ? new PodFloorBatch(ctx.k, floorPods) : undefined;
+    const anchor = (): number | undefined => latest(floorPods?.lastReadyMs(), pods.lastReadyMs());
+    let call = 0;
+    let recording = false;
+    let from = 0;
+    // Every phase of the kubelet's relist alike; with the floor, its call and the cold call at the same one.
+    const atPhase = (): Promise<void> => untilRelistPhase(anchor(), call++);
+    const paired = async (): Promise<void> => {
+      const i = call++;
+      await untilRelistPhase(anchor(), i);
+      await floor?.one(recording);
+      await untilRelistPhase(anchor(), i);
     };
+    const afterWarmup = async (): Promise<void> => {
+      await sleep(SETTLE_MS);
+      recording = true;
+      from = performance.now();
+    };
+    let m: { lat: McpLatency; from: number; to: number };
+    if (floor) {
+      log(`cold: execute_code print(1) × ${n}, each after a raw pod floor call at the same relist phase`);
+      const lat = await executeCodeLatency(op.url, n, { beforeEach: paired, afterWarmup });
+      m = { lat, from, to: performance.now() };
+      r.rawPodFloor = podFloorRow(floor.result);
+      const floors = floor.result.samples.map((x) => x.total);
+      if (floor.result.errors === 0 && lat.errors === 0 && floors.length === lat.samples.length)
+        r.profile.coldMinusFloorPairedMs = rounded(summarize(lat.samples.map((c, i) => c - (floors[i] ?? 0))));
+      const nApi = scaled(s, Math.round(s.coldSamples / 2), 10);
+      log(`cold: execute_code print(1) × ${nApi} alone (API server metrics scraped around the batch)`);
+      const apiBatch = await withApiCounts(ctx, tally, (o) => executeCodeLatency(op.url, nApi, { ...o, beforeEach: atPhase }));
+      r.apiRequests.cold = {
+        ...summarizeApiRequests(apiBatch.lat.calls.length + apiBatch.lat.errors, apiBatch.server, apiBatch.operator, COLD_CRITICAL_PATH),
+        measuredBeforeReply: writesBeforeReply(apiBatch.lat.calls, timer),
+      };
+    } else {
+      log(`cold: execute_code print(1) × ${n} (API server metrics scraped around the batch)`);
+      const withCounts = await withApiCounts(ctx, tally, (o) => executeCodeLatency(op.url, n, { ...o, beforeEach: atPhase }));
+      m = withCounts;
+      r.apiRequests.cold = {
+        ...summarizeApiRequests(withCounts.lat.calls.length + withCounts.lat.errors, withCounts.server, withCounts.operator, COLD_CRITICAL_PATH),
+        measuredBeforeReply: writesBeforeReply(withCounts.lat.calls, timer),
+      };
+    }
+    r.cold = latency(m.lat);
     r.profile.cold = profileCalls(m.lat.calls, tally, timer, pods, COLD_MARKS);
     r.profile.coldKernel = coldKernelSplit(m.lat.calls, timer);
     r.profile.coldApiRoundTripsMs = roundTrips(timer, m.from, m.to);
@@ -137,7 +179,21 @@ export async function coldSection(ctx: BenchContext, floorNs: string | undefined
     log('profile: MCP round trip without Kubernetes');
     r.profile.mcpRoundTripMs = rounded(summarize(await mcpRoundTrip(op.url, scaled(s, 100, 10))));
   }
-  if (s.sections.has('throughput') && floorNs) await throughputSection(ctx, op.url, pods, floorNs);
+  if (s.sections.has('throughput') && floorPods) await throughputSection(ctx, op.url, pods, floorPods.namespace);
+}
+
+/** The later of two moments (either may be unknown). */
+function latest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
+}
+
+/** The raw pod floor's row: the calls' totals and each phase. */
+function podFloorRow(f: PodFloorResult): Results['rawPodFloor'] {
+  const phase = (key: 'createCall' | 'toScheduled' | 'toReady' | 'exec' | 'delete') => rounded(summarize(f.samples.map((x) => x[key])));
+  return {
+    ...latency({ samples: f.samples.map((x) => x.total), errors: f.errors, firstError: f.firstError }),
+    phasesMs: { createCall: phase('createCall'), toScheduled: phase('toScheduled'), toReady: phase('toReady'), exec: phase('exec'), delete: phase('delete') },
+  };
 }
 
 async function throughputSection(ctx: BenchContext, url: string, coldPods: PodTimeline, floorNs: string): Promise<void> {
