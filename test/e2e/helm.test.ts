@@ -178,6 +178,30 @@ describe('charts/codemode-operator', () => {
     await client.close();
     expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n', exit_code: 0 });
 
+    // Each replica keeps its replica Lease (the chart's RBAC) and sees the other's: both report two
+    // replicas up on /metrics (read through the API server's pod proxy; lists come every 10 s).
+    for (const pod of await gatewayPods()) {
+      let last = '';
+      await until(
+        async () => {
+          last = await k.core
+            .connectGetNamespacedPodProxyWithPath({ namespace: ns, name: `${pod.name}:8080`, path: 'metrics' })
+            .then(String, (err: unknown) => `(no answer: ${String(err)})`);
+          return /^codemode_gateway_replicas 2$/m.test(last);
+        },
+        60_000,
+        `${pod.name} to count two gateway replicas`,
+      ).catch((err: unknown) => {
+        throw new Error(
+          `${String(err)}; its last /metrics: ${last
+            .split('\n')
+            .filter((l) => l.startsWith('codemode_gateway') || l.startsWith('('))
+            .join(' | ')
+            .slice(0, 600)}`,
+        );
+      });
+    }
+
     // Sandboxes run in the separate, PSA-restricted namespace; the gateway's holds none.
     const sbx = await k.core.readNamespace({ name: sandboxNs() });
     expect(sbx.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
