@@ -4,12 +4,10 @@ import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { createAuth } from './auth/index.js';
 import { ConfigError, isLoopbackBind, loadConfig } from './config/index.js';
-import { createApp } from './gateway/app.js';
 import { loadKubeConfig, makeClients } from './kube/clients.js';
 import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
-import { serveMetrics } from './metrics/route.js';
-import { createOperator, gatewayDeps } from './operator.js';
+import { createOperator, replicaApp } from './operator.js';
 import { McpTraffic } from './gateway/drain.js';
 import { configureHttpServer } from './gateway/http-server.js';
 
@@ -46,16 +44,7 @@ async function main(): Promise<void> {
   let stopping = false;
   let draining = false;
 
-  const app = createApp(
-    gatewayDeps(operator, config, log, {
-      isReady: () => ready,
-      isDraining: () => draining,
-      onToolCall: metrics.toolCall,
-      onAdmissionRejected: metrics.admissionRejected,
-      auth: auth.http,
-    }),
-  );
-  serveMetrics(app, metrics.registry);
+  const app = replicaApp(operator, config, log, metrics, { isReady: () => ready, isDraining: () => draining, auth: auth.http });
 
   await auth.start();
   await operator.start();

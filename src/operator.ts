@@ -9,6 +9,9 @@ import type { Logger } from 'pino';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION } from './api/v1alpha1/index.js';
 import type { Config } from './config/index.js';
 import { gatewayOptions, type GatewayDeps } from './gateway/types.js';
+import { createApp } from './gateway/app.js';
+import { serveMetrics } from './metrics/route.js';
+import type { Hono } from 'hono';
 import { EventRecorder } from './kube/events.js';
 import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from './kube/informer.js';
 import { stripRun } from './controller/cached-run.js';
@@ -87,6 +90,22 @@ export function gatewayDeps(
     upstreams: operator.upstreams,
     ...process,
   };
+}
+
+/**
+ * The HTTP app a replica serves: MCP, probes and /metrics, with its tool calls and refusals
+ * counted. One wiring for src/main.ts and the fault tests' replicas (test/e2e/faults/helpers).
+ */
+export function replicaApp(
+  operator: Operator,
+  config: Config,
+  logger: Logger,
+  metrics: Metrics,
+  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'auth'>,
+): Hono {
+  const app = createApp(gatewayDeps(operator, config, logger, { ...process, onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected }));
+  serveMetrics(app, metrics.registry);
+  return app;
 }
 
 /** Unique per process; the executor annotation on runs this process executes. */

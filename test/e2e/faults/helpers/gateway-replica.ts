@@ -12,12 +12,10 @@ import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { createAuth } from '../../../../src/auth/index.js';
 import { loadConfig } from '../../../../src/config/index.js';
-import { createApp } from '../../../../src/gateway/app.js';
 import { McpTraffic } from '../../../../src/gateway/drain.js';
 import { loadKubeConfig, makeClients } from '../../../../src/kube/clients.js';
 import { createMetrics } from '../../../../src/metrics/registry.js';
-import { serveMetrics } from '../../../../src/metrics/route.js';
-import { createOperator, gatewayDeps } from '../../../../src/operator.js';
+import { createOperator, replicaApp } from '../../../../src/operator.js';
 import { RUNTIME_VARIANT_ENV, runtimeFiles } from './runtime-variant.js';
 
 const QUIET_MS = 2_000;
@@ -32,16 +30,7 @@ async function main(): Promise<void> {
   const auth = createAuth(config, clients, log);
   let draining = false;
   let ready = false;
-  const app = createApp(
-    gatewayDeps(operator, config, log, {
-      isReady: () => ready,
-      isDraining: () => draining,
-      onToolCall: metrics.toolCall,
-      onAdmissionRejected: metrics.admissionRejected,
-      auth: auth.http,
-    }),
-  );
-  serveMetrics(app, metrics.registry);
+  const app = replicaApp(operator, config, log, metrics, { isReady: () => ready, isDraining: () => draining, auth: auth.http });
   await auth.start();
   await operator.start();
   const traffic = new McpTraffic(app.fetch);
