@@ -19,6 +19,8 @@ const display = require('./display.js');
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
 const GRACE_MS = 2000;
+// How long a network check waits for the pod to lose its network (runtime/python: NETWORK_CHECK_SECONDS).
+const NETWORK_CHECK_MS = 10_000;
 const EMPTY_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
 // An exception's type name is kept to this many characters (the gateway keeps as many).
 const MAX_ENAME_CHARS = 200;
@@ -105,6 +107,9 @@ let busy = false;
 let seq = 0;
 
 async function execute(conn, req) {
+  // After the gateway saw the NetworkPolicy restored: no code starts before this pod has no
+  // network again (the CNI re-programs it a moment later).
+  if (req.netcheck === true && !(await networkIsolated())) return notIsolatedResult();
   const started = Date.now();
   const call = new CallOutput(req.id, req.capChars, conn.send);
   const sinceTicks = nowTicks();
@@ -146,6 +151,17 @@ function busyResult() {
   return { ...errorResult('KernelBusy', 'another call is running in this session; retry when it has finished'), busy: true };
 }
 
+/** The answer to a call with `netcheck` in a pod that could still reach the network: the code did not start. */
+function notIsolatedResult() {
+  return {
+    ...errorResult(
+      'NetworkNotIsolated',
+      `the sandbox pod could still reach the network ${NETWORK_CHECK_MS / 1000} s after the call arrived (its NetworkPolicy is not enforced), so the code was not run`,
+    ),
+    notIsolated: true,
+  };
+}
+
 /** The validated exec request with defaults, or throws saying what is wrong. */
 function checkExec(msg) {
   const timeoutMs = msg.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : msg.timeoutMs;
@@ -154,6 +170,7 @@ function checkExec(msg) {
   if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) throw new Error('"timeoutMs" must be a positive number');
   if (!Number.isInteger(capChars) || capChars < 0) throw new Error('"capChars" must be a non-negative integer');
   if (msg.stdin !== undefined && msg.stdin !== null && typeof msg.stdin !== 'string') throw new Error('"stdin" must be a string');
+  if (msg.netcheck !== undefined && msg.netcheck !== null && typeof msg.netcheck !== 'boolean') throw new Error('"netcheck" must be a boolean');
   // vm's timeout must be an integer number of milliseconds.
   return { ...msg, timeoutMs: Math.max(1, Math.round(timeoutMs)), capChars };
 }
@@ -251,7 +268,7 @@ function listen(socketPath) {
  * pods). Some CNIs program a new pod's NetworkPolicy a moment after it started: no code may run
  * in that moment, so the socket is created only after this.
  */
-async function networkIsolated(limitMs = 10_000) {
+async function networkIsolated(limitMs = NETWORK_CHECK_MS) {
   const host = process.env.KUBERNETES_SERVICE_HOST ?? '';
   if (process.env.CODEMODE_NETWORK_CHECK !== '1' || host === '') return true;
   const port = Number(process.env.KUBERNETES_SERVICE_PORT) || 443;

@@ -16,13 +16,15 @@
 // sandbox code starts later (Ready, then an exec), and 12 cold runs probing from their first
 // instruction never saw that window on a quiet node — but one did on a loaded one, so the runner
 // and the kernels start code only once the pod cannot reach the API server (src/exec/runner.ts).
+// The settling wait after a restore is a guess at kube-router's delay (a loaded node can exceed
+// it), so for a while after a restore kernel calls also check in their pod (inPodCheck).
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_NETWORK_POLICY_NAME, buildSandboxNetworkPolicy, restoredPolicy, sandboxPolicyDrift, type PolicyDrift } from '../sandbox/networkpolicy.js';
 import { ResilientInformer } from '../kube/informer.js';
-import { gateState, lastWrittenMs } from './policy-gate.js';
+import { gateState, inPodCheckDue, lastWrittenMs } from './policy-gate.js';
 import { WorkQueue, type QueueMetrics } from './workqueue.js';
 
 export interface NetworkPolicyMetrics {
@@ -38,11 +40,15 @@ export interface NetworkPolicyGuardOptions {
   settleMs?: number;
   /** How often the cache is checked again without an event (the watch may have missed one). */
   resyncMs?: number;
+  /** How long after the policy is (re)created code checks in its pod that it has no network (inPodCheckDue). */
+  inPodCheckMs?: number;
 }
 
 /** Re-programming took up to 430 ms (measured, above); 2 s leaves room for a loaded node. */
 const DEFAULT_SETTLE_MS = 2000;
 const DEFAULT_GATE_TIMEOUT_MS = 20_000;
+/** Far longer than any re-programming seen, even under load; costs nothing while the policy is left alone. */
+const DEFAULT_IN_POD_CHECK_MS = 60_000;
 const KEY = 'policy';
 
 /** Sandbox pods cannot start: the policy is missing or altered and was not restored in time. */
@@ -65,6 +71,13 @@ export class NetworkPolicyGuard {
   /** Whether this process ever saw the policy in place: a later create is a restore. */
   private everInPlace = false;
   private lastError: string | undefined;
+  /** Counts the times the policy came (back) in place: a pod's check counts for one of them. */
+  private epoch = 0;
+  /**
+   * Pods whose kernel showed, since the policy last came back, that they have no network (pod →
+   * epoch). Filled only within inPodCheckDue's window, emptied when it ends or the policy changes.
+   */
+  private readonly shownIsolated = new Map<string, number>();
   private resync: NodeJS.Timeout | undefined;
   private readonly settleMs: number;
   private readonly gateTimeoutMs: number;
@@ -148,6 +161,26 @@ export class NetworkPolicyGuard {
     return this.waitOpen();
   }
 
+  /**
+   * Asked after ensure(), just before code is sent to the kernel of `pod`: whether the kernel must
+   * first check that its pod has no network (the policy came back recently and the CNI may still be
+   * behind; inPodCheckDue). Undefined when not; otherwise a function to call once the kernel's check
+   * passed, after which this pod is not asked again until the policy next comes back (so a session
+   * pays one check per restore, not one per call).
+   */
+  inPodCheck(namespace: string, pod: string): (() => void) | undefined {
+    if (namespace !== this.namespace) return () => undefined;
+    if (!inPodCheckDue(this.inPlaceSince, Date.now(), this.options.inPodCheckMs ?? DEFAULT_IN_POD_CHECK_MS)) {
+      this.shownIsolated.clear();
+      return undefined;
+    }
+    if (this.shownIsolated.get(pod) === this.epoch) return undefined;
+    const epoch = this.epoch;
+    return () => {
+      if (this.epoch === epoch && this.inPlaceSince !== undefined) this.shownIsolated.set(pod, epoch);
+    };
+  }
+
   private waitOpen(): Promise<void> {
     return new Promise((resolve, reject) => {
       let pause: NodeJS.Timeout | undefined;
@@ -197,6 +230,10 @@ export class NetworkPolicyGuard {
       // Seen at start-up: in place since it was last written. Seen to come back: since now.
       this.inPlaceSince ??= initial && observed ? lastWrittenMs(observed, Date.now()) : Date.now();
       this.everInPlace = true;
+    }
+    if (before === undefined && this.inPlaceSince !== undefined) {
+      this.epoch++;
+      this.shownIsolated.clear();
     }
     if ((before === undefined) !== (this.inPlaceSince === undefined)) {
       this.metrics?.inPlace(ok);

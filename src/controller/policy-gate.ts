@@ -22,6 +22,17 @@ export function gateState(inPlaceSinceMs: number | undefined, nowMs: number, set
 }
 
 /**
+ * Pure: whether code about to start must first check, in its own pod, that the pod has no network
+ * (the kernels' `netcheck`): while the policy is not in place, and for `windowMs` after it came
+ * back. The settling wait above is a guess at the CNI's delay; under load kube-router re-programs
+ * later than that, and only the pod itself can tell. Never asked when the policy has been in place
+ * for long, so the steady state pays nothing.
+ */
+export function inPodCheckDue(inPlaceSinceMs: number | undefined, nowMs: number, windowMs: number): boolean {
+  return inPlaceSinceMs === undefined || nowMs - inPlaceSinceMs < windowMs;
+}
+
+/**
  * Pure: when a policy first seen in place (at start-up, from the informer's list) was last
  * written, by the API server's clock: the newest of its creation and managed-fields times. Those
  * have one-second resolution, so a second is added (a policy written 0.9 s ago must not look

@@ -79,6 +79,7 @@ export const ResultFrameSchema = z.object({
   diskFull: optional(z.enum(['workspace', 'tmp'])),
   leftovers: optional(count),
   busy: optional(z.boolean()),
+  notIsolated: optional(z.boolean()),
 });
 
 /** The kernel says a request of ours was not a frame (a gateway bug, or a forged frame). */
@@ -118,6 +119,12 @@ export interface KernelResult {
    * why believing it cannot make the gateway run code twice that the kernel did not have already.
    */
   busy?: true;
+  /**
+   * The kernel refused a call sent with `netcheck` because its pod could still reach the network:
+   * the code did not start. Only on an "error" result. Believing a lying kernel only fails that
+   * call (the pod's own code could as well have failed it).
+   */
+  notIsolated?: true;
 }
 
 /**
@@ -157,6 +164,7 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   if (f.diskFull != null) out.diskFull = f.diskFull;
   if (f.leftovers != null) out.leftovers = f.leftovers;
   if (f.busy === true && f.status === 'error') out.busy = true;
+  if (f.notIsolated === true && f.status === 'error') out.notIsolated = true;
   out.truncated = f.truncated || cut;
   return out;
 }

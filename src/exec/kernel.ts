@@ -48,6 +48,8 @@ export interface KernelExecRequest {
   timeoutMs: number;
   capChars: number;
   stdin?: string;
+  /** The kernel first checks that its pod has no network, and refuses the call (notIsolated) if it has. */
+  netcheck?: boolean;
 }
 
 /** A one-shot run (op "run"): the code as a fresh program, for a transient run in a pool pod. */

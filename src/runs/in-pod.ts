@@ -31,6 +31,11 @@ export interface Executed {
 /** The sandbox NetworkPolicy, checked just before code is sent (src/controller/network-policy.ts). */
 export interface PolicyGate {
   ensure(namespace: string): Promise<void>;
+  /**
+   * After ensure(): whether the kernel must check that its pod has no network before the code
+   * starts (undefined: no), and then what to call once that check passed.
+   */
+  inPodCheck(namespace: string, pod: string): (() => void) | undefined;
 }
 
 export interface InPodDeps {
@@ -44,6 +49,14 @@ export interface InPodDeps {
 export type OnOutput = (stream: 'stdout' | 'stderr', text: string) => void;
 
 const NOTHING_CAPTURED = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+
+/** Code that was never started, and why. */
+function notRun(why: string, podGone: boolean): Executed {
+  return {
+    facts: { exitCode: undefined, timedOut: false, oomKilled: false, runnerReported: false, execError: why, codeSent: false, watchdogFired: false, podGone },
+    captured: NOTHING_CAPTURED,
+  };
+}
 
 export class InPodExecution {
   private kernels: KernelConnections | undefined;
@@ -108,6 +121,7 @@ export class InPodExecution {
       const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
+      const checked = this.d.policies.inPodCheck(ns, podName);
       const r = await conn.run(
         {
           language: runtime,
@@ -115,10 +129,13 @@ export class InPodExecution {
           timeoutMs: run.spec.timeoutSeconds * 1000,
           capChars: this.d.outputCapChars,
           ...(run.spec.stdin !== undefined && { stdin: run.spec.stdin }),
+          ...(checked && { netcheck: true }),
         },
         onOutput,
         onCall,
       );
+      if (r.notIsolated) return notRun(r.error?.evalue ?? 'the sandbox pod could still reach the network', this.podGone(ns, podName));
+      checked?.();
       const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
       const verdict = reported ? undefined : await this.podVerdict(ns, podName);
       return {
@@ -173,19 +190,7 @@ export class InPodExecution {
       await this.d.policies.ensure(ns);
       return undefined;
     } catch (err) {
-      return {
-        facts: {
-          exitCode: undefined,
-          timedOut: false,
-          oomKilled: false,
-          runnerReported: false,
-          execError: (err as Error).message,
-          codeSent: false,
-          watchdogFired: false,
-          podGone: this.podGone(ns, podName),
-        },
-        captured: NOTHING_CAPTURED,
-      };
+      return notRun((err as Error).message, this.podGone(ns, podName));
     }
   }
 

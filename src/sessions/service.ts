@@ -181,7 +181,7 @@ export class SessionService {
     private readonly opts: SessionServiceOptions,
     private readonly log: Logger,
     /** The sandbox NetworkPolicy gate: no session code starts while the policy is missing. */
-    private readonly networkGate?: { ensure(namespace: string): Promise<void> },
+    private readonly networkGate?: { ensure(namespace: string): Promise<void>; inPodCheck(namespace: string, pod: string): (() => void) | undefined },
   ) {
     informer.onChange((o) => this.waiters.get(o.metadata?.name ?? '')?.forEach((w) => w()));
   }
@@ -475,7 +475,11 @@ export class SessionService {
         await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
           throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
         });
-        return conn.exec(req, onOutput, call.onCall);
+        // Soon after the policy came back: the kernel first checks that the pod has no network.
+        const checked = this.networkGate?.inPodCheck(this.opts.namespace, pod);
+        const r = await conn.exec(checked ? { ...req, netcheck: true } : req, onOutput, call.onCall);
+        if (!r.notIsolated) checked?.();
+        return r;
       });
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
@@ -513,6 +517,11 @@ export class SessionService {
     if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
     if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000));
     const result = turn.ran;
+    if (result.notIsolated)
+      throw new SessionError(
+        `Session ${name}'s pod could still reach the network, so the code was not run (${result.error?.evalue ?? 'no detail'}).`,
+        'The session is intact; call again in a moment. If this repeats, tell the administrator: the sandbox NetworkPolicy is not enforced.',
+      );
     if (result.status === 'lost') {
       this.kernels.drop(this.opts.namespace, pod);
       await this.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');

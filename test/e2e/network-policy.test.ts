@@ -4,7 +4,8 @@
 // benign neighbour's calls stay correct.
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { GROUP, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxRun, type SandboxSession } from '../../src/api/v1alpha1/index.js';
+import { SANDBOX_CONTAINER } from '../../src/sandbox/pod.js';
 import { SANDBOX_NETWORK_POLICY_NAME } from '../../src/sandbox/networkpolicy.js';
 import { startBenignNeighbour } from './helpers/benign.js';
 import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from './helpers/kube.js';
@@ -90,6 +91,66 @@ describe('the sandbox NetworkPolicy', () => {
   });
 });
 
+// After a restore the gate waits a fixed settling time for the CNI; on a loaded node kube-router can
+// take longer, so for a while after a restore every kernel call first checks in its pod that the
+// pod has no network ("netcheck"). A second policy that allows all egress stands in for a CNI that
+// has not caught up: the gate sees its own policy in place, the pod can still reach the API server.
+describe('a call soon after the policy was restored, in a pod that still has network', () => {
+  it('is not run (session and warm run), says why, and the session keeps its state', { timeout: 180_000 }, async () => {
+    const created = await mcp.callTool('create_session', { language: 'python' });
+    const session = String(created.structuredContent?.session ?? '');
+    expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
+    expect((await mcp.callTool('execute_code', { session, code: 'x = 41' })).isError ?? false).toBe(false);
+    const podName = String(
+      (
+        (await op.clients.custom.getNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural: SANDBOXSESSION_PLURAL,
+          name: session,
+        })) as SandboxSession
+      ).status?.podName,
+    );
+    const apiIp = (await k.core.readNamespacedService({ namespace: 'default', name: 'kubernetes' })).spec?.clusterIP ?? '';
+    const reaches = async (): Promise<boolean> =>
+      (
+        await execCapture(
+          k,
+          ns,
+          podName,
+          ['python3', '-c', `import socket\ntry:\n  socket.create_connection(("${apiIp}", 443), timeout=1); print("REACHED")\nexcept OSError: print("CUT")`],
+          SANDBOX_CONTAINER,
+        )
+      ).stdout.includes('REACHED');
+    const opener = 'allow-all-egress';
+    await k.networking.createNamespacedNetworkPolicy({
+      namespace: ns,
+      body: { metadata: { name: opener }, spec: { podSelector: {}, policyTypes: ['Egress'], egress: [{}] } },
+    });
+    try {
+      await until(reaches, 30_000, 'the session pod to reach the API server through the second policy');
+      const before = (await read()) as V1NetworkPolicy;
+      await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name });
+      await restoredFrom(before, { uid: before.metadata?.uid });
+
+      const call = await mcp.callTool('execute_code', { session, code: 'x += 1\nprint(x)' });
+      expect(call.isError, JSON.stringify(call.content)).toBe(true);
+      expect(JSON.stringify(call.content)).toMatch(/could still reach the network, so the code was not run/);
+      const warm = await mcp.callTool('execute_code', { code: 'print("ran")' });
+      expect(warm.structuredContent?.phase, JSON.stringify(warm.content)).toBe('Failed');
+      expect(String(warm.structuredContent?.stdout ?? '')).not.toContain('ran');
+      expect(String(warm.structuredContent?.message ?? '') + String(warm.structuredContent?.stderr ?? '')).toMatch(/could still reach the network/);
+    } finally {
+      await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name: opener }).catch(() => undefined);
+    }
+    await until(async () => !(await reaches()), 30_000, 'the session pod to lose its network again');
+    const after = await mcp.callTool('execute_code', { session, code: 'print(x)' });
+    expect(after.structuredContent?.stdout, JSON.stringify(after.content)).toBe('41\n');
+    await mcp.callTool('close_session', { session });
+  });
+});
+
 describe('under a loop that deletes and edits the policy', () => {
   it('no sandbox started meanwhile exchanges data with the API server or another pod', { timeout: 600_000 }, async () => {
     const payload = `netpol-${Date.now()}`;
@@ -148,7 +209,15 @@ describe('under a loop that deletes and edits the policy', () => {
     await restoredFrom(original, {});
 
     const verdicts = outputs.map(([what, out]) => ({ what, out, verdict: verdict(out, chaos.fights) }));
-    for (const v of verdicts) console.log(`${v.verdict.padEnd(9)} ${v.what}: ${v.out.replace(/\s+/g, ' ').slice(0, 110)}`);
+    const t0 = chaos.fights[0]?.start ?? 0;
+    console.log(`fights (ms from the first): ${chaos.fights.map((f) => `${f.start - t0}..${f.end - t0}`).join(', ')}`);
+    for (const v of verdicts) {
+      const t = Number(/t (\d+)/.exec(v.out)?.[1]);
+      const lastBreak = chaos.breaks.filter((b) => b <= t).at(-1);
+      console.log(
+        `${v.verdict.padEnd(9)} ${v.what} at ${t - t0} (last break ${lastBreak === undefined ? '-' : t - lastBreak} ms before): ${v.out.replace(/\s+/g, ' ').slice(0, 110)}`,
+      );
+    }
     expect(chaos.fights.length, 'the loop broke the policy more than once').toBeGreaterThanOrEqual(2);
     expect(chaos.counts.deletes, 'the loop deleted the policy').toBeGreaterThanOrEqual(2);
     expect(chaos.counts.edits, 'the loop edited the policy').toBeGreaterThanOrEqual(2);
@@ -245,11 +314,18 @@ function verdict(out: string, fights: ReadonlyArray<{ start: number; end: number
  * (allow-all egress, another podSelector, label removed) every ~150 ms, again and again. During a
  * fight the policy is broken most of the time, so the gate must hold every sandbox back.
  */
-function startChaos(): { counts: { deletes: number; edits: number }; fights: Array<{ start: number; end: number }>; stop(): Promise<void> } {
+function startChaos(): {
+  counts: { deletes: number; edits: number };
+  fights: Array<{ start: number; end: number }>;
+  breaks: number[];
+  stop(): Promise<void>;
+} {
   const QUIET_MS = 5000;
   const FIGHT_MS = 5000;
   const counts = { deletes: 0, edits: 0 };
   const fights: Array<{ start: number; end: number }> = [];
+  /** When each delete or edit that the API server accepted was sent. */
+  const breaks: number[] = [];
   let stopping = false;
   const loop = (async (): Promise<void> => {
     for (let i = 0; !stopping;) {
@@ -257,17 +333,23 @@ function startChaos(): { counts: { deletes: number; edits: number }; fights: Arr
       if (stopping) break;
       const start = Date.now();
       while (!stopping && Date.now() - start < FIGHT_MS) {
+        const sent = Date.now();
         if (i++ % 2 === 0) {
           if (
             await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name }).then(
               () => true,
               () => false,
             )
-          )
+          ) {
             counts.deletes++;
+            breaks.push(sent);
+          }
         } else {
           const [, change] = edits[(i >> 1) % edits.length] as [string, Edit];
-          if (await edit(change)) counts.edits++;
+          if (await edit(change)) {
+            counts.edits++;
+            breaks.push(sent);
+          }
         }
         await sleep(150);
       }
@@ -277,6 +359,7 @@ function startChaos(): { counts: { deletes: number; edits: number }; fights: Arr
   return {
     counts,
     fights,
+    breaks,
     async stop(): Promise<void> {
       stopping = true;
       await loop;

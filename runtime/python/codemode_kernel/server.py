@@ -158,6 +158,19 @@ def busy_result():
     return dict(error_result("KernelBusy", "another call is running in this session; retry when it has finished"), busy=True)
 
 
+def not_isolated_result():
+    """The answer to a call with "netcheck" in a pod that could still reach the network: the code
+    did not start (the session keeps its state)."""
+    return dict(
+        error_result(
+            "NetworkNotIsolated",
+            "the sandbox pod could still reach the network %g s after the call arrived (its NetworkPolicy is not enforced), so the code was not run"
+            % NETWORK_CHECK_SECONDS,
+        ),
+        notIsolated=True,
+    )
+
+
 def check_exec(msg):
     """The validated exec request with defaults, or raises ValueError saying what is wrong."""
     if not isinstance(msg.get("code"), str):
@@ -170,6 +183,8 @@ def check_exec(msg):
         raise ValueError('"capChars" must be a non-negative integer')
     if msg.get("stdin") is not None and not isinstance(msg["stdin"], str):
         raise ValueError('"stdin" must be a string')
+    if msg.get("netcheck") is not None and not isinstance(msg["netcheck"], bool):
+        raise ValueError('"netcheck" must be a boolean')
     return dict(msg, timeoutMs=timeout, capChars=cap)
 
 
@@ -211,7 +226,11 @@ class KernelServer:
                 if self._display_dir:
                     display.clear(self._display_dir)
             try:
-                if msg["op"] == "run":
+                # After the gateway saw the NetworkPolicy restored: no code starts before this pod
+                # has no network again (the CNI re-programs it a moment later).
+                if msg["op"] in ("exec", "run") and msg.get("netcheck") is True and not network_isolated():
+                    result = not_isolated_result()
+                elif msg["op"] == "run":
                     result = self._oneshot.run(msg, conn.send)
                 elif msg["op"] == "exec":
                     self._oneshot.discard()

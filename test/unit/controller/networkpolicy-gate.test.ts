@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gateState, lastWrittenMs, type GateState } from '../../../src/controller/policy-gate.js';
+import { gateState, inPodCheckDue, lastWrittenMs, type GateState } from '../../../src/controller/policy-gate.js';
 import { createMetrics } from '../../../src/metrics/registry.js';
 
 describe('gateState', () => {
@@ -11,6 +11,18 @@ describe('gateState', () => {
     ['no settling asked', 10_000, 10_000, 0, { kind: 'open' }],
   ])('%s', (_name, since, now, settle, want) => {
     expect(gateState(since, now, settle)).toEqual(want);
+  });
+});
+
+describe('inPodCheckDue', () => {
+  it.each<[string, number | undefined, number, boolean]>([
+    ['policy missing', undefined, 100_000, true],
+    ['restored 2 s ago (the gate just opened)', 98_000, 100_000, true],
+    ['restored 59.999 s ago', 40_001, 100_000, true],
+    ['restored exactly the window ago', 40_000, 100_000, false],
+    ['in place for long: the steady state asks nothing of the pod', 0, 100_000, false],
+  ])('%s', (_name, since, now, want) => {
+    expect(inPodCheckDue(since, now, 60_000)).toBe(want);
   });
 });
 

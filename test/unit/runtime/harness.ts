@@ -34,6 +34,8 @@ export interface ResultFrame {
   durationMs: number;
   /** The call arrived while another ran and did not start. */
   busy?: boolean;
+  /** A call with netcheck found the network reachable and did not start. */
+  notIsolated?: boolean;
 }
 
 export interface PongFrame {
@@ -67,6 +69,8 @@ export interface ExecOptions {
   timeoutMs?: number;
   capChars?: number;
   stdin?: string;
+  /** Check first that the network cannot be reached (runtime/PROTOCOL.md). */
+  netcheck?: unknown;
 }
 
 // The interpreters the kernels run on: python3 from PATH, and this Node unless
