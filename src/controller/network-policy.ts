@@ -81,6 +81,7 @@ export class NetworkPolicyGuard {
   private resync: NodeJS.Timeout | undefined;
   private readonly settleMs: number;
   private readonly gateTimeoutMs: number;
+  private readonly inPodCheckMs: number;
 
   constructor(
     private readonly clients: KubeClients,
@@ -92,6 +93,7 @@ export class NetworkPolicyGuard {
     this.desired = buildSandboxNetworkPolicy(namespace);
     this.settleMs = options.settleMs ?? DEFAULT_SETTLE_MS;
     this.gateTimeoutMs = options.gateTimeoutMs ?? DEFAULT_GATE_TIMEOUT_MS;
+    this.inPodCheckMs = options.inPodCheckMs ?? DEFAULT_IN_POD_CHECK_MS;
     // Narrowed to the operator's own objects by label; a policy whose label is removed leaves the
     // cache (the watch reports it deleted), the create then meets AlreadyExists and adopts it.
     const selector = `${LABEL_MANAGED_BY}=${MANAGED_BY_VALUE}`;
@@ -170,7 +172,7 @@ export class NetworkPolicyGuard {
    */
   inPodCheck(namespace: string, pod: string): (() => void) | undefined {
     if (namespace !== this.namespace) return () => undefined;
-    if (!inPodCheckDue(this.inPlaceSince, Date.now(), this.options.inPodCheckMs ?? DEFAULT_IN_POD_CHECK_MS)) {
+    if (!inPodCheckDue(this.inPlaceSince, Date.now(), this.inPodCheckMs)) {
       this.shownIsolated.clear();
       return undefined;
     }
@@ -178,6 +180,19 @@ export class NetworkPolicyGuard {
     const epoch = this.epoch;
     return () => {
       if (this.epoch === epoch && this.inPlaceSince !== undefined) this.shownIsolated.set(pod, epoch);
+    };
+  }
+
+  /**
+   * Called right after ensure() by code that then creates sandbox pods: what to call with each
+   * created pod's name. Such a pod starts after the policy was in place and its kernel checks at
+   * start that it has no network, so until the policy next comes back its calls need no check.
+   */
+  createdAfterEnsure(namespace: string): (pod: string) => void {
+    const epoch = this.epoch;
+    return (pod) => {
+      if (namespace !== this.namespace || epoch !== this.epoch || this.inPlaceSince === undefined) return;
+      if (inPodCheckDue(this.inPlaceSince, Date.now(), this.inPodCheckMs)) this.shownIsolated.set(pod, epoch);
     };
   }
 

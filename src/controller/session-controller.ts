@@ -256,6 +256,7 @@ export class SandboxSessionController {
     const ns = session.metadata.namespace ?? opts.namespace;
     const language = kernelLanguage(session.spec.language);
     await this.d.policies.ensure(ns);
+    const isolatedAtStart = this.d.policies.createdAfterEnsure(ns);
     await this.d.runtime.ensure(ns);
     const body = buildSessionPod(
       session,
@@ -270,6 +271,7 @@ export class SandboxSessionController {
     );
     try {
       const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
+      isolatedAtStart(podName);
       this.d.log.info({ sandboxsession: `${ns}/${session.metadata.name}`, pod: podName }, 'Created Pod');
       return pod;
     } catch (err) {

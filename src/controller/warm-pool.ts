@@ -299,10 +299,13 @@ export class WarmPool {
       if (wait > 0) return wait;
       this.shortSince = undefined;
       await this.d.policies.ensure(ns);
+      const isolatedAtStart = this.d.policies.createdAfterEnsure(ns);
       await this.d.runtime.ensure(ns);
       for (let i = 0; i < plan.create; i++) {
         const created = await this.d.clients.core.createNamespacedPod({ namespace: ns, body: this.template });
-        if (created.metadata?.name) this.expected.created(created.metadata.name, now());
+        if (!created.metadata?.name) continue;
+        this.expected.created(created.metadata.name, now());
+        isolatedAtStart(created.metadata.name);
       }
       return undefined;
     } catch (err) {

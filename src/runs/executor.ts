@@ -524,6 +524,7 @@ export class RunExecutor {
       const { profile, opts } = prepared;
       if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
+      const created = this.d.policies.createdAfterEnsure(ns);
       const warm = await this.claimWarm(run, profile.name, opts);
       if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'warm', opts, calls);
       const podName = podNameForRun(name);
@@ -531,6 +532,7 @@ export class RunExecutor {
       const kernel = await this.coldKernel(run, ns, opts);
       const pod = await this.createPod(run, podName, log, opts, profile.name, kernel);
       if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
+      created(podName);
 
       const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
       if (state.kind === 'ready') this.d.metrics?.podStarted?.('cold', (performance.now() - creating) / 1000);

@@ -36,6 +36,8 @@ export interface PolicyGate {
    * starts (undefined: no), and then what to call once that check passed.
    */
   inPodCheck(namespace: string, pod: string): (() => void) | undefined;
+  /** Right after ensure(), before creating sandbox pods: what to call with each created pod's name. */
+  createdAfterEnsure(namespace: string): (pod: string) => void;
 }
 
 export interface InPodDeps {

@@ -24,7 +24,7 @@ async function started(options: ConstructorParameters<typeof NetworkPolicyGuard>
 }
 
 describe('inPodCheck', () => {
-  it('asks each pod once after the policy came in place, and again after it came back', async () => {
+  it('asks each pod once after the policy came in place (not one created after ensure), and again after it came back', async () => {
     const guard = await started({ inPodCheckMs: 600_000 });
     try {
       const a = guard.inPodCheck(ns, 'pod-a');
@@ -33,6 +33,11 @@ describe('inPodCheck', () => {
       a?.();
       expect(guard.inPodCheck(ns, 'pod-a'), 'its check passed').toBeUndefined();
       expect(guard.inPodCheck(ns, 'pod-b'), 'another pod').toBeTypeOf('function');
+
+      const created = guard.createdAfterEnsure(ns);
+      created('pod-new');
+      expect(guard.inPodCheck(ns, 'pod-new'), 'created after ensure: its kernel checked at start').toBeUndefined();
+      const createdBeforeRestore = guard.createdAfterEnsure(ns);
 
       const before = await clients.networking.readNamespacedNetworkPolicy({ namespace: ns, name: SANDBOX_NETWORK_POLICY_NAME });
       const stale = guard.inPodCheck(ns, 'pod-c');
@@ -46,8 +51,13 @@ describe('inPodCheck', () => {
       );
       await guard.ensure(ns);
       stale?.();
+      createdBeforeRestore('pod-late');
       expect(guard.inPodCheck(ns, 'pod-a'), 'the policy came back: pod-a is asked again').toBeTypeOf('function');
       expect(guard.inPodCheck(ns, 'pod-c'), 'a check that passed before the restore does not count').toBeTypeOf('function');
+      expect(guard.inPodCheck(ns, 'pod-new'), 'created before the restore').toBeTypeOf('function');
+      expect(guard.inPodCheck(ns, 'pod-late'), 'created after the restore, but ensured before it').toBeTypeOf('function');
+      guard.createdAfterEnsure(ns)('pod-d');
+      expect(guard.inPodCheck(ns, 'pod-d'), 'created after ensure in this epoch').toBeUndefined();
       expect(guard.inPodCheck('elsewhere', 'pod-a'), 'a namespace it does not guard').toBeTypeOf('function');
     } finally {
       await guard.stop();
