@@ -38,6 +38,7 @@ import { ProfileCatalog } from './profiles/catalog.js';
 import type { SandboxShape } from './profiles/profile.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
+import { PolicyChangeWatch } from './selfcheck/policy-changes.js';
 import { SandboxChecker } from './selfcheck/checker.js';
 import { UserLimits } from './limits/user-limits.js';
 import { AuditWriter } from './audit/writer.js';
@@ -206,6 +207,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     options.sandboxCheck === false
       ? undefined
       : newSandboxChecker(config, clients, podWatcher, policies, () => profiles.defaultShape(), runtimeDir, log, metrics);
+  // Another NetworkPolicy can open the sandboxes (policies add up): the canary looks again at once.
+  const policyChanges = sandboxCheck && new PolicyChangeWatch(clients, ns, log, () => sandboxCheck.recheckSoon());
   const executor = new RunExecutor({
     clients,
     opts,
@@ -444,6 +447,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       poolController.start();
       // Needs the pod informer (the canary's readiness); code waits for its first verdict.
       sandboxCheck?.start();
+      await policyChanges?.start();
       // Without the UpstreamServer CRD (e.g. `helm upgrade`, which never updates CRDs) the gateway
       // still runs code; it just has no upstreams until the CRD is applied and it restarts.
       await upstreams.start().catch((err: unknown) => {
@@ -455,6 +459,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       });
     },
     async stop(): Promise<void> {
+      await policyChanges?.stop();
       await sandboxCheck?.stop();
       await upstreams.stop();
       await poolController.stop();

@@ -472,7 +472,7 @@ export const FIELDS = {
       env: 'CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS',
       default: '600',
       description:
-        'Period of the sandbox self-check: a canary sandbox pod reports from the inside whether the process cap, memory limit, read-only root, absence of a service-account token and network isolation are enforced (it also runs at start).',
+        'Period of the sandbox self-check: a canary sandbox pod reports from the inside whether the process cap, memory limit, read-only root, absence of a service-account token and network isolation are enforced (it also runs at start, and when another NetworkPolicy in the namespace changes).',
       allowed: 'an integer from 10 to 86400',
     },
     int(10, 86400),

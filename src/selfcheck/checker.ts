@@ -11,6 +11,12 @@ import { CHECK_TITLES, decide, listText, refusalText, type CheckResult, type Ver
 const FIRST_CHECK_WAIT_MS = 60_000;
 /** A check that could not run is retried this soon (at most the interval). */
 const RETRY_AFTER_FAILURE_MS = 30_000;
+/**
+ * After something that can change a verdict (another NetworkPolicy changed), the check runs this
+ * soon (a burst of changes is one check), and once more this much later, for a CNI slow to apply it.
+ */
+const RECHECK_DELAY_MS = 2000;
+const RECHECK_AGAIN_MS = 30_000;
 /** Shutdown does not wait longer for a check in flight; a later sweep deletes what it leaves. */
 const STOP_WAIT_MS = 15_000;
 
@@ -73,6 +79,7 @@ export class SandboxChecker implements SandboxGate {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.recheckTimer);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.chain, new Promise((r) => (timer = setTimeout(r, STOP_WAIT_MS)))]);
     clearTimeout(timer);
@@ -83,6 +90,23 @@ export class SandboxChecker implements SandboxGate {
     await this.enqueue();
     return this.state;
   }
+
+  /**
+   * Something that can change the verdict happened (a NetworkPolicy other than the operator's own
+   * changed): checks in a moment instead of at the next period, and once more a little later.
+   */
+  recheckSoon(): void {
+    if (this.stopped) return;
+    clearTimeout(this.recheckTimer);
+    this.recheckTimer = setTimeout(() => {
+      this.d.log.info({ event: 'sandbox-check' }, 'A NetworkPolicy in the namespace changed: checking the sandbox again');
+      // Then the periodic schedule resumes from the follow-up.
+      void this.enqueue().finally(() => this.schedule(Math.min(RECHECK_AGAIN_MS, this.d.intervalSeconds * 1000)));
+    }, RECHECK_DELAY_MS);
+    this.recheckTimer.unref();
+  }
+
+  private recheckTimer: NodeJS.Timeout | undefined;
 
   // Checks never overlap: each one starts pods, and two verdicts racing would be meaningless.
   private chain: Promise<void> = Promise.resolve();

@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CanaryRunResult } from '../../../src/selfcheck/canary-run.js';
 import { SandboxChecker } from '../../../src/selfcheck/checker.js';
 import { SANDBOX_CHECKS, type SandboxCheckName } from '../../../src/api/v1alpha1/index.js';
@@ -95,5 +95,59 @@ describe('SandboxChecker as the gate', () => {
   it('turns a crash of the check into a failed run, never an exception', async () => {
     const c = new SandboxChecker({ run: () => Promise.reject(new Error('boom')), intervalSeconds: 3600, accept: [], log });
     expect(await c.checkNow()).toEqual({ kind: 'failed', problem: 'boom' });
+  });
+});
+
+describe('SandboxChecker.recheckSoon', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('checks 2 s after a change and once more 30 s later, then resumes the period; a burst is one check', async () => {
+    vi.useFakeTimers();
+    let runs = 0;
+    const c = new SandboxChecker({
+      run: () => {
+        runs++;
+        return Promise.resolve({ ok: true, results: results(runs >= 2 ? ['network'] : []) });
+      },
+      intervalSeconds: 600,
+      accept: [],
+      log,
+    });
+    c.start();
+    await vi.advanceTimersByTimeAsync(10);
+    expect(runs, 'the check at start').toBe(1);
+    c.recheckSoon();
+    await vi.advanceTimersByTimeAsync(1000);
+    c.recheckSoon();
+    await vi.advanceTimersByTimeAsync(1999);
+    expect(runs, 'two changes 1 s apart: not yet').toBe(1);
+    await vi.advanceTimersByTimeAsync(2);
+    expect(runs, '2 s after the last change').toBe(2);
+    expect(await c.refusal()).toMatch(/network/);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(runs, 'the follow-up').toBe(3);
+    await vi.advanceTimersByTimeAsync(599_000);
+    expect(runs, 'then the period, from the follow-up').toBe(3);
+    await vi.advanceTimersByTimeAsync(1_001);
+    expect(runs).toBe(4);
+    await c.stop();
+  });
+
+  it('does nothing once stopped', async () => {
+    vi.useFakeTimers();
+    let runs = 0;
+    const c = new SandboxChecker({
+      run: (): Promise<CanaryRunResult> => {
+        runs++;
+        return Promise.resolve({ ok: true, results: results() });
+      },
+      intervalSeconds: 600,
+      accept: [],
+      log,
+    });
+    await c.stop();
+    c.recheckSoon();
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(runs).toBe(0);
   });
 });
