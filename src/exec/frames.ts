@@ -90,6 +90,13 @@ export const KernelFrameSchema = z.discriminatedUnion('type', [PongFrameSchema, 
 export type KernelFrame = z.output<typeof KernelFrameSchema>;
 export type ResultFrame = z.output<typeof ResultFrameSchema>;
 
+/**
+ * Why a call the kernel refused for the network (notIsolated) did not run, in the gateway's own
+ * words: the kernel's text is not repeated to the caller.
+ */
+export const NOT_ISOLATED_MESSAGE =
+  'the sandbox pod could still reach the network 10 s after the call arrived (its NetworkPolicy is not enforced there yet), so the code was not run';
+
 export interface KernelResult {
   status: 'ok' | 'error' | 'timeout' | 'lost';
   stdout: string;

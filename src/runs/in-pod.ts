@@ -6,6 +6,7 @@ import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
+import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { KernelConnectionError, KernelUnreachableError, type CallHandler, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
@@ -136,7 +137,7 @@ export class InPodExecution {
         onOutput,
         onCall,
       );
-      if (r.notIsolated) return notRun(r.error?.evalue ?? 'the sandbox pod could still reach the network', this.podGone(ns, podName));
+      if (r.notIsolated) return notRun(NOT_ISOLATED_MESSAGE, this.podGone(ns, podName));
       checked?.();
       const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
       const verdict = reported ? undefined : await this.podVerdict(ns, podName);

@@ -36,7 +36,7 @@ import {
   type KernelConnections,
   type KernelResult,
 } from '../exec/kernel.js';
-import { capText } from '../exec/frames.js';
+import { NOT_ISOLATED_MESSAGE, capText } from '../exec/frames.js';
 import { isNetworkError } from '../util/network-error.js';
 import { deepFreeze } from '../util/deep-freeze.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
@@ -519,7 +519,7 @@ export class SessionService {
     const result = turn.ran;
     if (result.notIsolated)
       throw new SessionError(
-        `Session ${name}'s pod could still reach the network, so the code was not run (${result.error?.evalue ?? 'no detail'}).`,
+        `Session ${name}: ${NOT_ISOLATED_MESSAGE}.`,
         'The session is intact; call again in a moment. If this repeats, tell the administrator: the sandbox NetworkPolicy is not enforced.',
       );
     if (result.status === 'lost') {
