@@ -5,6 +5,7 @@
 // claims, so a kernel can lie only about its own call's output, within the cap.
 import { z } from 'zod';
 import type { DisplayItem } from './display.js';
+import { NETWORK_CHECK_SECONDS } from './runner.js';
 
 /** A kernel error's `ename` is a type name: kept to this many characters. */
 export const MAX_ENAME_CHARS = 200;
@@ -94,8 +95,7 @@ export type ResultFrame = z.output<typeof ResultFrameSchema>;
  * Why a call the kernel refused for the network (notIsolated) did not run, in the gateway's own
  * words: the kernel's text is not repeated to the caller.
  */
-export const NOT_ISOLATED_MESSAGE =
-  'the sandbox pod could still reach the network 10 s after the call arrived (its NetworkPolicy is not enforced there yet), so the code was not run';
+export const NOT_ISOLATED_MESSAGE = `the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after the call arrived (its NetworkPolicy is not enforced there yet), so the code was not run`;
 
 export interface KernelResult {
   status: 'ok' | 'error' | 'timeout' | 'lost';
