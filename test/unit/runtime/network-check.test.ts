@@ -22,16 +22,23 @@ const env = (port: number): Record<string, string> => ({
   KUBERNETES_SERVICE_PORT: String(port),
 });
 
+/** A kernel started with the refusing port as the API server, connected: `fn` gets the client. */
+async function withClient(language: 'python' | 'node', args: string[], fn: (client: Awaited<ReturnType<Kernel['connect']>>) => Promise<void>): Promise<void> {
+  const kernel = await Kernel.start(language, args, env(closedPort));
+  try {
+    const client = await kernel.connect();
+    await fn(client);
+    await client.close();
+  } finally {
+    await kernel.stop();
+  }
+}
+
 describe.each(['python', 'node'] as const)('the %s kernel', (language) => {
   it('starts when the API server refuses, and answers calls', async () => {
-    const kernel = await Kernel.start(language, [], env(closedPort));
-    try {
-      const client = await kernel.connect();
+    await withClient(language, [], async (client) => {
       expect((await client.ping()).frame.type).toBe('pong');
-      await client.close();
-    } finally {
-      await kernel.stop();
-    }
+    });
   });
 
   it('never opens its socket while the API server can be reached, and exits saying why', async () => {
@@ -74,9 +81,7 @@ describe.each([
   }, 30_000);
 
   it('refuses it while the network stays reachable: the code does not run and the session keeps its state', async () => {
-    const kernel = await Kernel.start(language, [], env(closedPort));
-    try {
-      const client = await kernel.connect();
+    await withClient(language, [], async (client) => {
       expect((await client.exec(setOne)).frame.status).toBe('ok');
       const network = await reachable(closedPort);
       let refused;
@@ -92,22 +97,14 @@ describe.each([
       expect(refused.frame.error?.evalue).toMatch(/could still reach the network .*so the code was not run/);
       expect(plain.frame).toMatchObject({ status: 'ok', stdout: '1\n' });
       expect((await client.exec(show, { netcheck: true })).frame).toMatchObject({ status: 'ok', stdout: '1\n' });
-      await client.close();
-    } finally {
-      await kernel.stop();
-    }
+    });
   }, 60_000);
 
   it('answers a netcheck that is not a boolean with a ProtocolError', async () => {
-    const kernel = await Kernel.start(language, [], env(closedPort));
-    try {
-      const client = await kernel.connect();
+    await withClient(language, [], async (client) => {
       const r = await client.exec(one, { netcheck: 'yes' });
       expect(r.frame).toMatchObject({ status: 'error', error: { ename: 'ProtocolError', evalue: '"netcheck" must be a boolean' } });
-      await client.close();
-    } finally {
-      await kernel.stop();
-    }
+    });
   });
 });
 
