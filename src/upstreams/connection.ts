@@ -72,7 +72,18 @@ export function classify(err: unknown): { reason: UpstreamReason; message: strin
   }
   const e = err as { message?: unknown; cause?: { code?: unknown; message?: unknown } };
   const cause = e?.cause ? `: ${String(e.cause.code ?? e.cause.message ?? '')}` : '';
-  return { reason: UpstreamReasons.Unreachable, message: `${String(e?.message ?? err)}${cause}` };
+  return { reason: UpstreamReasons.Unreachable, message: `${String(e?.message ?? err)}${cause}${httpDetail(err)}` };
+}
+
+/**
+ * The status line of an HTTP error the SDK's message leaves out (its "Error POSTing to endpoint: …"
+ * names only the body, which can be empty), so an operator can tell which hop answered.
+ */
+function httpDetail(err: unknown): string {
+  if (!(err instanceof SdkHttpError) || err.message.includes(`HTTP ${err.status}`)) return '';
+  const text = (err.data as { text?: unknown }).text;
+  const empty = text === '' || text === null || text === undefined ? ', empty body' : '';
+  return ` (HTTP ${err.status}${err.statusText ? ` ${err.statusText}` : ''}${empty})`;
 }
 
 /** Keeps a tool only if its shape is sane; bounds what an upstream can make the gateway hold. */
@@ -184,6 +195,7 @@ export class UpstreamConnection {
     this.client = client;
     let transport: StreamableHTTPClientTransport | undefined;
     let tools: Tool[] = [];
+    let step = 'connect';
     try {
       const fetch = boundedFetch(this.opts.messageMaxBytes, (kind) =>
         this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
@@ -191,9 +203,10 @@ export class UpstreamConnection {
       transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
       this.transport = transport;
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
+      step = 'tools/list';
       ({ tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' }));
     } catch (err) {
-      if (epoch === this.epoch) return this.fail(epoch, err);
+      if (epoch === this.epoch) return this.fail(epoch, err, step);
     }
     if (epoch !== this.epoch) {
       // Superseded while connecting (stop() or a reconnect came meanwhile): this client is
@@ -236,10 +249,11 @@ export class UpstreamConnection {
     if (this.current.ready) this.schedule(epoch, 0, () => this.health(epoch));
   }
 
-  private fail(epoch: number, err: unknown): void {
+  /** `during`: the step that failed, named in the error when it is not a steady-state one. */
+  private fail(epoch: number, err: unknown, during?: string): void {
     if (epoch !== this.epoch || this.stopped) return;
     const { reason, message } = classify(err);
-    const error = this.redact(message);
+    const error = this.redact(during ? `${during}: ${message}` : message);
     this.opts.log.warn({ upstream: this.name, reason, err: error, retryInMs: this.backoffMs }, 'Upstream MCP server not reachable; reconnecting');
     this.setState({ ready: false, reason, error, tools: [], ...(this.current.refreshedAt && { refreshedAt: this.current.refreshedAt }) });
     const delay = this.backoffMs;

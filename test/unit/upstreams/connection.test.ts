@@ -21,7 +21,25 @@ describe('classify', () => {
     ['401', new SdkHttpError(SdkErrorCode.ClientHttpAuthentication, 'Unauthorized', { status: 401 }), 'Unauthorized', /HTTP 401/],
     ['403', new SdkHttpError(SdkErrorCode.ClientHttpForbidden, 'Forbidden', { status: 403 }), 'Unauthorized', /HTTP 403/],
     ['connection refused', new Error('fetch failed', { cause: { code: 'ECONNREFUSED' } }), 'Unreachable', /^fetch failed: ECONNREFUSED$/],
-    ['502', new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Bad Gateway', { status: 502 }), 'Unreachable', /Bad Gateway/],
+    ['502', new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Bad Gateway', { status: 502 }), 'Unreachable', /Bad Gateway \(HTTP 502, empty body\)$/],
+    [
+      'a POST answered with an empty body names the status',
+      new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Error POSTing to endpoint: ', { status: 404, statusText: 'Not Found', text: '' }),
+      'Unreachable',
+      /^Error POSTing to endpoint: {2}\(HTTP 404 Not Found, empty body\)$/,
+    ],
+    [
+      'a body is not called empty',
+      new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Error POSTing to endpoint: nope', { status: 400, text: 'nope' }),
+      'Unreachable',
+      /nope \(HTTP 400\)$/,
+    ],
+    [
+      'a status the message already names is not repeated',
+      new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Error POSTing to endpoint (HTTP 500): x', { status: 500, text: 'x' }),
+      'Unreachable',
+      /^Error POSTing to endpoint \(HTTP 500\): x$/,
+    ],
   ])('%s', (_name, err, reason, message) => {
     const c = classify(err);
     expect(c.reason).toBe(reason);
