@@ -81,8 +81,7 @@ export function classify(err: unknown): { reason: UpstreamReason; message: strin
  */
 function httpDetail(err: unknown): string {
   if (!(err instanceof SdkHttpError) || err.message.includes(`HTTP ${err.status}`)) return '';
-  const text = (err.data as { text?: unknown }).text;
-  const empty = text === '' || text === null || text === undefined ? ', empty body' : '';
+  const empty = err.data.text ? '' : ', empty body';
   return ` (HTTP ${err.status}${err.statusText ? ` ${err.statusText}` : ''}${empty})`;
 }
 
