@@ -203,6 +203,7 @@ class KernelServer:
         self._tools = ToolCalls(os.environ.get("CODEMODE_TOOLS_SOCKET"))
         self._display_dir = os.environ.get("CODEMODE_DISPLAY_DIR")
         self._figures = display.Figures()
+        self._outcomes = Outcomes()
 
     def serve_forever(self):
         listener = self._listen()
@@ -248,7 +249,9 @@ class KernelServer:
             try:
                 for item in items:
                     conn.send(dict(item, id=msg["id"], type="display"), hold=True)
-                conn.send(dict(cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS)), id=msg["id"], type="result"))
+                final = cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS))
+                conn.send(dict(final, id=msg["id"], type="result"))
+                self._outcomes.finished(msg.get("key"), final)
             finally:
                 # Off the call's path: the caller has its result (the next call waits for this).
                 self._session.after_reply()
@@ -321,23 +324,90 @@ class KernelServer:
         if op == "callResult":  # the gateway's answer to a nested tool call (tools.py)
             self._tools.deliver(msg)
             return
+        if op == "recall":  # the outcome of a run whose client went away (PROTOCOL.md, "Recall")
+            self._outcomes.recall(conn, call_id, msg.get("key"))
+            return
         if op not in ("exec", "run", "reset"):
-            conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping" or "reset"' % repr(op)[:100]), id=call_id, type="result"))
+            conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping", "reset" or "recall"' % repr(op)[:100]), id=call_id, type="result"))
             return
         try:
             if op in ("exec", "run"):
                 msg = check_exec(msg)
             if op == "run":
                 check_run(msg)
+                check_key(msg.get("key"))
         except ValueError as err:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
             return
         if not self._busy.acquire(blocking=False):
             conn.send(dict(busy_result(), id=call_id, type="result"))
             return
+        if op == "run":
+            self._outcomes.started(msg.get("key"))
         self._calls.put((conn, msg))
 
 
+MAX_KEY_CHARS = 64
+
+
+def check_key(key):
+    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS):
+        raise ValueError('"key" must be a string of 1 to %d characters' % MAX_KEY_CHARS)
+
+
+def not_found_result(key):
+    """The answer to a recall of a key this kernel never ran: nothing is known of it here."""
+    return dict(error_result("NotFound", "this kernel ran no run with key %s" % key[:MAX_KEY_CHARS]), notFound=True)
+
+
+class Outcomes:
+    """The result of the last keyed `run`, kept for a client that lost its connection before the
+    result arrived (a gateway replica that stopped): it asks with `recall`, and a recall made while
+    that run still goes on is answered when it ends. One run's result only: a pool pod serves one
+    run. Its size is bounded like any result (capChars)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running = None
+        self._done = None  # (key, result)
+        self._waiting = []  # (conn, request id)
+
+    def started(self, key):
+        with self._lock:
+            self._running = key
+
+    def finished(self, key, result):
+        with self._lock:
+            self._running = None
+            if key is None:
+                return
+            self._done = (key, result)
+            waiting, self._waiting = self._waiting, []
+        for conn, call_id in waiting:
+            conn.send(dict(result, id=call_id, type="result"))
+
+    def recall(self, conn, call_id, key):
+        try:
+            check_key(key)
+            if key is None:
+                raise ValueError('"key" is required')
+        except ValueError as err:
+            conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
+            return
+        with self._lock:
+            done = self._done if self._done is not None and self._done[0] == key else None
+            if done is None and self._running == key:
+                # Bounded: every waiter is a request of its own; a client that floods recalls only
+                # waits on its own connection.
+                if len(self._waiting) >= MAX_RECALL_WAITERS:
+                    done = (key, dict(error_result("KernelBusy", "too many recalls are waiting for this run"), busy=True))
+                else:
+                    self._waiting.append((conn, call_id))
+                    return
+        conn.send(dict(done[1] if done else not_found_result(key), id=call_id, type="result"))
+
+
+MAX_RECALL_WAITERS = 16
 NETWORK_CHECK_SECONDS = 10.0
 
 

@@ -36,6 +36,8 @@ export interface ResultFrame {
   busy?: boolean;
   /** A call with netcheck found the network reachable and did not start. */
   notIsolated?: boolean;
+  /** A recall of a key the kernel never ran. */
+  notFound?: boolean;
 }
 
 export interface PongFrame {
@@ -71,6 +73,8 @@ export interface ExecOptions {
   stdin?: string;
   /** Check first that the network cannot be reached (runtime/PROTOCOL.md). */
   netcheck?: unknown;
+  /** A run's key: the kernel keeps its result for a `recall` (runtime/PROTOCOL.md). */
+  key?: unknown;
 }
 
 // The interpreters the kernels run on: python3 from PATH, and this Node unless

@@ -161,3 +161,79 @@ describe('one-shot runs in the python kernel', () => {
     expect(frame).toMatchObject({ status: 'error', error: { ename: 'ProtocolError' } });
   });
 });
+
+// A gateway replica that sent a run can stop before the result arrives: another one asks the
+// pod's kernel with `recall` and the run's key (runtime/PROTOCOL.md, "Recall").
+describe('recalling a run in the python kernel', () => {
+  /** Until the kernel says a call runs (at most 5 s). */
+  const untilBusy = async (client: Session['client']): Promise<void> => {
+    for (let i = 0; i < 500 && !(await client.ping()).frame.busy; i++) await new Promise((r) => setTimeout(r, 10));
+  };
+  let session: Session | undefined;
+  afterEach(async () => {
+    await session?.stop();
+    session = undefined;
+  });
+
+  it('answers a recall made while the run goes on once it ends, after its client went away', async () => {
+    session = await startSession('python', ['--prestart']);
+    const { client, kernel } = session;
+    const sent = client.run('python', 'import time\nprint("before")\ntime.sleep(1)\nprint("after")\nraise SystemExit(3)', { key: 'run-a' });
+    sent.catch(() => undefined);
+    // Once the run has started, its client goes, as a stopped replica's stream.
+    await untilBusy(client);
+    await client.close();
+    const other = await kernel.connect();
+    try {
+      const { frame } = await other.request({ op: 'recall', key: 'run-a' });
+      expect(frame).toMatchObject({ type: 'result', status: 'ok', exitCode: 3, stdout: 'before\nafter\n', timedOut: false });
+      expect(frame).not.toHaveProperty('notFound');
+      // Asked again, the same answer at once.
+      expect((await other.request({ op: 'recall', key: 'run-a' })).frame).toMatchObject({ status: 'ok', exitCode: 3, stdout: 'before\nafter\n' });
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('answers with the kept result of a finished run, and notFound for a key it never ran', async () => {
+    session = await startSession('python', ['--prestart']);
+    const { client } = session;
+    const { frame: ran } = await client.run('python', 'print("hi")', { key: 'run-b' });
+    const { frame: recalled } = await client.request({ op: 'recall', key: 'run-b' });
+    expect(recalled).toEqual({ ...ran, id: recalled.id });
+    expect((await client.request({ op: 'recall', key: 'run-c' })).frame).toMatchObject({
+      type: 'result',
+      status: 'error',
+      notFound: true,
+      error: { ename: 'NotFound' },
+    });
+    // A session call (exec) is never kept under a key.
+    await client.exec('print(2)');
+    expect((await client.request({ op: 'recall', key: 'run-b' })).frame).toMatchObject({ status: 'ok', stdout: 'hi\n' });
+  });
+
+  it('lets at most 16 recalls wait for a running run; one more is answered busy at once', async () => {
+    session = await startSession('python', ['--prestart']);
+    const { client } = session;
+    const running = client.run('python', 'import time\ntime.sleep(1)\nprint("done")', { key: 'run-d' });
+    await untilBusy(client);
+    const waiting = Array.from({ length: 16 }, () => client.request({ op: 'recall', key: 'run-d' }));
+    // Sent after the 16 on the same connection: the kernel reads them in order.
+    const extra = (await client.request({ op: 'recall', key: 'run-d' })).frame;
+    expect(extra).toMatchObject({ status: 'error', busy: true, error: { ename: 'KernelBusy' } });
+    for (const r of await Promise.all(waiting)) expect(r.frame).toMatchObject({ status: 'ok', stdout: 'done\n' });
+    expect((await running).frame).toMatchObject({ status: 'ok', stdout: 'done\n' });
+  });
+
+  it.each([
+    ['a recall without a key', { op: 'recall' }, /"key" is required/],
+    ['a recall with a key that is not a string', { op: 'recall', key: 7 }, /"key" must be a string/],
+    ['a recall with an over-long key', { op: 'recall', key: 'k'.repeat(65) }, /"key" must be a string of 1 to 64/],
+    ['a run with a key that is not a string', { op: 'run', language: 'python', code: 'print(1)', key: ['x'] }, /"key" must be a string/],
+  ])('rejects %s with a ProtocolError', async (_name, message, evalue) => {
+    session = await startSession('python');
+    const { frame } = await session.client.request(message);
+    expect(frame).toMatchObject({ type: 'result', status: 'error', error: { ename: 'ProtocolError' } });
+    expect((frame as { error: { evalue: string } }).error.evalue).toMatch(evalue);
+  });
+});
