@@ -12,10 +12,11 @@ export interface ControllerMetrics {
   /** A session's own pod: creation to Ready (a warm claim is timed by the pool). */
   podStarted(start: 'warm' | 'cold', seconds: number): void;
   /**
-   * A run whose executor stopped before it recorded the outcome, failed here (ExecFailed): its
-   * executor never counted its end, so this replica does (runtime: a closed set).
+   * A run whose executor stopped before it recorded the outcome, ended here: with the outcome read
+   * back from its pod, or Failed (ExecFailed). Its executor never counted its end, so this replica
+   * does (phase and reason: the API's closed sets; runtime: a closed set).
    */
-  orphanFailed(runtime: string): void;
+  orphanEnded(phase: string, reason: string, runtime: string): void;
   /** Gateway replicas this process sees renewing their replica Lease (itself included). */
   replicasAlive(count: number): void;
   /** A replica judged gone: `released` (it deleted its Lease: an orderly stop) or `expired` (it stopped renewing). */

@@ -23,7 +23,7 @@ import {
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_RESERVED_BY } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { ControllerMetrics } from './metrics.js';
@@ -32,9 +32,9 @@ import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from '../runs/executor.js';
 import { decideRun, lostAfterMs, ttlRemainingMs } from './run-decision.js';
 import type { ReplicaLiveness } from './replica-liveness.js';
-import { failedStatus } from '../runs/status.js';
 import type { RunSlots } from '../limits/run-slots.js';
 import { WorkQueue } from './workqueue.js';
+import { reservationLabel } from './pool-reservation.js';
 
 const CONTROLLER = 'sandboxrun';
 
@@ -179,16 +179,17 @@ export class SandboxRunController {
         // An audit record is never claimed (a claimed one would look executable): the
         // resourceVersion of the cached copy lets only one replica close it.
         if (auditRecord) return this.closeAuditRecord(run, decision.message, now);
-        // Claim first, so only one replica writes the failure.
+        // Claim first, so only one replica records the outcome.
         const claimed = await this.claim(run);
         if (!claimed) return;
-        // How long the code ran is unknown (its executor is gone): no durationMs, rather than the
-        // time until this failure was declared.
-        const { durationMs: _unknown, ...status } = failedStatus(claimed, Reasons.ExecFailed, decision.message, now);
-        await this.d.executor.record.patchStatus(claimed, status, this.d.log);
-        // `kubectl describe` tells how every run ended, this one too.
-        this.d.executor.record.recordOutcome(claimed, { phase: 'Failed', reason: Reasons.ExecFailed, message: decision.message });
-        this.d.metrics?.orphanFailed(normalizeLanguage(claimed.spec.language));
+        // The pod that carries the run may still know how it ended (its kernel keeps the result):
+        // then that is recorded; otherwise the run ends Failed with the decision's message. In the
+        // background: the code may still run for up to its timeout, and the run is busy here
+        // meanwhile (the executor's settling), so no later look decides again.
+        const budget = lostAfterMs(claimed, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds);
+        void this.d.executor.recover(claimed, this.markerPods(claimed, executor), decision.message, budget).then((ended) => {
+          if (ended) this.d.metrics?.orphanEnded(ended.phase, ended.reason, normalizeLanguage(claimed.spec.language));
+        });
         return;
       }
     }
@@ -203,6 +204,20 @@ export class SandboxRunController {
     const uid = run.metadata.uid;
     if (run.status?.phase === 'Running' || run.status?.startTime !== undefined) return true;
     return this.d.pods.list(run.metadata.namespace).some((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
+  }
+
+  /**
+   * The live pods that may carry a run whose executor is gone: the one it owns (its cold pod, or
+   * the pool pod its claim patched) or, without one, the pool pods its executor had reserved (a
+   * warm run's code starts in one before the pod is made the run's: pool-reservation.ts).
+   */
+  private markerPods(run: Pick<SandboxRun, 'metadata'>, executor: string | undefined): string[] {
+    const uid = run.metadata.uid;
+    const live = this.d.pods.list(run.metadata.namespace).filter((p) => p.metadata?.deletionTimestamp === undefined);
+    const owned = live.filter((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
+    const reservedBy = executor === undefined ? undefined : reservationLabel(executor);
+    const pods = owned.length > 0 ? owned : live.filter((p) => reservedBy !== undefined && p.metadata?.labels?.[LABEL_RESERVED_BY] === reservedBy);
+    return pods.map((p) => p.metadata?.name ?? '').filter((name) => name !== '');
   }
 
   /** The whole run (with its code), read once when it is about to execute. */

@@ -81,6 +81,7 @@ export const ResultFrameSchema = z.object({
   leftovers: optional(count),
   busy: optional(z.boolean()),
   notIsolated: optional(z.boolean()),
+  notFound: optional(z.boolean()),
 });
 
 /** The kernel says a request of ours was not a frame (a gateway bug, or a forged frame). */
@@ -132,6 +133,11 @@ export interface KernelResult {
    * call (the pod's own code could as well have failed it).
    */
   notIsolated?: true;
+  /**
+   * The answer to a `recall` of a key the kernel never ran (runtime/PROTOCOL.md, "Recall"): it
+   * knows nothing of that run. Only on an "error" result.
+   */
+  notFound?: true;
 }
 
 /**
@@ -172,6 +178,7 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   if (f.leftovers != null) out.leftovers = f.leftovers;
   if (f.busy === true && f.status === 'error') out.busy = true;
   if (f.notIsolated === true && f.status === 'error') out.notIsolated = true;
+  if (f.notFound === true && f.status === 'error') out.notFound = true;
   out.truncated = f.truncated || cut;
   return out;
 }

@@ -55,6 +55,8 @@ export interface KernelExecRequest {
 /** A one-shot run (op "run"): the code as a fresh program, for a transient run in a pool pod. */
 export interface KernelRunRequest extends KernelExecRequest {
   language: 'python' | 'bash' | 'sh' | 'node';
+  /** The run's name: the kernel keeps the result under it for a later `recall` (recall()). */
+  key?: string;
 }
 
 /** Bytes of the relay's stderr kept for the error message (the relay is in the pod: untrusted). */
@@ -174,6 +176,16 @@ export class KernelConnection {
   /** Runs code as a fresh program (python kernels). Rejects with KernelConnectionError when the stream breaks. */
   run(req: KernelRunRequest, onOutput?: OutputListener, onCall?: CallHandler): Promise<KernelResult> {
     return this.call('run', req, onOutput, onCall);
+  }
+
+  /**
+   * The result of the run sent with `key`, read back by a client that did not see it (its
+   * executor stopped): waits while that run still goes on, for at most `timeoutMs`. A result with
+   * `notFound` means the kernel ran no such run. The kernel's answer is untrusted like any result.
+   */
+  async recall(key: string, capChars: number, timeoutMs: number): Promise<KernelResult> {
+    const r = await this.stream.request({ op: 'recall', key }, 'result', capChars, timeoutMs);
+    return r as KernelResult;
   }
 
   private async call(op: 'exec' | 'run', req: KernelExecRequest, onOutput?: OutputListener, onCall?: CallHandler): Promise<KernelResult> {

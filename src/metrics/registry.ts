@@ -1,7 +1,7 @@
 // Prometheus metrics on a private registry. Names follow controller-runtime where a dashboard
 // expects them; every label value comes from a closed set (phases, reasons, runtimes, results) —
 // never run names, pod names, sessions or users.
-import { ECOSYSTEMS, Reasons, SANDBOX_CHECKS, type Ecosystem } from '../api/v1alpha1/index.js';
+import { ECOSYSTEMS, SANDBOX_CHECKS, type Ecosystem } from '../api/v1alpha1/index.js';
 import type { InstallOutcome } from '../packages/installer.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { REPLICA_GONE, type ControllerMetrics } from '../controller/metrics.js';
@@ -258,7 +258,7 @@ export function createMetrics(): Metrics {
     leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
     replicasAlive: (count): void => void replicasAlive.set(count),
     replicaGone: (how): void => void replicasGone.inc({ how }),
-    orphanFailed: (runtime): void => void runsTotal.inc({ phase: 'Failed', reason: Reasons.ExecFailed, runtime }),
+    orphanEnded: (phase, reason, runtime): void => void runsTotal.inc({ phase, reason, runtime }),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
     networkPolicy: {
       restored: (cause): void => void policyRestores.inc({ cause }),

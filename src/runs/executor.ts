@@ -48,6 +48,11 @@ import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './type
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
+/**
+ * The least time a recovery waits for a kernel's answer (recover): a run past its budget has long
+ * ended in its kernel, which then answers at once; this only covers opening the stream.
+ */
+const RECALL_MIN_WAIT_MS = 20_000;
 
 export interface RunMetricsSink {
   /** `start`: where the code ran (absent when it never ran; then `seconds` is 0). */
@@ -468,6 +473,65 @@ export class RunExecutor {
     if (run.uid !== undefined) this.startedHere.delete(run.uid);
     if (run.key === undefined) return;
     for (const [uid, key] of this.startedHere) if (key === run.key) this.startedHere.delete(uid);
+  }
+
+  /**
+   * Records the outcome of a run that may have started and whose executor is gone (another
+   * replica found stopped, or an outcome never recorded), claimed by this process. The kernel of
+   * the pod that carries it (`podName`: its cold pod or claimed pool pod) keeps the result of the
+   * run it executed and, while the code still runs, answers once it ends (within `budgetMs`):
+   * that outcome is recorded as its executor would have, then the pod goes. `pods` are the pods
+   * that may carry it, asked in turn (a kernel that never got the run says so at once). When
+   * nothing can tell (no pod, a run in a session, a kernel gone or one that never got the run),
+   * the run ends Failed with `message`. Never starts the code. Resolves to how the run ended.
+   */
+  recover(run: SandboxRun, pods: readonly string[], message: string, budgetMs: number): Promise<Classification | undefined> {
+    const uid = run.metadata.uid ?? '';
+    const ns = this.record.namespaceOf(run);
+    const log = this.d.log.child({ sandboxrun: `${ns}/${run.metadata.name}` });
+    let ended: Classification | undefined;
+    const work = (async () => {
+      let executed: Executed | undefined;
+      let podName: string | undefined;
+      for (const name of run.spec.session === undefined ? pods : []) {
+        executed = await this.inPod.recall(run, ns, name, Math.max(budgetMs, RECALL_MIN_WAIT_MS));
+        if (executed) {
+          podName = name;
+          break;
+        }
+      }
+      if (!executed || podName === undefined) {
+        // How long the code ran is unknown: no durationMs, rather than the time until now.
+        const { durationMs: _unknown, ...status } = failedStatus(run, Reasons.ExecFailed, message, new Date());
+        await this.record.patchStatus(run, status, log);
+        this.record.recordOutcome(run, { phase: 'Failed', reason: Reasons.ExecFailed, message });
+        ended = { phase: 'Failed', reason: Reasons.ExecFailed, message };
+        return;
+      }
+      const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run, this.d.opts));
+      const { durationMs: _sinceStart, ...completed } = completedStatus(run, c, executed.captured, { end: new Date() });
+      const status = this.record.fit(run, {
+        ...completed,
+        // The kernel timed the code; the time since the run's start would count the recovery too.
+        ...(executed.durationMs !== undefined && { durationMs: executed.durationMs }),
+        podName,
+      });
+      await this.record.patchStatus(run, status, log);
+      this.d.events.record(
+        { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
+        'Normal',
+        'Recovered',
+        'Recover',
+        `The gateway replica executing this run stopped before it recorded the outcome; the outcome was read back from pod ${podName}.`,
+      );
+      // The pod is the marker that the code started: it goes only now that the outcome is stored.
+      this.deletePod(ns, podName, log);
+      this.record.recordOutcome(run, c);
+      log.info({ phase: c.phase, reason: c.reason }, 'Recovered the outcome of a SandboxRun whose executor stopped');
+      ended = c;
+    })();
+    this.settle(run, work);
+    return (this.settling.get(uid) ?? work).then(() => ended);
   }
 
   /**

@@ -7,6 +7,7 @@ import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
+import type { KernelResult } from '../exec/frames.js';
 import { KernelConnectionError, KernelUnreachableError, type CallHandler, type KernelConnections } from '../exec/kernel.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
@@ -27,6 +28,8 @@ export interface Executed {
   captured: { stdout: string; stderr: string; stdoutBytes: number; stderrBytes: number; truncated: boolean };
   /** Images, HTML and tables the code displayed (kernel runs only): for the caller, never stored. */
   display?: DisplayItem[];
+  /** How long the code ran, by the kernel's clock (kernel runs only). */
+  durationMs?: number;
 }
 
 /** The sandbox NetworkPolicy, checked just before code is sent (src/controller/network-policy.ts). */
@@ -52,6 +55,15 @@ export interface InPodDeps {
 export type OnOutput = (stream: 'stdout' | 'stderr', text: string) => void;
 
 const NOTHING_CAPTURED = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
+
+/**
+ * Whether a kernel's answer to a recall holds no outcome: it never ran that run (notFound), too
+ * many recalls already wait for it (busy), or it is a kernel of a version before recall (it
+ * refuses the op as a ProtocolError). Anything else is the run's result.
+ */
+export function recalledNothing(r: Pick<KernelResult, 'status' | 'notFound' | 'busy' | 'error'>): boolean {
+  return r.notFound === true || r.busy === true || (r.status === 'error' && r.error?.ename === 'ProtocolError');
+}
 
 /** Code that was never started, and why. */
 function notRun(why: string, podGone: boolean): Executed {
@@ -128,6 +140,9 @@ export class InPodExecution {
       const r = await conn.run(
         {
           language: runtime,
+          // The kernel keeps the result under the run's name: a replica that finds this one gone
+          // reads it back (RunExecutor.recover) instead of recording the outcome as unknown.
+          key: run.metadata.name,
           code: run.spec.code,
           timeoutMs: run.spec.timeoutSeconds * 1000,
           capChars: this.d.outputCapChars,
@@ -139,25 +154,7 @@ export class InPodExecution {
       );
       if (r.notIsolated) return notRun(NOT_ISOLATED_MESSAGE, this.podGone(ns, podName));
       checked?.();
-      const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
-      const verdict = reported ? undefined : await this.podVerdict(ns, podName);
-      return {
-        facts: {
-          exitCode: r.exitCode,
-          timedOut: r.timedOut ?? r.status === 'timeout',
-          oomKilled: r.oomKilled ?? false,
-          processLimit: r.processLimit === true,
-          ...(r.diskFull === 'workspace' || r.diskFull === 'tmp' ? { diskFull: r.diskFull } : {}),
-          ...(typeof r.leftovers === 'number' && Number.isSafeInteger(r.leftovers) && r.leftovers >= 0 && { leftovers: r.leftovers }),
-          ...(verdict !== undefined && { podFailure: verdict }),
-          runnerReported: reported,
-          execError: reported ? undefined : `${r.error?.ename ?? 'KernelError'}: ${r.error?.evalue ?? r.status}`,
-          watchdogFired: false,
-          podGone: this.podGone(ns, podName),
-        },
-        captured: { stdout: r.stdout, stderr: r.stderr, stdoutBytes: r.stdoutBytes, stderrBytes: r.stderrBytes, truncated: r.truncated },
-        ...(r.display !== undefined && { display: r.display }),
-      };
+      return await this.fromKernel(r, ns, podName);
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       // The kernel's stream ended without a result: an OOM kill of the container or an eviction
@@ -182,6 +179,51 @@ export class InPodExecution {
       // Closing the stream waits until the reply has gone out; the pod is deleted anyway.
       setImmediate(() => this.kernels?.drop(ns, podName));
     }
+  }
+
+  /**
+   * What the kernel of `podName` did with `run`, read back after the replica that sent it stopped
+   * (the kernel keeps a run's result under its name, and answers a recall made while the run still
+   * goes on once it ends, within `timeoutMs`). Undefined when the pod cannot tell: its kernel is
+   * gone or unreachable, or it never ran this run. Nothing here starts code.
+   */
+  async recall(run: SandboxRun, ns: string, podName: string, timeoutMs: number): Promise<Executed | undefined> {
+    if (!this.kernels) return undefined;
+    try {
+      const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+      const r = await conn.recall(run.metadata.name, this.d.outputCapChars, timeoutMs);
+      if (recalledNothing(r)) return undefined;
+      return await this.fromKernel(r, ns, podName);
+    } catch (err) {
+      if (err instanceof KernelConnectionError) return undefined;
+      throw err;
+    } finally {
+      setImmediate(() => this.kernels?.drop(ns, podName));
+    }
+  }
+
+  /** A kernel's result as facts; when the program's end was not reported, the pod's status may say why. */
+  private async fromKernel(r: KernelResult, ns: string, podName: string): Promise<Executed> {
+    const reported = (r.status === 'ok' || r.status === 'timeout') && r.exitCode !== undefined;
+    const verdict = reported ? undefined : await this.podVerdict(ns, podName);
+    return {
+      facts: {
+        exitCode: r.exitCode,
+        timedOut: r.timedOut ?? r.status === 'timeout',
+        oomKilled: r.oomKilled ?? false,
+        processLimit: r.processLimit === true,
+        ...(r.diskFull === 'workspace' || r.diskFull === 'tmp' ? { diskFull: r.diskFull } : {}),
+        ...(typeof r.leftovers === 'number' && Number.isSafeInteger(r.leftovers) && r.leftovers >= 0 && { leftovers: r.leftovers }),
+        ...(verdict !== undefined && { podFailure: verdict }),
+        runnerReported: reported,
+        execError: reported ? undefined : `${r.error?.ename ?? 'KernelError'}: ${r.error?.evalue ?? r.status}`,
+        watchdogFired: false,
+        podGone: this.podGone(ns, podName),
+      },
+      captured: { stdout: r.stdout, stderr: r.stderr, stdoutBytes: r.stdoutBytes, stderrBytes: r.stderrBytes, truncated: r.truncated },
+      ...(r.display !== undefined && { display: r.display }),
+      durationMs: r.durationMs,
+    };
   }
 
   /**

@@ -16,6 +16,7 @@ describe('parseKernelFrame', () => {
     ['a result with nulls for absent fields', { ...result, result: null, exitCode: null, error: null }],
     ['a busy result', { ...result, status: 'error', busy: true, error: { ename: 'KernelBusy', evalue: 'v', traceback: '' } }],
     ['a refusal for the network', { ...result, status: 'error', notIsolated: true, error: { ename: 'NetworkNotIsolated', evalue: 'v', traceback: '' } }],
+    ['a recall of a run the kernel never ran', { ...result, status: 'error', notFound: true, error: { ename: 'NotFound', evalue: 'v', traceback: '' } }],
     ['a kernel error frame', { type: 'error', message: 'malformed frame header' }],
   ])('accepts %s', (_name, frame) => {
     expect(parseKernelFrame(frame).ok).toBe(true);
@@ -41,6 +42,7 @@ describe('parseKernelFrame', () => {
     ['truncated as a string', { ...result, truncated: 'no' }],
     ['busy as a string', { ...result, busy: 'yes' }],
     ['notIsolated as a number', { ...result, notIsolated: 1 }],
+    ['notFound as a string', { ...result, notFound: 'yes' }],
     ['an exit code out of range', { ...result, exitCode: 2 ** 40 }],
     ['an error without a traceback', { ...result, error: { ename: 'E', evalue: 'v' } }],
     ['stdout missing', { id: '3', type: 'result', status: 'ok', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1 }],
@@ -81,6 +83,8 @@ describe('sanitizeResult', () => {
     ['drops busy: false', { ...result, status: 'error', busy: false }, { busy: undefined }],
     ['keeps notIsolated on an error result', { ...result, status: 'error', notIsolated: true }, { notIsolated: true }],
     ['drops notIsolated on a result that is not an error', { ...result, notIsolated: true }, { notIsolated: undefined }],
+    ['keeps notFound on an error result', { ...result, status: 'error', notFound: true }, { notFound: true }],
+    ['drops notFound on a result that is not an error', { ...result, notFound: true }, { notFound: undefined }],
   ])('%s', (_name, frame, expected) => {
     const out = sanitizeResult(frame as ResultFrame, 10);
     for (const [k, v] of Object.entries(expected)) expect(out[k as keyof typeof out]).toEqual(v);

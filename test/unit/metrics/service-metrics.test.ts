@@ -81,17 +81,19 @@ describe('service metrics', () => {
     expect(await m.registry.metrics()).toContain('controller_runtime_reconcile_errors_total{controller="sandboxrun"} 0');
   });
 
-  it('counts replicas alive and gone, and the runs failed for a gone executor under ExecFailed', async () => {
+  it('counts replicas alive and gone, and the runs a gone executor left under how they ended here', async () => {
     const m = createMetrics();
     m.replicasAlive(3);
     m.replicaGone('expired');
     m.replicaGone('released');
     m.replicaGone('released');
-    m.orphanFailed('bash');
+    m.orphanEnded('Failed', 'ExecFailed', 'bash');
+    m.orphanEnded('Succeeded', 'Succeeded', 'python');
     const text = await m.registry.metrics();
     expect(text).toContain('codemode_gateway_replicas 3');
     expect(text).toContain('codemode_gateway_replicas_gone_total{how="expired"} 1');
     expect(text).toContain('codemode_gateway_replicas_gone_total{how="released"} 2');
     expect(text).toContain('codemode_runs_total{phase="Failed",reason="ExecFailed",runtime="bash"} 1');
+    expect(text).toContain('codemode_runs_total{phase="Succeeded",reason="Succeeded",runtime="python"} 1');
   });
 });
