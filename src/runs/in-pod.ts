@@ -9,6 +9,7 @@ import type { DisplayItem } from '../exec/display.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import type { KernelResult } from '../exec/frames.js';
 import { KernelConnectionError, KernelUnreachableError, type CallHandler, type KernelConnections } from '../exec/kernel.js';
+import { KernelProtocolError } from '../exec/kernel-stream.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
 import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
@@ -21,6 +22,14 @@ import type { ExecutionFacts } from './status.js';
  * kubelet reports an OOM-killed container or an eviction a second or two after the stream ends).
  */
 const POD_VERDICT_WAIT_MS = 8000;
+/**
+ * How long past the run's timeout a run whose stream broke is still asked for its outcome: the
+ * kernel ends the code at the timeout (or gives up 2 s later) and keeps the result; this covers
+ * reaching it again (an API server or kubelet coming back).
+ */
+const RECALL_AFTER_BREAK_GRACE_MS = 30_000;
+/** Between attempts to reach a kernel again after its stream broke. */
+const RECALL_RETRY_MS = 1_000;
 
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 export interface Executed {
@@ -131,12 +140,15 @@ export class InPodExecution {
 
   /** A pod whose main process is the kernel (warm, or cold for code mode): the code runs as a fresh program (op "run"). */
   async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput, onCall?: CallHandler): Promise<Executed> {
+    /** performance.now() when the run frame was sent (undefined: not sent). */
+    let sentAt: number | undefined;
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
       const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
       const checked = this.d.policies.inPodCheck(ns, podName);
+      sentAt = performance.now();
       const r = await conn.run(
         {
           language: runtime,
@@ -157,6 +169,13 @@ export class InPodExecution {
       return await this.fromKernel(r, ns, podName);
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
+      // The stream broke after the run was sent (an API server or kubelet restart, a network
+      // break): the kernel runs the code to its end all the same and keeps the result, so it is
+      // asked again rather than the outcome recorded as unknown. Not a pod that broke the protocol.
+      if (sentAt !== undefined && !(err instanceof KernelProtocolError)) {
+        const again = await this.recallAfterBreak(run, ns, podName, sentAt + run.spec.timeoutSeconds * 1000 + RECALL_AFTER_BREAK_GRACE_MS);
+        if (again) return again;
+      }
       // The kernel's stream ended without a result: an OOM kill of the container or an eviction
       // ends it that way too, and the pod's status says so.
       const verdict = await this.podVerdict(ns, podName);
@@ -188,15 +207,42 @@ export class InPodExecution {
    * gone or unreachable, or it never ran this run. Nothing here starts code.
    */
   async recall(run: SandboxRun, ns: string, podName: string, timeoutMs: number): Promise<Executed | undefined> {
-    if (!this.kernels) return undefined;
+    const r = await this.recallOnce(run, ns, podName, timeoutMs);
+    return 'executed' in r ? r.executed : undefined;
+  }
+
+  /**
+   * recall(), tried again while the kernel cannot be reached and its container still runs, until
+   * `until` (performance.now()): after a stream broke, a new one needs the API server and the
+   * kubelet that may have broken it.
+   */
+  private async recallAfterBreak(run: SandboxRun, ns: string, podName: string, until: number): Promise<Executed | undefined> {
+    for (;;) {
+      const left = until - performance.now();
+      if (left <= 0 || podStopped(this.d.pods.get(ns, podName))) return undefined;
+      const r = await this.recallOnce(run, ns, podName, left);
+      if ('executed' in r) return r.executed;
+      if (r.nothing === 'none') return undefined;
+      await new Promise((resolve) => setTimeout(resolve, RECALL_RETRY_MS));
+    }
+  }
+
+  /** One recall: the outcome, or why there is none (`unreachable`: the kernel may answer later). */
+  private async recallOnce(
+    run: SandboxRun,
+    ns: string,
+    podName: string,
+    timeoutMs: number,
+  ): Promise<{ executed: Executed } | { nothing: 'none' | 'unreachable' }> {
+    if (!this.kernels) return { nothing: 'none' };
     try {
       const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
       const r = await conn.recall(run.metadata.name, this.d.outputCapChars, timeoutMs);
-      if (recalledNothing(r)) return undefined;
-      return await this.fromKernel(r, ns, podName);
+      if (recalledNothing(r)) return { nothing: 'none' };
+      return { executed: await this.fromKernel(r, ns, podName) };
     } catch (err) {
-      if (err instanceof KernelConnectionError) return undefined;
-      throw err;
+      if (!(err instanceof KernelConnectionError)) throw err;
+      return { nothing: err instanceof KernelProtocolError || this.podGone(ns, podName) ? 'none' : 'unreachable' };
     } finally {
       setImmediate(() => this.kernels?.drop(ns, podName));
     }

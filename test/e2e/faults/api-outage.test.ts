@@ -4,7 +4,7 @@
 // streams go on. Two proxies sit between the replica and the API server: an HTTPS one that can
 // refuse writes (helpers/api-write-proxy.ts), in front of a TCP one that resets or stalls
 // (helpers/api-proxy.ts). Runs and sessions in flight may fail, each with a reason; none runs
-// twice, none stays open.
+// twice, none stays open. A run whose exec stream broke is answered with its outcome all the same.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
@@ -100,6 +100,48 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
       expect(r.isError, text).toBe(true);
       expect(text).toMatch(/did not say whether SandboxRun \S+ was created/);
       expect(text).toMatch(/kubectl get sandboxrun \S+ -n /);
+    } finally {
+      p.setMode('pass');
+      await client.close();
+    }
+  });
+
+  // The kernel runs the code to its end whatever happens to the stream, and keeps the result: the
+  // replica asks for it again once it can reach the pod (src/runs/in-pod.ts recallAfterBreak).
+  it('answers a run whose exec stream broke mid-run with its whole outcome, read back from its pod', { timeout: 240_000 }, async () => {
+    const p = proxy as ApiProxy;
+    await mix?.close();
+    mix = undefined;
+    await stopGateway(gw);
+    gw = await startGateway(gatewayEnv(ns), await freePort(), (writes as ApiWriteProxy).kubeconfig);
+    const client = await connect(gw.url, 'current');
+    try {
+      const id = `t-broken-stream-${Date.now()}`;
+      const code = `import time\nprint("before", flush=True)\ntime.sleep(4)\nprint(${JSON.stringify(id)})`;
+      const call = client.callTool('execute_code', { code, timeout_seconds: 20 });
+      let name = '';
+      await until(
+        async () => {
+          const run = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(id));
+          name = run?.metadata.name ?? '';
+          return run?.status?.phase === 'Running';
+        },
+        60_000,
+        'the run Running',
+      );
+      // Every API connection of the replica, its exec stream to the kernel among them, is reset,
+      // and new ones are refused for 2 s while the code sleeps.
+      p.setMode('reset');
+      await new Promise((r) => setTimeout(r, 2_000));
+      p.setMode('pass');
+      const r = await call;
+      expect(r.isError, JSON.stringify(r.structuredContent)).toBeFalsy();
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', exit_code: 0, stdout: `before\n${id}\n` });
+      await until(async () => (await listRuns(k, ns)).find((x) => x.metadata.name === name)?.status?.phase === 'Succeeded', 60_000, 'the run recorded');
+      const run = (await listRuns(k, ns)).find((x) => x.metadata.name === name);
+      expect(run?.status).toMatchObject({ phase: 'Succeeded', stdout: `before\n${id}\n` });
+      // One pod ever carried it: the code ran once.
+      expect(ledger.count(run?.metadata.uid ?? '')).toBe(1);
     } finally {
       p.setMode('pass');
       await client.close();
