@@ -23,14 +23,14 @@ import {
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR, LABEL_RESERVED_BY } from '../api/v1alpha1/labels.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { ControllerMetrics } from './metrics.js';
 import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from '../runs/executor.js';
-import { decideRun, lostAfterMs, ttlRemainingMs } from './run-decision.js';
+import { decideRun, lostAfterMs, podsThatMayCarry, ttlRemainingMs } from './run-decision.js';
 import type { ReplicaLiveness } from './replica-liveness.js';
 import type { RunSlots } from '../limits/run-slots.js';
 import { WorkQueue } from './workqueue.js';
@@ -206,18 +206,9 @@ export class SandboxRunController {
     return this.d.pods.list(run.metadata.namespace).some((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
   }
 
-  /**
-   * The live pods that may carry a run whose executor is gone: the one it owns (its cold pod, or
-   * the pool pod its claim patched) or, without one, the pool pods its executor had reserved (a
-   * warm run's code starts in one before the pod is made the run's: pool-reservation.ts).
-   */
+  /** The live pods that may carry a run whose executor is gone (podsThatMayCarry). */
   private markerPods(run: Pick<SandboxRun, 'metadata'>, executor: string | undefined): string[] {
-    const uid = run.metadata.uid;
-    const live = this.d.pods.list(run.metadata.namespace).filter((p) => p.metadata?.deletionTimestamp === undefined);
-    const owned = live.filter((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
-    const reservedBy = executor === undefined ? undefined : reservationLabel(executor);
-    const pods = owned.length > 0 ? owned : live.filter((p) => reservedBy !== undefined && p.metadata?.labels?.[LABEL_RESERVED_BY] === reservedBy);
-    return pods.map((p) => p.metadata?.name ?? '').filter((name) => name !== '');
+    return podsThatMayCarry(this.d.pods.list(run.metadata.namespace), run.metadata.uid, executor === undefined ? undefined : reservationLabel(executor));
   }
 
   /** The whole run (with its code), read once when it is about to execute. */

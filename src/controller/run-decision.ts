@@ -5,7 +5,8 @@
 // the run (the cold pod it owns, or the pool pod its claim patched), or, for a run in a session, once
 // its Running status was written. The executor records the outcome before it removes the pod, so a
 // run with a marker and no outcome is never started again: it ends Failed with a reason instead.
-import { isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { LABEL_RESERVED_BY, isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
 
 export type RunDecision =
   /** Terminal and past its TTL. */
@@ -118,4 +119,18 @@ export function lostAfterMs(
   const packages = run.spec.session !== undefined ? packagesTimeoutSeconds : 0;
   const budget = (podStartupTimeoutSeconds + packages + run.spec.timeoutSeconds + 60) * 1000;
   return created + budget - now.getTime();
+}
+
+/**
+ * The live pods that may carry a run whose executor is gone, whose kernels are asked for its
+ * outcome (RunExecutor.recover): the pods the run owns (its cold pod, or the pool pod its claim
+ * patched) or, without one, the pool pods its executor had reserved (`reservedBy`: that
+ * replica's reservation label, pool-reservation.ts) — a warm run's code starts in one before the
+ * pod is made the run's. A pod being deleted can no longer be asked.
+ */
+export function podsThatMayCarry(pods: readonly V1Pod[], runUid: string | undefined, reservedBy: string | undefined): string[] {
+  const live = pods.filter((p) => p.metadata?.deletionTimestamp === undefined);
+  const owned = live.filter((p) => runUid !== undefined && p.metadata?.ownerReferences?.some((o) => o.uid === runUid));
+  const carriers = owned.length > 0 ? owned : live.filter((p) => reservedBy !== undefined && p.metadata?.labels?.[LABEL_RESERVED_BY] === reservedBy);
+  return carriers.map((p) => p.metadata?.name ?? '').filter((name) => name !== '');
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
-import { AUDIT_INCOMPLETE_MESSAGE, EXECUTOR_GONE_MESSAGE, decideRun, type RunFacts } from '../../../src/controller/run-decision.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { AUDIT_INCOMPLETE_MESSAGE, EXECUTOR_GONE_MESSAGE, decideRun, podsThatMayCarry, type RunFacts } from '../../../src/controller/run-decision.js';
 
 const run = (phase?: string): SandboxRun =>
   ({
@@ -106,5 +107,36 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
         }
       }
     }
+  });
+});
+
+/** A pod named `name`, owned by the run `owner` (uid) and/or reserved by `reservedBy`, maybe being deleted. */
+const pod = (name: string, o: { owner?: string; reservedBy?: string; deleting?: boolean } = {}): V1Pod => ({
+  metadata: {
+    name,
+    ...(o.owner && { ownerReferences: [{ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', name: 'r', uid: o.owner }] }),
+    ...(o.reservedBy && { labels: { 'codemode.dev/reserved-by': o.reservedBy } }),
+    ...(o.deleting && { deletionTimestamp: new Date() }),
+  },
+});
+
+describe('podsThatMayCarry (whose kernels a recovery asks)', () => {
+  it.each([
+    ['its own pod, not the reservations', [pod('own', { owner: 'u' }), pod('res', { reservedBy: 'h' })], ['own']],
+    ['its pool pod, already adopted and still labelled reserved', [pod('p', { owner: 'u', reservedBy: 'h' }), pod('res', { reservedBy: 'h' })], ['p']],
+    [
+      'without an own pod: every pod its executor reserved',
+      [pod('a', { reservedBy: 'h' }), pod('b', { reservedBy: 'h' }), pod('c', { reservedBy: 'x' })],
+      ['a', 'b'],
+    ],
+    ['another run’s pod is never asked', [pod('other', { owner: 'v' })], []],
+    ['a pod being deleted cannot be asked', [pod('own', { owner: 'u', deleting: true }), pod('res', { reservedBy: 'h' })], ['res']],
+    ['nothing at all', [], []],
+  ])('%s', (_name, pods, names) => {
+    expect(podsThatMayCarry(pods, 'u', 'h')).toEqual(names);
+  });
+
+  it('asks no reserved pod when the executor is unknown', () => {
+    expect(podsThatMayCarry([pod('res', { reservedBy: 'h' })], 'u', undefined)).toEqual([]);
   });
 });
