@@ -486,11 +486,9 @@ export class RunExecutor {
    * the run ends Failed with `message`. Never starts the code. Resolves to how the run ended.
    */
   recover(run: SandboxRun, pods: readonly string[], message: string, budgetMs: number): Promise<Classification | undefined> {
-    const uid = run.metadata.uid ?? '';
     const ns = this.record.namespaceOf(run);
     const log = this.d.log.child({ sandboxrun: `${ns}/${run.metadata.name}` });
-    let ended: Classification | undefined;
-    const work = (async () => {
+    const work = (async (): Promise<Classification> => {
       let executed: Executed | undefined;
       let podName: string | undefined;
       for (const name of run.spec.session === undefined ? pods : []) {
@@ -504,9 +502,9 @@ export class RunExecutor {
         // How long the code ran is unknown: no durationMs, rather than the time until now.
         const { durationMs: _unknown, ...status } = failedStatus(run, Reasons.ExecFailed, message, new Date());
         await this.record.patchStatus(run, status, log);
-        this.record.recordOutcome(run, { phase: 'Failed', reason: Reasons.ExecFailed, message });
-        ended = { phase: 'Failed', reason: Reasons.ExecFailed, message };
-        return;
+        const failed: Classification = { phase: 'Failed', reason: Reasons.ExecFailed, message };
+        this.record.recordOutcome(run, failed);
+        return failed;
       }
       const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run, this.d.opts));
       const { durationMs: _sinceStart, ...completed } = completedStatus(run, c, executed.captured, { end: new Date() });
@@ -528,10 +526,14 @@ export class RunExecutor {
       this.deletePod(ns, podName, log);
       this.record.recordOutcome(run, c);
       log.info({ phase: c.phase, reason: c.reason }, 'Recovered the outcome of a SandboxRun whose executor stopped');
-      ended = c;
+      return c;
     })();
-    this.settle(run, work);
-    return (this.settling.get(uid) ?? work).then(() => ended);
+    // Busy here until recorded (isBusy); a failure to record is logged there and resolves to undefined.
+    this.settle(
+      run,
+      work.then(() => undefined),
+    );
+    return work.catch(() => undefined);
   }
 
   /**
