@@ -21,10 +21,15 @@ function harness(): { stream: KernelStream; sent: Record<string, unknown>[]; clo
 const ok = (id: string, extra: Record<string, unknown> = {}): Buffer =>
   encodeFrame({ id, type: 'result', status: 'ok', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1, ...extra });
 
-async function callWith(...chunks: Buffer[]): Promise<{ outcome: PromiseSettledResult<unknown>; output: string[]; stream: KernelStream; closes: number }> {
+type Answered = { outcome: PromiseSettledResult<unknown>; output: string[]; stream: KernelStream; closes: number };
+
+/** A call (an exec) answered with `chunks`. */
+const callWith = (...chunks: Buffer[]): Promise<Answered> => answer({ op: 'exec', code: '' }, chunks);
+
+async function answer(message: Record<string, unknown>, chunks: Buffer[]): Promise<Answered> {
   const { stream, closed } = harness();
   const output: string[] = [];
-  const call = stream.request({ op: 'exec', code: '' }, 'result', CAP, 60_000, (s, t) => output.push(`${s}:${t}`));
+  const call = stream.request(message, 'result', CAP, 60_000, (s, t) => output.push(`${s}:${t}`));
   for (const c of chunks) stream.receive(c);
   stream.fail('end of test'); // settles a call that got no answer
   const [outcome] = await Promise.allSettled([call]);
@@ -114,6 +119,31 @@ describe('KernelStream', () => {
       status: 'fulfilled',
       value: { stdout: 'o'.repeat(CAP), stdoutBytes: CAP, result: 'r'.repeat(CAP), truncated: true, error: { evalue: 'v'.repeat(CAP) } },
     });
+  });
+
+  // A recall's answer (a replica reading back a run whose executor stopped) comes from the pod like
+  // any result: the same bounds, and a lie fails or cuts only this stream's answer.
+  it.each([
+    [
+      'a recalled result over the cap',
+      [ok('1', { stdout: 'o'.repeat(500), stdoutBytes: 500 })],
+      { status: 'fulfilled', value: { stdout: 'o'.repeat(CAP), truncated: true } },
+    ],
+    ['a forged notFound on a success (dropped)', [ok('1', { notFound: true })], { status: 'fulfilled', value: { status: 'ok' } }],
+    ['a notFound that is not a boolean', [ok('1', { status: 'error', notFound: 'yes' })], { status: 'rejected' }],
+    ['a frame above the limit', [Buffer.from(`${64 * 1024 * 1024}\n`)], { status: 'rejected' }],
+    ['a flood of answers for other ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), { status: 'rejected' }],
+  ])('reads %s in answer to a recall as it reads any result', async (_name, chunks, expected) => {
+    const { outcome, stream } = await answer({ op: 'recall', key: 'run-a' }, chunks);
+    expect(outcome).toMatchObject(expected);
+    if (outcome.status === 'rejected') {
+      expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(KernelProtocolError);
+      expect(stream.breach).toBeDefined();
+    } else {
+      // Only an error answer can say the kernel never ran the run.
+      expect(outcome.value).not.toHaveProperty('notFound');
+      expect(stream.breach).toBeUndefined();
+    }
   });
 
   it("keeps a listener's exception away from the stream", async () => {
