@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 33). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 34). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '57d3c0a2a29ed846382594f3f82e472dc9917a71';
+export const PREVIOUS_RELEASE = '69ab16fb894ba88db4b34235b6a72e03cb7a963c';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
