@@ -15,6 +15,7 @@ const { nowTicks, killStartedSince } = require('./procs.js');
 const { NodeSession, ExitRequest } = require('./session.js');
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
 const display = require('./display.js');
+const { Outcomes, checkKey } = require('./outcomes.js');
 
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
@@ -105,6 +106,7 @@ const watchdog = new Worker(path.join(__dirname, 'watchdog.js'), { workerData: {
 watchdog.unref();
 let busy = false;
 let seq = 0;
+const outcomes = new Outcomes(errorResult);
 
 async function execute(conn, req) {
   // After the gateway saw the NetworkPolicy restored: no code starts before this pod has no
@@ -184,15 +186,21 @@ function dispatch(conn, msg) {
   const reply = (result) => conn.send({ ...capError(result, cap), id: msg.id, type: 'result' });
   if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
   if (msg.op === 'callResult') return tools.deliver(msg); // the answer to a nested tool call (tools.js)
-  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping" or "reset"`));
+  // The outcome of a call whose client's stream broke (PROTOCOL.md, "Recall"): sent as it was.
+  if (msg.op === 'recall') return outcomes.recall(msg.key, (result) => conn.send({ ...result, id: msg.id, type: 'result' }));
+  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping", "reset" or "recall"`));
   let req = msg;
   try {
-    if (msg.op === 'exec') req = checkExec(msg);
+    if (msg.op === 'exec') {
+      req = checkExec(msg);
+      checkKey(msg.key);
+    }
   } catch (err) {
     return reply(errorResult('ProtocolError', err.message));
   }
   if (busy) return reply(busyResult());
   busy = true;
+  if (req.op === 'exec') outcomes.started(req.key);
   const run = req.op === 'exec' ? execute(conn, req) : resetSession();
   run
     .catch((err) => {
@@ -203,7 +211,9 @@ function dispatch(conn, msg) {
       const items = req.op === 'exec' ? displayed(req) : [];
       busy = false; // free before replying, so the client's next request never sees it busy
       for (const item of items) conn.send({ ...item, id: msg.id, type: 'display' });
-      reply(result);
+      const final = capError(result, cap);
+      conn.send({ ...final, id: msg.id, type: 'result' });
+      if (req.op === 'exec') outcomes.finished(req.key, final);
     });
 }
 

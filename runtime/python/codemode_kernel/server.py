@@ -333,16 +333,16 @@ class KernelServer:
         try:
             if op in ("exec", "run"):
                 msg = check_exec(msg)
+                check_key(msg.get("key"))
             if op == "run":
                 check_run(msg)
-                check_key(msg.get("key"))
         except ValueError as err:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
             return
         if not self._busy.acquire(blocking=False):
             conn.send(dict(busy_result(), id=call_id, type="result"))
             return
-        if op == "run":
+        if op in ("exec", "run"):
             self._outcomes.started(msg.get("key"))
         self._calls.put((conn, msg))
 
@@ -356,15 +356,18 @@ def check_key(key):
 
 
 def not_found_result(key):
-    """The answer to a recall of a key this kernel never ran: nothing is known of it here."""
-    return dict(error_result("NotFound", "this kernel ran no run with key %s" % key[:MAX_KEY_CHARS]), notFound=True)
+    """The answer to a recall of a key this kernel does not keep: it never ran it, or ran a keyed
+    call after it."""
+    return dict(error_result("NotFound", "this kernel keeps no result with key %s" % key[:MAX_KEY_CHARS]), notFound=True)
 
 
 class Outcomes:
-    """The result of the last keyed `run`, kept for a client that lost its connection before the
-    result arrived (a gateway replica that stopped): it asks with `recall`, and a recall made while
-    that run still goes on is answered when it ends. One run's result only: a pool pod serves one
-    run. Its size is bounded like any result (capChars)."""
+    """The result of the last keyed `run` or `exec`, kept for a client that lost its connection
+    before the result arrived (its exec stream broke, or its gateway replica stopped): it asks with
+    `recall`, and a recall made while that call still goes on is answered when it ends. One call's
+    result only: a pool pod serves one run, and a session's client recalls right after the break
+    (a later call replaces it: the recall then gets notFound). Its size is bounded like any result
+    (capChars)."""
 
     def __init__(self):
         self._lock = threading.Lock()

@@ -207,7 +207,7 @@ describe('recalling a run in the python kernel', () => {
       notFound: true,
       error: { ename: 'NotFound' },
     });
-    // A session call (exec) is never kept under a key.
+    // A call sent without a key replaces nothing.
     await client.exec('print(2)');
     expect((await client.request({ op: 'recall', key: 'run-b' })).frame).toMatchObject({ status: 'ok', stdout: 'hi\n' });
   });
@@ -230,8 +230,67 @@ describe('recalling a run in the python kernel', () => {
     ['a recall with a key that is not a string', { op: 'recall', key: 7 }, /"key" must be a string/],
     ['a recall with an over-long key', { op: 'recall', key: 'k'.repeat(65) }, /"key" must be a string of 1 to 64/],
     ['a run with a key that is not a string', { op: 'run', language: 'python', code: 'print(1)', key: ['x'] }, /"key" must be a string/],
+    ['a session call with an empty key', { op: 'exec', code: 'print(1)', key: '' }, /"key" must be a string of 1 to 64/],
   ])('rejects %s with a ProtocolError', async (_name, message, evalue) => {
     session = await startSession('python');
+    const { frame } = await session.client.request(message);
+    expect(frame).toMatchObject({ type: 'result', status: 'error', error: { ename: 'ProtocolError' } });
+    expect((frame as { error: { evalue: string } }).error.evalue).toMatch(evalue);
+  });
+});
+
+// A session call whose exec stream broke (an API server or kubelet restart) is read back the same
+// way: the gateway sends each call with a key of its own and recalls it over a new stream.
+describe.each([
+  ['python', 'import time\nprint("before")\ntime.sleep(1)\nprint("after")\nx = 41', 'x + 1', '42'],
+  ['bash', 'echo before; sleep 1; echo after; x=41', 'echo $((x + 1))', undefined],
+  ['node', 'console.log("before"); await new Promise((r) => setTimeout(r, 1000)); console.log("after"); globalThis.x = 41', 'x + 1', '42'],
+] as const)('recalling a session call in the %s kernel', (language, slow, next, nextResult) => {
+  let session: Session | undefined;
+  afterEach(async () => {
+    await session?.stop();
+    session = undefined;
+  });
+
+  it('answers a recall of a call whose client went away once it ends; the state it made stays', async () => {
+    session = await startSession(language);
+    const { client, kernel } = session;
+    const sent = client.exec(slow, { key: 'call-a' });
+    sent.catch(() => undefined);
+    for (let i = 0; i < 500 && !(await client.ping()).frame.busy; i++) await new Promise((r) => setTimeout(r, 10));
+    await client.close();
+    const other = await kernel.connect();
+    try {
+      const { frame } = await other.request({ op: 'recall', key: 'call-a' });
+      expect(frame).toMatchObject({ type: 'result', status: 'ok', stdout: 'before\nafter\n' });
+      expect(frame).not.toHaveProperty('notFound');
+      const after = (await other.exec(next)).frame;
+      expect(after.status).toBe('ok');
+      if (nextResult === undefined) expect(after.stdout).toBe('42\n');
+      else expect(after.result).toBe(nextResult);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('keeps the last keyed call only: a later one replaces it, an unkeyed one does not', async () => {
+    session = await startSession(language);
+    const { client } = session;
+    const { frame: first } = await client.exec(language === 'node' ? 'console.log(1)' : language === 'bash' ? 'echo 1' : 'print(1)', { key: 'call-b' });
+    expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toEqual({ ...first, id: expect.any(String) });
+    await client.exec(next);
+    expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toMatchObject({ stdout: '1\n' });
+    await client.exec(next, { key: 'call-c' });
+    expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toMatchObject({ status: 'error', notFound: true, error: { ename: 'NotFound' } });
+    expect((await client.request({ op: 'recall', key: 'call-c' })).frame).not.toHaveProperty('notFound');
+  });
+
+  it.each([
+    ['a recall without a key', { op: 'recall' }, /"key" is required/],
+    ['a recall with an over-long key', { op: 'recall', key: 'k'.repeat(65) }, /"key" must be a string of 1 to 64/],
+    ['a call with a key that is not a string', { op: 'exec', code: '1', key: 5 }, /"key" must be a string/],
+  ])('rejects %s with a ProtocolError', async (_name, message, evalue) => {
+    session = await startSession(language);
     const { frame } = await session.client.request(message);
     expect(frame).toMatchObject({ type: 'result', status: 'error', error: { ename: 'ProtocolError' } });
     expect((frame as { error: { evalue: string } }).error.evalue).toMatch(evalue);
