@@ -50,13 +50,13 @@ export interface KernelExecRequest {
   stdin?: string;
   /** The kernel first checks that its pod has no network, and refuses the call (notIsolated) if it has. */
   netcheck?: boolean;
+  /** The call's key (a run's name, a session call's id): the kernel keeps its result under it for a later `recall` (recall()). */
+  key?: string;
 }
 
 /** A one-shot run (op "run"): the code as a fresh program, for a transient run in a pool pod. */
 export interface KernelRunRequest extends KernelExecRequest {
   language: 'python' | 'bash' | 'sh' | 'node';
-  /** The run's name: the kernel keeps the result under it for a later `recall` (recall()). */
-  key?: string;
 }
 
 /** Bytes of the relay's stderr kept for the error message (the relay is in the pod: untrusted). */
@@ -179,9 +179,10 @@ export class KernelConnection {
   }
 
   /**
-   * The result of the run sent with `key`, read back by a client that did not see it (its
-   * executor stopped): waits while that run still goes on, for at most `timeoutMs`. A result with
-   * `notFound` means the kernel ran no such run. The kernel's answer is untrusted like any result.
+   * The result of the call sent with `key`, read back by a client that did not see it (its stream
+   * broke, or its executor stopped): waits while that call still goes on, for at most `timeoutMs`.
+   * A result with `notFound` means the kernel keeps no result under the key (src/exec/recall.ts).
+   * The kernel's answer is untrusted like any result.
    */
   async recall(key: string, capChars: number, timeoutMs: number): Promise<KernelResult> {
     const r = await this.stream.request({ op: 'recall', key }, 'result', capChars, timeoutMs);

@@ -14,6 +14,7 @@ import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS
 import type { KubeClients } from '../kube/clients.js';
 import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
 import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
+import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget } from '../exec/recall.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { ExecutionFacts } from './status.js';
 
@@ -22,15 +23,6 @@ import type { ExecutionFacts } from './status.js';
  * kubelet reports an OOM-killed container or an eviction a second or two after the stream ends).
  */
 const POD_VERDICT_WAIT_MS = 8000;
-/**
- * How long past the run's timeout a run whose stream broke is still asked for its outcome: the
- * kernel ends the code at the timeout (or gives up 2 s later) and keeps the result; this covers
- * reaching it again (an API server or kubelet coming back).
- */
-const RECALL_AFTER_BREAK_GRACE_MS = 30_000;
-/** Between attempts to reach a kernel again after its stream broke. */
-const RECALL_RETRY_MS = 1_000;
-
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 export interface Executed {
   facts: ExecutionFacts;
@@ -64,15 +56,6 @@ export interface InPodDeps {
 export type OnOutput = (stream: 'stdout' | 'stderr', text: string) => void;
 
 const NOTHING_CAPTURED = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
-
-/**
- * Whether a kernel's answer to a recall holds no outcome: it never ran that run (notFound), too
- * many recalls already wait for it (busy), or it is a kernel of a version before recall (it
- * refuses the op as a ProtocolError). Anything else is the run's result.
- */
-export function recalledNothing(r: Pick<KernelResult, 'status' | 'notFound' | 'busy' | 'error'>): boolean {
-  return r.notFound === true || r.busy === true || (r.status === 'error' && r.error?.ename === 'ProtocolError');
-}
 
 /** Code that was never started, and why. */
 function notRun(why: string, podGone: boolean): Executed {
@@ -207,45 +190,34 @@ export class InPodExecution {
    * gone or unreachable, or it never ran this run. Nothing here starts code.
    */
   async recall(run: SandboxRun, ns: string, podName: string, timeoutMs: number): Promise<Executed | undefined> {
-    const r = await this.recallOnce(run, ns, podName, timeoutMs);
-    return 'executed' in r ? r.executed : undefined;
-  }
-
-  /**
-   * recall(), tried again while the kernel cannot be reached and its container still runs, until
-   * `until` (performance.now()): after a stream broke, a new one needs the API server and the
-   * kubelet that may have broken it.
-   */
-  private async recallAfterBreak(run: SandboxRun, ns: string, podName: string, until: number): Promise<Executed | undefined> {
-    for (;;) {
-      const left = until - performance.now();
-      if (left <= 0 || podStopped(this.d.pods.get(ns, podName))) return undefined;
-      const r = await this.recallOnce(run, ns, podName, left);
-      if ('executed' in r) return r.executed;
-      if (r.nothing === 'none') return undefined;
-      await new Promise((resolve) => setTimeout(resolve, RECALL_RETRY_MS));
-    }
-  }
-
-  /** One recall: the outcome, or why there is none (`unreachable`: the kernel may answer later). */
-  private async recallOnce(
-    run: SandboxRun,
-    ns: string,
-    podName: string,
-    timeoutMs: number,
-  ): Promise<{ executed: Executed } | { nothing: 'none' | 'unreachable' }> {
-    if (!this.kernels) return { nothing: 'none' };
+    if (!this.kernels) return undefined;
     try {
-      const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
-      const r = await conn.recall(run.metadata.name, this.d.outputCapChars, timeoutMs);
-      if (recalledNothing(r)) return { nothing: 'none' };
-      return { executed: await this.fromKernel(r, ns, podName) };
-    } catch (err) {
-      if (!(err instanceof KernelConnectionError)) throw err;
-      return { nothing: err instanceof KernelProtocolError || this.podGone(ns, podName) ? 'none' : 'unreachable' };
+      const r = await recallOnce(this.recallTarget(this.kernels, run, ns, podName), timeoutMs);
+      return 'result' in r ? await this.fromKernel(r.result, ns, podName) : undefined;
     } finally {
       setImmediate(() => this.kernels?.drop(ns, podName));
     }
+  }
+
+  /** recall() after this replica's own stream broke: tried again while the pod runs, until `until`. */
+  private async recallAfterBreak(run: SandboxRun, ns: string, podName: string, until: number): Promise<Executed | undefined> {
+    if (!this.kernels) return undefined;
+    try {
+      const r = await recallAfterBreak(this.recallTarget(this.kernels, run, ns, podName), until);
+      return r && (await this.fromKernel(r, ns, podName));
+    } finally {
+      setImmediate(() => this.kernels?.drop(ns, podName));
+    }
+  }
+
+  /** The pool pod's kernel, asked for the run by its name; the pod watcher says when it stopped. */
+  private recallTarget(kernels: KernelConnections, run: SandboxRun, ns: string, podName: string): RecallTarget {
+    return {
+      connect: () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE),
+      key: run.metadata.name,
+      capChars: this.d.outputCapChars,
+      stopped: () => podStopped(this.d.pods.get(ns, podName)),
+    };
   }
 
   /** A kernel's result as facts; when the program's end was not reported, the pod's status may say why. */

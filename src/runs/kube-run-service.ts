@@ -304,6 +304,8 @@ export class KubeRunService implements RunService {
           ...(tools && { onCall: (frame) => tools.handle(frame) }),
           ...(options.signal && { signal: options.signal }),
           ...(options.onWait && { onWait: options.onWait }),
+          // The kernel keeps the call's result under its record's name (a stream broken mid-call reads it back).
+          key: recordName,
         },
       ),
       options.onOutput,

@@ -30,7 +30,7 @@ export interface SessionCallRequest extends SessionCall {
 export function sessionCallRequest(
   session: string,
   src: { code: string; timeoutSeconds: number; language?: Language | undefined; stdin?: string | undefined; owner?: Owner | undefined },
-  extra: Pick<SessionCall, 'onCall' | 'signal' | 'onWait' | 'waitUntil'> = {},
+  extra: Pick<SessionCall, 'onCall' | 'signal' | 'onWait' | 'waitUntil' | 'key'> = {},
 ): SessionCallRequest {
   return {
     session,
@@ -43,6 +43,7 @@ export function sessionCallRequest(
     ...(extra.signal && { signal: extra.signal }),
     ...(extra.onWait && { onWait: extra.onWait }),
     ...(extra.waitUntil !== undefined && { waitUntil: extra.waitUntil }),
+    ...(extra.key !== undefined && { key: extra.key }),
   };
 }
 

@@ -2,6 +2,7 @@
 // execute code in the session's kernel through a long-lived exec stream, and file operations.
 // Activity is written to the session's status (throttled, off the call's critical path), so
 // idle garbage collection works across gateway restarts and replicas.
+import { randomUUID } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
@@ -37,6 +38,7 @@ import {
   type KernelResult,
 } from '../exec/kernel.js';
 import { NOT_ISOLATED_MESSAGE, capText } from '../exec/frames.js';
+import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget } from '../exec/recall.js';
 import { isNetworkError } from '../util/network-error.js';
 import { deepFreeze } from '../util/deep-freeze.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
@@ -141,6 +143,11 @@ export interface SessionCall {
   stdin?: string;
   /** Answers the code's nested tool calls (code mode); without it they fail as unavailable. */
   onCall?: CallHandler;
+  /**
+   * The key the kernel keeps the call's result under (1–64 characters, unique to the call), so
+   * that a stream broken mid-call can read it back (recallAfterBreak). Default: a random id.
+   */
+  key?: string;
   /**
    * Until when (ms since the epoch) the call may wait while another call runs in the session
    * (turns.ts). Default: startupTimeoutSeconds from now — as long as a pod may take to start.
@@ -477,7 +484,22 @@ export class SessionService {
         });
         // Soon after the policy came back: the kernel first checks that the pod has no network.
         const checked = this.networkGate?.inPodCheck(this.opts.namespace, pod);
-        const r = await conn.exec(checked ? { ...req, netcheck: true } : req, onOutput, call.onCall);
+        const key = call.key ?? randomUUID();
+        const sentAt = performance.now();
+        let r: KernelResult;
+        try {
+          r = await conn.exec({ ...req, key, ...(checked && { netcheck: true }) }, onOutput, call.onCall);
+        } catch (err) {
+          // The stream broke after the call was sent (an API server or kubelet restart, a network
+          // break): the kernel runs the code to its end all the same and keeps its result, so it is
+          // read back over a new stream rather than the outcome reported as unknown. The call keeps
+          // its turn meanwhile. Not a pod that broke the protocol: that session is lost.
+          if (!(err instanceof KernelConnectionError) || err instanceof KernelProtocolError) throw err;
+          const again = await recallAfterBreak(this.recallTarget(s, pod, key, req.capChars), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
+          if (!again) throw err;
+          this.log.info({ sandboxsession: name }, 'Read back a call whose exec stream broke');
+          r = again;
+        }
         if (!r.notIsolated) checked?.();
         return r;
       });
@@ -528,6 +550,31 @@ export class SessionService {
     }
     this.noteActivity(s, 1);
     return { ...result, session: name, capChars: this.opts.outputCapChars };
+  }
+
+  /**
+   * The result of the call sent with `key` to session `name`'s interpreter, read back after the
+   * replica that sent it stopped (RunExecutor.recover): answered once that call ends, within
+   * `timeoutMs`. Undefined when the session cannot tell: it or its pod is gone, its kernel cannot
+   * be reached, or it keeps no result under the key (the call never arrived, or a later keyed call
+   * replaced it). Never starts code; the caller's access was checked when the call was made.
+   */
+  async recall(name: string, key: string, timeoutMs: number): Promise<SessionCallResult | undefined> {
+    const s = this.get(name) ?? (await this.read(name).catch(() => undefined));
+    const pod = s?.status?.podName;
+    if (!s || !pod) return undefined;
+    const r = await recallOnce(this.recallTarget(s, pod, key, this.opts.outputCapChars), timeoutMs);
+    return 'result' in r ? { ...r.result, session: name, capChars: this.opts.outputCapChars } : undefined;
+  }
+
+  /** The session's kernel, asked for the call sent with `key`; the pod's status says when it stopped. */
+  private recallTarget(s: SandboxSession, pod: string, key: string, capChars: number): RecallTarget {
+    return {
+      connect: () => this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language)),
+      key,
+      capChars,
+      stopped: async () => (await readPodState(this.clients, this.opts.namespace, pod, 0)).stopped,
+    };
   }
 
   /** After a broken stream: does a fresh one reach a kernel that answers? */

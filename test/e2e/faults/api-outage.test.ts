@@ -4,7 +4,8 @@
 // streams go on. Two proxies sit between the replica and the API server: an HTTPS one that can
 // refuse writes (helpers/api-write-proxy.ts), in front of a TCP one that resets or stalls
 // (helpers/api-proxy.ts). Runs and sessions in flight may fail, each with a reason; none runs
-// twice, none stays open. A run whose exec stream broke is answered with its outcome all the same.
+// twice, none stays open. A run or session call whose exec stream broke is answered with its
+// outcome all the same.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
@@ -13,6 +14,7 @@ import { startApiWriteProxy, type ApiWriteProxy } from './helpers/api-write-prox
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
+import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../../src/api/v1alpha1/index.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -142,6 +144,76 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
       expect(run?.status).toMatchObject({ phase: 'Succeeded', stdout: `before\n${id}\n` });
       // One pod ever carried it: the code ran once.
       expect(ledger.count(run?.metadata.uid ?? '')).toBe(1);
+    } finally {
+      p.setMode('pass');
+      await client.close();
+    }
+  });
+
+  // A call in a session is sent with a key of its own, and its kernel keeps its result the same
+  // way: the replica reads it back over a new stream (src/sessions/service.ts). The session keeps
+  // the state the call made, once: an MCP call and a SandboxRun in a session, both mid-call.
+  it('answers calls in sessions whose exec streams broke mid-call with their outcomes; the state they made is there once', { timeout: 240_000 }, async () => {
+    const p = proxy as ApiProxy;
+    await mix?.close();
+    mix = undefined;
+    await stopGateway(gw);
+    gw = await startGateway(gatewayEnv(ns), await freePort(), (writes as ApiWriteProxy).kubeconfig);
+    const client = await connect(gw.url, 'current');
+    try {
+      const sessions: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const created = await client.callTool('create_session', { language: 'python' });
+        expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
+        sessions.push(String(created.structuredContent?.session));
+      }
+      const [viaMcp, viaRun] = sessions as [string, string];
+      // Each execution adds one to n: a call that ran twice would leave 2.
+      const code = (id: string): string => `import time\nn = globals().get("n", 0) + 1\nprint("before", flush=True)\ntime.sleep(5)\nprint("${id}", n)`;
+      const mcpId = `s-broken-${Date.now()}`;
+      const runId = `r-broken-${Date.now()}`;
+      const call = client.callTool('execute_code', { session: viaMcp, code: code(mcpId), timeout_seconds: 30 });
+      const run = (await k.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: SANDBOXRUN_PLURAL,
+        namespace: ns,
+        body: {
+          apiVersion: API_VERSION,
+          kind: SANDBOXRUN_KIND,
+          metadata: { generateName: 'broken-stream-' },
+          spec: { session: viaRun, language: 'python', code: code(runId), timeoutSeconds: 30 },
+        },
+      })) as SandboxRun;
+      // The run's Running status is written just before its code goes to the kernel, over a
+      // stream already open (the MCP call's went out before the run was created): a second later
+      // both codes sleep, and both streams carry a call when they break.
+      await until(
+        async () => (await listRuns(k, ns)).find((x) => x.metadata.name === run.metadata.name)?.status?.phase === 'Running',
+        60_000,
+        'the run Running',
+      );
+      await new Promise((r) => setTimeout(r, 1_000));
+      p.setMode('reset');
+      await new Promise((r) => setTimeout(r, 2_000));
+      p.setMode('pass');
+      const r = await call;
+      expect(r.isError, JSON.stringify(r.structuredContent)).toBeFalsy();
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: `before\n${mcpId} 1\n` });
+      await until(
+        async () => ['Succeeded', 'Failed'].includes(String((await listRuns(k, ns)).find((x) => x.metadata.name === run.metadata.name)?.status?.phase)),
+        90_000,
+        'the SandboxRun ended',
+      );
+      expect((await listRuns(k, ns)).find((x) => x.metadata.name === run.metadata.name)?.status).toMatchObject({
+        phase: 'Succeeded',
+        stdout: `before\n${runId} 1\n`,
+      });
+      // Each session kept its state, and each call ran once.
+      for (const session of sessions) {
+        const after = await client.callTool('execute_code', { session, code: 'print(n)', timeout_seconds: 10 });
+        expect(after.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      }
     } finally {
       p.setMode('pass');
       await client.close();

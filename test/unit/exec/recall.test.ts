@@ -1,7 +1,10 @@
-// What a kernel's answer to a recall means for a run whose executor is gone (RunExecutor.recover):
-// an outcome to record, or nothing to record from (the run then ends Failed with a reason).
+// Reading a call's result back from its kernel (src/exec/recall.ts): what an answer means, and
+// when a recall after a broken stream tries again and when it gives up.
 import { describe, expect, it } from 'vitest';
-import { recalledNothing } from '../../../src/runs/in-pod.js';
+import type { KernelConnection } from '../../../src/exec/kernel.js';
+import { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from '../../../src/exec/kernel.js';
+import type { KernelResult } from '../../../src/exec/frames.js';
+import { recallAfterBreak, recalledNothing } from '../../../src/exec/recall.js';
 
 const error = (ename: string) => ({ ename, evalue: 'v', traceback: '' });
 
@@ -16,5 +19,59 @@ describe('recalledNothing', () => {
     ['a kernel before recall (unknown op)', { status: 'error' as const, error: error('ProtocolError') }, true],
   ])('%s → nothing to record: %s', (_name, answer, nothing) => {
     expect(recalledNothing(answer)).toBe(nothing);
+  });
+});
+
+const RESULT: KernelResult = { status: 'ok', stdout: 'done\n', stderr: '', stdoutBytes: 5, stderrBytes: 0, truncated: false, durationMs: 3 };
+const NOT_FOUND: KernelResult = { ...RESULT, status: 'error', stdout: '', stdoutBytes: 0, notFound: true, error: error('NotFound') };
+
+/** What one attempt meets: a failure to reach the kernel, or the kernel's answer. */
+type Attempt = Error | KernelResult;
+
+/** A target whose attempts meet `attempts` in turn (the last one again after them). */
+function target(attempts: Attempt[], stoppedAfter = Infinity) {
+  let made = 0;
+  return {
+    get made() {
+      return made;
+    },
+    key: 'call-1',
+    capChars: 100,
+    stopped: () => made >= stoppedAfter,
+    connect: async (): Promise<KernelConnection> => {
+      const a = attempts[Math.min(made++, attempts.length - 1)] as Attempt;
+      if (a instanceof Error) throw a;
+      return { recall: async (key: string) => (key === 'call-1' ? a : NOT_FOUND) } as unknown as KernelConnection;
+    },
+  };
+}
+
+const unreachable = () => new KernelUnreachableError('connect ECONNREFUSED');
+const refused = () => new KernelConnectionError('container not found');
+
+describe('recallAfterBreak', () => {
+  it.each([
+    ['the kernel answers at once', [RESULT], Infinity, RESULT, 1],
+    ['the API server is back after two attempts', [unreachable(), refused(), RESULT], Infinity, RESULT, 3],
+    ['the kernel keeps no result under the key', [NOT_FOUND], Infinity, undefined, 1],
+    ['the pod broke the protocol', [new KernelProtocolError('garbage'), RESULT], Infinity, undefined, 1],
+    ['the pod stopped while it could not be reached', [unreachable(), unreachable(), RESULT], 2, undefined, 2],
+    ['a kernel that refuses the op (an older one)', [{ ...NOT_FOUND, notFound: undefined, error: error('ProtocolError') }], Infinity, undefined, 1],
+  ] as const)('%s', async (_name, attempts, stoppedAfter, expected, made) => {
+    const t = target([...attempts], stoppedAfter);
+    expect(await recallAfterBreak(t, performance.now() + 5_000, 1)).toEqual(expected);
+    expect(t.made).toBe(made);
+  });
+
+  it('gives up at its deadline while the kernel cannot be reached', async () => {
+    const t = target([unreachable()]);
+    expect(await recallAfterBreak(t, performance.now() + 50, 5)).toBeUndefined();
+    expect(t.made).toBeGreaterThan(1);
+  });
+
+  it('makes no attempt once the deadline has passed', async () => {
+    const t = target([RESULT]);
+    expect(await recallAfterBreak(t, performance.now() - 1, 1)).toBeUndefined();
+    expect(t.made).toBe(0);
   });
 });
