@@ -23,6 +23,7 @@ import {
   toolCallsStatus,
   type Runtime,
   type SandboxRun,
+  type SandboxRunStatus,
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
@@ -43,6 +44,7 @@ import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
 import { callInSession, codeTimes, problemReason, sessionCallRequest } from './session-call.js';
+import { sessionOutcome } from './session-outcome.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
 import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './types.js';
 
@@ -481,14 +483,17 @@ export class RunExecutor {
    * the pod that carries it (`podName`: its cold pod or claimed pool pod) keeps the result of the
    * run it executed and, while the code still runs, answers once it ends (within `budgetMs`):
    * that outcome is recorded as its executor would have, then the pod goes. `pods` are the pods
-   * that may carry it, asked in turn (a kernel that never got the run says so at once). When
-   * nothing can tell (no pod, a run in a session, a kernel gone or one that never got the run),
-   * the run ends Failed with `message`. Never starts the code. Resolves to how the run ended.
+   * that may carry it, asked in turn (a kernel that never got the run says so at once); a run in
+   * a session asks its session's kernel (recoverInSession). When nothing can tell (no pod, a
+   * kernel gone or one that never got the run), the run ends Failed with `message`. Never starts
+   * the code. Resolves to how the run ended.
    */
   recover(run: SandboxRun, pods: readonly string[], message: string, budgetMs: number): Promise<Classification | undefined> {
     const ns = this.record.namespaceOf(run);
     const log = this.d.log.child({ sandboxrun: `${ns}/${run.metadata.name}` });
     const work = (async (): Promise<Classification> => {
+      const inSession = run.spec.session !== undefined && (await this.recoverInSession(run, run.spec.session, budgetMs, log));
+      if (inSession) return inSession;
       let executed: Executed | undefined;
       let podName: string | undefined;
       for (const name of run.spec.session === undefined ? pods : []) {
@@ -534,6 +539,32 @@ export class RunExecutor {
       work.then(() => undefined),
     );
     return work.catch(() => undefined);
+  }
+
+  /**
+   * recover() for a run in a session: its call was sent with the run's uid as key, and the
+   * session's kernel keeps the result of its last keyed call. Undefined when the kernel cannot tell
+   * (the session or its pod gone, the call never arrived, or a later call replaced it).
+   */
+  private async recoverInSession(run: SandboxRun, session: string, budgetMs: number, log: Logger): Promise<Classification | undefined> {
+    const uid = run.metadata.uid;
+    if (!this.sessions || uid === undefined) return undefined;
+    const r = await this.sessions.recall(session, uid, Math.max(budgetMs, RECALL_MIN_WAIT_MS)).catch((err: unknown) => {
+      log.warn({ err: apiErrorMessage(err) }, 'Failed to read back the call of a SandboxRun in a session');
+      return undefined;
+    });
+    if (!r) return undefined;
+    const waitStart = new Date(Date.parse(run.status?.startTime ?? run.metadata.creationTimestamp ?? '') || Date.now());
+    const { c } = await this.recordSessionOutcome(run, sessionOutcome(r, this.record.namespaceOf(run), run.spec.timeoutSeconds), waitStart, log);
+    this.d.events.record(
+      { name: run.metadata.name, namespace: this.record.namespaceOf(run), uid },
+      'Normal',
+      'Recovered',
+      'Recover',
+      `The gateway replica executing this run stopped before it recorded the outcome; the outcome was read back from session ${session}.`,
+    );
+    log.info({ phase: c.phase, reason: c.reason }, 'Recovered the outcome of a SandboxRun in a session whose executor stopped');
+    return c;
   }
 
   /**
@@ -799,11 +830,26 @@ export class RunExecutor {
         // A busy or starting session is waited for within the start-up allowance of the run's
         // budget (lostAfterMs): no other replica declares it lost while it waits and then runs.
         waitUntil: Date.parse(run.metadata.creationTimestamp ?? startTime.toISOString()) + this.d.opts.podStartupTimeoutSeconds * 1000,
+        // Its uid, not its name: a name can come back with a new run, whose outcome another's must never be taken for.
+        ...(run.metadata.uid && { key: run.metadata.uid }),
       }),
       (chunk) => output.emit('chunk', chunk),
     );
     if (!call.ok) return this.finishEarly(run, call.reason ?? problemReason[call.stage], `${call.message} ${call.hint}`, log);
     const o = call.outcome;
+    const { c, status } = await this.recordSessionOutcome(run, o, startTime, log);
+    this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
+    this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
+    return {
+      ...this.record.outcome(run, status),
+      session,
+      ...(o.result !== undefined && { result: o.result }),
+      ...(o.display !== undefined && { display: o.display }),
+    };
+  }
+
+  /** Records the outcome of `run`'s call in its session (the code waited from `startTime`), as its status and the run's outcome. */
+  private async recordSessionOutcome(run: SandboxRun, o: RunOutcome, startTime: Date, log: Logger): Promise<{ c: Classification; status: SandboxRunStatus }> {
     const c: Classification = {
       phase: o.phase,
       reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'],
@@ -821,14 +867,7 @@ export class RunExecutor {
     });
     await this.record.patchStatus(run, status, log);
     this.record.recordOutcome(run, c);
-    this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
-    this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
-    return {
-      ...this.record.outcome(run, status),
-      session,
-      ...(o.result !== undefined && { result: o.result }),
-      ...(o.display !== undefined && { display: o.display }),
-    };
+    return { c, status };
   }
 
   private async createPod(

@@ -1,10 +1,19 @@
 // Fault (a): the gateway replica is killed with SIGKILL while it executes runs, then a new one
 // starts. As soon as the new replica finds the killed one's replica Lease unrenewed (not after the
 // runs' whole budget), it records what the killed one could not: a run whose pod is still there
-// gets the outcome its pod's kernel kept (the code ran once, and is not run again); a run whose pod
-// is gone ends Failed with a reason. Everything else keeps its invariants (helpers/verdict.ts).
+// gets the outcome its pod's kernel kept (the code ran once, and is not run again), as does a run in
+// a session from its session's kernel; a run whose pod is gone ends Failed with a reason. Everything else keeps its invariants (helpers/verdict.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ANNOTATION_EXECUTOR, isTerminalPhase } from '../../../src/api/v1alpha1/index.js';
+import {
+  ANNOTATION_EXECUTOR,
+  API_VERSION,
+  GROUP,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  isTerminalPhase,
+  type SandboxRun,
+} from '../../../src/api/v1alpha1/index.js';
 import { EXECUTOR_GONE_MESSAGE } from '../../../src/controller/run-decision.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
@@ -60,6 +69,30 @@ describe('fault: gateway SIGKILL mid-run', () => {
           return { which, id, client, call, name: '', uid: '' };
         }),
       );
+      // A third victim: a SandboxRun in a session of its own, whose call its session's kernel keeps
+      // under the run's uid. Each execution adds one to n: a call run twice would leave 2.
+      const owner = await connect(url, 'current');
+      const created = await owner.callTool('create_session', { language: 'python' });
+      const victimSession = String(created.structuredContent?.session ?? '');
+      expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
+      const sessionId = `t-victim-session-${Date.now()}`;
+      const inSession = (await k.custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: SANDBOXRUN_PLURAL,
+        namespace: ns,
+        body: {
+          apiVersion: API_VERSION,
+          kind: SANDBOXRUN_KIND,
+          metadata: { generateName: 'victim-session-' },
+          spec: {
+            session: victimSession,
+            language: 'python',
+            code: `import time\nn = globals().get("n", 0) + 1\ntime.sleep(8)\nprint("${sessionId}", n)`,
+            timeoutSeconds: VICTIM_TIMEOUT_SECONDS,
+          },
+        },
+      })) as SandboxRun;
       const killed = gw.identity;
       await until(
         async () => {
@@ -69,16 +102,20 @@ describe('fault: gateway SIGKILL mid-run', () => {
             v.name = run?.metadata.name ?? '';
             v.uid = run?.metadata.uid ?? '';
           }
-          return victims.every((v) => runs.find((r) => r.metadata.name === v.name)?.status?.phase === 'Running');
+          return [...victims.map((v) => v.name), inSession.metadata.name].every((n) => runs.find((r) => r.metadata.name === n)?.status?.phase === 'Running');
         },
         120_000,
-        'both victim runs Running',
+        'the victim runs Running',
       );
+      // A session run's Running status is written just before its code goes to the kernel.
+      await new Promise((r) => setTimeout(r, 1_000));
       gw.kill('SIGKILL');
       await gw.exited;
       const orphaned = await orphanedBy(k, ns, killed);
       const [kept, podless] = victims as [(typeof victims)[number], (typeof victims)[number]];
       for (const v of victims) expect(orphaned.has(v.name)).toBe(true);
+      expect(orphaned.has(inSession.metadata.name)).toBe(true);
+      await owner.close().catch(() => undefined);
       for (const v of victims) expect(await v.call).toBe('threw');
       await Promise.all(victims.map((v) => v.client.close().catch(() => undefined)));
       const podlessPods = (await k.core.listNamespacedPod({ namespace: ns })).items.filter((p) =>
@@ -107,6 +144,19 @@ describe('fault: gateway SIGKILL mid-run', () => {
       expect(ledger.count(kept.uid)).toBe(1);
       const events = await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${kept.name}` });
       expect(events.items.map((e) => e.reason)).toContain('Recovered');
+      // The run in a session: its outcome read back from the session's kernel, and the session
+      // kept the state that one execution made.
+      const s1 = runs.find((r) => r.metadata.name === inSession.metadata.name);
+      expect(s1?.status, JSON.stringify(s1?.status)).toMatchObject({ phase: 'Succeeded', reason: 'Succeeded', stdout: `${sessionId} 1\n` });
+      const sessionEvents = await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${inSession.metadata.name}` });
+      expect(sessionEvents.items.map((e) => e.reason)).toContain('Recovered');
+      const after = await connect(gw.url, 'current');
+      try {
+        const state = await after.callTool('execute_code', { session: victimSession, code: 'print(n)', timeout_seconds: 10 });
+        expect(state.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      } finally {
+        await after.close();
+      }
       // The run whose pod is gone: Failed because its executor was found gone, also before its budget.
       const p1 = runs.find((r) => r.metadata.name === podless.name);
       expect(isTerminalPhase(p1?.status?.phase)).toBe(true);
