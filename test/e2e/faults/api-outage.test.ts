@@ -12,9 +12,8 @@ import { connect } from '../helpers/operator.js';
 import { startApiProxy, type ApiProxy } from './helpers/api-proxy.js';
 import { startApiWriteProxy, type ApiWriteProxy } from './helpers/api-write-proxy.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
-import { Mix } from './helpers/mix.js';
+import { createSessionRun, Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
-import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../../src/api/v1alpha1/index.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -43,6 +42,15 @@ afterAll(async () => {
   ledger?.stop();
   await deleteNamespace(k, ns);
 });
+
+/** A new replica (with `env` added), the mix and the last one stopped, behind the write proxy. */
+async function restartGateway(env: Record<string, string> = {}): Promise<GatewayProcess> {
+  await mix?.close();
+  mix = undefined;
+  await stopGateway(gw);
+  gw = await startGateway(gatewayEnv(ns, env), await freePort(), (writes as ApiWriteProxy).kubeconfig);
+  return gw;
+}
 
 const aRunInFlight = async (): Promise<boolean> => (await listRuns(k, ns)).some((r) => r.status?.phase === 'Running');
 
@@ -84,16 +92,8 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
 
   it('answers a call whose create got no answer once its timeout passed, while the API is still unreachable', { timeout: 240_000 }, async () => {
     const p = proxy as ApiProxy;
-    await mix?.close();
-    mix = undefined;
-    await stopGateway(gw);
     // No pool: the code cannot start before its run exists, so nothing of it can be running.
-    gw = await startGateway(
-      gatewayEnv(ns, { CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' }),
-      await freePort(),
-      (writes as ApiWriteProxy).kubeconfig,
-    );
-    const client = await connect(gw.url, 'current');
+    const client = await connect((await restartGateway({ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' })).url, 'current');
     try {
       p.setMode('reset');
       const r = await client.callTool('execute_code', { code: 'print(1)', timeout_seconds: 2 });
@@ -112,11 +112,7 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
   // replica asks for it again once it can reach the pod (src/runs/in-pod.ts recallAfterBreak).
   it('answers a run whose exec stream broke mid-run with its whole outcome, read back from its pod', { timeout: 240_000 }, async () => {
     const p = proxy as ApiProxy;
-    await mix?.close();
-    mix = undefined;
-    await stopGateway(gw);
-    gw = await startGateway(gatewayEnv(ns), await freePort(), (writes as ApiWriteProxy).kubeconfig);
-    const client = await connect(gw.url, 'current');
+    const client = await connect((await restartGateway()).url, 'current');
     try {
       const id = `t-broken-stream-${Date.now()}`;
       const code = `import time\nprint("before", flush=True)\ntime.sleep(4)\nprint(${JSON.stringify(id)})`;
@@ -155,11 +151,7 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
   // the state the call made, once: an MCP call and a SandboxRun in a session, both mid-call.
   it('answers calls in sessions whose exec streams broke mid-call with their outcomes; the state they made is there once', { timeout: 240_000 }, async () => {
     const p = proxy as ApiProxy;
-    await mix?.close();
-    mix = undefined;
-    await stopGateway(gw);
-    gw = await startGateway(gatewayEnv(ns), await freePort(), (writes as ApiWriteProxy).kubeconfig);
-    const client = await connect(gw.url, 'current');
+    const client = await connect((await restartGateway()).url, 'current');
     try {
       const sessions: string[] = [];
       for (let i = 0; i < 2; i++) {
@@ -173,18 +165,7 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
       const mcpId = `s-broken-${Date.now()}`;
       const runId = `r-broken-${Date.now()}`;
       const call = client.callTool('execute_code', { session: viaMcp, code: code(mcpId), timeout_seconds: 30 });
-      const run = (await k.custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: SANDBOXRUN_PLURAL,
-        namespace: ns,
-        body: {
-          apiVersion: API_VERSION,
-          kind: SANDBOXRUN_KIND,
-          metadata: { generateName: 'broken-stream-' },
-          spec: { session: viaRun, language: 'python', code: code(runId), timeoutSeconds: 30 },
-        },
-      })) as SandboxRun;
+      const run = await createSessionRun(k, ns, viaRun, code(runId), 30, 'broken-stream-');
       // The run's Running status is written just before its code goes to the kernel, over a
       // stream already open (the MCP call's went out before the run was created): a second later
       // both codes sleep, and both streams carry a call when they break.

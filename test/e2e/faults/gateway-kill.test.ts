@@ -4,21 +4,12 @@
 // gets the outcome its pod's kernel kept (the code ran once, and is not run again), as does a run in
 // a session from its session's kernel; a run whose pod is gone ends Failed with a reason. Everything else keeps its invariants (helpers/verdict.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  ANNOTATION_EXECUTOR,
-  API_VERSION,
-  GROUP,
-  SANDBOXRUN_KIND,
-  SANDBOXRUN_PLURAL,
-  VERSION,
-  isTerminalPhase,
-  type SandboxRun,
-} from '../../../src/api/v1alpha1/index.js';
+import { ANNOTATION_EXECUTOR, isTerminalPhase } from '../../../src/api/v1alpha1/index.js';
 import { EXECUTOR_GONE_MESSAGE } from '../../../src/controller/run-decision.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
-import { Mix, transientCode } from './helpers/mix.js';
+import { createSessionRun, Mix, transientCode } from './helpers/mix.js';
 import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
 
 const k = testKube();
@@ -76,23 +67,14 @@ describe('fault: gateway SIGKILL mid-run', () => {
       const victimSession = String(created.structuredContent?.session ?? '');
       expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
       const sessionId = `t-victim-session-${Date.now()}`;
-      const inSession = (await k.custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: SANDBOXRUN_PLURAL,
-        namespace: ns,
-        body: {
-          apiVersion: API_VERSION,
-          kind: SANDBOXRUN_KIND,
-          metadata: { generateName: 'victim-session-' },
-          spec: {
-            session: victimSession,
-            language: 'python',
-            code: `import time\nn = globals().get("n", 0) + 1\ntime.sleep(8)\nprint("${sessionId}", n)`,
-            timeoutSeconds: VICTIM_TIMEOUT_SECONDS,
-          },
-        },
-      })) as SandboxRun;
+      const inSession = await createSessionRun(
+        k,
+        ns,
+        victimSession,
+        `import time\nn = globals().get("n", 0) + 1\ntime.sleep(8)\nprint("${sessionId}", n)`,
+        VICTIM_TIMEOUT_SECONDS,
+        'victim-session-',
+      );
       const killed = gw.identity;
       await until(
         async () => {

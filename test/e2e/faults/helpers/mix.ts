@@ -193,16 +193,9 @@ export class Mix {
    */
   private async sessionRun({ k, namespace }: { k: TestKube; namespace: string }, session: string): Promise<void> {
     const id = this.nextId('k');
-    const api = { group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL, namespace };
-    const body = {
-      apiVersion: API_VERSION,
-      kind: SANDBOXRUN_KIND,
-      metadata: { generateName: 'session-run-' },
-      spec: { session, language: 'python', code: sessionRunCode(id), timeoutSeconds: this.o.runTimeoutSeconds ?? RUN_TIMEOUT_SECONDS },
-    };
     let run = '';
     try {
-      run = String(((await k.custom.createNamespacedCustomObject({ ...api, body })) as SandboxRun).metadata.name);
+      run = (await createSessionRun(k, namespace, session, sessionRunCode(id), this.o.runTimeoutSeconds ?? RUN_TIMEOUT_SECONDS)).metadata.name;
     } catch (err) {
       this.records.push({ id, kind: 'session-run', session, url: 'api', outcome: 'threw', detail: `create: ${String(err).slice(0, 280)}` });
       await new Promise((r) => setTimeout(r, 500));
@@ -210,7 +203,9 @@ export class Mix {
     }
     const deadline = Date.now() + SESSION_RUN_WAIT_MS;
     while (Date.now() < deadline && !this.stopping) {
-      const got = (await k.custom.getNamespacedCustomObject({ ...api, name: run }).catch(() => undefined)) as SandboxRun | undefined;
+      const got = (await k.custom
+        .getNamespacedCustomObject({ group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL, namespace, name: run })
+        .catch(() => undefined)) as SandboxRun | undefined;
       const s = got?.status;
       if (s && isTerminalPhase(s.phase)) {
         const ok = s.phase === 'Succeeded';
@@ -280,4 +275,22 @@ export class Mix {
     }
     return c;
   }
+}
+
+/** A python SandboxRun in `session`, created through the API server (as with kubectl). */
+export async function createSessionRun(
+  k: TestKube,
+  namespace: string,
+  session: string,
+  code: string,
+  timeoutSeconds: number,
+  generateName = 'session-run-',
+): Promise<SandboxRun> {
+  const body = {
+    apiVersion: API_VERSION,
+    kind: SANDBOXRUN_KIND,
+    metadata: { generateName },
+    spec: { session, language: 'python', code, timeoutSeconds },
+  };
+  return (await k.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: SANDBOXRUN_PLURAL, namespace, body })) as SandboxRun;
 }
