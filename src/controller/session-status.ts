@@ -48,6 +48,13 @@ export function computeSessionStatus(
     const phase = prev.phase === 'Ready' ? 'Lost' : 'Failed';
     return { ...base, phase, reason: s.reason, message: s.message, conditions: cond('False', s.reason, s.message) };
   }
+  if (prev.phase === 'Ready') {
+    // A Ready session's pod never starts again (restartPolicy Never): no longer ready means its
+    // interpreter stopped, and the kubelet reports the pod Failed a moment later (then Lost,
+    // above). Until then it stays Ready, never back to Pending: from there that failure would read
+    // as a session that failed to start (Failed, not Lost).
+    return { ...base, phase: 'Ready' };
+  }
   if (startupExpired) {
     const message = `The session's pod did not start in time (${s.message}). Try again later or ask the administrator to check the cluster's capacity.`;
     return { ...base, phase: 'Failed', reason: Reasons.Unschedulable, message, conditions: cond('False', Reasons.Unschedulable, message) };

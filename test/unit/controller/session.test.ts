@@ -49,6 +49,16 @@ const readyPod: V1Pod = { metadata: { name: 'p' }, status: { phase: 'Running', c
 const pendingPod: V1Pod = { metadata: { name: 'p' }, status: { phase: 'Pending' } };
 const failedPod: V1Pod = { metadata: { name: 'p' }, status: { phase: 'Failed', reason: 'Evicted', message: 'evicted' } };
 const exp = new Date('2026-11-22T12:10:00.000Z');
+/** A pod whose container just terminated: still Running, no longer Ready (a moment before Failed). */
+const stoppingPod: V1Pod = {
+  metadata: { name: 'p' },
+  status: {
+    phase: 'Running',
+    conditions: [{ type: 'Ready', status: 'False' }],
+    containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 137 } } }],
+  },
+};
+const failedAfterStop: V1Pod = { ...stoppingPod, status: { ...stoppingPod.status, phase: 'Failed' } };
 
 describe('computeSessionStatus', () => {
   it.each([
@@ -57,6 +67,10 @@ describe('computeSessionStatus', () => {
     ['pod ready', undefined, readyPod, false, 'Ready'],
     ['pod gone after ready', { phase: 'Ready' as const }, undefined, false, 'Lost'],
     ['pod failed after ready', { phase: 'Ready' as const }, failedPod, false, 'Lost'],
+    // Its container stopped, the kubelet has not said Failed yet: not back to starting.
+    ['pod no longer ready after ready', { phase: 'Ready' as const }, stoppingPod, false, 'Ready'],
+    ['pod no longer ready after ready, past the start-up time', { phase: 'Ready' as const }, stoppingPod, true, 'Ready'],
+    ['pod stopped after ready', { phase: 'Ready' as const }, failedAfterStop, false, 'Lost'],
     ['pod failed before ready', undefined, failedPod, false, 'Failed'],
     ['start-up took too long', undefined, pendingPod, true, 'Failed'],
     ['lost stays lost', { phase: 'Lost' as const }, readyPod, false, 'Lost'],
