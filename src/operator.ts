@@ -363,6 +363,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       maxSessions: config.maxSessions,
       onRefused: (limit) => metrics?.admissionRejected(limit),
       onWaited: (result, seconds) => metrics?.sessionWait(result, seconds),
+      onStreamBroke: (outcome) => metrics?.streamBroke('session', outcome),
       admitSession: (name, owner) => userLimits.admit('session', name, owner),
       profiles,
       packages: sessionPackages,

@@ -12,6 +12,10 @@ import { KernelConnectionError, KernelProtocolError, type KernelConnection } fro
  * reaching it again (an API server or kubelet coming back).
  */
 export const RECALL_AFTER_BREAK_GRACE_MS = 30_000;
+/** What came of a stream that broke mid-call: the outcome read back (recalled), or nothing could tell (unknown). */
+export const STREAM_BREAK_OUTCOMES = ['recalled', 'unknown'] as const;
+export type StreamBreakOutcome = (typeof STREAM_BREAK_OUTCOMES)[number];
+
 /** Between attempts to reach a kernel again after its stream broke. */
 const RECALL_RETRY_MS = 1_000;
 

@@ -273,6 +273,7 @@ export function createMetrics(): Metrics {
       runEnded: () => runsActive.dec(),
       podStarted: service.podStarted,
       output: service.output,
+      streamBroke: (outcome) => service.streamBroke('run', outcome),
     },
     queue(name): QueueMetrics {
       return {

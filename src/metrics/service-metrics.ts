@@ -8,9 +8,13 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { Reasons, SessionPhaseSchema, type SessionPhase } from '../api/v1alpha1/index.js';
 import { QUEUE_WAIT_RESULTS, type QueueWaitResult } from '../limits/admission.js';
 import { WAIT_RESULTS, type WaitResult } from '../sessions/turns.js';
+import { STREAM_BREAK_OUTCOMES, type StreamBreakOutcome } from '../exec/recall.js';
 
 /** How a sandbox was got: a ready pool pod claimed (warm) or a pod created for the call (cold). */
 export type PodStart = 'warm' | 'cold';
+
+/** Where a call's exec stream to its kernel broke: a transient run's pod, or a session. */
+export const STREAM_BREAK_PATHS = ['run', 'session'] as const;
 
 // Pod start: a claim is one patch (tens of ms); a cold pod about a second, minutes when pulling.
 const START_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300];
@@ -26,6 +30,8 @@ export interface ServiceMetrics {
   /** A call that found its session busy: how long it waited, and how that ended. */
   sessionWait(result: WaitResult, seconds: number): void;
   output(stdoutBytes: number, stderrBytes: number): void;
+  /** A call whose exec stream to its kernel broke after its code was sent, and what came of it. */
+  streamBroke(path: (typeof STREAM_BREAK_PATHS)[number], outcome: StreamBreakOutcome): void;
   /** An execute_code call in a session (no SandboxRun): runtime, phase and reason of its outcome. */
   sessionCall(runtime: string, phase: string, reason: string, seconds: number): void;
   /** Where the scrape reads the ready pool pods of this version (the pod informer cache). */
@@ -90,6 +96,12 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
     buckets: CALL_BUCKETS,
     registers,
   });
+  const streamBreaks = new Counter({
+    name: 'codemode_kernel_stream_breaks_total',
+    help: "Calls whose exec stream to their kernel broke after the code was sent (an API server or kubelet restart, a network break, a relay that died), by path (run: a transient run's pod; session) and outcome: recalled (the outcome read back from the kernel, the caller answered with it) or unknown (nothing could tell; the caller was told the code may have run).",
+    labelNames: ['path', 'outcome'] as const,
+    registers,
+  });
   let readyPods: (() => number) | undefined;
   new Gauge({
     name: 'codemode_warm_pool_ready_pods',
@@ -115,6 +127,7 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
   for (const result of WAIT_RESULTS) sessionWait.zero({ result });
   for (const start of ['warm', 'cold'] as const) podStart.zero({ start });
   for (const stream of ['stdout', 'stderr'] as const) output.zero({ stream });
+  for (const path of STREAM_BREAK_PATHS) for (const outcome of STREAM_BREAK_OUTCOMES) streamBreaks.inc({ path, outcome }, 0);
   sessionCalls.inc({ runtime: 'python', phase: 'Succeeded', reason: Reasons.Succeeded }, 0);
 
   return {
@@ -135,6 +148,9 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
       const err = sane(stderrBytes);
       if (out !== undefined) output.observe({ stream: 'stdout' }, out);
       if (err !== undefined) output.observe({ stream: 'stderr' }, err);
+    },
+    streamBroke(path, outcome): void {
+      streamBreaks.inc({ path, outcome });
     },
     sessionCall(runtime, phase, reason, seconds): void {
       sessionCalls.inc({ runtime, phase, reason });

@@ -27,6 +27,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
+import type { StreamBreakOutcome } from '../exec/recall.js';
 import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
@@ -65,6 +66,8 @@ export interface RunMetricsSink {
   podStarted?(start: 'cold', seconds: number): void;
   /** Bytes the program wrote to each stream. */
   output?(stdoutBytes: number, stderrBytes: number): void;
+  /** A run whose exec stream to its kernel broke after the code was sent: read back, or unknown. */
+  streamBroke?(outcome: StreamBreakOutcome): void;
 }
 
 /** The warm pool's claim (src/controller/warm-pool.ts): a ready pool pod patched to belong to a run. */
@@ -211,7 +214,13 @@ export class RunExecutor {
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
     this.builtin = builtinProfile({ ...d.opts, warmPoolMin: 0, warmPoolMax: 0 });
-    this.inPod = new InPodExecution({ clients: d.clients, pods: d.pods, policies: d.policies, outputCapChars: d.opts.outputCapChars });
+    this.inPod = new InPodExecution({
+      clients: d.clients,
+      pods: d.pods,
+      policies: d.policies,
+      outputCapChars: d.opts.outputCapChars,
+      onStreamBroke: (outcome) => d.metrics?.streamBroke?.(outcome),
+    });
   }
 
   /** Enables SandboxRun.spec.session (runs in a session's interpreter). */

@@ -14,7 +14,7 @@ import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS
 import type { KubeClients } from '../kube/clients.js';
 import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
 import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
-import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget } from '../exec/recall.js';
+import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { ExecutionFacts } from './status.js';
 
@@ -51,6 +51,8 @@ export interface InPodDeps {
   policies: PolicyGate;
   /** Per stream, characters kept of the output. */
   outputCapChars: number;
+  /** Told when a run's stream broke after its code was sent, and whether its outcome was read back. */
+  onStreamBroke?(outcome: StreamBreakOutcome): void;
 }
 
 export type OnOutput = (stream: 'stdout' | 'stderr', text: string) => void;
@@ -157,6 +159,7 @@ export class InPodExecution {
       // asked again rather than the outcome recorded as unknown. Not a pod that broke the protocol.
       if (sentAt !== undefined && !(err instanceof KernelProtocolError)) {
         const again = await this.recallAfterBreak(run, ns, podName, sentAt + run.spec.timeoutSeconds * 1000 + RECALL_AFTER_BREAK_GRACE_MS);
+        this.d.onStreamBroke?.(again ? 'recalled' : 'unknown');
         if (again) return again;
       }
       // The kernel's stream ended without a result: an OOM kill of the container or an eviction

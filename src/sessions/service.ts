@@ -38,7 +38,7 @@ import {
   type KernelResult,
 } from '../exec/kernel.js';
 import { NOT_ISOLATED_MESSAGE, capText } from '../exec/frames.js';
-import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget } from '../exec/recall.js';
+import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import { isNetworkError } from '../util/network-error.js';
 import { deepFreeze } from '../util/deep-freeze.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
@@ -67,6 +67,8 @@ export type SessionServiceOptions = Pick<
     readonly startupTimeoutSeconds: number;
     /** Told of each create() refused for capacity (metrics). */
     onRefused?(limit: 'sessions'): void;
+    /** Told when a call's stream broke after its code was sent, and whether its outcome was read back (metrics). */
+    onStreamBroke?(outcome: StreamBreakOutcome): void;
     /** Told how a call that found its session busy waited, and how that ended (metrics). */
     onWaited?(result: WaitResult, seconds: number): void;
     /**
@@ -496,6 +498,7 @@ export class SessionService {
           // its turn meanwhile. Not a pod that broke the protocol: that session is lost.
           if (!(err instanceof KernelConnectionError) || err instanceof KernelProtocolError) throw err;
           const again = await recallAfterBreak(this.recallTarget(s, pod, key, req.capChars), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
+          this.opts.onStreamBroke?.(again ? 'recalled' : 'unknown');
           if (!again) throw err;
           this.log.info({ sandboxsession: name }, 'Read back a call whose exec stream broke');
           r = again;

@@ -11,7 +11,7 @@ import { createNamespace, deleteNamespace, testKube, until } from '../helpers/ku
 import { connect } from '../helpers/operator.js';
 import { startApiProxy, type ApiProxy } from './helpers/api-proxy.js';
 import { startApiWriteProxy, type ApiWriteProxy } from './helpers/api-write-proxy.js';
-import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
+import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { createSessionRun, Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
 
@@ -140,6 +140,9 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
       expect(run?.status).toMatchObject({ phase: 'Succeeded', stdout: `before\n${id}\n` });
       // One pod ever carried it: the code ran once.
       expect(ledger.count(run?.metadata.uid ?? '')).toBe(1);
+      // What an operator sees of it.
+      expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="run",outcome="recalled"}')).toBe(1);
+      expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="run",outcome="unknown"}')).toBe(0);
     } finally {
       p.setMode('pass');
       await client.close();
@@ -190,6 +193,8 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
         phase: 'Succeeded',
         stdout: `before\n${runId} 1\n`,
       });
+      expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="session",outcome="recalled"}')).toBe(2);
+      expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="session",outcome="unknown"}')).toBe(0);
       // Each session kept its state, and each call ran once.
       for (const session of sessions) {
         const after = await client.callTool('execute_code', { session, code: 'print(n)', timeout_seconds: 10 });

@@ -26,6 +26,8 @@ describe('service metrics', () => {
       'codemode_admission_queue_wait_seconds_count{result="cancelled"} 0',
       'codemode_session_wait_seconds_count{result="full"} 0',
       'codemode_session_calls_total{runtime="python",phase="Succeeded",reason="Succeeded"} 0',
+      'codemode_kernel_stream_breaks_total{path="run",outcome="recalled"} 0',
+      'codemode_kernel_stream_breaks_total{path="session",outcome="unknown"} 0',
       'codemode_gateway_replicas_gone_total{how="released"} 0',
       'codemode_gateway_replicas_gone_total{how="expired"} 0',
     ]) {
@@ -33,7 +35,7 @@ describe('service metrics', () => {
     }
   });
 
-  it('records pod starts, queue and session waits, outputs and session calls with closed labels', async () => {
+  it('records pod starts, queue and session waits, outputs, session calls and broken kernel streams with closed labels', async () => {
     const m = createMetrics();
     m.podStarted('warm', 0.04);
     m.podStarted('cold', 1.5);
@@ -44,6 +46,9 @@ describe('service metrics', () => {
     m.output(100, 0);
     m.output(-1, 2_000_000);
     m.sessionCall('bash', 'Failed', 'Exception', 0.2);
+    m.streamBroke('session', 'recalled');
+    m.streamBroke('session', 'recalled');
+    m.streamBroke('run', 'unknown');
     m.runs.runFinished('Succeeded', 'Succeeded', 'python', 0.3, 'warm');
     m.runs.runFinished('Failed', 'InvalidSpec', 'python', 0); // never ran: not a latency
     const text = await m.registry.metrics();
@@ -55,6 +60,9 @@ describe('service metrics', () => {
     expect(text).toContain('codemode_output_bytes_count{stream="stdout"} 1');
     expect(text).toContain('codemode_output_bytes_count{stream="stderr"} 2');
     expect(text).toContain('codemode_session_calls_total{runtime="bash",phase="Failed",reason="Exception"} 1');
+    expect(text).toContain('codemode_kernel_stream_breaks_total{path="session",outcome="recalled"} 2');
+    expect(text).toContain('codemode_kernel_stream_breaks_total{path="run",outcome="unknown"} 1');
+    expect(text).toContain('codemode_kernel_stream_breaks_total{path="run",outcome="recalled"} 0');
     expect(text).toContain('codemode_session_call_duration_seconds_count{runtime="bash"} 1');
     expect(text).toContain('codemode_run_duration_seconds_count{runtime="python",phase="Succeeded",start="warm"} 1');
     expect(text).not.toContain('phase="Failed",start=');
