@@ -16,8 +16,13 @@ export const RECALL_AFTER_BREAK_GRACE_MS = 30_000;
 export const STREAM_BREAK_OUTCOMES = ['recalled', 'unknown'] as const;
 export type StreamBreakOutcome = (typeof STREAM_BREAK_OUTCOMES)[number];
 
-/** Between attempts to reach a kernel again after its stream broke. */
+/**
+ * Between attempts to reach a kernel again after its stream broke: 1 s, doubled after each
+ * attempt up to 4 s. An outage is caught within a few seconds of its end, and sandbox code that
+ * kills every new relay (its own uid may signal it) makes one exec every 4 s, not every second.
+ */
 const RECALL_RETRY_MS = 1_000;
+const RECALL_RETRY_GROWTH = 4;
 
 /**
  * Whether a kernel's answer to a recall holds no outcome: it keeps no result under that key
@@ -53,16 +58,17 @@ export async function recallOnce(t: RecallTarget, timeoutMs: number): Promise<{ 
 
 /**
  * recallOnce(), tried again while the kernel cannot be reached and its pod still runs, until
- * `until` (performance.now()): after a stream broke, a new one needs the API server and the
- * kubelet that may have broken it. Undefined when the kernel cannot tell.
+ * `until` (performance.now()), `retryMs` apart at first, then up to 4 × that: after a stream
+ * broke, a new one needs the API server and the kubelet that may have broken it. Undefined when
+ * the kernel cannot tell.
  */
 export async function recallAfterBreak(t: RecallTarget, until: number, retryMs = RECALL_RETRY_MS): Promise<KernelResult | undefined> {
-  for (;;) {
+  for (let delay = retryMs; ; delay = Math.min(delay * 2, retryMs * RECALL_RETRY_GROWTH)) {
     const left = until - performance.now();
     if (left <= 0 || (await t.stopped())) return undefined;
     const r = await recallOnce(t, left);
     if ('result' in r) return r.result;
     if (r.nothing === 'none') return undefined;
-    await new Promise((resolve) => setTimeout(resolve, retryMs));
+    await new Promise((resolve) => setTimeout(resolve, delay));
   }
 }

@@ -1,6 +1,6 @@
 // Reading a call's result back from its kernel (src/exec/recall.ts): what an answer means, and
 // when a recall after a broken stream tries again and when it gives up.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { KernelConnection } from '../../../src/exec/kernel.js';
 import { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from '../../../src/exec/kernel.js';
 import type { KernelResult } from '../../../src/exec/frames.js';
@@ -67,6 +67,24 @@ describe('recallAfterBreak', () => {
     const t = target([unreachable()]);
     expect(await recallAfterBreak(t, performance.now() + 50, 5)).toBeUndefined();
     expect(t.made).toBeGreaterThan(1);
+  });
+
+  describe('between attempts', () => {
+    afterEach(() => vi.useRealTimers());
+
+    it('waits 1, 2, then 4 s at most: a relay killed each time costs one exec per 4 s', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'performance'] });
+      const t = target([unreachable()]);
+      const done = recallAfterBreak(t, performance.now() + 20_000);
+      const madeAfter: number[] = [];
+      for (const step of [0, 999, 1, 1_999, 1, 3_999, 1, 3_999, 1]) {
+        await vi.advanceTimersByTimeAsync(step);
+        madeAfter.push(t.made);
+      }
+      expect(madeAfter).toEqual([1, 1, 2, 2, 3, 3, 4, 4, 5]);
+      await vi.advanceTimersByTimeAsync(20_000);
+      expect(await done).toBeUndefined();
+    });
   });
 
   it('makes no attempt once the deadline has passed', async () => {
