@@ -563,10 +563,11 @@ export class RunExecutor {
       return undefined;
     });
     if (!r) return undefined;
+    const ns = this.record.namespaceOf(run);
     const waitStart = new Date(Date.parse(run.status?.startTime ?? run.metadata.creationTimestamp ?? '') || Date.now());
-    const { c } = await this.recordSessionOutcome(run, sessionOutcome(r, this.record.namespaceOf(run), run.spec.timeoutSeconds), waitStart, log);
+    const { c } = await this.recordSessionOutcome(run, sessionOutcome(r, ns, run.spec.timeoutSeconds), waitStart, log);
     this.d.events.record(
-      { name: run.metadata.name, namespace: this.record.namespaceOf(run), uid },
+      { name: run.metadata.name, namespace: ns, uid },
       'Normal',
       'Recovered',
       'Recover',

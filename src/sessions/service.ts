@@ -497,7 +497,7 @@ export class SessionService {
           // read back over a new stream rather than the outcome reported as unknown. The call keeps
           // its turn meanwhile. Not a pod that broke the protocol: that session is lost.
           if (!(err instanceof KernelConnectionError) || err instanceof KernelProtocolError) throw err;
-          const again = await recallAfterBreak(this.recallTarget(s, pod, key, req.capChars), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
+          const again = await recallAfterBreak(this.recallTarget(s, pod, key), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
           this.opts.onStreamBroke?.(again ? 'recalled' : 'unknown');
           if (!again) throw err;
           this.log.info({ sandboxsession: name }, 'Read back a call whose exec stream broke');
@@ -566,16 +566,16 @@ export class SessionService {
     const s = this.get(name) ?? (await this.read(name).catch(() => undefined));
     const pod = s?.status?.podName;
     if (!s || !pod) return undefined;
-    const r = await recallOnce(this.recallTarget(s, pod, key, this.opts.outputCapChars), timeoutMs);
+    const r = await recallOnce(this.recallTarget(s, pod, key), timeoutMs);
     return 'result' in r ? { ...r.result, session: name, capChars: this.opts.outputCapChars } : undefined;
   }
 
   /** The session's kernel, asked for the call sent with `key`; the pod's status says when it stopped. */
-  private recallTarget(s: SandboxSession, pod: string, key: string, capChars: number): RecallTarget {
+  private recallTarget(s: SandboxSession, pod: string, key: string): RecallTarget {
     return {
       connect: () => this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language)),
       key,
-      capChars,
+      capChars: this.opts.outputCapChars,
       stopped: async () => (await readPodState(this.clients, this.opts.namespace, pod, 0)).stopped,
     };
   }
