@@ -122,7 +122,6 @@ async function execute(conn, req) {
   watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
   let outcome;
   display.clear(process.env.CODEMODE_DISPLAY_DIR);
-  tools.begin(conn, req.id);
   try {
     outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
   } catch (err) {
@@ -132,7 +131,6 @@ async function execute(conn, req) {
     Atomics.store(active, 0, 0);
     watchdog.postMessage({ op: 'end' });
     current = null;
-    tools.end();
   }
   if (outcome.status === 'timeout') killStartedSince(process.pid, sinceTicks);
   call.finish();
@@ -187,7 +185,12 @@ function dispatch(conn, msg) {
   if (msg.op === 'ping') return conn.send({ id: msg.id, type: 'pong', language: 'node', busy, pid: process.pid });
   if (msg.op === 'callResult') return tools.deliver(msg); // the answer to a nested tool call (tools.js)
   // The outcome of a call whose client's stream broke (PROTOCOL.md, "Recall"): sent as it was.
-  if (msg.op === 'recall') return outcomes.recall(msg.key, (result) => conn.send({ ...result, id: msg.id, type: 'result' }));
+  if (msg.op === 'recall') {
+    const waits = outcomes.recall(msg.key, (result) => conn.send({ ...result, id: msg.id, type: 'result' }));
+    // Asked with "tools": the running call's tool requests now go to this stream (tools.js).
+    if (waits && msg.tools === true) tools.attach(conn, msg.id, msg.key);
+    return undefined;
+  }
   if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping", "reset" or "recall"`));
   let req = msg;
   try {
@@ -200,7 +203,11 @@ function dispatch(conn, msg) {
   }
   if (busy) return reply(busyResult());
   busy = true;
-  if (req.op === 'exec') outcomes.started(req.key);
+  if (req.op === 'exec') {
+    outcomes.started(req.key);
+    // Now, not when the code starts: a recall that comes before then finds its tool calls' route.
+    tools.begin(conn, msg.id, req.key);
+  }
   const run = req.op === 'exec' ? execute(conn, req) : resetSession();
   run
     .catch((err) => {
@@ -208,6 +215,8 @@ function dispatch(conn, msg) {
       return errorResult('KernelError', String(err));
     })
     .then((result) => {
+      // What still waits on a tool gets an error: the code's call is over.
+      if (req.op === 'exec') tools.end();
       const items = req.op === 'exec' ? displayed(req) : [];
       busy = false; // free before replying, so the client's next request never sees it busy
       for (const item of items) conn.send({ ...item, id: msg.id, type: 'display' });
@@ -239,6 +248,8 @@ function serve(sock) {
     send(message) {
       if (!sock.destroyed) sock.write(encode(message));
     },
+    /** False once the client went away (its stream ended). */
+    alive: () => !sock.destroyed && !sock.readableEnded,
   };
   sock.on('data', (chunk) => {
     let messages;

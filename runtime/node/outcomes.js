@@ -38,23 +38,29 @@ class Outcomes {
     for (const answer of waiting) answer(result);
   }
 
-  /** Answers through `answer(result)`, now or when the call with `key` ends. */
+  /** Answers through `answer(result)`, now or when the call with `key` ends; true when it waits for that end. */
   recall(key, answer) {
     try {
       checkKey(key);
       if (key === undefined || key === null) throw new Error('"key" is required');
     } catch (err) {
-      return answer(this.errorResult('ProtocolError', err.message));
+      answer(this.errorResult('ProtocolError', err.message));
+      return false;
     }
-    if (this.done && this.done.key === key) return answer(this.done.result);
+    if (this.done && this.done.key === key) {
+      answer(this.done.result);
+      return false;
+    }
     if (this.running === key) {
       if (this.waiting.length >= MAX_RECALL_WAITERS) {
-        return answer({ ...this.errorResult('KernelBusy', 'too many recalls are waiting for this call'), busy: true });
+        answer({ ...this.errorResult('KernelBusy', 'too many recalls are waiting for this call'), busy: true });
+        return false;
       }
       this.waiting.push(answer);
-      return undefined;
+      return true;
     }
-    return answer({ ...this.errorResult('NotFound', `this kernel keeps no result with key ${key}`), notFound: true });
+    answer({ ...this.errorResult('NotFound', `this kernel keeps no result with key ${key}`), notFound: true });
+    return false;
   }
 }
 

@@ -34,8 +34,9 @@ const failure = (callId, kind, message) => ({ callId, ok: false, error: { kind, 
 
 class ToolCalls {
   constructor() {
-    this.current = null; // { conn, id } of the running exec
-    this.pending = new Map(); // kernel callId -> { send, callId, id }
+    this.current = null; // { conn, id, key } of the running exec
+    // kernel callId -> { send, callId, id, held: the frame while no gateway stream could take it, or null once sent }
+    this.pending = new Map();
     this.next = 0;
   }
 
@@ -52,8 +53,31 @@ class ToolCalls {
     server.unref();
   }
 
-  begin(conn, id) {
-    this.current = { conn, id };
+  begin(conn, id, key) {
+    this.current = { conn, id, key: key ?? null };
+  }
+
+  /**
+   * A gateway whose stream broke while the call sent with `key` runs recalls it with "tools": from
+   * now on that call's tool requests go to `conn`, under the recall's `id` (PROTOCOL.md, "Recall").
+   * A request sent on the broken stream may or may not have reached the gateway, so it is answered
+   * "unavailable" here; one held because the stream was already gone goes out now. Nothing happens
+   * when that call is not running.
+   */
+  attach(conn, id, key) {
+    if (!this.current || key === undefined || key === null || this.current.key !== key) return;
+    this.current = { conn, id, key };
+    for (const [kernelId, p] of [...this.pending]) {
+      if (p.held === null) {
+        this.pending.delete(kernelId);
+        p.send(failure(p.callId, 'unavailable', UNKNOWN_IF_RAN));
+      } else {
+        const frame = { ...p.held, id };
+        p.id = id;
+        p.held = null;
+        conn.send(frame);
+      }
+    }
   }
 
   end() {
@@ -65,7 +89,8 @@ class ToolCalls {
 
   deliver(msg) {
     const p = typeof msg.callId === 'string' ? this.pending.get(msg.callId) : undefined;
-    if (!p || p.id !== msg.id) return;
+    // Only the answer under the id the request went out with (a held one went nowhere yet).
+    if (!p || p.id !== msg.id || p.held !== null) return;
     this.pending.delete(msg.callId);
     const reply = { callId: p.callId, ok: msg.ok === true };
     for (const k of ['value', 'cut', 'error']) if (k in msg) reply[k] = msg[k];
@@ -100,11 +125,16 @@ class ToolCalls {
     if (!this.current) return send(failure(callId, 'unavailable', 'tool calls work only while code runs in an execute_code call'));
     if (this.pending.size >= MAX_PENDING) return send(failure(callId, 'limit', `more than ${MAX_PENDING} tool calls are waiting at once`));
     const kernelId = `k${++this.next}`;
-    this.pending.set(kernelId, { send, callId, id: this.current.id });
     const frame = { id: this.current.id, type: 'call', callId: kernelId, op: msg.op };
     for (const k of fields) if (k in msg) frame[k] = msg[k];
-    this.current.conn.send(frame);
+    // The call's gateway stream is gone (it broke): held until the gateway recalls the call over a
+    // new one (attach), or answered when the call ends.
+    const held = this.current.conn.alive() ? null : frame;
+    this.pending.set(kernelId, { send, callId, id: this.current.id, held });
+    if (held === null) this.current.conn.send(frame);
   }
 }
+
+const UNKNOWN_IF_RAN = "the gateway's stream broke while this tool call was on its way; whether the tool ran is unknown";
 
 module.exports = { ToolCalls, prepareEnvironment };

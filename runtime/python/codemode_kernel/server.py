@@ -77,6 +77,11 @@ class Connection:
         socket until close() (its exit ends the exec stream)."""
         self.pipes = pipes
 
+    @property
+    def alive(self):
+        """False once the client went away (its stream ended, or a write to it failed)."""
+        return self._alive
+
     def read(self, n):
         # Only the connection's reader thread reads and closes: the fd cannot close under it.
         pipes = self.pipes
@@ -222,10 +227,8 @@ class KernelServer:
                 self._session.warm_up()
                 continue
             warm_up_at = None
-            if msg["op"] in ("exec", "run"):
-                self._tools.begin(conn, msg["id"])
-                if self._display_dir:
-                    display.clear(self._display_dir)
+            if msg["op"] in ("exec", "run") and self._display_dir:
+                display.clear(self._display_dir)
             try:
                 # After the gateway saw the NetworkPolicy restored: no code starts before this pod
                 # has no network again (the CNI re-programs it a moment later).
@@ -325,7 +328,7 @@ class KernelServer:
             self._tools.deliver(msg)
             return
         if op == "recall":  # the outcome of a run whose client went away (PROTOCOL.md, "Recall")
-            self._outcomes.recall(conn, call_id, msg.get("key"))
+            self._outcomes.recall(conn, call_id, msg.get("key"), self._tools.attach if msg.get("tools") is True else None)
             return
         if op not in ("exec", "run", "reset"):
             conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping", "reset" or "recall"' % repr(op)[:100]), id=call_id, type="result"))
@@ -344,6 +347,10 @@ class KernelServer:
             return
         if op in ("exec", "run"):
             self._outcomes.started(msg.get("key"))
+            # Here, not when the main thread takes the call: a recall that arrives before then
+            # finds its tool calls' route (ToolCalls.attach). The last call's end() came before
+            # the busy lock was released.
+            self._tools.begin(conn, call_id, msg.get("key"))
         self._calls.put((conn, msg))
 
 
@@ -389,7 +396,8 @@ class Outcomes:
         for conn, call_id in waiting:
             conn.send(dict(result, id=call_id, type="result"))
 
-    def recall(self, conn, call_id, key):
+    def recall(self, conn, call_id, key, attach=None):
+        """attach: the recall asked for the running call's tool requests too (ToolCalls.attach)."""
         try:
             check_key(key)
             if key is None:
@@ -406,7 +414,12 @@ class Outcomes:
                     done = (key, dict(error_result("KernelBusy", "too many recalls are waiting for this run"), busy=True))
                 else:
                     self._waiting.append((conn, call_id))
-                    return
+                    done = False
+        if done is False:
+            # Outside the lock; attach checks again that the call with this key still runs.
+            if attach is not None:
+                attach(conn, call_id, key)
+            return
         conn.send(dict(done[1] if done else not_found_result(key), id=call_id, type="result"))
 
 

@@ -73,8 +73,10 @@ class ToolCalls:
     def __init__(self, path):
         self._path = path
         self._lock = threading.Lock()
-        self._current = None  # (gateway connection, request id) of the running exec/run
-        self._pending = {}  # kernel callId -> (client send, client callId, request id)
+        self._current = None  # (gateway connection, request id, key) of the running exec/run
+        # kernel callId -> (client send, client callId, request id, frame held while no gateway
+        # connection could take it, or None once sent)
+        self._pending = {}
         self._next = 0
 
     def start(self):
@@ -93,9 +95,32 @@ class ToolCalls:
         listener.listen(64)
         threading.Thread(target=self._accept, args=(listener,), name="codemode-tools", daemon=True).start()
 
-    def begin(self, conn, request_id):
+    def begin(self, conn, request_id, key=None):
         with self._lock:
-            self._current = (conn, request_id)
+            self._current = (conn, request_id, key)
+
+    def attach(self, conn, request_id, key):
+        """A gateway whose stream broke while the call sent with `key` runs recalls it with
+        "tools": from now on that call's tool requests go to `conn`, under the recall's id
+        (PROTOCOL.md, "Recall"). A request sent on the broken stream may or may not have reached
+        the gateway, so it is answered "unavailable" here; one held because the stream was already
+        gone goes out now. Nothing happens when that call is not running."""
+        with self._lock:
+            if self._current is None or key is None or self._current[2] != key:
+                return
+            self._current = (conn, request_id, key)
+            lost, resend = [], []
+            for kernel_id, entry in list(self._pending.items()):
+                if entry[3] is None:
+                    lost.append(self._pending.pop(kernel_id))
+                else:
+                    frame = dict(entry[3], id=request_id)
+                    self._pending[kernel_id] = (entry[0], entry[1], request_id, None)
+                    resend.append(frame)
+        for send, client_id, _, _ in lost:
+            send(_answer(client_id, "unavailable", UNKNOWN_IF_RAN))
+        for frame in resend:
+            conn.send(frame)
 
     def end(self):
         """The call finished: what still waits gets an error (its code is over, or it runs in
@@ -103,17 +128,20 @@ class ToolCalls:
         with self._lock:
             self._current = None
             left, self._pending = self._pending, {}
-        for send, client_id, _ in left.values():
+        for send, client_id, _, _ in left.values():
             send(_answer(client_id, "unavailable", "the code's call ended before the tool answered"))
 
     def deliver(self, msg):
         """A callResult from the gateway (any connection: a forged one can only answer a call of
         the code that forged it)."""
+        call_id = msg.get("callId")
         with self._lock:
-            entry = self._pending.pop(msg.get("callId"), None) if isinstance(msg.get("callId"), str) else None
-        if entry is None or entry[2] != msg.get("id"):
-            return
-        send, client_id, _ = entry
+            entry = self._pending.get(call_id) if isinstance(call_id, str) else None
+            # Only the answer under the id the request went out with (a held one went nowhere yet).
+            if entry is None or entry[2] != msg.get("id") or entry[3] is not None:
+                return
+            del self._pending[call_id]
+        send, client_id, _, _ = entry
         reply = {"callId": client_id, "ok": msg.get("ok") is True}
         for key in ("value", "cut", "error"):
             if key in msg:
@@ -171,13 +199,20 @@ class ToolCalls:
                 reason = None
                 self._next += 1
                 kernel_id = "k%d" % self._next
-                self._pending[kernel_id] = (send, call_id, current[1])
+                conn, request_id = current[0], current[1]
+                frame = {"id": request_id, "type": "call", "callId": kernel_id, "op": op}
+                for key in OPS[op]:
+                    if key in msg:
+                        frame[key] = msg[key]
+                # The call's gateway stream is gone (it broke): held until the gateway recalls the
+                # call over a new one (attach), or answered when the call ends.
+                held = None if conn.alive else frame
+                self._pending[kernel_id] = (send, call_id, request_id, held)
         if reason is not None:
             send(_answer(call_id, "limit" if current is not None else "unavailable", reason))
             return
-        conn, request_id = current
-        frame = {"id": request_id, "type": "call", "callId": kernel_id, "op": op}
-        for key in OPS[op]:
-            if key in msg:
-                frame[key] = msg[key]
-        conn.send(frame)
+        if held is None:
+            conn.send(frame)
+
+
+UNKNOWN_IF_RAN = "the gateway's stream broke while this tool call was on its way; whether the tool ran is unknown"

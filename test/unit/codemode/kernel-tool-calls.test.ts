@@ -2,9 +2,9 @@
 // the gateway's real KernelStream, and a ToolBroker over an in-memory upstream.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ToolBroker } from '../../../src/codemode/broker.js';
-import { KernelStream } from '../../../src/exec/kernel-stream.js';
+import { KernelStream, type CallHandler } from '../../../src/exec/kernel-stream.js';
 import type { KernelResult } from '../../../src/exec/frames.js';
 import { Kernel, RUNTIME_DIR } from '../runtime/harness.js';
 import { fakeUpstream } from './fake-upstream.js';
@@ -15,8 +15,9 @@ interface Gateway {
   stream: KernelStream;
 }
 
-async function open(language: 'python' | 'bash' | 'node', extra: string[] = []): Promise<Gateway> {
-  const kernel = await Kernel.start(language, extra);
+/** A kernel (`existing`, or a new one with `extra` arguments) and a relay to it, with the gateway's stream. */
+async function open(language: 'python' | 'bash' | 'node', extra: string[] = [], existing?: Kernel): Promise<Gateway> {
+  const kernel = existing ?? (await Kernel.start(language, extra));
   const relay =
     language === 'node'
       ? spawn(process.execPath, [join(RUNTIME_DIR, 'node/relay.js'), kernel.socket], { stdio: ['pipe', 'pipe', 'inherit'] })
@@ -169,5 +170,102 @@ describe('tool calls from programs the kernel starts', () => {
       bash.stream.fail('test over');
       await Promise.all([py.kernel.stop(), bash.kernel.stop()]);
     }
+  });
+});
+
+// A call's exec stream can break while its code runs (an API server or kubelet restart): the
+// gateway recalls the call over a new stream with "tools" (runtime/PROTOCOL.md, "Recall"), and
+// the code's tool calls go on over that stream, with the same broker (its limits carry on).
+describe.each([
+  {
+    name: 'a python session call',
+    language: 'python' as const,
+    args: [] as string[],
+    op: 'exec' as const,
+    lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
+    held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
+  },
+  {
+    name: 'a python warm run',
+    language: 'python' as const,
+    args: ['--prestart'],
+    op: 'run' as const,
+    lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
+    held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
+  },
+  {
+    name: 'a node session call',
+    language: 'node' as const,
+    args: [] as string[],
+    op: 'exec' as const,
+    lost: "const { mcp } = require('codemode');\nconst first = await mcp.demo.get_sum({ a: 1, b: 1 });\nlet lost = 'answered';\ntry { await mcp.demo.slow({ ms: 3000 }); } catch (e) { lost = e.kind; }\nconsole.log(first, lost, await mcp.demo.get_sum({ a: 2, b: 2 }));",
+    held: "const { mcp } = require('codemode');\nconsole.log(await mcp.demo.get_sum({ a: 1, b: 1 }));\nawait new Promise((r) => setTimeout(r, 1500));\nconsole.log(await mcp.demo.get_sum({ a: 2, b: 2 }));",
+  },
+])('tool calls of $name after its stream broke', ({ language, args, op, lost, held }) => {
+  let g: Gateway | undefined;
+  let again: Gateway | undefined;
+  afterEach(async () => {
+    again?.stream.fail('test over');
+    g?.stream.fail('test over');
+    await g?.kernel.stop();
+    g = again = undefined;
+  });
+
+  /** Sends `code` with a key, its tool calls to `handle`, its output to `onOutput`. */
+  function send(gw: Gateway, code: string, handle: CallHandler, onOutput?: (stream: string, text: string) => void): Promise<unknown> {
+    const req = { op, code, key: 'call-t', timeoutMs: 20_000, capChars: 50_000, ...(op === 'run' && { language }) };
+    const sent = gw.stream.request(req, 'result', 50_000, 30_000, onOutput, handle);
+    sent.catch(() => undefined);
+    return sent;
+  }
+
+  /** A second relay to the same kernel, as a replica's new exec stream after the break. */
+  async function reconnect(gw: Gateway): Promise<Gateway> {
+    const other = await open(language, [], gw.kernel);
+    again = other;
+    return other;
+  }
+
+  const recall = (gw: Gateway, handle: CallHandler): Promise<KernelResult> =>
+    gw.stream.request({ op: 'recall', key: 'call-t', tools: true }, 'result', 50_000, 30_000, undefined, handle) as Promise<KernelResult>;
+
+  it('go on over the stream that recalls the call; one on its way at the break fails as unknown', async () => {
+    g = await open(language, args);
+    const upstream = fakeUpstream();
+    const calls = new ToolBroker(upstream, { ...limits, callTimeoutMs: 10_000 }).forRun({});
+    let slowOut!: () => void;
+    const slow = new Promise<void>((r) => (slowOut = r));
+    const handle: CallHandler = (f) => {
+      if (f.op === 'call' && f.tool === 'slow') slowOut();
+      return calls.handle(f);
+    };
+    void send(g, lost, handle);
+    await slow;
+    g.stream.fail('the exec stream broke');
+    const r = await recall(await reconnect(g), handle);
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.status).toBe('ok');
+    expect(r.stdout).toBe('2 unavailable 4\n');
+    expect(upstream.calls).toEqual(['demo.get-sum', 'demo.slow', 'demo.get-sum']);
+  });
+
+  it('holds a call made while no stream could take it, and sends it over the stream that recalls the call', async () => {
+    g = await open(language, args);
+    const upstream = fakeUpstream();
+    const calls = new ToolBroker(upstream, limits).forRun({});
+    // Once the code printed the first call's answer, that answer is in; its second call comes later.
+    let printed!: () => void;
+    const first = new Promise<void>((r) => (printed = r));
+    const handle: CallHandler = (f) => calls.handle(f);
+    void send(g, held, handle, (_stream, text) => text.includes('2') && printed());
+    await first;
+    g.stream.fail('the exec stream broke');
+    // The code's second call comes while no stream is there: it waits in the kernel.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(upstream.calls).toEqual(['demo.get-sum']);
+    const r = await recall(await reconnect(g), handle);
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.stdout).toBe('2\n4\n');
+    expect(upstream.calls).toEqual(['demo.get-sum', 'demo.get-sum']);
   });
 });
