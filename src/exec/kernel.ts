@@ -182,10 +182,11 @@ export class KernelConnection {
    * The result of the call sent with `key`, read back by a client that did not see it (its stream
    * broke, or its executor stopped): waits while that call still goes on, for at most `timeoutMs`.
    * A result with `notFound` means the kernel keeps no result under the key (src/exec/recall.ts).
-   * The kernel's answer is untrusted like any result.
+   * The kernel's answer is untrusted like any result. `onCall`: the call's code goes on calling
+   * tools through this stream from now on (the recall is sent with `tools`; runtime/PROTOCOL.md).
    */
-  async recall(key: string, capChars: number, timeoutMs: number): Promise<KernelResult> {
-    const r = await this.stream.request({ op: 'recall', key }, 'result', capChars, timeoutMs);
+  async recall(key: string, capChars: number, timeoutMs: number, onCall?: CallHandler): Promise<KernelResult> {
+    const r = await this.stream.request({ op: 'recall', key, ...(onCall && { tools: true }) }, 'result', capChars, timeoutMs, undefined, onCall);
     return r as KernelResult;
   }
 

@@ -4,7 +4,7 @@
 // for it. Shared by transient runs (src/runs/in-pod.ts) and session calls (src/sessions). Nothing
 // here ever starts code.
 import type { KernelResult } from './frames.js';
-import { KernelConnectionError, KernelProtocolError, type KernelConnection } from './kernel.js';
+import { KernelConnectionError, KernelProtocolError, type CallHandler, type KernelConnection } from './kernel.js';
 
 /**
  * How long past a call's timeout a call whose stream broke is still asked for its outcome: the
@@ -41,13 +41,18 @@ export interface RecallTarget {
   capChars: number;
   /** Whether the pod is known to have stopped (then its kernel is gone): no more attempts. */
   stopped(): boolean | Promise<boolean>;
+  /**
+   * The call's tool-call handler, when this replica still serves the call: the code's tool calls
+   * go on over the recall's stream (those on their way when the stream broke fail as unknown).
+   */
+  onCall?: CallHandler;
 }
 
 /** One recall: the result, or why there is none (`unreachable`: the kernel may answer later). */
 export async function recallOnce(t: RecallTarget, timeoutMs: number): Promise<{ result: KernelResult } | { nothing: 'none' | 'unreachable' }> {
   try {
     const conn = await t.connect();
-    const r = await conn.recall(t.key, t.capChars, timeoutMs);
+    const r = await conn.recall(t.key, t.capChars, timeoutMs, t.onCall);
     return recalledNothing(r) ? { nothing: 'none' } : { result: r };
   } catch (err) {
     if (!(err instanceof KernelConnectionError)) throw err;

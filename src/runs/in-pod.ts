@@ -158,7 +158,7 @@ export class InPodExecution {
       // break): the kernel runs the code to its end all the same and keeps the result, so it is
       // asked again rather than the outcome recorded as unknown. Not a pod that broke the protocol.
       if (sentAt !== undefined && !(err instanceof KernelProtocolError)) {
-        const again = await this.recallAfterBreak(run, ns, podName, sentAt + run.spec.timeoutSeconds * 1000 + RECALL_AFTER_BREAK_GRACE_MS);
+        const again = await this.recallAfterBreak(run, ns, podName, sentAt + run.spec.timeoutSeconds * 1000 + RECALL_AFTER_BREAK_GRACE_MS, onCall);
         this.d.onStreamBroke?.(again ? 'recalled' : 'unknown');
         if (again) return again;
       }
@@ -202,11 +202,14 @@ export class InPodExecution {
     }
   }
 
-  /** recall() after this replica's own stream broke: tried again while the pod runs, until `until`. */
-  private async recallAfterBreak(run: SandboxRun, ns: string, podName: string, until: number): Promise<Executed | undefined> {
+  /**
+   * recall() after this replica's own stream broke: tried again while the pod runs, until `until`.
+   * The run's tool calls go on over the new stream (`onCall`).
+   */
+  private async recallAfterBreak(run: SandboxRun, ns: string, podName: string, until: number, onCall?: CallHandler): Promise<Executed | undefined> {
     if (!this.kernels) return undefined;
     try {
-      const r = await recallAfterBreak(this.recallTarget(this.kernels, run, ns, podName), until);
+      const r = await recallAfterBreak({ ...this.recallTarget(this.kernels, run, ns, podName), ...(onCall && { onCall }) }, until);
       return r && (await this.fromKernel(r, ns, podName));
     } finally {
       setImmediate(() => this.kernels?.drop(ns, podName));

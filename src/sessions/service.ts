@@ -497,7 +497,9 @@ export class SessionService {
           // read back over a new stream rather than the outcome reported as unknown. The call keeps
           // its turn meanwhile. Not a pod that broke the protocol: that session is lost.
           if (!(err instanceof KernelConnectionError) || err instanceof KernelProtocolError) throw err;
-          const again = await recallAfterBreak(this.recallTarget(s, pod, key), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
+          // The code's tool calls go on over the new stream.
+          const target = { ...this.recallTarget(s, pod, key), ...(call.onCall && { onCall: call.onCall }) };
+          const again = await recallAfterBreak(target, sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
           this.opts.onStreamBroke?.(again ? 'recalled' : 'unknown');
           if (!again) throw err;
           this.log.info({ sandboxsession: name }, 'Read back a call whose exec stream broke');

@@ -14,6 +14,8 @@ import { startApiWriteProxy, type ApiWriteProxy } from './helpers/api-write-prox
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { createSessionRun, Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
+import { startEverything, type Everything } from '../helpers/upstream.js';
+import { createUpstream, readyOf, upstreamStatus } from '../helpers/upstream-servers.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -24,6 +26,8 @@ let proxy: ApiProxy | undefined;
 let writes: ApiWriteProxy | undefined;
 let gw: GatewayProcess | undefined;
 let mix: Mix | undefined;
+/** The reference "everything" MCP server, for the code-mode test (started by it). */
+let everything: Everything | undefined;
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'fault-api');
@@ -39,6 +43,7 @@ afterAll(async () => {
   await stopGateway(gw);
   await writes?.close();
   await proxy?.close();
+  await everything?.kill();
   ledger?.stop();
   await deleteNamespace(k, ns);
 });
@@ -200,6 +205,50 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
         const after = await client.callTool('execute_code', { session, code: 'print(n)', timeout_seconds: 10 });
         expect(after.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
       }
+    } finally {
+      p.setMode('pass');
+      await client.close();
+    }
+  });
+
+  // Code mode through a broken stream: the code's tool calls go on over the stream that recalls
+  // its call (runtime/PROTOCOL.md, "Recall"). A transient run and a session call each call the
+  // reference "everything" server (a real MCP server, reached directly, not through the proxy)
+  // before and after their streams broke.
+  it('lets code go on calling tools after its exec stream broke: a run and a session call', { timeout: 240_000 }, async () => {
+    const p = proxy as ApiProxy;
+    everything = await startEverything();
+    await createUpstream(k, ns, 'everything', { url: everything.url });
+    const client = await connect((await restartGateway()).url, 'current');
+    try {
+      await until(async () => readyOf(await upstreamStatus(k, ns, 'everything')).status === 'True', 60_000, 'the upstream Ready');
+      const created = await client.callTool('create_session', { language: 'python' });
+      expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
+      const session = String(created.structuredContent?.session);
+      // The second call comes while the stream is broken (then the kernel holds it) or after the
+      // replica recalled the call (then it goes over the new stream): either way it is answered.
+      const code = (id: string): string =>
+        `import time\nfrom codemode import mcp\nfirst = mcp.everything.echo(message="one")\nprint("before", flush=True)\ntime.sleep(6)\nprint(first, mcp.everything.echo(message="${id}"))`;
+      const runId = `r-tools-${Date.now()}`;
+      const sessionId = `s-tools-${Date.now()}`;
+      const inSession = client.callTool('execute_code', { session, code: code(sessionId), timeout_seconds: 30 });
+      const transient = client.callTool('execute_code', { code: code(runId), timeout_seconds: 30 });
+      await until(async () => (await listRuns(k, ns)).find((r) => r.spec.code?.includes(runId))?.status?.phase === 'Running', 60_000, 'the run Running');
+      // Both have made their first call and sleep when their streams break.
+      await new Promise((r) => setTimeout(r, 1_500));
+      p.setMode('reset');
+      await new Promise((r) => setTimeout(r, 2_000));
+      p.setMode('pass');
+      for (const [r, id] of [
+        [await transient, runId],
+        [await inSession, sessionId],
+      ] as const) {
+        expect(r.isError, JSON.stringify(r.structuredContent)).toBeFalsy();
+        // Both calls through the call's own broker: its count and budget carry on after the break.
+        expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: `before\nEcho: one Echo: ${id}\n`, tool_calls: { calls: 2, errors: 0 } });
+      }
+      expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="run",outcome="recalled"}')).toBe(1);
+      expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="session",outcome="recalled"}')).toBe(1);
     } finally {
       p.setMode('pass');
       await client.close();
