@@ -1,12 +1,21 @@
 'use strict';
-// The result of the last keyed `exec`, kept for a client whose exec stream broke before the
-// result arrived: it asks with `recall`, and a recall made while that call still goes on is
-// answered when it ends (PROTOCOL.md, "Recall"; the Python kernel's Outcomes does the same). One
-// call's result only: a later keyed call replaces it, and a recall then gets notFound.
+// The results of the last keyed `exec`s, kept for a client whose exec stream broke before the
+// result arrived, or whose gateway replica stopped: it asks with `recall`, and a recall made while
+// that call still goes on is answered when it ends (PROTOCOL.md, "Recall"; the Python kernel's
+// Outcomes does the same). The last KEPT_RESULTS calls' results, fewer once their texts pass
+// KEPT_CHARS (the oldest go first; the last always stays); a recall of one let go gets notFound.
 
 const MAX_KEY_CHARS = 64;
 // Recalls waiting for one call; more get KernelBusy (each waiter is a request of its own).
 const MAX_RECALL_WAITERS = 16;
+const KEPT_RESULTS = 16;
+const KEPT_CHARS = 2_000_000;
+
+/** What a kept result holds in text (its output and error texts). */
+function resultChars(result) {
+  const error = result.error || {};
+  return [result.stdout, result.stderr, error.ename, error.evalue, error.traceback].reduce((n, t) => n + (t ? String(t).length : 0), 0);
+}
 
 /** Throws saying what is wrong with a request's `key` (optional: undefined or null is none). */
 function checkKey(key) {
@@ -20,7 +29,8 @@ class Outcomes {
   constructor(errorResult) {
     this.errorResult = errorResult;
     this.running = null;
-    this.done = null; // { key, result }
+    this.done = new Map(); // key -> result, oldest first
+    this.chars = 0;
     this.waiting = []; // (result) => void
   }
 
@@ -32,10 +42,22 @@ class Outcomes {
   finished(key, result) {
     this.running = null;
     if (key === undefined || key === null) return;
-    this.done = { key, result };
+    this.keep(key, result);
     const waiting = this.waiting;
     this.waiting = [];
     for (const answer of waiting) answer(result);
+  }
+
+  keep(key, result) {
+    if (this.done.has(key)) this.chars -= resultChars(this.done.get(key));
+    this.done.delete(key);
+    this.done.set(key, result);
+    this.chars += resultChars(result);
+    while (this.done.size > 1 && (this.done.size > KEPT_RESULTS || this.chars > KEPT_CHARS)) {
+      const oldest = this.done.keys().next().value;
+      this.chars -= resultChars(this.done.get(oldest));
+      this.done.delete(oldest);
+    }
   }
 
   /** Answers through `answer(result)`, now or when the call with `key` ends; true when it waits for that end. */
@@ -47,8 +69,8 @@ class Outcomes {
       answer(this.errorResult('ProtocolError', err.message));
       return false;
     }
-    if (this.done && this.done.key === key) {
-      answer(this.done.result);
+    if (this.done.has(key)) {
+      answer(this.done.get(key));
       return false;
     }
     if (this.running === key) {

@@ -1,6 +1,6 @@
 // Reading a call's result back from its kernel after the client lost it (runtime/PROTOCOL.md,
 // "Recall"): the exec stream broke mid-call, or the replica that sent it stopped. The kernel runs
-// the code to its end all the same and keeps the result of the last keyed call; a new stream asks
+// the code to its end all the same and keeps the results of its last keyed calls; a new stream asks
 // for it. Shared by transient runs (src/runs/in-pod.ts) and session calls (src/sessions). Nothing
 // here ever starts code.
 import type { KernelResult } from './frames.js';

@@ -552,8 +552,8 @@ export class RunExecutor {
 
   /**
    * recover() for a run in a session: its call was sent with the run's uid as key, and the
-   * session's kernel keeps the result of its last keyed call. Undefined when the kernel cannot tell
-   * (the session or its pod gone, the call never arrived, or a later call replaced it).
+   * session's kernel keeps the results of its last keyed calls. Undefined when the kernel cannot
+   * tell (the session or its pod gone, the call never arrived, or later calls let its result go).
    */
   private async recoverInSession(run: SandboxRun, session: string, budgetMs: number, log: Logger): Promise<Classification | undefined> {
     const uid = run.metadata.uid;

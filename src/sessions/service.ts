@@ -561,8 +561,8 @@ export class SessionService {
    * The result of the call sent with `key` to session `name`'s interpreter, read back after the
    * replica that sent it stopped (RunExecutor.recover): answered once that call ends, within
    * `timeoutMs`. Undefined when the session cannot tell: it or its pod is gone, its kernel cannot
-   * be reached, or it keeps no result under the key (the call never arrived, or a later keyed call
-   * replaced it). Never starts code; the caller's access was checked when the call was made.
+   * be reached, or it keeps no result under the key (the call never arrived, or so many later keyed
+   * calls came that its result was let go: runtime/PROTOCOL.md, "Recall"). Never starts code; the caller's access was checked when the call was made.
    */
   async recall(name: string, key: string, timeoutMs: number): Promise<SessionCallResult | undefined> {
     const s = this.get(name) ?? (await this.read(name).catch(() => undefined));

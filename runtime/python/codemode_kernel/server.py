@@ -363,23 +363,25 @@ def check_key(key):
 
 
 def not_found_result(key):
-    """The answer to a recall of a key this kernel does not keep: it never ran it, or ran a keyed
-    call after it."""
+    """The answer to a recall of a key this kernel does not keep: it never ran it, or ran so many
+    keyed calls after it that its result was let go (Outcomes)."""
     return dict(error_result("NotFound", "this kernel keeps no result with key %s" % key[:MAX_KEY_CHARS]), notFound=True)
 
 
 class Outcomes:
-    """The result of the last keyed `run` or `exec`, kept for a client that lost its connection
+    """The results of the last keyed `run`s and `exec`s, kept for a client that lost its connection
     before the result arrived (its exec stream broke, or its gateway replica stopped): it asks with
-    `recall`, and a recall made while that call still goes on is answered when it ends. One call's
-    result only: a pool pod serves one run, and a session's client recalls right after the break
-    (a later call replaces it: the recall then gets notFound). Its size is bounded like any result
-    (capChars)."""
+    `recall`, and a recall made while that call still goes on is answered when it ends. A pool pod
+    serves one run; a session keeps the last KEPT_RESULTS calls' results, so one recovered after
+    its replica stopped is still there after a few more calls (the oldest goes first, and once the
+    kept texts pass KEPT_CHARS, older ones go too; the last always stays). Each is bounded like
+    any result (capChars)."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._running = None
-        self._done = None  # (key, result)
+        self._done = {}  # key -> result, oldest first
+        self._chars = 0
         self._waiting = []  # (conn, request id)
 
     def started(self, key):
@@ -391,10 +393,21 @@ class Outcomes:
             self._running = None
             if key is None:
                 return
-            self._done = (key, result)
+            self._keep(key, result)
             waiting, self._waiting = self._waiting, []
         for conn, call_id in waiting:
             conn.send(dict(result, id=call_id, type="result"))
+
+    def _keep(self, key, result):
+        """Under the lock."""
+        old = self._done.pop(key, None)
+        if old is not None:
+            self._chars -= result_chars(old)
+        self._done[key] = result
+        self._chars += result_chars(result)
+        while len(self._done) > 1 and (len(self._done) > KEPT_RESULTS or self._chars > KEPT_CHARS):
+            oldest = next(iter(self._done))
+            self._chars -= result_chars(self._done.pop(oldest))
 
     def recall(self, conn, call_id, key, attach=None):
         """attach: the recall asked for the running call's tool requests too (ToolCalls.attach)."""
@@ -406,7 +419,8 @@ class Outcomes:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
             return
         with self._lock:
-            done = self._done if self._done is not None and self._done[0] == key else None
+            kept = self._done.get(key)
+            done = (key, kept) if kept is not None else None
             if done is None and self._running == key:
                 # Bounded: every waiter is a request of its own; a client that floods recalls only
                 # waits on its own connection.
@@ -424,6 +438,17 @@ class Outcomes:
 
 
 MAX_RECALL_WAITERS = 16
+KEPT_RESULTS = 16
+KEPT_CHARS = 2_000_000
+
+
+def result_chars(result):
+    """What a kept result holds in text (its output and error texts)."""
+    error = result.get("error")
+    n = len(result.get("stdout") or "") + len(result.get("stderr") or "")
+    if isinstance(error, dict):
+        n += sum(len(str(error.get(k) or "")) for k in ("ename", "evalue", "traceback"))
+    return n
 NETWORK_CHECK_SECONDS = 10.0
 
 

@@ -108,6 +108,18 @@ describe('fault: gateway SIGKILL mid-run', () => {
 
       gw = await startGateway(env, port);
       expect(gw.identity).not.toBe(killed);
+      // Another call in the victim's session, made before the new replica can find the killed one
+      // gone (that takes 30 s of its own watching): the session's kernel keeps the run's result
+      // beside this call's (runtime/PROTOCOL.md, "Recall"), so the run is still read back.
+      const later = await connect(gw.url, 'current');
+      try {
+        const r = await later.callTool('execute_code', { session: victimSession, code: 'later = 1', timeout_seconds: 10 });
+        expect(r.structuredContent).toMatchObject({ phase: 'Succeeded' });
+      } finally {
+        await later.close();
+      }
+      const victimPhase = (await listRuns(k, ns)).find((r) => r.metadata.name === inSession.metadata.name)?.status?.phase;
+      expect(isTerminalPhase(victimPhase), 'the later call came before the recovery').toBe(false);
       await mix.waitFor((r) => r.kind === 'transient' && r.outcome === 'ok', 'transient run after the restart');
       await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', 'session call after the restart');
       await mix.stop();

@@ -273,16 +273,29 @@ describe.each([
     }
   });
 
-  it('keeps the last keyed call only: a later one replaces it, an unkeyed one does not', async () => {
+  it('keeps the last 16 keyed calls: a 16th one after lets the oldest go, unkeyed ones do not', async () => {
     session = await startSession(language);
     const { client } = session;
-    const { frame: first } = await client.exec(language === 'node' ? 'console.log(1)' : language === 'bash' ? 'echo 1' : 'print(1)', { key: 'call-b' });
+    const print1 = language === 'node' ? 'console.log(1)' : language === 'bash' ? 'echo 1' : 'print(1)';
+    const { frame: first } = await client.exec(print1, { key: 'call-b' });
     expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toEqual({ ...first, id: expect.any(String) });
     await client.exec(next);
     expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toMatchObject({ stdout: '1\n' });
-    await client.exec(next, { key: 'call-c' });
+    for (let i = 1; i <= 15; i++) await client.exec(next, { key: `call-${i}` });
+    expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toMatchObject({ status: 'ok', stdout: '1\n' });
+    await client.exec(next, { key: 'call-16' });
     expect((await client.request({ op: 'recall', key: 'call-b' })).frame).toMatchObject({ status: 'error', notFound: true, error: { ename: 'NotFound' } });
-    expect((await client.request({ op: 'recall', key: 'call-c' })).frame).not.toHaveProperty('notFound');
+    for (const key of ['call-1', 'call-16']) expect((await client.request({ op: 'recall', key })).frame).not.toHaveProperty('notFound');
+  });
+
+  it('lets older results go once the kept texts pass 2,000,000 characters, but keeps the last', async () => {
+    session = await startSession(language);
+    const { client } = session;
+    const big = language === 'node' ? 'console.log("x".repeat(1500000))' : language === 'bash' ? "head -c 1500000 /dev/zero | tr '\\0' x; echo" : 'print("x" * 1500000)';
+    for (const key of ['big-1', 'big-2']) expect((await client.exec(big, { key, capChars: 2_000_000 })).frame.stdoutBytes).toBe(1_500_001);
+    expect((await client.request({ op: 'recall', key: 'big-1' })).frame).toMatchObject({ notFound: true });
+    const kept = (await client.request({ op: 'recall', key: 'big-2' })).frame as { stdout: string };
+    expect(kept.stdout.length).toBe(1_500_001);
   });
 
   it.each([
