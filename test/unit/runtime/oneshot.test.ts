@@ -291,7 +291,8 @@ describe.each([
   it('lets older results go once the kept texts pass 2,000,000 characters, but keeps the last', async () => {
     session = await startSession(language);
     const { client } = session;
-    const big = language === 'node' ? 'console.log("x".repeat(1500000))' : language === 'bash' ? "head -c 1500000 /dev/zero | tr '\\0' x; echo" : 'print("x" * 1500000)';
+    const big =
+      language === 'node' ? 'console.log("x".repeat(1500000))' : language === 'bash' ? "head -c 1500000 /dev/zero | tr '\\0' x; echo" : 'print("x" * 1500000)';
     for (const key of ['big-1', 'big-2']) expect((await client.exec(big, { key, capChars: 2_000_000 })).frame.stdoutBytes).toBe(1_500_001);
     expect((await client.request({ op: 'recall', key: 'big-1' })).frame).toMatchObject({ notFound: true });
     const kept = (await client.request({ op: 'recall', key: 'big-2' })).frame as { stdout: string };
