@@ -247,14 +247,15 @@ class KernelServer:
                 result = error_result("KernelError", repr(err))
             self._tools.end()
             items = self._displayed(msg)
+            final = cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS))
+            # Kept before the kernel is free: a recall never finds the next call running instead.
+            self._outcomes.finished(msg.get("key"), final)
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
             try:
                 for item in items:
                     conn.send(dict(item, id=msg["id"], type="display"), hold=True)
-                final = cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS))
                 conn.send(dict(final, id=msg["id"], type="result"))
-                self._outcomes.finished(msg.get("key"), final)
             finally:
                 # Off the call's path: the caller has its result (the next call waits for this).
                 self._session.after_reply()
