@@ -209,7 +209,7 @@ export class InPodExecution {
   private async recallAfterBreak(run: SandboxRun, ns: string, podName: string, until: number, onCall?: CallHandler): Promise<Executed | undefined> {
     if (!this.kernels) return undefined;
     try {
-      const r = await recallAfterBreak({ ...this.recallTarget(this.kernels, run, ns, podName), ...(onCall && { onCall }) }, until);
+      const r = await recallAfterBreak(this.recallTarget(this.kernels, run, ns, podName, onCall), until);
       return r && (await this.fromKernel(r, ns, podName));
     } finally {
       setImmediate(() => this.kernels?.drop(ns, podName));
@@ -217,8 +217,9 @@ export class InPodExecution {
   }
 
   /** The pool pod's kernel, asked for the run by its name; the pod watcher says when it stopped. */
-  private recallTarget(kernels: KernelConnections, run: SandboxRun, ns: string, podName: string): RecallTarget {
+  private recallTarget(kernels: KernelConnections, run: SandboxRun, ns: string, podName: string, onCall?: CallHandler): RecallTarget {
     return {
+      ...(onCall && { onCall }),
       connect: () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE),
       key: run.metadata.name,
       capChars: this.d.outputCapChars,

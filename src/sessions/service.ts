@@ -498,8 +498,7 @@ export class SessionService {
           // its turn meanwhile. Not a pod that broke the protocol: that session is lost.
           if (!(err instanceof KernelConnectionError) || err instanceof KernelProtocolError) throw err;
           // The code's tool calls go on over the new stream.
-          const target = { ...this.recallTarget(s, pod, key), ...(call.onCall && { onCall: call.onCall }) };
-          const again = await recallAfterBreak(target, sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
+          const again = await recallAfterBreak(this.recallTarget(s, pod, key, call.onCall), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
           this.opts.onStreamBroke?.(again ? 'recalled' : 'unknown');
           if (!again) throw err;
           this.log.info({ sandboxsession: name }, 'Read back a call whose exec stream broke');
@@ -562,7 +561,8 @@ export class SessionService {
    * replica that sent it stopped (RunExecutor.recover): answered once that call ends, within
    * `timeoutMs`. Undefined when the session cannot tell: it or its pod is gone, its kernel cannot
    * be reached, or it keeps no result under the key (the call never arrived, or so many later keyed
-   * calls came that its result was let go: runtime/PROTOCOL.md, "Recall"). Never starts code; the caller's access was checked when the call was made.
+   * calls came that its result was let go: runtime/PROTOCOL.md, "Recall"). Never starts code; the
+   * caller's access was checked when the call was made.
    */
   async recall(name: string, key: string, timeoutMs: number): Promise<SessionCallResult | undefined> {
     const s = this.get(name) ?? (await this.read(name).catch(() => undefined));
@@ -572,9 +572,13 @@ export class SessionService {
     return 'result' in r ? { ...r.result, session: name, capChars: this.opts.outputCapChars } : undefined;
   }
 
-  /** The session's kernel, asked for the call sent with `key`; the pod's status says when it stopped. */
-  private recallTarget(s: SandboxSession, pod: string, key: string): RecallTarget {
+  /**
+   * The session's kernel, asked for the call sent with `key`; the pod's status says when it stopped.
+   * `onCall`: the call's tool calls, when this replica still serves it.
+   */
+  private recallTarget(s: SandboxSession, pod: string, key: string, onCall?: CallHandler): RecallTarget {
     return {
+      ...(onCall && { onCall }),
       connect: () => this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language)),
       key,
       capChars: this.opts.outputCapChars,

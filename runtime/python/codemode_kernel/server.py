@@ -329,7 +329,11 @@ class KernelServer:
             self._tools.deliver(msg)
             return
         if op == "recall":  # the outcome of a run whose client went away (PROTOCOL.md, "Recall")
-            self._outcomes.recall(conn, call_id, msg.get("key"), self._tools.attach if msg.get("tools") is True else None)
+            waits = self._outcomes.recall(conn, call_id, msg.get("key"))
+            # Asked with "tools": the running call's tool requests now go to this connection. After
+            # the outcomes' lock: attach checks again that the call with this key still runs.
+            if waits and msg.get("tools") is True:
+                self._tools.attach(conn, call_id, msg.get("key"))
             return
         if op not in ("exec", "run", "reset"):
             conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping", "reset" or "recall"' % repr(op)[:100]), id=call_id, type="result"))
@@ -410,32 +414,27 @@ class Outcomes:
             oldest = next(iter(self._done))
             self._chars -= result_chars(self._done.pop(oldest))
 
-    def recall(self, conn, call_id, key, attach=None):
-        """attach: the recall asked for the running call's tool requests too (ToolCalls.attach)."""
+    def recall(self, conn, call_id, key):
+        """Answers now, or when the call with `key` ends; True when it waits for that end."""
         try:
             check_key(key)
             if key is None:
                 raise ValueError('"key" is required')
         except ValueError as err:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
-            return
+            return False
         with self._lock:
-            kept = self._done.get(key)
-            done = (key, kept) if kept is not None else None
-            if done is None and self._running == key:
+            answer = self._done.get(key)
+            if answer is None and self._running == key:
                 # Bounded: every waiter is a request of its own; a client that floods recalls only
                 # waits on its own connection.
                 if len(self._waiting) >= MAX_RECALL_WAITERS:
-                    done = (key, dict(error_result("KernelBusy", "too many recalls are waiting for this run"), busy=True))
+                    answer = dict(error_result("KernelBusy", "too many recalls are waiting for this run"), busy=True)
                 else:
                     self._waiting.append((conn, call_id))
-                    done = False
-        if done is False:
-            # Outside the lock; attach checks again that the call with this key still runs.
-            if attach is not None:
-                attach(conn, call_id, key)
-            return
-        conn.send(dict(done[1] if done else not_found_result(key), id=call_id, type="result"))
+                    return True
+        conn.send(dict(answer if answer is not None else not_found_result(key), id=call_id, type="result"))
+        return False
 
 
 MAX_RECALL_WAITERS = 16

@@ -9,6 +9,7 @@ thread (deliver) and is passed to the waiting client. A narrow channel: only the
 while a call runs, a bounded number at a time. Warm-run programs and bash session commands reach
 it by path (same uid), as session code does; the gateway checks everything again.
 """
+import collections
 import os
 import re
 import socket
@@ -65,6 +66,11 @@ def add_packages_dir(path):
     path.insert(at, PACKAGES_DIR)
 
 
+# A tool request waiting for the gateway's answer: the client's send and its callId, the request id
+# it went out under, and its frame while no gateway connection could take it (None once sent).
+_Waiting = collections.namedtuple("_Waiting", "send client_id request_id held")
+
+
 def _answer(call_id, kind, message):
     return {"callId": call_id, "ok": False, "error": {"kind": kind, "message": message}}
 
@@ -74,9 +80,7 @@ class ToolCalls:
         self._path = path
         self._lock = threading.Lock()
         self._current = None  # (gateway connection, request id, key) of the running exec/run
-        # kernel callId -> (client send, client callId, request id, frame held while no gateway
-        # connection could take it, or None once sent)
-        self._pending = {}
+        self._pending = {}  # kernel callId -> _Waiting
         self._next = 0
 
     def start(self):
@@ -110,15 +114,14 @@ class ToolCalls:
                 return
             self._current = (conn, request_id, key)
             lost, resend = [], []
-            for kernel_id, entry in list(self._pending.items()):
-                if entry[3] is None:
+            for kernel_id, waiting in list(self._pending.items()):
+                if waiting.held is None:
                     lost.append(self._pending.pop(kernel_id))
                 else:
-                    frame = dict(entry[3], id=request_id)
-                    self._pending[kernel_id] = (entry[0], entry[1], request_id, None)
-                    resend.append(frame)
-        for send, client_id, _, _ in lost:
-            send(_answer(client_id, "unavailable", UNKNOWN_IF_RAN))
+                    resend.append(dict(waiting.held, id=request_id))
+                    self._pending[kernel_id] = waiting._replace(request_id=request_id, held=None)
+        for waiting in lost:
+            waiting.send(_answer(waiting.client_id, "unavailable", UNKNOWN_IF_RAN))
         for frame in resend:
             conn.send(frame)
 
@@ -128,25 +131,24 @@ class ToolCalls:
         with self._lock:
             self._current = None
             left, self._pending = self._pending, {}
-        for send, client_id, _, _ in left.values():
-            send(_answer(client_id, "unavailable", "the code's call ended before the tool answered"))
+        for waiting in left.values():
+            waiting.send(_answer(waiting.client_id, "unavailable", "the code's call ended before the tool answered"))
 
     def deliver(self, msg):
         """A callResult from the gateway (any connection: a forged one can only answer a call of
         the code that forged it)."""
         call_id = msg.get("callId")
         with self._lock:
-            entry = self._pending.get(call_id) if isinstance(call_id, str) else None
+            waiting = self._pending.get(call_id) if isinstance(call_id, str) else None
             # Only the answer under the id the request went out with (a held one went nowhere yet).
-            if entry is None or entry[2] != msg.get("id") or entry[3] is not None:
+            if waiting is None or waiting.request_id != msg.get("id") or waiting.held is not None:
                 return
             del self._pending[call_id]
-        send, client_id, _, _ = entry
-        reply = {"callId": client_id, "ok": msg.get("ok") is True}
+        reply = {"callId": waiting.client_id, "ok": msg.get("ok") is True}
         for key in ("value", "cut", "error"):
             if key in msg:
                 reply[key] = msg[key]
-        send(reply)
+        waiting.send(reply)
 
     def _accept(self, listener):
         while True:
@@ -207,7 +209,7 @@ class ToolCalls:
                 # The call's gateway stream is gone (it broke): held until the gateway recalls the
                 # call over a new one (attach), or answered when the call ends.
                 held = None if conn.alive else frame
-                self._pending[kernel_id] = (send, call_id, request_id, held)
+                self._pending[kernel_id] = _Waiting(send, call_id, request_id, held)
         if reason is not None:
             send(_answer(call_id, "limit" if current is not None else "unavailable", reason))
             return
