@@ -189,6 +189,7 @@ function dispatch(conn, msg) {
     const waits = outcomes.recall(msg.key, (result) => conn.send({ ...result, id: msg.id, type: 'result' }));
     // Asked with "tools": the running call's tool requests now go to this stream (tools.js).
     if (waits && msg.tools === true) tools.attach(conn, msg.id, msg.key);
+    else if (waits) tools.withoutGateway(msg.key);
     return undefined;
   }
   if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping", "reset" or "recall"`));
@@ -263,6 +264,7 @@ function serve(sock) {
     for (const m of messages) dispatch(conn, m);
   });
   sock.on('error', () => undefined); // a client that went away; its running call still finishes
+  sock.on('close', () => tools.lost(conn));
 }
 
 function listen(socketPath) {

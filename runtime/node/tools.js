@@ -80,6 +80,36 @@ class ToolCalls {
     }
   }
 
+  /**
+   * A recall without "tools" of the call sent with `key`, while that call's own stream is gone: the
+   * replica recalling it has no broker for it (the one that ran it stopped), so no gateway will make
+   * this call's tool requests. Held ones, and later ones, are answered "unavailable" at once instead
+   * of waiting for the call's timeout. A recall with "tools" still takes the route over afterwards
+   * (attach). Nothing happens when the call's stream is alive or that call is not running.
+   */
+  withoutGateway(key) {
+    if (!this.current || key === undefined || key === null || this.current.key !== key) return;
+    if (this.current.conn !== null && this.current.conn.alive()) return;
+    this.current = { ...this.current, conn: null };
+    const waiting = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of waiting) p.send(failure(p.callId, 'unavailable', p.held === null ? UNKNOWN_IF_RAN : NOT_CALLED));
+  }
+
+  /**
+   * `conn` went away: the running call's requests sent on it can no longer be answered over it, so
+   * they fail now, as unknown (a recall with "tools" would answer them so, only later). Held ones,
+   * and later ones, wait for a recall.
+   */
+  lost(conn) {
+    if (!this.current || this.current.conn !== conn) return;
+    for (const [kernelId, p] of [...this.pending]) {
+      if (p.held !== null) continue;
+      this.pending.delete(kernelId);
+      p.send(failure(p.callId, 'unavailable', UNKNOWN_IF_RAN));
+    }
+  }
+
   end() {
     this.current = null;
     const left = [...this.pending.values()];
@@ -123,6 +153,7 @@ class ToolCalls {
     const fields = Object.hasOwn(OPS, msg.op) ? OPS[msg.op] : undefined;
     if (!fields) return send(failure(callId, 'invalid', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 60)}; use ${Object.keys(OPS).join(', ')}`));
     if (!this.current) return send(failure(callId, 'unavailable', 'tool calls work only while code runs in an execute_code call'));
+    if (this.current.conn === null) return send(failure(callId, 'unavailable', NOT_CALLED));
     if (this.pending.size >= MAX_PENDING) return send(failure(callId, 'limit', `more than ${MAX_PENDING} tool calls are waiting at once`));
     const kernelId = `k${++this.next}`;
     const frame = { id: this.current.id, type: 'call', callId: kernelId, op: msg.op };
@@ -136,5 +167,6 @@ class ToolCalls {
 }
 
 const UNKNOWN_IF_RAN = "the gateway's stream broke while this tool call was on its way; whether the tool ran is unknown";
+const NOT_CALLED = 'the gateway now following this code cannot make its tool calls (the replica that started it stopped, or the gateway has no upstream servers); the tool was not called';
 
 module.exports = { ToolCalls, prepareEnvironment };

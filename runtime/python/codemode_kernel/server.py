@@ -315,6 +315,7 @@ class KernelServer:
             pass
         finally:
             conn.close()
+            self._tools.lost(conn)
 
     def _dispatch(self, conn, msg):
         if not isinstance(msg, dict) or not isinstance(msg.get("id"), str):
@@ -334,6 +335,8 @@ class KernelServer:
             # the outcomes' lock: attach checks again that the call with this key still runs.
             if waits and msg.get("tools") is True:
                 self._tools.attach(conn, call_id, msg.get("key"))
+            elif waits:
+                self._tools.without_gateway(msg.get("key"))
             return
         if op not in ("exec", "run", "reset"):
             conn.send(dict(error_result("ProtocolError", 'unknown op %s; use "exec", "run", "ping", "reset" or "recall"' % repr(op)[:100]), id=call_id, type="result"))

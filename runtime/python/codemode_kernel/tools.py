@@ -125,6 +125,37 @@ class ToolCalls:
         for frame in resend:
             conn.send(frame)
 
+    def without_gateway(self, key):
+        """A recall without "tools" of the call sent with `key`, while that call's own stream is
+        gone: the replica recalling it has no broker for it (the one that ran it stopped), so no
+        gateway will make this call's tool requests. Held ones, and later ones, are answered
+        "unavailable" at once instead of waiting for the call's timeout. A recall with "tools"
+        still takes the route over afterwards (attach). Nothing happens when the call's stream is
+        alive or that call is not running."""
+        with self._lock:
+            if self._current is None or key is None or self._current[2] != key:
+                return
+            conn = self._current[0]
+            if conn is not None and conn.alive:
+                return
+            self._current = (None, self._current[1], key)
+            waiting = list(self._pending.values())
+            self._pending = {}
+        for w in waiting:
+            w.send(_answer(w.client_id, "unavailable", UNKNOWN_IF_RAN if w.held is None else NOT_CALLED))
+
+    def lost(self, conn):
+        """`conn` went away: the running call's requests sent on it can no longer be answered over
+        it, so they fail now, as unknown (a recall with "tools" would answer them so, only later).
+        Held ones, and later ones, wait for a recall."""
+        with self._lock:
+            if self._current is None or self._current[0] is not conn:
+                return
+            gone = [k for k, w in self._pending.items() if w.held is None]
+            lost = [self._pending.pop(k) for k in gone]
+        for w in lost:
+            w.send(_answer(w.client_id, "unavailable", UNKNOWN_IF_RAN))
+
     def end(self):
         """The call finished: what still waits gets an error (its code is over, or it runs in
         the background of a finished call)."""
@@ -194,9 +225,11 @@ class ToolCalls:
         with self._lock:
             current = self._current
             if current is None:
-                reason = "tool calls work only while code runs in an execute_code call"
+                kind, reason = "unavailable", "tool calls work only while code runs in an execute_code call"
+            elif current[0] is None:
+                kind, reason = "unavailable", NOT_CALLED
             elif len(self._pending) >= MAX_PENDING:
-                reason = "more than %d tool calls are waiting at once" % MAX_PENDING
+                kind, reason = "limit", "more than %d tool calls are waiting at once" % MAX_PENDING
             else:
                 reason = None
                 self._next += 1
@@ -211,10 +244,11 @@ class ToolCalls:
                 held = None if conn.alive else frame
                 self._pending[kernel_id] = _Waiting(send, call_id, request_id, held)
         if reason is not None:
-            send(_answer(call_id, "limit" if current is not None else "unavailable", reason))
+            send(_answer(call_id, kind, reason))
             return
         if held is None:
             conn.send(frame)
 
 
 UNKNOWN_IF_RAN = "the gateway's stream broke while this tool call was on its way; whether the tool ran is unknown"
+NOT_CALLED = "the gateway now following this code cannot make its tool calls (the replica that started it stopped, or the gateway has no upstream servers); the tool was not called"

@@ -1,8 +1,11 @@
 // Nested tool calls end to end in one process: the real Python kernel (runtime/) and its relay,
 // the gateway's real KernelStream, and a ToolBroker over an in-memory upstream.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ToolBroker } from '../../../src/codemode/broker.js';
 import { KernelStream, type CallHandler } from '../../../src/exec/kernel-stream.js';
 import type { KernelResult } from '../../../src/exec/frames.js';
@@ -184,6 +187,10 @@ describe.each([
     op: 'exec' as const,
     lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
     held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
+    early: (mark: string) =>
+      `from codemode import mcp, ToolError\nmcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = 'answered'\nexcept ToolError as e:\n    lost = e.kind\nopen(${JSON.stringify(mark)}, 'w').write(lost)`,
+    orphan:
+      'import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(kind(lambda: mcp.demo.get_sum(a=2, b=2)), kind(lambda: mcp.demo.get_sum(a=3, b=3)))',
   },
   {
     name: 'a python warm run',
@@ -192,6 +199,10 @@ describe.each([
     op: 'run' as const,
     lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
     held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
+    early: (mark: string) =>
+      `from codemode import mcp, ToolError\nmcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = 'answered'\nexcept ToolError as e:\n    lost = e.kind\nopen(${JSON.stringify(mark)}, 'w').write(lost)`,
+    orphan:
+      'import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(kind(lambda: mcp.demo.get_sum(a=2, b=2)), kind(lambda: mcp.demo.get_sum(a=3, b=3)))',
   },
   {
     name: 'a node session call',
@@ -200,8 +211,12 @@ describe.each([
     op: 'exec' as const,
     lost: "const { mcp } = require('codemode');\nconst first = await mcp.demo.get_sum({ a: 1, b: 1 });\nlet lost = 'answered';\ntry { await mcp.demo.slow({ ms: 3000 }); } catch (e) { lost = e.kind; }\nconsole.log(first, lost, await mcp.demo.get_sum({ a: 2, b: 2 }));",
     held: "const { mcp } = require('codemode');\nconsole.log(await mcp.demo.get_sum({ a: 1, b: 1 }));\nawait new Promise((r) => setTimeout(r, 1500));\nconsole.log(await mcp.demo.get_sum({ a: 2, b: 2 }));",
+    early: (mark: string) =>
+      `const { mcp } = require('codemode');\nawait mcp.demo.get_sum({ a: 1, b: 1 });\nlet lost = 'answered';\ntry { await mcp.demo.slow({ ms: 3000 }); } catch (e) { lost = e.kind; }\nrequire('node:fs').writeFileSync(${JSON.stringify(mark)}, lost);`,
+    orphan:
+      "const { mcp } = require('codemode');\nconst kind = async (f) => { try { await f(); return 'answered'; } catch (e) { return e.kind + (e.message.includes('not called') ? ' not called' : ''); } };\nconsole.log(await mcp.demo.get_sum({ a: 1, b: 1 }));\nawait new Promise((r) => setTimeout(r, 1500));\nconsole.log(await kind(() => mcp.demo.get_sum({ a: 2, b: 2 })), await kind(() => mcp.demo.get_sum({ a: 3, b: 3 })));",
   },
-])('tool calls of $name after its stream broke', ({ language, args, op, lost, held }) => {
+])('tool calls of $name after its stream broke', ({ language, args, op, lost, held, early, orphan }) => {
   let g: Gateway | undefined;
   let again: Gateway | undefined;
   afterEach(async () => {
@@ -228,6 +243,9 @@ describe.each([
 
   const recall = (gw: Gateway, handle: CallHandler): Promise<KernelResult> =>
     gw.stream.request({ op: 'recall', key: 'call-t', tools: true }, 'result', 50_000, 30_000, undefined, handle) as Promise<KernelResult>;
+  /** A recall as a replica with no broker for the call makes it (one that took over a stopped replica's run). */
+  const recallWithoutTools = (gw: Gateway): Promise<KernelResult> =>
+    gw.stream.request({ op: 'recall', key: 'call-t' }, 'result', 50_000, 30_000) as Promise<KernelResult>;
 
   it('go on over the stream that recalls the call; one on its way at the break fails as unknown', async () => {
     g = await open(language, args);
@@ -249,7 +267,7 @@ describe.each([
     expect(upstream.calls).toEqual(['demo.get-sum', 'demo.slow', 'demo.get-sum']);
   });
 
-  it('holds a call made while no stream could take it, and sends it over the stream that recalls the call', async () => {
+  it('holds a call made while no stream could take it, and sends it over the stream that recalls the call', { timeout: 30_000 }, async () => {
     g = await open(language, args);
     const upstream = fakeUpstream();
     const calls = new ToolBroker(upstream, limits).forRun({});
@@ -267,5 +285,49 @@ describe.each([
     expect(r.error?.evalue ?? '').toBe('');
     expect(r.stdout).toBe('2\n4\n');
     expect(upstream.calls).toEqual(['demo.get-sum', 'demo.get-sum']);
+  });
+
+  it('fails a call on its way at the break as unknown when the stream ends, before any recall', { timeout: 30_000 }, async () => {
+    g = await open(language, args);
+    const calls = new ToolBroker(fakeUpstream(), { ...limits, callTimeoutMs: 10_000 }).forRun({});
+    let slowOut!: () => void;
+    const slow = new Promise<void>((r) => (slowOut = r));
+    const handle: CallHandler = (f) => {
+      if (f.op === 'call' && f.tool === 'slow') slowOut();
+      return calls.handle(f);
+    };
+    const mark = join(await mkdtemp(join(tmpdir(), 'tool-calls-')), 'mark');
+    void send(g, early(mark), handle);
+    await slow;
+    g.stream.fail('the exec stream broke');
+    // No stream recalls the call: only the end of its stream can answer the code (the slow tool's
+    // own answer went to the dead stream), which it does long before the code's 20 s timeout.
+    await vi.waitFor(() => expect(readFileSync(mark, 'utf8')).toBe('unavailable'), { timeout: 15_000, interval: 50 });
+    const r = await recallWithoutTools(await reconnect(g));
+    expect(r.status).toBe('ok');
+  });
+
+  it('fails held and later calls at once, as not called, when a replica without a broker recalls the call', { timeout: 30_000 }, async () => {
+    g = await open(language, args);
+    const upstream = fakeUpstream();
+    const calls = new ToolBroker(upstream, limits).forRun({});
+    let printed!: () => void;
+    const first = new Promise<void>((r) => (printed = r));
+    void send(
+      g,
+      orphan,
+      (f) => calls.handle(f),
+      (_stream, text) => text.includes('2') && printed(),
+    );
+    await first;
+    g.stream.fail('the exec stream broke');
+    // The code's second call comes while no stream is there: it waits in the kernel until a
+    // recall says no gateway will make it; its third comes after and is answered at once.
+    await new Promise((r) => setTimeout(r, 2_500));
+    const r = await recallWithoutTools(await reconnect(g));
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.status).toBe('ok');
+    expect(r.stdout).toBe('2\nunavailable not called unavailable not called\n');
+    expect(upstream.calls).toEqual(['demo.get-sum']);
   });
 });
