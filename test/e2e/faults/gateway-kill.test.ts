@@ -8,6 +8,8 @@ import { ANNOTATION_EXECUTOR, isTerminalPhase } from '../../../src/api/v1alpha1/
 import { EXECUTOR_GONE_MESSAGE } from '../../../src/controller/run-decision.js';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
+import { startEverything, type Everything } from '../helpers/upstream.js';
+import { createUpstream, readyOf, upstreamStatus } from '../helpers/upstream-servers.js';
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { createSessionRun, Mix, transientCode } from './helpers/mix.js';
 import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
@@ -20,6 +22,8 @@ let ns = '';
 let ledger: PodLedger;
 let gw: GatewayProcess | undefined;
 let mix: Mix | undefined;
+/** The reference "everything" MCP server, for the victim whose code is in a tool call at the kill. */
+let everything: Everything | undefined;
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'fault-kill');
@@ -29,6 +33,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await mix?.close();
   await stopGateway(gw);
+  await everything?.kill();
   ledger?.stop();
   await deleteNamespace(k, ns);
 });
@@ -42,6 +47,9 @@ describe('fault: gateway SIGKILL mid-run', () => {
       const port = await freePort();
       gw = await startGateway(env, port);
       const url = gw.url;
+      everything = await startEverything();
+      await createUpstream(k, ns, 'everything', { url: everything.url });
+      await until(async () => readyOf(await upstreamStatus(k, ns, 'everything')).status === 'True', 60_000, 'the upstream Ready');
       mix = new Mix({ urls: () => [url], kube: { k, namespace: ns } });
       await mix.start();
 
@@ -60,6 +68,27 @@ describe('fault: gateway SIGKILL mid-run', () => {
           return { which, id, client, call, name: '', uid: '' };
         }),
       );
+      // A code-mode victim, in a tool call (of 25 s) when the replica dies: the kernel answers it
+      // "unavailable" (whether the tool ran is unknown) as soon as the killed replica's exec stream
+      // ends, so the code goes on and ends on its own, long before its timeout, and the next
+      // replica reads that outcome back. Before, the call waited for the run's timeout.
+      const toolsId = `t-victim-tools-${Date.now()}`;
+      const toolsClient = await connect(url, 'current');
+      let calling!: () => void;
+      const inToolCall = new Promise<void>((r) => (calling = r));
+      const toolsCall = toolsClient
+        .callTool(
+          'execute_code',
+          {
+            code: `from codemode import mcp, ToolError\nprint("${toolsId} calling", flush=True)\ntry:\n    mcp.everything.trigger_long_running_operation(duration=25, steps=1)\n    print("answered")\nexcept ToolError as e:\n    print(e.kind, "unknown" in str(e))`,
+            timeout_seconds: VICTIM_TIMEOUT_SECONDS,
+          },
+          (p) => p.message?.includes('calling') && calling(),
+        )
+        .then(
+          () => 'answered',
+          () => 'threw',
+        );
       // A third victim: a SandboxRun in a session of its own, whose call its session's kernel keeps
       // under the run's uid. Each execution adds one to n: a call run twice would leave 2.
       const owner = await connect(url, 'current');
@@ -89,13 +118,21 @@ describe('fault: gateway SIGKILL mid-run', () => {
         120_000,
         'the victim runs Running',
       );
-      // A session run's Running status is written just before its code goes to the kernel.
+      // A session run's Running status is written just before its code goes to the kernel; the
+      // code-mode victim's tool call goes out right after its first line of output.
+      await inToolCall;
       await new Promise((r) => setTimeout(r, 1_000));
       gw.kill('SIGKILL');
       await gw.exited;
       const orphaned = await orphanedBy(k, ns, killed);
       const [kept, podless] = victims as [(typeof victims)[number], (typeof victims)[number]];
       for (const v of victims) expect(orphaned.has(v.name)).toBe(true);
+      const toolsRun = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(toolsId));
+      expect(orphaned.has(toolsRun?.metadata.name ?? '')).toBe(true);
+      // Its client's call streams progress, which the client SDK would try to resume for as long
+      // as its timeout: closing the client ends it.
+      await toolsClient.close().catch(() => undefined);
+      expect(await toolsCall).toBe('threw');
       expect(orphaned.has(inSession.metadata.name)).toBe(true);
       await owner.close().catch(() => undefined);
       for (const v of victims) expect(await v.call).toBe('threw');
@@ -138,6 +175,15 @@ describe('fault: gateway SIGKILL mid-run', () => {
       expect(ledger.count(kept.uid)).toBe(1);
       const events = await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${kept.name}` });
       expect(events.items.map((e) => e.reason)).toContain('Recovered');
+      // The code-mode run: its code ended on its own once its tool call was answered, and the
+      // outcome it left was read back (not TimedOut, as when the call waited for the timeout).
+      const t1 = runs.find((r) => r.metadata.name === toolsRun?.metadata.name);
+      expect(t1?.status, JSON.stringify(t1?.status)).toMatchObject({
+        phase: 'Succeeded',
+        reason: 'Succeeded',
+        stdout: `${toolsId} calling\nunavailable True\n`,
+      });
+      expect(ledger.count(toolsRun?.metadata.uid ?? '')).toBe(1);
       // The run in a session: its outcome read back from the session's kernel, and the session
       // kept the state that one execution made.
       const s1 = runs.find((r) => r.metadata.name === inSession.metadata.name);
