@@ -67,16 +67,12 @@ class ToolCalls {
   attach(conn, id, key) {
     if (!this.current || key === undefined || key === null || this.current.key !== key) return;
     this.current = { conn, id, key };
-    for (const [kernelId, p] of [...this.pending]) {
-      if (p.held === null) {
-        this.pending.delete(kernelId);
-        p.send(failure(p.callId, 'unavailable', UNKNOWN_IF_RAN));
-      } else {
-        const frame = { ...p.held, id };
-        p.id = id;
-        p.held = null;
-        conn.send(frame);
-      }
+    this.failSent();
+    for (const p of this.pending.values()) {
+      const frame = { ...p.held, id };
+      p.id = id;
+      p.held = null;
+      conn.send(frame);
     }
   }
 
@@ -91,9 +87,10 @@ class ToolCalls {
     if (!this.current || key === undefined || key === null || this.current.key !== key) return;
     if (this.current.conn !== null && this.current.conn.alive()) return;
     this.current = { ...this.current, conn: null };
-    const waiting = [...this.pending.values()];
+    this.failSent();
+    const held = [...this.pending.values()];
     this.pending.clear();
-    for (const p of waiting) p.send(failure(p.callId, 'unavailable', p.held === null ? UNKNOWN_IF_RAN : NOT_CALLED));
+    for (const p of held) p.send(failure(p.callId, 'unavailable', NOT_CALLED));
   }
 
   /**
@@ -103,6 +100,11 @@ class ToolCalls {
    */
   lost(conn) {
     if (!this.current || this.current.conn !== conn) return;
+    this.failSent();
+  }
+
+  /** Requests that went out on a connection now gone (not held): whether the gateway made them is unknown. */
+  failSent() {
     for (const [kernelId, p] of [...this.pending]) {
       if (p.held !== null) continue;
       this.pending.delete(kernelId);

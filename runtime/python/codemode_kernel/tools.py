@@ -113,15 +113,12 @@ class ToolCalls:
             if self._current is None or key is None or self._current[2] != key:
                 return
             self._current = (conn, request_id, key)
-            lost, resend = [], []
+            lost = self._take_sent()
+            resend = []
             for kernel_id, waiting in list(self._pending.items()):
-                if waiting.held is None:
-                    lost.append(self._pending.pop(kernel_id))
-                else:
-                    resend.append(dict(waiting.held, id=request_id))
-                    self._pending[kernel_id] = waiting._replace(request_id=request_id, held=None)
-        for waiting in lost:
-            waiting.send(_answer(waiting.client_id, "unavailable", UNKNOWN_IF_RAN))
+                resend.append(dict(waiting.held, id=request_id))
+                self._pending[kernel_id] = waiting._replace(request_id=request_id, held=None)
+        _fail_unknown(lost)
         for frame in resend:
             conn.send(frame)
 
@@ -139,10 +136,11 @@ class ToolCalls:
             if conn is not None and conn.alive:
                 return
             self._current = (None, self._current[1], key)
-            waiting = list(self._pending.values())
-            self._pending = {}
-        for w in waiting:
-            w.send(_answer(w.client_id, "unavailable", UNKNOWN_IF_RAN if w.held is None else NOT_CALLED))
+            lost = self._take_sent()
+            held, self._pending = list(self._pending.values()), {}
+        _fail_unknown(lost)
+        for w in held:
+            w.send(_answer(w.client_id, "unavailable", NOT_CALLED))
 
     def lost(self, conn):
         """`conn` went away: the running call's requests sent on it can no longer be answered over
@@ -151,10 +149,13 @@ class ToolCalls:
         with self._lock:
             if self._current is None or self._current[0] is not conn:
                 return
-            gone = [k for k, w in self._pending.items() if w.held is None]
-            lost = [self._pending.pop(k) for k in gone]
-        for w in lost:
-            w.send(_answer(w.client_id, "unavailable", UNKNOWN_IF_RAN))
+            lost = self._take_sent()
+        _fail_unknown(lost)
+
+    def _take_sent(self):
+        """Under the lock: the waiting requests that went out on a connection (not held), removed."""
+        sent = [k for k, w in self._pending.items() if w.held is None]
+        return [self._pending.pop(k) for k in sent]
 
     def end(self):
         """The call finished: what still waits gets an error (its code is over, or it runs in
@@ -248,6 +249,12 @@ class ToolCalls:
             return
         if held is None:
             conn.send(frame)
+
+
+def _fail_unknown(sent):
+    """Requests that went out on a connection that is gone: whether the gateway made them is unknown."""
+    for w in sent:
+        w.send(_answer(w.client_id, "unavailable", UNKNOWN_IF_RAN))
 
 
 UNKNOWN_IF_RAN = "the gateway's stream broke while this tool call was on its way; whether the tool ran is unknown"

@@ -176,6 +176,16 @@ describe('tool calls from programs the kernel starts', () => {
   });
 });
 
+/** The Python code of the rows below: the same in a session call and in a warm run. */
+const PYTHON_CODE = {
+  lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
+  held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
+  early: (mark: string) =>
+    `from codemode import mcp, ToolError\nmcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = 'answered'\nexcept ToolError as e:\n    lost = e.kind\nopen(${JSON.stringify(mark)}, 'w').write(lost)`,
+  orphan:
+    'import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(kind(lambda: mcp.demo.get_sum(a=2, b=2)), kind(lambda: mcp.demo.get_sum(a=3, b=3)))',
+};
+
 // A call's exec stream can break while its code runs (an API server or kubelet restart): the
 // gateway recalls the call over a new stream with "tools" (runtime/PROTOCOL.md, "Recall"), and
 // the code's tool calls go on over that stream, with the same broker (its limits carry on).
@@ -185,24 +195,14 @@ describe.each([
     language: 'python' as const,
     args: [] as string[],
     op: 'exec' as const,
-    lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
-    held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
-    early: (mark: string) =>
-      `from codemode import mcp, ToolError\nmcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = 'answered'\nexcept ToolError as e:\n    lost = e.kind\nopen(${JSON.stringify(mark)}, 'w').write(lost)`,
-    orphan:
-      'import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(kind(lambda: mcp.demo.get_sum(a=2, b=2)), kind(lambda: mcp.demo.get_sum(a=3, b=3)))',
+    ...PYTHON_CODE,
   },
   {
     name: 'a python warm run',
     language: 'python' as const,
     args: ['--prestart'],
     op: 'run' as const,
-    lost: 'from codemode import mcp, ToolError\nfirst = mcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = "answered"\nexcept ToolError as e:\n    lost = e.kind\nprint(first, lost, mcp.demo.get_sum(a=2, b=2))',
-    held: 'import time\nfrom codemode import mcp\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(mcp.demo.get_sum(a=2, b=2))',
-    early: (mark: string) =>
-      `from codemode import mcp, ToolError\nmcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = 'answered'\nexcept ToolError as e:\n    lost = e.kind\nopen(${JSON.stringify(mark)}, 'w').write(lost)`,
-    orphan:
-      'import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(kind(lambda: mcp.demo.get_sum(a=2, b=2)), kind(lambda: mcp.demo.get_sum(a=3, b=3)))',
+    ...PYTHON_CODE,
   },
   {
     name: 'a node session call',
