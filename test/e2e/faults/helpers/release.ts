@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 36). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 37). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '3a69df5faeaa7edea386123ef9832025e527c579';
+export const PREVIOUS_RELEASE = '505f09badf5df0478ba748ee450fdba306bade77';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
