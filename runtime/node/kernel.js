@@ -202,7 +202,10 @@ function dispatch(conn, msg) {
   } catch (err) {
     return reply(errorResult('ProtocolError', err.message));
   }
-  if (busy) return reply(busyResult());
+  if (busy) {
+    tools.superseded(); // a call whose replica stopped must not keep the session busy (tools.js)
+    return reply(busyResult());
+  }
   busy = true;
   if (req.op === 'exec') {
     outcomes.started(req.key);

@@ -84,7 +84,23 @@ class ToolCalls {
    * (attach). Nothing happens when the call's stream is alive or that call is not running.
    */
   withoutGateway(key) {
-    if (!this.current || key === undefined || key === null || this.current.key !== key) return;
+    if (key !== undefined && key !== null) this.dropRoute((running) => running === key);
+  }
+
+  /**
+   * Another call came (and was answered "busy") while this one runs without its own stream: a
+   * session call whose replica stopped is recalled by nobody, and its held tool requests would keep
+   * the session busy until the code's timeout. They, and later ones, are answered "unavailable" at
+   * once, as after a recall without "tools", so the code ends on its own and the session is free
+   * for the call that waits. A recall with "tools" (its own gateway, back) still takes the route
+   * over afterwards. Nothing happens while the stream is alive.
+   */
+  superseded() {
+    this.dropRoute(() => true);
+  }
+
+  dropRoute(matches) {
+    if (!this.current || !matches(this.current.key)) return;
     if (this.current.conn !== null && this.current.conn.alive()) return;
     this.current = { ...this.current, conn: null };
     this.failSent();

@@ -351,6 +351,7 @@ class KernelServer:
             conn.send(dict(error_result("ProtocolError", str(err)), id=call_id, type="result"))
             return
         if not self._busy.acquire(blocking=False):
+            self._tools.superseded()
             conn.send(dict(busy_result(), id=call_id, type="result"))
             return
         if op in ("exec", "run"):

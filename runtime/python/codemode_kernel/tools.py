@@ -129,13 +129,26 @@ class ToolCalls:
         "unavailable" at once instead of waiting for the call's timeout. A recall with "tools"
         still takes the route over afterwards (attach). Nothing happens when the call's stream is
         alive or that call is not running."""
+        if key is not None:
+            self._drop_route(lambda running: running == key)
+
+    def superseded(self):
+        """Another call came (and was answered "busy") while this one runs without its own stream:
+        a session call whose replica stopped is recalled by nobody, and its held tool requests
+        would keep the session busy until the code's timeout. They, and later ones, are answered
+        "unavailable" at once, as after a recall without "tools", so the code ends on its own and
+        the session is free for the call that waits. A recall with "tools" (its own gateway,
+        back) still takes the route over afterwards. Nothing happens while the stream is alive."""
+        self._drop_route(lambda running: True)
+
+    def _drop_route(self, matches):
         with self._lock:
-            if self._current is None or key is None or self._current[2] != key:
+            if self._current is None or not matches(self._current[2]):
                 return
             conn = self._current[0]
             if conn is not None and conn.alive:
                 return
-            self._current = (None, self._current[1], key)
+            self._current = (None, self._current[1], self._current[2])
             lost = self._take_sent()
             held, self._pending = list(self._pending.values()), {}
         _fail_unknown(lost)

@@ -89,6 +89,16 @@ describe('fault: gateway SIGKILL mid-run', () => {
           () => 'answered',
           () => 'threw',
         );
+      // A code-mode session call (no SandboxRun: nobody recalls it), whose code makes a tool call
+      // 5 s after it starts, after the kill: it waits in the kernel until another call to the
+      // session finds the kernel busy, which answers it "not called" (runtime/PROTOCOL.md,
+      // "Recall"), so the code ends and that call runs, instead of the session staying busy until
+      // the code's timeout.
+      const heldId = `t-victim-held-${Date.now()}`;
+      const heldClient = await connect(url, 'current');
+      const heldCreated = await heldClient.callTool('create_session', { language: 'python' });
+      const heldSession = String(heldCreated.structuredContent?.session ?? '');
+      expect(heldCreated.isError, JSON.stringify(heldCreated.structuredContent)).toBeFalsy();
       // A third victim: a SandboxRun in a session of its own, whose call its session's kernel keeps
       // under the run's uid. Each execution adds one to n: a call run twice would leave 2.
       const owner = await connect(url, 'current');
@@ -121,6 +131,24 @@ describe('fault: gateway SIGKILL mid-run', () => {
       // A session run's Running status is written just before its code goes to the kernel; the
       // code-mode victim's tool call goes out right after its first line of output.
       await inToolCall;
+      // Started last, so that its tool call certainly comes after the kill.
+      let heldStarted!: () => void;
+      const heldCalling = new Promise<void>((r) => (heldStarted = r));
+      const heldCall = heldClient
+        .callTool(
+          'execute_code',
+          {
+            session: heldSession,
+            code: `import time\nfrom codemode import mcp, ToolError\nprint("${heldId} calling", flush=True)\ntime.sleep(5)\ntry:\n    mcp.everything.echo(message="x")\n    got = "answered"\nexcept ToolError as e:\n    got = e.kind + (" not called" if "not called" in str(e) else "")`,
+            timeout_seconds: VICTIM_TIMEOUT_SECONDS,
+          },
+          (p) => p.message?.includes('calling') && heldStarted(),
+        )
+        .then(
+          () => 'answered',
+          () => 'threw',
+        );
+      await heldCalling;
       await new Promise((r) => setTimeout(r, 1_000));
       gw.kill('SIGKILL');
       await gw.exited;
@@ -133,6 +161,8 @@ describe('fault: gateway SIGKILL mid-run', () => {
       // as its timeout: closing the client ends it.
       await toolsClient.close().catch(() => undefined);
       expect(await toolsCall).toBe('threw');
+      await heldClient.close().catch(() => undefined);
+      expect(await heldCall).toBe('threw');
       expect(orphaned.has(inSession.metadata.name)).toBe(true);
       await owner.close().catch(() => undefined);
       for (const v of victims) expect(await v.call).toBe('threw');
@@ -157,6 +187,15 @@ describe('fault: gateway SIGKILL mid-run', () => {
       }
       const victimPhase = (await listRuns(k, ns)).find((r) => r.metadata.name === inSession.metadata.name)?.status?.phase;
       expect(isTerminalPhase(victimPhase), 'the later call came before the recovery').toBe(false);
+      // The held session call's code: its tool call was answered "not called" when this call found
+      // the session busy, and this call ran right after it.
+      const heldLater = await connect(gw.url, 'current');
+      try {
+        const r = await heldLater.callTool('execute_code', { session: heldSession, code: 'print(got)', timeout_seconds: 10 });
+        expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'unavailable not called\n' });
+      } finally {
+        await heldLater.close();
+      }
       await mix.waitFor((r) => r.kind === 'transient' && r.outcome === 'ok', 'transient run after the restart');
       await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', 'session call after the restart');
       await mix.stop();

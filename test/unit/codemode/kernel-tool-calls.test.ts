@@ -330,4 +330,64 @@ describe.each([
     expect(r.stdout).toBe('2\nunavailable not called unavailable not called\n');
     expect(upstream.calls).toEqual(['demo.get-sum']);
   });
+  it('fails held and later calls, as not called, when another call finds the kernel busy; the kernel is then free', { timeout: 30_000 }, async () => {
+    g = await open(language, args);
+    const upstream = fakeUpstream();
+    const calls = new ToolBroker(upstream, limits).forRun({});
+    let printed!: () => void;
+    const first = new Promise<void>((r) => (printed = r));
+    void send(
+      g,
+      orphan,
+      (f) => calls.handle(f),
+      (_stream, text) => text.includes('2') && printed(),
+    );
+    await first;
+    g.stream.fail('the exec stream broke');
+    // Its replica stopped: no gateway recalls the call. Its second tool call waits in the kernel
+    // until another replica's call comes and is answered busy.
+    await new Promise((r) => setTimeout(r, 2_500));
+    const other = await reconnect(g);
+    let n = 0;
+    const another = async (): Promise<KernelResult & { busy?: boolean }> =>
+      (await other.stream.request(
+        { op, code: '1', key: `call-u${n++}`, timeoutMs: 5_000, capChars: 1000, ...(op === 'run' && { language }) },
+        'result',
+        1000,
+        10_000,
+      )) as KernelResult;
+    expect((await another()).busy).toBe(true);
+    // The code ends on its own, long before its 20 s timeout, and the next call runs.
+    await vi.waitFor(async () => expect(await another()).toMatchObject({ status: 'ok' }), { timeout: 10_000, interval: 100 });
+    const r = await recallWithoutTools(other);
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.stdout).toBe('2\nunavailable not called unavailable not called\n');
+    expect(upstream.calls).toEqual(['demo.get-sum']);
+  });
+  it("leaves a call's tool calls alone when another call finds the kernel busy while the call's stream is alive", { timeout: 30_000 }, async () => {
+    g = await open(language, args);
+    const upstream = fakeUpstream();
+    const calls = new ToolBroker(upstream, limits).forRun({});
+    let printed!: () => void;
+    const first = new Promise<void>((r) => (printed = r));
+    const result = send(
+      g,
+      held,
+      (f) => calls.handle(f),
+      (_stream, text) => text.includes('2') && printed(),
+    );
+    await first;
+    const other = await reconnect(g);
+    const busy = (await other.stream.request(
+      { op, code: '1', key: 'call-u', timeoutMs: 5_000, capChars: 1000, ...(op === 'run' && { language }) },
+      'result',
+      1000,
+      10_000,
+    )) as KernelResult & {
+      busy?: boolean;
+    };
+    expect(busy.busy).toBe(true);
+    expect(await result).toMatchObject({ status: 'ok', stdout: '2\n4\n' });
+    expect(upstream.calls).toEqual(['demo.get-sum', 'demo.get-sum']);
+  });
 });
