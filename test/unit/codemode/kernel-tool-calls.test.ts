@@ -247,6 +247,32 @@ describe.each([
   const recallWithoutTools = (gw: Gateway): Promise<KernelResult> =>
     gw.stream.request({ op: 'recall', key: 'call-t' }, 'result', 50_000, 30_000) as Promise<KernelResult>;
 
+  /**
+   * A new kernel running `code`, its tool calls made by a fresh broker, once the code printed its
+   * first call's answer (that answer is in; its next call comes later).
+   */
+  async function started(code: string): Promise<{ gw: Gateway; upstream: ReturnType<typeof fakeUpstream>; handle: CallHandler; result: Promise<unknown> }> {
+    const gw = await open(language, args);
+    g = gw;
+    const upstream = fakeUpstream();
+    const calls = new ToolBroker(upstream, limits).forRun({});
+    const handle: CallHandler = (f) => calls.handle(f);
+    let printed!: () => void;
+    const first = new Promise<void>((r) => (printed = r));
+    const result = send(gw, code, handle, (_stream, text) => text.includes('2') && printed());
+    await first;
+    return { gw, upstream, handle, result };
+  }
+
+  /** Another call to the kernel (not a recall), as another replica's: answered busy while the first runs. */
+  const another = (gw: Gateway, key: string): Promise<KernelResult & { busy?: boolean }> =>
+    gw.stream.request(
+      { op, code: '1', key, timeoutMs: 5_000, capChars: 1000, ...(op === 'run' && { language }) },
+      'result',
+      1000,
+      10_000,
+    ) as Promise<KernelResult>;
+
   it('go on over the stream that recalls the call; one on its way at the break fails as unknown', async () => {
     g = await open(language, args);
     const upstream = fakeUpstream();
@@ -268,20 +294,12 @@ describe.each([
   });
 
   it('holds a call made while no stream could take it, and sends it over the stream that recalls the call', { timeout: 30_000 }, async () => {
-    g = await open(language, args);
-    const upstream = fakeUpstream();
-    const calls = new ToolBroker(upstream, limits).forRun({});
-    // Once the code printed the first call's answer, that answer is in; its second call comes later.
-    let printed!: () => void;
-    const first = new Promise<void>((r) => (printed = r));
-    const handle: CallHandler = (f) => calls.handle(f);
-    void send(g, held, handle, (_stream, text) => text.includes('2') && printed());
-    await first;
-    g.stream.fail('the exec stream broke');
+    const { gw, upstream, handle } = await started(held);
+    gw.stream.fail('the exec stream broke');
     // The code's second call comes while no stream is there: it waits in the kernel.
     await new Promise((r) => setTimeout(r, 2_500));
     expect(upstream.calls).toEqual(['demo.get-sum']);
-    const r = await recall(await reconnect(g), handle);
+    const r = await recall(await reconnect(gw), handle);
     expect(r.error?.evalue ?? '').toBe('');
     expect(r.stdout).toBe('2\n4\n');
     expect(upstream.calls).toEqual(['demo.get-sum', 'demo.get-sum']);
@@ -308,85 +326,38 @@ describe.each([
   });
 
   it('fails held and later calls at once, as not called, when a replica without a broker recalls the call', { timeout: 30_000 }, async () => {
-    g = await open(language, args);
-    const upstream = fakeUpstream();
-    const calls = new ToolBroker(upstream, limits).forRun({});
-    let printed!: () => void;
-    const first = new Promise<void>((r) => (printed = r));
-    void send(
-      g,
-      orphan,
-      (f) => calls.handle(f),
-      (_stream, text) => text.includes('2') && printed(),
-    );
-    await first;
-    g.stream.fail('the exec stream broke');
+    const { gw, upstream } = await started(orphan);
+    gw.stream.fail('the exec stream broke');
     // The code's second call comes while no stream is there: it waits in the kernel until a
     // recall says no gateway will make it; its third comes after and is answered at once.
     await new Promise((r) => setTimeout(r, 2_500));
-    const r = await recallWithoutTools(await reconnect(g));
+    const r = await recallWithoutTools(await reconnect(gw));
     expect(r.error?.evalue ?? '').toBe('');
     expect(r.status).toBe('ok');
     expect(r.stdout).toBe('2\nunavailable not called unavailable not called\n');
     expect(upstream.calls).toEqual(['demo.get-sum']);
   });
+
   it('fails held and later calls, as not called, when another call finds the kernel busy; the kernel is then free', { timeout: 30_000 }, async () => {
-    g = await open(language, args);
-    const upstream = fakeUpstream();
-    const calls = new ToolBroker(upstream, limits).forRun({});
-    let printed!: () => void;
-    const first = new Promise<void>((r) => (printed = r));
-    void send(
-      g,
-      orphan,
-      (f) => calls.handle(f),
-      (_stream, text) => text.includes('2') && printed(),
-    );
-    await first;
-    g.stream.fail('the exec stream broke');
+    const { gw, upstream } = await started(orphan);
+    gw.stream.fail('the exec stream broke');
     // Its replica stopped: no gateway recalls the call. Its second tool call waits in the kernel
     // until another replica's call comes and is answered busy.
     await new Promise((r) => setTimeout(r, 2_500));
-    const other = await reconnect(g);
-    let n = 0;
-    const another = async (): Promise<KernelResult & { busy?: boolean }> =>
-      (await other.stream.request(
-        { op, code: '1', key: `call-u${n++}`, timeoutMs: 5_000, capChars: 1000, ...(op === 'run' && { language }) },
-        'result',
-        1000,
-        10_000,
-      )) as KernelResult;
-    expect((await another()).busy).toBe(true);
+    const other = await reconnect(gw);
+    expect((await another(other, 'call-u')).busy).toBe(true);
     // The code ends on its own, long before its 20 s timeout, and the next call runs.
-    await vi.waitFor(async () => expect(await another()).toMatchObject({ status: 'ok' }), { timeout: 10_000, interval: 100 });
+    let n = 0;
+    await vi.waitFor(async () => expect(await another(other, `call-v${n++}`)).toMatchObject({ status: 'ok' }), { timeout: 10_000, interval: 100 });
     const r = await recallWithoutTools(other);
     expect(r.error?.evalue ?? '').toBe('');
     expect(r.stdout).toBe('2\nunavailable not called unavailable not called\n');
     expect(upstream.calls).toEqual(['demo.get-sum']);
   });
+
   it("leaves a call's tool calls alone when another call finds the kernel busy while the call's stream is alive", { timeout: 30_000 }, async () => {
-    g = await open(language, args);
-    const upstream = fakeUpstream();
-    const calls = new ToolBroker(upstream, limits).forRun({});
-    let printed!: () => void;
-    const first = new Promise<void>((r) => (printed = r));
-    const result = send(
-      g,
-      held,
-      (f) => calls.handle(f),
-      (_stream, text) => text.includes('2') && printed(),
-    );
-    await first;
-    const other = await reconnect(g);
-    const busy = (await other.stream.request(
-      { op, code: '1', key: 'call-u', timeoutMs: 5_000, capChars: 1000, ...(op === 'run' && { language }) },
-      'result',
-      1000,
-      10_000,
-    )) as KernelResult & {
-      busy?: boolean;
-    };
-    expect(busy.busy).toBe(true);
+    const { gw, upstream, result } = await started(held);
+    expect((await another(await reconnect(gw), 'call-u')).busy).toBe(true);
     expect(await result).toMatchObject({ status: 'ok', stdout: '2\n4\n' });
     expect(upstream.calls).toEqual(['demo.get-sum', 'demo.get-sum']);
   });
