@@ -192,7 +192,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
       const heldLater = await connect(gw.url, 'current');
       try {
         const r = await heldLater.callTool('execute_code', { session: heldSession, code: 'print(got)', timeout_seconds: 10 });
-        expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: 'unavailable not called\n' });
+        expect(r.structuredContent, JSON.stringify(r.content)).toMatchObject({ phase: 'Succeeded', stdout: 'unavailable not called\n' });
       } finally {
         await heldLater.close();
       }
