@@ -249,9 +249,10 @@ class KernelServer:
             items = self._displayed(msg)
             final = cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS))
             # Kept before the kernel is free: a recall never finds the next call running instead.
-            self._outcomes.finished(msg.get("key"), final)
+            answer_recalls = self._outcomes.finished(msg.get("key"), final)
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
+            answer_recalls()
             try:
                 for item in items:
                     conn.send(dict(item, id=msg["id"], type="display"), hold=True)
@@ -398,14 +399,20 @@ class Outcomes:
             self._running = key
 
     def finished(self, key, result):
+        """Keeps the call's result; returns a function that answers the recalls waiting for it,
+        to be called once the kernel is free (a recaller's next call must not find it busy)."""
         with self._lock:
             self._running = None
             if key is None:
-                return
+                return lambda: None
             self._keep(key, result)
             waiting, self._waiting = self._waiting, []
-        for conn, call_id in waiting:
-            conn.send(dict(result, id=call_id, type="result"))
+
+        def answer():
+            for conn, call_id in waiting:
+                conn.send(dict(result, id=call_id, type="result"))
+
+        return answer
 
     def _keep(self, key, result):
         """Under the lock."""
