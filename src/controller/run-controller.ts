@@ -33,7 +33,7 @@ import type { RunExecutor } from '../runs/executor.js';
 import { decideRun, lostAfterMs, podsThatMayCarry, ttlRemainingMs } from './run-decision.js';
 import type { ReplicaLiveness } from './replica-liveness.js';
 import type { RunSlots } from '../limits/run-slots.js';
-import { WorkQueue } from './workqueue.js';
+import { ObjectLoop } from './object-loop.js';
 import { reservationLabel } from './pool-reservation.js';
 
 const CONTROLLER = 'sandboxrun';
@@ -58,57 +58,34 @@ const QUEUED_RECHECK_MAX_MS = 5000;
 /** A run whose cached copy is behind the API is looked at again after this long (its watch event usually comes first). */
 const STALE_CACHE_RECHECK_MS = 1000;
 
-export function runKey(ns: string, name: string): string {
-  return `${ns}/${name}`;
-}
-
 export class SandboxRunController {
-  readonly queue: WorkQueue;
-  private resync: NodeJS.Timeout | undefined;
+  private readonly loop: ObjectLoop;
   private readonly now: () => Date;
 
   constructor(private readonly d: RunControllerDeps) {
     this.now = d.now ?? (() => new Date());
-    this.queue = new WorkQueue((key) => this.timedReconcile(key), {
-      workers: 8,
-      startPaused: true,
-      metrics: d.metrics?.queue(CONTROLLER),
-      onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
-    });
-    d.runs.onChange((obj) => this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? '')));
+    this.loop = new ObjectLoop(
+      {
+        controller: CONTROLLER,
+        kind: SANDBOXRUN_KIND,
+        workers: 8,
+        objects: d.runs,
+        pods: d.pods,
+        resyncSeconds: d.opts.resyncSeconds,
+        log: d.log,
+        metrics: d.metrics,
+      },
+      (key) => this.reconcile(key),
+    );
     d.slots?.admission.onCapacity(() => this.requeueQueued());
-    d.pods.onChange((pod) => {
-      // The owner reference has the run's full name (the run label may be shortened to 63 chars).
-      const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === SANDBOXRUN_KIND);
-      if (owner && pod.metadata?.namespace) this.queue.add(runKey(pod.metadata.namespace, owner.name));
-    });
   }
 
   start(): void {
-    for (const obj of this.d.runs.list()) this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
-    this.queue.start();
-    // Level-based safety net: every object is looked at again periodically.
-    this.resync = setInterval(() => {
-      for (const obj of this.d.runs.list()) this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
-    }, this.d.opts.resyncSeconds * 1000);
-    this.resync.unref();
+    this.loop.start();
   }
 
   stop(): void {
-    clearInterval(this.resync);
-    this.queue.stop();
-  }
-
-  private async timedReconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
-    const start = performance.now();
-    try {
-      const r = await this.reconcile(key);
-      this.d.metrics?.reconcile(CONTROLLER, r?.requeueAfterMs !== undefined ? 'requeue_after' : 'success', (performance.now() - start) / 1000);
-      return r;
-    } catch (err) {
-      this.d.metrics?.reconcile(CONTROLLER, 'error', (performance.now() - start) / 1000);
-      throw err;
-    }
+    this.loop.stop();
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
@@ -300,19 +277,15 @@ export class SandboxRunController {
 
   /** A replica is gone: its unfinished runs are looked at now rather than when their budget ends. */
   executorGone(identity: string): void {
-    for (const obj of this.d.runs.list()) {
-      if (obj.metadata?.annotations?.[ANNOTATION_EXECUTOR] === identity) this.queue.add(runKey(obj.metadata.namespace ?? '', obj.metadata.name ?? ''));
-    }
+    this.loop.addAll((obj) => obj.metadata?.annotations?.[ANNOTATION_EXECUTOR] === identity);
   }
 
   /** A run slot may be free: look at the Queued runs again now rather than at their requeue time. */
   private requeueQueued(): void {
-    for (const obj of this.d.runs.list()) {
+    this.loop.addAll((obj) => {
       const status = (obj as { status?: { reason?: string } }).status;
-      if (status?.reason === Reasons.Queued && !obj.metadata?.annotations?.[ANNOTATION_EXECUTOR]) {
-        this.queue.add(runKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? ''));
-      }
-    }
+      return status?.reason === Reasons.Queued && !obj.metadata?.annotations?.[ANNOTATION_EXECUTOR];
+    });
   }
 
   /** Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. */

@@ -35,7 +35,7 @@ import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
 import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from './session-status.js';
-import { WorkQueue } from './workqueue.js';
+import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
@@ -65,48 +65,32 @@ export interface SessionControllerDeps {
 }
 
 export class SandboxSessionController {
-  readonly queue: WorkQueue;
-  private resync: NodeJS.Timeout | undefined;
+  private readonly loop: ObjectLoop;
   private readonly now: () => Date;
 
   constructor(private readonly d: SessionControllerDeps) {
     this.now = d.now ?? (() => new Date());
-    this.queue = new WorkQueue((key) => this.timed(key), {
-      workers: 4,
-      startPaused: true,
-      metrics: d.metrics?.queue(CONTROLLER),
-      onError: (key, err) => d.log.warn({ key, err: apiErrorMessage(err) }, 'Reconcile failed; retrying'),
-    });
-    d.sessions.onChange((o) => this.queue.add(`${o.metadata?.namespace}/${o.metadata?.name}`));
-    d.pods.onChange((pod) => {
-      const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === SANDBOXSESSION_KIND);
-      if (owner && pod.metadata?.namespace) this.queue.add(`${pod.metadata.namespace}/${owner.name}`);
-    });
+    this.loop = new ObjectLoop(
+      {
+        controller: CONTROLLER,
+        kind: SANDBOXSESSION_KIND,
+        workers: 4,
+        objects: d.sessions,
+        pods: d.pods,
+        resyncSeconds: d.opts.resyncSeconds,
+        log: d.log,
+        metrics: d.metrics,
+      },
+      (key) => this.reconcile(key),
+    );
   }
 
   start(): void {
-    const all = (): void => this.d.sessions.list().forEach((o) => this.queue.add(`${o.metadata?.namespace}/${o.metadata?.name}`));
-    all();
-    this.queue.start();
-    this.resync = setInterval(all, this.d.opts.resyncSeconds * 1000);
-    this.resync.unref();
+    this.loop.start();
   }
 
   stop(): void {
-    clearInterval(this.resync);
-    this.queue.stop();
-  }
-
-  private async timed(key: string): Promise<{ requeueAfterMs?: number } | void> {
-    const start = performance.now();
-    try {
-      const r = await this.reconcile(key);
-      this.d.metrics?.reconcile(CONTROLLER, r?.requeueAfterMs !== undefined ? 'requeue_after' : 'success', (performance.now() - start) / 1000);
-      return r;
-    } catch (err) {
-      this.d.metrics?.reconcile(CONTROLLER, 'error', (performance.now() - start) / 1000);
-      throw err;
-    }
+    this.loop.stop();
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
