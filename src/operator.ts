@@ -4,16 +4,16 @@ import { hostname, networkInterfaces } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { KubernetesListObject, KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION } from './api/v1alpha1/index.js';
+import { SANDBOXRUN_PLURAL } from './api/v1alpha1/index.js';
 import type { Config } from './config/index.js';
 import { gatewayOptions, type GatewayDeps } from './gateway/types.js';
 import { createApp } from './gateway/app.js';
 import { serveMetrics } from './metrics/route.js';
 import type { Hono } from 'hono';
 import { EventRecorder } from './kube/events.js';
-import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from './kube/informer.js';
+import { LIST_PAGE_SIZE, customResourceInformer, ResilientInformer, withoutManagedFields } from './kube/informer.js';
 import { stripRun } from './controller/cached-run.js';
 import { NetworkPolicyGuard } from './controller/network-policy.js';
 import type { ControllerOptions } from './controller/options.js';
@@ -162,22 +162,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const identity = newIdentity();
   const opts = controllerOptions(config, identity);
   const ns = config.namespace;
-  const runs = new ResilientInformer<KubernetesObject>(
-    clients.kc,
-    `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXRUN_PLURAL}`,
-    (cont) =>
-      clients.custom.listNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXRUN_PLURAL,
-        limit: LIST_PAGE_SIZE,
-        _continue: cont,
-      }) as Promise<KubernetesListObject<KubernetesObject>>,
-    log.child({ informer: 'sandboxruns' }),
-    // Code, stdin and outputs stay in the API server: the controller does not need them cached.
-    { transform: stripRun },
-  );
+  // Code, stdin and outputs stay in the API server: the controller does not need them cached.
+  const runs = customResourceInformer(clients, ns, SANDBOXRUN_PLURAL, log, { transform: stripRun });
   const pods = new ResilientInformer<V1Pod>(
     clients.kc,
     `/api/v1/namespaces/${ns}/pods`,
@@ -241,21 +227,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots, liveness });
 
-  const sessions = new ResilientInformer<KubernetesObject>(
-    clients.kc,
-    `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXSESSION_PLURAL}`,
-    (cont) =>
-      clients.custom.listNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXSESSION_PLURAL,
-        limit: LIST_PAGE_SIZE,
-        _continue: cont,
-      }) as Promise<KubernetesListObject<KubernetesObject>>,
-    log.child({ informer: 'sandboxsessions' }),
-    { transform: withoutManagedFields },
-  );
+  const sessions = customResourceInformer(clients, ns, SANDBOXSESSION_PLURAL, log);
   const runtimeFiles = options.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
   const hasKernels = Object.keys(runtimeFiles).length > 0;
   if (!hasKernels) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');

@@ -8,6 +8,8 @@ import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
 import { Watch } from '@kubernetes/client-node/dist/watch.js';
 import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { GROUP, VERSION } from '../api/v1alpha1/index.js';
+import type { KubeClients } from './clients.js';
 import { kubeApiMetricsOf, resourceOf, type KubeApiMetrics, type InformerResource } from './api-metrics.js';
 
 export type Listener<T> = (obj: T) => void;
@@ -160,4 +162,32 @@ export class ResilientInformer<T extends KubernetesObject> {
     }, delay);
     this.restartTimer.unref();
   }
+}
+
+/**
+ * An informer on one of the operator's own resources (codemode.dev) in `namespace`, its log lines
+ * tagged with the plural. Cached without managedFields unless `options` says otherwise.
+ */
+export function customResourceInformer(
+  clients: Pick<KubeClients, 'kc' | 'custom'>,
+  namespace: string,
+  plural: string,
+  log: Logger,
+  options: InformerOptions<KubernetesObject> = { transform: withoutManagedFields },
+): ResilientInformer<KubernetesObject> {
+  return new ResilientInformer<KubernetesObject>(
+    clients.kc,
+    `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${plural}`,
+    (cont) =>
+      clients.custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural,
+        limit: LIST_PAGE_SIZE,
+        _continue: cont,
+      }) as Promise<KubernetesListObject<KubernetesObject>>,
+    log.child({ informer: plural }),
+    options,
+  );
 }

@@ -2,7 +2,7 @@
 // the gateway's settings. Every replica resolves from its own cache; the leader writes each
 // profile's status (valid or not, its pool's ready and target counts). Without the SandboxProfile
 // CRD (a `helm upgrade` does not apply CRDs) only the built-in profile exists.
-import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
@@ -18,7 +18,7 @@ import {
   setCondition,
   type SandboxProfileStatus,
 } from '../api/v1alpha1/index.js';
-import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
+import { customResourceInformer, type ResilientInformer } from '../kube/informer.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { stableStringify } from '../sandbox/template-hash.js';
 import { builtinProfile, resolveProfile, type ProfileDefaults, type ResolvedProfile, type SandboxShape } from './profile.js';
@@ -53,21 +53,7 @@ export class ProfileCatalog {
   constructor(private readonly d: ProfileCatalogDeps) {
     this.builtin = builtinProfile(d.defaults);
     const ns = d.namespace;
-    this.informer = new ResilientInformer<KubernetesObject>(
-      d.clients.kc,
-      `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOXPROFILE_PLURAL}`,
-      (cont) =>
-        d.clients.custom.listNamespacedCustomObject({
-          group: GROUP,
-          version: VERSION,
-          namespace: ns,
-          plural: SANDBOXPROFILE_PLURAL,
-          limit: LIST_PAGE_SIZE,
-          _continue: cont,
-        }) as Promise<KubernetesListObject<KubernetesObject>>,
-      d.log.child({ informer: 'sandboxprofiles' }),
-      { transform: withoutManagedFields },
-    );
+    this.informer = customResourceInformer(d.clients, ns, SANDBOXPROFILE_PLURAL, d.log);
     this.informer.onChange((o) => {
       if (o.metadata?.deletionTimestamp || !this.informer.get(o.metadata?.name ?? '', this.d.namespace)) this.parsed.delete(o.metadata?.name ?? '');
       this.changed();

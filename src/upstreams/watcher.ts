@@ -3,7 +3,7 @@
 // the status the leader replica writes. Level-based: every event re-derives one server's state
 // from the cache, so the order of events does not matter.
 import { createHash } from 'node:crypto';
-import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Tool } from '@modelcontextprotocol/client';
@@ -19,7 +19,7 @@ import {
   type UpstreamServer,
   type UpstreamServerStatus,
 } from '../api/v1alpha1/index.js';
-import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
+import { customResourceInformer, type ResilientInformer } from '../kube/informer.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { UpstreamConnection, type ConnectionState } from './connection.js';
 import { ToolFilter } from './policy.js';
@@ -79,21 +79,7 @@ export class UpstreamWatcher {
 
   constructor(private readonly d: UpstreamWatcherDeps) {
     const ns = d.namespace;
-    this.informer = new ResilientInformer<KubernetesObject>(
-      d.clients.kc,
-      `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${UPSTREAMSERVER_PLURAL}`,
-      (cont) =>
-        d.clients.custom.listNamespacedCustomObject({
-          group: GROUP,
-          version: VERSION,
-          namespace: ns,
-          plural: UPSTREAMSERVER_PLURAL,
-          limit: LIST_PAGE_SIZE,
-          _continue: cont,
-        }) as Promise<KubernetesListObject<KubernetesObject>>,
-      d.log.child({ informer: 'upstreamservers' }),
-      { transform: withoutManagedFields },
-    );
+    this.informer = customResourceInformer(d.clients, ns, UPSTREAMSERVER_PLURAL, d.log);
     this.secrets = new SecretCache(d.clients.kc, d.clients.core, ns, d.log.child({ component: 'upstream-secrets' }), () => this.reconcileAll());
     this.informer.onChange((o) => this.reconcile(o.metadata?.name ?? ''));
     this.stdio = new StdioRuntime(d.clients, ns, d.stdio, d.log.child({ component: 'upstream-stdio' }), d.isLeader, (name) => this.reconcile(name));
