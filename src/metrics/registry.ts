@@ -6,7 +6,7 @@ import type { InstallOutcome } from '../packages/installer.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { REPLICA_GONE, type ControllerMetrics } from '../controller/metrics.js';
 import type { QueueMetrics } from '../controller/workqueue.js';
-import type { RunMetricsSink } from '../runs/executor.js';
+import type { RunMetricsSink } from '../runs/types.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
 import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
 import { ADMISSION_LIMITS, type AdmissionLimit, type RunLoad } from '../limits/admission.js';

@@ -6,15 +6,11 @@
 // output streams to in-process subscribers while it runs. The caller's disconnect never cancels an
 // execution.
 import { EventEmitter } from 'node:events';
-import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
-  API_VERSION,
   GROUP,
-  LABEL_RUN,
-  LABEL_RUNTIME,
   Reasons,
-  SANDBOXRUN_KIND,
   SANDBOXRUN_PLURAL,
   VERSION,
   isTerminalPhase,
@@ -23,18 +19,16 @@ import {
   toolCallsStatus,
   type Runtime,
   type SandboxRun,
-  type SandboxRunStatus,
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
-import type { StreamBreakOutcome } from '../exec/recall.js';
 import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import type { EventRecorder } from '../kube/events.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
-import { podNameForRun, runLabelValue } from '../sandbox/names.js';
+import { podNameForRun } from '../sandbox/names.js';
 import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel, type SandboxPlacement } from '../sandbox/pod.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
@@ -44,10 +38,10 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
-import { callInSession, codeTimes, problemReason, sessionCallRequest } from './session-call.js';
-import { sessionOutcome } from './session-outcome.js';
+import { SessionRuns } from './session-run.js';
+import { WarmClaims, type PoolClaims, type ProfilePools } from './warm-claims.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
-import type { ExecutionPath, NestedCalls, OutputChunk, RunOutcome } from './types.js';
+import type { NestedCalls, OutputChunk, RunMetricsSink, RunOutcome } from './types.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
@@ -56,36 +50,6 @@ const RUNNING_WRITE_DELAY_MS = 250;
  * ended in its kernel, which then answers at once; this only covers opening the stream.
  */
 const RECALL_MIN_WAIT_MS = 20_000;
-
-export interface RunMetricsSink {
-  /** `start`: where the code ran (absent when it never ran; then `seconds` is 0). */
-  runFinished(phase: string, reason: string, runtime: string, seconds: number, start?: ExecutionPath): void;
-  runStarted(): void;
-  runEnded(): void;
-  /** A cold pod's time from its creation request to ready (warm claims are timed by the pool). */
-  podStarted?(start: 'cold', seconds: number): void;
-  /** Bytes the program wrote to each stream. */
-  output?(stdoutBytes: number, stderrBytes: number): void;
-  /** A run whose exec stream to its kernel broke after the code was sent: read back, or unknown. */
-  streamBroke?(outcome: StreamBreakOutcome): void;
-}
-
-/** The warm pool's claim (src/controller/warm-pool.ts): a ready pool pod patched to belong to a run. */
-export interface PoolClaims {
-  readonly enabled: boolean;
-  claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined>;
-  /** This process's reserved pod for one run, if it can run code now (src/controller/pool-reservation.ts). */
-  takeReserved(): Promise<V1Pod | undefined>;
-  /** Makes a reserved pod the run's (labels, owner, deadline): with the Running status, or after the outcome. */
-  adopt(pod: V1Pod, owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<void>;
-  /** Reserves a pod for the next warm run, in the background. */
-  ensureReserved(): void;
-}
-
-/** The warm pools by profile (src/controller/pool-set.ts). */
-export interface ProfilePools {
-  pool(profile: string): PoolClaims | undefined;
-}
 
 /** The profiles runs may name (src/profiles ProfileCatalog). */
 export interface Profiles {
@@ -204,16 +168,23 @@ export class RunExecutor {
    * recorded) and, for a reserved pod, the patch making it the run's (sent once, at the Running
    * status or after the outcome; awaited before the outcome is stored).
    */
-  private readonly adoptions = new Map<string, { adopt?: () => Promise<void>; pool: { ensureReserved(): void } }>();
-  private sessions: SessionService | undefined;
+  private readonly warm: WarmClaims;
+  private readonly inSession: SessionRuns;
   /** The gateway's own settings as a profile (its pool is the PoolSet's business, not the engine's). */
   private readonly builtin: ResolvedProfile;
-  private pools: ProfilePools | undefined;
   private kernelRuntime: KernelRuntime | undefined;
 
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
     this.builtin = builtinProfile({ ...d.opts, warmPoolMin: 0, warmPoolMax: 0 });
+    this.warm = new WarmClaims(d.log);
+    this.inSession = new SessionRuns({
+      record: this.record,
+      events: d.events,
+      podStartupTimeoutSeconds: d.opts.podStartupTimeoutSeconds,
+      ...(d.metrics && { metrics: d.metrics }),
+      finishEarly: (run, reason, message, log) => this.finishEarly(run, reason, message, log),
+    });
     this.inPod = new InPodExecution({
       clients: d.clients,
       pods: d.pods,
@@ -225,7 +196,7 @@ export class RunExecutor {
 
   /** Enables SandboxRun.spec.session (runs in a session's interpreter). */
   setSessions(sessions: SessionService): void {
-    this.sessions = sessions;
+    this.inSession.setSessions(sessions);
   }
 
   /**
@@ -234,7 +205,7 @@ export class RunExecutor {
    * (this version has kernels), a cold pod runs the same kernel (coldKernel).
    */
   setPool(pools: ProfilePools, kernels: KernelConnections, runtime?: KernelRuntime): void {
-    this.pools = pools;
+    this.warm.setPools(pools);
     this.kernelRuntime = runtime;
     this.inPod.setKernels(kernels);
   }
@@ -344,7 +315,7 @@ export class RunExecutor {
     let output: EventEmitter | undefined;
     if (early) {
       this.startedHere.set(uid, `${this.record.namespaceOf(run)}/${run.metadata.name}`);
-      this.useReserved(run, early.pool, early.reserved, early.opts);
+      this.warm.useReserved(run, early.pool, early.reserved, early.opts);
       output = new EventEmitter();
       output.setMaxListeners(0);
       const emitter = output;
@@ -380,7 +351,7 @@ export class RunExecutor {
   private async startEarly(draft: SandboxRun, calls: NestedCalls | undefined): Promise<EarlyStart | undefined> {
     const prepared = await this.prepare(draft);
     if ('refusal' in prepared) return undefined;
-    const pool = this.poolFor(draft, prepared.profile.name, prepared.opts);
+    const pool = this.warm.poolFor(draft, prepared.profile.name, prepared.opts);
     if (!pool) return undefined;
     const ns = this.record.namespaceOf(draft);
     await this.d.policies.ensure(ns);
@@ -448,7 +419,7 @@ export class RunExecutor {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
       return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
     } finally {
-      this.adoptions.delete(run.metadata.uid ?? '');
+      this.warm.forget(run.metadata.uid ?? '');
       this.d.metrics?.runEnded();
     }
   }
@@ -501,7 +472,7 @@ export class RunExecutor {
     const ns = this.record.namespaceOf(run);
     const log = this.d.log.child({ sandboxrun: `${ns}/${run.metadata.name}` });
     const work = (async (): Promise<Classification> => {
-      const inSession = run.spec.session !== undefined && (await this.recoverInSession(run, run.spec.session, budgetMs, log));
+      const inSession = run.spec.session !== undefined && (await this.inSession.recover(run, run.spec.session, Math.max(budgetMs, RECALL_MIN_WAIT_MS), log));
       if (inSession) return inSession;
       let executed: Executed | undefined;
       let podName: string | undefined;
@@ -548,33 +519,6 @@ export class RunExecutor {
       work.then(() => undefined),
     );
     return work.catch(() => undefined);
-  }
-
-  /**
-   * recover() for a run in a session: its call was sent with the run's uid as key, and the
-   * session's kernel keeps the results of its last keyed calls. Undefined when the kernel cannot
-   * tell (the session or its pod gone, the call never arrived, or later calls let its result go).
-   */
-  private async recoverInSession(run: SandboxRun, session: string, budgetMs: number, log: Logger): Promise<Classification | undefined> {
-    const uid = run.metadata.uid;
-    if (!this.sessions || uid === undefined) return undefined;
-    const r = await this.sessions.recall(session, uid, Math.max(budgetMs, RECALL_MIN_WAIT_MS)).catch((err: unknown) => {
-      log.warn({ err: apiErrorMessage(err) }, 'Failed to read back the call of a SandboxRun in a session');
-      return undefined;
-    });
-    if (!r) return undefined;
-    const ns = this.record.namespaceOf(run);
-    const waitStart = new Date(Date.parse(run.status?.startTime ?? run.metadata.creationTimestamp ?? '') || Date.now());
-    const { c } = await this.recordSessionOutcome(run, sessionOutcome(r, ns, run.spec.timeoutSeconds), waitStart, log);
-    this.d.events.record(
-      { name: run.metadata.name, namespace: ns, uid },
-      'Normal',
-      'Recovered',
-      'Recover',
-      `The gateway replica executing this run stopped before it recorded the outcome; the outcome was read back from session ${session}.`,
-    );
-    log.info({ phase: c.phase, reason: c.reason }, 'Recovered the outcome of a SandboxRun in a session whose executor stopped');
-    return c;
   }
 
   /**
@@ -629,10 +573,10 @@ export class RunExecutor {
       const prepared = await this.prepare(run);
       if ('refusal' in prepared) return await this.finishEarly(run, prepared.refusal.reason, prepared.refusal.message, log);
       const { profile, opts } = prepared;
-      if (run.spec.session !== undefined) return await this.runInSession(run, run.spec.session, output, log, started);
+      if (run.spec.session !== undefined) return await this.inSession.run(run, run.spec.session, output, log, started);
       await this.d.policies.ensure(ns);
       const created = this.d.policies.createdAfterEnsure(ns);
-      const warm = await this.claimWarm(run, profile.name, opts);
+      const warm = await this.warm.claim(run, profile.name, opts);
       if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'warm', opts, calls);
       const podName = podNameForRun(name);
       const creating = performance.now();
@@ -675,64 +619,6 @@ export class RunExecutor {
     return { command: kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime: runtime.volume };
   }
 
-  /** The run's warm pool, if its pods fit the run (same image, default limits). */
-  private poolFor(run: SandboxRun, profile: string, opts: RunEngineOptions): PoolClaims | undefined {
-    const pool = this.pools?.pool(profile);
-    if (!pool?.enabled || run.spec.resources || opts.images[normalizeLanguage(run.spec.language)] !== opts.images[POOL_LANGUAGE]) return undefined;
-    return pool;
-  }
-
-  /** What makes a pool pod the run's: its owner, labels and deadline. */
-  private claimTerms(run: SandboxRun, opts: RunEngineOptions): { owner: V1OwnerReference; labels: Record<string, string>; deadline: number } {
-    return {
-      owner: {
-        apiVersion: API_VERSION,
-        kind: SANDBOXRUN_KIND,
-        name: run.metadata.name,
-        uid: run.metadata.uid ?? '',
-        controller: true,
-        blockOwnerDeletion: true,
-      },
-      labels: { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: normalizeLanguage(run.spec.language) },
-      deadline: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
-    };
-  }
-
-  /**
-   * This process's reserved pod becomes the run's: no pod write before the code starts. The patch
-   * that makes the pod the run's goes out with the Running status for code still executing after
-   * RUNNING_WRITE_DELAY_MS, else once the outcome is known — never during a short run, whose CPU
-   * it would share on a small node — and the outcome is recorded only after it (settle).
-   */
-  private useReserved(run: SandboxRun, pool: PoolClaims, reserved: V1Pod, opts: RunEngineOptions): void {
-    const { owner, labels, deadline } = this.claimTerms(run, opts);
-    let adoption: Promise<void> | undefined;
-    const adopt = (): Promise<void> =>
-      (adoption ??= pool
-        .adopt(reserved, owner, labels, deadline)
-        .catch((err: unknown) =>
-          this.d.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
-        ));
-    this.adoptions.set(run.metadata.uid ?? '', { adopt, pool });
-  }
-
-  /** A warm pod of the run's profile, if its pool has one that fits. */
-  private async claimWarm(run: SandboxRun, profile: string, opts: RunEngineOptions): Promise<string | undefined> {
-    const pool = this.poolFor(run, profile, opts);
-    if (!pool) return undefined;
-    const reserved = await pool.takeReserved();
-    if (reserved) {
-      this.useReserved(run, pool, reserved, opts);
-      return reserved.metadata?.name;
-    }
-    const { owner, labels, deadline } = this.claimTerms(run, opts);
-    const pod = await pool.claim(owner, labels, deadline);
-    // None was reserved (this process's first warm run, or calls overlapping): once this run has
-    // its outcome, reserve one for the next (not now: the pool's refill would compete with the run).
-    if (pod) this.adoptions.set(run.metadata.uid ?? '', { pool });
-    return pod?.metadata?.name;
-  }
-
   /**
    * Executes the code in a ready pod and returns the outcome as soon as it is known: the final
    * status write, the pod's deletion and the Events go on in the background (drain() waits),
@@ -757,8 +643,7 @@ export class RunExecutor {
     let runningWrite: Promise<void> = Promise.resolve();
     // A short run costs no write while it executes: the Running status and the Started Event are
     // written only for code still executing after RUNNING_WRITE_DELAY_MS.
-    const pooled = this.adoptions.get(run.metadata.uid ?? '');
-    this.adoptions.delete(run.metadata.uid ?? '');
+    const pooled = this.warm.take(run.metadata.uid ?? '');
     const runningTimer = setTimeout(() => {
       if (finished) return;
       void pooled?.adopt?.();
@@ -820,64 +705,6 @@ export class RunExecutor {
       .finally(() => this.settling.delete(uid));
     // One settle per run: execute() never starts a run twice (startedHere).
     this.settling.set(uid, tracked);
-  }
-
-  /** A SandboxRun with spec.session: the code runs in that session's interpreter (session-call.ts). */
-  private async runInSession(run: SandboxRun, session: string, output: EventEmitter, log: Logger, started: number): Promise<RunOutcome> {
-    if (!this.sessions) return this.finishEarly(run, Reasons.InvalidSpec, 'Sessions are not available in this operator.', log);
-    const ns = this.record.namespaceOf(run);
-    const startTime = new Date();
-    // The marker that this run's code may have started (run-decision.ts): a run in a session has
-    // no pod of its own, so its Running status is written before the code goes to the kernel.
-    const { podName: _none, ...running } = runningStatus(run, '', startTime, startTime);
-    const marker = { ...running, message: `The code runs in session ${session} once it is ready and any call running there has finished.` };
-    await this.record.patchStatus(run, marker, log);
-    // A run in a session acts for its owner: only the session's owner's runs may use it.
-    const call = await callInSession(
-      this.sessions,
-      ns,
-      sessionCallRequest(session, run.spec, {
-        // A busy or starting session is waited for within the start-up allowance of the run's
-        // budget (lostAfterMs): no other replica declares it lost while it waits and then runs.
-        waitUntil: Date.parse(run.metadata.creationTimestamp ?? startTime.toISOString()) + this.d.opts.podStartupTimeoutSeconds * 1000,
-        // Its uid, not its name: a name can come back with a new run, whose outcome another's must never be taken for.
-        ...(run.metadata.uid && { key: run.metadata.uid }),
-      }),
-      (chunk) => output.emit('chunk', chunk),
-    );
-    if (!call.ok) return this.finishEarly(run, call.reason ?? problemReason[call.stage], `${call.message} ${call.hint}`, log);
-    const o = call.outcome;
-    const { c, status } = await this.recordSessionOutcome(run, o, startTime, log);
-    this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
-    this.d.metrics?.runFinished(c.phase, c.reason, normalizeLanguage(run.spec.language), (performance.now() - started) / 1000, 'session');
-    return {
-      ...this.record.outcome(run, status),
-      session,
-      ...(o.result !== undefined && { result: o.result }),
-      ...(o.display !== undefined && { display: o.display }),
-    };
-  }
-
-  /** Records the outcome of `run`'s call in its session (the code waited from `startTime`), as its status and the run's outcome. */
-  private async recordSessionOutcome(run: SandboxRun, o: RunOutcome, startTime: Date, log: Logger): Promise<{ c: Classification; status: SandboxRunStatus }> {
-    const c: Classification = {
-      phase: o.phase,
-      reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'],
-      message: o.message ?? 'The code ran to completion.',
-      ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
-    };
-    const status = this.record.fit(run, {
-      ...completedStatus(
-        run,
-        c,
-        { stdout: o.stdout, stderr: o.stderr, stdoutBytes: o.stdoutBytes, stderrBytes: o.stderrBytes, truncated: o.truncated },
-        codeTimes(startTime, o.durationMs),
-      ),
-      ...imageCounts(o.display),
-    });
-    await this.record.patchStatus(run, status, log);
-    this.record.recordOutcome(run, c);
-    return { c, status };
   }
 
   private async createPod(

@@ -4,6 +4,7 @@ import type { Language, Owner, RunPhase } from '../api/v1alpha1/index.js';
 import type { CallSummary } from '../codemode/broker.js';
 import type { CallHandler } from '../exec/kernel.js';
 import type { DisplayItem } from '../exec/display.js';
+import type { StreamBreakOutcome } from '../exec/recall.js';
 import type { SessionWaitCause } from '../sessions/service.js';
 
 /** What a caller asks to execute. Already validated by the tool's input schema. */
@@ -96,4 +97,18 @@ export interface NestedCalls {
 
 export interface RunService {
   execute(request: ExecuteRequest, options?: ExecuteOptions): Promise<RunOutcome>;
+}
+
+/** What the run engine reports of runs (src/metrics implements it). */
+export interface RunMetricsSink {
+  /** `start`: where the code ran (absent when it never ran; then `seconds` is 0). */
+  runFinished(phase: string, reason: string, runtime: string, seconds: number, start?: ExecutionPath): void;
+  runStarted(): void;
+  runEnded(): void;
+  /** A cold pod's time from its creation request to ready (warm claims are timed by the pool). */
+  podStarted?(start: 'cold', seconds: number): void;
+  /** Bytes the program wrote to each stream. */
+  output?(stdoutBytes: number, stderrBytes: number): void;
+  /** A run whose exec stream to its kernel broke after the code was sent: read back, or unknown. */
+  streamBroke?(outcome: StreamBreakOutcome): void;
 }
