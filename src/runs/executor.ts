@@ -1,6 +1,6 @@
 // Executes one SandboxRun: sandbox pod → ready → one execution → final status. A run goes to a
-// claimed warm pool pod when one fits, else to a cold pod of its own, or to a session's interpreter
-// (spec.session). Status is written at most twice (Running, with a Started Event, only if the code
+// claimed warm pool pod when one fits (warm-claims.ts), else to a cold pod of its own
+// (cold-pods.ts), or to a session's interpreter (spec.session, session-run.ts). Status is written at most twice (Running, with a Started Event, only if the code
 // is still executing after a short delay, and the final result); the pod is deleted afterwards
 // (single use, and it is the marker that the code started: see src/controller/run-decision.ts);
 // output streams to in-process subscribers while it runs. The caller's disconnect never cancels an
@@ -21,16 +21,12 @@ import {
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import { kernelCommand, type KernelConnections } from '../exec/kernel.js';
+import type { KernelConnections } from '../exec/kernel.js';
 import { imageCounts } from '../exec/display.js';
-import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
-import { isQuotaConflict } from '../kube/api-client.js';
+import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
 import type { EventRecorder } from '../kube/events.js';
-import { quotaExceeded } from '../limits/run-slots.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
-import { podNameForRun } from '../sandbox/names.js';
-import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel, type SandboxPlacement } from '../sandbox/pod.js';
-import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
+import type { SandboxPlacement } from '../sandbox/pod.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
@@ -38,6 +34,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
+import { ColdPods, type KernelRuntime } from './cold-pods.js';
 import { SessionRuns } from './session-run.js';
 import { WarmClaims, type PoolClaims, type ProfilePools } from './warm-claims.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
@@ -54,12 +51,6 @@ const RECALL_MIN_WAIT_MS = 20_000;
 /** The profiles runs may name (src/profiles ProfileCatalog). */
 export interface Profiles {
   resolve(name?: string): ResolvedProfile | ProfileRefusal;
-}
-
-/** This version's kernels (src/controller/runtime-guard.ts): their ConfigMap, present before a pod mounts it. */
-export interface KernelRuntime {
-  readonly volume: RuntimeVolume;
-  ensure(namespace: string): Promise<void>;
 }
 
 /** The settings the run engine reads (src/config documents each). */
@@ -172,12 +163,13 @@ export class RunExecutor {
   private readonly inSession: SessionRuns;
   /** The gateway's own settings as a profile (its pool is the PoolSet's business, not the engine's). */
   private readonly builtin: ResolvedProfile;
-  private kernelRuntime: KernelRuntime | undefined;
+  private readonly cold: ColdPods;
 
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
     this.builtin = builtinProfile({ ...d.opts, warmPoolMin: 0, warmPoolMax: 0 });
     this.warm = new WarmClaims(d.log);
+    this.cold = new ColdPods({ clients: d.clients, pods: d.pods, ...(d.metrics && { metrics: d.metrics }) });
     this.inSession = new SessionRuns({
       record: this.record,
       events: d.events,
@@ -206,7 +198,7 @@ export class RunExecutor {
    */
   setPool(pools: ProfilePools, kernels: KernelConnections, runtime?: KernelRuntime): void {
     this.warm.setPools(pools);
-    this.kernelRuntime = runtime;
+    this.cold.setKernelRuntime(runtime);
     this.inPod.setKernels(kernels);
   }
 
@@ -391,7 +383,7 @@ export class RunExecutor {
     early.refuse(new Error('the run could not be recorded'));
     early.held.length = 0;
     early.sink = () => undefined;
-    this.deletePod(early.ns, early.podName, this.d.log);
+    this.cold.delete(early.ns, early.podName, this.d.log);
     void early.executed.catch(() => undefined);
     early.pool.ensureReserved();
     this.d.metrics?.runEnded();
@@ -508,7 +500,7 @@ export class RunExecutor {
         `The gateway replica executing this run stopped before it recorded the outcome; the outcome was read back from pod ${podName}.`,
       );
       // The pod is the marker that the code started: it goes only now that the outcome is stored.
-      this.deletePod(ns, podName, log);
+      this.cold.delete(ns, podName, log);
       this.record.recordOutcome(run, c);
       log.info({ phase: c.phase, reason: c.reason }, 'Recovered the outcome of a SandboxRun whose executor stopped');
       return c;
@@ -578,45 +570,10 @@ export class RunExecutor {
       const created = this.d.policies.createdAfterEnsure(ns);
       const warm = await this.warm.claim(run, profile.name, opts);
       if (warm) return await this.executeInPod(run, ns, warm, runtime, output, log, started, 'warm', opts, calls);
-      const podName = podNameForRun(name);
-      const creating = performance.now();
-      const kernel = await this.coldKernel(run, ns, opts);
-      const pod = await this.createPod(run, podName, log, opts, profile.name, kernel);
-      if ('failure' in pod) return await this.finishEarly(run, pod.failure.reason, pod.failure.message, log);
-      created(podName);
-
-      const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
-      if (state.kind === 'ready') this.d.metrics?.podStarted?.('cold', (performance.now() - creating) / 1000);
-      if (state.kind !== 'ready') {
-        const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
-        const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;
-        const message =
-          state.kind === 'failed'
-            ? state.message
-            : `The sandbox pod did not start within ${opts.podStartupTimeoutSeconds}s (${state.message}). Try again later or ask the administrator to check the cluster's capacity.`;
-        this.deletePod(ns, podName, log);
-        return await this.finishEarly(run, reason, message, log);
-      }
-      return await this.executeInPod(run, ns, podName, runtime, output, log, started, kernel ? 'cold-kernel' : 'cold', opts, calls);
+      const cold = await this.cold.start(run, ns, opts, profile.name, log, created);
+      if ('failure' in cold) return await this.finishEarly(run, cold.failure.reason, cold.failure.message, log);
+      return await this.executeInPod(run, ns, cold.podName, runtime, output, log, started, cold.kernel ? 'cold-kernel' : 'cold', opts, calls);
     });
-  }
-
-  /**
-   * The kernel a cold pod starts with, as a warm pod's: one way to run a transient program, so a
-   * cold run gets what a warm one gets — code-mode tool calls over the kernel's stream, figures
-   * and display() — at the same cost (measured: 1001 vs 1010 ms median, and two fewer API writes
-   * before the reply, since the kernel's network check ends before the pod is exec'd). Undefined
-   * (the runner script) when this version has no kernels or the run's image is not python's.
-   */
-  private async coldKernel(run: SandboxRun, ns: string, opts: RunEngineOptions): Promise<RunPodKernel | undefined> {
-    const runtime = this.kernelRuntime;
-    if (!runtime) return undefined;
-    // The kernel is python's (it runs every runtime's one-shot programs, as in pool pods): the
-    // run's image must be the one python runs in.
-    const { images } = opts;
-    if (images[normalizeLanguage(run.spec.language)] !== images[POOL_LANGUAGE]) return undefined;
-    await runtime.ensure(ns);
-    return { command: kernelCommand(POOL_LANGUAGE, { prestart: true }), runtime: runtime.volume };
   }
 
   /**
@@ -687,7 +644,7 @@ export class RunExecutor {
         await this.record.patchStatus(run, status, log);
         // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
         // outcome is stored. Its processes already ended with the program (or at the deadline).
-        this.deletePod(ns, podName, log);
+        this.cold.delete(ns, podName, log);
         this.record.recordOutcome(run, c);
         this.d.metrics?.runFinished(c.phase, c.reason, runtime, (performance.now() - started) / 1000, pod === 'warm' ? 'warm' : 'cold');
         log.info({ phase: c.phase, reason: c.reason, exitCode: c.exitCode, durationMs: status.durationMs }, 'Finished SandboxRun');
@@ -705,59 +662,6 @@ export class RunExecutor {
       .finally(() => this.settling.delete(uid));
     // One settle per run: execute() never starts a run twice (startedHere).
     this.settling.set(uid, tracked);
-  }
-
-  private async createPod(
-    run: SandboxRun,
-    podName: string,
-    log: Logger,
-    opts: RunEngineOptions,
-    profile: string,
-    kernel: RunPodKernel | undefined,
-  ): Promise<{ pod: V1Pod } | { failure: { reason: typeof Reasons.PodFailed | typeof Reasons.QuotaExceeded; message: string } }> {
-    const ns = this.record.namespaceOf(run);
-    const runtime = normalizeLanguage(run.spec.language);
-    const body = buildRunPod(
-      run,
-      sandboxPodOptions(opts, {
-        image: opts.images[runtime],
-        activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
-        profile,
-        ...(run.spec.resources?.cpu && { cpuLimit: run.spec.resources.cpu }),
-        ...(run.spec.resources?.memory && { memoryLimit: run.spec.resources.memory }),
-      }),
-      kernel,
-    );
-    try {
-      const pod = await this.d.clients.core.createNamespacedPod({ namespace: ns, body });
-      log.debug({ pod: podName }, 'Created Pod');
-      return { pod };
-    } catch (err) {
-      // The namespace's ResourceQuota (deploy/) is the backstop behind the run caps: say so.
-      const quota = quotaExceeded(statusOf(err), apiErrorMessage(err));
-      if (quota)
-        return {
-          failure: {
-            reason: Reasons.QuotaExceeded,
-            message: `The namespace's ResourceQuota refused the sandbox pod (${quota}). Retry when other runs have finished, or ask the administrator to raise the quota.`,
-          },
-        };
-      // A 409 on the quota object (still, after the client's retries) is not a pod of this name.
-      if (statusOf(err) !== 409 || isQuotaConflict(err)) throw new Error(`Failed to create Pod ${ns}/${podName}`, { cause: err });
-      // Deterministic name: it exists already. Adopt it only if it is ours.
-      const existing = await this.d.clients.core.readNamespacedPod({ namespace: ns, name: podName });
-      const owner = existing.metadata?.ownerReferences?.find((o) => o.controller);
-      if (owner?.uid !== run.metadata.uid) {
-        return { failure: { reason: Reasons.PodFailed, message: `A pod named ${podName} exists and does not belong to this run.` } };
-      }
-      return { pod: existing };
-    }
-  }
-
-  private deletePod(namespace: string, name: string, log: Logger): void {
-    this.d.clients.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch((err: unknown) => {
-      if (!isNotFound(err)) log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
-    });
   }
 
   private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger): Promise<RunOutcome> {
