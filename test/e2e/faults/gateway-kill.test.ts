@@ -53,15 +53,17 @@ describe('fault: gateway SIGKILL mid-run', () => {
       mix = new Mix({ urls: () => [url], kube: { k, namespace: ns } });
       await mix.start();
 
-      // Two victims, certainly in flight when the replica dies (each sleeps 8 s). Their long timeout
-      // puts their time budget (start-up + timeout + 60 s = 110 s) far beyond the moment the next
-      // replica finds the killed one gone (its replica Lease unrenewed for 30 s). The first keeps its
-      // pod; the second's pod is deleted right after the kill, so nothing can tell how it ended.
+      // Two victims, certainly in flight when the replica dies (each sleeps 20 s: the victims after
+      // them start, and wait for their first output, before the kill; on a loaded node, 8 s let a
+      // victim end before it, once). Their long timeout puts their time budget (start-up + timeout
+      // + 60 s = 110 s) far beyond the moment the next replica finds the killed one gone (its replica
+      // Lease unrenewed for 30 s). The first keeps its pod; the second's pod is deleted right after
+      // the kill, so nothing can tell how it ended.
       const victims = await Promise.all(
         ['kept', 'podless'].map(async (which) => {
           const client = await connect(url, 'current');
           const id = `t-victim-${which}-${Date.now()}`;
-          const call = client.callTool('execute_code', { code: transientCode(id, 8), timeout_seconds: VICTIM_TIMEOUT_SECONDS }).then(
+          const call = client.callTool('execute_code', { code: transientCode(id, 20), timeout_seconds: VICTIM_TIMEOUT_SECONDS }).then(
             () => 'answered',
             () => 'threw',
           );
@@ -110,7 +112,9 @@ describe('fault: gateway SIGKILL mid-run', () => {
         k,
         ns,
         victimSession,
-        `import time\nn = globals().get("n", 0) + 1\ntime.sleep(8)\nprint("${sessionId}", n)`,
+        // 15 s: in flight at the kill, and ended within the start-up allowance (20 s) that the later
+        // call in its session waits for a busy session.
+        `import time\nn = globals().get("n", 0) + 1\ntime.sleep(15)\nprint("${sessionId}", n)`,
         VICTIM_TIMEOUT_SECONDS,
         'victim-session-',
       );
