@@ -16,6 +16,7 @@ import { createSessionRun, Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
 import { startEverything, type Everything } from '../helpers/upstream.js';
 import { createUpstream, readyOf, upstreamStatus } from '../helpers/upstream-servers.js';
+import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -37,15 +38,17 @@ beforeAll(async () => {
   writes = await startApiWriteProxy(proxy.kubeconfig);
 });
 afterAll(async () => {
-  proxy?.setMode('pass');
-  writes?.setMode('pass');
-  await mix?.close();
-  await stopGateway(gw);
-  await writes?.close();
-  await proxy?.close();
-  await everything?.kill();
-  ledger?.stop();
-  await deleteNamespace(k, ns);
+  await tearDown([
+    () => proxy?.setMode('pass'),
+    () => writes?.setMode('pass'),
+    () => mix?.close(),
+    () => stopGateway(gw),
+    () => writes?.close(),
+    () => proxy?.close(),
+    () => everything?.kill(),
+    () => ledger?.stop(),
+    () => deleteNamespace(k, ns),
+  ]);
 });
 
 /** A new replica (with `env` added), the mix and the last one stopped, behind the write proxy. */

@@ -13,6 +13,7 @@ import { createUpstream, readyOf, upstreamStatus } from '../helpers/upstream-ser
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { createSessionRun, Mix, transientCode } from './helpers/mix.js';
 import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
+import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -31,11 +32,7 @@ beforeAll(async () => {
   await ledger.start();
 });
 afterAll(async () => {
-  await mix?.close();
-  await stopGateway(gw);
-  await everything?.kill();
-  ledger?.stop();
-  await deleteNamespace(k, ns);
+  await tearDown([() => mix?.close(), () => stopGateway(gw), () => everything?.kill(), () => ledger?.stop(), () => deleteNamespace(k, ns)]);
 });
 
 describe('fault: gateway SIGKILL mid-run', () => {

@@ -8,6 +8,7 @@ import { connect } from '../helpers/operator.js';
 import { freePort, gatewayEnv, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix, transientCode } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
+import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
 const STARTUP_SECONDS = 20;
@@ -22,10 +23,7 @@ beforeAll(async () => {
   await ledger.start();
 });
 afterAll(async () => {
-  await mix?.close();
-  await stopGateway(gw);
-  ledger?.stop();
-  await deleteNamespace(k, ns);
+  await tearDown([() => mix?.close(), () => stopGateway(gw), () => ledger?.stop(), () => deleteNamespace(k, ns)]);
 });
 
 const podOfRun = async (uid: string): Promise<string | undefined> =>

@@ -19,6 +19,7 @@ import { Mix } from './helpers/mix.js';
 import { PREVIOUS_RELEASE, releaseCheckout } from './helpers/release.js';
 import { RUNTIME_VARIANT_ENV, runtimeFiles } from './helpers/runtime-variant.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
+import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
 // Start-up allowance as in production-like settings: this test needs every run to succeed.
@@ -37,11 +38,7 @@ beforeEach(async () => {
   await ledger.start();
 });
 afterEach(async () => {
-  await mix?.close();
-  await stopGateway(newReplica);
-  await stopGateway(oldReplica);
-  ledger?.stop();
-  await deleteNamespace(k, ns);
+  await tearDown([() => mix?.close(), () => stopGateway(newReplica), () => stopGateway(oldReplica), () => ledger?.stop(), () => deleteNamespace(k, ns)]);
 });
 
 /** Pool pods not being deleted, by the runtime ConfigMap they mount (their kernels' version). */

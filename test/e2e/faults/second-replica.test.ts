@@ -8,6 +8,7 @@ import { createNamespace, deleteNamespace, testKube, until } from '../helpers/ku
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, replicaLeaseHolders, verdict } from './helpers/verdict.js';
+import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
 // Start-up allowance as in production-like settings: this test needs every run to succeed.
@@ -26,11 +27,7 @@ beforeAll(async () => {
   await ledger.start();
 });
 afterAll(async () => {
-  await mix?.close();
-  await stopGateway(b);
-  await stopGateway(a);
-  ledger?.stop();
-  await deleteNamespace(k, ns);
+  await tearDown([() => mix?.close(), () => stopGateway(b), () => stopGateway(a), () => ledger?.stop(), () => deleteNamespace(k, ns)]);
 });
 
 describe('fault: a second replica started and stopped during the mix', () => {

@@ -147,6 +147,8 @@ export class Mix {
   }
 
   async close(): Promise<void> {
+    // A test that failed before stop(): its loops end after the call each has in flight.
+    this.stopping = true;
     for (const s of this.sessions) await (await this.client()).callTool('close_session', { session: s }).catch(() => undefined);
     for (const c of this.clients.values()) await c.then((x) => x.close()).catch(() => undefined);
   }
