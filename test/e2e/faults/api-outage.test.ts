@@ -124,17 +124,14 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
     try {
       const id = `t-broken-stream-${Date.now()}`;
       const code = `import time\nprint("before", flush=True)\ntime.sleep(4)\nprint(${JSON.stringify(id)})`;
-      const call = client.callTool('execute_code', { code, timeout_seconds: 20 });
-      let name = '';
-      await until(
-        async () => {
-          const run = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(id));
-          name = run?.metadata.name ?? '';
-          return run?.status?.phase === 'Running';
-        },
-        60_000,
-        'the run Running',
-      );
+      // The break must come while the code sleeps, which its first output shows. Its Running status
+      // does not: on a cold pod it is written while the stream to the kernel may still be opening,
+      // and a break then rightly ends the run "did not start" (it happened once in CI).
+      let printed!: () => void;
+      const sleeping = new Promise<void>((r) => (printed = r));
+      const call = client.callTool('execute_code', { code, timeout_seconds: 20 }, (p) => p.message?.includes('before') && printed());
+      await sleeping;
+      const name = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(id))?.metadata.name ?? '';
       // Every API connection of the replica, its exec stream to the kernel among them, is reset,
       // and new ones are refused for 2 s while the code sleeps.
       p.setMode('reset');
