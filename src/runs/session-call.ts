@@ -11,7 +11,8 @@ import {
   type Owner,
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
-import { SessionBusyError, SessionError, SessionNotReadyError, type SessionCall, type SessionService } from '../sessions/service.js';
+import { SessionBusyError, SessionError, SessionNotReadyError } from '../sessions/errors.js';
+import type { SessionCall, SessionService } from '../sessions/service.js';
 import { sessionOutcome } from './session-outcome.js';
 import type { OutputChunk, RunOutcome } from './types.js';
 

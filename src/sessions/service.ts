@@ -1,7 +1,6 @@
 // Sessions for the gateway: create (and wait until the interpreter is ready), list, close,
 // execute code in the session's kernel through a long-lived exec stream, and file operations.
-// Activity is written to the session's status (throttled, off the call's critical path), so
-// idle garbage collection works across gateway restarts and replicas.
+// The objects come from store.ts, what the gateway writes to their status from activity.ts.
 import { randomUUID } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
@@ -10,8 +9,6 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import {
   API_VERSION,
-  GATEWAY_FIELD_MANAGER,
-  GATEWAY_LOST_FIELD_MANAGER,
   GROUP,
   LABEL_OWNER,
   MAX_SESSION_PACKAGES,
@@ -21,9 +18,7 @@ import {
   asReason,
   kernelLanguage,
   ownerLabelValue,
-  parseSandboxSession,
   type Owner,
-  type Reason,
   type SandboxSession,
   type SessionLanguage,
 } from '../api/v1alpha1/index.js';
@@ -37,10 +32,9 @@ import {
   type KernelConnections,
   type KernelResult,
 } from '../exec/kernel.js';
-import { NOT_ISOLATED_MESSAGE, capText } from '../exec/frames.js';
+import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import { isNetworkError } from '../util/network-error.js';
-import { deepFreeze } from '../util/deep-freeze.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
@@ -50,7 +44,11 @@ import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { lostTo, readPodState } from './verdict.js';
-import { SessionTurns, type GaveUp, type TurnResult, type WaitResult } from './turns.js';
+import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
+import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, busyError } from './errors.js';
+import { SessionStore } from './store.js';
+import { SessionActivity } from './activity.js';
+import { sessionState, startingUntil } from './state.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
@@ -98,47 +96,6 @@ export interface SessionInfo {
 /** How long close() waits for this replica's cache to see the delete. */
 const CLOSE_SEEN_MS = 5000;
 
-/**
- * Refused or impossible request about a session, with what to do instead. `mayHaveRun`: the
- * call's code reached the interpreter before the failure (its stream broke, the interpreter died),
- * so whether it ran is unknown; otherwise it did not run. `reason`: the session's own, when it
- * failed to start (Unschedulable, ImageNotFound, ...), for the record of a call it refused.
- */
-export class SessionError extends Error {
-  readonly mayHaveRun: boolean;
-  readonly reason: Reason | undefined;
-
-  constructor(
-    message: string,
-    readonly hint: string,
-    details: { mayHaveRun?: boolean; reason?: Reason | undefined } = {},
-  ) {
-    super(message);
-    this.name = 'SessionError';
-    this.mayHaveRun = details.mayHaveRun ?? false;
-    this.reason = details.reason;
-  }
-}
-
-/** The session was still starting for as long as this call could wait: it did not run. */
-export class SessionNotReadyError extends SessionError {
-  constructor(message: string, hint: string) {
-    super(message, hint);
-    this.name = 'SessionNotReadyError';
-  }
-}
-
-/** The session was busy with another call for as long as this call could wait: it did not run. */
-export class SessionBusyError extends SessionError {
-  constructor(message: string, hint: string) {
-    super(message, hint);
-    this.name = 'SessionBusyError';
-  }
-}
-
-/** Calls that may wait for one busy session on one replica (each holds its code: ≤ 256 KiB). */
-export const WAITING_CALLS_PER_SESSION = 16;
-
 export interface SessionCall {
   code: string;
   timeoutSeconds: number;
@@ -170,14 +127,9 @@ export type SessionWaitCause = 'busy' | 'starting';
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
 export type SessionCallResult = KernelResult & { session: string; capChars: number };
 
-/** Writes at most one activity update per session per this interval. */
-const ACTIVITY_WRITE_INTERVAL_MS = 1000;
-
 export class SessionService {
-  private readonly waiters = new Map<string, Set<() => void>>();
-  /** Each cached object's parse, for the resourceVersion it was made of (get). */
-  private readonly parsed = new WeakMap<object, { version: string | undefined; session: SandboxSession | undefined }>();
-  private readonly activity = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
+  private readonly store: SessionStore;
+  private readonly activity: SessionActivity;
   /** Sessions this process is creating, which the informer may not show yet (session cap). */
   private readonly creating = new Set<string>();
   /** Calls waiting for a busy session, by pod. */
@@ -185,29 +137,15 @@ export class SessionService {
 
   constructor(
     private readonly clients: KubeClients,
-    private readonly informer: ResilientInformer<KubernetesObject>,
+    informer: ResilientInformer<KubernetesObject>,
     private readonly kernels: KernelConnections,
     private readonly opts: SessionServiceOptions,
     private readonly log: Logger,
     /** The sandbox NetworkPolicy gate: no session code starts while the policy is missing. */
     private readonly networkGate?: { ensure(namespace: string): Promise<void>; inPodCheck(namespace: string, pod: string): (() => void) | undefined },
   ) {
-    informer.onChange((o) => this.waiters.get(o.metadata?.name ?? '')?.forEach((w) => w()));
-  }
-
-  private get(name: string): SandboxSession | undefined {
-    const obj = this.informer.get(name, this.opts.namespace);
-    if (!obj) return undefined;
-    // Every session call looks its session up here: parsing the cached object with zod each time
-    // was the gateway's largest share of zod per call (~0.17 ms of ~2.5 ms, a profile). A version
-    // is parsed once; the result is frozen, since every later call shares it.
-    const version = obj.metadata?.resourceVersion;
-    const known = this.parsed.get(obj);
-    if (known && known.version === version) return known.session;
-    const p = parseSandboxSession(obj);
-    const session = p.ok ? deepFreeze(p.session) : undefined;
-    this.parsed.set(obj, { version, session });
-    return session;
+    this.store = new SessionStore(clients, informer, opts.namespace);
+    this.activity = new SessionActivity(this.store, log);
   }
 
   /**
@@ -216,28 +154,11 @@ export class SessionService {
    * read, only on that path. Another user's session is undefined, like a name that does not exist.
    */
   private async current(name: string, caller: Owner | undefined): Promise<SandboxSession | undefined> {
-    let s = this.get(name);
+    let s = this.store.get(name);
     const phase = s?.status?.phase;
-    if (phase !== 'Ready' && phase !== 'Lost' && phase !== 'Failed') s = await this.read(name);
+    if (phase !== 'Ready' && phase !== 'Lost' && phase !== 'Failed') s = await this.store.read(name);
     // A session being deleted is gone for its users already.
     return s && !s.metadata.deletionTimestamp && canSee(s, caller, this.opts.adminGroups ?? []) ? s : undefined;
-  }
-
-  private async read(name: string): Promise<SandboxSession | undefined> {
-    try {
-      const obj = await this.clients.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: this.opts.namespace,
-        plural: SANDBOXSESSION_PLURAL,
-        name,
-      });
-      const p = parseSandboxSession(obj);
-      return p.ok ? p.session : undefined;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
   }
 
   private async require(name: string, caller: Owner | undefined): Promise<SandboxSession> {
@@ -271,14 +192,10 @@ export class SessionService {
 
   /** The sessions `caller` may see (access.ts), by name. */
   list(caller?: Owner): SessionInfo[] {
-    return this.informer
-      .list(this.opts.namespace)
-      .map((o) => parseSandboxSession(o))
-      .filter(
-        (p): p is { ok: true; session: SandboxSession } =>
-          p.ok && !p.session.metadata.deletionTimestamp && canSee(p.session, caller, this.opts.adminGroups ?? []),
-      )
-      .map((p) => this.info(p.session))
+    return this.store
+      .list()
+      .filter((s) => !s.metadata.deletionTimestamp && canSee(s, caller, this.opts.adminGroups ?? []))
+      .map((s) => this.info(s))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
@@ -362,7 +279,7 @@ export class SessionService {
         );
       throw new Error(`Failed to create SandboxSession: ${apiErrorMessage(err)}`, { cause: err });
     }
-    const s = await this.waitUntil(
+    const s = await this.store.waitUntil(
       name,
       (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''),
       (this.opts.startupTimeoutSeconds + (packages.length > 0 ? (this.opts.packagesTimeoutSeconds ?? 0) : 0)) * 1000 + 5000,
@@ -393,7 +310,7 @@ export class SessionService {
   async installPackages(name: string, packages: readonly string[], caller?: Owner): Promise<InstallResult & { session: string }> {
     const s = await this.readySession(name, caller);
     this.checkPackages(s.spec.profile, s.spec.language, packages);
-    this.noteActivity(s, 0);
+    this.activity.note(s.metadata.name, 0);
     let r: InstallResult;
     try {
       r = await (this.opts.packages as Pick<SessionPackages, 'install'>).install(s, s.status?.podName as string, packages);
@@ -401,7 +318,7 @@ export class SessionService {
       if (err instanceof PackageError) throw new SessionError(err.message, err.hint);
       throw err;
     }
-    this.noteActivity(s, 0);
+    this.activity.note(s.metadata.name, 0);
     await this.recordPackages(name, packages).catch((err: unknown) =>
       this.log.warn({ sandboxsession: name, err: apiErrorMessage(err) }, 'Installed packages not recorded in spec.packages'),
     );
@@ -411,7 +328,7 @@ export class SessionService {
   /** Appends to spec.packages (read, then a merge patch guarded by resourceVersion; retried on conflict). */
   private async recordPackages(name: string, packages: readonly string[]): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const s = await this.read(name);
+      const s = await this.store.read(name);
       if (!s) return;
       const all = [...new Set([...(s.spec.packages ?? []), ...packages])].slice(-MAX_SESSION_PACKAGES);
       try {
@@ -452,7 +369,7 @@ export class SessionService {
     if (s?.status?.podName) this.kernels.drop(this.opts.namespace, s.status.podName);
     // Until this replica's cache has seen the delete, a call here would still find the session
     // (and its terminating pod's kernel): the reply waits for it (bounded).
-    await this.waitUntil(name, (x) => x === undefined || x.metadata.deletionTimestamp !== undefined, CLOSE_SEEN_MS);
+    await this.store.waitUntil(name, (x) => x === undefined || x.metadata.deletionTimestamp !== undefined, CLOSE_SEEN_MS);
     return true;
   }
 
@@ -468,7 +385,7 @@ export class SessionService {
       onWait: call.onWait && ((waitUntil) => call.onWait?.(Math.max(0, Math.round((waitUntil - Date.now()) / 1000)), 'starting')),
     });
     const pod = s.status?.podName as string;
-    this.noteActivity(s, 0);
+    this.activity.note(s.metadata.name, 0);
     const req = {
       code: call.code,
       timeoutMs: call.timeoutSeconds * 1000,
@@ -532,7 +449,7 @@ export class SessionService {
           );
         }
       }
-      await this.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
+      await this.activity.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
       if (verdict) return lostTo(verdict, name, this.opts.outputCapChars);
       throw new SessionError(
         `Session ${name} was lost: ${err.message}. Its state is gone.`,
@@ -550,9 +467,9 @@ export class SessionService {
       );
     if (result.status === 'lost') {
       this.kernels.drop(this.opts.namespace, pod);
-      await this.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');
+      await this.activity.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');
     }
-    this.noteActivity(s, 1);
+    this.activity.note(s.metadata.name, 1);
     return { ...result, session: name, capChars: this.opts.outputCapChars };
   }
 
@@ -565,7 +482,7 @@ export class SessionService {
    * caller's access was checked when the call was made.
    */
   async recall(name: string, key: string, timeoutMs: number): Promise<SessionCallResult | undefined> {
-    const s = this.get(name) ?? (await this.read(name).catch(() => undefined));
+    const s = this.store.get(name) ?? (await this.store.read(name).catch(() => undefined));
     const pod = s?.status?.podName;
     if (!s || !pod) return undefined;
     const r = await recallOnce(this.recallTarget(s, pod, key), timeoutMs);
@@ -599,7 +516,7 @@ export class SessionService {
 
   async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {
     const s = await this.readySession(name, caller);
-    this.noteActivity(s, 0);
+    this.activity.note(s.metadata.name, 0);
     return readFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), this.opts.maxFileBytes);
   }
 
@@ -611,13 +528,13 @@ export class SessionService {
       );
     }
     const s = await this.readySession(name, caller);
-    this.noteActivity(s, 0);
+    this.activity.note(s.metadata.name, 0);
     return writeFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), content);
   }
 
   async listFiles(name: string, path: string, caller?: Owner): Promise<{ entries: FileEntry[]; truncated: boolean }> {
     const s = await this.readySession(name, caller);
-    this.noteActivity(s, 0);
+    this.activity.note(s.metadata.name, 0);
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
   }
 
@@ -635,7 +552,7 @@ export class SessionService {
     if (wait && sessionState(s) === 'starting') {
       const until = startingUntil(wait.until, s, this.opts.packagesTimeoutSeconds);
       wait.onWait?.(until);
-      await this.waitUntil(name, (x) => x === undefined || sessionState(x) !== 'starting', Math.max(0, until - Date.now()), wait.signal);
+      await this.store.waitUntil(name, (x) => x === undefined || sessionState(x) !== 'starting', Math.max(0, until - Date.now()), wait.signal);
       s = await this.require(name, caller);
       if (sessionState(s) === 'starting') {
         throw new SessionNotReadyError(
@@ -657,158 +574,5 @@ export class SessionService {
       throw new SessionError(`Session ${name} is ${phase === 'Failed' ? 'failed' : 'lost'}: ${why}.`, 'Create a new session with create_session.', { reason });
     }
     throw new SessionError(`Session ${name} is still starting.`, 'Wait a moment and call again.');
-  }
-
-  /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */
-  private async markLost(s: SandboxSession, why: string): Promise<void> {
-    const kernelLost = { message: capText(why, 1000).text, time: new Date().toISOString() };
-    await this.applyStatus(s.metadata.name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost }).catch((err: unknown) =>
-      this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'),
-    );
-  }
-
-  /**
-   * Records activity in status.lastActivityTime (and runCount), at most once per interval per
-   * session and never on the call's critical path. Conflicting writers retry on the latest copy.
-   */
-  private noteActivity(s: SandboxSession, calls: number): void {
-    const name = s.metadata.name;
-    let a = this.activity.get(name);
-    if (!a) this.activity.set(name, (a = { calls: 0, writing: false, lastWrite: 0 }));
-    a.calls += calls;
-    if (a.timer || a.writing) return;
-    const wait = Math.max(0, a.lastWrite + ACTIVITY_WRITE_INTERVAL_MS - Date.now());
-    a.timer = setTimeout(() => void this.flushActivity(name), wait);
-    a.timer.unref();
-  }
-
-  private async flushActivity(name: string): Promise<void> {
-    const a = this.activity.get(name);
-    if (!a) return;
-    a.timer = undefined;
-    a.writing = true;
-    const calls = a.calls;
-    a.calls = 0;
-    // Calls not yet added to runCount: they go back to the pending count unless written (or the
-    // session is gone), so a write that kept conflicting or failed never loses them — the next
-    // flush, an interval later, adds them.
-    let unwritten = true;
-    try {
-      for (let attempt = 0; attempt < 3 && unwritten; attempt++) {
-        const s = this.get(name);
-        if (!s) {
-          unwritten = false;
-          break;
-        }
-        const now = new Date();
-        try {
-          // The resourceVersion makes the increment conditional: two replicas cannot both add to
-          // the same runCount. expiresAt follows from lastActivityTime; the controller writes it.
-          await this.applyStatus(
-            name,
-            GATEWAY_FIELD_MANAGER,
-            { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls },
-            s.metadata.resourceVersion,
-          );
-          unwritten = false;
-        } catch (err) {
-          if (!isConflict(err)) throw err;
-          // The cached copy was older than the stored one: wait for the watch to bring the new one.
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
-    } catch (err) {
-      if (isNotFound(err)) unwritten = false;
-      else this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
-    } finally {
-      if (unwritten) a.calls += calls;
-      a.writing = false;
-      a.lastWrite = Date.now();
-      if (a.calls > 0) this.noteActivity(this.get(name) ?? ({ metadata: { name } } as SandboxSession), 0);
-      else this.activity.delete(name);
-    }
-  }
-
-  /** Server-side apply of gateway-owned status fields under `manager` (field-managers.ts). */
-  private async applyStatus(name: string, manager: string, status: Record<string, unknown>, resourceVersion?: string): Promise<void> {
-    const namespace = this.opts.namespace;
-    await this.clients.custom.patchNamespacedCustomObjectStatus(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace,
-        plural: SANDBOXSESSION_PLURAL,
-        name,
-        body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name, namespace, ...(resourceVersion && { resourceVersion }) }, status },
-        fieldManager: manager,
-        force: true,
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
-    );
-  }
-
-  private waitUntil(
-    name: string,
-    done: (s: SandboxSession | undefined) => boolean,
-    timeoutMs: number,
-    signal?: AbortSignal,
-  ): Promise<SandboxSession | undefined> {
-    return new Promise((resolve) => {
-      const check = (): void => {
-        const s = this.get(name);
-        if (done(s)) finish(s);
-      };
-      const finish = (s: SandboxSession | undefined): void => {
-        clearTimeout(timer);
-        this.waiters.get(name)?.delete(check);
-        signal?.removeEventListener('abort', onAbort);
-        resolve(s);
-      };
-      const onAbort = (): void => finish(this.get(name));
-      const timer = setTimeout(() => finish(this.get(name)), timeoutMs);
-      let set = this.waiters.get(name);
-      if (!set) this.waiters.set(name, (set = new Set()));
-      set.add(check);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      check();
-    });
-  }
-}
-
-/** Where a session is for a call: ready, gone (lost or failed), or its pod or interpreter still starting. */
-function sessionState(s: SandboxSession): 'ready' | 'gone' | 'starting' {
-  const phase = s.status?.phase;
-  if (phase === 'Lost' || phase === 'Failed' || s.status?.kernelLost) return 'gone';
-  return phase === 'Ready' && s.status?.podName ? 'ready' : 'starting';
-}
-
-/**
- * Until when a call waits for a session still starting: the start-up allowance it was given, and
- * for a session that installs packages before it is Ready also the packages allowance (the
- * session controller installs them once the interpreter is up). Pure.
- */
-export function startingUntil(until: number, s: Pick<SandboxSession, 'spec'>, packagesTimeoutSeconds = 0): number {
-  return (s.spec.packages?.length ?? 0) > 0 ? until + packagesTimeoutSeconds * 1000 : until;
-}
-
-/** Why a call that waited for a busy session did not run, and what to do. */
-function busyError(session: string, why: GaveUp, waitedSeconds: number): SessionBusyError {
-  const hint = 'Call again once the running call has finished (its timeout_seconds bounds it), or run this code in another session.';
-  switch (why) {
-    case 'deadline':
-      return new SessionBusyError(
-        `Session ${session} was running another call for all of the ${waitedSeconds} s this call could wait; this call did not run.`,
-        hint,
-      );
-    case 'full':
-      return new SessionBusyError(
-        `Session ${session} is running another call and ${WAITING_CALLS_PER_SESSION} more are waiting for it; this call did not run.`,
-        hint,
-      );
-    case 'aborted':
-      return new SessionBusyError(
-        `The call was cancelled while it waited for session ${session} to finish another call; it did not run.`,
-        'Call again if you still need it.',
-      );
   }
 }

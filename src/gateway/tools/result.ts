@@ -4,7 +4,7 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import { RunRequestError } from '../../limits/refusal.js';
 import { FileOpError } from '../../sessions/files.js';
 import { PathError } from '../../sessions/paths.js';
-import { SessionError } from '../../sessions/service.js';
+import { SessionError } from '../../sessions/errors.js';
 import type { Logger } from 'pino';
 
 export function errorResult(text: string): CallToolResult {

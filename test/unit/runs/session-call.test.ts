@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { asReason, type Language, type SessionLanguage } from '../../../src/api/v1alpha1/index.js';
 import { codeTimes, languageProblem, problemOf, problemReason, sessionCallRequest } from '../../../src/runs/session-call.js';
-import { SessionBusyError, SessionError, SessionNotReadyError } from '../../../src/sessions/service.js';
+import { SessionBusyError, SessionError, SessionNotReadyError } from '../../../src/sessions/errors.js';
 
 describe('languageProblem (one rule for execute_code and SandboxRun.spec.session)', () => {
   it.each<[SessionLanguage, Language | undefined, boolean]>([

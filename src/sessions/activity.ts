@@ -1,0 +1,91 @@
+// What the gateway writes to a session's status: its activity (lastActivityTime and runCount, which
+// idle garbage collection reads, so it works across gateway restarts and replicas), throttled and
+// off the call's critical path, and a dead interpreter (kernelLost). Each under its own field
+// manager (src/api/v1alpha1/field-managers.ts): the controller owns the rest of the status.
+import type { Logger } from 'pino';
+import { GATEWAY_FIELD_MANAGER, GATEWAY_LOST_FIELD_MANAGER, type SandboxSession } from '../api/v1alpha1/index.js';
+import { apiErrorMessage, isConflict, isNotFound } from '../kube/clients.js';
+import { capText } from '../exec/frames.js';
+import type { SessionStore } from './store.js';
+
+/** Writes at most one activity update per session per this interval. */
+export const ACTIVITY_WRITE_INTERVAL_MS = 1000;
+
+export class SessionActivity {
+  private readonly pending = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
+
+  constructor(
+    private readonly store: SessionStore,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Records activity in status.lastActivityTime (and `calls` more in runCount), at most once per
+   * interval per session and never on the call's critical path. Conflicting writers retry on the
+   * latest copy.
+   */
+  note(name: string, calls: number): void {
+    let a = this.pending.get(name);
+    if (!a) this.pending.set(name, (a = { calls: 0, writing: false, lastWrite: 0 }));
+    a.calls += calls;
+    if (a.timer || a.writing) return;
+    const wait = Math.max(0, a.lastWrite + ACTIVITY_WRITE_INTERVAL_MS - Date.now());
+    a.timer = setTimeout(() => void this.flush(name), wait);
+    a.timer.unref();
+  }
+
+  /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */
+  async markLost(s: SandboxSession, why: string): Promise<void> {
+    const kernelLost = { message: capText(why, 1000).text, time: new Date().toISOString() };
+    await this.store
+      .applyStatus(s.metadata.name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost })
+      .catch((err: unknown) => this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'));
+  }
+
+  private async flush(name: string): Promise<void> {
+    const a = this.pending.get(name);
+    if (!a) return;
+    a.timer = undefined;
+    a.writing = true;
+    const calls = a.calls;
+    a.calls = 0;
+    // Calls not yet added to runCount: they go back to the pending count unless written (or the
+    // session is gone), so a write that kept conflicting or failed never loses them — the next
+    // flush, an interval later, adds them.
+    let unwritten = true;
+    try {
+      for (let attempt = 0; attempt < 3 && unwritten; attempt++) {
+        const s = this.store.get(name);
+        if (!s) {
+          unwritten = false;
+          break;
+        }
+        const now = new Date();
+        try {
+          // The resourceVersion makes the increment conditional: two replicas cannot both add to
+          // the same runCount. expiresAt follows from lastActivityTime; the controller writes it.
+          await this.store.applyStatus(
+            name,
+            GATEWAY_FIELD_MANAGER,
+            { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls },
+            s.metadata.resourceVersion,
+          );
+          unwritten = false;
+        } catch (err) {
+          if (!isConflict(err)) throw err;
+          // The cached copy was older than the stored one: wait for the watch to bring the new one.
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    } catch (err) {
+      if (isNotFound(err)) unwritten = false;
+      else this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
+    } finally {
+      if (unwritten) a.calls += calls;
+      a.writing = false;
+      a.lastWrite = Date.now();
+      if (a.calls > 0) this.note(name, 0);
+      else this.pending.delete(name);
+    }
+  }
+}

@@ -1,0 +1,66 @@
+// What a call about a session could not do, and what its user should do instead.
+import type { Reason } from '../api/v1alpha1/index.js';
+import type { GaveUp } from './turns.js';
+
+/**
+ * Refused or impossible request about a session, with what to do instead. `mayHaveRun`: the
+ * call's code reached the interpreter before the failure (its stream broke, the interpreter died),
+ * so whether it ran is unknown; otherwise it did not run. `reason`: the session's own, when it
+ * failed to start (Unschedulable, ImageNotFound, ...), for the record of a call it refused.
+ */
+export class SessionError extends Error {
+  readonly mayHaveRun: boolean;
+  readonly reason: Reason | undefined;
+
+  constructor(
+    message: string,
+    readonly hint: string,
+    details: { mayHaveRun?: boolean; reason?: Reason | undefined } = {},
+  ) {
+    super(message);
+    this.name = 'SessionError';
+    this.mayHaveRun = details.mayHaveRun ?? false;
+    this.reason = details.reason;
+  }
+}
+
+/** The session was still starting for as long as this call could wait: it did not run. */
+export class SessionNotReadyError extends SessionError {
+  constructor(message: string, hint: string) {
+    super(message, hint);
+    this.name = 'SessionNotReadyError';
+  }
+}
+
+/** The session was busy with another call for as long as this call could wait: it did not run. */
+export class SessionBusyError extends SessionError {
+  constructor(message: string, hint: string) {
+    super(message, hint);
+    this.name = 'SessionBusyError';
+  }
+}
+
+/** Calls that may wait for one busy session on one replica (each holds its code: ≤ 256 KiB). */
+export const WAITING_CALLS_PER_SESSION = 16;
+
+/** Why a call that waited for a busy session did not run, and what to do. */
+export function busyError(session: string, why: GaveUp, waitedSeconds: number): SessionBusyError {
+  const hint = 'Call again once the running call has finished (its timeout_seconds bounds it), or run this code in another session.';
+  switch (why) {
+    case 'deadline':
+      return new SessionBusyError(
+        `Session ${session} was running another call for all of the ${waitedSeconds} s this call could wait; this call did not run.`,
+        hint,
+      );
+    case 'full':
+      return new SessionBusyError(
+        `Session ${session} is running another call and ${WAITING_CALLS_PER_SESSION} more are waiting for it; this call did not run.`,
+        hint,
+      );
+    case 'aborted':
+      return new SessionBusyError(
+        `The call was cancelled while it waited for session ${session} to finish another call; it did not run.`,
+        'Call again if you still need it.',
+      );
+  }
+}
