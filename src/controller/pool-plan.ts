@@ -5,6 +5,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { BUILTIN_PROFILE, LABEL_PROFILE, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
 import { LABEL_POOL, LABEL_POOL_HASH } from '../sandbox/pod.js';
 import { podState } from '../sandbox/pod-state.js';
+import { runPodSeconds, sessionPodSeconds } from '../sandbox/deadlines.js';
 
 /** An unclaimed pool pod, any version, not being deleted. */
 export const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'warm' && !p.metadata.deletionTimestamp;
@@ -118,7 +119,7 @@ export function poolPodDeadlineSeconds(p: {
   podStartupTimeoutSeconds: number;
   maxTimeoutSeconds: number;
 }): number {
-  const longestClaim = Math.max(p.sessionMaxLifetimeSeconds, p.podStartupTimeoutSeconds + p.maxTimeoutSeconds) + 60;
+  const longestClaim = Math.max(sessionPodSeconds(p.sessionMaxLifetimeSeconds), runPodSeconds(p.podStartupTimeoutSeconds, p.maxTimeoutSeconds));
   return p.poolLifetimeSeconds + longestClaim;
 }
 

@@ -7,6 +7,7 @@
 // run with a marker and no outcome is never started again: it ends Failed with a reason instead.
 import type { V1Pod } from '@kubernetes/client-node';
 import { LABEL_RESERVED_BY, isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
+import { runPodSeconds } from '../sandbox/deadlines.js';
 
 export type RunDecision =
   /** Terminal and past its TTL. */
@@ -105,9 +106,9 @@ export function ttlRemainingMs(
 
 /**
  * How long a run may stay non-terminal before any replica may declare it lost (its executor
- * crashed, or never judged gone): pod start-up allowance + the run's timeout + a margin; a run in
- * a session may also wait for the session's packages (`packagesTimeoutSeconds`, see
- * sessions/service.ts readySession). Pure time math.
+ * crashed, or never judged gone): as long as its pod may live (sandbox/deadlines.ts); a run in a
+ * session may also wait for the session's packages (`packagesTimeoutSeconds`, see
+ * sessions/state.ts startingUntil). Pure time math.
  */
 export function lostAfterMs(
   run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number; session?: string | undefined } },
@@ -117,7 +118,7 @@ export function lostAfterMs(
 ): number {
   const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
   const packages = run.spec.session !== undefined ? packagesTimeoutSeconds : 0;
-  const budget = (podStartupTimeoutSeconds + packages + run.spec.timeoutSeconds + 60) * 1000;
+  const budget = runPodSeconds(podStartupTimeoutSeconds + packages, run.spec.timeoutSeconds) * 1000;
   return created + budget - now.getTime();
 }
 

@@ -40,6 +40,7 @@ import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
 import { describeInstall, type SessionPackages } from '../packages/session-packages.js';
+import { sessionPodSeconds } from '../sandbox/deadlines.js';
 
 const CONTROLLER = 'sandboxsession';
 
@@ -232,7 +233,7 @@ export class SandboxSessionController {
       blockOwnerDeletion: true,
     };
     const lifetime = session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds;
-    return pool.claim(owner, { [LABEL_SESSION]: runLabelValue(session.metadata.name) }, lifetime + 60);
+    return pool.claim(owner, { [LABEL_SESSION]: runLabelValue(session.metadata.name) }, sessionPodSeconds(lifetime));
   }
 
   private async createPod(session: SandboxSession, podName: string, profile: ResolvedProfile): Promise<V1Pod | undefined> {
@@ -247,7 +248,7 @@ export class SandboxSessionController {
       // Backstop: the pod cannot outlive the session's maximum lifetime.
       sandboxPodOptions(opts, {
         image: opts.images[language],
-        activeDeadlineSeconds: (session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds) + 60,
+        activeDeadlineSeconds: sessionPodSeconds(session.spec.maxLifetimeSeconds ?? opts.sessionMaxLifetimeSeconds),
         profile: profile.name,
       }),
       kernelCommand(language, { preImport: profile.preImport }),

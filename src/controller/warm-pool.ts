@@ -42,6 +42,7 @@ import {
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { podState } from '../sandbox/pod-state.js';
 import { PoolReservation } from './pool-reservation.js';
+import { runPodSeconds } from '../sandbox/deadlines.js';
 
 export { CreateExpectations, refillDeferralMs } from './pool-plan.js';
 
@@ -149,7 +150,7 @@ export class WarmPool {
             log: d.log,
             hash: this.hash,
             candidates: () => this.claimOrder(),
-            longestRunSeconds: d.opts.podStartupTimeoutSeconds + d.opts.maxTimeoutSeconds + 60,
+            longestRunSeconds: runPodSeconds(d.opts.podStartupTimeoutSeconds, d.opts.maxTimeoutSeconds),
             ...(d.now && { now: d.now }),
           })
         : undefined;

@@ -14,6 +14,7 @@ import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel, type 
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import type { RunMetricsSink } from './types.js';
+import { runPodSeconds } from '../sandbox/deadlines.js';
 
 /** This version's kernels (src/controller/runtime-guard.ts): their ConfigMap, present before a pod mounts it. */
 export interface KernelRuntime {
@@ -110,7 +111,7 @@ export class ColdPods {
       run,
       sandboxPodOptions(opts, {
         image: opts.images[runtime],
-        activeDeadlineSeconds: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+        activeDeadlineSeconds: runPodSeconds(opts.podStartupTimeoutSeconds, run.spec.timeoutSeconds),
         profile,
         ...(run.spec.resources?.cpu && { cpuLimit: run.spec.resources.cpu }),
         ...(run.spec.resources?.memory && { memoryLimit: run.spec.resources.memory }),

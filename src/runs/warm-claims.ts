@@ -9,6 +9,7 @@ import type { Config } from '../config/index.js';
 import { apiErrorMessage } from '../kube/clients.js';
 import { runLabelValue } from '../sandbox/names.js';
 import { POOL_LANGUAGE } from '../sandbox/pod.js';
+import { runPodSeconds } from '../sandbox/deadlines.js';
 
 /** The warm pool's claim (src/controller/warm-pool.ts): a ready pool pod patched to belong to a run. */
 export interface PoolClaims {
@@ -57,7 +58,7 @@ export function claimTerms(run: Pick<SandboxRun, 'metadata' | 'spec'>, opts: Pic
       blockOwnerDeletion: true,
     },
     labels: { [LABEL_RUN]: runLabelValue(run.metadata.name), [LABEL_RUNTIME]: normalizeLanguage(run.spec.language) },
-    deadline: opts.podStartupTimeoutSeconds + run.spec.timeoutSeconds + 60,
+    deadline: runPodSeconds(opts.podStartupTimeoutSeconds, run.spec.timeoutSeconds),
   };
 }
 
