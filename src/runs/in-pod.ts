@@ -8,7 +8,8 @@ import { execInPod } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import type { KernelResult } from '../exec/frames.js';
-import { KernelConnectionError, KernelUnreachableError, type CallHandler, type KernelConnections } from '../exec/kernel.js';
+import pRetry from 'p-retry';
+import { KernelConnectionError, type CallHandler, type KernelConnection, type KernelConnections } from '../exec/kernel.js';
 import { KernelProtocolError } from '../exec/kernel-stream.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
@@ -17,12 +18,22 @@ import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { ExecutionFacts } from './status.js';
+import { POD_DEADLINE_MARGIN_SECONDS } from '../sandbox/deadlines.js';
 
 /**
  * When the code's own report never came, how long to wait for the pod's status to say why (the
  * kubelet reports an OOM-killed container or an eviction a second or two after the stream ends).
  */
 const POD_VERDICT_WAIT_MS = 8000;
+
+/**
+ * How long a run waits for its ready pod's kernel to be reached (openKernel): half the margin a
+ * pod is given past its work (src/sandbox/deadlines.ts), so code that starts this late still ends
+ * well before the pod's deadline and before the run may be judged lost.
+ */
+export const KERNEL_OPEN_WAIT_MS = (POD_DEADLINE_MARGIN_SECONDS / 2) * 1000;
+/** Only an attempt that failed this fast is tried again (as KernelConnections' own few retries). */
+const KERNEL_OPEN_FAST_FAILURE_MS = 5_000;
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 export interface Executed {
   facts: ExecutionFacts;
@@ -129,7 +140,7 @@ export class InPodExecution {
     let sentAt: number | undefined;
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
-      const conn = await this.kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+      const conn = await this.openKernel(this.kernels, ns, podName);
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
       const checked = this.d.policies.inPodCheck(ns, podName);
@@ -172,8 +183,9 @@ export class InPodExecution {
           oomKilled: false,
           runnerReported: false,
           execError: err.message,
-          // Unreachable: the stream never opened, nothing reached the kernel.
-          codeSent: !(err instanceof KernelUnreachableError),
+          // Nothing is sent before sentAt: a stream that never opened (or whose kernel never
+          // answered its ping) carried none of the code.
+          codeSent: sentAt !== undefined,
           watchdogFired: false,
           podGone: this.podGone(ns, podName),
           ...(verdict !== undefined && { podFailure: verdict }),
@@ -184,6 +196,34 @@ export class InPodExecution {
       // Closing the stream waits until the reply has gone out; the pod is deleted anyway.
       setImmediate(() => this.kernels?.drop(ns, podName));
     }
+  }
+
+  /**
+   * The stream to the pod's kernel, tried again while it cannot be opened and the pod runs, for at
+   * most KERNEL_OPEN_WAIT_MS: the API server or the kubelet unreachable or refusing the exec for a
+   * while (a restart, an outage) need not end a run whose pod is ready. Nothing of the code has been
+   * sent then, so trying again cannot run it twice.
+   */
+  private openKernel(kernels: KernelConnections, ns: string, podName: string): Promise<KernelConnection> {
+    let started = 0;
+    const attempt = (): Promise<KernelConnection> => {
+      started = performance.now();
+      return kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+    };
+    return pRetry(attempt, {
+      retries: Number.POSITIVE_INFINITY,
+      maxRetryTime: KERNEL_OPEN_WAIT_MS,
+      minTimeout: 1_000,
+      maxTimeout: 4_000,
+      factor: 2,
+      // A kernel that did not answer its ping for seconds is hung, not refused: not waited for again.
+      shouldRetry: ({ error }) =>
+        error instanceof KernelConnectionError &&
+        !(error instanceof KernelProtocolError) &&
+        performance.now() - started < KERNEL_OPEN_FAST_FAILURE_MS &&
+        !podStopped(this.d.pods.get(ns, podName)) &&
+        !this.podGone(ns, podName),
+    });
   }
 
   /**

@@ -5,7 +5,7 @@
 // refuse writes (helpers/api-write-proxy.ts), in front of a TCP one that resets or stalls
 // (helpers/api-proxy.ts). Runs and sessions in flight may fail, each with a reason; none runs
 // twice, none stays open. A run or session call whose exec stream broke is answered with its
-// outcome all the same.
+// outcome all the same, and a run whose ready pod cannot be exec'd for a while waits for it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
 import { connect } from '../helpers/operator.js';
@@ -150,6 +150,34 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
       expect(await metricValue(gw as GatewayProcess, 'codemode_kernel_stream_breaks_total{path="run",outcome="unknown"}')).toBe(0);
     } finally {
       p.setMode('pass');
+      await client.close();
+    }
+  });
+
+  // A run whose pod is ready while its kernel cannot be reached (every exec refused, as during an
+  // API server or kubelet restart) waits for it instead of failing: nothing of its code was sent,
+  // so trying again cannot run it twice (src/runs/in-pod.ts openKernel).
+  it("runs a call once whose ready pod could not be exec'd for 5 s", { timeout: 240_000 }, async () => {
+    const w = writes as ApiWriteProxy;
+    // No pool: the run gets a cold pod of its own, whose kernel this replica has not reached yet.
+    const client = await connect((await restartGateway({ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' })).url, 'current');
+    try {
+      const id = `t-exec-refused-${Date.now()}`;
+      w.setMode('refuse-exec');
+      const call = client.callTool('execute_code', { code: `print(${JSON.stringify(id)})`, timeout_seconds: 10 });
+      // The replica found the pod ready and was refused; the refusals go on for 5 s more.
+      await until(async () => w.execsRefused() > 0, 120_000, 'an exec refused');
+      await new Promise((r) => setTimeout(r, 5_000));
+      w.setMode('pass');
+      const r = await call;
+      expect(w.execsRefused()).toBeGreaterThan(1);
+      expect(r.isError, JSON.stringify(r.structuredContent)).toBeFalsy();
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', exit_code: 0, stdout: `${id}\n` });
+      const run = (await listRuns(k, ns)).find((x) => x.spec.code?.includes(id));
+      // One pod ever carried it: the code ran once.
+      expect(ledger.count(run?.metadata.uid ?? '')).toBe(1);
+    } finally {
+      w.setMode('pass');
       await client.close();
     }
   });

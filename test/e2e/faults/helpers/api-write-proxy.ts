@@ -5,7 +5,9 @@
 // trusts, so the replica needs no other change), and forwards each request with the kubeconfig's
 // client certificate (the identity the replica would have used). Mode 'fail-writes' answers every
 // POST, PUT, PATCH and DELETE with 503 ServiceUnavailable, as kube-apiserver does when it cannot
-// store; 'pass' forwards. Exec and port-forward upgrades are piped as they are.
+// store; 'refuse-exec' resets every new exec (or other upgrade) connection, as an API server or
+// kubelet that cannot be reached for exec does, while requests go on; 'pass' forwards. Exec and
+// port-forward upgrades are piped as they are.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingMessage } from 'node:http';
@@ -16,7 +18,7 @@ import type { Duplex } from 'node:stream';
 import { KubeConfig } from '@kubernetes/client-node';
 import { CLUSTER_PKI } from '../../../../scripts/cluster-paths.js';
 
-export type WriteProxyMode = 'pass' | 'fail-writes';
+export type WriteProxyMode = 'pass' | 'fail-writes' | 'refuse-exec';
 
 export interface ApiWriteProxy {
   /** A kubeconfig like $KUBECONFIG whose server is the proxy. */
@@ -24,6 +26,8 @@ export interface ApiWriteProxy {
   setMode(mode: WriteProxyMode): void;
   /** Writes answered 503 so far (the test checks the fault happened). */
   refused(): number;
+  /** Exec (upgrade) connections reset so far. */
+  execsRefused(): number;
   close(): Promise<void>;
 }
 
@@ -48,6 +52,7 @@ export async function startApiWriteProxy(kubeconfig = process.env.KUBECONFIG ?? 
   const pki = CLUSTER_PKI;
   let mode: WriteProxyMode = 'pass';
   let refused = 0;
+  let execsRefused = 0;
   const server: Server = createServer({ cert: readFileSync(join(pki, 'apiserver.crt')), key: readFileSync(join(pki, 'apiserver.key')) }, (req, res) => {
     if (mode === 'fail-writes' && !READS.has(req.method ?? 'GET')) {
       refused++;
@@ -75,6 +80,11 @@ export async function startApiWriteProxy(kubeconfig = process.env.KUBECONFIG ?? 
   });
   // Exec (WebSocket) and other upgrades: the request head as received, then bytes both ways.
   server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
+    if (mode === 'refuse-exec') {
+      execsRefused++;
+      client.destroy();
+      return;
+    }
     const up = tlsConnect({ ...tlsToUpstream, servername: upstream.hostname, ALPNProtocols: ['http/1.1'] }, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
       for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
@@ -100,6 +110,7 @@ export async function startApiWriteProxy(kubeconfig = process.env.KUBECONFIG ?? 
       mode = next;
     },
     refused: () => refused,
+    execsRefused: () => execsRefused,
     async close(): Promise<void> {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
