@@ -1,12 +1,13 @@
 // Executes one SandboxRun: sandbox pod → ready → one execution → final status. A run goes to a
-// claimed warm pool pod when one fits (warm-claims.ts), else to a cold pod of its own
-// (cold-pods.ts), or to a session's interpreter (spec.session, session-run.ts). Status is written at most twice (Running, with a Started Event, only if the code
-// is still executing after a short delay, and the final result); the pod is deleted afterwards
+// claimed warm pool pod when one fits (warm-claims.ts; or this process's reserved one, started
+// while the run is created: early-start.ts), else to a cold pod of its own (cold-pods.ts), or to a
+// session's interpreter (spec.session, session-run.ts). Status is written at most twice (Running,
+// with a Started Event, only if the code is still executing after a short delay, and the final
+// result); the pod is deleted afterwards
 // (single use, and it is the marker that the code started: see src/controller/run-decision.ts);
 // output streams to in-process subscribers while it runs. The caller's disconnect never cancels an
 // execution.
 import { EventEmitter } from 'node:events';
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   GROUP,
@@ -20,13 +21,11 @@ import {
   type Runtime,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import type { Config } from '../config/index.js';
 import type { KernelConnections } from '../exec/kernel.js';
 import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage, type KubeClients } from '../kube/clients.js';
 import type { EventRecorder } from '../kube/events.js';
 import { invalidSpecMessage, limitProblems } from '../limits/spec-limits.js';
-import type { SandboxPlacement } from '../sandbox/pod.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
@@ -36,9 +35,11 @@ import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
 import { ColdPods, type KernelRuntime } from './cold-pods.js';
 import { SessionRuns } from './session-run.js';
-import { WarmClaims, type PoolClaims, type ProfilePools } from './warm-claims.js';
+import { WarmClaims, type ProfilePools } from './warm-claims.js';
+import { EarlyStarts, type EarlyStart, type Executed } from './early-start.js';
 import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
 import type { NestedCalls, OutputChunk, RunMetricsSink, RunOutcome } from './types.js';
+import type { RunEngineOptions } from './options.js';
 
 /** A run still executing after this long gets its Running status written. */
 const RUNNING_WRITE_DELAY_MS = 250;
@@ -53,32 +54,6 @@ export interface Profiles {
   resolve(name?: string): ResolvedProfile | ProfileRefusal;
 }
 
-/** The settings the run engine reads (src/config documents each). */
-export type RunEngineOptions = Pick<
-  Config,
-  | 'namespace'
-  | 'images'
-  | 'imagePullPolicy'
-  | 'maxTimeoutSeconds'
-  | 'maxCodeBytes'
-  | 'outputCapChars'
-  | 'outputCapBytes'
-  | 'defaultCpu'
-  | 'defaultMemory'
-  | 'maxCpu'
-  | 'maxMemory'
-  | 'cpuRequest'
-  | 'memoryRequest'
-  | 'ephemeralStorageLimit'
-  | 'workspaceSizeLimit'
-  | 'tmpSizeLimit'
-  | 'podStartupTimeoutSeconds'
-  | 'runtimeClassName'
-  | 'acceptUnenforced'
-> &
-  // A run's profile adds where its pod may run (SandboxProfile nodeSelector, tolerations).
-  SandboxPlacement;
-
 interface Execution {
   promise: Promise<RunOutcome>;
   output: EventEmitter;
@@ -88,30 +63,6 @@ interface Execution {
 interface Refusal {
   reason: Parameters<typeof failedStatus>[1];
   message: string;
-}
-
-/** What the code did in its pod (InPodExecution). */
-type Executed = Awaited<ReturnType<InPodExecution['viaKernel']>>;
-
-/** A run's code started in a reserved pool pod before the run was created (executeWhileCreating). */
-interface EarlyStart {
-  ns: string;
-  podName: string;
-  pool: PoolClaims;
-  reserved: V1Pod;
-  opts: RunEngineOptions;
-  /** performance.now() at the start (the run's duration metric). */
-  started: number;
-  /** When the code was sent (the run's startTime and durationMs). */
-  startTime: Date;
-  executed: Promise<Executed>;
-  /** Output held until the run exists; then `sink` takes it. */
-  held: OutputChunk[];
-  sink?: (chunk: OutputChunk) => void;
-  /** The run exists: its tool calls go on. */
-  open: () => void;
-  /** It never will: its tool calls are refused. */
-  refuse: (err: unknown) => void;
 }
 
 export interface RunExecutorDeps {
@@ -164,6 +115,7 @@ export class RunExecutor {
   /** The gateway's own settings as a profile (its pool is the PoolSet's business, not the engine's). */
   private readonly builtin: ResolvedProfile;
   private readonly cold: ColdPods;
+  private readonly early: EarlyStarts;
 
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
@@ -184,6 +136,7 @@ export class RunExecutor {
       outputCapChars: d.opts.outputCapChars,
       onStreamBroke: (outcome) => d.metrics?.streamBroke?.(outcome),
     });
+    this.early = new EarlyStarts({ warm: this.warm, policies: d.policies, inPod: this.inPod, cold: this.cold, log: d.log, metrics: d.metrics });
   }
 
   /** Enables SandboxRun.spec.session (runs in a session's interpreter). */
@@ -297,7 +250,7 @@ export class RunExecutor {
       // code starts, until a create succeeds again, so that callers retrying against a full
       // quota do not use up a reserved pool pod each.
       this.createRefused = true;
-      if (early) this.abandon(early);
+      if (early) this.early.abandon(early);
       endCreating();
       throw err;
     }
@@ -337,56 +290,12 @@ export class RunExecutor {
 
   /**
    * Starts the code of a run not yet created in this process's reserved pool pod, if the run may
-   * run (prepare) and its pool has one: undefined otherwise. Its output is held and its tool calls
-   * wait until open() (the run exists); the NetworkPolicy is in place before it starts, as always.
+   * run (prepare) and its pool has one (early-start.ts): undefined otherwise.
    */
   private async startEarly(draft: SandboxRun, calls: NestedCalls | undefined): Promise<EarlyStart | undefined> {
     const prepared = await this.prepare(draft);
     if ('refusal' in prepared) return undefined;
-    const pool = this.warm.poolFor(draft, prepared.profile.name, prepared.opts);
-    if (!pool) return undefined;
-    const ns = this.record.namespaceOf(draft);
-    await this.d.policies.ensure(ns);
-    const reserved = await pool.takeReserved();
-    const podName = reserved?.metadata?.name;
-    if (!reserved || podName === undefined) return undefined;
-    this.d.metrics?.runStarted();
-    let open!: () => void;
-    let refuse!: (err: unknown) => void;
-    const opened = new Promise<void>((resolve, reject) => {
-      open = resolve;
-      refuse = reject;
-    });
-    opened.catch(() => undefined);
-    const early: Omit<EarlyStart, 'executed'> = {
-      ns,
-      podName,
-      pool,
-      reserved,
-      opts: prepared.opts,
-      started: performance.now(),
-      startTime: new Date(),
-      held: [],
-      open,
-      refuse,
-    };
-    const onOutput = (stream: 'stdout' | 'stderr', text: string): void => {
-      if (early.sink) early.sink({ stream, text });
-      else early.held.push({ stream, text });
-    };
-    const onCall = calls && ((frame: Parameters<NestedCalls['handle']>[0]) => opened.then(() => calls.handle(frame)));
-    return Object.assign(early, { executed: this.inPod.viaKernel(draft, ns, podName, normalizeLanguage(draft.spec.language), onOutput, onCall) });
-  }
-
-  /** A run started early whose create failed: its pod goes now, and nothing of it is kept. */
-  private abandon(early: EarlyStart): void {
-    early.refuse(new Error('the run could not be recorded'));
-    early.held.length = 0;
-    early.sink = () => undefined;
-    this.cold.delete(early.ns, early.podName, this.d.log);
-    void early.executed.catch(() => undefined);
-    early.pool.ensureReserved();
-    this.d.metrics?.runEnded();
+    return this.early.start(draft, this.record.namespaceOf(draft), prepared.profile.name, prepared.opts, calls);
   }
 
   /** The rest of a run started early, now that it exists: its outcome, recorded as any warm run's. */
