@@ -4,7 +4,7 @@
 // exec and kernel layers; a broken stream or a pod that died becomes facts, never an exception.
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
-import { execInPod } from '../exec/exec.js';
+import { execInPod, type ExecResult } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import type { KernelResult } from '../exec/frames.js';
@@ -27,7 +27,8 @@ import { POD_DEADLINE_MARGIN_SECONDS } from '../sandbox/deadlines.js';
 const POD_VERDICT_WAIT_MS = 8000;
 
 /**
- * How long a run waits for its ready pod's kernel to be reached (openKernel): half the margin a
+ * How long a run waits for its ready pod to be reached (its kernel's stream, or the runner's exec:
+ * untilOpened): half the margin a
  * pod is given past its work (src/sandbox/deadlines.ts), so code that starts this late still ends
  * well before the pod's deadline and before the run may be judged lost.
  */
@@ -70,6 +71,14 @@ export type OnOutput = (stream: 'stdout' | 'stderr', text: string) => void;
 
 const NOTHING_CAPTURED = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
 
+/** A runner exec whose stream never opened: nothing of it reached the pod (viaRunner). */
+class NeverOpened extends Error {
+  constructor(readonly result: ExecResult) {
+    super(`the exec stream did not open: ${result.error ?? 'no reason given'}`);
+    this.name = 'NeverOpened';
+  }
+}
+
 /** Code that was never started, and why. */
 function notRun(why: string, podGone: boolean): Executed {
   return {
@@ -95,16 +104,27 @@ export class InPodExecution {
     const nonce = newNonce();
     const blocked = await this.policyGate(ns, podName);
     if (blocked) return blocked;
-    const result = await execInPod(this.d.clients.exec, {
-      namespace: ns,
-      pod: podName,
-      container: SANDBOX_CONTAINER,
-      command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
-      stdin: Buffer.concat([code, stdin]),
-      capChars: this.d.outputCapChars,
-      // The runner stops the program at its deadline; this only catches a lost connection.
-      watchdogMs: (run.spec.timeoutSeconds + KILL_GRACE_SECONDS + 15) * 1000,
-      onOutput,
+    const attempt = (): Promise<ExecResult> =>
+      execInPod(this.d.clients.exec, {
+        namespace: ns,
+        pod: podName,
+        container: SANDBOX_CONTAINER,
+        command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
+        stdin: Buffer.concat([code, stdin]),
+        capChars: this.d.outputCapChars,
+        // The runner stops the program at its deadline; this only catches a lost connection.
+        watchdogMs: (run.spec.timeoutSeconds + KILL_GRACE_SECONDS + 15) * 1000,
+        onOutput,
+      });
+    // An exec that never opened started nothing (its stdin, the code, goes only over an open
+    // stream): it is tried again as a kernel's stream is (openKernel).
+    const result = await this.untilOpened(ns, podName, async () => {
+      const r = await attempt();
+      if (!r.opened && !r.watchdogFired) throw new NeverOpened(r);
+      return r;
+    }).catch((err: unknown) => {
+      if (err instanceof NeverOpened) return err.result;
+      throw err;
     });
     const trailer = parseTrailer(result.stderrTail, nonce);
     const stderrText = stripTrailer(result.stderr.text, nonce);
@@ -200,15 +220,23 @@ export class InPodExecution {
 
   /**
    * The stream to the pod's kernel, tried again while it cannot be opened and the pod runs, for at
-   * most KERNEL_OPEN_WAIT_MS: the API server or the kubelet unreachable or refusing the exec for a
+   * most KERNEL_OPEN_WAIT_MS (untilOpened): the API server or the kubelet unreachable or refusing the exec for a
    * while (a restart, an outage) need not end a run whose pod is ready. Nothing of the code has been
    * sent then, so trying again cannot run it twice.
    */
   private openKernel(kernels: KernelConnections, ns: string, podName: string): Promise<KernelConnection> {
+    return this.untilOpened(ns, podName, () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE));
+  }
+
+  /**
+   * `open`, tried again (1–4 s apart, for at most KERNEL_OPEN_WAIT_MS) while it fails fast with a
+   * connection error before anything was sent and the pod runs.
+   */
+  private untilOpened<T>(ns: string, podName: string, open: () => Promise<T>): Promise<T> {
     let started = 0;
-    const attempt = (): Promise<KernelConnection> => {
+    const attempt = (): Promise<T> => {
       started = performance.now();
-      return kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE);
+      return open();
     };
     return pRetry(attempt, {
       retries: Number.POSITIVE_INFINITY,
@@ -218,8 +246,7 @@ export class InPodExecution {
       factor: 2,
       // A kernel that did not answer its ping for seconds is hung, not refused: not waited for again.
       shouldRetry: ({ error }) =>
-        error instanceof KernelConnectionError &&
-        !(error instanceof KernelProtocolError) &&
+        (error instanceof NeverOpened || (error instanceof KernelConnectionError && !(error instanceof KernelProtocolError))) &&
         performance.now() - started < KERNEL_OPEN_FAST_FAILURE_MS &&
         !podStopped(this.d.pods.get(ns, podName)) &&
         !this.podGone(ns, podName),

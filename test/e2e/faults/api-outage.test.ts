@@ -154,17 +154,22 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
     }
   });
 
-  // A run whose pod is ready while its kernel cannot be reached (every exec refused, as during an
-  // API server or kubelet restart) waits for it instead of failing: nothing of its code was sent,
-  // so trying again cannot run it twice (src/runs/in-pod.ts openKernel).
-  it("runs a call once whose ready pod could not be exec'd for 5 s", { timeout: 240_000 }, async () => {
+  // A run whose pod is ready while it cannot be reached (every exec refused, as during an API
+  // server or kubelet restart) waits for it instead of failing: nothing of its code was sent, so
+  // trying again cannot run it twice (src/runs/in-pod.ts untilOpened). A python run's cold pod
+  // runs the kernel; bash given an image other than python's has none (as in codemode-cold), and
+  // the runner script is exec'd with the code.
+  it.each([
+    ['python', 'the kernel', {}, (id: string) => `print(${JSON.stringify(id)})`],
+    ['bash', 'the runner', { CODEMODE_IMAGE_BASH: 'codemode.local/datascience:v1' }, (id: string) => `echo ${id}`],
+  ])("runs a %s call (%s) once whose ready pod could not be exec'd for 5 s", { timeout: 240_000 }, async (language, _path, env, codeFor) => {
     const w = writes as ApiWriteProxy;
-    // No pool: the run gets a cold pod of its own, whose kernel this replica has not reached yet.
-    const client = await connect((await restartGateway({ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0' })).url, 'current');
+    // No pool: the run gets a cold pod of its own, which this replica has not reached yet.
+    const client = await connect((await restartGateway({ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0', ...env })).url, 'current');
     try {
       const id = `t-exec-refused-${Date.now()}`;
       w.setMode('refuse-exec');
-      const call = client.callTool('execute_code', { code: `print(${JSON.stringify(id)})`, timeout_seconds: 10 });
+      const call = client.callTool('execute_code', { code: codeFor(id), language, timeout_seconds: 10 });
       // The replica found the pod ready and was refused; the refusals go on for 5 s more.
       await until(async () => w.execsRefused() > 0, 120_000, 'an exec refused');
       await new Promise((r) => setTimeout(r, 5_000));
