@@ -6,7 +6,7 @@ import type { Exec } from '@kubernetes/client-node';
 import type { KernelLanguage } from '../api/v1alpha1/index.js';
 import { describeError, exitCodeFromStatus } from './exec.js';
 import { capText, type KernelResult } from './frames.js';
-import { isNetworkError } from '../util/network-error.js';
+import { isNetworkError, isUpgradeUnavailable } from '../util/network-error.js';
 import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallHandler, type OutputListener } from './kernel-stream.js';
 import { DEFAULT_DISPLAY_LIMITS, type DisplayLimits } from './display.js';
 
@@ -131,9 +131,10 @@ export class KernelConnection {
         }),
       )
       .catch((err: unknown) => {
-        // No answer from the API server at all (vs. an answer such as "pod not found"): the kernel
-        // may well be alive, so callers must not conclude that it is gone.
-        const Failure = isNetworkError(err) ? KernelUnreachableError : KernelConnectionError;
+        // No answer from the API server at all, or one saying that it or the kubelet cannot serve
+        // the exec now (429, 5xx: a kubelet restarting is dialed in vain), vs. an answer such as
+        // "pod not found": the kernel may well be alive, so callers must not conclude that it is gone.
+        const Failure = isNetworkError(err) || isUpgradeUnavailable(err) ? KernelUnreachableError : KernelConnectionError;
         throw new Failure(`Cannot reach the session kernel in pod ${namespace}/${pod}: ${describeError(err)}`, { cause: err });
       });
     ws.socket = socket;

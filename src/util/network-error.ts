@@ -35,3 +35,18 @@ export function isApiUnavailable(err: unknown, depth = 0): boolean {
   if (typeof e.code === 'number' && UNAVAILABLE_STATUS.has(e.code)) return true;
   return isNetworkError(err) || isApiUnavailable(e.cause, depth + 1);
 }
+
+/** ws's error for an upgrade answered with a status: the API server's (or the kubelet's behind it) 429 or 5xx. */
+const UPGRADE_UNAVAILABLE = /Unexpected server response: (429|50[0234])\b/;
+
+/**
+ * An exec (WebSocket upgrade) the API server answered with 429 or 5xx, anywhere in the cause
+ * chain: it, or the kubelet it dials for the exec, could not serve it (a restart, an overload).
+ * Nothing reached the pod. A 4xx (the pod or its container not found) is not this.
+ */
+export function isUpgradeUnavailable(err: unknown, depth = 0): boolean {
+  if (err === null || typeof err !== 'object' || depth > 5) return false;
+  const e = err as { error?: unknown; cause?: unknown; message?: unknown };
+  if (typeof e.message === 'string' && UPGRADE_UNAVAILABLE.test(e.message)) return true;
+  return isUpgradeUnavailable(e.error, depth + 1) || isUpgradeUnavailable(e.cause, depth + 1);
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isApiUnavailable, isNetworkError } from '../../src/util/network-error.js';
+import { isApiUnavailable, isNetworkError, isUpgradeUnavailable } from '../../src/util/network-error.js';
 
 const sysErr = (code: string): Error => Object.assign(new Error(`connect ${code} 127.0.0.1:6443`), { code });
 
@@ -39,5 +39,31 @@ describe('isApiUnavailable: unreachable, or answering that it cannot serve now',
     ['422 invalid', apiErr(422), false],
   ])('%s', (_what, err, expected) => {
     expect(isApiUnavailable(err)).toBe(expected);
+  });
+});
+
+describe('isUpgradeUnavailable: an exec the API server could not serve now', () => {
+  // client-node rejects a failed upgrade with ws's ErrorEvent, the Error in `.error`.
+  const upgrade = (status: number): object => ({
+    type: 'error',
+    message: `Unexpected server response: ${status}`,
+    error: new Error(`Unexpected server response: ${status}`),
+  });
+  it.each([
+    ['500: the kubelet could not be dialed (a restart)', upgrade(500), true],
+    ['502', upgrade(502), true],
+    ['503 while the API server starts', upgrade(503), true],
+    ['504', upgrade(504), true],
+    ['429 under load', upgrade(429), true],
+    ['404: the pod is not there', upgrade(404), false],
+    ['400', upgrade(400), false],
+    ['403', upgrade(403), false],
+    ['501 is not a passing state', upgrade(501), false],
+    ['a status that only starts like one', upgrade(5031), false],
+    ['wrapped by us, cause kept', new Error('Cannot reach the session kernel', { cause: upgrade(503) }), true],
+    ['a socket error (isNetworkError says so)', sysErr('ECONNRESET'), false],
+    ['not an error', undefined, false],
+  ])('%s', (_what, err, expected) => {
+    expect(isUpgradeUnavailable(err)).toBe(expected);
   });
 });

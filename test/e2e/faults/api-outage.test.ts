@@ -168,19 +168,52 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
     const client = await connect((await restartGateway({ CODEMODE_WARM_POOL_MIN: '0', CODEMODE_WARM_POOL_MAX: '0', ...env })).url, 'current');
     try {
       const id = `t-exec-refused-${Date.now()}`;
+      const refusedBefore = w.execsRefused();
       w.setMode('refuse-exec');
       const call = client.callTool('execute_code', { code: codeFor(id), language, timeout_seconds: 10 });
       // The replica found the pod ready and was refused; the refusals go on for 5 s more.
-      await until(async () => w.execsRefused() > 0, 120_000, 'an exec refused');
+      await until(async () => w.execsRefused() > refusedBefore, 120_000, 'an exec refused');
       await new Promise((r) => setTimeout(r, 5_000));
       w.setMode('pass');
       const r = await call;
-      expect(w.execsRefused()).toBeGreaterThan(1);
+      expect(w.execsRefused()).toBeGreaterThan(refusedBefore + 1);
       expect(r.isError, JSON.stringify(r.structuredContent)).toBeFalsy();
       expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', exit_code: 0, stdout: `${id}\n` });
       const run = (await listRuns(k, ns)).find((x) => x.spec.code?.includes(id));
       // One pod ever carried it: the code ran once.
       expect(ledger.count(run?.metadata.uid ?? '')).toBe(1);
+    } finally {
+      w.setMode('pass');
+      await client.close();
+    }
+  });
+
+  // An exec the API server answers 500 (it cannot dial a kubelet that is restarting) reached
+  // nothing: a session call that needs a new stream then did not run, and its session, whose
+  // kernel is alive, keeps its state (src/exec/kernel.ts: such an answer is "unreachable").
+  it("keeps a session whose kernel could not be exec'd (500): the call did not run, the state is there", { timeout: 240_000 }, async () => {
+    const w = writes as ApiWriteProxy;
+    let client = await connect((await restartGateway()).url, 'current');
+    try {
+      const created = await client.callTool('create_session', { language: 'python' });
+      expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
+      const session = String(created.structuredContent?.session);
+      const first = await client.callTool('execute_code', { session, code: 'n = globals().get("n", 0) + 1\nprint(n)', timeout_seconds: 10 });
+      expect(first.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      // A new replica has no stream open to the session's kernel: its next call needs a new one.
+      await client.close();
+      client = await connect((await restartGateway()).url, 'current');
+      const refusedBefore = w.execsRefused();
+      w.setMode('fail-exec');
+      const refused = await client.callTool('execute_code', { session, code: 'n = globals().get("n", 0) + 1\nprint(n)', timeout_seconds: 10 });
+      w.setMode('pass');
+      expect(w.execsRefused()).toBeGreaterThan(refusedBefore);
+      const text = refused.content.map((c) => c.text ?? '').join('\n');
+      expect(refused.isError, text).toBe(true);
+      expect(text).toMatch(/could not be reached.*The code did not run; the session keeps its state/s);
+      // The session is not Lost, and holds the state of the first call only.
+      const after = await client.callTool('execute_code', { session, code: 'print(n)', timeout_seconds: 10 });
+      expect(after.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
     } finally {
       w.setMode('pass');
       await client.close();

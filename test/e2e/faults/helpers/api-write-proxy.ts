@@ -5,9 +5,10 @@
 // trusts, so the replica needs no other change), and forwards each request with the kubeconfig's
 // client certificate (the identity the replica would have used). Mode 'fail-writes' answers every
 // POST, PUT, PATCH and DELETE with 503 ServiceUnavailable, as kube-apiserver does when it cannot
-// store; 'refuse-exec' resets every new exec (or other upgrade) connection, as an API server or
-// kubelet that cannot be reached for exec does, while requests go on; 'pass' forwards. Exec and
-// port-forward upgrades are piped as they are.
+// store; 'refuse-exec' resets every new exec (or other upgrade) connection, as an API server that
+// cannot be reached does, while requests go on; 'fail-exec' answers every new exec with 500, as
+// kube-apiserver does when it cannot dial the kubelet (a kubelet restarting); 'pass' forwards.
+// Exec and port-forward upgrades are piped as they are.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { IncomingMessage } from 'node:http';
@@ -18,7 +19,7 @@ import type { Duplex } from 'node:stream';
 import { KubeConfig } from '@kubernetes/client-node';
 import { CLUSTER_PKI } from '../../../../scripts/cluster-paths.js';
 
-export type WriteProxyMode = 'pass' | 'fail-writes' | 'refuse-exec';
+export type WriteProxyMode = 'pass' | 'fail-writes' | 'refuse-exec' | 'fail-exec';
 
 export interface ApiWriteProxy {
   /** A kubeconfig like $KUBECONFIG whose server is the proxy. */
@@ -26,7 +27,7 @@ export interface ApiWriteProxy {
   setMode(mode: WriteProxyMode): void;
   /** Writes answered 503 so far (the test checks the fault happened). */
   refused(): number;
-  /** Exec (upgrade) connections reset so far. */
+  /** Exec (upgrade) connections reset or answered 500 so far. */
   execsRefused(): number;
   close(): Promise<void>;
 }
@@ -83,6 +84,21 @@ export async function startApiWriteProxy(kubeconfig = process.env.KUBECONFIG ?? 
     if (mode === 'refuse-exec') {
       execsRefused++;
       client.destroy();
+      return;
+    }
+    if (mode === 'fail-exec') {
+      execsRefused++;
+      const body = JSON.stringify({
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        reason: 'InternalError',
+        code: 500,
+        message: 'error dialing backend: dial tcp: connect: connection refused (fault test)',
+      });
+      client.end(
+        `HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
       return;
     }
     const up = tlsConnect({ ...tlsToUpstream, servername: upstream.hostname, ALPNProtocols: ['http/1.1'] }, () => {
