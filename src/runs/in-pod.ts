@@ -8,7 +8,7 @@ import { execInPod, type ExecResult } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import type { KernelResult } from '../exec/frames.js';
-import pRetry from 'p-retry';
+import { untilOpened } from '../exec/open-wait.js';
 import { KernelConnectionError, type CallHandler, type KernelConnection, type KernelConnections } from '../exec/kernel.js';
 import { KernelProtocolError } from '../exec/kernel-stream.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
@@ -18,7 +18,7 @@ import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { ExecutionFacts } from './status.js';
-import { POD_DEADLINE_MARGIN_SECONDS } from '../sandbox/deadlines.js';
+import { OPEN_WAIT_MS } from '../sandbox/deadlines.js';
 
 /**
  * When the code's own report never came, how long to wait for the pod's status to say why (the
@@ -26,15 +26,6 @@ import { POD_DEADLINE_MARGIN_SECONDS } from '../sandbox/deadlines.js';
  */
 const POD_VERDICT_WAIT_MS = 8000;
 
-/**
- * How long a run waits for its ready pod to be reached (its kernel's stream, or the runner's exec:
- * untilOpened): half the margin a
- * pod is given past its work (src/sandbox/deadlines.ts), so code that starts this late still ends
- * well before the pod's deadline and before the run may be judged lost.
- */
-export const KERNEL_OPEN_WAIT_MS = (POD_DEADLINE_MARGIN_SECONDS / 2) * 1000;
-/** Only an attempt that failed this fast is tried again (as KernelConnections' own few retries). */
-const KERNEL_OPEN_FAST_FAILURE_MS = 5_000;
 /** What one execution produced, however it ran (runner exec in a cold pod, kernel in a warm one). */
 export interface Executed {
   facts: ExecutionFacts;
@@ -118,7 +109,7 @@ export class InPodExecution {
       });
     // An exec that never opened started nothing (its stdin, the code, goes only over an open
     // stream): it is tried again as a kernel's stream is (openKernel).
-    const result = await this.untilOpened(ns, podName, async () => {
+    const result = await this.untilReached(ns, podName, async () => {
       const r = await attempt();
       if (!r.opened && !r.watchdogFired) throw new NeverOpened(r);
       return r;
@@ -219,35 +210,25 @@ export class InPodExecution {
   }
 
   /**
-   * The stream to the pod's kernel, tried again while it cannot be opened and the pod runs, for at
-   * most KERNEL_OPEN_WAIT_MS (untilOpened): the API server or the kubelet unreachable or refusing the exec for a
-   * while (a restart, an outage) need not end a run whose pod is ready. Nothing of the code has been
-   * sent then, so trying again cannot run it twice.
+   * The stream to the pod's kernel, tried again while it cannot be opened and the pod runs
+   * (untilReached): the API server or the kubelet unreachable or refusing the exec for a while (a
+   * restart, an outage) need not end a run whose pod is ready. Nothing of the code has been sent
+   * then, so trying again cannot run it twice.
    */
   private openKernel(kernels: KernelConnections, ns: string, podName: string): Promise<KernelConnection> {
-    return this.untilOpened(ns, podName, () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE));
+    return this.untilReached(ns, podName, () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE));
   }
 
   /**
-   * `open`, tried again (1–4 s apart, for at most KERNEL_OPEN_WAIT_MS) while it fails fast with a
+   * `open`, tried again for at most OPEN_WAIT_MS (src/exec/open-wait.ts) while it fails with a
    * connection error before anything was sent and the pod runs.
    */
-  private untilOpened<T>(ns: string, podName: string, open: () => Promise<T>): Promise<T> {
-    let started = 0;
-    const attempt = (): Promise<T> => {
-      started = performance.now();
-      return open();
-    };
-    return pRetry(attempt, {
-      retries: Number.POSITIVE_INFINITY,
-      maxRetryTime: KERNEL_OPEN_WAIT_MS,
-      minTimeout: 1_000,
-      maxTimeout: 4_000,
-      factor: 2,
-      // A kernel that did not answer its ping for seconds is hung, not refused: not waited for again.
-      shouldRetry: ({ error }) =>
+  private untilReached<T>(ns: string, podName: string, open: () => Promise<T>): Promise<T> {
+    return untilOpened(open, {
+      maxMs: OPEN_WAIT_MS,
+      // A kernel that broke the protocol is not waited for again.
+      retryable: (error) =>
         (error instanceof NeverOpened || (error instanceof KernelConnectionError && !(error instanceof KernelProtocolError))) &&
-        performance.now() - started < KERNEL_OPEN_FAST_FAILURE_MS &&
         !podStopped(this.d.pods.get(ns, podName)) &&
         !this.podGone(ns, podName),
     });

@@ -6,6 +6,14 @@
 /** What a pod is given past its work: the outcome's read and record. */
 export const POD_DEADLINE_MARGIN_SECONDS = 60;
 
+/**
+ * How long a run or a session call waits for its ready pod to be reached (its kernel's stream, or
+ * the runner's exec) while the API server or the kubelet cannot be reached: half the margin, so code
+ * that starts this late still ends well before the pod's deadline and before the run may be judged
+ * lost.
+ */
+export const OPEN_WAIT_MS = (POD_DEADLINE_MARGIN_SECONDS / 2) * 1000;
+
 /** A run's pod: its start-up allowance (and any other wait before the code) plus the run's timeout. */
 export function runPodSeconds(startupSeconds: number, timeoutSeconds: number): number {
   return startupSeconds + timeoutSeconds + POD_DEADLINE_MARGIN_SECONDS;

@@ -1,7 +1,7 @@
 // Sessions for the gateway: create (and wait until the interpreter is ready), list, close,
 // execute code in the session's kernel through a long-lived exec stream, and file operations.
-// The objects come from store.ts, what the gateway writes to their status from activity.ts.
-import { randomUUID } from 'node:crypto';
+// The objects come from store.ts, what the gateway writes to their status from activity.ts, and
+// one call's way through the kernel's stream from kernel-call.ts.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
@@ -16,7 +16,6 @@ import {
   SANDBOXSESSION_PLURAL,
   VERSION,
   asReason,
-  kernelLanguage,
   ownerLabelValue,
   type Owner,
   type SandboxSession,
@@ -24,30 +23,21 @@ import {
 } from '../api/v1alpha1/index.js';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { ResilientInformer } from '../kube/informer.js';
-import {
-  KernelConnectionError,
-  KernelProtocolError,
-  KernelUnreachableError,
-  type CallHandler,
-  type KernelConnections,
-  type KernelResult,
-} from '../exec/kernel.js';
+import { KernelConnectionError, type CallHandler, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
-import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
-import { isNetworkError } from '../util/network-error.js';
+import { recallOnce, type StreamBreakOutcome } from '../exec/recall.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
-import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
-import { lostTo, readPodState } from './verdict.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
 import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, busyError } from './errors.js';
 import { SessionStore } from './store.js';
 import { SessionActivity } from './activity.js';
+import { SessionKernel, type SessionKernelDeps } from './kernel-call.js';
 import { sessionState, startingUntil } from './state.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
@@ -130,6 +120,7 @@ export type SessionCallResult = KernelResult & { session: string; capChars: numb
 export class SessionService {
   private readonly store: SessionStore;
   private readonly activity: SessionActivity;
+  private readonly kernel: SessionKernel;
   /** Sessions this process is creating, which the informer may not show yet (session cap). */
   private readonly creating = new Set<string>();
   /** Calls waiting for a busy session, by pod. */
@@ -142,10 +133,20 @@ export class SessionService {
     private readonly opts: SessionServiceOptions,
     private readonly log: Logger,
     /** The sandbox NetworkPolicy gate: no session code starts while the policy is missing. */
-    private readonly networkGate?: { ensure(namespace: string): Promise<void>; inPodCheck(namespace: string, pod: string): (() => void) | undefined },
+    networkGate?: SessionKernelDeps['networkGate'],
   ) {
     this.store = new SessionStore(clients, informer, opts.namespace);
     this.activity = new SessionActivity(this.store, log);
+    this.kernel = new SessionKernel({
+      clients,
+      kernels,
+      namespace: opts.namespace,
+      outputCapChars: opts.outputCapChars,
+      activity: this.activity,
+      log,
+      networkGate,
+      onStreamBroke: (outcome) => opts.onStreamBroke?.(outcome),
+    });
   }
 
   /**
@@ -389,73 +390,17 @@ export class SessionService {
     const req = {
       code: call.code,
       timeoutMs: call.timeoutSeconds * 1000,
-      capChars: this.opts.outputCapChars,
       ...(call.stdin !== undefined && { stdin: call.stdin }),
+      ...(call.key !== undefined && { key: call.key }),
+      ...(call.onCall && { onCall: call.onCall }),
     };
     let turn: TurnResult<KernelResult>;
     try {
       const onWait = call.onWait && ((): void => call.onWait?.(secondsLeft(), 'busy'));
-      turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, async () => {
-        const conn = await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
-        // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
-        await this.networkGate?.ensure(this.opts.namespace).catch((err: unknown) => {
-          throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
-        });
-        // Soon after the policy came back: the kernel first checks that the pod has no network.
-        const checked = this.networkGate?.inPodCheck(this.opts.namespace, pod);
-        const key = call.key ?? randomUUID();
-        const sentAt = performance.now();
-        let r: KernelResult;
-        try {
-          r = await conn.exec({ ...req, key, ...(checked && { netcheck: true }) }, onOutput, call.onCall);
-        } catch (err) {
-          // The stream broke after the call was sent (an API server or kubelet restart, a network
-          // break): the kernel runs the code to its end all the same and keeps its result, so it is
-          // read back over a new stream rather than the outcome reported as unknown. The call keeps
-          // its turn meanwhile. Not a pod that broke the protocol: that session is lost.
-          if (!(err instanceof KernelConnectionError) || err instanceof KernelProtocolError) throw err;
-          // The code's tool calls go on over the new stream.
-          const again = await recallAfterBreak(this.recallTarget(s, pod, key, call.onCall), sentAt + req.timeoutMs + RECALL_AFTER_BREAK_GRACE_MS);
-          this.opts.onStreamBroke?.(again ? 'recalled' : 'unknown');
-          if (!again) throw err;
-          this.log.info({ sandboxsession: name }, 'Read back a call whose exec stream broke');
-          r = again;
-        }
-        if (!r.notIsolated) checked?.();
-        return r;
-      });
+      turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, () => this.kernel.send(s, pod, req, until, call.signal, onOutput));
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
-      this.kernels.drop(this.opts.namespace, pod);
-      // A breach is the sandbox's doing (its own code wrote to the kernel's stream): say so. An OOM
-      // kill of the interpreter or an eviction of its pod ends the stream too: the pod's status
-      // says which, and the caller gets that as the call's outcome.
-      const breach = err instanceof KernelProtocolError;
-      const seen = breach ? undefined : await readPodState(this.clients, this.opts.namespace, pod);
-      const verdict = seen?.failure;
-      // A broken connection is not a dead kernel: when the API server was unreachable, or a fresh
-      // stream finds the kernel answering, the session keeps its state and is not marked lost.
-      if (!breach && !seen?.stopped) {
-        if (err instanceof KernelUnreachableError)
-          throw new SessionError(
-            `Session ${name} could not be reached: ${err.message}. The code did not run; the session keeps its state.`,
-            'Call again in a moment.',
-          );
-        if ((await this.probe(pod, kernelLanguage(s.spec.language))) !== 'gone') {
-          throw new SessionError(
-            `The connection to session ${name} broke during the call: ${err.message}. The session keeps its state, but whether this call ran is unknown.`,
-            'Check the state this call would change before running it again.',
-            { mayHaveRun: true },
-          );
-        }
-      }
-      await this.activity.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
-      if (verdict) return lostTo(verdict, name, this.opts.outputCapChars);
-      throw new SessionError(
-        `Session ${name} was lost: ${err.message}. Its state is gone.`,
-        'Create a new session with create_session and run the setup again.',
-        { mayHaveRun: true },
-      );
+      return this.kernel.failed(s, pod, err);
     }
     if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
     if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000));
@@ -485,33 +430,8 @@ export class SessionService {
     const s = this.store.get(name) ?? (await this.store.read(name).catch(() => undefined));
     const pod = s?.status?.podName;
     if (!s || !pod) return undefined;
-    const r = await recallOnce(this.recallTarget(s, pod, key), timeoutMs);
+    const r = await recallOnce(this.kernel.recallTarget(s, pod, key), timeoutMs);
     return 'result' in r ? { ...r.result, session: name, capChars: this.opts.outputCapChars } : undefined;
-  }
-
-  /**
-   * The session's kernel, asked for the call sent with `key`; the pod's status says when it stopped.
-   * `onCall`: the call's tool calls, when this replica still serves it.
-   */
-  private recallTarget(s: SandboxSession, pod: string, key: string, onCall?: CallHandler): RecallTarget {
-    return {
-      ...(onCall && { onCall }),
-      connect: () => this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language)),
-      key,
-      capChars: this.opts.outputCapChars,
-      stopped: async () => (await readPodState(this.clients, this.opts.namespace, pod, 0)).stopped,
-    };
-  }
-
-  /** After a broken stream: does a fresh one reach a kernel that answers? */
-  private async probe(pod: string, language: ReturnType<typeof kernelLanguage>): Promise<'alive' | 'unreachable' | 'gone'> {
-    try {
-      await this.kernels.get(this.opts.namespace, pod, SANDBOX_CONTAINER, language);
-      return 'alive';
-    } catch (err) {
-      this.kernels.drop(this.opts.namespace, pod);
-      return err instanceof KernelUnreachableError || isNetworkError(err) ? 'unreachable' : 'gone';
-    }
   }
 
   async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {

@@ -5,10 +5,11 @@
 // refuse writes (helpers/api-write-proxy.ts), in front of a TCP one that resets or stalls
 // (helpers/api-proxy.ts). Runs and sessions in flight may fail, each with a reason; none runs
 // twice, none stays open. A run or session call whose exec stream broke is answered with its
-// outcome all the same, and a run whose ready pod cannot be exec'd for a while waits for it.
+// outcome all the same, and a run or session call whose ready pod cannot be exec'd for a while
+// waits for it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from '../helpers/kube.js';
-import { connect } from '../helpers/operator.js';
+import { connect, type TestClient } from '../helpers/operator.js';
 import { startApiProxy, type ApiProxy } from './helpers/api-proxy.js';
 import { startApiWriteProxy, type ApiWriteProxy } from './helpers/api-write-proxy.js';
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
@@ -189,36 +190,72 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
   });
 
   // An exec the API server answers 500 (it cannot dial a kubelet that is restarting) reached
-  // nothing: a session call that needs a new stream then did not run, and its session, whose
-  // kernel is alive, keeps its state (src/exec/kernel.ts: such an answer is "unreachable").
-  it("keeps a session whose kernel could not be exec'd (500): the call did not run, the state is there", { timeout: 240_000 }, async () => {
-    const w = writes as ApiWriteProxy;
-    let client = await connect((await restartGateway()).url, 'current');
+  // nothing (src/exec/kernel.ts: such an answer is "unreachable"). A session call that needs a new
+  // stream waits for it (src/exec/open-wait.ts, at most 30 s): it runs once when the answers come
+  // back, and otherwise did not run. Either way its session, whose kernel is alive, keeps its state.
+  const increment = 'n = globals().get("n", 0) + 1\nprint(n)';
+  /** A session that ran `increment` once, and a client of a new replica, which has no stream open to its kernel. */
+  async function sessionOnNewReplica(): Promise<{ client: TestClient; session: string }> {
+    const first = await connect((await restartGateway()).url, 'current');
     try {
-      const created = await client.callTool('create_session', { language: 'python' });
+      const created = await first.callTool('create_session', { language: 'python' });
       expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
       const session = String(created.structuredContent?.session);
-      const first = await client.callTool('execute_code', { session, code: 'n = globals().get("n", 0) + 1\nprint(n)', timeout_seconds: 10 });
-      expect(first.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
-      // A new replica has no stream open to the session's kernel: its next call needs a new one.
-      await client.close();
-      client = await connect((await restartGateway()).url, 'current');
+      const r = await first.callTool('execute_code', { session, code: increment, timeout_seconds: 10 });
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      return { client: await connect((await restartGateway()).url, 'current'), session };
+    } finally {
+      await first.close();
+    }
+  }
+
+  it("runs a session call once whose kernel could not be exec'd (500) for 5 s", { timeout: 240_000 }, async () => {
+    const w = writes as ApiWriteProxy;
+    const { client, session } = await sessionOnNewReplica();
+    try {
       const refusedBefore = w.execsRefused();
       w.setMode('fail-exec');
-      const refused = await client.callTool('execute_code', { session, code: 'n = globals().get("n", 0) + 1\nprint(n)', timeout_seconds: 10 });
+      const call = client.callTool('execute_code', { session, code: increment, timeout_seconds: 10 });
+      await until(async () => w.execsRefused() > refusedBefore, 60_000, 'an exec answered 500');
+      await new Promise((r) => setTimeout(r, 5_000));
       w.setMode('pass');
-      expect(w.execsRefused()).toBeGreaterThan(refusedBefore);
-      const text = refused.content.map((c) => c.text ?? '').join('\n');
-      expect(refused.isError, text).toBe(true);
-      expect(text).toMatch(/could not be reached.*The code did not run; the session keeps its state/s);
-      // The session is not Lost, and holds the state of the first call only.
+      const r = await call;
+      expect(w.execsRefused()).toBeGreaterThan(refusedBefore + 1);
+      expect(r.isError, JSON.stringify(r.structuredContent)).toBeFalsy();
+      expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '2\n' });
+      // It ran once: the session holds both calls' state, no more.
       const after = await client.callTool('execute_code', { session, code: 'print(n)', timeout_seconds: 10 });
-      expect(after.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      expect(after.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '2\n' });
     } finally {
       w.setMode('pass');
       await client.close();
     }
   });
+
+  it(
+    "keeps a session whose kernel could not be exec'd (500) for longer than a call waits: the call did not run, the state is there",
+    { timeout: 240_000 },
+    async () => {
+      const w = writes as ApiWriteProxy;
+      const { client, session } = await sessionOnNewReplica();
+      try {
+        const refusedBefore = w.execsRefused();
+        w.setMode('fail-exec');
+        const refused = await client.callTool('execute_code', { session, code: increment, timeout_seconds: 10 });
+        w.setMode('pass');
+        expect(w.execsRefused()).toBeGreaterThan(refusedBefore + 1);
+        const text = refused.content.map((c) => c.text ?? '').join('\n');
+        expect(refused.isError, text).toBe(true);
+        expect(text).toMatch(/could not be reached.*The code did not run; the session keeps its state/s);
+        // The session is not Lost, and holds the state of the first call only.
+        const after = await client.callTool('execute_code', { session, code: 'print(n)', timeout_seconds: 10 });
+        expect(after.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      } finally {
+        w.setMode('pass');
+        await client.close();
+      }
+    },
+  );
 
   // A call in a session is sent with a key of its own, and its kernel keeps its result the same
   // way: the replica reads it back over a new stream (src/sessions/service.ts). The session keeps
