@@ -37,17 +37,10 @@ import { ColdPods, type KernelRuntime } from './cold-pods.js';
 import { SessionRuns } from './session-run.js';
 import { WarmClaims, type ProfilePools } from './warm-claims.js';
 import { EarlyStarts, type EarlyStart, type Executed } from './early-start.js';
-import { classifyExecution, completedStatus, failedStatus, runningStatus, type Classification, type Limits } from './status.js';
+import { classifyExecution, completedStatus, failedStatus, type Classification, type Limits } from './status.js';
 import type { NestedCalls, OutputChunk, RunMetricsSink, RunOutcome } from './types.js';
 import type { RunEngineOptions } from './options.js';
-
-/** A run still executing after this long gets its Running status written. */
-const RUNNING_WRITE_DELAY_MS = 250;
-/**
- * The least time a recovery waits for a kernel's answer (recover): a run past its budget has long
- * ended in its kernel, which then answers at once; this only covers opening the stream.
- */
-const RECALL_MIN_WAIT_MS = 20_000;
+import { recoverOutcome, type RecoveryDeps } from './recovery.js';
 
 /** The profiles runs may name (src/profiles ProfileCatalog). */
 export interface Profiles {
@@ -116,6 +109,7 @@ export class RunExecutor {
   private readonly builtin: ResolvedProfile;
   private readonly cold: ColdPods;
   private readonly early: EarlyStarts;
+  private readonly recovery: RecoveryDeps;
 
   constructor(private readonly d: RunExecutorDeps) {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
@@ -136,6 +130,14 @@ export class RunExecutor {
       outputCapChars: d.opts.outputCapChars,
       onStreamBroke: (outcome) => d.metrics?.streamBroke?.(outcome),
     });
+    this.recovery = {
+      record: this.record,
+      inPod: this.inPod,
+      inSession: this.inSession,
+      cold: this.cold,
+      events: d.events,
+      limits: (run) => this.limits(run, d.opts),
+    };
     this.early = new EarlyStarts({ warm: this.warm, policies: d.policies, inPod: this.inPod, cold: this.cold, log: d.log, metrics: d.metrics });
   }
 
@@ -360,60 +362,13 @@ export class RunExecutor {
 
   /**
    * Records the outcome of a run that may have started and whose executor is gone (another
-   * replica found stopped, or an outcome never recorded), claimed by this process. The kernel of
-   * the pod that carries it (`podName`: its cold pod or claimed pool pod) keeps the result of the
-   * run it executed and, while the code still runs, answers once it ends (within `budgetMs`):
-   * that outcome is recorded as its executor would have, then the pod goes. `pods` are the pods
-   * that may carry it, asked in turn (a kernel that never got the run says so at once); a run in
-   * a session asks its session's kernel (recoverInSession). When nothing can tell (no pod, a
-   * kernel gone or one that never got the run), the run ends Failed with `message`. Never starts
-   * the code. Resolves to how the run ended.
+   * replica found stopped, or an outcome never recorded), claimed by this process: read back from
+   * the kernel that carries it (recovery.ts), else Failed with `message`. Never starts the code.
+   * Resolves to how the run ended.
    */
   recover(run: SandboxRun, pods: readonly string[], message: string, budgetMs: number): Promise<Classification | undefined> {
-    const ns = this.record.namespaceOf(run);
-    const log = this.d.log.child({ sandboxrun: `${ns}/${run.metadata.name}` });
-    const work = (async (): Promise<Classification> => {
-      const inSession = run.spec.session !== undefined && (await this.inSession.recover(run, run.spec.session, Math.max(budgetMs, RECALL_MIN_WAIT_MS), log));
-      if (inSession) return inSession;
-      let executed: Executed | undefined;
-      let podName: string | undefined;
-      for (const name of run.spec.session === undefined ? pods : []) {
-        executed = await this.inPod.recall(run, ns, name, Math.max(budgetMs, RECALL_MIN_WAIT_MS));
-        if (executed) {
-          podName = name;
-          break;
-        }
-      }
-      if (!executed || podName === undefined) {
-        // How long the code ran is unknown: no durationMs, rather than the time until now.
-        const { durationMs: _unknown, ...status } = failedStatus(run, Reasons.ExecFailed, message, new Date());
-        await this.record.patchStatus(run, status, log);
-        const failed: Classification = { phase: 'Failed', reason: Reasons.ExecFailed, message };
-        this.record.recordOutcome(run, failed);
-        return failed;
-      }
-      const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run, this.d.opts));
-      const { durationMs: _sinceStart, ...completed } = completedStatus(run, c, executed.captured, { end: new Date() });
-      const status = this.record.fit(run, {
-        ...completed,
-        // The kernel timed the code; the time since the run's start would count the recovery too.
-        ...(executed.durationMs !== undefined && { durationMs: executed.durationMs }),
-        podName,
-      });
-      await this.record.patchStatus(run, status, log);
-      this.d.events.record(
-        { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
-        'Normal',
-        'Recovered',
-        'Recover',
-        `The gateway replica executing this run stopped before it recorded the outcome; the outcome was read back from pod ${podName}.`,
-      );
-      // The pod is the marker that the code started: it goes only now that the outcome is stored.
-      this.cold.delete(ns, podName, log);
-      this.record.recordOutcome(run, c);
-      log.info({ phase: c.phase, reason: c.reason }, 'Recovered the outcome of a SandboxRun whose executor stopped');
-      return c;
-    })();
+    const log = this.d.log.child({ sandboxrun: `${this.record.namespaceOf(run)}/${run.metadata.name}` });
+    const work = recoverOutcome(this.recovery, run, pods, message, budgetMs, log);
     // Busy here until recorded (isBusy); a failure to record is logged there and resolves to undefined.
     this.settle(
       run,
@@ -505,31 +460,16 @@ export class RunExecutor {
     startedEarly?: { executed: Promise<Executed>; at: Date },
   ): Promise<RunOutcome> {
     const startTime = startedEarly?.at ?? new Date();
-    let finished = false;
-    let runningWrite: Promise<void> = Promise.resolve();
-    // A short run costs no write while it executes: the Running status and the Started Event are
-    // written only for code still executing after RUNNING_WRITE_DELAY_MS.
     const pooled = this.warm.take(run.metadata.uid ?? '');
-    const runningTimer = setTimeout(() => {
-      if (finished) return;
-      void pooled?.adopt?.();
-      runningWrite = this.record.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
-      this.d.events.record(
-        { name: run.metadata.name, namespace: ns, uid: run.metadata.uid },
-        'Normal',
-        'Started',
-        'Execute',
-        `Executing ${runtime} code in pod ${podName}.`,
-      );
-    }, RUNNING_WRITE_DELAY_MS);
+    // A reserved pool pod is made the run's (adopt) before its Running status says so.
+    const running = this.record.markRunningLater(run, podName, runtime, startTime, log, () => void pooled?.adopt?.());
     const onOutput = (stream: 'stdout' | 'stderr', text: string): void => void output.emit('chunk', { stream, text } satisfies OutputChunk);
     const executed = startedEarly
       ? await startedEarly.executed
       : pod !== 'cold'
         ? await this.inPod.viaKernel(run, ns, podName, runtime, onOutput, calls && ((frame) => calls.handle(frame)))
         : await this.inPod.viaRunner(run, ns, podName, runtime, onOutput);
-    finished = true;
-    clearTimeout(runningTimer);
+    running.stop();
     const c = classifyExecution(executed.facts, run.spec.timeoutSeconds, this.limits(run, opts));
     this.d.metrics?.output?.(executed.captured.stdoutBytes, executed.captured.stderrBytes);
     const toolCalls = calls?.summary();
@@ -548,7 +488,7 @@ export class RunExecutor {
         // The next warm run's pod, reserved now rather than after this record: a caller sending
         // calls back to back finds it (or its patch in flight) instead of claiming on its path.
         pooled?.pool.ensureReserved();
-        await runningWrite;
+        await running.written();
         await pooled?.adopt?.();
         await this.record.patchStatus(run, status, log);
         // The pod is the run's marker that its code started (run-decision.ts): it goes only once the

@@ -4,12 +4,14 @@
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type Runtime, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
 import type { EventRecorder } from '../kube/events.js';
 import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
-import type { Classification } from './status.js';
+import { runningStatus, type Classification } from './status.js';
 import type { RunOutcome } from './types.js';
 
+/** A run still executing after this long gets its Running status written (markRunningLater). */
+const RUNNING_WRITE_DELAY_MS = 250;
 /** Longest pause between attempts to record a finished run's status (it is retried until it lands). */
 const MAX_STATUS_RETRY_MS = 30_000;
 
@@ -81,6 +83,42 @@ export class RunRecorder {
   }
 
   /** What is stored (and returned): outputs cut to the byte cap and to what fits in etcd. */
+  /**
+   * A short run costs no write while it executes: the Running status and the Started Event are
+   * written only for code still executing after RUNNING_WRITE_DELAY_MS (`before` is called first).
+   * `stop()` when the code ended; `written()` is the Running write, if one was sent.
+   */
+  markRunningLater(
+    run: SandboxRun,
+    podName: string,
+    runtime: Runtime,
+    startTime: Date,
+    log: Logger,
+    before?: () => void,
+  ): { stop(): void; written(): Promise<void> } {
+    let stopped = false;
+    let write: Promise<void> = Promise.resolve();
+    const timer = setTimeout(() => {
+      if (stopped) return;
+      before?.();
+      write = this.patchStatus(run, runningStatus(run, podName, startTime, new Date()), log);
+      this.d.events.record(
+        { name: run.metadata.name, namespace: this.namespaceOf(run), uid: run.metadata.uid },
+        'Normal',
+        'Started',
+        'Execute',
+        `Executing ${runtime} code in pod ${podName}.`,
+      );
+    }, RUNNING_WRITE_DELAY_MS);
+    return {
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
+      written: () => write,
+    };
+  }
+
   fit(run: SandboxRun, status: SandboxRunStatus): SandboxRunStatus {
     return fitStatus(run, status, this.d.outputCapBytes);
   }
