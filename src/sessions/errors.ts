@@ -1,5 +1,6 @@
 // What a call about a session could not do, and what its user should do instead.
 import type { Reason } from '../api/v1alpha1/index.js';
+import { PackageError } from '../packages/policy.js';
 import type { GaveUp } from './turns.js';
 
 /**
@@ -22,6 +23,11 @@ export class SessionError extends Error {
     this.mayHaveRun = details.mayHaveRun ?? false;
     this.reason = details.reason;
   }
+}
+
+/** A package refusal as a session error (its message and hint); anything else as it is. */
+export function asSessionError(err: unknown): unknown {
+  return err instanceof PackageError ? new SessionError(err.message, err.hint) : err;
 }
 
 /** The session was still starting for as long as this call could wait: it did not run. */

@@ -3,15 +3,12 @@
 // The objects come from store.ts, what the gateway writes to their status from activity.ts, and
 // one call's way through the kernel's stream from kernel-call.ts.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
-import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import {
   API_VERSION,
   GROUP,
   LABEL_OWNER,
-  MAX_SESSION_PACKAGES,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
@@ -26,7 +23,7 @@ import type { ResilientInformer } from '../kube/informer.js';
 import { KernelConnectionError, type CallHandler, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { recallOnce, type StreamBreakOutcome } from '../exec/recall.js';
-import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
 import { workspacePath } from './paths.js';
@@ -34,14 +31,13 @@ import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
-import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, busyError } from './errors.js';
+import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, asSessionError, busyError } from './errors.js';
 import { SessionStore } from './store.js';
 import { SessionActivity } from './activity.js';
 import { SessionKernel, type SessionKernelDeps } from './kernel-call.js';
 import { sessionState, startingUntil } from './state.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
-import { PackageError } from '../packages/policy.js';
 import type { InstallResult } from '../packages/installer.js';
 import type { SessionPackages } from '../packages/session-packages.js';
 
@@ -298,8 +294,7 @@ export class SessionService {
     try {
       this.opts.packages.check(profile, language, packages);
     } catch (err) {
-      if (err instanceof PackageError) throw new SessionError(err.message, err.hint);
-      throw err;
+      throw asSessionError(err);
     }
   }
 
@@ -316,39 +311,13 @@ export class SessionService {
     try {
       r = await (this.opts.packages as Pick<SessionPackages, 'install'>).install(s, s.status?.podName as string, packages);
     } catch (err) {
-      if (err instanceof PackageError) throw new SessionError(err.message, err.hint);
-      throw err;
+      throw asSessionError(err);
     }
     this.activity.note(s.metadata.name, 0);
-    await this.recordPackages(name, packages).catch((err: unknown) =>
-      this.log.warn({ sandboxsession: name, err: apiErrorMessage(err) }, 'Installed packages not recorded in spec.packages'),
-    );
+    await this.store
+      .appendPackages(name, packages)
+      .catch((err: unknown) => this.log.warn({ sandboxsession: name, err: apiErrorMessage(err) }, 'Installed packages not recorded in spec.packages'));
     return { ...r, session: name };
-  }
-
-  /** Appends to spec.packages (read, then a merge patch guarded by resourceVersion; retried on conflict). */
-  private async recordPackages(name: string, packages: readonly string[]): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const s = await this.store.read(name);
-      if (!s) return;
-      const all = [...new Set([...(s.spec.packages ?? []), ...packages])].slice(-MAX_SESSION_PACKAGES);
-      try {
-        await this.clients.custom.patchNamespacedCustomObject(
-          {
-            group: GROUP,
-            version: VERSION,
-            namespace: this.opts.namespace,
-            plural: SANDBOXSESSION_PLURAL,
-            name,
-            body: { metadata: { resourceVersion: s.metadata.resourceVersion }, spec: { packages: all } },
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        );
-        return;
-      } catch (err) {
-        if (!isConflict(err)) throw err;
-      }
-    }
   }
 
   async close(name: string, caller?: Owner): Promise<boolean> {

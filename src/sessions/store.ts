@@ -1,12 +1,22 @@
 // This replica's view of its namespace's SandboxSessions: the informer's cache parsed once per
 // resourceVersion, a read from the API server when the cache may be behind, waiting until the
-// cache shows a change, and server-side apply of the gateway's status fields.
+// cache shows a change, server-side apply of the gateway's status fields, and the append of
+// installed packages to spec.packages.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
-import { API_VERSION, GROUP, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, VERSION, parseSandboxSession, type SandboxSession } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  MAX_SESSION_PACKAGES,
+  SANDBOXSESSION_KIND,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  parseSandboxSession,
+  type SandboxSession,
+} from '../api/v1alpha1/index.js';
 import type { ResilientInformer } from '../kube/informer.js';
-import { isNotFound, type KubeClients } from '../kube/clients.js';
+import { isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { deepFreeze } from '../util/deep-freeze.js';
 
 export class SessionStore {
@@ -80,6 +90,31 @@ export class SessionStore {
       },
       setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
     );
+  }
+
+  /** Appends to spec.packages (read, then a merge patch guarded by resourceVersion; retried on conflict). */
+  async appendPackages(name: string, packages: readonly string[]): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const s = await this.read(name);
+      if (!s) return;
+      const all = [...new Set([...(s.spec.packages ?? []), ...packages])].slice(-MAX_SESSION_PACKAGES);
+      try {
+        await this.clients.custom.patchNamespacedCustomObject(
+          {
+            group: GROUP,
+            version: VERSION,
+            namespace: this.namespace,
+            plural: SANDBOXSESSION_PLURAL,
+            name,
+            body: { metadata: { resourceVersion: s.metadata.resourceVersion }, spec: { packages: all } },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+        return;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+    }
   }
 
   /** The cached session once `done` holds for it, or as it is at the timeout or the signal's abort. */
