@@ -1,7 +1,7 @@
 // Opening a stream into a sandbox pod again while the API server or the kubelet cannot be reached or
 // refuses the exec for a while (a restart, an outage): nothing of the code has been sent before a
 // stream opened, so trying again cannot run it twice. Shared by runs (src/runs/in-pod.ts) and
-// session calls (src/sessions/service.ts).
+// session calls (src/sessions/kernel-call.ts).
 import pRetry from 'p-retry';
 
 /** Only an attempt that failed this fast is tried again: a kernel that did not answer for seconds is hung, not refused. */
