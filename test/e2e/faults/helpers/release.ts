@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 40). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 41). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '334a163d8b65680c1b59a4b3050a1757449438fa';
+export const PREVIOUS_RELEASE = 'c45bf69ebd517e37670a0765912597a386abc441';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
