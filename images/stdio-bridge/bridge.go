@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"strings"
 	"sync"
@@ -89,6 +90,8 @@ func (b *bridge) lookup(w http.ResponseWriter, r *http.Request) *session {
 	s := b.sessions[id]
 	b.mu.Unlock()
 	if s == nil {
+		// Logged (the id cut short), so a client's 404 can be told from one some other hop gave.
+		log.Printf("%s for an unknown session %q: answered 404", r.Method, short(id))
 		// 404 tells a Streamable HTTP client to start a new session.
 		writeError(w, http.StatusNotFound, nil, -32001, "session not found (it ended, or the bridge restarted): initialize a new one")
 		return nil

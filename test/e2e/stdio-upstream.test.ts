@@ -3,17 +3,19 @@
 // (codemode.local/stdio-bridge:v1), with its Service and NetworkPolicy. The operator runs in this
 // process on the node's host, and reaches the bridge at the Service's ClusterIP. Sandbox code in
 // a session calls the server through `codemode`; deleting the UpstreamServer removes what it owned.
-import type { V1Deployment, V1NetworkPolicy, V1Service } from '@kubernetes/client-node';
+import { DiscoveryV1Api, type V1Deployment, type V1NetworkPolicy, type V1Service } from '@kubernetes/client-node';
 import { KubernetesObjectApi } from '@kubernetes/client-node/dist/object.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from '../../src/api/v1alpha1/index.js';
 import { isNotFound } from '../../src/kube/clients.js';
 import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from './helpers/kube.js';
-import { createUpstream as createUpstreamIn, readyOf, upstreamStatus } from './helpers/upstream-servers.js';
+import { stdioUrl } from '../../src/upstreams/stdio-objects.js';
+import { createUpstream as createUpstreamIn, handshakeTrace, readyOf, upstreamStatus } from './helpers/upstream-servers.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
 const objects = KubernetesObjectApi.makeApiClient(k.kc);
+const discovery = k.kc.makeApiClient(DiscoveryV1Api);
 const FILESYSTEM = {
   image: 'codemode.local/mcp-filesystem:v1',
   imagePullPolicy: 'Never',
@@ -53,7 +55,17 @@ async function readyWithin(name: string, ms: number, what: string): Promise<void
           .catch((e: unknown) => `--- ${p.name}: no log (${String(e).slice(0, 100)})`),
       ),
     );
-    throw new Error(`${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}\n${logs.join('\n')}`);
+    // Which pods the Service sends to, and the handshake made by hand: which request failed, and
+    // whether the bridge (a JSON-RPC error body) or something else answered it.
+    const slices = await discovery
+      .listNamespacedEndpointSlice({ namespace: ns, labelSelector: `kubernetes.io/service-name=mcp-${name}` })
+      .then((l) => JSON.stringify(l.items.flatMap((s) => (s.endpoints ?? []).map((e) => ({ addresses: e.addresses, ready: e.conditions?.ready })))))
+      .catch((e: unknown) => `unreadable (${String(e).slice(0, 100)})`);
+    const ip = (await read<V1Service>('v1', 'Service', `mcp-${name}`))?.spec?.clusterIP;
+    const trace = ip ? await handshakeTrace(stdioUrl(ip)) : 'no ClusterIP to try';
+    throw new Error(
+      `${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}; endpoints ${slices}\n${trace}\n${logs.join('\n')}`,
+    );
   }
 }
 
