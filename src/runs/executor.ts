@@ -7,7 +7,7 @@
 // (single use, and it is the marker that the code started: see src/controller/run-decision.ts);
 // output streams to in-process subscribers while it runs. The caller's disconnect never cancels an
 // execution.
-import { EventEmitter } from 'node:events';
+import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import {
   GROUP,
@@ -41,15 +41,11 @@ import { classifyExecution, completedStatus, failedStatus, type Classification, 
 import type { NestedCalls, OutputChunk, RunMetricsSink, RunOutcome } from './types.js';
 import type { RunEngineOptions } from './options.js';
 import { recoverOutcome, type RecoveryDeps } from './recovery.js';
+import { RunLedger } from './ledger.js';
 
 /** The profiles runs may name (src/profiles ProfileCatalog). */
 export interface Profiles {
   resolve(name?: string): ResolvedProfile | ProfileRefusal;
-}
-
-interface Execution {
-  promise: Promise<RunOutcome>;
-  output: EventEmitter;
 }
 
 /** Why a run may not run: its status says so (finishEarly). */
@@ -76,26 +72,8 @@ export class RunExecutor {
   /** The run's record (status, Events); the controller writes through it too. */
   readonly record: RunRecorder;
   private readonly inPod: InPodExecution;
-  private readonly executions = new Map<string, Execution>();
-  /**
-   * By run uid: the writes that go on after the caller has its result (final status, pod delete,
-   * Events). A run in here has its outcome known but maybe not yet stored in its status.
-   */
-  private readonly settling = new Map<string, Promise<void>>();
-  /**
-   * Every run this process started (uid → namespace/name), until the controller sees its outcome
-   * in the cache or the run is gone (forget). The controller starts a run of this process's own
-   * identity that no pod carries (run-decision.ts): one this very process created or claimed but
-   * has not started. It decides from its caches and a read of the run that can predate this
-   * process's own execution of it — a warm run in the reserved pod writes nothing to the API
-   * before its code has ended — so the engine itself must know what it already ran. Measured
-   * without it: 1 to 3 of 20 back-to-back warm runs executed twice in bench runs.
-   */
-  private readonly startedHere = new Map<string, string>();
-  /** Runs whose create this process sent and whose answer it has not handled yet (creating()). */
-  private readonly creatingKeys = new Set<string>();
-  /** executeWhileCreating() calls in flight (drain() waits for them). */
-  private readonly creatingRuns = new Set<Promise<RunOutcome>>();
+  /** The runs executing here, settling, started or being created (ledger.ts). */
+  private readonly ledger = new RunLedger();
   /** The last SandboxRun create was refused: no code starts before its run exists (whileCreating). */
   private createRefused = false;
   /**
@@ -162,7 +140,7 @@ export class RunExecutor {
    * run may have started is decided from the API (run-decision.ts), never from this memory.
    */
   isBusy(uid: string): boolean {
-    return this.executions.has(uid) || this.settling.has(uid);
+    return this.ledger.isBusy(uid);
   }
 
   /**
@@ -172,13 +150,12 @@ export class RunExecutor {
    * before the create's answer, and deciding then would read the whole run back for nothing.
    */
   creating(key: string): () => void {
-    this.creatingKeys.add(key);
-    return () => this.creatingKeys.delete(key);
+    return this.ledger.creating(key);
   }
 
   /** See creating(). */
   isCreating(key: string): boolean {
-    return this.creatingKeys.has(key);
+    return this.ledger.isCreating(key);
   }
 
   /**
@@ -188,22 +165,14 @@ export class RunExecutor {
    */
   execute(run: SandboxRun, calls?: NestedCalls): Promise<RunOutcome> {
     const uid = run.metadata.uid ?? '';
-    const existing = this.executions.get(uid);
+    const existing = this.ledger.execution(uid);
     if (existing) return existing.promise;
     // The last lines of exactly-once: a run whose object says it finished or started (read from the
     // API by the caller) is answered from that status, and one this process already ran (its
     // outcome on its way to the status) is never started again.
     if (isTerminalPhase(run.status?.phase) || run.status?.startTime !== undefined) return Promise.resolve(this.record.outcome(run, run.status ?? {}));
-    if (this.startedHere.has(uid)) return this.alreadyRan(run);
-    this.startedHere.set(uid, `${run.metadata.namespace ?? ''}/${run.metadata.name}`);
-    const output = new EventEmitter();
-    output.setMaxListeners(0);
-    const promise = this.run(run, output, calls).finally(() => {
-      this.executions.delete(uid);
-      output.removeAllListeners();
-    });
-    this.executions.set(uid, { promise, output });
-    return promise;
+    if (this.ledger.startedAlready(uid)) return this.alreadyRan(run);
+    return this.ledger.start(uid, `${run.metadata.namespace ?? ''}/${run.metadata.name}`, (output) => this.run(run, output, calls)).promise;
   }
 
   /**
@@ -230,10 +199,7 @@ export class RunExecutor {
   ): Promise<RunOutcome> {
     // Handled below, maybe only after the pool's reservation was looked at: never "unhandled".
     creation.catch(() => undefined);
-    const p = this.whileCreating(draft, creation, endCreating, options);
-    this.creatingRuns.add(p);
-    void p.catch(() => undefined).finally(() => this.creatingRuns.delete(p));
-    return p;
+    return this.ledger.whileCreating(this.whileCreating(draft, creation, endCreating, options));
   }
 
   private async whileCreating(
@@ -258,22 +224,17 @@ export class RunExecutor {
     }
     this.createRefused = false;
     const uid = run.metadata.uid ?? '';
-    let done: Promise<RunOutcome>;
     let output: EventEmitter | undefined;
+    let done: Promise<RunOutcome>;
     if (early) {
-      this.startedHere.set(uid, `${this.record.namespaceOf(run)}/${run.metadata.name}`);
+      // The reserved pod is the run's before its execution goes on (executeInPod takes it).
       this.warm.useReserved(run, early.pool, early.reserved, early.opts);
-      output = new EventEmitter();
-      output.setMaxListeners(0);
-      const emitter = output;
-      done = this.finishStarted(run, early, emitter, calls).finally(() => {
-        this.executions.delete(uid);
-        emitter.removeAllListeners();
-      });
-      this.executions.set(uid, { promise: done, output: emitter });
+      ({ promise: done, output } = this.ledger.start(uid, `${this.record.namespaceOf(run)}/${run.metadata.name}`, (out) =>
+        this.finishStarted(run, early, out, calls),
+      ));
     } else {
       done = this.execute(run, calls);
-      output = this.executions.get(uid)?.output;
+      output = this.ledger.execution(uid)?.output;
     }
     endCreating();
     if (onOutput) output?.on('chunk', onOutput);
@@ -332,7 +293,7 @@ export class RunExecutor {
    * object read before that outcome): once it is recorded, as its status says.
    */
   private async alreadyRan(run: SandboxRun): Promise<RunOutcome> {
-    await this.settling.get(run.metadata.uid ?? '');
+    await this.ledger.settled(run.metadata.uid ?? '');
     try {
       const now = parseSandboxRun(
         await this.d.clients.custom.getNamespacedCustomObject({
@@ -355,9 +316,7 @@ export class RunExecutor {
    * namespace/name): this process need not remember having run it.
    */
   forget(run: { uid?: string; key?: string }): void {
-    if (run.uid !== undefined) this.startedHere.delete(run.uid);
-    if (run.key === undefined) return;
-    for (const [uid, key] of this.startedHere) if (key === run.key) this.startedHere.delete(uid);
+    this.ledger.forget(run);
   }
 
   /**
@@ -382,12 +341,8 @@ export class RunExecutor {
    * start while it waits: a stopping replica's HTTP server still answers a request that reaches it
    * late, and that run's outcome must land in its status before the process exits.
    */
-  async drain(): Promise<void> {
-    while (this.executions.size > 0 || this.settling.size > 0 || this.creatingRuns.size > 0) {
-      await Promise.allSettled([...this.creatingRuns]);
-      await Promise.allSettled([...this.executions.values()].map((e) => e.promise));
-      await Promise.allSettled([...this.settling.values()]);
-    }
+  drain(): Promise<void> {
+    return this.ledger.drain();
   }
 
   private limits(run: SandboxRun, opts: RunEngineOptions): Limits {
@@ -505,12 +460,11 @@ export class RunExecutor {
   }
 
   private settle(run: SandboxRun, p: Promise<void>): void {
-    const uid = run.metadata.uid ?? '';
-    const tracked = p
-      .catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run'))
-      .finally(() => this.settling.delete(uid));
-    // One settle per run: execute() never starts a run twice (startedHere).
-    this.settling.set(uid, tracked);
+    // One settle per run: execute() never starts a run twice (the ledger's startedAlready).
+    this.ledger.settle(
+      run.metadata.uid ?? '',
+      p.catch((err: unknown) => this.d.log.error({ err: apiErrorMessage(err) }, 'Failed to record a finished run')),
+    );
   }
 
   private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger): Promise<RunOutcome> {
