@@ -93,11 +93,11 @@ describe('RunLedger', () => {
     void l.whileCreating(creating.promise).catch(() => undefined);
     let drained = false;
     const draining = l.drain().then(() => (drained = true));
+    creating.reject(new Error('create refused'));
     run.resolve(outcome);
     await tick();
-    // A request that reached the stopping replica late starts a run while it drains.
+    // Only the writes are left when a request that reached the stopping replica late starts a run.
     l.start('u2', 'ns/b', () => late.promise);
-    creating.reject(new Error('create refused'));
     writes.resolve();
     await tick();
     expect(drained).toBe(false);
