@@ -77,11 +77,12 @@ export function classify(err: unknown): { reason: UpstreamReason; message: strin
 
 /**
  * The status line of an HTTP error the SDK's message leaves out (its "Error POSTing to endpoint: …"
- * names only the body, which can be empty), so an operator can tell which hop answered.
+ * names only the body, which can be empty), so an operator can tell which hop answered. A body is
+ * called empty only when it was read and empty: the SDK reads none for a failed GET or DELETE.
  */
 function httpDetail(err: unknown): string {
   if (!(err instanceof SdkHttpError) || err.message.includes(`HTTP ${err.status}`)) return '';
-  const empty = err.data.text ? '' : ', empty body';
+  const empty = err.data.text === '' ? ', empty body' : '';
   return ` (HTTP ${err.status}${err.statusText ? ` ${err.statusText}` : ''}${empty})`;
 }
 

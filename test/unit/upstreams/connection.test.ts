@@ -21,7 +21,18 @@ describe('classify', () => {
     ['401', new SdkHttpError(SdkErrorCode.ClientHttpAuthentication, 'Unauthorized', { status: 401 }), 'Unauthorized', /HTTP 401/],
     ['403', new SdkHttpError(SdkErrorCode.ClientHttpForbidden, 'Forbidden', { status: 403 }), 'Unauthorized', /HTTP 403/],
     ['connection refused', new Error('fetch failed', { cause: { code: 'ECONNREFUSED' } }), 'Unreachable', /^fetch failed: ECONNREFUSED$/],
-    ['502', new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Bad Gateway', { status: 502 }), 'Unreachable', /Bad Gateway \(HTTP 502, empty body\)$/],
+    [
+      '502',
+      new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Bad Gateway', { status: 502, text: '' }),
+      'Unreachable',
+      /Bad Gateway \(HTTP 502, empty body\)$/,
+    ],
+    [
+      'a failed GET (no body read) is not said to have an empty body',
+      new SdkHttpError(SdkErrorCode.ClientHttpFailedToOpenStream, 'Failed to open SSE stream: Not Found', { status: 404, statusText: 'Not Found' }),
+      'Unreachable',
+      /^Failed to open SSE stream: Not Found \(HTTP 404 Not Found\)$/,
+    ],
     [
       'a POST answered with an empty body names the status',
       new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Error POSTing to endpoint: ', { status: 404, statusText: 'Not Found', text: '' }),
