@@ -51,7 +51,6 @@ describe('a SandboxRun in a session that installs packages', () => {
       plural: SANDBOXSESSION_PLURAL,
       body: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name: 'with-pkg' }, spec: { language: 'python', packages: ['tabulate==0.9.0'] } },
     });
-    const created = Date.now();
     const body = {
       apiVersion: API_VERSION,
       kind: SANDBOXRUN_KIND,
@@ -63,10 +62,14 @@ describe('a SandboxRun in a session that installs packages', () => {
         timeoutSeconds: 30,
       },
     };
-    await k.custom.createNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXRUN_PLURAL, body });
+    const run = (await k.custom.createNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXRUN_PLURAL, body })) as SandboxRun;
 
     // Past the run's start-up allowance the session is still installing: the run must still wait.
-    await new Promise((r) => setTimeout(r, Math.max(0, created + (STARTUP_SECONDS + 1) * 1000 - Date.now())));
+    // The allowance ends where the operator puts it, at the run's creationTimestamp (whole seconds,
+    // so at most 3 s after the create) plus STARTUP_SECONDS; looked at just after. A fixed 4 s
+    // after the create left no margin on a fast machine (the install took 4.0–4.6 s there).
+    const allowanceEnds = Date.parse(run.metadata.creationTimestamp ?? new Date().toISOString()) + STARTUP_SECONDS * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, allowanceEnds + 250 - Date.now())));
     const midway = await session('with-pkg');
     expect(midway.status?.phase, 'the install finished within the start-up allowance, so this test proved nothing').not.toBe('Ready');
     const runMidway = (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXRUN_PLURAL, name: 'uses-pkg' })) as SandboxRun;
