@@ -172,7 +172,7 @@ export class RunExecutor {
     // outcome on its way to the status) is never started again.
     if (isTerminalPhase(run.status?.phase) || run.status?.startTime !== undefined) return Promise.resolve(this.record.outcome(run, run.status ?? {}));
     if (this.ledger.startedAlready(uid)) return this.alreadyRan(run);
-    return this.ledger.start(uid, `${run.metadata.namespace ?? ''}/${run.metadata.name}`, (output) => this.run(run, output, calls)).promise;
+    return this.ledger.start(uid, this.keyOf(run), (output) => this.run(run, output, calls)).promise;
   }
 
   /**
@@ -229,9 +229,7 @@ export class RunExecutor {
     if (early) {
       // The reserved pod is the run's before its execution goes on (executeInPod takes it).
       this.warm.useReserved(run, early.pool, early.reserved, early.opts);
-      ({ promise: done, output } = this.ledger.start(uid, `${this.record.namespaceOf(run)}/${run.metadata.name}`, (out) =>
-        this.finishStarted(run, early, out, calls),
-      ));
+      ({ promise: done, output } = this.ledger.start(uid, this.keyOf(run), (out) => this.finishStarted(run, early, out, calls)));
     } else {
       done = this.execute(run, calls);
       output = this.ledger.execution(uid)?.output;
@@ -343,6 +341,11 @@ export class RunExecutor {
    */
   drain(): Promise<void> {
     return this.ledger.drain();
+  }
+
+  /** namespace/name: the key forget() is told about a run that is gone by. */
+  private keyOf(run: SandboxRun): string {
+    return `${this.record.namespaceOf(run)}/${run.metadata.name}`;
   }
 
   private limits(run: SandboxRun, opts: RunEngineOptions): Limits {
