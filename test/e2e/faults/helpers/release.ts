@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 41). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 42). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = 'c45bf69ebd517e37670a0765912597a386abc441';
+export const PREVIOUS_RELEASE = 'af8f0dda4f2b5d13db79cafa66635c4c94276884';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
