@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 42). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 43). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = 'af8f0dda4f2b5d13db79cafa66635c4c94276884';
+export const PREVIOUS_RELEASE = '5408de21d30daf1f82c02b3fc68403895c57842c';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
