@@ -61,7 +61,10 @@ if (!socketPath) {
 }
 // The `codemode` module (tool calls, runtime/sdk) for cells and the programs they start.
 prepareEnvironment(socketPath);
-const tools = new ToolCalls();
+// --held-grace-ms N: how long a call's tool requests wait for a recall after its stream went (tools.js).
+const graceArg = process.argv.indexOf('--held-grace-ms');
+const heldGraceMs = graceArg >= 0 ? Number(process.argv[graceArg + 1]) : undefined;
+const tools = new ToolCalls(Number.isFinite(heldGraceMs) && heldGraceMs >= 0 ? heldGraceMs : undefined);
 
 // --- Output and process plumbing: everything user code writes goes to the running call. ---
 let current = null; // CallOutput of the running call; output between calls is dropped

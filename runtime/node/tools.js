@@ -13,6 +13,11 @@ const MAX_PENDING = 32;
 const CALL_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const OPS = { call: ['server', 'tool', 'args'], servers: [], search: ['query', 'limit', 'detail'], describe: ['server', 'tool', 'detail'] };
 const SDK_DIR = path.join(__dirname, '..', 'sdk');
+// How long the running call's tool requests wait for the call's own gateway after its stream went
+// (a recall with "tools" takes the call over), before they are answered "not called" as when no
+// gateway will make them. A gateway tries to reopen a broken stream for 30 s (OPEN_WAIT_MS in
+// src/sandbox/deadlines.ts): twice that, so a gateway that comes back in time is always waited for.
+const HELD_GRACE_MS = 60_000;
 
 /** Where the tools socket and the `codemode` modules are, for code and the programs it starts. */
 function prepareEnvironment(socketPath) {
@@ -33,7 +38,8 @@ function prepareEnvironment(socketPath) {
 const failure = (callId, kind, message) => ({ callId, ok: false, error: { kind, message } });
 
 class ToolCalls {
-  constructor() {
+  constructor(heldGraceMs = HELD_GRACE_MS) {
+    this.heldGraceMs = heldGraceMs;
     this.current = null; // { conn, id, key } of the running exec
     // kernel callId -> { send, callId, id, held: the frame while no gateway stream could take it, or null once sent }
     this.pending = new Map();
@@ -84,7 +90,7 @@ class ToolCalls {
    * (attach). Nothing happens when the call's stream is alive or that call is not running.
    */
   withoutGateway(key) {
-    if (key !== undefined && key !== null) this.dropRoute((running) => running === key);
+    if (key !== undefined && key !== null) this.dropRoute((current) => current.key === key);
   }
 
   /**
@@ -99,8 +105,20 @@ class ToolCalls {
     this.dropRoute(() => true);
   }
 
+  /**
+   * HELD_GRACE_MS after the stream of the call `current` went, no recall with "tools" took that call
+   * over and no other call came: a session call whose replica stopped, in a session nobody calls.
+   * Its held and later tool requests are answered "unavailable" now, as after a recall without
+   * "tools", instead of waiting for the code's timeout (up to an hour). A recall with "tools" still
+   * takes the route over afterwards. Nothing happens when that call has ended or was taken over (a
+   * new route is a new `current`).
+   */
+  abandoned(current) {
+    this.dropRoute((now) => now === current);
+  }
+
   dropRoute(matches) {
-    if (!this.current || !matches(this.current.key)) return;
+    if (!this.current || !matches(this.current)) return;
     if (this.current.conn !== null && this.current.conn.alive()) return;
     this.current = { ...this.current, conn: null };
     this.failSent();
@@ -112,11 +130,13 @@ class ToolCalls {
   /**
    * `conn` went away: the running call's requests sent on it can no longer be answered over it, so
    * they fail now, as unknown (a recall with "tools" would answer them so, only later). Held ones,
-   * and later ones, wait for a recall.
+   * and later ones, wait for a recall, for at most HELD_GRACE_MS (abandoned).
    */
   lost(conn) {
     if (!this.current || this.current.conn !== conn) return;
     this.failSent();
+    const current = this.current;
+    setTimeout(() => this.abandoned(current), this.heldGraceMs).unref();
   }
 
   /** Requests that went out on a connection now gone (not held): whether the gateway made them is unknown. */

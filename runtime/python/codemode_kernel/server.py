@@ -22,7 +22,7 @@ from .bounds import bounded
 from .framing import FrameReader, ProtocolError, encode
 from .hardening import make_undumpable
 from .oneshot import OneShot, check_run
-from .tools import ToolCalls
+from .tools import HELD_GRACE_MS, ToolCalls
 
 DEFAULT_TIMEOUT_MS = 30000
 DEFAULT_CAP_CHARS = 50000
@@ -198,14 +198,14 @@ IDLE_WARM_UP_S = 0.5
 
 
 class KernelServer:
-    def __init__(self, path, session, oneshot, undumpable=False):
+    def __init__(self, path, session, oneshot, undumpable=False, held_grace_ms=HELD_GRACE_MS):
         self._undumpable = undumpable
         self._path = path
         self._session = session
         self._oneshot = oneshot
         self._calls = queue.Queue()
         self._busy = threading.Lock()
-        self._tools = ToolCalls(os.environ.get("CODEMODE_TOOLS_SOCKET"))
+        self._tools = ToolCalls(os.environ.get("CODEMODE_TOOLS_SOCKET"), held_grace_ms)
         self._display_dir = os.environ.get("CODEMODE_DISPLAY_DIR")
         self._figures = display.Figures()
         self._outcomes = Outcomes()
@@ -525,6 +525,12 @@ def main(argv):
     parser.add_argument("--language", choices=("python", "bash"), default="python")
     parser.add_argument("--prestart", action="store_true", help="start a python3 interpreter ahead for one \"run\" (warm pool pods)")
     parser.add_argument("--preimport", default="", help="comma-separated python modules imported before any code (a profile's)")
+    parser.add_argument(
+        "--held-grace-ms",
+        type=int,
+        default=HELD_GRACE_MS,
+        help="how long a call's tool requests wait for a recall after its stream went (PROTOCOL.md, \"Recall\")",
+    )
     args = parser.parse_args(argv)
     preimport = tuple(m for m in args.preimport.split(",") if m)
     # Keep the real stderr for diagnostics: in Python mode fds 1/2 become the capture pipes.
@@ -546,6 +552,6 @@ def main(argv):
         log("Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)")
         sys.exit(3)
     try:
-        KernelServer(args.socket, session, OneShot(args.prestart, preimport), undumpable).serve_forever()
+        KernelServer(args.socket, session, OneShot(args.prestart, preimport), undumpable, max(0, args.held_grace_ms)).serve_forever()
     except KeyboardInterrupt:
         sys.exit(130)

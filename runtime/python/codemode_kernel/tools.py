@@ -26,6 +26,11 @@ OPS = {
     "search": ("query", "limit", "detail"),
     "describe": ("server", "tool", "detail"),
 }
+# How long the running call's tool requests wait for the call's own gateway after its stream went
+# (a recall with "tools" takes the call over), before they are answered "not called" as when no
+# gateway will make them. A gateway tries to reopen a broken stream for 30 s (OPEN_WAIT_MS in
+# src/sandbox/deadlines.ts): twice that, so a gateway that comes back in time is always waited for.
+HELD_GRACE_MS = 60_000
 SDK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "sdk")
 
 
@@ -76,8 +81,9 @@ def _answer(call_id, kind, message):
 
 
 class ToolCalls:
-    def __init__(self, path):
+    def __init__(self, path, held_grace_ms=HELD_GRACE_MS):
         self._path = path
+        self._held_grace_s = held_grace_ms / 1000.0
         self._lock = threading.Lock()
         self._current = None  # (gateway connection, request id, key) of the running exec/run
         self._pending = {}  # kernel callId -> _Waiting
@@ -130,7 +136,7 @@ class ToolCalls:
         still takes the route over afterwards (attach). Nothing happens when the call's stream is
         alive or that call is not running."""
         if key is not None:
-            self._drop_route(lambda running: running == key)
+            self._drop_route(lambda current: current[2] == key)
 
     def superseded(self):
         """Another call came (and was answered "busy") while this one runs without its own stream:
@@ -139,11 +145,20 @@ class ToolCalls:
         "unavailable" at once, as after a recall without "tools", so the code ends on its own and
         the session is free for the call that waits. A recall with "tools" (its own gateway,
         back) still takes the route over afterwards. Nothing happens while the stream is alive."""
-        self._drop_route(lambda running: True)
+        self._drop_route(lambda current: True)
+
+    def _abandoned(self, current):
+        """HELD_GRACE_MS after the stream of the call `current` went, no recall with "tools" took
+        that call over and no other call came: a session call whose replica stopped, in a session
+        nobody calls. Its held and later tool requests are answered "unavailable" now, as after a
+        recall without "tools", instead of waiting for the code's timeout (up to an hour). A recall
+        with "tools" still takes the route over afterwards. Nothing happens when that call has
+        ended or was taken over (a new route is a new `current`)."""
+        self._drop_route(lambda now: now is current)
 
     def _drop_route(self, matches):
         with self._lock:
-            if self._current is None or not matches(self._current[2]):
+            if self._current is None or not matches(self._current):
                 return
             conn = self._current[0]
             if conn is not None and conn.alive:
@@ -158,12 +173,16 @@ class ToolCalls:
     def lost(self, conn):
         """`conn` went away: the running call's requests sent on it can no longer be answered over
         it, so they fail now, as unknown (a recall with "tools" would answer them so, only later).
-        Held ones, and later ones, wait for a recall."""
+        Held ones, and later ones, wait for a recall, for at most HELD_GRACE_MS (_abandoned)."""
         with self._lock:
-            if self._current is None or self._current[0] is not conn:
+            current = self._current
+            if current is None or current[0] is not conn:
                 return
             lost = self._take_sent()
         _fail_unknown(lost)
+        timer = threading.Timer(self._held_grace_s, self._abandoned, args=(current,))
+        timer.daemon = True
+        timer.start()
 
     def _take_sent(self):
         """Under the lock: the waiting requests that went out on a connection (not held), removed."""

@@ -1,7 +1,7 @@
 // Nested tool calls end to end in one process: the real Python kernel (runtime/) and its relay,
 // the gateway's real KernelStream, and a ToolBroker over an in-memory upstream.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +184,8 @@ const PYTHON_CODE = {
     `from codemode import mcp, ToolError\nmcp.demo.get_sum(a=1, b=1)\ntry:\n    mcp.demo.slow(ms=3000)\n    lost = 'answered'\nexcept ToolError as e:\n    lost = e.kind\nopen(${JSON.stringify(mark)}, 'w').write(lost)`,
   orphan:
     'import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nprint(kind(lambda: mcp.demo.get_sum(a=2, b=2)), kind(lambda: mcp.demo.get_sum(a=3, b=3)))',
+  abandoned: (mark: string) =>
+    `import time\nfrom codemode import mcp, ToolError\ndef kind(f):\n    try:\n        f()\n        return "answered"\n    except ToolError as e:\n        return e.kind + (" not called" if "not called" in str(e) else "")\nprint(mcp.demo.get_sum(a=1, b=1), flush=True)\ntime.sleep(1.5)\nr = kind(lambda: mcp.demo.get_sum(a=2, b=2)) + " " + kind(lambda: mcp.demo.get_sum(a=3, b=3))\nopen(${JSON.stringify(mark)}, "w").write(r)`,
 };
 
 // A call's exec stream can break while its code runs (an API server or kubelet restart): the
@@ -215,8 +217,10 @@ describe.each([
       `const { mcp } = require('codemode');\nawait mcp.demo.get_sum({ a: 1, b: 1 });\nlet lost = 'answered';\ntry { await mcp.demo.slow({ ms: 3000 }); } catch (e) { lost = e.kind; }\nrequire('node:fs').writeFileSync(${JSON.stringify(mark)}, lost);`,
     orphan:
       "const { mcp } = require('codemode');\nconst kind = async (f) => { try { await f(); return 'answered'; } catch (e) { return e.kind + (e.message.includes('not called') ? ' not called' : ''); } };\nconsole.log(await mcp.demo.get_sum({ a: 1, b: 1 }));\nawait new Promise((r) => setTimeout(r, 1500));\nconsole.log(await kind(() => mcp.demo.get_sum({ a: 2, b: 2 })), await kind(() => mcp.demo.get_sum({ a: 3, b: 3 })));",
+    abandoned: (mark: string) =>
+      `const { mcp } = require('codemode');\nconst kind = async (f) => { try { await f(); return 'answered'; } catch (e) { return e.kind + (e.message.includes('not called') ? ' not called' : ''); } };\nconsole.log(await mcp.demo.get_sum({ a: 1, b: 1 }));\nawait new Promise((r) => setTimeout(r, 1500));\nconst r = (await kind(() => mcp.demo.get_sum({ a: 2, b: 2 }))) + ' ' + (await kind(() => mcp.demo.get_sum({ a: 3, b: 3 })));\nrequire('node:fs').writeFileSync(${JSON.stringify(mark)}, r);`,
   },
-])('tool calls of $name after its stream broke', ({ language, args, op, lost, held, early, orphan }) => {
+])('tool calls of $name after its stream broke', ({ language, args, op, lost, held, early, orphan, abandoned }) => {
   let g: Gateway | undefined;
   let again: Gateway | undefined;
   afterEach(async () => {
@@ -251,8 +255,11 @@ describe.each([
    * A new kernel running `code`, its tool calls made by a fresh broker, once the code printed its
    * first call's answer (that answer is in; its next call comes later).
    */
-  async function started(code: string): Promise<{ gw: Gateway; upstream: ReturnType<typeof fakeUpstream>; handle: CallHandler; result: Promise<unknown> }> {
-    const gw = await open(language, args);
+  async function started(
+    code: string,
+    extra: string[] = [],
+  ): Promise<{ gw: Gateway; upstream: ReturnType<typeof fakeUpstream>; handle: CallHandler; result: Promise<unknown> }> {
+    const gw = await open(language, [...args, ...extra]);
     g = gw;
     const upstream = fakeUpstream();
     const calls = new ToolBroker(upstream, limits).forRun({});
@@ -353,6 +360,22 @@ describe.each([
     expect(r.error?.evalue ?? '').toBe('');
     expect(r.stdout).toBe('2\nunavailable not called unavailable not called\n');
     expect(upstream.calls).toEqual(['demo.get-sum']);
+  });
+
+  it('fails held and later calls, as not called, once no stream took the call over within the grace', { timeout: 30_000 }, async () => {
+    const mark = join(await mkdtemp(join(tmpdir(), 'tool-calls-')), 'mark');
+    const { gw, upstream } = await started(abandoned(mark), ['--held-grace-ms', '4000']);
+    gw.stream.fail('the exec stream broke');
+    // Its replica stopped and nobody calls the session: no recall, no other call. The code's second
+    // tool call (1.5 s in) waits in the kernel for its gateway for the grace (4 s from the break)...
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(existsSync(mark)).toBe(false);
+    // ...then it and the third are answered "not called", and the code ends on its own, long
+    // before its 20 s timeout.
+    await vi.waitFor(() => expect(readFileSync(mark, 'utf8')).toBe('unavailable not called unavailable not called'), { timeout: 15_000, interval: 50 });
+    expect(upstream.calls).toEqual(['demo.get-sum']);
+    const r = await recallWithoutTools(await reconnect(gw));
+    expect(r.status).toBe('ok');
   });
 
   it("leaves a call's tool calls alone when another call finds the kernel busy while the call's stream is alive", { timeout: 30_000 }, async () => {
