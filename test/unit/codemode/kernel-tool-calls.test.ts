@@ -104,6 +104,81 @@ describe('tool calls from a python session', () => {
     expect((await exec(g, 'from codemode import mcp\nmcp.demo.get_sum(a=1, b=1)')).result).toBe('2');
   });
 
+  // A thread keeps its connection to the kernel between requests (runtime/sdk/python/codemode).
+  // Each row would read another request's answer if that connection were shared or reused blindly.
+  it.each([
+    [
+      'a request interrupted while it waits: its late answer never reaches the next one',
+      [
+        'import signal, time',
+        'from codemode import mcp',
+        'class Stop(Exception): pass',
+        'def stop(*_): raise Stop()',
+        'signal.signal(signal.SIGALRM, stop)',
+        'signal.setitimer(signal.ITIMER_REAL, 0.2)',
+        'try:',
+        '    mcp.demo.slow(ms=500)',
+        'except Stop:',
+        '    pass',
+        'signal.signal(signal.SIGALRM, signal.SIG_DFL)',
+        'time.sleep(0.8)',
+        'mcp.demo.get_sum(a=2, b=3)',
+      ],
+      '5',
+    ],
+    [
+      'a signal handler calling a tool while the thread waits on one',
+      [
+        'import signal',
+        'from codemode import mcp',
+        'inner = []',
+        // The outer answer comes while the handler waits for its own.
+        'signal.signal(signal.SIGALRM, lambda *_: inner.append(mcp.demo.slow(ms=500)))',
+        'signal.setitimer(signal.ITIMER_REAL, 0.1)',
+        'outer = mcp.demo.slow(ms=300)',
+        'signal.signal(signal.SIGALRM, signal.SIG_DFL)',
+        '(outer, inner)',
+      ],
+      "('done', ['done'])",
+    ],
+    [
+      'a forked child calling while its parent does',
+      [
+        'import os, time',
+        'from codemode import mcp',
+        'mcp.demo.get_sum(a=1, b=1)',
+        'pid = os.fork()',
+        // The child's answer comes while the parent waits for its own.
+        'if pid == 0:',
+        '    time.sleep(0.2)',
+        '    os._exit(0 if mcp.demo.get_sum(a=2, b=3) == 5 else 1)',
+        'parent = mcp.demo.slow(ms=600)',
+        '(parent, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))',
+      ],
+      "('done', 0)",
+    ],
+  ])('answers each request with its own answer: %s', async (_name, lines, expected) => {
+    const r = await exec(g, lines.join('\n'));
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.result).toBe(expected);
+  });
+
+  it('leaves no connection behind when the threads that made parallel calls end', async () => {
+    const calls = [
+      'import threading',
+      'from codemode import mcp',
+      'ts = [threading.Thread(target=mcp.demo.get_sum, kwargs={"a": i, "b": 1}) for i in range(4)]',
+      '[t.start() for t in ts] and [t.join() for t in ts]',
+    ].join('\n');
+    const live = 'import threading\nsum(t.name == "codemode-tool" for t in threading.enumerate())';
+    await exec(g, calls);
+    const after = async (): Promise<string | undefined> => (await exec(g, `import time\ntime.sleep(0.3)\n${live}`)).result;
+    const first = await after();
+    for (let i = 0; i < 3; i++) await exec(g, calls);
+    // A connection held after its thread ended would keep a kernel thread each: 4 more per call.
+    expect(await after()).toBe(first);
+  });
+
   it('keeps a tool result in a variable across calls', async () => {
     await exec(g, 'from codemode import mcp\nkept = mcp.demo.get_sum(a=40, b=2)');
     expect((await exec(g, 'kept')).result).toBe('42');

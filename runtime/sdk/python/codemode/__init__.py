@@ -82,23 +82,75 @@ def _read_frame(sock):
     return json.loads(bytes(body[:size]).decode("utf-8"))
 
 
+class _Kept(threading.local):
+    """This thread's connection to the kernel, kept between requests: a new connection costs
+    the kernel an accept and a thread (~0.15 ms of a nested call's ~0.8 ms outside the upstream).
+    One thread sends one request at a time on it, so replies come in order; `busy` while a request
+    is out (a signal handler that calls a tool meanwhile uses a connection of its own), `pid` so a
+    forked child never shares its parent's."""
+
+    sock = None
+    pid = None
+    busy = False
+
+    def drop(self):
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
+
+
+_kept = _Kept()
+
+
+def _connect(path):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _connection(path):
+    """(socket, kept): this thread's kept connection when it is free, else a new one."""
+    if _kept.busy:
+        return _connect(path), False
+    if _kept.sock is not None and _kept.pid != os.getpid():
+        _kept.drop()  # the parent's, inherited through fork: the child closes only its own copy
+    if _kept.sock is None:
+        _kept.sock, _kept.pid = _connect(path), os.getpid()
+    return _kept.sock, True
+
+
 def _roundtrip(body):
-    """One request on its own connection to the kernel; the reply's value, or raises ToolError."""
+    """One request to the kernel (on this thread's kept connection); the reply's value, or raises ToolError."""
     path = os.environ.get("CODEMODE_TOOLS_SOCKET")
     if not path:
         raise ToolError("tool calls are not available here: this code does not run in a codemode sandbox", "unavailable")
     body = dict(body, callId="c%d" % next(_ids))
     data = _encode(body)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    reply, kept, sock = None, False, None
     try:
-        sock.connect(path)
+        sock, kept = _connection(path)
+        if kept:
+            _kept.busy = True
         sock.sendall(data)
         reply = _read_frame(sock)
     except OSError as err:
         raise ToolError("cannot reach the codemode kernel: %s" % err, "unavailable")
     finally:
-        sock.close()
-    if not isinstance(reply, dict):
+        if kept:
+            _kept.busy = False
+            # Anything but this request's own answer (an interruption mid-read, a closed or
+            # malformed stream, the kernel's answer to a request it could not read, after which it
+            # closes) leaves the connection unusable: the next request opens a new one.
+            if not isinstance(reply, dict) or reply.get("callId") != body["callId"]:
+                _kept.drop()
+        elif sock is not None:
+            sock.close()
+    # "": the kernel's answer to a request it could not read (too large, not a frame).
+    if not isinstance(reply, dict) or reply.get("callId") not in (body["callId"], ""):
         raise ToolError("the codemode kernel closed the connection without an answer", "unavailable")
     if reply.get("ok") is True:
         return reply.get("value"), reply.get("cut")
