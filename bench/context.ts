@@ -1,9 +1,13 @@
 // What every bench section shares: the cluster, the settings, the results being filled in, the
 // bench namespaces (deleted at the end) and things to stop.
+import { isNotFound } from '../src/kube/clients.js';
 import { createNamespace, deleteNamespace, type TestKube } from '../test/e2e/helpers/kube.js';
 import type { BenchSettings } from './env.js';
 import type { Latency, Results } from './report.js';
 import { rounded, summarize } from './stats.js';
+
+/** How long a section waits for the namespace it deleted to be gone. */
+const GONE_WAIT_MS = 120_000;
 
 export class Namespaces {
   private readonly names: string[] = [];
@@ -16,11 +20,31 @@ export class Namespaces {
     return ns;
   }
 
-  /** Deletes one namespace now (frees the node for the next section). */
+  /**
+   * Deletes one namespace and waits until it is gone (at most GONE_WAIT_MS): the next section
+   * must not run beside this one's pods being torn down (a section right after the hostile one
+   * measured the attack pods' teardown too).
+   */
   async delete(ns: string): Promise<void> {
     const i = this.names.indexOf(ns);
     if (i >= 0) this.names.splice(i, 1);
     await deleteNamespace(this.k, ns);
+    const started = performance.now();
+    for (;;) {
+      const gone = await this.k.core.readNamespace({ name: ns }).then(
+        () => false,
+        (err: unknown) => isNotFound(err),
+      );
+      if (gone) {
+        log(`namespace ${ns} gone ${((performance.now() - started) / 1000).toFixed(1)} s after its delete`);
+        return;
+      }
+      if (performance.now() - started > GONE_WAIT_MS) {
+        log(`namespace ${ns} still there ${GONE_WAIT_MS / 1000} s after its delete; the next section starts anyway`);
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   async deleteAll(): Promise<void> {
