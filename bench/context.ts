@@ -1,7 +1,7 @@
 // What every bench section shares: the cluster, the settings, the results being filled in, the
 // bench namespaces (deleted at the end) and things to stop.
 import { isNotFound } from '../src/kube/clients.js';
-import { createNamespace, deleteNamespace, type TestKube } from '../test/e2e/helpers/kube.js';
+import { createNamespace, deleteNamespace, until, type TestKube } from '../test/e2e/helpers/kube.js';
 import type { BenchSettings } from './env.js';
 import type { Latency, Results } from './report.js';
 import { rounded, summarize } from './stats.js';
@@ -30,21 +30,11 @@ export class Namespaces {
     if (i >= 0) this.names.splice(i, 1);
     await deleteNamespace(this.k, ns);
     const started = performance.now();
-    for (;;) {
-      const gone = await this.k.core.readNamespace({ name: ns }).then(
-        () => false,
-        (err: unknown) => isNotFound(err),
-      );
-      if (gone) {
-        log(`namespace ${ns} gone ${((performance.now() - started) / 1000).toFixed(1)} s after its delete`);
-        return;
-      }
-      if (performance.now() - started > GONE_WAIT_MS) {
-        log(`namespace ${ns} still there ${GONE_WAIT_MS / 1000} s after its delete; the next section starts anyway`);
-        return;
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    const gone = (): Promise<boolean> => this.k.core.readNamespace({ name: ns }).then(() => false, isNotFound);
+    await until(gone, GONE_WAIT_MS, `namespace ${ns} to be gone after its delete`).then(
+      () => log(`namespace ${ns} gone ${((performance.now() - started) / 1000).toFixed(1)} s after its delete`),
+      (err: unknown) => log(`${err instanceof Error ? err.message : String(err)}; the next section starts anyway`),
+    );
   }
 
   async deleteAll(): Promise<void> {
