@@ -224,6 +224,44 @@ describe('tool calls from a node session', () => {
       `'invalid: demo.echo: missing required argument "message"'`,
     ],
     ['search', "const { search } = require('codemode');\n(await search('sum numbers', { limit: 1 }))[0].tool", "'get-sum'"],
+    // The module keeps one connection to the kernel for the process (runtime/sdk/node/codemode.js).
+    [
+      'in parallel, answered out of order',
+      "const { mcp } = require('codemode');\nawait Promise.all([mcp.demo.slow({ ms: 300 }), mcp.demo.get_sum({ a: 2, b: 3 })])",
+      "[ 'done', 5 ]",
+    ],
+    [
+      'one connection for calls one after another',
+      [
+        "const net = require('node:net');",
+        "const { mcp } = require('codemode');",
+        'await mcp.demo.get_sum({ a: 1, b: 1 });',
+        'const connect = net.connect;',
+        'let opened = 0;',
+        'net.connect = (...args) => (opened++, connect(...args));',
+        'try { for (let i = 0; i < 3; i++) await mcp.demo.get_sum({ a: i, b: 1 }); } finally { net.connect = connect; }',
+        'opened',
+      ].join('\n'),
+      '0',
+    ],
+    [
+      'a request too large for the kernel fails alone, not the one beside it',
+      "const { mcp, callTool } = require('codemode');\nawait Promise.all([mcp.demo.slow({ ms: 300 }), callTool('demo', 'echo', { message: 'x'.repeat(2 ** 21) }).catch((e) => e.kind)])",
+      "[ 'done', 'invalid' ]",
+    ],
+    [
+      'a new connection after the kernel closed the kept one',
+      [
+        "const net = require('node:net');",
+        "const { mcp } = require('codemode');",
+        'await mcp.demo.get_sum({ a: 1, b: 1 });',
+        // The kernel's end of every tools.sock connection (the kernel runs this cell in its own process).
+        'for (const h of process._getActiveHandles()) if (h instanceof net.Socket && h.server?.address() === process.env.CODEMODE_TOOLS_SOCKET) h.destroy();',
+        'await new Promise((r) => setTimeout(r, 100));',
+        'await mcp.demo.get_sum({ a: 2, b: 3 })',
+      ].join('\n'),
+      '5',
+    ],
   ])('%s', async (_name, code, expected) => {
     const r = await exec(g, code);
     expect(r.error?.evalue ?? '').toBe('');
@@ -240,6 +278,8 @@ describe('tool calls from programs the kernel starts', () => {
       expect(run.stdout).toBe('3\n');
       const node = await exec(py, "const { mcp } = require('codemode');\nmcp.demo.echo({ message: 'js' }).then(console.log)", 'run', 'node');
       expect(node.stdout).toBe('Echo: js\n');
+      // The kept connection to the kernel does not hold the program open once nothing waits on it.
+      expect(node.status).toBe('ok');
       const sh = await exec(bash, 'python3 -m codemode call demo echo message=hello; python3 -m codemode call demo fail; echo "exit $?"');
       expect(sh.stdout).toBe('Echo: hello\nexit 1\n');
       expect(sh.stderr).toContain('ToolError (tool): it broke');
