@@ -49,6 +49,7 @@ class Connection {
     this.pending = new Map(); // callId -> { resolve, reject, body }
     this.chunks = [];
     this.size = 0;
+    this.need = 0;
     this.gone = false;
     this.onGone = onGone;
     this.sock = net.connect(path);
@@ -60,6 +61,7 @@ class Connection {
 
   request(body, data) {
     return new Promise((resolve, reject) => {
+      if (this.gone) return reject(new ToolError('the codemode kernel closed the connection', 'unavailable'));
       if (this.pending.size === 0) this.sock.ref();
       this.pending.set(body.callId, { resolve, reject, body });
       this.sock.write(data);
@@ -69,29 +71,36 @@ class Connection {
   receive(chunk) {
     this.chunks.push(chunk);
     this.size += chunk.length;
-    while (!this.gone) {
-      const buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
-      this.chunks = [buf];
-      const nl = buf.indexOf(10);
+    // The frame being read is not all here yet: wait without copying (a reply can be megabytes).
+    if (this.size < this.need) return;
+    let buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
+    while (!this.gone && buf.length > 0) {
+      const nl = buf.subarray(0, 33).indexOf(10);
       if (nl < 0) {
-        if (buf.length > 32) this.end('the codemode kernel sent a bad answer');
-        return;
+        if (buf.length > 32) return this.end('the codemode kernel sent a bad answer');
+        return this.keep(buf, 0);
       }
       const head = buf.subarray(0, nl).toString('latin1');
       const size = Number(head);
       if (!/^\d+$/.test(head) || size > MAX_REPLY_BYTES) return this.end('the codemode kernel sent a bad answer');
-      if (buf.length < nl + 1 + size) return;
-      const rest = buf.subarray(nl + 1 + size);
-      this.chunks = rest.length ? [rest] : [];
-      this.size = rest.length;
+      if (buf.length < nl + 1 + size) return this.keep(buf, nl + 1 + size);
       let reply;
       try {
         reply = JSON.parse(buf.subarray(nl + 1, nl + 1 + size).toString('utf8'));
       } catch {
         return this.end('the codemode kernel sent a bad answer');
       }
+      buf = buf.subarray(nl + 1 + size);
       this.answer(reply);
     }
+    this.keep(Buffer.alloc(0), 0);
+  }
+
+  /** `buf` starts the next frame, of `need` bytes when its header is known. */
+  keep(buf, need) {
+    this.chunks = buf.length > 0 ? [buf] : [];
+    this.size = buf.length;
+    this.need = need;
   }
 
   answer(reply) {
