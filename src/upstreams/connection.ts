@@ -11,6 +11,7 @@ import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/serv
 import type { Logger } from 'pino';
 import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from '../api/v1alpha1/index.js';
 import { boundedFetch } from './bounded-fetch.js';
+import { newHttpPool, type HttpPool } from './http-pool.js';
 import { UpstreamError } from './types.js';
 
 /** Most tools kept of one upstream; a catalog beyond it is cut (and the cut logged). */
@@ -102,6 +103,8 @@ export class UpstreamConnection {
   private client: Client | undefined;
   /** The client's transport: it knows the MCP session to end. */
   private transport: StreamableHTTPClientTransport | undefined;
+  /** The client's TCP connections (http-pool.ts): none is reused by the next client. */
+  private pool: HttpPool | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private backoffMs = 1000;
@@ -194,11 +197,16 @@ export class UpstreamConnection {
     };
     this.client = client;
     let transport: StreamableHTTPClientTransport | undefined;
+    const pool = newHttpPool();
+    this.pool = pool;
     let tools: Tool[] = [];
     let step = 'connect';
     try {
-      const fetch = boundedFetch(this.opts.messageMaxBytes, (kind) =>
-        this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
+      const fetch = boundedFetch(
+        this.opts.messageMaxBytes,
+        (kind) =>
+          this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
+        pool.fetch,
       );
       transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
       this.transport = transport;
@@ -214,8 +222,8 @@ export class UpstreamConnection {
       // the SDK still probed the protocol version found no transport on the client to abort, so
       // the connect went on to open a session; dropped without its DELETE, that session kept a
       // server process in a stdio bridge for the bridge's idle timeout.
-      if (this.client === client) this.client = this.transport = undefined;
-      await this.end(client, transport);
+      if (this.client === client) this.client = this.transport = this.pool = undefined;
+      await this.end(client, transport, pool);
       return;
     }
     try {
@@ -274,9 +282,10 @@ export class UpstreamConnection {
   }
 
   private async closeClient(): Promise<void> {
-    const [c, t] = [this.client, this.transport];
-    this.client = this.transport = undefined;
-    if (c) await this.end(c, t);
+    const [c, t, p] = [this.client, this.transport, this.pool];
+    this.client = this.transport = this.pool = undefined;
+    if (c) await this.end(c, t, p);
+    else p?.close();
   }
 
   /**
@@ -288,12 +297,17 @@ export class UpstreamConnection {
    * session (e.g. the initialized notification), and a closed transport sends nothing. Bounded:
    * an unreachable server must not hold a reconnect up.
    */
-  private async end(c: Client, t: StreamableHTTPClientTransport | undefined): Promise<void> {
+  private async end(c: Client, t: StreamableHTTPClientTransport | undefined, pool: HttpPool | undefined): Promise<void> {
     c.onclose = undefined;
     const session = t?.sessionId;
     const version = t?.protocolVersion;
     await c.close().catch(() => undefined);
-    if (session === undefined) return;
+    pool?.close();
+    if (session !== undefined) await this.endSession(session, version);
+  }
+
+  /** On a connection of its own: the client's pool takes no new request once the client closed. */
+  private async endSession(session: string, version: string | undefined): Promise<void> {
     const headers: Record<string, string> = { ...this.target.headers, 'mcp-session-id': session, ...(version && { 'mcp-protocol-version': version }) };
     // Never redirected: the headers may carry the upstream's credentials.
     await fetch(this.target.url, { method: 'DELETE', headers, redirect: 'manual', signal: AbortSignal.timeout(TERMINATE_TIMEOUT_MS) })

@@ -29,8 +29,13 @@ interface SdkServer {
  */
 type Intercept = (method: string | undefined) => Promise<'pass' | 'fail'>;
 
-/** A stateful SDK server; every session's McpServer gets the tools `extra` lists too. */
-function startSdkServer(port = 0, intercept?: Intercept): Promise<SdkServer> {
+/**
+ * A stateful SDK server; every session's McpServer gets the tools `extra` lists too. With
+ * `strangerFirst`, whatever comes on its first TCP connection is answered as something else at
+ * that address would (404, empty body, the connection kept alive), as an egress proxy answered a
+ * Service's ClusterIP before kube-proxy routed it (src/upstreams/http-pool.ts).
+ */
+function startSdkServer(port = 0, intercept?: Intercept, strangerFirst = false): Promise<SdkServer> {
   const sessions = { opened: 0, ended: 0 };
   const servers: McpServer[] = [];
   const extra: string[] = [];
@@ -49,7 +54,14 @@ function startSdkServer(port = 0, intercept?: Intercept): Promise<SdkServer> {
     servers.push(s);
     return s;
   };
+  let first: unknown;
   const server = createServer((req, res) => {
+    first ??= strangerFirst ? req.socket : null;
+    if (req.socket === first) {
+      req.resume();
+      res.writeHead(404, { server: 'stranger', 'content-length': '0' }).end();
+      return;
+    }
     void (async (): Promise<void> => {
       let body: unknown;
       if (req.method === 'POST') {
@@ -158,16 +170,20 @@ describe('UpstreamConnection against an SDK server', () => {
   });
 
   it('ends the MCP session of a connect that stop() overtook, so the server keeps nothing open', async () => {
-    // stop() while the SDK's protocol probe is in flight: the connect goes on and opens a session
-    // after it; that session must get its DELETE (a stdio bridge would keep a process for it).
+    // stop() while the SDK's protocol probe is in flight. The probe is answered; the connect's next
+    // requests are refused on the client (its connections are closed for new requests), or, if
+    // they went out, the session they opened must get its DELETE (a stdio bridge would keep a
+    // process for it).
     let probing!: () => void;
     const inFlight = new Promise<void>((r) => (probing = r));
+    let answered = false;
     let first = true;
     const slow = await startSdkServer(0, async () => {
       if (first) {
         first = false;
         probing();
         await new Promise((r) => setTimeout(r, 500));
+        answered = true;
       }
       return 'pass';
     });
@@ -176,7 +192,10 @@ describe('UpstreamConnection against an SDK server', () => {
       late.start();
       await inFlight;
       await late.stop();
-      await until(() => slow.sessions.opened >= 1 && slow.sessions.ended === slow.sessions.opened, 15_000, 'the overtaken connect’s session to be ended');
+      await until(() => answered, 5_000, 'the probe to be answered');
+      // What the connect sends after its probe comes at once; a session it opened is ended.
+      await new Promise((r) => setTimeout(r, 1_000));
+      await until(() => slow.sessions.ended === slow.sessions.opened, 15_000, 'every session the overtaken connect opened to be ended');
       expect(late.state.ready).toBe(false);
     } finally {
       await closeServer(slow);
@@ -210,6 +229,19 @@ describe('UpstreamConnection against an SDK server', () => {
     } finally {
       await c.stop();
       await closeServer(flaky);
+    }
+  });
+
+  it("connects over a new TCP connection after a failed try, never the last try's kept-alive one", async () => {
+    const srv = await startSdkServer(0, undefined, true);
+    const c = connectionTo('stranger-first', srv);
+    try {
+      c.start();
+      await until(() => c.state.ready, 15_000, 'ready once a try comes on a new connection');
+      expect(c.state.tools.map((t) => t.name)).toContain('echo');
+    } finally {
+      await c.stop();
+      await closeServer(srv);
     }
   });
 
