@@ -306,12 +306,18 @@ export class UpstreamConnection {
     if (session !== undefined) await this.endSession(session, version);
   }
 
-  /** On a connection of its own: the client's pool takes no new request once the client closed. */
+  /**
+   * On a pool of its own: the client's takes no new request once the client closed (and may be
+   * closed already: a connect that stop() overtook ends its client a second time).
+   */
   private async endSession(session: string, version: string | undefined): Promise<void> {
+    const own = newHttpPool();
     const headers: Record<string, string> = { ...this.target.headers, 'mcp-session-id': session, ...(version && { 'mcp-protocol-version': version }) };
     // Never redirected: the headers may carry the upstream's credentials.
-    await fetch(this.target.url, { method: 'DELETE', headers, redirect: 'manual', signal: AbortSignal.timeout(TERMINATE_TIMEOUT_MS) })
+    await own
+      .fetch(this.target.url, { method: 'DELETE', headers, redirect: 'manual', signal: AbortSignal.timeout(TERMINATE_TIMEOUT_MS) })
       .then((r) => r.body?.cancel())
       .catch(() => undefined);
+    own.close();
   }
 }
