@@ -2,6 +2,10 @@
 // requests per run and gateway memory, against the real test cluster, printed as one table and
 // written to bench/results/. Everything runs in throwaway bench-* namespaces that are deleted at
 // the end (also on Ctrl-C). BENCH_SCALE, BENCH_ONLY, BENCH_CONCURRENCY: see bench/env.ts.
+// First: Node's own undici Agent is found before anything loads the npm undici package (client-node's
+// index does), so the in-process gateway's upstream clients use Node's fetch and Agent, as a
+// deployed gateway's do (src/kube/node-undici.ts, src/upstreams/http-pool.ts).
+import '../src/kube/node-undici.js';
 import { backToBackSection } from './back-to-back.js';
 import { codeModeSection } from './codemode.js';
 import { plotsSection } from './plots.js';
