@@ -284,8 +284,8 @@ export class UpstreamConnection {
   private async closeClient(): Promise<void> {
     const [c, t, p] = [this.client, this.transport, this.pool];
     this.client = this.transport = this.pool = undefined;
+    // A pool exists only beside its client (connect() makes it after the client).
     if (c) await this.end(c, t, p);
-    else p?.close();
   }
 
   /**
