@@ -20,10 +20,23 @@ type Fetch = (input: unknown, init?: { dispatcher?: unknown }) => Promise<Respon
  * when the global dispatcher is something else (set by other code or by Node's env proxy support).
  */
 export function nodeAgentClass(): DispatcherClass | undefined {
+  return globalDispatcherClass('Agent');
+}
+
+/**
+ * Node's own undici EnvHttpProxyAgent class, when it is the global dispatcher: Node installs one
+ * when started with NODE_USE_ENV_PROXY=1, and each instance reads the same HTTP_PROXY, HTTPS_PROXY
+ * and NO_PROXY. Undefined otherwise.
+ */
+export function nodeEnvProxyAgentClass(): DispatcherClass | undefined {
+  return globalDispatcherClass('EnvHttpProxyAgent');
+}
+
+function globalDispatcherClass(name: string): DispatcherClass | undefined {
   void new Response(null);
   const dispatcher = (globalThis as Record<symbol, unknown>)[GLOBAL_DISPATCHER];
   const ctor = (dispatcher as { constructor?: unknown } | undefined)?.constructor;
-  return typeof ctor === 'function' && ctor.name === 'Agent' && typeof (dispatcher as { dispatch?: unknown }).dispatch === 'function'
+  return typeof ctor === 'function' && ctor.name === name && typeof (dispatcher as { dispatch?: unknown }).dispatch === 'function'
     ? (ctor as DispatcherClass)
     : undefined;
 }

@@ -5,7 +5,7 @@
 // node's default route, whatever answered there (an egress proxy: "HTTP 404, empty body") kept
 // answering every retry over it, and the UpstreamServer stayed Unreachable (a fresh-clone run).
 import type { FetchLike } from './bounded-fetch.js';
-import { Agent, fetch as fetchWith } from '../kube/node-undici.js';
+import { nodeAgentClass, nodeEnvProxyAgentClass } from '../kube/node-undici.js';
 
 export interface HttpPool {
   fetch: FetchLike;
@@ -13,14 +13,23 @@ export interface HttpPool {
   close(): void;
 }
 
+type Dispatcher = { close(): Promise<void> };
+
 /**
- * Node's own undici Agent, and Node's fetch with it (the npm undici package's pair only where the
- * global dispatcher is not Node's: node-undici.ts).
+ * The class a pool's dispatcher is made from: Node's own Agent, or Node's EnvHttpProxyAgent where
+ * the process was started with NODE_USE_ENV_PROXY=1 (so upstream requests keep going through the
+ * proxy that the environment names, as they do with the global dispatcher). Undefined where the
+ * global dispatcher is something else (set by code this gateway does not know): then every
+ * request uses it, as the global fetch does, and nothing of it is closed.
  */
+const PoolDispatcher = nodeAgentClass() ?? nodeEnvProxyAgentClass();
+
+/** A dispatcher of its own, used with Node's fetch (both from Node's undici). */
 export function newHttpPool(): HttpPool {
-  const agent = new Agent() as { close(): Promise<void> };
+  if (PoolDispatcher === undefined) return { fetch: (url, init) => fetch(url, init), close: () => undefined };
+  const dispatcher = new PoolDispatcher() as Dispatcher;
   return {
-    fetch: (url, init) => fetchWith(url, { ...init, dispatcher: agent }),
-    close: () => void agent.close().catch(() => undefined),
+    fetch: (url, init) => fetch(url, { ...init, dispatcher } as RequestInit),
+    close: () => void dispatcher.close().catch(() => undefined),
   };
 }

@@ -2,7 +2,9 @@
 // client-node Node's own undici (src/kube/node-undici.ts) instead of the npm package. Each case is
 // a fresh process with the hook, talking to the real API server: requests, a watch and its event,
 // with the kubeconfig's TLS material honoured (another CA is refused), and a cluster behind an
-// HTTP proxy (the package's ProxyAgent and fetch, loaded on first use, through a real CONNECT proxy).
+// HTTP proxy (the package's ProxyAgent and fetch, loaded on first use, through a real CONNECT proxy),
+// and a gateway started with NODE_USE_ENV_PROXY=1 (for upstream MCP servers): its API requests,
+// watches and exec streams still go straight to the API server.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -13,7 +15,7 @@ import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, deleteNamespace, testKube } from './helpers/kube.js';
+import { createNamespace, deleteNamespace, runPod, simplePod, testKube } from './helpers/kube.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 const k = testKube();
@@ -34,6 +36,8 @@ interface Outcome {
   error?: string;
   /** ConfigMaps listed after the create. */
   listed?: number;
+  /** What `echo exec` printed through the exec API, when a pod was named. */
+  exec?: string;
   /** Files of the npm undici package the process loaded. */
   undiciPackageFiles: number;
 }
@@ -42,7 +46,7 @@ interface Outcome {
  * In a fresh process with the gateway's hook: a watch on the namespace's ConfigMaps, a create, the
  * watch's ADDED event for it, a list; prints what happened and how many npm undici files loaded.
  */
-async function transport(kubeconfig: Record<string, unknown>): Promise<Outcome> {
+async function transport(kubeconfig: Record<string, unknown>, opts: { env?: Record<string, string>; execPod?: string } = {}): Promise<Outcome> {
   const file = join(dir, `${randomBytes(4).toString('hex')}.json`);
   await writeFile(file, JSON.stringify(kubeconfig));
   const name = `t-${randomBytes(3).toString('hex')}`;
@@ -69,7 +73,18 @@ async function transport(kubeconfig: Record<string, unknown>): Promise<Outcome> 
       await event;
       watch.abort();
       const list = await clients.core.listNamespacedConfigMap({ namespace: ns });
-      out({ ok: true, listed: list.items.filter((c) => c.metadata.name === name).length });
+      const execPod = ${JSON.stringify(opts.execPod ?? '')};
+      let exec;
+      if (execPod) {
+        const { Writable } = await import('node:stream');
+        let text = '';
+        const sink = new Writable({ write(chunk, _e, cb) { text += chunk.toString(); cb(); } });
+        await new Promise((resolve, reject) => {
+          clients.exec.exec(ns, execPod, 'main', ['echo', 'exec'], sink, null, null, false, () => resolve()).catch(reject);
+        });
+        exec = text.trim();
+      }
+      out({ ok: true, listed: list.items.filter((c) => c.metadata.name === name).length, exec });
     } catch (err) {
       out({ ok: false, error: String(err?.cause?.code ?? err?.cause?.message ?? err?.message ?? err) });
     }
@@ -79,7 +94,7 @@ async function transport(kubeconfig: Record<string, unknown>): Promise<Outcome> 
   const { stdout } = await promisify(execFile)(process.execPath, [tsx, '--input-type=module', '-e', script], {
     cwd: ROOT,
     timeout: 60_000,
-    env: { ...process.env, KUBECONFIG: file },
+    env: { ...process.env, KUBECONFIG: file, ...opts.env },
   });
   return JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as Outcome;
 }
@@ -140,6 +155,24 @@ describe("the gateway's API transport (Node's undici) against the real API serve
       expect(r.undiciPackageFiles).toBeGreaterThan(0);
       const api = new URL(k.kc.getCurrentCluster()?.server ?? '');
       expect(proxy.tunnels).toContain(`${api.hostname}:${api.port || '443'}`);
+    } finally {
+      proxy.server.close();
+    }
+  });
+
+  it('a gateway started with NODE_USE_ENV_PROXY=1: API requests, a watch and an exec stream bypass the proxy of the environment', async () => {
+    const pod = await runPod(k, ns, simplePod('exec-target', ['sleep', '3600']));
+    const proxy = await connectProxy();
+    try {
+      const env = { NODE_USE_ENV_PROXY: '1', HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url, NO_PROXY: '' };
+      const r = await transport(
+        kubeconfig(() => {}),
+        { env, execPod: pod.metadata?.name ?? '' },
+      );
+      expect(r).toMatchObject({ ok: true, listed: 1, exec: 'exec' });
+      // The environment's proxy is for upstream MCP servers (src/upstreams/http-pool.ts): nothing
+      // of the API traffic went through it, nor would it have had to (the kubeconfig names none).
+      expect(proxy.tunnels).toEqual([]);
     } finally {
       proxy.server.close();
     }
