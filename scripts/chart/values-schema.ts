@@ -24,6 +24,13 @@ const EXTRA: Record<string, Schema> = {
   'httpRoute.hostnames': { items: { type: 'string' } },
   'networkPolicy.apiServer.cidrs': { items: { type: 'string' } },
   'networkPolicy.apiServer.ports': { items: { type: 'integer', minimum: 1, maximum: 65535 } },
+  extraEnv: {
+    items: {
+      type: 'object',
+      required: ['name'],
+      properties: { name: { type: 'string', minLength: 1 } },
+    },
+  },
   'upstreams.secretNames': { items: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' } },
 };
 

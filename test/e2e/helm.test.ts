@@ -117,7 +117,12 @@ describe('charts/codemode-operator', () => {
       'ingress.enabled=true',
       '--set',
       'ingress.hosts={mcp.example.com}',
+      '--set',
+      'extraEnv[0].name=NODE_USE_ENV_PROXY',
+      '--set-string',
+      'extraEnv[0].value=1',
     );
+    expect(manifests).toMatch(/- name: NODE_USE_ENV_PROXY\n\s+value: "1"\n/);
     const out = await kubectl(['apply', '--dry-run=server', '-f', '-'], manifests);
     expect(out).toMatch(/deployment\.apps\/cm-codemode-operator created \(server dry run\)/);
     expect(out).toMatch(/role\.rbac\.authorization\.k8s\.io\/cm-codemode-operator created/);
@@ -125,6 +130,13 @@ describe('charts/codemode-operator', () => {
     // The default install (its own sandbox namespace) renders a Namespace the API server accepts too.
     const ownNs = await helm('template', release, CHART, '-n', dryNs, '--show-only', 'templates/sandbox-namespace.yaml');
     expect(await kubectl(['apply', '--dry-run=server', '-f', '-'], ownNs)).toMatch(/namespace\/.* created \(server dry run\)/);
+  });
+
+  it.each([
+    ['a CODEMODE_* variable (set from config)', 'extraEnv[0].name=CODEMODE_PORT', /extraEnv\[\]\.name CODEMODE_PORT: .*set the config value instead/],
+    ['an entry without a name', 'extraEnv[0].value=x', /extraEnv\/0.*missing property 'name'/],
+  ])('refuses extraEnv with %s, saying why', async (_what, value, message) => {
+    await expect(helm('template', release, CHART, '-n', dryNs, '--set', value)).rejects.toThrow(message);
   });
 
   it('is what deploy/codemode-operator.yaml was rendered from', async () => {
