@@ -32,6 +32,16 @@ export interface ColdPodDeps {
   clients: Pick<KubeClients, 'core'>;
   pods: Pick<PodWatcher, 'waitReady'>;
   metrics?: Pick<RunMetricsSink, 'podStarted'>;
+  /**
+   * A pod started with a kernel: its kernel stream, opened as soon as its container started
+   * (before the pod is Ready: src/sandbox/container-started.ts), so the relay's exec and start
+   * overlap the kubelet's status update and the NetworkPolicy's enforcement; dropped again when
+   * the pod did not become ready. Only a ping goes over it before the run's own frame.
+   */
+  kernelStream?: {
+    openWhenStarted(namespace: string, pod: string, until: Promise<unknown>): void;
+    drop(namespace: string, pod: string): void;
+  };
 }
 
 export class ColdPods {
@@ -56,7 +66,9 @@ export class ColdPods {
     const pod = await this.create(run, ns, podName, log, opts, profile, kernel);
     if (pod) return { failure: pod };
     created(podName);
-    const state = await this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
+    const ready = this.d.pods.waitReady(ns, podName, opts.podStartupTimeoutSeconds * 1000);
+    if (kernel) this.d.kernelStream?.openWhenStarted(ns, podName, ready);
+    const state = await ready;
     if (state.kind === 'ready') {
       this.d.metrics?.podStarted?.('cold', (performance.now() - creating) / 1000);
       return { podName, ...(kernel && { kernel }) };
@@ -67,6 +79,7 @@ export class ColdPods {
       state.kind === 'failed'
         ? state.message
         : `The sandbox pod did not start within ${opts.podStartupTimeoutSeconds}s (${state.message}). Try again later or ask the administrator to check the cluster's capacity.`;
+    if (kernel) this.d.kernelStream?.drop(ns, podName);
     this.delete(ns, podName, log);
     return { failure: { reason, message } };
   }

@@ -33,6 +33,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { SessionService } from '../sessions/service.js';
 import { InPodExecution, type PolicyGate } from './in-pod.js';
 import { RunRecorder } from './record.js';
+import { whenContainerStarted } from '../sandbox/container-started.js';
 import { ColdPods, type KernelRuntime } from './cold-pods.js';
 import { SessionRuns } from './session-run.js';
 import { WarmClaims, type ProfilePools } from './warm-claims.js';
@@ -93,7 +94,18 @@ export class RunExecutor {
     this.record = new RunRecorder({ clients: d.clients, events: d.events, namespace: d.opts.namespace, outputCapBytes: d.opts.outputCapBytes });
     this.builtin = builtinProfile({ ...d.opts, warmPoolMin: 0, warmPoolMax: 0 });
     this.warm = new WarmClaims(d.log);
-    this.cold = new ColdPods({ clients: d.clients, pods: d.pods, ...(d.metrics && { metrics: d.metrics }) });
+    this.cold = new ColdPods({
+      clients: d.clients,
+      pods: d.pods,
+      ...(d.metrics && { metrics: d.metrics }),
+      kernelStream: {
+        openWhenStarted: (ns, pod, until) =>
+          void whenContainerStarted(d.clients.kc, ns, pod, until).then((started) => {
+            if (started) this.inPod.openKernelAhead(ns, pod);
+          }),
+        drop: (ns, pod) => this.inPod.dropKernel(ns, pod),
+      },
+    });
     this.inSession = new SessionRuns({
       record: this.record,
       events: d.events,

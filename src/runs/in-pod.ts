@@ -145,6 +145,19 @@ export class InPodExecution {
     };
   }
 
+  /**
+   * Opens the stream to a pod's kernel ahead of its run (a cold pod whose container started):
+   * viaKernel then finds it open or opening. A failed open is forgotten (viaKernel opens again).
+   */
+  openKernelAhead(ns: string, podName: string): void {
+    void this.kernels?.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE).catch(() => undefined);
+  }
+
+  /** Closes this process's stream to a pod's kernel, if it has one (a pod that will not run code). */
+  dropKernel(ns: string, podName: string): void {
+    this.kernels?.drop(ns, podName);
+  }
+
   /** A pod whose main process is the kernel (warm, or cold for code mode): the code runs as a fresh program (op "run"). */
   async viaKernel(run: SandboxRun, ns: string, podName: string, runtime: Runtime, onOutput: OnOutput, onCall?: CallHandler): Promise<Executed> {
     /** performance.now() when the run frame was sent (undefined: not sent). */

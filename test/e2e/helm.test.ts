@@ -190,6 +190,14 @@ describe('charts/codemode-operator', () => {
     await client.close();
     expect(r.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n', exit_code: 0 });
 
+    // A cold pod's Started Event is watched by the pod's name (src/sandbox/container-started.ts):
+    // the chart's Role allows it (without, cold runs still work, their kernel stream opens later).
+    const sa = (await kubectl(['get', 'deployment', '-n', ns, '-o', 'jsonpath={.items[0].spec.template.spec.serviceAccountName}'])).trim();
+    for (const verb of ['list', 'watch'])
+      expect((await kubectl(['auth', 'can-i', verb, 'events.events.k8s.io', '-n', sandboxNs(), '--as', `system:serviceaccount:${ns}:${sa}`])).trim()).toBe(
+        'yes',
+      );
+
     // Each replica keeps its replica Lease (the chart's RBAC) and sees the other's: both report two
     // replicas up on /metrics (read through the API server's pod proxy; lists come every 10 s).
     for (const pod of await gatewayPods()) {
