@@ -461,11 +461,16 @@ def result_chars(result):
         n += sum(len(str(error.get(k) or "")) for k in ("ename", "evalue", "traceback"))
     return n
 NETWORK_CHECK_SECONDS = 10.0
+# A cold run's code waits for this check (kube-router enforces the policy ~50-70 ms after the pod's
+# Running status): checking every 50 ms cost ~25 ms per cold run, every 10 ms ~5, at up to 100
+# connects a second to the API server's Service while a new pod waits for its policy
+# (docs/performance.md, 2026-12-03 15:00).
+NETWORK_CHECK_INTERVAL_S = 0.01
 
 
 def network_isolated(limit=NETWORK_CHECK_SECONDS):
     """True once the pod cannot connect to the API server's Service (refused, or no answer within
-    0.3 s), checked every 50 ms for at most `limit` seconds. Only with CODEMODE_NETWORK_CHECK=1
+    0.3 s), checked every 10 ms for at most `limit` seconds. Only with CODEMODE_NETWORK_CHECK=1
     (sandbox pods): some CNIs program a new pod's NetworkPolicy a moment after it started, and no
     code may run in that moment. The gateway reaches the kernel through exec, not the network."""
     host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
@@ -487,7 +492,7 @@ def network_isolated(limit=NETWORK_CHECK_SECONDS):
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(NETWORK_CHECK_INTERVAL_S)
 
 
 def preimport_quietly(names):
@@ -547,11 +552,16 @@ def main(argv):
         preimport_quietly(preimport)
         session = PythonSession(LOG_FD)
     sys.dont_write_bytecode = False  # see kernel.py
+    # A run's interpreter (--prestart) starts while the network check below waits, not after it:
+    # it only reads its code from a pipe, which nothing fills before a call reaches this process,
+    # and no call can before the socket exists. A cold run's call comes ~5-10 ms after the check.
+    oneshot = OneShot(args.prestart, preimport)
     # Before the socket exists: no call reaches the interpreter while the pod still has network.
     if not network_isolated():
         log("Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)")
+        oneshot.discard()
         sys.exit(3)
     try:
-        KernelServer(args.socket, session, OneShot(args.prestart, preimport), undumpable, max(0, args.held_grace_ms)).serve_forever()
+        KernelServer(args.socket, session, oneshot, undumpable, max(0, args.held_grace_ms)).serve_forever()
     except KeyboardInterrupt:
         sys.exit(130)

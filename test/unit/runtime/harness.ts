@@ -103,20 +103,30 @@ export class Kernel {
 
   /** Starts a kernel in a fresh temp directory and waits for its "Started kernel" log line. */
   static async start(language: Language, extraArgs: readonly string[] = [], env: Record<string, string> = {}): Promise<Kernel> {
+    const kernel = Kernel.launch(language, extraArgs, env);
+    await kernel.started();
+    return kernel;
+  }
+
+  /** Starts a kernel in a fresh temp directory without waiting for it (see started()). */
+  static launch(language: Language, extraArgs: readonly string[] = [], env: Record<string, string> = {}): Kernel {
     const dir = mkdtempSync(join(tmpdir(), 'codemode-kernel-'));
     const socket = join(dir, 'run', 'kernel.sock');
     const [cmd, args] = kernelCommand(language, socket, extraArgs);
     // A session's images are saved next to the socket, not in the machine's /workspace.
     const figures = join(dir, 'figures');
     const proc = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, CODEMODE_FIGURES_DIR: figures, ...env } });
-    const kernel = new Kernel(language, socket, dir, proc);
+    return new Kernel(language, socket, dir, proc);
+  }
+
+  /** Waits for the "Started kernel" log line (its socket exists); stops the kernel if it never comes. */
+  async started(timeoutMs = 15_000): Promise<void> {
     try {
-      await kernel.waitForLog('Started kernel', 15_000);
+      await this.waitForLog('Started kernel', timeoutMs);
     } catch (err) {
-      await kernel.stop();
+      await this.stop();
       throw err;
     }
-    return kernel;
   }
 
   get stderr(): string {
@@ -259,7 +269,6 @@ export async function startSession(
   };
 }
 
-/** True when a process with this pid exists (a zombie counts: it was not reaped). */
 /** Alive and not a zombie (an orphan waits for whichever init reaps it; it no longer runs). */
 export function processRunning(pid: number): boolean {
   try {
@@ -270,6 +279,7 @@ export function processRunning(pid: number): boolean {
   }
 }
 
+/** True when a process with this pid exists (a zombie counts: it was not reaped). */
 export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -1,6 +1,7 @@
 // The kernels' network check (runtime/python/codemode_kernel/server.py, runtime/node/kernel.js): a
 // kernel in a pod that can still reach the API server's Service never opens its socket, so no call
 // reaches the interpreter. A local port stands in for the Service.
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiStandIn, type ApiStandIn } from '../helpers/api-stand-in.js';
@@ -121,3 +122,44 @@ it('a python kernel refuses a one-shot run with netcheck while the network is re
     await kernel.stop();
   }
 }, 60_000);
+
+/** The one-shot interpreters `pid` prestarted (their command line is the run bootstrap). */
+function prestarted(pid: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes('_codemode_run')) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+// A cold pod's run arrives a few ms after the kernel's check passes: the interpreter it runs in
+// must already be starting then, not start after the check (~20 ms of every cold run).
+it("a python kernel with --prestart starts the run's interpreter while its network check waits, and runs the code in it", async () => {
+  const network = await reachable(closedPort);
+  const kernel = Kernel.launch('python', ['--prestart'], env(closedPort));
+  try {
+    let pid: number | undefined;
+    for (const until = Date.now() + 10_000; pid === undefined && Date.now() < until;) {
+      await new Promise((r) => setTimeout(r, 20));
+      pid = prestarted(kernel.proc.pid ?? -1)[0];
+    }
+    expect(pid, 'an interpreter started while the pod could still reach the network').toBeDefined();
+    expect(kernel.stderr, 'the socket waits for the network check').not.toContain('Started kernel');
+    await network.close();
+    await kernel.started();
+    const client = await kernel.connect();
+    const r = await client.run('python', 'import os; print(os.getpid())');
+    expect(r.frame).toMatchObject({ status: 'ok', stdout: `${pid}\n` });
+    await client.close();
+  } finally {
+    await network.close().catch(() => undefined);
+    await kernel.stop();
+  }
+}, 30_000);
