@@ -22,8 +22,8 @@ const DEFAULT_CAP_CHARS = 50000;
 const GRACE_MS = 2000;
 // How long a network check waits for the pod to lose its network (runtime/python: NETWORK_CHECK_SECONDS).
 const NETWORK_CHECK_MS = 10_000;
-// How often: a new pod's first code waits for the policy (runtime/python/codemode_kernel/server.py).
-const NETWORK_CHECK_INTERVAL_MS = 10;
+// How often: every 10 ms for the first 2 s, then every 50 ms (runtime/python/codemode_kernel/server.py).
+const NETWORK_CHECK_INTERVAL_MS = { first: 10, then: 50, switchMs: 2000 };
 const EMPTY_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false };
 // An exception's type name is kept to this many characters (the gateway keeps as many).
 const MAX_ENAME_CHARS = 200;
@@ -295,9 +295,9 @@ function listen(socketPath) {
 
 /**
  * Resolves true once the pod cannot connect to the API server's Service (refused, or no answer
- * within 0.3 s), checked every 10 ms for at most 10 s; only with CODEMODE_NETWORK_CHECK=1 (sandbox
- * pods). Some CNIs program a new pod's NetworkPolicy a moment after it started: no code may run
- * in that moment, so the socket is created only after this.
+ * within 0.3 s), checked every 10 ms (after 2 s every 50 ms) for at most 10 s; only with
+ * CODEMODE_NETWORK_CHECK=1 (sandbox pods). Some CNIs program a new pod's NetworkPolicy a moment
+ * after it started: no code may run in that moment, so the socket is created only after this.
  */
 async function networkIsolated(limitMs = NETWORK_CHECK_MS) {
   const host = process.env.KUBERNETES_SERVICE_HOST ?? '';
@@ -314,11 +314,13 @@ async function networkIsolated(limitMs = NETWORK_CHECK_MS) {
       s.once('connect', () => done(true));
       s.once('error', () => done(false));
     });
-  const deadline = Date.now() + limitMs;
+  const start = Date.now();
+  const deadline = start + limitMs;
+  const { first, then, switchMs } = NETWORK_CHECK_INTERVAL_MS;
   for (;;) {
     if (!(await reachable())) return true;
     if (Date.now() >= deadline) return false;
-    await new Promise((r) => setTimeout(r, NETWORK_CHECK_INTERVAL_MS));
+    await new Promise((r) => setTimeout(r, Date.now() - start < switchMs ? first : then));
   }
 }
 

@@ -464,15 +464,17 @@ NETWORK_CHECK_SECONDS = 10.0
 # A cold run's code waits for this check (kube-router enforces the policy ~50-70 ms after the pod's
 # Running status): checking every 50 ms cost ~25 ms per cold run, every 10 ms ~5, at up to 100
 # connects a second to the API server's Service while a new pod waits for its policy
-# (docs/performance.md, 2026-12-03 15:00).
-NETWORK_CHECK_INTERVAL_S = 0.01
+# (docs/performance.md, 2026-12-03 15:00). After the first 2 s (a CNI slower than that, or none
+# enforcing) every 50 ms: a pod that never loses its network makes ~360 connects, not 1,000.
+NETWORK_CHECK_INTERVAL_S = (0.01, 0.05, 2.0)  # first, then, from this many seconds on
 
 
 def network_isolated(limit=NETWORK_CHECK_SECONDS):
     """True once the pod cannot connect to the API server's Service (refused, or no answer within
-    0.3 s), checked every 10 ms for at most `limit` seconds. Only with CODEMODE_NETWORK_CHECK=1
-    (sandbox pods): some CNIs program a new pod's NetworkPolicy a moment after it started, and no
-    code may run in that moment. The gateway reaches the kernel through exec, not the network."""
+    0.3 s), checked every 10 ms (after 2 s every 50 ms) for at most `limit` seconds. Only with
+    CODEMODE_NETWORK_CHECK=1 (sandbox pods): some CNIs program a new pod's NetworkPolicy a moment
+    after it started, and no code may run in that moment. The gateway reaches the kernel through
+    exec, not the network."""
     host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
     if os.environ.get("CODEMODE_NETWORK_CHECK") != "1" or not host:
         return True
@@ -480,7 +482,9 @@ def network_isolated(limit=NETWORK_CHECK_SECONDS):
         port = int(os.environ.get("KUBERNETES_SERVICE_PORT", "443") or "443")
     except ValueError:
         port = 443
-    deadline = time.monotonic() + limit
+    start = time.monotonic()
+    deadline = start + limit
+    first, then, switch = NETWORK_CHECK_INTERVAL_S
     while True:
         reached = False
         try:
@@ -492,7 +496,7 @@ def network_isolated(limit=NETWORK_CHECK_SECONDS):
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(NETWORK_CHECK_INTERVAL_S)
+        time.sleep(first if time.monotonic() - start < switch else then)
 
 
 def preimport_quietly(names):
