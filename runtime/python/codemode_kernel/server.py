@@ -464,7 +464,7 @@ NETWORK_CHECK_SECONDS = 10.0
 # A cold run's code waits for this check (kube-router enforces the policy ~50-70 ms after the pod's
 # Running status): checking every 50 ms cost ~25 ms per cold run, every 10 ms ~5, at up to 100
 # connects a second to the API server's Service while a new pod waits for its policy
-# (docs/performance.md, 2026-12-03 15:00). After the first 2 s (a CNI slower than that, or none
+# (docs/performance.md, 2026-12-03 15:00-16:06). After the first 2 s (a CNI slower than that, or none
 # enforcing) every 50 ms: a pod that never loses its network makes ~360 connects, not 1,000.
 NETWORK_CHECK_INTERVAL_S = (0.01, 0.05, 2.0)  # first, then, from this many seconds on
 
