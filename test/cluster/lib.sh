@@ -104,7 +104,17 @@ start_daemon() {
   mkdir -p "$LOGS" "$PIDS"
   log "starting $name"
   setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
-  echo $! > "$PIDS/$name.pid"
+  local pid=$!
+  echo "$pid" > "$PIDS/$name.pid"
+  # Until the exec is done /proc/PID/exe names setsid (or bash): on a busy machine that took more
+  # than 0.3 s once, for the kubelet, and a daemon that was up was reported as exited. Wait up to
+  # 5 s for the program, and still give a process that exits at once 0.3 s to show it.
+  local i
+  for i in $(seq 50); do
+    kill -0 "$pid" 2>/dev/null || die "$name exited right after starting." "$LOGS/$name.log"
+    running "$name" && break
+    sleep 0.1
+  done
   sleep 0.3
   running "$name" || die "$name exited right after starting." "$LOGS/$name.log"
 }
