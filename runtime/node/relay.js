@@ -19,7 +19,9 @@ function connect() {
   const sock = net.connect(path);
   sock.on('error', (err) => {
     if ((err.code === 'ENOENT' || err.code === 'ECONNREFUSED') && Date.now() < deadline) {
-      setTimeout(connect, 5); // a cold run waits for this: poll finely (an attempt costs microseconds)
+      // A cold run waits for this: poll finely (an attempt costs microseconds; every 5 ms cost a cold
+      // run ~2.5 ms on average, docs/performance.md, 2026-12-03 18:20-19:00).
+      setTimeout(connect, 1);
       return;
     }
     process.stderr.write(`relay: kernel socket ${path}: ${err.message}\n`);
