@@ -6,6 +6,7 @@
 // index does), so the in-process gateway's upstream clients use Node's fetch and Agent, as a
 // deployed gateway's do (src/kube/node-undici.ts, src/upstreams/http-pool.ts).
 import '../src/kube/node-undici.js';
+import { fileURLToPath } from 'node:url';
 import { backToBackSection } from './back-to-back.js';
 import { codeModeSection } from './codemode.js';
 import { plotsSection } from './plots.js';
@@ -17,6 +18,7 @@ import { startTargetPod } from './floor.js';
 import { describeMachine, machineInfo } from './machine.js';
 import { computeRatios, renderResults, summaryLines, writeResults, type Results } from './report.js';
 import { PodTimeline, ensureNetworkPolicy } from './sandbox-pod.js';
+import { installCrds } from '../scripts/install-crds.js';
 import { TARGET_POD, coldSection, floorSection, hostileSection, rssSection, warmSection } from './sections.js';
 
 const skipped = (section: string): string => `not measured (BENCH_ONLY without ${section})`;
@@ -96,6 +98,8 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => void interrupted());
 
   log(`scale ${s.scale}, sections ${[...s.sections].join(',')}; ${describeMachine(machine)}`);
+  // This checkout's CRDs, as npm test and npm start install them: a fresh cluster has none.
+  await installCrds(k.kc, fileURLToPath(new URL('../crds', import.meta.url)), 'codemode-bench');
   try {
     await sections(ctx);
   } finally {
