@@ -4,8 +4,7 @@
 // charts/codemode-operator installs them.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubernetesObjectApi, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { KubernetesObjectApi, PatchStrategy, loadAllYaml, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 
 const SERVED_WAIT_MS = 60_000;
 
@@ -13,12 +12,16 @@ interface CrdDoc extends KubernetesObject {
   spec: { group: string; names: { kind: string }; versions: { name: string; served: boolean }[] };
 }
 
-/** The CRD documents in `dir` (the checkout's crds/). */
+/**
+ * The CRD documents in `dir` (the checkout's crds/), as client-node's models: KubernetesObjectApi
+ * serializes a CRD through V1CustomResourceDefinition, which reads `_enum`, `_default` and
+ * `xKubernetes...`, so plain parsed YAML lost every enum, default and x-kubernetes field on apply.
+ */
 export function crdDocuments(dir: string): CrdDoc[] {
   return readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
     .sort()
-    .flatMap((f) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => d.toJS() as CrdDoc));
+    .flatMap((f) => loadAllYaml(readFileSync(join(dir, f), 'utf8')) as CrdDoc[]);
 }
 
 /**

@@ -1,7 +1,7 @@
 // scripts/install-crds.ts (npm start, npm run bench) on the real API server: it applies this
 // checkout's crds/ (the kinds src/api defines) and returns once the API server serves each of them.
 import { fileURLToPath } from 'node:url';
-import { KubernetesObjectApi } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, KubernetesObjectApi } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
 import { GROUP, SANDBOXPROFILE_KIND, SANDBOXRUN_KIND, SANDBOXSESSION_KIND, UPSTREAMSERVER_KIND, VERSION } from '../../src/api/v1alpha1/index.js';
 import { crdDocuments, installCrds } from '../../scripts/install-crds.js';
@@ -26,4 +26,10 @@ it('applies them again over what kubectl applied, and returns only when each kin
     const list = await api.list(`${GROUP}/${VERSION}`, kind, undefined, undefined, undefined, undefined, undefined, undefined, 1);
     expect(list.items).toBeInstanceOf(Array);
   }
+  // What the API server holds is the file's schema, enums and defaults included (a plain object
+  // serialized as client-node's model loses them).
+  const crd = await k.kc.makeApiClient(ApiextensionsV1Api).readCustomResourceDefinition({ name: `sandboxruns.${GROUP}` });
+  const language = crd.spec.versions[0]?.schema?.openAPIV3Schema?.properties?.spec?.properties?.language;
+  expect(language?._enum).toEqual(['python', 'bash', 'sh', 'node', 'javascript']);
+  expect(language?._default).toBe('python');
 });
