@@ -4,24 +4,27 @@
 // charts/codemode-operator installs them.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubernetesObjectApi, PatchStrategy, loadAllYaml, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  KubernetesObjectApi,
+  PatchStrategy,
+  loadAllYaml,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1CustomResourceDefinition,
+} from '@kubernetes/client-node';
 
 const SERVED_WAIT_MS = 60_000;
-
-interface CrdDoc extends KubernetesObject {
-  spec: { group: string; names: { kind: string }; versions: { name: string; served: boolean }[] };
-}
 
 /**
  * The CRD documents in `dir` (the checkout's crds/), as client-node's models: KubernetesObjectApi
  * serializes a CRD through V1CustomResourceDefinition, which reads `_enum`, `_default` and
  * `xKubernetes...`, so plain parsed YAML lost every enum, default and x-kubernetes field on apply.
  */
-export function crdDocuments(dir: string): CrdDoc[] {
+export function crdDocuments(dir: string): V1CustomResourceDefinition[] {
   return readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
     .sort()
-    .flatMap((f) => loadAllYaml(readFileSync(join(dir, f), 'utf8')) as CrdDoc[]);
+    .flatMap((f) => loadAllYaml(readFileSync(join(dir, f), 'utf8')) as V1CustomResourceDefinition[]);
 }
 
 /**
