@@ -385,24 +385,16 @@ export interface ExecSplit {
   runnerPythonMs: Summary;
 }
 
-/** Between two runner execs in one pod: the node's ICMP allowance per address refills once a second. */
-const RUNNER_SPACING_MS = 1_100;
-
 /**
  * The cold path's exec (the runner script: mktemp, dd of the code from stdin, timeout, python3, a
  * trailer) against `python3 -c 'print(1)'`, both through src/exec's execInPod, interleaved, in
  * one running pod: what the runner adds on top of the raw exec. (Warm runs use no exec: they go
- * through the pool pod's kernel.) The runner's network check connects to the API server's Service
- * and is refused by an ICMP rejection, which Linux sends to one pod at most once a second after a
- * burst of six; the check waits 0.3 s when none comes. A cold pod runs the runner once, so the
- * runner execs here are RUNNER_SPACING_MS apart, as their checks would be in pods of their own
- * (docs/performance.md, 2026-12-03 18:05–19:20).
+ * through the pool pod's kernel.)
  */
 export async function execSplit(k: TestKube, ns: string, pod: string, n: number): Promise<ExecSplit> {
   const raw: number[] = [];
   const runner: number[] = [];
   const code = Buffer.from('print(1)\n');
-  let lastRunner = -Infinity;
   for (let i = 0; i < n + 3; i++) {
     const r1 = await execInPod(k.exec, {
       namespace: ns,
@@ -413,9 +405,6 @@ export async function execSplit(k: TestKube, ns: string, pod: string, n: number)
       watchdogMs: 30_000,
     });
     const nonce = newNonce();
-    const wait = lastRunner + RUNNER_SPACING_MS - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    lastRunner = performance.now();
     const r2 = await execInPod(k.exec, {
       namespace: ns,
       pod,
