@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 48). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 49). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '2d9d21765a9e4a623e1b88c7f706b91a6b20aa52';
+export const PREVIOUS_RELEASE = 'b5b5af5653693079a1a3b37863d1261894576174';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
