@@ -21,32 +21,117 @@ export const WORKSPACE_CHECK_SECONDS = 0.2;
 /**
  * With CODEMODE_NETWORK_CHECK=1 (sandbox pods, src/sandbox/pod.ts) the runner starts the program
  * only once the pod cannot connect to the API server's Service — refused, or no answer within
- * 0.3 s — checking every 50 ms for this many seconds at most, then refuses the run. A CNI that programs
- * a new pod's NetworkPolicy a moment after it started must not let code run in that moment.
+ * 0.3 s — checking every 10 ms as the kernels do (after 2 s, and in bash, every 50 ms) for this
+ * many seconds at most, then refuses the run. A CNI that programs a new pod's NetworkPolicy a
+ * moment after it started must not let code run in that moment.
  */
 export const NETWORK_CHECK_SECONDS = 10;
 
+/** How the check programs below exit: the pod's connect refused, unanswered for 0.3 s, or still reaching at the end. */
+export const NETWORK_CHECK_EXIT = { refused: 0, unanswered: 4, reachable: 3 } as const;
+
 /**
- * The check, a POSIX sh fragment; bash's /dev/tcp does the connect (without bash it is skipped).
- * One bash runs the loop and each connect is a forked subshell of it, timed from its fork: a
- * `timeout 0.3 bash -c connect` also counted bash's own start-up, and on a loaded node (a full
- * test suite, load 30) bash took longer than that to start, so a pod that could reach the API
- * server passed as isolated. The timer is a builtin wait on a sleep that the timer itself kills
- * when the connect ended first: nothing of the check outlives it (the runner counts processes
- * left behind by the program). Its stdin is not the runner's (that carries the code), and bash
- * reads no rc file (it would source ~/.bashrc when its stdin is a socket).
+ * The check in Python, run as `python3 -I -S -c NETWORK_CHECK_PY host port`. Its connect is
+ * non-blocking and it reads SO_ERROR while it waits: a blocking connect (bash's /dev/tcp, or
+ * python's without a timeout) to the Service under kube-router's REJECT rule sees the ICMP
+ * port-unreachable only on its SYN's retransmission a second later (docs/performance.md,
+ * 2026-12-03 23:45), so the check would pass on its 0.3 s timer instead, on every cold run of an image
+ * without our kernel. An address or port it cannot connect to at all counts as refused, as in
+ * bash's /dev/tcp before it.
  */
-export const NETWORK_CHECK_SCRIPT = `if [ "\${CODEMODE_NETWORK_CHECK:-}" = 1 ] && [ -n "\${KUBERNETES_SERVICE_HOST:-}" ] && command -v bash >/dev/null 2>&1; then
-  bash --norc --noprofile -c 't0=$SECONDS
+export const NETWORK_CHECK_PY = `import errno, select, socket, sys, time
+def reached(host, port):
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        s = socket.socket(family, kind, proto)
+    except Exception:
+        return ${NETWORK_CHECK_EXIT.refused}
+    try:
+        s.setblocking(False)
+        r = s.connect_ex(address)
+        if r == 0:
+            return None
+        if r not in (errno.EINPROGRESS, errno.EAGAIN):
+            return ${NETWORK_CHECK_EXIT.refused}
+        end = time.monotonic() + 0.3
+        while True:
+            left = end - time.monotonic()
+            writable = select.select([], [s], [], max(0.0, min(0.01, left)))[1]
+            if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                return ${NETWORK_CHECK_EXIT.refused}
+            if writable:
+                return None
+            if left <= 0:
+                return ${NETWORK_CHECK_EXIT.unanswered}
+    except OSError:
+        return ${NETWORK_CHECK_EXIT.refused}
+    finally:
+        s.close()
+try:
+    port = int(sys.argv[2])
+except ValueError:
+    port = 443
+start = time.monotonic()
+while True:
+    isolated = reached(sys.argv[1], port)
+    if isolated is not None:
+        sys.exit(isolated)
+    if time.monotonic() - start >= ${NETWORK_CHECK_SECONDS}:
+        sys.exit(${NETWORK_CHECK_EXIT.reachable})
+    time.sleep(0.01 if time.monotonic() - start < 2 else 0.05)
+`;
+
+/** The check in Node, run as `node -e NETWORK_CHECK_JS host port`: net.connect is non-blocking too. */
+export const NETWORK_CHECK_JS = `const net = require("net");
+const host = process.argv[1];
+const port = /^[0-9]+$/.test(process.argv[2] || "") && +process.argv[2] < 65536 ? +process.argv[2] : 443;
+const start = Date.now();
+const once = () => new Promise((done) => {
+  let s;
+  try { s = net.connect({ host, port }); } catch { return done(${NETWORK_CHECK_EXIT.refused}); }
+  const timer = setTimeout(() => { s.destroy(); done(${NETWORK_CHECK_EXIT.unanswered}); }, 300);
+  s.once("connect", () => { clearTimeout(timer); s.destroy(); done(null); });
+  s.once("error", () => { clearTimeout(timer); done(${NETWORK_CHECK_EXIT.refused}); });
+});
+(async () => {
+  for (;;) {
+    const isolated = await once();
+    if (isolated !== null) process.exit(isolated);
+    if (Date.now() - start >= ${NETWORK_CHECK_SECONDS} * 1000) process.exit(${NETWORK_CHECK_EXIT.reachable});
+    await new Promise((r) => setTimeout(r, Date.now() - start < 2000 ? 10 : 50));
+  }
+})();
+`;
+
+/**
+ * The check, a POSIX sh fragment: python3's, else node's, else bash's (whose blocking /dev/tcp
+ * connect passes on the timer: see NETWORK_CHECK_PY); a program that exits otherwise than the
+ * check's codes (a broken interpreter) hands over to the next one, and without any of them the
+ * check is skipped. Each program times its connects itself, after it started: a
+ * `timeout 0.3 bash -c connect` also counted bash's own start-up, and on a loaded node (a full test
+ * suite, load 30) bash took longer than that to start, so a pod that could reach the API server
+ * passed as isolated. In bash one shell runs the loop and each connect is a forked subshell of it;
+ * the timer is a builtin wait on a sleep that the timer itself kills when the connect ended first:
+ * nothing of the check outlives it (the runner counts processes left behind by the program). Their
+ * stdin is not the runner's (that carries the code), and bash reads no rc file (it would source
+ * ~/.bashrc when its stdin is a socket).
+ */
+export const NETWORK_CHECK_SCRIPT = `if [ "\${CODEMODE_NETWORK_CHECK:-}" = 1 ] && [ -n "\${KUBERNETES_SERVICE_HOST:-}" ]; then
+  nr=
+  command -v python3 >/dev/null 2>&1 && { python3 -I -S -c '${NETWORK_CHECK_PY}' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null; nr=$?; }
+  case "$nr" in ${NETWORK_CHECK_EXIT.refused}|${NETWORK_CHECK_EXIT.unanswered}|${NETWORK_CHECK_EXIT.reachable}) ;; *) command -v node >/dev/null 2>&1 && { node -e '${NETWORK_CHECK_JS}' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null; nr=$?; };; esac
+  case "$nr" in ${NETWORK_CHECK_EXIT.refused}|${NETWORK_CHECK_EXIT.unanswered}|${NETWORK_CHECK_EXIT.reachable}) ;; *) command -v bash >/dev/null 2>&1 && { bash --norc --noprofile -c 't0=$SECONDS
     while :; do
       ( exec 3<>"/dev/tcp/$0/$1" ) 2>/dev/null & c=$!
       ( trap "kill \\$s 2>/dev/null; exit 0" TERM; sleep 0.3 & s=$!; wait $s; kill $c 2>/dev/null ) & w=$!
       wait $c; r=$?
       kill $w 2>/dev/null; wait $w 2>/dev/null
-      [ $r -ne 0 ] && exit 0
-      [ $((SECONDS - t0)) -ge ${NETWORK_CHECK_SECONDS} ] && exit 1
+      [ $r -gt 128 ] && exit ${NETWORK_CHECK_EXIT.unanswered}
+      [ $r -ne 0 ] && exit ${NETWORK_CHECK_EXIT.refused}
+      [ $((SECONDS - t0)) -ge ${NETWORK_CHECK_SECONDS} ] && exit ${NETWORK_CHECK_EXIT.reachable}
       sleep 0.05
-    done' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null || { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
+    done' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null; nr=$?; };; esac
+  [ "$nr" = ${NETWORK_CHECK_EXIT.reachable} ] && { echo "codemode: the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after it started (its NetworkPolicy is not enforced), so the code was not run. Tell the administrator." >&2; exit 125; }
 fi
 `;
 
