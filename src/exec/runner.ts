@@ -103,11 +103,14 @@ const once = () => new Promise((done) => {
 })();
 `;
 
+/** The codes a check program exits with; any other hands the check to the next program. */
+const CHECK_CODES = Object.values(NETWORK_CHECK_EXIT).join('|');
+
 /**
  * The check, a POSIX sh fragment: python3's, else node's, else bash's (whose blocking /dev/tcp
  * connect passes on the timer: see NETWORK_CHECK_PY); a program that exits otherwise than the
- * check's codes (a broken interpreter) hands over to the next one, and without any of them the
- * check is skipped. Each program times its connects itself, after it started: a
+ * check's codes (a broken interpreter, whose messages go nowhere, not into the run's stderr)
+ * hands over to the next one, and without any of them the check is skipped. Each program times its connects itself, after it started: a
  * `timeout 0.3 bash -c connect` also counted bash's own start-up, and on a loaded node (a full test
  * suite, load 30) bash took longer than that to start, so a pod that could reach the API server
  * passed as isolated. In bash one shell runs the loop and each connect is a forked subshell of it;
@@ -118,9 +121,9 @@ const once = () => new Promise((done) => {
  */
 export const NETWORK_CHECK_SCRIPT = `if [ "\${CODEMODE_NETWORK_CHECK:-}" = 1 ] && [ -n "\${KUBERNETES_SERVICE_HOST:-}" ]; then
   nr=
-  command -v python3 >/dev/null 2>&1 && { python3 -I -S -c '${NETWORK_CHECK_PY}' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null; nr=$?; }
-  case "$nr" in ${NETWORK_CHECK_EXIT.refused}|${NETWORK_CHECK_EXIT.unanswered}|${NETWORK_CHECK_EXIT.reachable}) ;; *) command -v node >/dev/null 2>&1 && { node -e '${NETWORK_CHECK_JS}' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null; nr=$?; };; esac
-  case "$nr" in ${NETWORK_CHECK_EXIT.refused}|${NETWORK_CHECK_EXIT.unanswered}|${NETWORK_CHECK_EXIT.reachable}) ;; *) command -v bash >/dev/null 2>&1 && { bash --norc --noprofile -c 't0=$SECONDS
+  command -v python3 >/dev/null 2>&1 && { python3 -I -S -c '${NETWORK_CHECK_PY}' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null >/dev/null 2>&1; nr=$?; }
+  case "$nr" in ${CHECK_CODES}) ;; *) command -v node >/dev/null 2>&1 && { node -e '${NETWORK_CHECK_JS}' "$KUBERNETES_SERVICE_HOST" "\${KUBERNETES_SERVICE_PORT:-443}" </dev/null >/dev/null 2>&1; nr=$?; };; esac
+  case "$nr" in ${CHECK_CODES}) ;; *) command -v bash >/dev/null 2>&1 && { bash --norc --noprofile -c 't0=$SECONDS
     while :; do
       ( exec 3<>"/dev/tcp/$0/$1" ) 2>/dev/null & c=$!
       ( trap "kill \\$s 2>/dev/null; exit 0" TERM; sleep 0.3 & s=$!; wait $s; kill $c 2>/dev/null ) & w=$!

@@ -87,13 +87,15 @@ describe('the network check before code starts', () => {
   );
 
   it.concurrent.each([
-    ['python3 that fails', ['bash'], { python3: 'exit 1' }],
+    ['python3 that fails', ['bash'], { python3: 'echo broken >&2; exit 1' }],
     ['python3 and node that fail', ['bash'], { python3: 'exit 1', node: 'exit 2' }],
     ['python3 killed by a signal', ['node'], { python3: 'kill -9 $$' }],
   ])(
-    'hands the check on past %s, still refusing while the server answers',
+    'hands the check on past %s, starting code quietly when refused and refusing it while the server answers',
     async (_name, programs, scripts) => {
-      const r = await check(to(() => openPort)(), pathWith(programs, scripts));
+      const path = pathWith(programs, scripts);
+      expect(await check(to(() => closedPort)(), path)).toEqual({ status: 0, stdout: 'started\n', stderr: '' });
+      const r = await check(to(() => openPort)(), path);
       expect(r.status).toBe(125);
     },
     90_000,
