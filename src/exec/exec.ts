@@ -4,6 +4,7 @@
 import { Readable, Writable } from 'node:stream';
 import type { Exec, V1Status } from '@kubernetes/client-node';
 import { CappedOutput, TailBuffer } from './output.js';
+import { ByteAccumulator } from '../util/byte-accumulator.js';
 
 export interface ExecRequest {
   namespace: string;
@@ -151,20 +152,18 @@ export function execRaw(
   maxStdoutBytes: number,
   watchdogMs = 30_000,
 ): Promise<RawExecResult> {
-  const chunks: Buffer[] = [];
-  let size = 0;
+  // One growing buffer, not a Buffer per message: a program can send its output a byte at a time.
+  const stdout = new ByteAccumulator(maxStdoutBytes);
   let overflow = false;
   let stderr = '';
   const out = sink((b) => {
-    if (size + b.length > maxStdoutBytes) {
+    const room = maxStdoutBytes - stdout.size;
+    if (b.length > room) {
       overflow = true;
-      const room = maxStdoutBytes - size;
-      if (room > 0) chunks.push(Buffer.from(b.subarray(0, room)));
-      size = maxStdoutBytes;
+      if (room > 0) stdout.append(b.subarray(0, room));
       return;
     }
-    chunks.push(Buffer.from(b));
-    size += b.length;
+    stdout.append(b);
   });
   const err = sink((b) => {
     if (stderr.length < 4096) stderr += b.toString('utf8');
@@ -178,7 +177,7 @@ export function execRaw(
       clearTimeout(timer);
       // Every way out closes the stream: a watchdog that only resolved left it open for good.
       stream.close();
-      resolve({ ...r, stdout: Buffer.concat(chunks), overflow, stderr });
+      resolve({ ...r, stdout: stdout.take(), overflow, stderr });
     };
     const timer = setTimeout(() => finish({ error: `no result within ${watchdogMs} ms` }), watchdogMs);
     exec

@@ -1,6 +1,8 @@
 // The kernel protocol's framing (runtime/PROTOCOL.md): a header line with the byte length (1 to
 // 20 ASCII digits), then exactly that many bytes of UTF-8 JSON, in both directions. Used on the
 // long-lived exec stream to a session kernel, and by the runtime's tests.
+import { ByteAccumulator } from '../util/byte-accumulator.js';
+
 export function encodeFrame(message: unknown): Buffer {
   const body = Buffer.from(JSON.stringify(message), 'utf8');
   return Buffer.concat([Buffer.from(`${body.length}\n`, 'ascii'), body]);
@@ -18,15 +20,16 @@ export interface DecodedFrame {
 
 /**
  * Incremental decoder: push stream chunks in any split, get whole messages back. Linear in the
- * bytes pushed: a body's chunks are kept as they came and concatenated once, when the whole
- * frame is there (a frame arriving in n small chunks costs O(size), not O(n × size)).
+ * bytes pushed, in time and in memory: a body that arrives whole in one chunk is parsed where it
+ * lies; one that spans chunks is copied into one growing buffer (byte-accumulator.ts), so a frame
+ * trickled a byte per message costs O(size), never an object per message.
  */
 export class FrameDecoder {
   private header = '';
   /** Body size of the frame being read, once its header is complete. */
   private bodySize: number | undefined;
-  private chunks: Buffer[] = [];
-  private bodyBytes = 0;
+  /** The body so far, when it spans chunks. */
+  private body: ByteAccumulator | undefined;
 
   /** Checked when a header completes, so a caller may lower or raise it between frames. */
   constructor(public maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {}
@@ -45,14 +48,19 @@ export class FrameDecoder {
         off = this.readHeader(chunk, off);
         continue;
       }
-      const take = Math.min(this.bodySize - this.bodyBytes, chunk.length - off);
-      this.chunks.push(chunk.subarray(off, off + take));
-      this.bodyBytes += take;
+      const had = this.body?.size ?? 0;
+      const take = Math.min(this.bodySize - had, chunk.length - off);
+      const piece = chunk.subarray(off, off + take);
       off += take;
-      if (this.bodyBytes === this.bodySize) out.push(this.finishFrame());
+      if (had + take === this.bodySize && had === 0) {
+        out.push(this.finishFrame(piece));
+        continue;
+      }
+      (this.body ??= new ByteAccumulator(this.bodySize)).append(piece);
+      if (this.body.size === this.bodySize) out.push(this.finishFrame(this.body.take()));
     }
     // A zero-length body completes with its header.
-    if (this.bodySize === 0) out.push(this.finishFrame());
+    if (this.bodySize === 0) out.push(this.finishFrame(Buffer.alloc(0)));
     return out;
   }
 
@@ -73,19 +81,21 @@ export class FrameDecoder {
     return nl + 1;
   }
 
-  private finishFrame(): DecodedFrame {
-    const size = this.bodySize ?? 0;
-    const bytes = this.header.length + 1 + size;
-    const body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, size);
+  private finishFrame(body: Buffer): DecodedFrame {
+    const bytes = this.header.length + 1 + body.length;
     this.header = '';
     this.bodySize = undefined;
-    this.chunks = [];
-    this.bodyBytes = 0;
+    this.body = undefined;
     return { message: JSON.parse(body.toString('utf8')), bytes };
   }
 
   /** Bytes of an incomplete frame still waiting for the rest. */
   get buffered(): number {
-    return this.bodySize === undefined ? this.header.length : this.header.length + 1 + this.bodyBytes;
+    return this.bodySize === undefined ? this.header.length : this.header.length + 1 + (this.body?.size ?? 0);
+  }
+
+  /** Bytes allocated for them (at most about twice as many). */
+  get held(): number {
+    return this.header.length + (this.body?.capacity ?? 0);
   }
 }

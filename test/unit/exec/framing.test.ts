@@ -1,4 +1,7 @@
-// The gateway's frame decoder: any split, linear reassembly, and the header and size checks.
+// The gateway's frame decoder: any split, linear reassembly (in time and memory), and the header
+// and size checks.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { FrameDecoder, encodeFrame } from '../../../src/exec/framing.js';
 
@@ -71,5 +74,24 @@ describe('FrameDecoder', () => {
     let out: unknown[] = [];
     for (let i = 0; i < buf.length; i++) out = out.concat(d.push(buf.subarray(i, i + 1)));
     expect(out).toEqual([body]);
+  });
+
+  it('holds memory for the bytes of a frame sent one byte per message, not for the messages', () => {
+    // A hostile program writes its stream a byte at a time: each write arrives as a message of its
+    // own. A Buffer kept per message cost ~100 bytes of heap per byte (3 MB held 325 MB).
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const frame = encodeFrame({ text: 'z'.repeat(1_000_000) });
+    const d = new FrameDecoder(2_000_000);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const half = frame.length >> 1;
+    for (let i = 0; i < half; i++) d.push(Buffer.from(frame.subarray(i, i + 1)));
+    gc();
+    const grown = process.memoryUsage().heapUsed - before;
+    // Half a megabyte received: a few MB of heap at most (a Buffer kept per message: ~50 MB).
+    expect(grown).toBeLessThan(8_000_000);
+    expect(d.buffered).toBe(half);
+    expect(d.held).toBeLessThanOrEqual(2 * half);
   });
 });
