@@ -18,6 +18,7 @@ import { createNamespace, deleteNamespace, testKube } from '../test/e2e/helpers/
 import { connect } from '../test/e2e/helpers/operator.js';
 import { summarize } from './stats.js';
 import { chosenAttacks } from './hostile.js';
+import { gatewayPid } from './gateway-pid.js';
 
 const MODES = ['refused', 'session', 'warm', 'cold', 'attack'] as const;
 type Mode = (typeof MODES)[number];
@@ -54,21 +55,6 @@ function cpuByProcess(gatewayPid: number | undefined): Map<string, number> {
 function nodeBusyMs(): number {
   const v = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   return (v.reduce((a, b) => a + b, 0) - (v[3] ?? 0) - (v[4] ?? 0)) * TICK_MS;
-}
-
-/** The gateway child's pid: the process whose command line runs gateway-child.ts on `port`. */
-function gatewayPid(port: number): number | undefined {
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-      const env = readFileSync(`/proc/${pid}/environ`, 'utf8');
-      if (cmd.includes('gateway-child') && env.split('\0').includes(`CODEMODE_PORT=${port}`)) return Number(pid);
-    } catch {
-      // exited, or not ours to read
-    }
-  }
-  return undefined;
 }
 
 async function main(): Promise<void> {
