@@ -38,6 +38,28 @@ export function streamBudgetChars(capChars: number): number {
   return 4 * 2 * 2 * capChars + 64 * 1024;
 }
 
+/**
+ * Output frames a kernel sends at most per second for one call: it flushes at most every 20 ms
+ * (and sooner only for 16 Ki characters pending), one frame per stream, never an empty one.
+ */
+export const OUTPUT_FRAMES_PER_SECOND = 100;
+/** Characters pending that make a kernel flush at once (runtime/PROTOCOL.md, `output`). */
+const FLUSH_CHARS = 16 * 1024;
+
+/**
+ * Output and display frames one call may have brought `elapsedMs` after its request was sent,
+ * before the connection counts as breached. A kernel sends at most: its flushes by time
+ * (OUTPUT_FRAMES_PER_SECOND), its flushes by size until both streams reached the cap, and
+ * `maxDisplayItems` items and a note; twice that and 64 are slack. Counting frames, not only
+ * characters, bounds what a flood of tiny or empty frames costs the gateway (each is parsed and
+ * checked): a hostile call's frames cost at most ~2 × 100 a second, however fast they come.
+ */
+export function frameBudget(capChars: number, maxDisplayItems: number, elapsedMs: number): number {
+  const bySize = 2 * (Math.ceil((2 * capChars) / FLUSH_CHARS) + 2);
+  const byTime = (OUTPUT_FRAMES_PER_SECOND * Math.max(0, elapsedMs)) / 1000;
+  return Math.floor(2 * (bySize + maxDisplayItems + 1 + byTime)) + 64;
+}
+
 /** Frames and bytes that answer no pending call, over a connection's life, before it is failed. */
 export const UNSOLICITED_MAX_FRAMES = 16;
 export const UNSOLICITED_MAX_BYTES = 64 * 1024;

@@ -9,9 +9,11 @@
 import { FrameDecoder, encodeFrame, type DecodedFrame } from './framing.js';
 import {
   IDLE_MAX_FRAME_BYTES,
+  OUTPUT_FRAMES_PER_SECOND,
   UNSOLICITED_MAX_BYTES,
   UNSOLICITED_MAX_FRAMES,
   capText,
+  frameBudget,
   maxFrameBytes,
   parseKernelFrame,
   sanitizeResult,
@@ -80,6 +82,9 @@ interface Pending {
   refused: number;
   /** Images, HTML and tables the call displayed so far (display.ts), capped as they arrive. */
   display: DisplayTally;
+  /** When the request was written (`now()`), and its output and display frames since (frameBudget). */
+  sentAt: number;
+  frames: number;
   timer: NodeJS.Timeout;
 }
 
@@ -91,11 +96,15 @@ export class KernelStream {
   private breachReason: string | undefined;
   private unsolicited = { frames: 0, bytes: 0 };
 
-  /** `write` sends bytes to the kernel; `close` ends the transport (called once, on failure). */
+  /**
+   * `write` sends bytes to the kernel; `close` ends the transport (called once, on failure); `now`
+   * is the clock (ms) a call's frame budget grows with.
+   */
   constructor(
     private readonly write: (frame: Buffer) => void,
     private readonly close: () => void,
     private readonly displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   get closed(): boolean {
@@ -142,6 +151,8 @@ export class KernelStream {
         calls: new Set(),
         refused: 0,
         display: newTally(),
+        sentAt: this.now(),
+        frames: 0,
         ...(onOutput && { onOutput }),
         ...(onCall && { onCall }),
       });
@@ -212,6 +223,7 @@ export class KernelStream {
     if (!p) return this.onUnsolicited(bytes);
     if (frame.type === 'output') {
       if (p.expects !== 'result') return this.fail('an output frame answered a ping', true);
+      if (!this.countFrame(p)) return;
       p.streamed += frame.text.length;
       const budget = streamBudgetChars(p.capChars);
       if (p.streamed > budget) return this.fail(`a call streamed more than ${budget} characters of output (the cap is ${p.capChars} per stream)`, true);
@@ -234,7 +246,20 @@ export class KernelStream {
   private onDisplayFrame(message: { id: string }, bytes: number): void {
     const p = this.pending.get(message.id);
     if (!p || p.expects !== 'result') return this.onUnsolicited(bytes);
+    if (!this.countFrame(p)) return;
     acceptDisplay(message, p.display, this.displayLimits, p.capChars);
+  }
+
+  /** Counts an output or display frame of `p`: false, and the stream failed, past frameBudget. */
+  private countFrame(p: Pending): boolean {
+    const elapsedMs = this.now() - p.sentAt;
+    const budget = frameBudget(p.capChars, this.displayLimits.maxItems, elapsedMs);
+    if (++p.frames <= budget) return true;
+    this.fail(
+      `a call sent more than ${budget} output and display frames in ${(elapsedMs / 1000).toFixed(1)} s (a kernel sends at most ${OUTPUT_FRAMES_PER_SECOND} a second)`,
+      true,
+    );
+    return false;
   }
 
   /**

@@ -155,6 +155,8 @@ const attacks: [string, string][] = [
     `blast(frame({'id': '999999', 'type': 'result', 'status': 'ok', 'stdout': '', 'stderr': '', 'stdoutBytes': 0, 'stderrBytes': 0, 'truncated': False, 'durationMs': 1}), 100)`,
   ],
   ['a flood of output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': 'F' * 60000}), 200)`],
+  // No characters to count: only the frames' number bounds what parsing them costs the gateway.
+  ['a flood of empty output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': ''}) * 5000)`],
   ['a result of the wrong shape for its own call', `blast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdoutBytes': -1}))`],
   ['a pong for its own call', `blast(frame({'id': call_id(), 'type': 'pong'}))`],
 ];

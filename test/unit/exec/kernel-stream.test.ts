@@ -4,7 +4,14 @@ import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/exec/framing.js';
 import { KernelConnectionError, KernelProtocolError, KernelStream } from '../../../src/exec/kernel-stream.js';
 import { DEFAULT_DISPLAY_LIMITS, displayFrameBytes } from '../../../src/exec/display.js';
-import { IDLE_MAX_FRAME_BYTES, maxFrameBytes, streamBudgetChars, UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
+import {
+  IDLE_MAX_FRAME_BYTES,
+  OUTPUT_FRAMES_PER_SECOND,
+  frameBudget,
+  maxFrameBytes,
+  streamBudgetChars,
+  UNSOLICITED_MAX_FRAMES,
+} from '../../../src/exec/frames.js';
 
 const CAP = 100;
 
@@ -79,6 +86,22 @@ describe('KernelStream', () => {
       'an output flood',
       Array.from({ length: 20 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'z'.repeat(streamBudgetChars(CAP) / 10) })),
       /streamed more than/,
+    ],
+    // Within the characters' budget, but more frames than any kernel sends: each costs a parse.
+    [
+      'a flood of empty output frames',
+      Array.from({ length: 1000 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: '' })),
+      /output and display frames in/,
+    ],
+    [
+      'a flood of one-character output frames',
+      [Buffer.concat(Array.from({ length: 1000 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stderr', text: 'e' })))],
+      /output and display frames in/,
+    ],
+    [
+      'a flood of display frames past the item cap',
+      Array.from({ length: 1000 }, () => encodeFrame({ id: '1', type: 'display', kind: 'text', format: 'note', text: 'n' })),
+      /output and display frames in/,
     ],
     ['a flood of frames for unknown ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), /answered no call/],
     [
@@ -278,5 +301,63 @@ describe('KernelStream display frames', () => {
     void stream.request({ op: 'exec', code: '' }, 'result', CAP, 60_000).catch(() => undefined);
     expect(sent[0]).toMatchObject({ displayMaxImageBytes: 2 * 1024 * 1024, displayMaxBytes: 5 * 1024 * 1024, displayMaxItems: 10 });
     stream.fail('end of test');
+  });
+});
+
+describe('KernelStream frame budget: frames of a call, counted against the time since it was sent', () => {
+  /** A call on a stream whose clock is `clock.ms`, its output and display frames sent as `frames` says. */
+  async function paced(frames: Array<{ atMs: number; frame: Buffer }>): Promise<PromiseSettledResult<unknown>> {
+    const clock = { ms: 1_000 };
+    const stream = new KernelStream(
+      () => undefined,
+      () => undefined,
+      DEFAULT_DISPLAY_LIMITS,
+      () => clock.ms,
+    );
+    const call = stream.request({ op: 'exec', code: '' }, 'result', 50_000, 600_000);
+    for (const f of frames) {
+      clock.ms = 1_000 + f.atMs;
+      stream.receive(f.frame);
+    }
+    stream.receive(ok('1'));
+    stream.fail('end of test');
+    const [outcome] = await Promise.allSettled([call]);
+    return outcome as PromiseSettledResult<unknown>;
+  }
+  const out = (text: string): Buffer => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text });
+  const err = (text: string): Buffer => encodeFrame({ id: '1', type: 'output', stream: 'stderr', text });
+  const item = encodeFrame({ id: '1', type: 'display', kind: 'text', format: 'markdown', text: '# t' });
+
+  it('lets a kernel that flushes both streams every 20 ms for a minute, with its display items, finish', async () => {
+    const frames = Array.from({ length: 3_000 }, (_, i) => [
+      { atMs: i * 20, frame: out('o') },
+      { atMs: i * 20, frame: err('e') },
+    ]).flat();
+    const items = Array.from({ length: DEFAULT_DISPLAY_LIMITS.maxItems + 1 }, () => ({ atMs: 60_000, frame: item }));
+    expect(await paced([...frames, ...items])).toMatchObject({ status: 'fulfilled' });
+  });
+
+  it('lets all of that arrive at once, late, as a slow stream would deliver it', async () => {
+    const frames = Array.from({ length: 6_000 }, (_, i) => ({ atMs: 60_000, frame: i % 2 ? out('o') : err('e') }));
+    expect(await paced(frames)).toMatchObject({ status: 'fulfilled' });
+  });
+
+  it('fails the stream when the same frames come within a second', async () => {
+    const frames = Array.from({ length: 6_000 }, (_, i) => ({ atMs: i / 6, frame: i % 2 ? out('o') : err('e') }));
+    const outcome = await paced(frames);
+    expect(outcome.status).toBe('rejected');
+    expect(String((outcome as PromiseRejectedResult).reason)).toMatch(/more than \d+ output and display frames in 0\.\d s/);
+  });
+
+  it.each([
+    [50_000, 10, 0],
+    [50_000, 10, 1_000],
+    [50_000, 10, 300_000],
+    [100, 0, 0],
+    [1_000_000, 100, 5_000],
+  ])('covers twice what a kernel sends at most (cap %i, %i display items, after %i ms)', (cap, items, ms) => {
+    const kernelMost = 2 * (Math.ceil((2 * cap) / 16_384) + 2) + items + 1 + (OUTPUT_FRAMES_PER_SECOND * ms) / 1000;
+    expect(frameBudget(cap, items, ms)).toBeGreaterThanOrEqual(2 * kernelMost);
+    expect(frameBudget(cap, items, ms)).toBeLessThanOrEqual(2 * kernelMost + 65);
   });
 });
