@@ -9,10 +9,26 @@ export const MAX_CALL_FRAME_BYTES = 1024 * 1024;
 /** Nested calls of one request waiting for their answer at the same time. */
 export const MAX_PENDING_CALLS = 32;
 /**
- * Call frames of one request the stream itself refuses (malformed, no broker, too many pending)
- * before the rest count as strays: a well-behaved kernel sends none of them in a loop.
+ * Call frames of one request refused without an upstream call — by the stream itself (malformed,
+ * no broker, too many pending) or by the broker (a server or tool the run may not use, past the
+ * run's limits, arguments that do not fit) — before the rest count as strays: a well-behaved
+ * program meets few of them, each a round trip of its own.
  */
 export const MAX_REFUSED_CALLS = 1000;
+/**
+ * Refused calls a request may add per second on top of MAX_REFUSED_CALLS: more than a program
+ * that retries a refused call in a loop gets answered (each waits for its answer), far fewer than
+ * frames written straight into the stream, which would keep the gateway answering them.
+ */
+export const REFUSED_CALLS_PER_SECOND = 1000;
+
+/** Refused call frames a request may have `elapsedMs` after it was sent (see MAX_REFUSED_CALLS). */
+export function refusedCallBudget(elapsedMs: number): number {
+  return MAX_REFUSED_CALLS + Math.floor((REFUSED_CALLS_PER_SECOND * Math.max(0, elapsedMs)) / 1000);
+}
+
+/** Failures the broker answers without calling an upstream: they count as refused calls. */
+export const REFUSAL_KINDS: ReadonlySet<FailureKind> = new Set(['denied', 'limit', 'invalid']);
 /** Upstream server names are Kubernetes object names. */
 export const SERVER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /** MCP tool names (SEP-986): letters, digits, `_`, `-`, `.`, `/`; 1 to 128 characters. */

@@ -24,10 +24,11 @@ import {
 import {
   MAX_CALL_FRAME_BYTES,
   MAX_PENDING_CALLS,
-  MAX_REFUSED_CALLS,
+  REFUSAL_KINDS,
   failure,
   looksLikeCall,
   parseCallFrame,
+  refusedCallBudget,
   type CallAnswer,
   type CallFrame,
   type FailureKind,
@@ -78,7 +79,7 @@ interface Pending {
   onCall?: CallHandler;
   /** callIds of this request's nested calls waiting for their answer. */
   calls: Set<string>;
-  /** Call frames of this request refused by the stream itself (bounded: MAX_REFUSED_CALLS). */
+  /** Call frames of this request refused without an upstream call (bounded: refusedCallBudget). */
   refused: number;
   /** Images, HTML and tables the call displayed so far (display.ts), capped as they arrive. */
   display: DisplayTally;
@@ -272,9 +273,12 @@ export class KernelStream {
     const callId = parsed.ok ? parsed.frame.callId : parsed.callId;
     const p = id === undefined ? undefined : this.pending.get(id);
     if (id === undefined || callId === undefined || !p || p.expects !== 'result' || p.calls.has(callId)) return this.onUnsolicited(bytes);
-    // Refusals by the stream itself are answered up to a bound, then count as strays.
-    const refuse = (kind: FailureKind, message: string): void =>
-      ++p.refused > MAX_REFUSED_CALLS ? this.onUnsolicited(bytes) : this.answerCall(id, callId, failure(kind, message));
+    // Refused calls (by the stream or the broker) are answered up to a budget, then count as strays.
+    if (p.refused >= refusedCallBudget(this.now() - p.sentAt)) return this.onUnsolicited(bytes);
+    const refuse = (kind: FailureKind, message: string): void => {
+      p.refused++;
+      this.answerCall(id, callId, failure(kind, message));
+    };
     if (!parsed.ok) return refuse('invalid', parsed.why);
     if (!p.onCall)
       return refuse(
@@ -288,6 +292,7 @@ export class KernelStream {
       .catch((err: unknown) => failure('unavailable', `the gateway failed the call: ${err instanceof Error ? err.message : String(err)}`))
       .then((answer) => {
         p.calls.delete(callId);
+        if (!answer.ok && REFUSAL_KINDS.has(answer.error.kind)) p.refused++;
         // The request may have finished meanwhile: its code no longer waits for this answer.
         if (this.pending.get(id) === p) this.answerCall(id, callId, answer);
       })

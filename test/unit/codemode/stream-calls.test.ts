@@ -3,14 +3,17 @@
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/exec/framing.js';
 import { KernelStream, type CallHandler } from '../../../src/exec/kernel-stream.js';
-import { MAX_CALL_FRAME_BYTES, MAX_PENDING_CALLS, MAX_REFUSED_CALLS } from '../../../src/codemode/frames.js';
+import { MAX_CALL_FRAME_BYTES, MAX_PENDING_CALLS, MAX_REFUSED_CALLS, REFUSED_CALLS_PER_SECOND, failure } from '../../../src/codemode/frames.js';
 import { UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
 
-function harness(onCall?: CallHandler, capChars = 100) {
+/** A request on a stream whose clock (ms) is `clock.ms`: 0 unless a test moves it. */
+function harness(onCall?: CallHandler, capChars = 100, clock = { ms: 0 }) {
   const sent: Record<string, unknown>[] = [];
   const stream = new KernelStream(
     (frame) => sent.push(JSON.parse(frame.subarray(frame.indexOf(10) + 1).toString('utf8')) as Record<string, unknown>),
     () => undefined,
+    undefined,
+    () => clock.ms,
   );
   const call = stream.request({ op: 'exec', code: '' }, 'result', capChars, 60_000, undefined, onCall);
   call.catch(() => undefined);
@@ -86,6 +89,46 @@ describe('call frames on the kernel stream', () => {
     expect(answers()).toHaveLength(MAX_REFUSED_CALLS);
     stream.receive(frame({ op: 'bad', callId: 'one-more' }));
     expect(stream.breach).toMatch(/answered no call/);
+  });
+
+  it.each([['denied'], ['limit'], ['invalid']] as const)(
+    'counts calls the broker refuses (%s) like its own, so a flood of them ends as strays',
+    async (kind) => {
+      const { stream, answers } = harness(() => Promise.resolve(failure(kind, 'no')));
+      // One frame at a time, each answered before the next comes: as a program that waits.
+      for (let i = 0; i < MAX_REFUSED_CALLS + UNSOLICITED_MAX_FRAMES; i++) {
+        stream.receive(frame({ callId: `k${i}` }));
+        await flush();
+      }
+      expect(stream.closed).toBe(false);
+      expect(answers()).toHaveLength(MAX_REFUSED_CALLS);
+      stream.receive(frame({ callId: 'one-more' }));
+      expect(stream.breach).toMatch(/answered no call/);
+    },
+  );
+
+  it(`answers ${REFUSED_CALLS_PER_SECOND} more refused calls for every second the request runs`, async () => {
+    const clock = { ms: 0 };
+    const { stream, answers } = harness(() => Promise.resolve(failure('limit', 'no')), 100, clock);
+    const n = 3 * MAX_REFUSED_CALLS;
+    for (let i = 0; i < n; i++) {
+      // A loop that retries at the rate the budget allows, after using up the first MAX_REFUSED_CALLS.
+      if (i >= MAX_REFUSED_CALLS) clock.ms = ((i - MAX_REFUSED_CALLS + 1) * 1000) / REFUSED_CALLS_PER_SECOND;
+      stream.receive(frame({ callId: `k${i}` }));
+      await flush();
+    }
+    expect(stream.closed).toBe(false);
+    expect(answers()).toHaveLength(n);
+  });
+
+  it('never counts answered calls, however many', async () => {
+    const { stream, answers } = harness(() => Promise.resolve({ ok: true, value: 1 }));
+    for (let i = 0; i < 3 * MAX_REFUSED_CALLS; i++) {
+      stream.receive(frame({ callId: `k${i}` }));
+      await flush();
+    }
+    expect(stream.closed).toBe(false);
+    expect(answers()).toHaveLength(3 * MAX_REFUSED_CALLS);
   });
 
   it('drops an answer whose request finished meanwhile', async () => {
