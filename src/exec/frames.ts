@@ -60,6 +60,14 @@ export function frameBudget(capChars: number, maxDisplayItems: number, elapsedMs
   return Math.floor(2 * (bySize + maxDisplayItems + 1 + byTime)) + 64;
 }
 
+/**
+ * A frame may reach the gateway in at most 16 chunks plus one per this many of its bytes. A kernel
+ * writes each frame at once, and every stage on the way (pipe, shim, containerd, kubelet, API
+ * server) forwards what it read, a page or a TLS record at a time: pieces of a big frame are KiBs.
+ * A frame trickled a byte per write would cost the gateway a websocket message per byte.
+ */
+export const MIN_PIECE_BYTES = 256;
+
 /** Frames and bytes that answer no pending call, over a connection's life, before it is failed. */
 export const UNSOLICITED_MAX_FRAMES = 16;
 export const UNSOLICITED_MAX_BYTES = 64 * 1024;

@@ -9,6 +9,8 @@ export function encodeFrame(message: unknown): Buffer {
 }
 
 const MAX_HEADER_BYTES = 20;
+/** Chunks any frame may come in, whatever its size (see FrameDecoder's `minPieceBytes`). */
+export const PIECES_SLACK = 16;
 /** Without a limit from the caller: the runtime's own bound on a request (runtime/PROTOCOL.md). */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
@@ -30,9 +32,18 @@ export class FrameDecoder {
   private bodySize: number | undefined;
   /** The body so far, when it spans chunks. */
   private body: ByteAccumulator | undefined;
+  /** Chunks that brought bytes of the frame being read. */
+  private pieces = 0;
 
-  /** Checked when a header completes, so a caller may lower or raise it between frames. */
-  constructor(public maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {}
+  /**
+   * `maxFrameBytes` is checked when a header completes, so a caller may lower or raise it between
+   * frames. `minPieceBytes` (0: any split): a frame may come in at most PIECES_SLACK chunks plus
+   * one per `minPieceBytes` of it, else the stream is not framed as a kernel writes it.
+   */
+  constructor(
+    public maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
+    private readonly minPieceBytes = 0,
+  ) {}
 
   /** Returns the messages completed by this chunk; throws when the stream is not framed. */
   push(chunk: Buffer): unknown[] {
@@ -42,9 +53,12 @@ export class FrameDecoder {
   /** As push, with each frame's size on the wire. After a throw the decoder is unusable. */
   pushSized(chunk: Buffer): DecodedFrame[] {
     const out: DecodedFrame[] = [];
+    if (this.header.length > 0 || this.bodySize !== undefined) this.countPiece();
     let off = 0;
     while (off < chunk.length) {
       if (this.bodySize === undefined) {
+        // A frame that starts in this chunk: its first piece.
+        if (this.header.length === 0) this.pieces = 1;
         off = this.readHeader(chunk, off);
         continue;
       }
@@ -62,6 +76,15 @@ export class FrameDecoder {
     // A zero-length body completes with its header.
     if (this.bodySize === 0) out.push(this.finishFrame(Buffer.alloc(0)));
     return out;
+  }
+
+  /** Another chunk of the frame being read: throws past the pieces its bytes so far allow. */
+  private countPiece(): void {
+    if (this.minPieceBytes <= 0) return;
+    const allowed = PIECES_SLACK + Math.floor(this.buffered / this.minPieceBytes);
+    if (++this.pieces > allowed) {
+      throw new Error(`A frame came in more than ${allowed} pieces for its first ${this.buffered} bytes (a kernel writes each frame at once)`);
+    }
   }
 
   /** Consumes header bytes from chunk[off..]; returns the new offset. */

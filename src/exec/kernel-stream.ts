@@ -9,6 +9,7 @@
 import { FrameDecoder, encodeFrame, type DecodedFrame } from './framing.js';
 import {
   IDLE_MAX_FRAME_BYTES,
+  MIN_PIECE_BYTES,
   OUTPUT_FRAMES_PER_SECOND,
   UNSOLICITED_MAX_BYTES,
   UNSOLICITED_MAX_FRAMES,
@@ -91,7 +92,7 @@ interface Pending {
 
 export class KernelStream {
   private readonly pending = new Map<string, Pending>();
-  private readonly decoder = new FrameDecoder(IDLE_MAX_FRAME_BYTES);
+  private readonly decoder = new FrameDecoder(IDLE_MAX_FRAME_BYTES, MIN_PIECE_BYTES);
   private nextId = 1;
   private closedReason: string | undefined;
   private breachReason: string | undefined;

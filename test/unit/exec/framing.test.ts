@@ -3,7 +3,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { FrameDecoder, encodeFrame } from '../../../src/exec/framing.js';
+import { FrameDecoder, PIECES_SLACK, encodeFrame } from '../../../src/exec/framing.js';
 
 const frames = [{ id: '1', type: 'pong' }, { id: '2', type: 'output', stream: 'stdout', text: 'héllo ✓ 🎉\n' }, { t: '' }, null, 4];
 
@@ -93,5 +93,30 @@ describe('FrameDecoder', () => {
     expect(grown).toBeLessThan(8_000_000);
     expect(d.buffered).toBe(half);
     expect(d.held).toBeLessThanOrEqual(2 * half);
+  });
+
+  const big = encodeFrame({ text: 'w'.repeat(200_000) });
+  const small = encodeFrame({ id: '1', type: 'pong' });
+  it.each([
+    ['a small frame in as many pieces as the slack', small, [Math.ceil(small.length / PIECES_SLACK)], true],
+    ['a big frame in 4 KiB pieces (a pipe page)', big, [4096], true],
+    ['a big frame in 256-byte pieces', big, [256], true],
+    ['a big frame in uneven pieces averaging 512 bytes', big, [1, 1023], true],
+    ['a small frame a byte at a time', small, [1], false],
+    ['a big frame a byte at a time', big, [1], false],
+    ['a big frame in 100-byte pieces', big, [100], false],
+  ])('with a minimum piece size of 256: %s', (_name, wire, sizes, decodes) => {
+    const d = new FrameDecoder(1_000_000, 256);
+    const push = (): unknown[] => split(wire, sizes).flatMap((c) => d.push(c));
+    if (decodes) expect(push()).toHaveLength(1);
+    else expect(push).toThrow(/A frame came in more than \d+ pieces/);
+  });
+
+  it('counts the pieces of each frame on its own', () => {
+    const d = new FrameDecoder(1_000_000, 256);
+    const frames = Array.from({ length: 50 }, () => small);
+    // Each frame in the slack's number of pieces, fifty frames in a row: never a breach.
+    const out = frames.flatMap((f) => split(f, [Math.ceil(f.length / PIECES_SLACK)]).flatMap((c) => d.push(c)));
+    expect(out).toHaveLength(50);
   });
 });

@@ -87,6 +87,11 @@ describe('KernelStream', () => {
       Array.from({ length: 20 }, () => encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'z'.repeat(streamBudgetChars(CAP) / 10) })),
       /streamed more than/,
     ],
+    [
+      'a frame a byte per message',
+      [...encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 't'.repeat(5000) })].map((b) => Buffer.from([b])),
+      /A frame came in more than \d+ pieces/,
+    ],
     // Within the characters' budget, but more frames than any kernel sends: each costs a parse.
     [
       'a flood of empty output frames',
