@@ -33,6 +33,13 @@ os.write(2, b'trickled %d bytes\\n' % sent)
 time.sleep(3600)
 `;
 
+/** CPU time (ms, user + system) the process used so far. */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(m?.[1] ?? 0) / 1024;
@@ -55,14 +62,16 @@ try {
   let peak = before;
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 1000);
   const t0 = performance.now();
+  const cpu0 = cpuMs(pid);
   const r = await client.callTool('execute_code', { session, code: TRICKLE, timeout_seconds: seconds + 10 }, undefined, { timeout: (seconds + 60) * 1000 });
   clearInterval(sampler);
   peak = Math.max(peak, rssMb(pid));
   const stderr = String(r.structuredContent?.stderr ?? '');
   const ended = r.structuredContent
     ? `${String(r.structuredContent.phase)} ${String(r.structuredContent.reason ?? '')}`
-    : (r.content[0]?.text ?? '').slice(0, 200);
+    : r.content.map((c) => c.text ?? '').join(' ').replace(/\s+/g, ' ').slice(0, 300);
   console.log(`call ended after ${((performance.now() - t0) / 1000).toFixed(1)} s: ${ended}; ${/trickled \d+ bytes/.exec(stderr)?.[0] ?? ''}`);
+  console.log(`gateway CPU during the call: ${cpuMs(pid) - cpu0} ms`);
   console.log(`gateway RSS: ${before.toFixed(1)} MB before, peak ${peak.toFixed(1)} MB (+${(peak - before).toFixed(1)} MB)`);
   await client.close();
 } finally {
