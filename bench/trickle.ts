@@ -69,7 +69,11 @@ try {
   const stderr = String(r.structuredContent?.stderr ?? '');
   const ended = r.structuredContent
     ? `${String(r.structuredContent.phase)} ${String(r.structuredContent.reason ?? '')}`
-    : r.content.map((c) => c.text ?? '').join(' ').replace(/\s+/g, ' ').slice(0, 300);
+    : r.content
+        .map((c) => c.text ?? '')
+        .join(' ')
+        .replace(/\s+/g, ' ')
+        .slice(0, 300);
   console.log(`call ended after ${((performance.now() - t0) / 1000).toFixed(1)} s: ${ended}; ${/trickled \d+ bytes/.exec(stderr)?.[0] ?? ''}`);
   console.log(`gateway CPU during the call: ${cpuMs(pid) - cpu0} ms`);
   console.log(`gateway RSS: ${before.toFixed(1)} MB before, peak ${peak.toFixed(1)} MB (+${(peak - before).toFixed(1)} MB)`);
