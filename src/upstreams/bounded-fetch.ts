@@ -12,6 +12,8 @@
 //   event (a call's answer is its last event), on the GET stream the event alone is skipped.
 // What an upstream sends is never logged; `onDropped` says only which kind of message was cut.
 
+import { ByteAccumulator } from '../util/byte-accumulator.js';
+
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
 /** JSON-RPC "server error" range: the gateway refused the upstream's answer. */
@@ -59,7 +61,11 @@ export function boundedEvents(
   /** Called once when the stream is over: ended, cut off, cancelled or failed. */
   onDone: () => void = () => undefined,
 ): TransformStream<Uint8Array, Uint8Array> {
-  let buf = Buffer.alloc(0);
+  // The bytes not yet passed on: the event being read (and, within one chunk, the events after it).
+  // One growing buffer, compacted only after an event ended: an event in many small chunks costs
+  // its size, not its size per chunk.
+  const pending = new ByteAccumulator();
+  /** Bytes of `pending` already searched for an event's end. */
   let scanned = 0;
   /** Inside an oversized event: bytes are dropped until its end. */
   let skipping = false;
@@ -67,11 +73,14 @@ export function boundedEvents(
   return new TransformStream({
     transform(chunk, controller) {
       if (ended) return;
-      buf = buf.length === 0 ? Buffer.from(chunk) : Buffer.concat([buf, chunk]);
+      pending.append(chunk);
+      const buf = pending.view();
+      /** Where the event being read starts in `buf`. */
+      let start = 0;
       for (;;) {
-        const end = eventEnd(buf, scanned - 3);
+        const end = eventEnd(buf, Math.max(start, scanned - 3));
         // The event (or what has come of it) is past the bound: drop it, say so once.
-        if (!skipping && (end ? end.at : buf.length) > maxBytes) {
+        if (!skipping && (end ? end.at : buf.length) - start > maxBytes) {
           skipping = true;
           const r = onOversize();
           if (r.replacement) controller.enqueue(Buffer.from(r.replacement));
@@ -82,21 +91,25 @@ export function boundedEvents(
             return;
           }
         }
-        if (!end) {
-          // While skipping, keep only the last bytes (a blank line may straddle two chunks).
-          if (skipping && buf.length > 3) buf = buf.subarray(buf.length - 3);
-          scanned = buf.length;
-          return;
-        }
+        if (!end) break;
         const stop = end.at + end.length;
-        if (!skipping) controller.enqueue(buf.subarray(0, stop));
+        // A view: `pending` moves what it keeps into new memory below, never writing over this.
+        if (!skipping) controller.enqueue(buf.subarray(start, stop));
         skipping = false;
-        buf = buf.subarray(stop);
-        scanned = 0;
+        start = stop;
+        scanned = stop;
       }
+      // Keep what follows the last event's end; while skipping, only the last bytes (a blank line
+      // may straddle two chunks).
+      const keepFrom = skipping ? Math.max(start, buf.length - 3) : start;
+      if (keepFrom > 0) {
+        pending.take();
+        pending.append(buf.subarray(keepFrom));
+      }
+      scanned = pending.size;
     },
     flush(controller) {
-      if (!ended && !skipping && buf.length > 0) controller.enqueue(buf);
+      if (!ended && !skipping && pending.size > 0) controller.enqueue(pending.take());
       onDone();
     },
     // The reader cancelled, or the body failed (the pipe aborts the writable side).
@@ -133,17 +146,16 @@ export function linkedSignal(outer: AbortSignal | null | undefined): { signal: A
 /** Reads a (non-SSE) body up to `maxBytes`; undefined when it is longer (the rest is cancelled). */
 async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Buffer | undefined> {
   const reader = body.getReader();
-  const parts: Buffer[] = [];
-  let size = 0;
+  // One growing buffer, not a Buffer per chunk: an upstream may answer in tiny chunks.
+  const bytes = new ByteAccumulator(maxBytes);
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) return Buffer.concat(parts);
-    size += value.byteLength;
-    if (size > maxBytes) {
+    if (done) return bytes.take();
+    if (bytes.size + value.byteLength > maxBytes) {
       await reader.cancel().catch(() => undefined);
       return undefined;
     }
-    parts.push(Buffer.from(value));
+    bytes.append(value);
   }
 }
 

@@ -39,6 +39,11 @@ export class ByteAccumulator {
     return this.buf.length;
   }
 
+  /** The bytes appended so far, as one Buffer: valid until the next append() or take(). */
+  view(): Buffer {
+    return this.buf.subarray(0, this.used);
+  }
+
   /** The bytes appended, as one Buffer; the accumulator is empty again and lets go of them. */
   take(): Buffer {
     const out = this.buf.subarray(0, this.used);

@@ -54,12 +54,23 @@ describe('boundedEvents', () => {
     ['joins an event split across chunks', ['data: {"a"', ':1}\n', '\n'], false, small, 0],
     ['drops an oversized event on a notification stream and goes on', [small, big, small], false, small + small, 1],
     ['drops an oversized event split into pieces and goes on', [small, big.slice(0, 40), big.slice(40, 90), big.slice(90), small], false, small + small, 1],
+    ['drops an oversized event that comes a byte per chunk and goes on', [small, ...big.split(''), ...small.split('')], false, small + small, 1],
     ['ends a call stream with the replacement at an oversized event', [small, big, small], true, `${small}[cut]\n\n`, 1],
     ['ends at an oversized event that never ends', [small, 'data: ' + 'y'.repeat(80), 'y'.repeat(80)], true, `${small}[cut]\n\n`, 1],
     ['keeps a final event without a blank line', [small, 'data: tail'], false, `${small}data: tail`, 0],
     ['finds a blank line split between chunks', ['data: 1\r\n', '\r\ndata: 2\n\n'], false, 'data: 1\r\n\r\ndata: 2\n\n', 0],
   ])('%s', async (_name, chunks, end, expected, oversize) => {
     expect(await throughEvents(chunks, 64, end)).toEqual({ out: expected, oversize });
+  });
+
+  it.each([
+    ['one byte', 1],
+    ['three bytes', 3],
+    ['seven bytes', 7],
+  ])('passes events split into pieces of %s on whole and in order', async (_name, size) => {
+    const events = ['data: 1\n\n', 'event: message\r\ndata: {"b":2}\r\n\r\n', `data: ${'z'.repeat(50)}\n\n`, 'data: last\n\n'].join('');
+    const pieces = Array.from({ length: Math.ceil(events.length / size) }, (_, i) => events.slice(i * size, (i + 1) * size));
+    expect(await throughEvents(pieces, 64, false)).toEqual({ out: events, oversize: 0 });
   });
 });
 
@@ -98,6 +109,23 @@ describe('boundedFetch', () => {
     expect(json.error.message).toMatch(/larger than 128 bytes/);
     expect(text).not.toContain('zzzz');
     expect(dropped).toHaveLength(1);
+  });
+
+  it.each([
+    ['within the bound', 100, false],
+    ['past the bound', 200, true],
+  ])('reads a JSON answer that comes a byte per chunk, %s', async (_name, length, cut) => {
+    const body = `{"t":"${'j'.repeat(length)}"}`;
+    const bytes = new TextEncoder().encode(body);
+    let i = 0;
+    const trickled = new ReadableStream<Uint8Array>({
+      pull: (c) => (i < bytes.length ? c.enqueue(bytes.subarray(i, ++i)) : c.close()),
+    });
+    const base = (): Promise<Response> => Promise.resolve(new Response(trickled, { headers: { 'content-type': 'application/json' } }));
+    const dropped: string[] = [];
+    const text = await (await boundedFetch(128, (k) => void dropped.push(k), base)('http://u/mcp', post)).text();
+    expect(text === body).toBe(!cut);
+    expect(dropped).toEqual(cut ? ['json'] : []);
   });
 
   // The MCP client passes one long-lived signal to every request; undici keeps a listener on it
