@@ -66,7 +66,7 @@ export class FrameDecoder {
       const take = Math.min(this.bodySize - had, chunk.length - off);
       const piece = chunk.subarray(off, off + take);
       off += take;
-      if (had + take === this.bodySize && had === 0) {
+      if (had === 0 && take === this.bodySize) {
         out.push(this.finishFrame(piece));
         continue;
       }
