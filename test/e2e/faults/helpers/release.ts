@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 50). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 51). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = 'ad69fce55400ac4b3baeb5d6357f9a20e702c98b';
+export const PREVIOUS_RELEASE = '8cc873ab930bcf45c15aa578cde3e5e5d29648bd';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
