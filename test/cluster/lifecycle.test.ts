@@ -83,13 +83,17 @@ describe('cluster scripts', () => {
   });
 
   it('up defragments etcd when most of its database is free pages, and only then', async () => {
-    // Make free pages: 40 MB of ConfigMaps written and deleted, their revisions compacted away
-    // (the API server would do that itself within 5 minutes).
+    // Make free pages: ConfigMaps written and deleted, their revisions compacted away (the API
+    // server would do that itself within 5 minutes). At least 40 MB, and more than the database
+    // already holds: a long-lived cluster (a day of bench runs) can hold 50 MB of live data, and
+    // the free pages must outweigh it.
     const k = testKube();
     const ns = await createNamespace(k, 'etcd-defrag');
     const value = 'x'.repeat(1_000_000);
+    const fillers = Math.max(40, Math.ceil((await etcdSizes()).used / 1_000_000) + 16);
     try {
-      for (let i = 0; i < 40; i++) await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `filler-${i}` }, data: { v: value } } });
+      for (let i = 0; i < fillers; i++)
+        await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `filler-${i}` }, data: { v: value } } });
       await k.core.deleteCollectionNamespacedConfigMap({ namespace: ns });
     } finally {
       await deleteNamespace(k, ns);
