@@ -15,7 +15,7 @@ const RELEASE_WAIT_MS = 15_000;
 
 interface RunLike extends KubernetesObject {
   spec?: { session?: unknown };
-  status?: { phase?: unknown };
+  status?: { phase?: unknown; podName?: unknown };
 }
 
 /**
@@ -41,11 +41,14 @@ export function holdsCapacity(pod: V1Pod): boolean {
 
 /**
  * Whether a run still takes a slot as every replica sees it: its SandboxRun is not yet terminal in
- * the informer cache (other replicas count it from there), or its pod still holds capacity.
+ * the informer cache (other replicas count it from there), or its pod still holds capacity: the
+ * pod labelled with the run, or the one its status names (a short warm run's reserved pool pod is
+ * deleted without ever being labelled with its run, src/runs/warm-claims.ts).
  */
 export function takesSlot(run: RunLike | undefined, pods: readonly V1Pod[], label: string): boolean {
   if (run && !run.metadata?.deletionTimestamp && !TERMINAL.has(String(run.status?.phase))) return true;
-  return pods.some((p) => p.metadata?.labels?.[LABEL_RUN] === label && holdsCapacity(p));
+  const podName = typeof run?.status?.podName === 'string' ? run.status.podName : undefined;
+  return pods.some((p) => (p.metadata?.labels?.[LABEL_RUN] === label || (podName !== undefined && p.metadata?.name === podName)) && holdsCapacity(p));
 }
 
 /** Run slots of this replica: the admission queue plus release-when-really-finished. */
@@ -58,6 +61,8 @@ export class RunSlots {
     private readonly pods: ResilientInformer<V1Pod>,
     identity: string,
     deps: Omit<RunAdmissionDeps, 'othersActive'>,
+    /** A slot is freed at the latest this long after its run ended (tests lengthen it). */
+    private readonly releaseWaitMs = RELEASE_WAIT_MS,
   ) {
     this.admission = new RunAdmission({ ...deps, othersActive: () => countOthersActive(this.runs.list(deps.namespace), identity) });
     runs.onChange((run) => {
@@ -65,7 +70,12 @@ export class RunSlots {
       // Another replica's run ending frees namespace capacity: let waiting calls re-check.
       this.admission.poke();
     });
-    pods.onChange((pod) => this.wake(pod.metadata?.namespace, pod.metadata?.labels?.[LABEL_RUN]));
+    pods.onChange((pod) => {
+      const label = pod.metadata?.labels?.[LABEL_RUN];
+      // A pod without the label may be the one a run's status names: its namespace's waiters check.
+      if (label !== undefined) this.wake(pod.metadata?.namespace, label);
+      else this.wakeNamespace(pod.metadata?.namespace);
+    });
   }
 
   /**
@@ -82,6 +92,12 @@ export class RunSlots {
 
   private wake(namespace: string | undefined, label: string | undefined): void {
     if (label !== undefined) this.waiters.get(`${namespace}/${label}`)?.forEach((w) => w());
+  }
+
+  /** Every waiter of a namespace (at most this replica's runs still finishing). */
+  private wakeNamespace(namespace: string | undefined): void {
+    const prefix = `${namespace}/`;
+    for (const [key, set] of this.waiters) if (key.startsWith(prefix)) set.forEach((w) => w());
   }
 
   private takesSlot(namespace: string, runName: string, label: string): boolean {
@@ -103,7 +119,7 @@ export class RunSlots {
       const check = (): void => {
         if (!this.takesSlot(namespace, runName, label)) finish();
       };
-      const timer = setTimeout(finish, RELEASE_WAIT_MS);
+      const timer = setTimeout(finish, this.releaseWaitMs);
       timer.unref();
       let set = this.waiters.get(key);
       if (!set) this.waiters.set(key, (set = new Set()));

@@ -459,7 +459,8 @@ export class RunExecutor {
         // calls back to back finds it (or its patch in flight) instead of claiming on its path.
         pooled?.pool.ensureReserved();
         await running.written();
-        await pooled?.adopt?.();
+        // A reserved pod is relabelled only for a run that outlived the Running write's delay.
+        await pooled?.adopting?.();
         await this.record.patchStatus(run, status, log);
         // The pod is the run's marker that its code started (run-decision.ts): it goes only once the
         // outcome is stored. Its processes already ended with the program (or at the deadline).

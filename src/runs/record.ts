@@ -11,7 +11,7 @@ import { runningStatus, type Classification } from './status.js';
 import type { RunOutcome } from './types.js';
 
 /** A run still executing after this long gets its Running status written (markRunningLater). */
-const RUNNING_WRITE_DELAY_MS = 250;
+export const RUNNING_WRITE_DELAY_MS = 250;
 /** Longest pause between attempts to record a finished run's status (it is retried until it lands). */
 const MAX_STATUS_RETRY_MS = 30_000;
 

@@ -32,6 +32,8 @@ export interface ProfilePools {
 export interface Adoption {
   /** Labels the reserved pod with its run (once, however often called); absent for a claimed pod. */
   adopt?: () => Promise<void>;
+  /** The adoption if it was started (the run outlived the Running write's delay), else undefined. */
+  adopting?: () => Promise<void> | undefined;
   /** The pool that reserves the next run's pod. */
   pool: Pick<PoolClaims, 'ensureReserved'>;
 }
@@ -81,9 +83,11 @@ export class WarmClaims {
 
   /**
    * This process's reserved pod becomes the run's: no pod write before the code starts. The patch
-   * that makes the pod the run's goes out with the Running status for code still executing after
-   * a short delay, else once the outcome is known — never during a short run, whose CPU it would
-   * share on a small node — and the outcome is recorded only after it (executor.ts, settle).
+   * that makes the pod the run's goes out with the Running status, for code still executing after
+   * a short delay; the outcome is recorded only after it (executor.ts, settle). A run that ends
+   * before has its pod deleted once its outcome is stored, never relabelled: every label change
+   * of a pod costs the node a NetworkPolicy resync (kube-router: ~50 ms of CPU), and until the
+   * outcome is stored the reservation's label and the run's executor tie the two (run-decision.ts).
    */
   useReserved(run: SandboxRun, pool: PoolClaims, reserved: V1Pod, opts: ClaimOptions): void {
     const { owner, labels, deadline } = claimTerms(run, opts);
@@ -94,7 +98,7 @@ export class WarmClaims {
         .catch((err: unknown) =>
           this.log.warn({ pod: reserved.metadata?.name, err: apiErrorMessage(err) }, 'Failed to label a reserved pool Pod with its run'),
         ));
-    this.adoptions.set(run.metadata.uid ?? '', { adopt, pool });
+    this.adoptions.set(run.metadata.uid ?? '', { adopt, adopting: () => adoption, pool });
   }
 
   /** A warm pod of the run's profile, if its pool has one that fits: its name. */

@@ -2,7 +2,7 @@
 // version is never served and is replaced; two runtime versions side by side each mount their
 // own ConfigMap; a pool of size 0 drains; a pool grown by a burst keeps back-to-back callers warm;
 // a claim that finds no ready pod waits for the pool pod that is starting.
-import { V1MicroTime, CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { V1MicroTime, CoordinationV1Api, Watch, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import {
   GROUP,
@@ -15,6 +15,7 @@ import {
   type SandboxRun,
 } from '../../src/api/v1alpha1/index.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
+import { RUNNING_WRITE_DELAY_MS } from '../../src/runs/record.js';
 import { runtimeConfigMapName } from '../../src/sandbox/runtime-configmap.js';
 import { findRuntimeDir, readRuntimeFiles } from '../../src/sessions/runtime-files.js';
 import { SANDBOX_IMAGE, createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
@@ -424,6 +425,48 @@ describe('reserved pool pods', () => {
       await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'a reserved pool pod');
       expect(pod?.metadata?.labels?.[LABEL_RESERVED_BY]).toMatch(/^[0-9a-f]{16}$/);
       expect(pod?.metadata?.ownerReferences?.some((o) => o.kind === 'SandboxRun')).toBeFalsy();
+      // A short run in it: the pod goes once the outcome is stored, never relabelled on the way
+      // (every label change costs the node a NetworkPolicy resync). Every version of the pod the
+      // API server shows from now until its deletion is watched. The pool is full first, so the
+      // run's end finds a ready pod to reserve for the next call.
+      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to refill');
+      const seen: V1Pod[] = [];
+      let deleted!: () => void;
+      const deletion = new Promise<void>((resolve) => (deleted = resolve));
+      const watching = await new Watch(k.kc).watch(
+        `/api/v1/namespaces/${ns}/pods`,
+        { fieldSelector: `metadata.name=${pod?.metadata?.name}`, resourceVersion: pod?.metadata?.resourceVersion },
+        (type: string, obj: V1Pod) => {
+          seen.push(obj);
+          if (type === 'DELETED') deleted();
+        },
+        () => undefined,
+      );
+      let short: ToolResult;
+      try {
+        short = await call(mcp);
+        expect(host(short)).toBe(pod?.metadata?.name);
+        await deletion;
+      } finally {
+        watching.abort();
+      }
+      expect(seen.length).toBeGreaterThan(0);
+      const shortRun = (await k.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        name: String(sc(short).run),
+      })) as SandboxRun;
+      // Code still executing RUNNING_WRITE_DELAY_MS after it started is adopted with its Running
+      // status, rightly: this one ended long before (a print takes ~40 ms).
+      expect(shortRun.status?.durationMs).toBeLessThan(RUNNING_WRITE_DELAY_MS);
+      for (const v of seen) {
+        expect(v.metadata?.labels?.[POOL]).toBe('reserved');
+        expect(v.metadata?.labels?.[LABEL_RESERVED_BY]).toBe(pod?.metadata?.labels?.[LABEL_RESERVED_BY]);
+        expect(v.metadata?.ownerReferences?.some((o) => o.kind === 'SandboxRun')).toBeFalsy();
+      }
+      await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'the next reservation');
       // While the run executes, the pod becomes the run's (labelled claimed, owned by it): the
       // patch overlaps the execution instead of preceding it.
       const running = call(mcp, 'import socket, time\ntime.sleep(3)\nprint(socket.gethostname())');

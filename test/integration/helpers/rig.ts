@@ -140,7 +140,7 @@ export async function sessionRig(clients: KubeClients, namespace: string, now: D
 }
 
 // The informers as src/operator.ts builds them (runs stripped of code and outputs, pods by label).
-function runInformer(clients: KubeClients, namespace: string): ResilientInformer<KubernetesObject> {
+export function runInformer(clients: KubeClients, namespace: string): ResilientInformer<KubernetesObject> {
   return new ResilientInformer<KubernetesObject>(
     clients.kc,
     `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${SANDBOXRUN_PLURAL}`,

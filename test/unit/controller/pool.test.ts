@@ -144,6 +144,17 @@ describe('PoolDemand', () => {
     expect(d.target({ min: 2, max: 20 }, T0 + 121_000)).toBe(2);
     expect(d.target({ min: 0, max: 0 }, T0 + 1)).toBe(0);
   });
+
+  it('counts a reservation as a claim, and the same pod adopted later not again', () => {
+    const d = new PoolDemand();
+    d.prime();
+    for (let i = 0; i < 5; i++) d.observe(poolPod({ reserved: true, uid: `r${i}` }), T0);
+    expect(d.claimsPerSecond(T0)).toBeCloseTo(1, 9);
+    // A run that outlived the Running write's delay: its reserved pod relabelled `claimed`.
+    for (let i = 0; i < 5; i++) d.observe(poolPod({ claimed: true, uid: `r${i}` }), T0);
+    d.observe(poolPod({ uid: 'w' }), T0); // unclaimed: no demand
+    expect(d.claimsPerSecond(T0)).toBeCloseTo(1, 9);
+  });
 });
 
 describe('refillDeferralMs', () => {

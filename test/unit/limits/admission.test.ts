@@ -1,4 +1,5 @@
 // Run and session admission: the pure decisions as tables, then the semaphore + FIFO queue.
+import type { V1Pod } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   AdmissionError,
@@ -191,8 +192,12 @@ describe('takesSlot (when a finished run frees its slot)', () => {
     metadata: { labels: { 'codemode.dev/run': run }, ...(extra.deleting && { deletionTimestamp: new Date() }) },
     ...(extra.phase && { status: { phase: extra.phase } }),
   });
-  const run = (phase?: string) => ({ metadata: { name: 'r1' }, ...(phase && { status: { phase } }) });
-  it.each<[string, ReturnType<typeof run> | undefined, ReturnType<typeof pod>[], boolean]>([
+  /** A reserved pool pod a short warm run used: never labelled with its run. */
+  const reservedPod = (name: string, extra: { deleting?: boolean } = {}) => ({
+    metadata: { name, labels: { 'codemode.dev/pool': 'reserved' }, ...(extra.deleting && { deletionTimestamp: new Date() }) },
+  });
+  const run = (phase?: string, podName?: string) => ({ metadata: { name: 'r1' }, ...(phase && { status: { phase, ...(podName && { podName }) } }) });
+  it.each<[string, ReturnType<typeof run> | undefined, V1Pod[], boolean]>([
     ['running, pod live', run('Running'), [pod('r1')], true],
     ['final status not in the cache yet (other replicas still count it)', run('Pending'), [], true],
     ['finished, pod still live (the next pod would be one too many)', run('Succeeded'), [pod('r1')], true],
@@ -201,6 +206,14 @@ describe('takesSlot (when a finished run frees its slot)', () => {
     ['finished, pod Failed', run('TimedOut'), [pod('r1', { phase: 'Failed' })], false],
     ["finished, only other runs' pods live", run('Succeeded'), [pod('r2')], false],
     ['run deleted, pod gone', undefined, [], false],
+    ['finished, the unlabelled pod its status names still live', run('Succeeded', 'codemode-pool-a'), [reservedPod('codemode-pool-a')], true],
+    [
+      'finished, the unlabelled pod its status names terminating',
+      run('Succeeded', 'codemode-pool-a'),
+      [reservedPod('codemode-pool-a', { deleting: true })],
+      false,
+    ],
+    ['finished, another unlabelled pool pod live', run('Succeeded', 'codemode-pool-a'), [reservedPod('codemode-pool-b')], false],
   ])('%s → %s', (_name, r, pods, expected) => {
     expect(takesSlot(r, pods, 'r1')).toBe(expected);
   });

@@ -97,8 +97,12 @@ describe('WarmClaims.claim', () => {
     expect(asked).toEqual([]);
     const adoption = w.take('uid-r1');
     expect(w.take('uid-r1')).toBeUndefined();
+    // A run that ends before its Running write has nothing to wait for: its pod is never relabelled.
+    expect(adoption?.adopting?.()).toBeUndefined();
     await Promise.all([adoption?.adopt?.(), adoption?.adopt?.()]);
     expect(asked).toEqual(['adopt reserved-1']);
+    await adoption?.adopting?.();
+    expect(adoption?.adopting?.()).toBeInstanceOf(Promise);
     expect(seen).toEqual([claimTerms(run(), opts)]);
     adoption?.pool.ensureReserved();
     expect(asked).toEqual(['adopt reserved-1', 'ensureReserved']);
