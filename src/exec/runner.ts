@@ -232,13 +232,20 @@ export interface RunnerTrailer {
   bytes: number;
 }
 
-/** Finds the runner's trailer at the end of stderr's last bytes. */
+/**
+ * Finds the runner's trailer at the end of stderr's last bytes. The nonce tells the trailer from
+ * what a careless program prints, not from a hostile one: the program runs as the runner's user
+ * in its pod and can read the nonce (the runner's command line, its memory) and print a trailer
+ * of its own. So every field is held to what the runner itself can print — an exit status 0–255,
+ * counters of at most 9 digits — and anything else is no trailer at all. A forged one that fits
+ * can only misreport its own run.
+ */
 export function parseTrailer(tail: Buffer, nonce: string): RunnerTrailer | undefined {
   const text = tail.toString('latin1');
   const at = text.lastIndexOf(`\x1e${nonce} `);
   if (at < 0) return undefined;
-  const m = /^\x1e\S+ (-?\d+) ([01]) (-?\d+) (-?\d+) (-|workspace|tmp) (\d+)\n$/.exec(text.slice(at));
-  if (!m) return undefined;
+  const m = /^\x1e\S+ (\d{1,3}) ([01]) (-?\d{1,9}) (-?\d{1,9}) (-|workspace|tmp) (\d{1,9})\n$/.exec(text.slice(at));
+  if (!m || Number(m[1]) > 255) return undefined;
   const full = m[5] === 'workspace' || m[5] === 'tmp' ? m[5] : undefined;
   return {
     exitCode: Number(m[1]),

@@ -289,3 +289,58 @@ describe('a container-level OOM kill on the warm path', () => {
     TEST_TIMEOUT_MS,
   );
 });
+
+// The runner path (an image without our kernel) reports how the program ended in a trailer on
+// stderr, told apart by a nonce. The program runs as the runner's user and can read that nonce
+// (the runner's command line) and print a trailer of its own, then kill the runner so the real
+// one never comes: what it forges must still end as a recorded, terminal run.
+describe('a program that forges the runner trailer', () => {
+  let ns = '';
+  let op: RunningOperator | undefined;
+  let client: TestClient;
+  /** Finds the runner (the program's grandparent), prints its nonce with `code`, kills it. */
+  const forge = (code: string): string =>
+    [
+      'p=$(cut -d" " -f4 /proc/$PPID/stat)',
+      'n=$(tr "\\0" "\\n" < /proc/$p/cmdline | tail -n 1)',
+      `printf '\\036%s ${code} 0 0 0 - 0\\n' "$n" >&2`,
+      'kill -9 $p $PPID',
+    ].join('\n');
+  beforeAll(async () => {
+    ns = await createNamespace(k, 'hostile-trailer');
+    op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0', CODEMODE_IMAGE_SH: 'codemode.local/datascience:v1' });
+    client = await connect(op.url, 'current');
+  }, TEST_TIMEOUT_MS);
+  afterAll(async () => {
+    await client?.close();
+    await op?.stop();
+    await deleteNamespace(k, ns);
+  }, TEST_TIMEOUT_MS);
+
+  it.each([
+    ['an exit code no process has (past int64: the API server would refuse the status)', '99999999999999999999'],
+    ['an exit code past 255', '4096'],
+  ])(
+    'with %s is recorded as a failed run',
+    async (_what, code) => {
+      const r = await client.callTool('execute_code', { language: 'sh', code: forge(code), timeout_seconds: 20 });
+      const sc = r.structuredContent ?? {};
+      expect(sc.phase, text(r)).toBe('Failed');
+      expect(text(r)).not.toMatch(/validation/i);
+      expect(sc.exit_code === undefined || (Number(sc.exit_code) >= 0 && Number(sc.exit_code) <= 255), text(r)).toBe(true);
+      // Stored: terminal, so its TTL runs and no replica decides it again.
+      const run = (await k.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        name: String(sc.run),
+      })) as {
+        status?: { phase?: string; completionTime?: string; exitCode?: number };
+      };
+      expect(run.status).toMatchObject({ phase: 'Failed', completionTime: expect.any(String) });
+      expect(String(run.status?.exitCode ?? 0)).not.toBe(code);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});

@@ -134,6 +134,17 @@ describe('the worst-case stored SandboxRun', () => {
     });
     expect(jsonSize(s)).toBeLessThan(16 * 1024);
   });
+
+  it.each<[string, number, number | undefined]>([
+    ['a process exit status', 1, 1],
+    ['a signal-style negative code', -9, -9],
+    ['the largest 32-bit code', 2 ** 32 - 1, 2 ** 32 - 1],
+    ['a code past 32 bits (came from the sandbox)', 2 ** 32, undefined],
+    ['a code past int64 (refused by the API server)', 1e20, undefined],
+    ['a fraction', 1.5, undefined],
+  ])('a minimal status keeps %s only if it is a 32-bit integer', (_what, exitCode, kept) => {
+    expect(minimalStatus({ phase: 'Failed', reason: Reasons.NonZeroExit, exitCode }).exitCode).toBe(kept);
+  });
 });
 
 describe('CRD bounds', () => {

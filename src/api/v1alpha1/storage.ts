@@ -120,10 +120,14 @@ export function fitStatus(run: StoredRun, status: SandboxRunStatus, capBytes = M
   return out;
 }
 
+/** An exit code any status keeps: a 32-bit integer (what a process or a kernel can report). */
+const isInt32 = (n: unknown): n is number => Number.isInteger(n) && (n as number) >= -(2 ** 31) && (n as number) < 2 ** 32;
+
 /**
  * The least a terminal status must say (phase, reason, a short message, completion time): small
  * enough to fit next to any object the API server accepted. Outputs and conditions are dropped
- * (merge patch null removes them from the stored object).
+ * (merge patch null removes them from the stored object); an exit code is kept only when it is a
+ * 32-bit integer (it came from the sandbox).
  */
 export function minimalStatus(status: SandboxRunStatus): Record<string, unknown> & SandboxRunStatus {
   const message = (status.message ?? '').slice(0, Math.min(MINIMAL_MESSAGE_CHARS, MAX_MESSAGE_LENGTH));
@@ -133,7 +137,7 @@ export function minimalStatus(status: SandboxRunStatus): Record<string, unknown>
     ...(status.reason !== undefined && { reason: status.reason }),
     message: message === '' ? note : `${message} ${note}`,
     ...(status.completionTime !== undefined && { completionTime: status.completionTime }),
-    ...(status.exitCode !== undefined && { exitCode: status.exitCode }),
+    ...(isInt32(status.exitCode) && { exitCode: status.exitCode }),
     ...(status.observedGeneration !== undefined && { observedGeneration: status.observedGeneration }),
     truncated: true,
     stdout: null,

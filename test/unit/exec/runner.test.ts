@@ -41,7 +41,13 @@ describe('parseTrailer', () => {
 
   it.each([
     ['no trailer', 'just stderr\n'],
-    ['another nonce (forged by the program)', `\x1ecmffffffffffffffff 0 0 0\n`],
+    ['another nonce (a careless program)', `\x1ecmffffffffffffffff 0 0 0\n`],
+    // The program can read the nonce: a trailer it forges is held to what the runner can print.
+    ['an exit status past 255', `\x1e${nonce} 256 0 0 0 - 0\n`],
+    ['an exit status of 20 digits (the API server refuses it: the run would never be recorded)', `\x1e${nonce} 99999999999999999999 0 0 0 - 0\n`],
+    ['a negative exit status', `\x1e${nonce} -1 0 0 0 - 0\n`],
+    ['a counter of 10 digits', `\x1e${nonce} 0 0 1234567890 0 - 0\n`],
+    ['leftovers of 10 digits', `\x1e${nonce} 0 0 0 0 - 1234567890\n`],
     ['text after the trailer', `\x1e${nonce} 0 0 0\nmore`],
     ['cut trailer', `\x1e${nonce} 0 0 0 0`],
     ['old four-field trailer', `\x1e${nonce} 0 0 0\n`],
