@@ -20,24 +20,44 @@ function matches(v: unknown, type: unknown): boolean {
   return t === type || (type === 'number' && t === 'integer');
 }
 
-/** Problems with `args` for `schema` (empty: fine), each a sentence naming the argument. */
+/** Characters of an argument's name quoted in a problem (names come from the sandbox). */
+const MAX_QUOTED_NAME = 64;
+
+const quoted = (name: string): string => `"${name.length > MAX_QUOTED_NAME ? `${name.slice(0, MAX_QUOTED_NAME)}…` : name}"`;
+
+/** Whether `v` is one of `values` (JSON equality), serialising `v` once and only if it can match. */
+function inEnum(v: unknown, values: readonly unknown[]): boolean {
+  const texts = values.map((e) => JSON.stringify(e));
+  const longest = Math.max(0, ...texts.map((t) => t?.length ?? 0));
+  // A string or container longer than every value cannot equal one: no need to serialise it.
+  if (typeof v === 'string' && v.length > longest) return false;
+  const text = JSON.stringify(v);
+  return text !== undefined && text.length <= longest && texts.includes(text);
+}
+
+/**
+ * Problems with `args` for `schema` (empty: fine), each a sentence naming the argument; at most
+ * MAX_PROBLEMS, and the work stops there (arguments come from the sandbox: any number of keys).
+ */
 export function checkArgs(schema: Schema | undefined, args: Record<string, unknown>): string[] {
   if (!schema || typeof schema !== 'object') return [];
   const props = (typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {}) as Record<string, Schema>;
   const required = Array.isArray(schema.required) ? schema.required.filter((r): r is string => typeof r === 'string') : [];
   const problems: string[] = [];
-  for (const r of required) if (!(r in args)) problems.push(`missing required argument "${r}"`);
-  for (const [k, v] of Object.entries(args)) {
+  for (const r of required) if (!(r in args)) problems.push(`missing required argument ${quoted(r)}`);
+  for (const k in args) {
+    if (problems.length >= MAX_PROBLEMS) break;
+    if (!Object.hasOwn(args, k)) continue;
+    const v = args[k];
     const p = Object.hasOwn(props, k) ? props[k] : undefined;
     if (p === undefined) {
-      if (schema.additionalProperties === false) problems.push(`unknown argument "${k}" (expected: ${Object.keys(props).join(', ') || 'none'})`);
+      if (schema.additionalProperties === false) problems.push(`unknown argument ${quoted(k)} (expected: ${Object.keys(props).join(', ') || 'none'})`);
       continue;
     }
     if (typeof p !== 'object' || p === null) continue;
     const types = Array.isArray(p.type) ? p.type : p.type === undefined ? undefined : [p.type];
-    if (types && !types.some((t) => matches(v, t))) problems.push(`argument "${k}" must be ${types.join(' or ')}, not ${jsonType(v)}`);
-    else if (Array.isArray(p.enum) && !p.enum.some((e) => JSON.stringify(e) === JSON.stringify(v)))
-      problems.push(`argument "${k}" must be one of ${JSON.stringify(p.enum).slice(0, 200)}`);
+    if (types && !types.some((t) => matches(v, t))) problems.push(`argument ${quoted(k)} must be ${types.join(' or ')}, not ${jsonType(v)}`);
+    else if (Array.isArray(p.enum) && !inEnum(v, p.enum)) problems.push(`argument ${quoted(k)} must be one of ${JSON.stringify(p.enum).slice(0, 200)}`);
   }
   return problems.slice(0, MAX_PROBLEMS);
 }

@@ -22,6 +22,20 @@ export const MAX_REFUSED_CALLS = 1000;
  */
 export const REFUSED_CALLS_PER_SECOND = 1000;
 
+/**
+ * Bytes of call frames (accepted or refused) one request may send: every one is parsed and checked
+ * on the gateway's thread (~60 ms a MiB of many-keyed arguments on the test machine), so past
+ * this much, plus CALL_FRAME_BYTES_PER_SECOND, the stream is failed. A program's tool arguments
+ * rarely add up to a MiB; frames written straight into the stream would keep the gateway busy.
+ */
+export const CALL_FRAME_BYTES = 16 * 1024 * 1024;
+export const CALL_FRAME_BYTES_PER_SECOND = 4 * 1024 * 1024;
+
+/** Call frame bytes a request may have sent `elapsedMs` after it was sent (see CALL_FRAME_BYTES). */
+export function callFrameByteBudget(elapsedMs: number): number {
+  return CALL_FRAME_BYTES + Math.floor((CALL_FRAME_BYTES_PER_SECOND * Math.max(0, elapsedMs)) / 1000);
+}
+
 /** Refused call frames a request may have `elapsedMs` after it was sent (see MAX_REFUSED_CALLS). */
 export function refusedCallBudget(elapsedMs: number): number {
   return MAX_REFUSED_CALLS + Math.floor((REFUSED_CALLS_PER_SECOND * Math.max(0, elapsedMs)) / 1000);

@@ -68,6 +68,16 @@ export function frameBudget(capChars: number, maxDisplayItems: number, elapsedMs
  */
 export const MIN_PIECE_BYTES = 256;
 
+/**
+ * Bytes the gateway may have written to a pod's stream that the pod has not taken yet (the
+ * websocket's queue) when it answers a nested call. A kernel reads its stream all the time; one
+ * whose program makes calls and leaves their answers unread stops reading (its reader waits on
+ * that program), and a pod that writes call frames and reads nothing would pile the answers up
+ * in the gateway. Far above a legitimate backlog: 32 pending results of 64 KiB (the default cut)
+ * and a request.
+ */
+export const MAX_UNREAD_BYTES = 16 * 1024 * 1024;
+
 /** Frames and bytes that answer no pending call, over a connection's life, before it is failed. */
 export const UNSOLICITED_MAX_FRAMES = 16;
 export const UNSOLICITED_MAX_BYTES = 64 * 1024;

@@ -9,6 +9,7 @@
 import { FrameDecoder, encodeFrame, type DecodedFrame } from './framing.js';
 import {
   IDLE_MAX_FRAME_BYTES,
+  MAX_UNREAD_BYTES,
   MIN_PIECE_BYTES,
   OUTPUT_FRAMES_PER_SECOND,
   UNSOLICITED_MAX_BYTES,
@@ -29,6 +30,7 @@ import {
   failure,
   looksLikeCall,
   parseCallFrame,
+  callFrameByteBudget,
   refusedCallBudget,
   type CallAnswer,
   type CallFrame,
@@ -82,6 +84,8 @@ interface Pending {
   calls: Set<string>;
   /** Call frames of this request refused without an upstream call (bounded: refusedCallBudget). */
   refused: number;
+  /** Bytes of this request's call frames so far (bounded: callFrameByteBudget). */
+  callBytes: number;
   /** Images, HTML and tables the call displayed so far (display.ts), capped as they arrive. */
   display: DisplayTally;
   /** When the request was written (`now()`), and its output and display frames since (frameBudget). */
@@ -100,13 +104,15 @@ export class KernelStream {
 
   /**
    * `write` sends bytes to the kernel; `close` ends the transport (called once, on failure); `now`
-   * is the clock (ms) a call's frame budget grows with.
+   * is the clock (ms) a call's frame budget grows with; `unread` the bytes written and not yet
+   * taken by the pod (the transport's queue: MAX_UNREAD_BYTES).
    */
   constructor(
     private readonly write: (frame: Buffer) => void,
     private readonly close: () => void,
     private readonly displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
     private readonly now: () => number = () => performance.now(),
+    private readonly unread: () => number = () => 0,
   ) {}
 
   get closed(): boolean {
@@ -152,6 +158,7 @@ export class KernelStream {
         timer,
         calls: new Set(),
         refused: 0,
+        callBytes: 0,
         display: newTally(),
         sentAt: this.now(),
         frames: 0,
@@ -274,8 +281,12 @@ export class KernelStream {
     const callId = parsed.ok ? parsed.frame.callId : parsed.callId;
     const p = id === undefined ? undefined : this.pending.get(id);
     if (id === undefined || callId === undefined || !p || p.expects !== 'result' || p.calls.has(callId)) return this.onUnsolicited(bytes);
+    const elapsedMs = this.now() - p.sentAt;
+    p.callBytes += bytes;
+    const byteBudget = callFrameByteBudget(elapsedMs);
+    if (p.callBytes > byteBudget) return this.fail(`a call sent more than ${byteBudget} bytes of tool call frames in ${(elapsedMs / 1000).toFixed(1)} s`, true);
     // Refused calls (by the stream or the broker) are answered up to a budget, then count as strays.
-    if (p.refused >= refusedCallBudget(this.now() - p.sentAt)) return this.onUnsolicited(bytes);
+    if (p.refused >= refusedCallBudget(elapsedMs)) return this.onUnsolicited(bytes);
     const refuse = (kind: FailureKind, message: string): void => {
       p.refused++;
       this.answerCall(id, callId, failure(kind, message));
@@ -302,6 +313,9 @@ export class KernelStream {
 
   private answerCall(id: string, callId: string, answer: CallAnswer): void {
     if (this.closedReason !== undefined) return;
+    // A pod that sends calls and does not read their answers would pile them up in this process.
+    const unread = this.unread();
+    if (unread > MAX_UNREAD_BYTES) return this.fail(`the sandbox left ${unread} bytes of answers unread (at most ${MAX_UNREAD_BYTES})`, true);
     try {
       this.write(encodeFrame({ op: 'callResult', id, callId, ...answer }));
     } catch (err) {

@@ -89,7 +89,7 @@ export class KernelConnection {
     const stdin = new PassThrough();
     stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
     // The websocket exists only once exec() resolved; a failure before that closes it right after.
-    const ws: { socket?: { close(): void } } = {};
+    const ws: { socket?: { close(): void; bufferedAmount?: number } } = {};
     const stream = new KernelStream(
       (frame) => stdin.write(frame),
       () => {
@@ -97,6 +97,9 @@ export class KernelConnection {
         ws.socket?.close();
       },
       displayLimits,
+      undefined,
+      // client-node forwards stdin to the websocket at once: what the pod has not taken waits there.
+      () => stdin.writableLength + (ws.socket?.bufferedAmount ?? 0),
     );
     const conn = new KernelConnection(stream);
     const stdout = new Writable({

@@ -3,17 +3,28 @@
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../../src/exec/framing.js';
 import { KernelStream, type CallHandler } from '../../../src/exec/kernel-stream.js';
-import { MAX_CALL_FRAME_BYTES, MAX_PENDING_CALLS, MAX_REFUSED_CALLS, REFUSED_CALLS_PER_SECOND, failure } from '../../../src/codemode/frames.js';
-import { UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
+import {
+  MAX_CALL_FRAME_BYTES,
+  MAX_PENDING_CALLS,
+  MAX_REFUSED_CALLS,
+  REFUSED_CALLS_PER_SECOND,
+  callFrameByteBudget,
+  failure,
+} from '../../../src/codemode/frames.js';
+import { MAX_UNREAD_BYTES, UNSOLICITED_MAX_FRAMES } from '../../../src/exec/frames.js';
 
-/** A request on a stream whose clock (ms) is `clock.ms`: 0 unless a test moves it. */
-function harness(onCall?: CallHandler, capChars = 100, clock = { ms: 0 }) {
+/**
+ * A request on a stream whose clock (ms) is `clock.ms`: 0 unless a test moves it; `unread.bytes`
+ * is what the transport says the pod has not taken yet.
+ */
+function harness(onCall?: CallHandler, capChars = 100, clock = { ms: 0 }, unread = { bytes: 0 }) {
   const sent: Record<string, unknown>[] = [];
   const stream = new KernelStream(
     (frame) => sent.push(JSON.parse(frame.subarray(frame.indexOf(10) + 1).toString('utf8')) as Record<string, unknown>),
     () => undefined,
     undefined,
     () => clock.ms,
+    () => unread.bytes,
   );
   const call = stream.request({ op: 'exec', code: '' }, 'result', capChars, 60_000, undefined, onCall);
   call.catch(() => undefined);
@@ -129,6 +140,45 @@ describe('call frames on the kernel stream', () => {
     }
     expect(stream.closed).toBe(false);
     expect(answers()).toHaveLength(3 * MAX_REFUSED_CALLS);
+  });
+
+  it.each<[string, number]>([
+    ['at once', 0],
+    ['over 10 s', 10_000],
+  ])('fails the stream past the call frame byte budget (%s), answered calls or not', async (_when, ms) => {
+    const clock = { ms: 0 };
+    const { stream, answers } = harness(() => Promise.resolve({ ok: true, value: 1 }), 100, clock);
+    const big = (i: number): Buffer => frame({ callId: `k${i}`, op: 'search', query: 'q', pad: 'x'.repeat(512 * 1024) });
+    const perFrame = big(0).length;
+    const fit = Math.floor(callFrameByteBudget(ms) / perFrame);
+    for (let i = 0; i < fit; i++) {
+      clock.ms = (ms * i) / fit;
+      stream.receive(big(i));
+      await flush();
+    }
+    expect(stream.closed).toBe(false);
+    expect(answers()).toHaveLength(fit);
+    clock.ms = ms;
+    stream.receive(big(fit));
+    stream.receive(big(fit + 1));
+    expect(stream.breach).toMatch(/bytes of tool call frames/);
+  });
+
+  it(`fails the stream when the pod leaves more than ${MAX_UNREAD_BYTES} bytes of answers unread`, async () => {
+    const unread = { bytes: 0 };
+    const { stream, answers } = harness(() => Promise.resolve({ ok: true, value: 1 }), 100, { ms: 0 }, unread);
+    stream.receive(frame({ callId: 'k0' }));
+    await flush();
+    unread.bytes = MAX_UNREAD_BYTES;
+    stream.receive(frame({ callId: 'k1' }));
+    await flush();
+    expect(answers()).toHaveLength(2);
+    expect(stream.closed).toBe(false);
+    unread.bytes = MAX_UNREAD_BYTES + 1;
+    stream.receive(frame({ callId: 'k2' }));
+    await flush();
+    expect(answers()).toHaveLength(2);
+    expect(stream.breach).toMatch(/bytes of answers unread/);
   });
 
   it('drops an answer whose request finished meanwhile', async () => {
