@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ToolSearch, tokenize } from '../../../src/upstreams/search.js';
+import { MAX_QUERY_TERMS, ToolSearch, queryTerms, tokenize } from '../../../src/upstreams/search.js';
 import type { UpstreamTool } from '../../../src/upstreams/types.js';
 
 describe('tokenize', () => {
@@ -11,6 +11,19 @@ describe('tokenize', () => {
     ['Echo a message.', ['Echo', 'a', 'message']],
   ])('%s', (text, expected) => {
     expect(tokenize(text)).toEqual(expected);
+  });
+});
+
+describe('queryTerms (queries come from sandbox code)', () => {
+  const many = Array.from({ length: 166 }, (_, i) => `word${i}`).join(' ');
+  it.each<[string, string, string[]]>([
+    ['keeps meaningful words, lower-cased', 'Create an Issue', ['create', 'issue']],
+    ['drops repeats', 'issue issue Issue', ['issue']],
+    ['splits names', 'listPullRequests', ['list', 'pull', 'requests']],
+    ['stop words only', 'the a of', []],
+    [`keeps the first ${MAX_QUERY_TERMS} distinct words of a long query`, many, Array.from({ length: MAX_QUERY_TERMS }, (_, i) => `word${i}`)],
+  ])('%s', (_what, query, expected) => {
+    expect(queryTerms(query)).toEqual(expected);
   });
 });
 
@@ -58,6 +71,14 @@ describe('ToolSearch ranking', () => {
 
   it('lists tools by name for an empty query', () => {
     expect(index.search('  ', new Set(['github']), 2).map((h) => h.name)).toEqual(['create_issue', 'create_pull_request']);
+  });
+
+  it('answers a query of many words from its first terms, matched exactly and by prefix', () => {
+    const padded = `create issue ${Array.from({ length: 200 }, (_, i) => `zzzz${i}`).join(' ')}`;
+    expect(index.search(padded, all)[0]?.name).toBe('create_issue');
+    // Past four terms there is no fuzzy matching: a misspelling no longer finds its tool.
+    expect(index.search('issus', all)[0]?.name).toBe('list_issues');
+    expect(index.search('issus qqqq wwww eeee rrrr', all)).toEqual([]);
   });
 
   it('returns signatures, not schemas', () => {
