@@ -14,12 +14,20 @@ import type { Logger } from 'pino';
 import type { OutputChunk } from '../../runs/types.js';
 import type { GatewayOptions } from '../types.js';
 
-// Output chunks are coalesced for PROGRESS_INTERVAL_MS so a chatty program sends at most ~20
-// notifications a second, each message is capped, and the whole stream has a budget (the result
-// carries the output anyway; progress is for watching a long run).
+// Output chunks are coalesced per stream for PROGRESS_INTERVAL_MS: each tick sends at most one
+// notification per stream, whatever the write pattern (a program alternating 1-byte writes to
+// stdout and stderr must not turn every chunk into a notification). Each message is capped, and
+// the whole stream has a budget (the result carries the output anyway; progress is for watching a
+// long run) that also charges every notification a fixed cost, so the total count is bounded too:
+// a notification costs its JSON-RPC envelope and SSE framing whatever the text.
 const PROGRESS_INTERVAL_MS = 50;
 const PROGRESS_MESSAGE_MAX_CHARS = 4096;
 const PROGRESS_TOTAL_MAX_CHARS = 1024 * 1024;
+/**
+ * What a notification costs the budget besides its text (its envelope): with at most two a tick,
+ * a 5-minute run printing on both streams every tick still fits; a flood of tiny ones does not.
+ */
+const PROGRESS_NOTIFICATION_COST_CHARS = 64;
 
 /** The heartbeat's interval when the gateway's options do not say (CODEMODE_PROGRESS_HEARTBEAT_SECONDS; 0: none). */
 export const DEFAULT_PROGRESS_HEARTBEAT_SECONDS = 15;
@@ -28,12 +36,13 @@ export const DEFAULT_PROGRESS_HEARTBEAT_SECONDS = 15;
 export type SendProgress = (progress: number, message: string | undefined) => Promise<void>;
 
 /**
- * Sends coalesced output chunks in order (stderr text prefixed with `stderr: `) and a heartbeat
- * after every `heartbeatMs` without a notification (0: none). Progress values count up from 1.
+ * Sends coalesced output chunks (stderr text prefixed with `stderr: `) and a heartbeat after every
+ * `heartbeatMs` without a notification (0: none). Progress values count up from 1. Each stream's
+ * text stays in order; within one tick the stream that wrote first is sent first.
  */
 export class ProgressReporter {
-  private pending = '';
-  private pendingStream: OutputChunk['stream'] | undefined;
+  private readonly pending: Record<OutputChunk['stream'], string> = { stdout: '', stderr: '' };
+  private firstStream: OutputChunk['stream'] | undefined;
   private timer: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private count = 0;
@@ -52,10 +61,9 @@ export class ProgressReporter {
 
   push(chunk: OutputChunk): void {
     if (this.stopped || chunk.text === '') return;
-    if (this.pendingStream !== undefined && this.pendingStream !== chunk.stream) this.flush();
-    this.pendingStream = chunk.stream;
+    this.firstStream ??= chunk.stream;
     // Keep only what can still be sent: a flood between two flushes must not grow memory.
-    if (this.pending.length <= PROGRESS_MESSAGE_MAX_CHARS) this.pending += chunk.text;
+    if (this.pending[chunk.stream].length <= PROGRESS_MESSAGE_MAX_CHARS) this.pending[chunk.stream] += chunk.text;
     this.timer ??= setTimeout(() => this.flush(), PROGRESS_INTERVAL_MS);
   }
 
@@ -70,16 +78,23 @@ export class ProgressReporter {
   private flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.pending === '' || this.stopped || this.budget <= 0) {
-      this.pending = '';
-      return;
-    }
-    let message = this.pendingStream === 'stderr' ? `stderr: ${this.pending}` : this.pending;
+    const first = this.firstStream;
+    this.firstStream = undefined;
+    if (first === undefined) return;
+    this.sendPending(first);
+    this.sendPending(first === 'stdout' ? 'stderr' : 'stdout');
+  }
+
+  /** Sends one stream's pending text as one notification, within the budget. */
+  private sendPending(stream: OutputChunk['stream']): void {
+    const text = this.pending[stream];
+    this.pending[stream] = '';
+    if (text === '' || this.stopped || this.budget <= 0) return;
+    let message = stream === 'stderr' ? `stderr: ${text}` : text;
     if (message.length > PROGRESS_MESSAGE_MAX_CHARS) {
       message = `${message.slice(0, PROGRESS_MESSAGE_MAX_CHARS)}… (more output in the result)`;
     }
-    this.pending = '';
-    this.budget -= message.length;
+    this.budget -= message.length + PROGRESS_NOTIFICATION_COST_CHARS;
     this.enqueue(message);
   }
 

@@ -1,9 +1,16 @@
-// Progress notifications: coalescing output, the heartbeat between them, stopping on failure.
+// Progress notifications: coalescing output per stream and tick, the budget, the heartbeat between
+// them, stopping on failure.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ProgressReporter } from '../../../src/gateway/tools/progress.js';
+import type { OutputChunk } from '../../../src/runs/types.js';
+
+// The reporter's tick and budget (src/gateway/tools/progress.ts), restated: a test of the numbers.
+const TICK_MS = 50;
+const TOTAL_CHARS = 1024 * 1024;
+const COST_PER_NOTIFICATION = 64;
 
 describe('ProgressReporter', () => {
-  it('coalesces within the window, flushes on stream change and caps each message', async () => {
+  it('coalesces within the window, one notification per stream, and caps each message', async () => {
     vi.useFakeTimers();
     try {
       const sent: Array<[number, string]> = [];
@@ -13,7 +20,7 @@ describe('ProgressReporter', () => {
       );
       reporter.push({ stream: 'stdout', text: 'a' });
       reporter.push({ stream: 'stdout', text: 'b' });
-      reporter.push({ stream: 'stderr', text: 'oops' }); // stream change: flushes "ab" now
+      reporter.push({ stream: 'stderr', text: 'oops' }); // same tick: sent after the stdout text
       await vi.advanceTimersByTimeAsync(60);
       reporter.push({ stream: 'stdout', text: 'x'.repeat(10_000) });
       await reporter.close();
@@ -39,6 +46,93 @@ describe('ProgressReporter', () => {
     await reporter.close();
     expect(send).toHaveBeenCalledTimes(1);
     expect(onError).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('ProgressReporter per tick', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  function recorder(heartbeatMs = 0): { sent: Array<string | undefined>; reporter: ProgressReporter } {
+    const sent: Array<string | undefined> = [];
+    return {
+      sent,
+      reporter: new ProgressReporter(
+        async (_p, m) => void sent.push(m),
+        () => undefined,
+        heartbeatMs,
+      ),
+    };
+  }
+
+  const out = (text: string): OutputChunk => ({ stream: 'stdout', text });
+  const err = (text: string): OutputChunk => ({ stream: 'stderr', text });
+
+  it.each([
+    // [what happens, steps (ms to advance, or a chunk to push), expected messages before close, after close]
+    ['nothing before the first tick, all at close', [out('a'), TICK_MS - 1], [], ['a']],
+    ['first output after one tick', [out('a'), TICK_MS, out('b')], ['a'], ['a', 'b']],
+    [
+      'alternating streams in one tick: one message each, first writer first',
+      [out('a'), err('1'), out('b'), err('2'), TICK_MS],
+      ['ab', 'stderr: 12'],
+      ['ab', 'stderr: 12'],
+    ],
+    ['stderr wrote first', [err('1'), out('a'), err('2')], [], ['stderr: 12', 'a']],
+    [
+      'each tick on its own',
+      [out('a'), err('1'), TICK_MS, err('2'), out('b'), TICK_MS, out('c')],
+      ['a', 'stderr: 1', 'stderr: 2', 'b'],
+      ['a', 'stderr: 1', 'stderr: 2', 'b', 'c'],
+    ],
+    ['empty chunks send nothing', [out(''), err(''), TICK_MS], [], []],
+  ] as const)('%s', async (_what, steps, beforeClose, afterClose) => {
+    const { sent, reporter } = recorder();
+    for (const step of steps) {
+      if (typeof step === 'number') await vi.advanceTimersByTimeAsync(step);
+      else reporter.push(step);
+    }
+    expect(sent).toEqual(beforeClose);
+    await reporter.close();
+    expect(sent).toEqual(afterClose);
+  });
+
+  it.each([
+    // [chunks written, chunks per ms]: 1-byte writes alternating stdout and stderr
+    [20_000, 10],
+    [20_000, 1],
+    [5_000, 100],
+  ])('%i alternating 1-byte chunks, %i a ms: at most one notification per stream per tick', async (chunks, perMs) => {
+    const { sent, reporter } = recorder();
+    for (let i = 0; i < chunks; i++) {
+      reporter.push(i % 2 === 0 ? out('a') : err('b'));
+      if (i % perMs === perMs - 1) await vi.advanceTimersByTimeAsync(1);
+    }
+    await reporter.close();
+    const ticks = Math.ceil(chunks / perMs / TICK_MS) + 1; // + the flush at close
+    expect(sent.length).toBeLessThanOrEqual(2 * ticks);
+    // Nothing lost, each stream's text in order.
+    const stdout = sent.filter((m) => !m?.startsWith('stderr: ')).join('');
+    const stderr = sent
+      .filter((m) => m?.startsWith('stderr: '))
+      .map((m) => m?.slice('stderr: '.length))
+      .join('');
+    expect([stdout, stderr]).toEqual(['a'.repeat(chunks / 2), 'b'.repeat(chunks / 2)]);
+  });
+
+  it('charges every notification a fixed cost against the budget, and keeps beating after it', async () => {
+    const { sent, reporter } = recorder(60_000);
+    // One character a tick: without the fixed cost the budget would last a million ticks.
+    for (let i = 0; i < 20_000; i++) {
+      reporter.push(out('x'));
+      await vi.advanceTimersByTimeAsync(TICK_MS);
+    }
+    expect(sent.filter((m) => m !== undefined)).toHaveLength(Math.ceil(TOTAL_CHARS / (COST_PER_NOTIFICATION + 1)));
+    // Progress output stopped, but the heartbeat still keeps the call alive.
+    const before = sent.length;
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(sent.slice(before)).toEqual([undefined]);
+    await reporter.close();
   });
 });
 
