@@ -697,7 +697,7 @@ export const FIELDS = {
       env: 'CODEMODE_TOOL_RESULT_MAX_BYTES',
       default: '65536',
       description:
-        'A tool result whose JSON is larger is cut structurally before it enters the sandbox (same shape: arrays shortened, strings ending in "…", every object key kept while it fits), with a sentence saying what was cut.',
+        'A tool result whose JSON is larger is cut structurally before it enters the sandbox (same shape: arrays shortened, strings ending in "…", every object key kept while it fits), with a sentence saying what was cut. Values nested deeper than 64 levels are emptied in any result.',
       allowed: 'an integer from 1024 to 2097152 (the kernel accepts requests up to 4 MiB)',
     },
     int(1024, 2 * 1024 * 1024),
