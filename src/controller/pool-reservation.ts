@@ -49,6 +49,10 @@ export class PoolReservation {
   private held: { name: string; uid: string; at: number } | undefined;
   private reserving: Promise<void> | undefined;
   private closed = false;
+  /** A reservation was asked for (after a warm run) and found no ready pod: the next one that is ready is taken. */
+  private wanted = false;
+  /** A run executes in the pod taken last: reserving now would start a refill beside it. */
+  private inUse = false;
   private readonly label: string;
   private readonly now: () => number;
 
@@ -59,6 +63,8 @@ export class PoolReservation {
 
   /** Reserves a pod in the background unless one is held or on its way. Never throws. */
   ensure(): void {
+    this.inUse = false;
+    this.wanted = true;
     if (this.closed || this.held || this.reserving) return;
     this.reserving = this.reserve()
       .catch((err: unknown) => this.d.log.debug({ err: apiErrorMessage(err) }, 'Could not reserve a pool pod'))
@@ -95,6 +101,14 @@ export class PoolReservation {
     }
   }
 
+  /**
+   * One of the pool's pods changed (one may have become ready): a reservation asked for when none
+   * was ready is made now, unless a run is executing in the last one taken (its end asks again).
+   */
+  retry(): void {
+    if (this.wanted && !this.inUse) this.ensure();
+  }
+
   /** A reservation being made now, if any: a run can wait for it rather than claim another pod. */
   inFlight(): Promise<void> | undefined {
     return this.reserving;
@@ -108,6 +122,7 @@ export class PoolReservation {
     const h = this.held;
     if (!h) return undefined;
     this.held = undefined;
+    this.inUse = true;
     // The cache may not show the reservation's own patch yet (a call right after it): the labels
     // are ours since the patch succeeded; what the cache must show is that the pod is still there
     // and ready.

@@ -417,10 +417,12 @@ export class WarmPool {
 
   /**
    * One of this pool's pods changed in the informer (PoolSet feeds it every pod event of the
-   * profile): claims waiting for a starting pod look again.
+   * profile): claims waiting for a starting pod look again, and so does a reservation that found
+   * no ready pod when the last warm run ended.
    */
   podChanged(): void {
     for (const wake of [...this.changeWaiters]) wake();
+    if (!this.retirement) this.reservation?.retry();
   }
 
   /** The pod as the API server has it now, if `uid` owns it (undefined when it cannot be read). */
