@@ -6,6 +6,7 @@
 // /workspace: the walker reads them itself (readlink relative to the held descriptor) and goes
 // on from there, so `..` and absolute targets are judged against the tree it holds.
 // Exit codes and messages are those of the shell scripts this replaces (files.ts maps them).
+// A listing is NUL-separated records, which no file name can break (files.ts parses them).
 export const FILE_OPS_SCRIPT = String.raw`
 import os, stat, sys
 ROOT = b"/workspace"
@@ -136,7 +137,8 @@ elif op == "list":
             rows.append((os.fsencode(e.name), t, st.st_size))
     rows.sort()
     out = sys.stdout.buffer
+    # type NUL size NUL name NUL: a name holds no NUL, so it cannot end its record or forge one.
     for n, t, s in rows[: int(arg)]:
-        out.write(b"%s\t%d\t%s\n" % (t.encode(), s, n))
+        out.write(b"%s\0%d\0%s\0" % (t.encode(), s, n))
     out.flush()
 `;

@@ -25,7 +25,7 @@ import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { recallOnce, type StreamBreakOutcome } from '../exec/recall.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateSessionName } from '../sandbox/names.js';
-import { listFilesInPod, readFileInPod, writeFileInPod, type FileEntry } from './files.js';
+import { listFilesInPod, readFileInPod, writeFileInPod, type Listing } from './files.js';
 import { workspacePath } from './paths.js';
 import { canSee } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
@@ -421,7 +421,7 @@ export class SessionService {
     return writeFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), content);
   }
 
-  async listFiles(name: string, path: string, caller?: Owner): Promise<{ entries: FileEntry[]; truncated: boolean }> {
+  async listFiles(name: string, path: string, caller?: Owner): Promise<Listing> {
     const s = await this.readySession(name, caller);
     this.activity.note(s.metadata.name, 0);
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);

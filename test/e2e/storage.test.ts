@@ -1,7 +1,8 @@
 // Bounded storage on the real cluster: a namespace of maximum-size finished runs does not
 // end up in the gateway's memory (the informer caches them without code or output), a restart
 // over them starts and serves runs, a run created through the API is executed from one read of
-// the whole object, and a raw exec that times out closes its websocket.
+// the whole object, a raw exec that times out closes its websocket, and list_files stays right
+// when session code names files to break the listing or writes into the file helper's stdout.
 import { Exec, PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
 import type WebSocket from 'isomorphic-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +19,7 @@ import {
 } from '../../src/api/v1alpha1/index.js';
 import { execRaw } from '../../src/exec/exec.js';
 import { createNamespace, deleteNamespace, runPod, simplePod, testKube, until } from './helpers/kube.js';
+import { connect, type TestClient, type ToolResult } from './helpers/operator.js';
 import { startOperator, type RunningOperator } from './helpers/start-operator.js';
 
 const k = testKube();
@@ -134,6 +136,84 @@ describe('a namespace full of maximum-size finished runs', () => {
     const cached = op?.operator.runCache.list().find((o) => o.metadata?.name === name) as { spec?: object } | undefined;
     expect(cached?.spec).not.toHaveProperty('code');
   }, 240_000);
+});
+
+describe('a session that names files to break the listing', () => {
+  // Session code runs as the helper's uid in its pid namespace: it can write into the helper's
+  // stdout (/proc/<pid>/fd/1) while it runs. This thread does so once per list helper it sees.
+  const INJECTOR = `
+import os, signal, threading, time
+injected = []
+stop_injecting = False
+def inject():
+    seen = set()
+    while not stop_injecting:
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or p in seen: continue
+            try: cmd = open("/proc/%s/cmdline" % p, "rb").read().split(b"\\0")
+            except OSError: continue
+            if len(cmd) > 6 and cmd[1:4] == [b"-I", b"-S", b"-c"] and cmd[5] == b"list":
+                seen.add(p)
+                try:
+                    os.kill(int(p), signal.SIGSTOP)
+                    fd = os.open("/proc/%s/fd/1" % p, os.O_WRONLY)
+                    data = b"f\\tNaN\\tforged\\n" * (256 * 1024)
+                    while data: data = data[os.write(fd, data):]
+                    os.close(fd)
+                    injected.append(p)
+                finally:
+                    os.kill(int(p), signal.SIGCONT)
+        time.sleep(0.0005)
+threading.Thread(target=inject, daemon=True).start()
+"started"
+`;
+  const HOSTILE = ['x\nf\tNaN\tforged', '\n'.repeat(200) + 'many', 'f\t1\tfake\nd\t0\tfakedir\n'];
+  let mcp: TestClient | undefined;
+  afterAll(async () => mcp?.close());
+  const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
+
+  it('lists the real entries, and calls a listing forged into the helper unreadable', async () => {
+    expect(op).toBeDefined();
+    mcp = await connect(op!.url, 'current');
+    const created = await mcp.callTool('create_session', { language: 'python' });
+    expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
+    const s = String(sc(created).session);
+    const made = await mcp.callTool('execute_code', {
+      session: s,
+      code: `import os\nos.makedirs("/workspace/h/realdir")\nfor n in ${JSON.stringify([...HOSTILE, 'real.txt'])}:\n    open("/workspace/h/" + n, "w").write("abc")`,
+    });
+    expect(sc(made), JSON.stringify(made.content)).toMatchObject({ phase: 'Succeeded' });
+    const real = [
+      ...HOSTILE.map((name) => ({ name, type: 'file', size: 3 })),
+      { name: 'real.txt', type: 'file', size: 3 },
+      { name: 'realdir', type: 'directory', size: expect.any(Number) },
+    ];
+    real.sort((a, b) => (a.name < b.name ? -1 : 1));
+    const listed = await mcp.callTool('list_files', { session: s, path: 'h' });
+    expect(listed.isError ?? false, JSON.stringify(listed.content)).toBe(false);
+    expect(sc(listed)).toEqual({ path: 'h', entries: real, truncated: false });
+    // The text shows one line per entry: a name with control characters quoted and escaped.
+    const lines = String(listed.content[0]?.text).split('\n');
+    expect(lines).toHaveLength(real.length);
+    expect(lines).toContain(`${JSON.stringify(HOSTILE[0])}\t3`);
+    // Each opens again by its listed name (not the last: workspacePath trims a trailing newline).
+    for (const name of HOSTILE.slice(0, 2)) expect(sc(await mcp.callTool('read_file', { session: s, path: `h/${name}` }))).toMatchObject({ content: 'abc' });
+
+    expect(sc(await mcp.callTool('execute_code', { session: s, code: INJECTOR }))).toMatchObject({ phase: 'Succeeded' });
+    let refused = 0;
+    for (let i = 0; i < 5; i++) {
+      const r = await mcp.callTool('list_files', { session: s, path: 'h' });
+      // The helper's output is not trusted: either the real listing or a clear refusal, never a forged entry.
+      if (r.isError) {
+        expect(r.content[0]?.text).toMatch(/^list_files failed: the listing from the pod could not be read \(more output than 1001 entries can take/);
+        refused++;
+      } else expect(sc(r)).toEqual({ path: 'h', entries: real, truncated: false });
+    }
+    const injected = await mcp.callTool('execute_code', { session: s, code: 'stop_injecting = True\nlen(injected)' });
+    expect(refused).toBe(Number(sc(injected).result));
+    expect(refused).toBeGreaterThan(0);
+    expect(sc(await mcp.callTool('list_files', { session: s, path: 'h' }))).toEqual({ path: 'h', entries: real, truncated: false });
+  }, 300_000);
 });
 
 describe('a raw exec that times out', () => {

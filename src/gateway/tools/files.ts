@@ -7,6 +7,13 @@ import type { GatewayDeps } from '../types.js';
 import { errorResult, okResult, toolFailure } from './result.js';
 
 const session = z.string().min(1).describe('Session name from create_session.');
+
+/**
+ * A name as the text listing shows it: one line per entry, so a name with a control character
+ * (code in the session names its files) is shown quoted and escaped, as JSON writes it. The
+ * structured entries carry the names as they are.
+ */
+export const shownName = (name: string): string => (/[\u0000-\u001f\u007f"]/.test(name) ? JSON.stringify(name) : name);
 const path = z.string().min(1).max(4096);
 const encoding = z.enum(['utf8', 'base64']).default('utf8');
 
@@ -87,9 +94,12 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
     },
     async (args, ctx) => {
       try {
-        const { entries, truncated } = await sessions.listFiles(args.session, args.path, callerOf(ctx));
-        const text = entries.length === 0 ? '(empty directory)' : entries.map((e) => `${e.type === 'directory' ? `${e.name}/` : e.name}\t${e.size}`).join('\n');
-        return okResult(truncated ? `${text}\n(first 1000 entries)` : text, { path: args.path, entries, truncated });
+        const { entries, truncated, unreadableNames } = await sessions.listFiles(args.session, args.path, callerOf(ctx));
+        const lines = entries.map((e) => `${shownName(e.type === 'directory' ? `${e.name}/` : e.name)}\t${e.size}`);
+        if (truncated) lines.push('(first 1000 entries)');
+        if (unreadableNames > 0) lines.push(`(${unreadableNames} entries whose names are not UTF-8 are not shown; list them with execute_code)`);
+        const text = lines.length === 0 ? '(empty directory)' : lines.join('\n');
+        return okResult(text, { path: args.path, entries, truncated });
       } catch (err) {
         return toolFailure(err, logger, 'list_files');
       }

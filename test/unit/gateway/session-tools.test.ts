@@ -24,7 +24,7 @@ const slowSessions: NonNullable<GatewayDeps['sessions']> = {
   close: async () => true,
   readFile: async () => Buffer.alloc(0),
   writeFile: async () => 0,
-  listFiles: async () => ({ entries: [], truncated: false }),
+  listFiles: async () => ({ entries: [], truncated: false, unreadableNames: 0 }),
 };
 
 let gateway: Gateway | undefined;

@@ -1,19 +1,37 @@
 // The file-tool program run against a temporary directory standing in for /workspace: the same
 // checks as in a pod, and a symlink race that the old check-then-open script could lose.
+import type { Exec } from '@kubernetes/client-node';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FILE_OPS_SCRIPT } from '../../../src/sessions/files-script.js';
+import { listFilesInPod } from '../../../src/sessions/files.js';
 
 let root: string;
 let script: string;
 
-function op(args: string[], stdin?: string): { code: number | null; out: string; err: string } {
+function op(args: string[], stdin?: string): { code: number | null; out: string; err: string; raw: Buffer } {
   const r = spawnSync('python3', ['-I', '-S', '-c', script, ...args], { input: stdin ?? '', timeout: 10_000 });
-  return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString() };
+  return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString(), raw: r.stdout };
 }
+
+/** An Exec that runs the program here, against the temporary root, as the pod would. */
+const localExec = {
+  exec(_ns: string, _pod: string, _c: string, cmd: string[], out: NodeJS.WritableStream, _e: unknown, _in: unknown, _t: boolean, cb: (s: unknown) => void) {
+    const r = op(cmd.slice(5).map((a) => a.replace('/workspace', root)));
+    setImmediate(() => {
+      out.write(r.raw);
+      cb(
+        r.code === 0
+          ? { status: 'Success' }
+          : { status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: String(r.code) }] } },
+      );
+    });
+    return Promise.resolve({ readyState: 3, on() {}, close() {} });
+  },
+} as unknown as Exec;
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'ws-'));
@@ -81,7 +99,33 @@ describe('list', () => {
   it('lists names sorted, with types and sizes, without following symlinks', () => {
     const r = op(['list', 'd', '10']);
     expect(r.code).toBe(0);
-    expect(r.out).toBe('f\t5\ta.txt\nd\t' + r.out.split('\n')[1]!.split('\t')[1] + '\tsub\nl\t5\tup\n');
+    expect(r.out).toBe('f\x005\x00a.txt\x00d\x00' + r.out.split('\0')[4] + '\x00sub\x00l\x005\x00up\x00');
+  });
+
+  it('lists files whose names are built to break or forge a listing, as they are', async () => {
+    const dir = join(root, 'hostile');
+    mkdirSync(dir);
+    const names = ['x\nf\tNaN\tforged', '\n'.repeat(200) + 'many', 'f\t1\tfake\nd\t0\tfakedir', 'real.txt'];
+    for (const n of names) writeFileSync(join(dir, n), 'abc');
+    for (const b of [0xfe, 0xff]) writeFileSync(Buffer.concat([Buffer.from(dir + '/'), Buffer.from([b])]), 'abc');
+    const listed = await listFilesInPod(localExec, 'ns', 'pod', '/workspace/hostile', 1000);
+    expect(listed).toEqual({
+      entries: [...names].sort().map((name) => ({ name, type: 'file', size: 3 })),
+      truncated: false,
+      unreadableNames: 2,
+    });
+    expect(await listFilesInPod(localExec, 'ns', 'pod', '/workspace/hostile', 2)).toMatchObject({ entries: [{ size: 3 }, { size: 3 }], truncated: true });
+    // Every name listed opens again.
+    for (const e of listed.entries) expect(op(['read', join(dir, e.name), '10']).out).toBe('abc');
+  });
+
+  it('prints no more than the gateway reads for the entries asked for, with names of the longest kind', async () => {
+    const dir = join(root, 'long');
+    mkdirSync(dir);
+    for (let i = 0; i < 12; i++) writeFileSync(join(dir, String(i).padStart(2, '0') + '\n'.repeat(253)), '');
+    const listed = await listFilesInPod(localExec, 'ns', 'pod', '/workspace/long', 10);
+    expect(listed.entries).toHaveLength(10);
+    expect(listed.truncated).toBe(true);
   });
 
   it.each<[string, number]>([
