@@ -28,6 +28,15 @@ const POOL = 'codemode.dev/pool';
 const HASH = 'codemode.dev/pool-hash';
 
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
+/** The SandboxRun a call's result names. */
+const readRun = async (ns: string, r: ToolResult): Promise<SandboxRun> =>
+  (await k.custom.getNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: ns,
+    plural: SANDBOXRUN_PLURAL,
+    name: String(sc(r).run),
+  })) as SandboxRun;
 const host = (r: ToolResult): string => String(sc(r).stdout ?? '').trim();
 const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 
@@ -450,13 +459,7 @@ describe('reserved pool pods', () => {
         watching.abort();
       }
       expect(seen.length).toBeGreaterThan(0);
-      const shortRun = (await k.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXRUN_PLURAL,
-        name: String(sc(short).run),
-      })) as SandboxRun;
+      const shortRun = await readRun(ns, short);
       // Code still executing RUNNING_WRITE_DELAY_MS after it started is adopted with its Running
       // status, rightly: this one ended long before (a print takes ~40 ms).
       expect(shortRun.status?.durationMs).toBeLessThan(RUNNING_WRITE_DELAY_MS);
@@ -484,13 +487,7 @@ describe('reserved pool pods', () => {
       expect(host(r)).toBe(pod?.metadata?.name);
       // The run's record names the pod, which goes once the outcome is stored.
       await until(async () => gone(ns, pod?.metadata?.name ?? ''), 60_000, 'the used pod deleted');
-      const run = (await k.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXRUN_PLURAL,
-        name: String(sc(r).run),
-      })) as SandboxRun;
+      const run = await readRun(ns, r);
       expect(run.status).toMatchObject({ phase: 'Succeeded', podName: pod?.metadata?.name });
       expect(adopted?.metadata?.ownerReferences?.[0]?.uid).toBe(run.metadata.uid);
       // The pool keeps its size beside the reservation, and the next reservation follows.
