@@ -4,9 +4,9 @@
 //
 // Cost: linear in the input. One pass (iterative, so no nesting depth can overflow the stack)
 // learns the JSON byte size of every array and object (and remembers those of the large ones);
-// the cut then only adds and subtracts those sizes, never serialising again. It descends into a container only when it does not fit,
-// reads a string no further than its budget, and sorts the keys of the objects it descends into:
-// O(n + k log k) for n nodes and string bytes and k keys. Results upstream may nest deeper than
+// the cut then only adds and subtracts those sizes, never serialising again. It descends into a
+// container only when it does not fit, reads a string no further than its budget, and sorts the
+// keys of the objects it descends into: O(n + k log k) for n nodes and string bytes and k keys. Results upstream may nest deeper than
 // anything can use (and deeper than JSON.stringify survives), so anything below MAX_DEPTH levels
 // is emptied, even in a result that fits. The result's JSON never exceeds the limit (unless the
 // limit is under 2 bytes or the whole result is one number longer than it).
