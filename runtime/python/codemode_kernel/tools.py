@@ -224,13 +224,24 @@ class ToolCalls:
 
     def _serve(self, sock):
         lock = threading.Lock()
+        me = threading.current_thread()
 
-        def send(message):
+        def write(data):
             with lock:
                 try:
-                    sock.sendall(encode(message))
+                    sock.sendall(data)
                 except OSError:
                     pass
+
+        def send(message):
+            # Answers come from the server's reader thread (deliver) too: a client that does not
+            # read its answers must not stall it, and with it every frame of the stream. Its
+            # answers wait in a thread of their own (the pod's memory and process cap bound them).
+            data = encode(message)
+            if threading.current_thread() is me:
+                write(data)
+            else:
+                threading.Thread(target=write, args=(data,), name="codemode-tool-answer", daemon=True).start()
 
         reader = FrameReader(sock, MAX_REQUEST_BYTES)
         try:

@@ -35,8 +35,8 @@ async function open(language: 'python' | 'bash' | 'node', extra: string[] = [], 
 
 const limits = { maxCalls: 5, callTimeoutMs: 1000, resultMaxBytes: 2000, bytesPerRun: 100_000 };
 
-function exec(g: Gateway, code: string, op: 'exec' | 'run' = 'exec', language = 'python'): Promise<KernelResult> {
-  const calls = new ToolBroker(fakeUpstream(), limits).forRun({});
+function exec(g: Gateway, code: string, op: 'exec' | 'run' = 'exec', language = 'python', brokerLimits = limits): Promise<KernelResult> {
+  const calls = new ToolBroker(fakeUpstream(), brokerLimits).forRun({});
   const req = { code, timeoutMs: 20_000, capChars: 50_000, ...(op === 'run' && { language }) };
   return g.stream.request({ op, ...req }, 'result', 50_000, 30_000, undefined, (f) => calls.handle(f)) as Promise<KernelResult>;
 }
@@ -177,6 +177,29 @@ describe('tool calls from a python session', () => {
     for (let i = 0; i < 3; i++) await exec(g, calls);
     // A connection held after its thread ended would keep a kernel thread each: 4 more per call.
     expect(await after()).toBe(first);
+  });
+
+  it('answers a call while another client of the code leaves its large answers unread', async () => {
+    // Eight results of ~600 KB on one connection the code never reads: far past a UNIX socket's
+    // buffer. Delivered on the reader thread, the first would block it, and with it every frame
+    // of the stream, so the next call's answer would never reach its code (the exec would time out).
+    const code = [
+      'import os, socket, codemode',
+      'from codemode import mcp',
+      'hog = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+      'hog.connect(os.environ["CODEMODE_TOOLS_SOCKET"])',
+      'for i in range(8):',
+      '    hog.sendall(codemode._encode({"callId": "h%d" % i, "op": "call", "server": "demo", "tool": "rows", "args": {"n": 20000}}))',
+      'import time',
+      'time.sleep(1)',
+      'r = mcp.demo.get_sum(a=2, b=3)',
+      'hog.close()',
+      'r',
+    ].join('\n');
+    const big = { maxCalls: 20, callTimeoutMs: 5000, resultMaxBytes: 1_000_000, bytesPerRun: 20_000_000 };
+    const r = await exec(g, code, 'exec', 'python', big);
+    expect(r.error?.evalue ?? '').toBe('');
+    expect(r.result).toBe('5');
   });
 
   it('keeps a tool result in a variable across calls', async () => {
