@@ -49,7 +49,7 @@ export class PoolReservation {
   private held: { name: string; uid: string; at: number } | undefined;
   private reserving: Promise<void> | undefined;
   private closed = false;
-  /** A reservation was asked for (after a warm run) and found no ready pod: the next one that is ready is taken. */
+  /** A reservation was asked for (after a warm run): one is made whenever none is held. */
   private wanted = false;
   /** A run executes in the pod taken last: reserving now would start a refill beside it. */
   private inUse = false;
