@@ -87,9 +87,8 @@ const MAX_READY_SAMPLE_SECONDS = 60;
  * The demand on the pool as the leader's pod informer shows it, whatever replica claimed: claims
  * (pool pods relabelled `claimed` or `reserved`, each pod once) and cold pods the pool could have
  * served (a run or session pod of the pool's image and limits: a claim that found the pool empty)
- * as a decaying rate, and time
- * to ready (creation → Ready of pool pods) as a moving average. Pods already there when the
- * informer first listed them are not counted (they may be hours old).
+ * as a decaying rate, and time to ready (creation → Ready of pool pods) as a moving average. Pods
+ * already there when the informer first listed them are not counted (they may be hours old).
  */
 export class PoolDemand {
   private readonly claims = new DecayingRate();
