@@ -62,8 +62,42 @@ export const NPM_TOOL = {
 /**
  * Installs one gateway process runs at once: each is a pod of up to 1 CPU and 1 GiB, so a caller
  * looping over install_packages gets a clear refusal rather than filling the node with fetchers.
+ * One user (a session's owner) holds at most half of them: the rest stay for everyone else.
  */
 export const MAX_CONCURRENT_INSTALLS = 4;
+export const MAX_INSTALLS_PER_USER = MAX_CONCURRENT_INSTALLS / 2;
+
+/** The install slots of one gateway process, by user. Pure bookkeeping. */
+export class InstallSlots {
+  private running = 0;
+  private readonly byUser = new Map<string, number>();
+
+  /** A slot for `user` (the key of sessions without an owner: ''), released once; or the refusal. */
+  take(user: string): { release(): void } | PackageError {
+    const mine = this.byUser.get(user) ?? 0;
+    if (this.running >= MAX_CONCURRENT_INSTALLS)
+      return new PackageError(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.', 'failed');
+    if (mine >= MAX_INSTALLS_PER_USER)
+      return new PackageError(
+        `${MAX_INSTALLS_PER_USER} installs of yours are running already (this server runs ${MAX_CONCURRENT_INSTALLS} at once, for everyone).`,
+        'Wait for one of them to finish.',
+        'failed',
+      );
+    this.running++;
+    this.byUser.set(user, mine + 1);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        this.running--;
+        const left = (this.byUser.get(user) ?? 1) - 1;
+        if (left > 0) this.byUser.set(user, left);
+        else this.byUser.delete(user);
+      },
+    };
+  }
+}
 
 /** Bytes per exec when copying the archive: the gateway holds at most one chunk at a time. */
 const CHUNK_BYTES = 4 * 1024 * 1024;
@@ -85,6 +119,8 @@ export interface InstallTarget {
   owner: V1OwnerReference;
   /** Label value naming the session. */
   sessionLabel: string;
+  /** The session's owner (spec.owner.user): one user holds at most MAX_INSTALLS_PER_USER slots. */
+  user?: string;
   /** The profile's policy as its SandboxProfile says it (the gateway's settings fill in the rest). */
   policy?: PackagePolicySpec;
 }
@@ -103,7 +139,7 @@ const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 
 export class PackageInstaller {
   private ca: Buffer | undefined;
-  private running = 0;
+  private readonly slots = new InstallSlots();
 
   constructor(
     private readonly clients: KubeClients,
@@ -117,9 +153,8 @@ export class PackageInstaller {
     const policy = packagePolicy(t.policy, this.opts);
     const eco = ecosystemOf(t.language);
     const reqs = checkRequested(policy, eco, t.language, requested);
-    if (this.running >= MAX_CONCURRENT_INSTALLS)
-      throw new PackageError(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.', 'failed');
-    this.running++;
+    const slot = this.slots.take(t.user ?? '');
+    if (slot instanceof PackageError) throw slot;
     const started = performance.now();
     let outcome: InstallOutcome = 'failed';
     try {
@@ -130,7 +165,7 @@ export class PackageInstaller {
       if (err instanceof PackageError && err.kind === 'refused') outcome = 'refused';
       throw err;
     } finally {
-      this.running--;
+      slot.release();
       this.onInstall?.(eco as Ecosystem, outcome, (performance.now() - started) / 1000);
     }
   }

@@ -50,6 +50,7 @@ export class SessionPackages {
         placement: profile.shape,
         owner: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name: session.metadata.name, uid: session.metadata.uid ?? '', controller: false },
         sessionLabel: runLabelValue(session.metadata.name),
+        ...(session.spec.owner && { user: session.spec.owner.user }),
         ...(profile.packages !== undefined && { policy: profile.packages }),
       },
       packages,
