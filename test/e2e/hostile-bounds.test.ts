@@ -328,18 +328,28 @@ describe('a program that forges the runner trailer', () => {
       expect(sc.phase, text(r)).toBe('Failed');
       expect(text(r)).not.toMatch(/validation/i);
       expect(sc.exit_code === undefined || (Number(sc.exit_code) >= 0 && Number(sc.exit_code) <= 255), text(r)).toBe(true);
-      // Stored: terminal, so its TTL runs and no replica decides it again.
-      const run = (await k.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXRUN_PLURAL,
-        name: String(sc.run),
-      })) as {
-        status?: { phase?: string; completionTime?: string; exitCode?: number };
-      };
-      expect(run.status).toMatchObject({ phase: 'Failed', completionTime: expect.any(String) });
-      expect(String(run.status?.exitCode ?? 0)).not.toBe(code);
+      // Stored (after the reply): terminal, so its TTL runs and no replica decides it again. On
+      // the code before, the status was refused and the run stayed Running for good.
+      let status: { phase?: string; completionTime?: string; exitCode?: number } | undefined;
+      await until(
+        async () => {
+          const run = (await k.custom.getNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: SANDBOXRUN_PLURAL,
+            name: String(sc.run),
+          })) as {
+            status?: typeof status;
+          };
+          status = run.status;
+          return status?.completionTime !== undefined;
+        },
+        60_000,
+        'the run recorded as finished',
+      );
+      expect(status).toMatchObject({ phase: 'Failed', completionTime: expect.any(String) });
+      expect(String(status?.exitCode ?? 0)).not.toBe(code);
     },
     TEST_TIMEOUT_MS,
   );
