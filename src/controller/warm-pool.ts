@@ -418,11 +418,13 @@ export class WarmPool {
   /**
    * One of this pool's pods changed in the informer (PoolSet feeds it every pod event of the
    * profile): claims waiting for a starting pod look again, and so does a reservation that found
-   * no ready pod when the last warm run ended.
+   * no ready pod when the last warm run ended — only while no claim waits: the pod becoming ready
+   * is the waiting claim's (its caller is there now; the reservation is for a later call).
    */
   podChanged(): void {
+    const claimsWaiting = this.waiting > 0;
     for (const wake of [...this.changeWaiters]) wake();
-    if (!this.retirement) this.reservation?.retry();
+    if (!this.retirement && !claimsWaiting) this.reservation?.retry();
   }
 
   /** The pod as the API server has it now, if `uid` owns it (undefined when it cannot be read). */
