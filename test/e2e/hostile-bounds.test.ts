@@ -248,42 +248,48 @@ describe('resource bounds in a session', () => {
 // The OOM killer then takes the largest process, the kernel: the container stops and the stream
 // ends without a result. The pod's status says OOMKilled, and so must the run (before issue 14:
 // ExecFailed, "the kernel relay exited").
-describe('a container-level OOM kill on the warm path', () => {
-  let ns = '';
-  let op: RunningOperator;
-  let client: TestClient;
-
+/**
+ * An operator of its own, in a new namespace, for the enclosing describe, and an MCP client of it
+ * (both set once its beforeAll ran; stopped and deleted after its tests).
+ */
+function ownOperator(prefix: string, env: Record<string, string>): { ns: string; client: TestClient } {
+  const own = { ns: '' } as { ns: string; client: TestClient; op?: RunningOperator };
   beforeAll(async () => {
-    ns = await createNamespace(k, 'bounds-oom');
-    op = await startOperator(ns, {
-      ...LIMITS,
-      CODEMODE_WARM_POOL_SIZE: '1',
-      CODEMODE_DEFAULT_MEMORY: '128Mi',
-      CODEMODE_MEMORY_REQUEST: '64Mi',
-      CODEMODE_TMP_SIZE_LIMIT: '512Mi',
-    });
-    client = await connect(op.url, 'current');
+    own.ns = await createNamespace(k, prefix);
+    own.op = await startOperator(own.ns, env);
+    own.client = await connect(own.op.url, 'current');
   }, TEST_TIMEOUT_MS);
   afterAll(async () => {
-    await client?.close();
-    await op?.stop();
-    await deleteNamespace(k, ns);
+    await own.client?.close();
+    await own.op?.stop();
+    if (own.ns) await deleteNamespace(k, own.ns);
   }, TEST_TIMEOUT_MS);
+  return own;
+}
+
+describe('a container-level OOM kill on the warm path', () => {
+  const own = ownOperator('bounds-oom', {
+    ...LIMITS,
+    CODEMODE_WARM_POOL_SIZE: '1',
+    CODEMODE_DEFAULT_MEMORY: '128Mi',
+    CODEMODE_MEMORY_REQUEST: '64Mi',
+    CODEMODE_TMP_SIZE_LIMIT: '512Mi',
+  });
 
   it(
     'ends as OOMKilled when the kernel itself is killed',
     async () => {
       await until(
         async () => {
-          const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/pool=warm' });
+          const pods = await k.core.listNamespacedPod({ namespace: own.ns, labelSelector: 'codemode.dev/pool=warm' });
           return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
         },
         120_000,
         'a ready pool pod',
       );
-      const r = await client.callTool('execute_code', { code: ATTACKS.tmpFill.code, timeout_seconds: 30 });
+      const r = await own.client.callTool('execute_code', { code: ATTACKS.tmpFill.code, timeout_seconds: 30 });
       expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
-      const pod = await runPodName(ns, String(r.structuredContent?.run));
+      const pod = await runPodName(own.ns, String(r.structuredContent?.run));
       if (pod !== '') expect(pod.startsWith('codemode-pool-')).toBe(true);
     },
     TEST_TIMEOUT_MS,
@@ -295,9 +301,7 @@ describe('a container-level OOM kill on the warm path', () => {
 // (the runner's command line) and print a trailer of its own, then kill the runner so the real
 // one never comes: what it forges must still end as a recorded, terminal run.
 describe('a program that forges the runner trailer', () => {
-  let ns = '';
-  let op: RunningOperator | undefined;
-  let client: TestClient;
+  const own = ownOperator('hostile-trailer', { CODEMODE_WARM_POOL_SIZE: '0', CODEMODE_IMAGE_SH: 'codemode.local/datascience:v1' });
   /** Finds the runner (the program's grandparent), prints its nonce with `code`, kills it. */
   const forge = (code: string): string =>
     [
@@ -306,16 +310,6 @@ describe('a program that forges the runner trailer', () => {
       `printf '\\036%s ${code} 0 0 0 - 0\\n' "$n" >&2`,
       'kill -9 $p $PPID',
     ].join('\n');
-  beforeAll(async () => {
-    ns = await createNamespace(k, 'hostile-trailer');
-    op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '0', CODEMODE_IMAGE_SH: 'codemode.local/datascience:v1' });
-    client = await connect(op.url, 'current');
-  }, TEST_TIMEOUT_MS);
-  afterAll(async () => {
-    await client?.close();
-    await op?.stop();
-    await deleteNamespace(k, ns);
-  }, TEST_TIMEOUT_MS);
 
   it.each([
     ['an exit code no process has (past int64: the API server would refuse the status)', '99999999999999999999'],
@@ -323,7 +317,7 @@ describe('a program that forges the runner trailer', () => {
   ])(
     'with %s is recorded as a failed run',
     async (_what, code) => {
-      const r = await client.callTool('execute_code', { language: 'sh', code: forge(code), timeout_seconds: 20 });
+      const r = await own.client.callTool('execute_code', { language: 'sh', code: forge(code), timeout_seconds: 20 });
       const sc = r.structuredContent ?? {};
       expect(sc.phase, text(r)).toBe('Failed');
       expect(text(r)).not.toMatch(/validation/i);
@@ -336,7 +330,7 @@ describe('a program that forges the runner trailer', () => {
           const run = (await k.custom.getNamespacedCustomObject({
             group: GROUP,
             version: VERSION,
-            namespace: ns,
+            namespace: own.ns,
             plural: SANDBOXRUN_PLURAL,
             name: String(sc.run),
           })) as {
