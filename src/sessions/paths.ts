@@ -11,15 +11,18 @@ export class PathError extends Error {
   }
 }
 
-/** Resolves a user path to an absolute path inside /workspace, or throws PathError. */
+/**
+ * Resolves a user path to an absolute path inside /workspace, or throws PathError. A name is taken
+ * exactly as given: a file whose name starts or ends with a space or a newline (a program can make
+ * one, and list_files shows it) must be readable by that name, so nothing is trimmed.
+ */
 export function workspacePath(input: string): string {
   if (input.includes('\0')) throw new PathError('The path contains a NUL character; use a plain file name.');
-  const trimmed = input.trim();
-  if (trimmed === '') throw new PathError('The path is empty; give a path relative to /workspace, e.g. data.csv.');
-  if (trimmed.split('/').includes('..')) {
+  if (input.trim() === '') throw new PathError('The path is empty; give a path relative to /workspace, e.g. data.csv.');
+  if (input.split('/').includes('..')) {
     throw new PathError(`"${input}" contains "..": paths must stay inside ${WORKSPACE}; use a path relative to it.`);
   }
-  const abs = trimmed.startsWith('/') ? posix.normalize(trimmed) : posix.normalize(posix.join(WORKSPACE, trimmed));
+  const abs = input.startsWith('/') ? posix.normalize(input) : posix.normalize(posix.join(WORKSPACE, input));
   const clean = abs.length > 1 ? abs.replace(/\/+$/, '') : abs;
   if (clean !== WORKSPACE && !clean.startsWith(`${WORKSPACE}/`)) {
     throw new PathError(`"${input}" is outside ${WORKSPACE}; only files in ${WORKSPACE} can be read or written.`);

@@ -87,6 +87,13 @@ describe('sessions', () => {
       expect.arrayContaining([{ name: 'bin.dat', type: 'file', size: 5 }, expect.objectContaining({ name: 'data', type: 'directory' })]),
     );
 
+    // Names are exact: a file the program names with a trailing space is listed and read by that
+    // name, and the name without the space is another (missing) file.
+    await run(s, 'open("/workspace/notes ", "w").write("spaced")');
+    expect((sc(await mcp.callTool('list_files', { session: s })).entries as { name: string }[]).map((e) => e.name)).toContain('notes ');
+    expect(sc(await mcp.callTool('read_file', { session: s, path: 'notes ' }))).toMatchObject({ content: 'spaced' });
+    expect((await mcp.callTool('read_file', { session: s, path: 'notes' })).isError).toBe(true);
+
     for (const path of ['../etc/passwd', '/etc/passwd', 'a/../../x']) {
       const r = await mcp.callTool('read_file', { session: s, path });
       expect(r.isError, path).toBe(true);

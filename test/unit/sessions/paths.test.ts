@@ -11,6 +11,9 @@ describe('workspacePath', () => {
     ['/workspace/x', '/workspace/x'],
     ['/workspace/', '/workspace'],
     ['a//b/', '/workspace/a/b'],
+    // Names are exact: a program can make a file whose name ends in a space or a newline.
+    ['notes ', '/workspace/notes '],
+    [' lead/x\n', '/workspace/ lead/x\n'],
   ])('%j → %j', (input, out) => {
     expect(workspacePath(input)).toBe(out);
   });
@@ -22,6 +25,7 @@ describe('workspacePath', () => {
     ['/workspacex/a', /outside \/workspace/],
     ['/tmp', /outside \/workspace/],
     ['', /empty/],
+    [' \n\t', /empty/],
     ['a\0b', /NUL/],
   ])('refuses %j', (input, message) => {
     expect(() => workspacePath(input)).toThrow(PathError);
