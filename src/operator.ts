@@ -355,6 +355,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     healthIntervalMs: config.upstreamHealthIntervalSeconds * 1000,
     requestTimeoutMs: config.upstreamRequestTimeoutSeconds * 1000,
     messageMaxBytes: config.upstreamMessageMaxBytes,
+    callLimits: { perServer: config.upstreamCallsPerServer, perUser: config.upstreamCallsPerUser },
     isLeader: () => poolController.isLeader,
     stdio: {
       bridgeImage: config.stdioBridgeImage,
@@ -362,7 +363,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       sessionIdleSeconds: stdioSessionIdleSeconds(config.upstreamHealthIntervalSeconds),
       ...(config.stdioGatewayNamespace !== undefined && { gatewayNamespace: config.stdioGatewayNamespace }),
     },
-    ...(metrics !== undefined && { onReady: metrics.upstreamReady }),
+    ...(metrics !== undefined && { onReady: metrics.upstreamReady, onCalls: metrics.upstreamCalls }),
   });
 
   // Nested tool calls from sandbox code go to those upstreams (a test may pass its own caller).

@@ -742,6 +742,26 @@ export const FIELDS = {
     },
     int(64 * 1024, 256 * 1024 * 1024),
   ),
+  upstreamCallsPerServer: field(
+    {
+      env: 'CODEMODE_UPSTREAM_CALLS_PER_SERVER',
+      default: '64',
+      description:
+        "Tool calls one gateway replica has in flight at once to one UpstreamServer, all users together; calls past it wait in line (the wait counts against the call's timeout), and a freed place goes to the waiting users in turn.",
+      allowed: 'an integer from 1 to 10000',
+    },
+    int(1, 10000),
+  ),
+  upstreamCallsPerUser: field(
+    {
+      env: 'CODEMODE_UPSTREAM_CALLS_PER_USER',
+      default: '16',
+      description:
+        "Of those, the calls one user's programs have in flight at once to one UpstreamServer (per replica), so one user's code cannot take an upstream's every place; their further calls wait behind their own.",
+      allowed: 'an integer from 1 to 10000',
+    },
+    int(1, 10000),
+  ),
   // --- Profiles (issue 12) ---
   defaultProfile: field(
     {

@@ -41,6 +41,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   codemode: CodemodeMetrics;
   /** Whether an UpstreamServer is Ready on this replica (undefined: it was deleted). */
   upstreamReady(server: string, ready: boolean | undefined): void;
+  /** Tool calls to an UpstreamServer in flight and waiting for a place on this replica. */
+  upstreamCalls(server: string, calls: { active: number; waiting: number }): void;
 }
 
 export function createMetrics(): Metrics {
@@ -228,6 +230,18 @@ export function createMetrics(): Metrics {
     labelNames: ['server'] as const,
     registers: [registry],
   });
+  const upstreamInFlight = new Gauge({
+    name: 'codemode_upstream_calls_in_flight',
+    help: 'Tool calls this replica has in flight to the UpstreamServer (at most CODEMODE_UPSTREAM_CALLS_PER_SERVER).',
+    labelNames: ['server'] as const,
+    registers: [registry],
+  });
+  const upstreamWaiting = new Gauge({
+    name: 'codemode_upstream_calls_waiting',
+    help: "Tool calls waiting for a place at the UpstreamServer on this replica: the server's or a user's share (CODEMODE_UPSTREAM_CALLS_PER_USER) was taken.",
+    labelNames: ['server'] as const,
+    registers: [registry],
+  });
   const service = serviceMetrics(registry);
 
   return {
@@ -246,8 +260,13 @@ export function createMetrics(): Metrics {
       if (outcome === 'installed' && Number.isFinite(seconds) && seconds >= 0) packageInstallDuration.observe({ ecosystem }, seconds);
     },
     upstreamReady(server, ready): void {
-      if (ready === undefined) upstreamUp.remove({ server });
-      else upstreamUp.set({ server }, ready ? 1 : 0);
+      if (ready === undefined) {
+        for (const g of [upstreamUp, upstreamInFlight, upstreamWaiting]) g.remove({ server });
+      } else upstreamUp.set({ server }, ready ? 1 : 0);
+    },
+    upstreamCalls(server, calls): void {
+      upstreamInFlight.set({ server }, calls.active);
+      upstreamWaiting.set({ server }, calls.waiting);
     },
     admissionLoad(load): void {
       runSlotsUsed.set(load.replicaActive);

@@ -3,6 +3,7 @@
 // watcher, so this file is tested with plain objects.
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import type { UpstreamServerSpec } from '../api/v1alpha1/index.js';
+import { CallGate, type CallGateLimits } from './call-gate.js';
 import { mayUse, type ToolFilter } from './policy.js';
 import { DEFAULT_SEARCH_LIMIT, ToolSearch } from './search.js';
 import { describeTool } from './signature.js';
@@ -33,10 +34,19 @@ export interface UpstreamEntry {
   call?(tool: string, args: Record<string, unknown>, timeoutMs: number, signal?: AbortSignal): Promise<CallToolResult>;
 }
 
+/** Calls in flight at once per upstream and per user of it, from one replica (call-gate.ts). */
+export const DEFAULT_CALL_LIMITS: CallGateLimits = { perServer: 64, perUser: 16 };
+
 export class Upstreams implements UpstreamRegistry {
   private readonly entries = new Map<string, UpstreamEntry>();
   private readonly listeners = new Set<() => void>();
   private index: ToolSearch | undefined;
+  private readonly gate: CallGate;
+
+  /** `onCalls`: told a server's calls in flight and waiting after each change (for the gauges). */
+  constructor(callLimits: CallGateLimits = DEFAULT_CALL_LIMITS, onCalls?: (server: string, calls: { active: number; waiting: number }) => void) {
+    this.gate = new CallGate(callLimits, onCalls);
+  }
 
   set(entry: UpstreamEntry): void {
     this.entries.set(entry.name, entry);
@@ -92,7 +102,21 @@ export class Upstreams implements UpstreamRegistry {
     if (!e.call) throw new UpstreamError('not_ready', `Upstream ${server} is not connected (${e.reason}${e.message ? `: ${e.message}` : ''}). Retry later.`);
     const timeoutMs = Math.max(1, Math.min(e.callTimeoutMs, options.timeoutMs ?? e.callTimeoutMs));
     if (options.signal?.aborted) throw new UpstreamError('aborted', `The call of ${server}.${tool} was cancelled.`);
-    return e.call(tool, args, timeoutMs, options.signal);
+    // Waiting for a place counts against the call's time: the caller's bound is for the whole call.
+    // Most calls find a place at once and make no timer for the wait.
+    const user = caller?.user ?? '';
+    let release = this.gate.tryAcquire(server, user);
+    let left = timeoutMs;
+    if (!release) {
+      const started = performance.now();
+      release = await this.gate.acquire(server, user, waitSignal(timeoutMs, options.signal));
+      left = Math.max(1, Math.floor(timeoutMs - (performance.now() - started)));
+    }
+    try {
+      return await e.call(tool, args, left, options.signal);
+    } finally {
+      release();
+    }
   }
 
   /** The entry if `caller` may use it; otherwise the same error as for a server that does not exist. */
@@ -128,4 +152,9 @@ export class Upstreams implements UpstreamRegistry {
       }
     }
   }
+}
+
+function waitSignal(timeoutMs: number, signal: AbortSignal | undefined): AbortSignal {
+  const limit = AbortSignal.timeout(timeoutMs);
+  return signal ? AbortSignal.any([signal, limit]) : limit;
 }

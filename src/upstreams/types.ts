@@ -115,6 +115,8 @@ export type UpstreamErrorCode =
   | 'timeout'
   /** The caller's signal aborted the call. */
   | 'aborted'
+  /** Too many of the caller's calls to this upstream wait already (call-gate.ts). */
+  | 'busy'
   /** The upstream failed at the protocol or transport level (not a tool error). */
   | 'upstream_failed';
 

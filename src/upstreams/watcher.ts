@@ -21,6 +21,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { customResourceInformer, type ResilientInformer } from '../kube/informer.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
+import type { CallGateLimits } from './call-gate.js';
 import { UpstreamConnection, type ConnectionState } from './connection.js';
 import { ToolFilter } from './policy.js';
 import { Upstreams } from './registry.js';
@@ -40,12 +41,16 @@ export interface UpstreamWatcherDeps {
   requestTimeoutMs: number;
   /** Largest message read from an upstream (bounded-fetch.ts). */
   messageMaxBytes: number;
+  /** Calls in flight at once per upstream and per user of it (call-gate.ts). */
+  callLimits?: CallGateLimits;
   /** Only the leader writes status (replicas may see an upstream differently for a moment). */
   isLeader(): boolean;
   /** How the leader runs stdio UpstreamServers (the bridge image, who may reach them). */
   stdio: StdioOptions;
   /** Readiness per server for a gauge (undefined: the server is gone). */
   onReady?(server: string, ready: boolean | undefined): void;
+  /** Calls in flight and waiting per server, for gauges. */
+  onCalls?(server: string, calls: { active: number; waiting: number }): void;
 }
 
 interface Live {
@@ -68,7 +73,7 @@ function toTools(server: string, tools: readonly Tool[], filter: ToolFilter): Up
 }
 
 export class UpstreamWatcher {
-  readonly registry = new Upstreams();
+  readonly registry: Upstreams;
   private readonly informer: ResilientInformer<KubernetesObject>;
   private readonly secrets: SecretCache;
   private readonly stdio: StdioRuntime;
@@ -78,6 +83,7 @@ export class UpstreamWatcher {
   private stopped = false;
 
   constructor(private readonly d: UpstreamWatcherDeps) {
+    this.registry = new Upstreams(d.callLimits, d.onCalls);
     const ns = d.namespace;
     this.informer = customResourceInformer(d.clients, ns, UPSTREAMSERVER_PLURAL, d.log);
     this.secrets = new SecretCache(d.clients.kc, d.clients.core, ns, d.log.child({ component: 'upstream-secrets' }), () => this.reconcileAll());

@@ -25,6 +25,8 @@ const ENV = {
   CODEMODE_AUTH_TOKENS_SECRET: 'team-tokens',
   CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS: '1',
   CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS: '5',
+  // One call at a time per user and upstream: the share test below sees calls wait in line.
+  CODEMODE_UPSTREAM_CALLS_PER_USER: '1',
 };
 
 let ns: string;
@@ -99,7 +101,7 @@ beforeAll(async () => {
       cb();
     },
   });
-  op = await startOperator(ns, ENV, { logger: pino({ level: 'debug' }, sink) });
+  op = await startOperator(ns, ENV, { logger: pino({ level: 'debug' }, sink), metrics: true });
   const withKey = { headers: [{ name: 'X-Api-Key', secretKeyRef: { name: 'upstream-key', key: 'apiKey' } }] };
   await createUpstream('everything', { url: proxy.url, ...withKey, tools: { deny: DENIED } });
   await createUpstream('nokey', { url: proxy.url });
@@ -219,6 +221,49 @@ describe('UpstreamServer against the reference everything server', () => {
     expect(results.alice).toMatch(/^\(\['alice-only', 'everything', 'late-secret', 'rotating'\], 'Echo: from the sandbox', 'Echo: b', None, \[\]\)$/);
     expect(results.bob).toMatch(/^\(\['everything', 'late-secret', 'rotating'\], 'Echo: from the sandbox', '[a-z_]+', None, \[\]\)$/);
     expect(String(results.bob)).not.toContain('Echo: b');
+  }, 180_000);
+
+  it("holds a user to their share of an upstream: alice's parallel calls wait in line, bob's goes past them", async () => {
+    const [a, b] = [await mcp(alice), await mcp(bob)];
+    const session = async (client: Client): Promise<string> =>
+      ((await client.callTool({ name: 'create_session', arguments: { language: 'python' } })).structuredContent as { session: string }).session;
+    const gauge = async (name: string): Promise<number> =>
+      Number(new RegExp(`^${name}\\{server="everything"\\} (\\d+)$`, 'm').exec((await op.metrics?.registry.metrics()) ?? '')?.[1] ?? -1);
+    try {
+      const [sa, sb] = [await session(a), await session(b)];
+      let aliceDone = false;
+      const parallel = a
+        .callTool({
+          name: 'execute_code',
+          arguments: {
+            session: sa,
+            code: 'import asyncio\nfrom codemode import mcp\nr = await asyncio.gather(*(mcp.everything.trigger_long_running_operation(duration=3, steps=1) for _ in range(3)))\nlen(r)',
+            timeout_seconds: 60,
+          },
+        })
+        .finally(() => (aliceDone = true));
+      // alice's first call runs, her other two wait for it (the gauges say so) ...
+      await until(async () => (await gauge('codemode_upstream_calls_waiting')) === 2, 20_000, "alice's two calls waiting");
+      expect(await gauge('codemode_upstream_calls_in_flight')).toBe(1);
+      // ... while bob, another user, gets a place at once and is answered before alice's calls end.
+      const r = await b.callTool({
+        name: 'execute_code',
+        arguments: { session: sb, code: 'from codemode import mcp\nmcp.everything.echo(message="past")', timeout_seconds: 60 },
+      });
+      expect((r.structuredContent as { result?: string }).result).toBe("'Echo: past'");
+      expect(aliceDone).toBe(false);
+      const done = await parallel;
+      expect(done.isError, JSON.stringify(done.content)).toBeFalsy();
+      expect(done.structuredContent).toMatchObject({ result: '3', tool_calls: { calls: 3, errors: 0 } });
+      expect(await gauge('codemode_upstream_calls_waiting')).toBe(0);
+      for (const [client, s] of [
+        [a, sa],
+        [b, sb],
+      ] as const)
+        await client.callTool({ name: 'close_session', arguments: { session: s } });
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
   }, 180_000);
 
   it('applies an edited deny list: the tool disappears from search and the count', async () => {

@@ -80,6 +80,8 @@ describe('loadConfig defaults', () => {
       upstreamHealthIntervalSeconds: 15,
       upstreamRequestTimeoutSeconds: 10,
       upstreamMessageMaxBytes: 16777216,
+      upstreamCallsPerServer: 64,
+      upstreamCallsPerUser: 16,
       defaultProfile: 'default',
       resultFormat: 'text',
       displayMaxImageBytes: 2097152,
@@ -155,6 +157,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
     ['CODEMODE_UPSTREAM_REQUEST_TIMEOUT_SECONDS', '30', { upstreamRequestTimeoutSeconds: 30 }],
     ['CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES', '1048576', { upstreamMessageMaxBytes: 1048576 }],
+    ['CODEMODE_UPSTREAM_CALLS_PER_USER', '4', { upstreamCallsPerUser: 4 }],
     ['CODEMODE_RESULT_FORMAT', 'toon', { resultFormat: 'toon' }],
     ['CODEMODE_DISPLAY_MAX_IMAGE_BYTES', '65536', { displayMaxImageBytes: 65536 }],
     ['CODEMODE_DISPLAY_MAX_ITEMS', '0', { displayMaxItems: 0 }],
@@ -187,7 +190,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(92);
+    expect(envs).toHaveLength(94);
   });
 });
 

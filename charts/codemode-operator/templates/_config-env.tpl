@@ -146,6 +146,10 @@
   value: {{ include "codemode.envValue" .Values.config.upstreamRequestTimeoutSeconds }}
 - name: CODEMODE_UPSTREAM_MESSAGE_MAX_BYTES
   value: {{ include "codemode.envValue" .Values.config.upstreamMessageMaxBytes }}
+- name: CODEMODE_UPSTREAM_CALLS_PER_SERVER
+  value: {{ include "codemode.envValue" .Values.config.upstreamCallsPerServer }}
+- name: CODEMODE_UPSTREAM_CALLS_PER_USER
+  value: {{ include "codemode.envValue" .Values.config.upstreamCallsPerUser }}
 - name: CODEMODE_DEFAULT_PROFILE
   value: {{ include "codemode.envValue" .Values.config.defaultProfile }}
 - name: CODEMODE_RESULT_FORMAT

@@ -83,6 +83,35 @@ describe('Upstreams (the registry)', () => {
     expect(team.calls).toEqual([['echo', 5_000]]);
   });
 
+  it('holds a user to their share of an upstream: calls past it wait, and the wait counts against the timeout', async () => {
+    const r = new Upstreams({ perServer: 4, perUser: 2 });
+    const pending: Array<() => void> = [];
+    const seen: Array<[string, number]> = [];
+    r.set(
+      entry('slow', {
+        call: (t, _args, timeoutMs) => {
+          seen.push([t, timeoutMs]);
+          return new Promise((resolve) => pending.push(() => resolve({ content: [] })));
+        },
+      }),
+    );
+    const calls = [0, 1, 2].map(() => r.call(alice, 'slow', 'echo', {}, { timeoutMs: 10_000 }));
+    const expired = codeOf(r.call(alice, 'slow', 'echo', {}, { timeoutMs: 30 }));
+    const other = r.call(bob, 'slow', 'echo', {}, { timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    // alice's first two and bob's one reached the upstream; alice's third waits, her fourth timed out waiting.
+    expect(seen.map(([, ms]) => ms)).toEqual([10_000, 10_000, 10_000]);
+    expect(await expired).toBe('timeout');
+    pending.shift()?.();
+    await calls[0];
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toHaveLength(4);
+    expect(seen[3]?.[1]).toBeLessThan(10_000);
+    expect(seen[3]?.[1]).toBeGreaterThan(9_000);
+    for (const done of pending.splice(0)) done();
+    await Promise.all([...calls, other]);
+  });
+
   it('does not call when the signal is already aborted', async () => {
     const { r, open } = registry();
     expect(await codeOf(r.call(alice, 'open', 'echo', {}, { signal: AbortSignal.abort() }))).toBe('aborted');
