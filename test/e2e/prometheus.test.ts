@@ -11,6 +11,8 @@ import { CHART, helm } from './helpers/helm.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 import { ensurePrometheus, startPrometheus, type RunningPrometheus } from './helpers/prometheus.js';
+import { startEverything, type Everything } from './helpers/upstream.js';
+import { createUpstream, readyOf, upstreamStatus } from './helpers/upstream-servers.js';
 
 const k = testKube();
 const JOB = 'codemode-e2e';
@@ -21,6 +23,8 @@ let ns = '';
 let op: RunningOperator | undefined;
 let prom: RunningPrometheus | undefined;
 let mcp: TestClient | undefined;
+/** A real upstream (the reference everything server), for the code-mode panel's nested calls. */
+let everything: Everything | undefined;
 
 beforeAll(async () => {
   const bins = await ensurePrometheus();
@@ -37,12 +41,16 @@ beforeAll(async () => {
   // Counters that moved before their first scrape would show no rate: wait for one first.
   await until(() => promHas(`codemode_runs_total{job="${JOB}"}`), 60_000, 'the first scrape');
   mcp = await connect(op.url, 'current');
+  everything = await startEverything();
+  await createUpstream(k, ns, 'everything', { url: everything.url });
+  await until(async () => readyOf(await upstreamStatus(k, ns, 'everything')).status === 'True', 60_000, 'the UpstreamServer Ready');
 }, 600_000);
 
 afterAll(async () => {
   await mcp?.close().catch(() => undefined);
   await prom?.stop();
   await op?.stop();
+  await everything?.kill();
   if (ns) await deleteNamespace(k, ns);
 });
 
@@ -89,6 +97,10 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
     const session = String(sc(created).session);
     expect(sc(await client.callTool('execute_code', { code: 'x = 41\nx + 1', session }))).toMatchObject({ phase: 'Succeeded', result: '42' });
     expect(sc(await client.callTool('execute_code', { code: 'raise ValueError("boom")', session }))).toMatchObject({ phase: 'Failed', reason: 'Exception' });
+    // A nested tool call from session code, for the code-mode panel.
+    expect(sc(await client.callTool('execute_code', { code: 'from codemode import mcp\nmcp.everything.echo(message="m")', session }))).toMatchObject({
+      result: "'Echo: m'",
+    });
     expect(sc(await client.callTool('close_session', { session }))).toMatchObject({ closed: true });
 
     // The last call is in Prometheus once a scrape after it landed.
