@@ -37,6 +37,9 @@ export interface UpstreamEntry {
 /** Calls in flight at once per upstream and per user of it, from one replica (call-gate.ts). */
 export const DEFAULT_CALL_LIMITS: CallGateLimits = { perServer: 64, perUser: 16 };
 
+/** How long past its timeout a call that never settled keeps its place. */
+const RELEASE_GRACE_MS = 1_000;
+
 export class Upstreams implements UpstreamRegistry {
   private readonly entries = new Map<string, UpstreamEntry>();
   private readonly listeners = new Set<() => void>();
@@ -112,9 +115,14 @@ export class Upstreams implements UpstreamRegistry {
       release = await this.gate.acquire(server, user, waitSignal(timeoutMs, options.signal));
       left = Math.max(1, Math.floor(timeoutMs - (performance.now() - started)));
     }
+    // The place is given back when the call's time is up even if the call never settles (a client
+    // that ignored its timeout must not hold one of the user's places for good).
+    const guard = setTimeout(release, left + RELEASE_GRACE_MS);
+    guard.unref();
     try {
       return await e.call(tool, args, left, options.signal);
     } finally {
+      clearTimeout(guard);
       release();
     }
   }

@@ -112,6 +112,16 @@ describe('Upstreams (the registry)', () => {
     await Promise.all([...calls, other]);
   });
 
+  it('gives the place back when a call that never settles is past its time', async () => {
+    const r = new Upstreams({ perServer: 1, perUser: 1 });
+    let reached = 0;
+    r.set(entry('stuck', { call: () => (reached++ === 0 ? new Promise(() => undefined) : Promise.resolve({ content: [] })) }));
+    void r.call(alice, 'stuck', 'echo', {}, { timeoutMs: 20 });
+    // Waits behind the stuck call, which keeps its place 1 s past its 20 ms.
+    await expect(r.call(bob, 'stuck', 'echo', {}, { timeoutMs: 5_000 })).resolves.toEqual({ content: [] });
+    expect(reached).toBe(2);
+  });
+
   it('does not call when the signal is already aborted', async () => {
     const { r, open } = registry();
     expect(await codeOf(r.call(alice, 'open', 'echo', {}, { signal: AbortSignal.abort() }))).toBe('aborted');
