@@ -77,6 +77,9 @@ export interface AuditCall {
 export function auditEntry(c: AuditCall): AuditEntry {
   const o = c.outcome;
   const head = prefixWithinUtf8(c.code, AUDIT_CODE_MAX_BYTES);
+  // A session call's duration is the kernel's word, and session code can forge the kernel's
+  // frames: the record keeps at most what the gateway itself saw pass between start and end.
+  const wallMs = Math.max(0, Math.round(c.endedMs - c.startedMs));
   return {
     name: c.name,
     namespace: c.namespace,
@@ -97,7 +100,7 @@ export function auditEntry(c: AuditCall): AuditEntry {
       stderrBytes: o.stderrBytes,
       ...(o.reason !== undefined && { reason: o.reason }),
       ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
-      ...(o.durationMs !== undefined && { durationMs: Math.max(0, Math.round(o.durationMs)) }),
+      ...(o.durationMs !== undefined && { durationMs: Math.min(Math.max(0, Math.round(o.durationMs)), wallMs) }),
       ...(o.toolCalls !== undefined && o.toolCalls.calls > 0 && { toolCalls: toolCallsStatus(o.toolCalls) }),
       ...imageCounts(o.display),
     },
@@ -190,7 +193,13 @@ export function auditBatchStatus(entries: readonly AuditEntry[]): SandboxRunStat
   if (entries.length === 1) return auditStatus(first);
   const outcomes = entries.map((e) => e.outcome);
   const failed = outcomes.find((o) => o.phase !== 'Succeeded');
-  const sum = (f: (o: AuditOutcome) => number | undefined): number => outcomes.reduce((n, o) => n + (f(o) ?? 0), 0);
+  // Byte counts are the kernel's word too (up to 2^53 each): their sum stays an exact integer,
+  // or the status would not match its own schema (z.int()).
+  const sum = (f: (o: AuditOutcome) => number | undefined): number =>
+    Math.min(
+      Number.MAX_SAFE_INTEGER,
+      outcomes.reduce((n, o) => n + (f(o) ?? 0), 0),
+    );
   const toolCalls = sumToolCalls(outcomes.flatMap((o) => (o.toolCalls ? [o.toolCalls] : [])));
   const images = outcomes.some((o) => o.images) ? { count: sum((o) => o.images?.count), bytes: sum((o) => o.images?.bytes) } : undefined;
   return {

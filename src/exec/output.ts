@@ -3,9 +3,18 @@
 // that prints 10 MB must not make the gateway hold 10 MB.
 import { StringDecoder } from 'node:string_decoder';
 
+/** Pieces of kept text held before they are joined into one string. */
+const JOIN_PIECES = 1024;
+
 export class CappedOutput {
   private readonly decoder = new StringDecoder('utf8');
-  private kept = '';
+  /**
+   * The kept text in pieces, joined when read. Appending to one string and slicing what was new
+   * off it made V8 copy the whole kept text on every push: a program that writes a byte at a time
+   * cost O(cap²) (262,144 one-byte writes: 20 s of the event loop, measured).
+   */
+  private parts: string[] = [];
+  private length = 0;
   private bytes = 0;
   private cut = false;
 
@@ -17,42 +26,50 @@ export class CappedOutput {
    */
   push(chunk: Buffer): string {
     this.bytes += chunk.length;
-    if (this.cut) return '';
-    const room = this.capChars - this.kept.length;
-    // A UTF-8 character is at least one byte: decoding more than `room` bytes is never needed.
-    const part = chunk.length > room + 4 ? chunk.subarray(0, room + 4) : chunk;
-    const text = this.decoder.write(part);
-    const before = this.kept.length;
-    this.keep(text);
-    if (part !== chunk) this.cut = true;
-    return this.kept.slice(before);
+    let streamed = '';
+    // A character is at least one byte, so room + 4 bytes at a time are all a step decodes; but
+    // multi-byte text fills less than the room (CJK: a third), so steps go on until the room is
+    // full or the chunk is used up. Cutting the chunk after the first step lost text under the cap.
+    for (let at = 0; at < chunk.length && !this.cut;) {
+      const room = this.capChars - this.length;
+      const end = Math.min(chunk.length, at + room + 4);
+      streamed += this.keep(this.decoder.write(chunk.subarray(at, end)));
+      at = end;
+      if (at < chunk.length && this.length >= this.capChars) this.cut = true;
+    }
+    return streamed;
   }
 
   /** Flushes a trailing partial UTF-8 sequence. */
   end(): string {
     if (this.cut) return '';
-    const text = this.decoder.end();
-    const before = this.kept.length;
-    this.keep(text);
-    return this.kept.slice(before);
+    return this.keep(this.decoder.end());
   }
 
-  private keep(text: string): void {
-    if (text.length === 0 || this.cut) {
-      if (text.length > 0) this.cut = true;
-      return;
-    }
-    const room = this.capChars - this.kept.length;
-    if (text.length <= room) {
-      this.kept += text;
-    } else {
-      this.kept += text.slice(0, Math.max(0, room));
+  /** Keeps what fits of `text` and returns it; never ends the kept text with half a surrogate pair. */
+  private keep(text: string): string {
+    if (text.length === 0 || this.cut) return '';
+    const room = this.capChars - this.length;
+    let kept = text;
+    if (text.length > room) {
+      let end = Math.max(0, room);
+      const last = text.charCodeAt(end - 1);
+      if (end > 0 && last >= 0xd800 && last <= 0xdbff) end--;
+      kept = text.slice(0, end);
       this.cut = true;
     }
+    if (kept.length > 0) {
+      this.parts.push(kept);
+      this.length += kept.length;
+      // Tiny pieces cost more heap than their text: joined now and then, bounded either way.
+      if (this.parts.length >= JOIN_PIECES) this.parts = [this.parts.join('')];
+    }
+    return kept;
   }
 
   get text(): string {
-    return this.kept;
+    if (this.parts.length > 1) this.parts = [this.parts.join('')];
+    return this.parts[0] ?? '';
   }
 
   get byteCount(): number {

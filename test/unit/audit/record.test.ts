@@ -115,6 +115,29 @@ describe('audit records of session calls', () => {
     for (const secret of ['printed secret', 'secret-value', 'trace', 'aGk=']) expect(JSON.stringify(status)).not.toContain(secret);
   });
 
+  // A session call's duration and byte counts are its kernel's word (session code can forge its
+  // frames): the duration is kept within what the gateway saw, the sums of a record exact integers.
+  it.each([
+    ['an honest duration is kept', 400, 1000, 400],
+    ['a claim past the wall time is cut to it', Number.MAX_SAFE_INTEGER, 1000, 1000],
+    ['a clock that stepped back keeps 0', 400, -5, 0],
+  ])('%s', (_n, durationMs, wallMs, want) => {
+    const started = Date.parse('2026-11-23T12:00:00Z');
+    const e = auditEntry({ ...call('x = 1'), startedMs: started, endedMs: started + wallMs, outcome: { ...outcome, durationMs } });
+    expect(e.outcome.durationMs).toBe(want);
+  });
+
+  it('a record of calls that each claim 2^53 ms and bytes is still a valid SandboxRun', () => {
+    const huge = Number.MAX_SAFE_INTEGER;
+    const entries = Array.from({ length: 100 }, (_, i) =>
+      auditEntry({ ...call(`x = ${i}`), name: `run-${i}`, outcome: { ...outcome, durationMs: huge, stdoutBytes: huge, stderrBytes: huge } }),
+    );
+    const status = auditBatchStatus(entries);
+    expect(status).toMatchObject({ durationMs: 100 * 1000, stdoutBytes: huge, stderrBytes: huge });
+    const parsed = parseSandboxRun({ ...(auditRunBody(entries[0] as never, 600) as object), status });
+    expect(parsed.ok, parsed.ok ? '' : parsed.message).toBe(true);
+  });
+
   it.each([
     [undefined, true],
     [429, true],

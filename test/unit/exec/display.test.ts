@@ -1,10 +1,21 @@
 // Display items from a kernel (src/exec/display.ts): untrusted frames become images only when
 // well-formed, of a closed set of types, with the right signature and within every cap;
 // anything else becomes a note, and nothing throws.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { acceptDisplay, displayFrameBytes, finishDisplay, imageCounts, newTally, pngSize, type DisplayLimits } from '../../../src/exec/display.js';
 
 const PNG_HEAD = Buffer.from('89504e470d0a1a0a0000000d49484452000001900000012c08060000', 'hex'); // IHDR 400x300
+/** PNG_HEAD with its IHDR's length, type, width and height replaced. */
+const pngHead = (width: number, height: number, type = 'IHDR', length = 13): Buffer => {
+  const b = Buffer.from(PNG_HEAD);
+  b.writeUInt32BE(length, 8);
+  b.write(type, 12, 'latin1');
+  b.writeUInt32BE(width, 16);
+  b.writeUInt32BE(height, 20);
+  return b;
+};
 const png = (extra = 0): string => Buffer.concat([PNG_HEAD, Buffer.alloc(extra)]).toString('base64');
 const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0, 0, 0, 0]).toString('base64');
 const LIMITS: DisplayLimits = { maxImageBytes: 1000, maxBytes: 1500, maxItems: 3 };
@@ -41,6 +52,24 @@ describe('acceptDisplay', () => {
       { kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') },
     ],
     ['a JPEG that is a PNG', image(png(), 'image/jpeg'), { kind: 'text', format: 'note', text: expect.stringContaining('not a JPEG') }],
+    // The signature alone is not a PNG: its IHDR must follow, valid, or its size claims are not shown.
+    ['a PNG of 0x0', image(pngHead(0, 0).toString('base64')), { kind: 'text', format: 'note', text: expect.stringContaining('no valid IHDR') }],
+    [
+      'a PNG of 4294967295x1',
+      image(pngHead(0xffffffff, 1).toString('base64')),
+      { kind: 'text', format: 'note', text: expect.stringContaining('no valid IHDR') },
+    ],
+    ['a PNG without IHDR', image(pngHead(1, 1, 'IDAT').toString('base64')), { kind: 'text', format: 'note', text: expect.stringContaining('no valid IHDR') }],
+    [
+      'a PNG with a short IHDR',
+      image(pngHead(1, 1, 'IHDR', 8).toString('base64')),
+      { kind: 'text', format: 'note', text: expect.stringContaining('no valid IHDR') },
+    ],
+    [
+      'a PNG of only its signature',
+      image(PNG_HEAD.subarray(0, 8).toString('base64')),
+      { kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') },
+    ],
     ['data that is not base64', image('@@@@'), { kind: 'text', format: 'note', text: expect.stringContaining('not base64') }],
     ['base64 of a wrong length', image('iVBOR'), { kind: 'text', format: 'note', text: expect.stringContaining('not base64') }],
     ['an image over the cap', image(png(1000)), { kind: 'text', format: 'note', text: expect.stringContaining('over the cap of 1000 bytes per image') }],
@@ -70,6 +99,27 @@ describe('acceptDisplay', () => {
   });
 });
 
+it('holds the kept part of a cut text, not the whole text of its frame', () => {
+  // A cut of a long string is a view that keeps it all alive (V8): 10 display texts of 3 MB cut
+  // to 50,000 characters held 33 MB. Here 20 of them: ~66 MB before, ~10 MB now (the last
+  // frame's own strings are still in the heap when it is measured).
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const limits = { ...LIMITS, maxItems: 20 };
+  const tally = newTally();
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  for (let i = 0; i < 20; i++) {
+    const frame = JSON.stringify({ id: '1', type: 'display', kind: 'text', format: 'html', text: `${i}${'y'.repeat(3_000_000)}` });
+    acceptDisplay(JSON.parse(frame), tally, limits, 50_000);
+  }
+  acceptDisplay(JSON.parse(JSON.stringify({ kind: 'text', format: 'note', text: 'n'.repeat(3_000_000) })), tally, limits, 50_000);
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  expect(tally.items.map((i) => (i.kind === 'text' ? i.text.length : 0))).toEqual([...Array<number>(20).fill(50_000), 500]);
+  expect(grown).toBeLessThan(30_000_000);
+});
+
 it('keeps the kernel’s own note on what it left out, once, beyond the count cap', () => {
   const tally = newTally();
   const kernelNote = { kind: 'text', format: 'note', text: '4 more display item(s) were not returned: at most 3 per call' };
@@ -91,6 +141,10 @@ describe('display helpers', () => {
     [PNG_HEAD, { width: 400, height: 300 }],
     [PNG_HEAD.subarray(0, 20), undefined],
     [Buffer.from('89504e470d0a1a0a0000000d49444154000001900000012c', 'hex'), undefined],
+    [pngHead(0x7fffffff, 1), { width: 0x7fffffff, height: 1 }],
+    [pngHead(0x80000000, 1), undefined],
+    [pngHead(1, 0), undefined],
+    [pngHead(1, 1, 'IHDR', 14), undefined],
   ])('pngSize(%#)', (head, want) => {
     expect(pngSize(head)).toEqual(want);
   });
