@@ -5,7 +5,7 @@
 // closed set of types and start with that type's signature. Anything refused becomes a short
 // note, never an exception: a bad display item must not cost the call or the stream.
 import { z } from 'zod';
-import { capText } from './frames.js';
+import { cutText } from './frames.js';
 
 export interface DisplayLimits {
   /** Decoded bytes of one image. */
@@ -65,17 +65,6 @@ export function newTally(): DisplayTally {
 }
 
 const note = (text: string): DisplayItem => ({ kind: 'text', format: 'note', text });
-
-/**
- * A text cut to `maxChars`, in a string of its own. V8 makes a cut (slice) of a long string a
- * view that keeps the whole string alive: a display frame's text of ~3 MB (its frame bound) cut to
- * the cap would hold all of it for as long as the call's items are kept (10 items: 33 MB held
- * for 0.5 MB kept, measured). A UTF-16 round trip copies the kept part exactly, lone surrogates too.
- */
-export function cutText(text: string, maxChars: number): string {
-  const c = capText(text, maxChars);
-  return c.cut ? Buffer.from(c.text, 'utf16le').toString('utf16le') : c.text;
-}
 
 /** Adds one display frame's item (or a note saying why it was refused) to the tally. Never throws. */
 export function acceptDisplay(message: unknown, tally: DisplayTally, limits: DisplayLimits, capChars: number): void {

@@ -190,7 +190,7 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   const cap = (s: string, max = capChars): string => {
     const c = capText(s, max);
     cut ||= c.cut;
-    return c.text;
+    return c.cut ? copied(c.text) : c.text;
   };
   const stdout = cap(f.stdout);
   const stderr = cap(f.stderr);
@@ -231,6 +231,19 @@ export function parseKernelFrame(message: unknown): { ok: true; frame: KernelFra
   const where = issue?.path.length ? ` at "${issue.path.map(String).join('.').slice(0, 40)}"` : '';
   return { ok: false, why: `not a kernel frame${where}: ${(issue?.message ?? 'invalid').slice(0, 120)}` };
 }
+
+/**
+ * A text cut to `maxChars`, in a string of its own. V8 makes a cut (slice) of a long string a
+ * view that keeps the whole string alive: a frame's text of ~3 MB cut to the cap would hold all of it
+ * for as long as the call's result or display items are kept (10 display items: 33 MB held for
+ * 0.5 MB kept, measured). A UTF-16 round trip copies the kept part exactly, lone surrogates too.
+ */
+export function cutText(text: string, maxChars: number): string {
+  const c = capText(text, maxChars);
+  return c.cut ? copied(c.text) : c.text;
+}
+
+const copied = (s: string): string => Buffer.from(s, 'utf16le').toString('utf16le');
 
 /**
  * The first `maxChars` characters (code points, as the Python kernel counts them) of `s`, and

@@ -51,6 +51,8 @@ export function countPhases(phases: Iterable<string | undefined>): Record<Sessio
 }
 
 /** A finite, non-negative number or nothing (a histogram must never see NaN or a negative). */
+/** Most bytes one execution's stream counts in codemode_output_bytes (its sum included). */
+const MAX_COUNTED_OUTPUT_BYTES = 4 * 1024 ** 3;
 const sane = (n: number): number | undefined => (Number.isFinite(n) && n >= 0 ? n : undefined);
 
 export function serviceMetrics(registry: Registry): ServiceMetrics {
@@ -144,8 +146,10 @@ export function serviceMetrics(registry: Registry): ServiceMetrics {
       if (s !== undefined) sessionWait.observe({ result }, s);
     },
     output(stdoutBytes, stderrBytes): void {
-      const out = sane(stdoutBytes);
-      const err = sane(stderrBytes);
+      // A session call's byte counts are its kernel's word, and session code can forge them (2^53):
+      // one user must not move the team's sums more than a real program that wrote 4 GiB could.
+      const out = sane(Math.min(stdoutBytes, MAX_COUNTED_OUTPUT_BYTES));
+      const err = sane(Math.min(stderrBytes, MAX_COUNTED_OUTPUT_BYTES));
       if (out !== undefined) output.observe({ stream: 'stdout' }, out);
       if (err !== undefined) output.observe({ stream: 'stderr' }, err);
     },

@@ -1,4 +1,6 @@
 // Frame validation, the gateway's own cap on kernel texts, and the bounds derived from the cap.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { MAX_ENAME_CHARS, capText, maxFrameBytes, parseKernelFrame, sanitizeResult, type ResultFrame } from '../../../src/exec/frames.js';
 
@@ -95,6 +97,24 @@ describe('sanitizeResult', () => {
     expect(out.error).toEqual({ ename: 'E'.repeat(MAX_ENAME_CHARS), evalue: 'x'.repeat(10), traceback: 'x'.repeat(10) });
     expect(out.truncated).toBe(false);
   });
+});
+
+it('sanitizeResult holds the kept part of a cut text, not the whole text of its frame', () => {
+  // A cut of a long string is a view that keeps it all alive (V8): 20 kept results whose 3 MB
+  // outputs were cut to 50,000 characters held ~60 MB before the copy.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const kept = [];
+  for (let i = 0; i < 20; i++) {
+    const frame = JSON.parse(JSON.stringify({ ...result, stdout: `${i}${'y'.repeat(3_000_000)}` })) as ResultFrame;
+    kept.push(sanitizeResult(frame, 50_000));
+  }
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  expect(kept.map((r) => [r.stdout.length, r.truncated])).toEqual(Array.from({ length: 20 }, () => [50_000, true]));
+  expect(grown).toBeLessThan(30_000_000);
 });
 
 describe('maxFrameBytes', () => {

@@ -45,6 +45,7 @@ describe('service metrics', () => {
     m.sessionWait('deadline', -1);
     m.output(100, 0);
     m.output(-1, 2_000_000);
+    m.output(Number.MAX_SAFE_INTEGER, 0); // a forged kernel count is summed as 4 GiB at most
     m.sessionCall('bash', 'Failed', 'Exception', 0.2);
     m.streamBroke('session', 'recalled');
     m.streamBroke('session', 'recalled');
@@ -57,8 +58,9 @@ describe('service metrics', () => {
     expect(text).toContain('codemode_admission_queue_wait_seconds_bucket{le="0.001",result="admitted"} 1');
     expect(text).toContain('codemode_session_wait_seconds_bucket{le="0.5",result="ran"} 1');
     expect(text).toContain('codemode_session_wait_seconds_count{result="deadline"} 0');
-    expect(text).toContain('codemode_output_bytes_count{stream="stdout"} 1');
-    expect(text).toContain('codemode_output_bytes_count{stream="stderr"} 2');
+    expect(text).toContain('codemode_output_bytes_count{stream="stdout"} 2');
+    expect(text).toContain(`codemode_output_bytes_sum{stream="stdout"} ${100 + 4 * 1024 ** 3}`);
+    expect(text).toContain('codemode_output_bytes_count{stream="stderr"} 3');
     expect(text).toContain('codemode_session_calls_total{runtime="bash",phase="Failed",reason="Exception"} 1');
     expect(text).toContain('codemode_kernel_stream_breaks_total{path="session",outcome="recalled"} 2');
     expect(text).toContain('codemode_kernel_stream_breaks_total{path="run",outcome="unknown"} 1');
