@@ -102,6 +102,12 @@ export class InstallSlots {
 /** Bytes per exec when copying the archive: the gateway holds at most one chunk at a time. */
 const CHUNK_BYTES = 4 * 1024 * 1024;
 const MAX_CA_BYTES = 4 * 1024 * 1024;
+/**
+ * The most the fetcher's `resolve` may print: only the fields the gateway reads (scripts.ts), at
+ * most ~4.5 KB per package for 300 packages. The gateway parses it in memory: 8 MiB of hostile
+ * JSON cost ~0.8 s and ~180 MB of heap per install, this a quarter of that.
+ */
+export const MAX_RESOLVE_BYTES = 2 * 1024 * 1024;
 export const PYTHON_PACKAGES_DIR = '/workspace/.packages/python';
 const NODE_PACKAGES_PARENT = '/workspace';
 
@@ -180,7 +186,7 @@ export class PackageInstaller {
       const index = ecosystem === 'pypi' ? this.opts.packagesPypiIndexUrl : this.opts.packagesNpmRegistry;
       const tool = ecosystem === 'pypi' ? PIP_TOOL : NPM_TOOL;
       await this.fetcher(t.namespace, pod, ['prepare', ecosystem, index, tool.file, tool.digest], ca, 1024, deadline);
-      const report = await this.fetcher(t.namespace, pod, ['resolve', ecosystem, index, ...reqs], undefined, 8 * 1024 * 1024, deadline);
+      const report = await this.fetcher(t.namespace, pod, ['resolve', ecosystem, index, ...reqs], undefined, MAX_RESOLVE_BYTES, deadline);
       const resolved = ecosystem === 'pypi' ? parsePipReport(report.toString('utf8')) : parseNpmLock(report.toString('utf8'), index);
       checkResolved(policy, ecosystem, resolved);
       if (resolved.length === 0) return { ecosystem, installed: [], bytes: 0 };

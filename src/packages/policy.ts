@@ -171,12 +171,17 @@ const VERSION = z
   .min(1)
   .max(64)
   .regex(/^[A-Za-z0-9.+!_-]+$/);
+/** A PEP 508 project name: the fetch step writes it into a requirements file, where '/' or '@' would make a path or a URL. */
+const PYPI_NAME = z
+  .string()
+  .max(214)
+  .regex(/^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$/);
 
 const PipReportSchema = z.object({
   install: z
     .array(
       z.object({
-        metadata: z.object({ name: NAME, version: VERSION }),
+        metadata: z.object({ name: PYPI_NAME, version: VERSION }),
         download_info: z.object({
           url: z.string().max(4096),
           archive_info: z.object({ hashes: z.object({ sha256: z.string().regex(/^[0-9a-f]{64}$/) }) }).optional(),
@@ -194,9 +199,25 @@ function parseJson(text: string, what: string): unknown {
   }
 }
 
+const tooMany = (): PackageError => new PackageError(`The packages need more than ${MAX_RESOLVED} packages in all.`, 'Install fewer at a time.', 'refused');
+
+/**
+ * How many keys (own, enumerable) `o` has, counting no further than `limit` + 1. Checked before the
+ * schemas: zod reads every element of an array or record before its size check, and keeps an issue
+ * per bad one — 8 MiB of `"k":1` pairs held 440 MB of heap for a second.
+ */
+function countKeys(o: object, limit: number): number {
+  let n = 0;
+  for (const k in o) if (Object.hasOwn(o, k) && ++n > limit) break;
+  return n;
+}
+
 /** pip's installation report (`pip install --dry-run --report`): the packages to install, each a pinned wheel. */
 export function parsePipReport(text: string): ResolvedPackage[] {
-  const r = PipReportSchema.safeParse(parseJson(text, 'installation report'));
+  const json = parseJson(text, 'installation report');
+  const install = (json as { install?: unknown } | null)?.install;
+  if (Array.isArray(install) && install.length > MAX_RESOLVED) throw tooMany();
+  const r = PipReportSchema.safeParse(json);
   if (!r.success)
     throw new PackageError('The fetcher returned an installation report this gateway cannot read.', 'Try again; if it persists, report it.', 'failed');
   return r.data.install.map((i) => {
@@ -215,6 +236,8 @@ const LockSchema = z.object({
   packages: z.record(
     z.string().max(4096),
     z.object({
+      /** Only where the package is not the one its folder names: an alias ("x": "npm:other@1"). */
+      name: z.string().max(214).optional(),
       version: z.string().max(64).optional(),
       resolved: z.string().max(4096).optional(),
       integrity: z.string().max(512).optional(),
@@ -223,30 +246,62 @@ const LockSchema = z.object({
   ),
 });
 
+/**
+ * Whether `url` is the registry's tarball of name@version: `<registry>/<name>/-/<name without
+ * scope>-<version>.tgz` exactly (a scope's '/' may come as %2f), the layout of npm's registry and
+ * of the mirrors that proxy it. Compared as sent, not decoded, and whole: a path that only ended
+ * so (…/evil-1.tgz%3F/x/-/x-1.tgz) could name one file here and another to a server.
+ */
+function isRegistryTarball(url: string, registry: URL, name: string, version: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
+  const base = registry.pathname.endsWith('/') ? registry.pathname : `${registry.pathname}/`;
+  const file = `/-/${name.slice(name.lastIndexOf('/') + 1)}-${version}.tgz`;
+  const path = u.pathname.startsWith(base) ? u.pathname.slice(base.length) : undefined;
+  return u.origin === registry.origin && (path === `${name}${file}` || path?.toLowerCase() === `${name.replace('/', '%2f')}${file}`.toLowerCase());
+}
+
 /** npm's lockfile: every package under node_modules, each from the registry with an integrity hash. */
 export function parseNpmLock(text: string, registry: string): ResolvedPackage[] {
-  const r = LockSchema.safeParse(parseJson(text, 'lockfile'));
+  const json = parseJson(text, 'lockfile');
+  const packages = (json as { packages?: unknown } | null)?.packages;
+  // Besides node_modules/…, a lockfile lists its root ("") and any workspaces: a few keys.
+  if (typeof packages === 'object' && packages !== null && countKeys(packages, 2 * MAX_RESOLVED) > 2 * MAX_RESOLVED) throw tooMany();
+  const r = LockSchema.safeParse(json);
   if (!r.success) throw new PackageError('The fetcher returned a lockfile this gateway cannot read.', 'Try again; if it persists, report it.', 'failed');
-  const origin = new URL(registry).origin;
+  const reg = new URL(registry);
   const out: ResolvedPackage[] = [];
   for (const [path, p] of Object.entries(r.data.packages)) {
     if (!path.startsWith('node_modules/')) continue;
-    const name = path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
+    // An alias installs the package `p.name` in the folder of another name: the policy is about
+    // what is installed, so the package's own name is the one checked and reported.
+    const name = p.name ?? path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
     if (!NAME.safeParse(name).success || !p.version || !VERSION.safeParse(p.version).success)
       throw new PackageError(
         `The lockfile names a package this gateway cannot read (${path.slice(0, 120)}).`,
         'Try again; if it persists, report it.',
         'failed',
       );
-    if (p.link || !p.integrity?.startsWith('sha512-') || (p.resolved !== undefined && !p.resolved.startsWith(`${origin}/`)))
+    if (p.link || !p.integrity?.startsWith('sha512-') || (p.resolved !== undefined && !p.resolved.startsWith(`${reg.origin}/`)))
       throw new PackageError(
         `${name} ${p.version} does not come from the registry with an integrity hash (only registry tarballs are installed).`,
         'Ask for a package published to the registry.',
         'failed',
       );
+    // npm ci fetches what `resolved` says: a dependency's npm-shrinkwrap.json can point a name at
+    // another package's tarball, which would be installed under the name the policy checked.
+    if (p.resolved !== undefined && !isRegistryTarball(p.resolved, reg, name, p.version))
+      throw new PackageError(
+        `${name} ${p.version} would be fetched from ${p.resolved.slice(0, 200)}, which is not the registry's tarball of ${name} ${p.version}.`,
+        'Ask for another version or package (one of its dependencies pins a tarball of another package).',
+        'failed',
+      );
     out.push({ name, version: p.version });
-    if (out.length > MAX_RESOLVED)
-      throw new PackageError(`The packages need more than ${MAX_RESOLVED} packages in all.`, 'Install fewer at a time.', 'refused');
+    if (out.length > MAX_RESOLVED) throw tooMany();
   }
   return out;
 }

@@ -2,7 +2,7 @@
 // image). FETCHER_SCRIPT runs in the fetcher pod — the profile's image, so resolution sees the
 // same Python version, platform and preinstalled packages as the session — and is the only code
 // that talks to the index: `prepare` fetches pip or npm itself (pinned by hash: the images carry
-// neither), `resolve` prints pip's installation report or npm's lockfile, `fetch` downloads
+// neither), `resolve` prints what the gateway reads of pip's installation report or npm's lockfile, `fetch` downloads
 // exactly the pinned set the gateway approved (hashes checked by pip --require-hashes and npm's
 // lockfile integrity), unpacks it offline (wheels only and --ignore-scripts: no package code runs)
 // and packs it into one archive that `read` hands out in chunks. SESSION_SCRIPT runs in the
@@ -65,15 +65,27 @@ def prepare(eco, index, tool, digest):
         os.makedirs(W + "/n", exist_ok=True)
         with open(W + "/n/package.json", "w") as f:
             json.dump({"name": "codemode-fetch", "version": "0.0.0", "private": True}, f)
+def pick(d, keys):
+    return {k: d[k] for k in keys if isinstance(d, dict) and k in d}
+def slim_pip(i):
+    d = i.get("download_info") if isinstance(i, dict) else None
+    info = pick(d, ("url",))
+    if isinstance(d, dict) and isinstance(d.get("archive_info"), dict):
+        info["archive_info"] = {k: pick(v, ("sha256",)) for k, v in d["archive_info"].items() if k == "hashes"}
+    return {"metadata": pick(i.get("metadata") if isinstance(i, dict) else None, ("name", "version")), "download_info": info}
 def resolve(eco, index, specs):
+    # Only what the gateway reads, compact: pip's report carries each package's whole metadata
+    # (its README too) and the gateway parses the answer in memory, so it is kept small.
     if eco == "pypi":
         pip("install", "--dry-run", "--quiet", "--only-binary=:all:", "--report", W + "/report.json", "--index-url", index, *specs)
-        path = W + "/report.json"
+        with open(W + "/report.json") as f:
+            out = {"install": [slim_pip(i) for i in json.load(f).get("install", [])]}
     else:
         npm("install", "--package-lock-only", "--ignore-scripts", "--registry", index, *specs)
-        path = W + "/n/package-lock.json"
-    with open(path, "rb") as f:
-        sys.stdout.buffer.write(f.read(8 << 20))
+        with open(W + "/n/package-lock.json") as f:
+            packages = json.load(f).get("packages", {})
+        out = {"packages": {k: pick(v, ("name", "version", "resolved", "integrity", "link")) for k, v in packages.items()}}
+    json.dump(out, sys.stdout, separators=(",", ":"))
 def dir_bytes(top):
     total = 0
     for root, dirs, files in os.walk(top):

@@ -166,15 +166,27 @@ describe('parsePipReport', () => {
     ],
     ['a forged name', JSON.stringify({ install: [wheel('x; rm -rf /', '1')] }), /cannot read/],
     ['a forged version', JSON.stringify({ install: [wheel('x', '1 --index-url http://evil')] }), /cannot read/],
-    ['too many packages', JSON.stringify({ install: Array.from({ length: 301 }, (_, i) => wheel(`p${i}`, '1')) }), /cannot read/],
+    ['too many packages', JSON.stringify({ install: Array.from({ length: 301 }, (_, i) => wheel(`p${i}`, '1')) }), /more than 300 packages/],
+    // The fetch step writes each name into a requirements file: a '/' makes it a path, an '@' a URL.
+    ['a name that is a path', JSON.stringify({ install: [wheel('a/../../tmp/fetch', '1')] }), /cannot read/],
+    ['a name with a URL', JSON.stringify({ install: [wheel('x@..', '1')] }), /cannot read/],
+    ['a scoped (npm) name', JSON.stringify({ install: [wheel('@s/x', '1')] }), /cannot read/],
+    ['a name with ~', JSON.stringify({ install: [wheel('x~y', '1')] }), /cannot read/],
+    ['a name ending in -', JSON.stringify({ install: [wheel('x-', '1')] }), /cannot read/],
   ])('refuses %s', (_, text, expected) => expect(refusal(() => parsePipReport(text))?.message).toMatch(expected));
+  it('counts the packages before reading each one (zod would keep an issue per bad element)', () => {
+    expect(refusal(() => parsePipReport(JSON.stringify({ install: Array.from({ length: 100_000 }, () => 1) })))).toEqual({
+      message: expect.stringMatching(/more than 300 packages in all/),
+      kind: 'refused',
+    });
+  });
 });
 
 describe('parseNpmLock', () => {
   const registry = 'https://registry.example/';
-  const entry = (v: string, extra: Record<string, unknown> = {}) => ({
+  const entry = (v: string, extra: Record<string, unknown> = {}, name = 'x') => ({
     version: v,
-    resolved: `https://registry.example/x/-/x-${v}.tgz`,
+    resolved: `https://registry.example/${name}/-/${name.replace(/^@.*\//, '')}-${v}.tgz`,
     integrity: 'sha512-abc',
     ...extra,
   });
@@ -182,15 +194,17 @@ describe('parseNpmLock', () => {
     const lock = {
       packages: {
         '': { name: 'root' },
-        'node_modules/is-odd': entry('3.0.1'),
-        'node_modules/is-odd/node_modules/is-number': entry('6.0.0'),
-        'node_modules/@s/p': entry('1.0.0'),
+        'node_modules/is-odd': entry('3.0.1', {}, 'is-odd'),
+        'node_modules/is-odd/node_modules/is-number': entry('6.0.0', {}, 'is-number'),
+        'node_modules/@s/p': entry('1.0.0', { resolved: 'https://registry.example/@s%2fp/-/p-1.0.0.tgz' }, '@s/p'),
+        'node_modules/no-resolved': entry('2.0.0', { resolved: undefined }),
       },
     };
     expect(parseNpmLock(JSON.stringify(lock), registry)).toEqual([
       { name: 'is-odd', version: '3.0.1' },
       { name: 'is-number', version: '6.0.0' },
       { name: '@s/p', version: '1.0.0' },
+      { name: 'no-resolved', version: '2.0.0' },
     ]);
   });
   it.each<[string, Record<string, unknown>, RegExp]>([
@@ -199,9 +213,52 @@ describe('parseNpmLock', () => {
     ['a sha1 integrity', entry('1', { integrity: 'sha1-abc' }), /does not come from the registry/],
     ['a link', entry('1', { link: true }), /does not come from the registry/],
     ['a forged version', entry('1 && curl'), /cannot read/],
+    ['a forged alias name', entry('1', { name: '../../x' }), /cannot read/],
+    // A dependency's npm-shrinkwrap.json decides `resolved`: it must be the tarball of this name and version.
+    [
+      'another package’s tarball',
+      entry('1', { resolved: 'https://registry.example/evil/-/evil-1.tgz' }),
+      /x 1 would be fetched from .*evil-1\.tgz, which is not/,
+    ],
+    ['another version’s tarball', entry('1', { resolved: 'https://registry.example/x/-/x-2.tgz' }), /not the registry's tarball of x 1/],
+    ['a tarball named like it elsewhere on the host', entry('1', { resolved: 'https://registry.example/evil/-/x-1.tgz' }), /not the registry's tarball/],
+    ['a query that names it', entry('1', { resolved: 'https://registry.example/evil/-/evil-1.tgz?/x/-/x-1.tgz' }), /not the registry's tarball/],
+    ['an encoded query that names it', entry('1', { resolved: 'https://registry.example/evil/-/evil-1.tgz%3F/x/-/x-1.tgz' }), /not the registry's tarball/],
+    ['its tarball under another path of the host', entry('1', { resolved: 'https://registry.example/other-repo/x/-/x-1.tgz' }), /not the registry's tarball/],
   ])('refuses %s', (_, e, expected) =>
     expect(refusal(() => parseNpmLock(JSON.stringify({ packages: { 'node_modules/x': e } }), registry))?.message).toMatch(expected),
   );
+  it.each<[string, string, string]>([
+    ['a mirror under a path', 'https://nexus.example/repository/npm/', 'https://nexus.example/repository/npm/@s/p/-/p-1.0.0.tgz'],
+    ['a mirror given without the last slash', 'https://nexus.example/repository/npm', 'https://nexus.example/repository/npm/@s/p/-/p-1.0.0.tgz'],
+    ['a scope encoded %2F', 'https://registry.example/', 'https://registry.example/@s%2Fp/-/p-1.0.0.tgz'],
+  ])("takes the registry's tarball of the package from %s", (_, reg, resolved) =>
+    expect(parseNpmLock(JSON.stringify({ packages: { 'node_modules/@s/p': entry('1.0.0', { resolved }) } }), reg)).toEqual([
+      { name: '@s/p', version: '1.0.0' },
+    ]),
+  );
+  // "lodash": "npm:evil@1.0.0" installs evil in node_modules/lodash; npm's lockfile says so in `name`.
+  it.each<[string, Partial<PackagePolicy>, RegExp]>([
+    ['denied by its own name', { deny: ['npm:evil'] }, /evil 1\.0\.0 may not be installed .*deny list has npm:evil/],
+    ['denied by its own name and version', { deny: ['npm:evil@1.0.0'] }, /evil 1\.0\.0 may not be installed/],
+    ['not allowed under the name it is aliased to', { allow: ['npm:lodash'] }, /evil 1\.0\.0 may not be installed .*not in the profile's allow list/],
+  ])('checks an aliased package by what it is: %s', (_, p, expected) => {
+    const lock = { packages: { 'node_modules/lodash': entry('1.0.0', { name: 'evil', resolved: 'https://registry.example/evil/-/evil-1.0.0.tgz' }) } };
+    const resolved = parseNpmLock(JSON.stringify(lock), registry);
+    expect(resolved).toEqual([{ name: 'evil', version: '1.0.0' }]);
+    expect(refusal(() => checkResolved(policy(p), 'npm', resolved))?.message).toMatch(expected);
+  });
+  it.each<[string, string, unknown]>([
+    ['bad values', 'node_modules/p', 1],
+    ['empty objects outside node_modules', 'w/p', {}],
+    ['valid packages', 'node_modules/p', entry('1.0.0')],
+  ])('counts the entries before reading each one: 100000 %s', (_, key, value) => {
+    const packages = Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`${key}${i}`, value]));
+    expect(refusal(() => parseNpmLock(JSON.stringify({ packages }), registry))).toEqual({
+      message: expect.stringMatching(/more than 300 packages in all/),
+      kind: 'refused',
+    });
+  });
 });
 
 describe('parseFetchSummary (the limits, checked again by the gateway)', () => {
