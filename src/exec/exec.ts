@@ -138,6 +138,8 @@ export interface RawExecResult {
   error?: string;
 }
 
+const RAW_STDERR_BYTES = 4096;
+
 /**
  * One command with raw (binary) stdout, for file operations. stdout is kept up to
  * maxStdoutBytes; stderr up to 4 KiB (it carries our scripts' error sentences).
@@ -155,7 +157,8 @@ export function execRaw(
   // One growing buffer, not a Buffer per message: a program can send its output a byte at a time.
   const stdout = new ByteAccumulator(maxStdoutBytes);
   let overflow = false;
-  let stderr = '';
+  // stderr: the first 4 KiB, exactly (a whole first message was kept, however large).
+  const stderr = new ByteAccumulator(RAW_STDERR_BYTES);
   const out = sink((b) => {
     const room = maxStdoutBytes - stdout.size;
     if (b.length > room) {
@@ -166,7 +169,8 @@ export function execRaw(
     stdout.append(b);
   });
   const err = sink((b) => {
-    if (stderr.length < 4096) stderr += b.toString('utf8');
+    const room = RAW_STDERR_BYTES - stderr.size;
+    if (room > 0) stderr.append(b.length > room ? b.subarray(0, room) : b);
   });
   return new Promise<RawExecResult>((resolve) => {
     const stream = new StreamCloser();
@@ -177,7 +181,7 @@ export function execRaw(
       clearTimeout(timer);
       // Every way out closes the stream: a watchdog that only resolved left it open for good.
       stream.close();
-      resolve({ ...r, stdout: stdout.take(), overflow, stderr });
+      resolve({ ...r, stdout: stdout.take(), overflow, stderr: stderr.take().toString('utf8') });
     };
     const timer = setTimeout(() => finish({ error: `no result within ${watchdogMs} ms` }), watchdogMs);
     exec

@@ -216,7 +216,7 @@ threading.Thread(target=inject, daemon=True).start()
   }, 300_000);
 });
 
-describe('a raw exec that times out', () => {
+describe('a raw exec', () => {
   /** The real Exec, keeping every websocket it opens so the test can look at it afterwards. */
   class SpyExec extends Exec {
     readonly sockets: WebSocket.WebSocket[] = [];
@@ -235,5 +235,12 @@ describe('a raw exec that times out', () => {
     expect(spy.sockets).toHaveLength(1);
     // CLOSED (3): before the fix the stream stayed OPEN (1) for as long as the command ran.
     await until(() => spy.sockets[0]!.readyState === 3, 10_000, 'the exec websocket to close');
+  }, 180_000);
+
+  it('keeps 4 KiB of stderr, however much a message carries', async () => {
+    await runPod(k, ns, simplePod('exec-stderr', ['sleep', '3600']));
+    const r = await execRaw(new Exec(k.kc), ns, 'exec-stderr', 'main', ['sh', '-c', 'head -c 200000 /dev/zero | tr "\\0" e >&2; echo done'], undefined, 1024);
+    expect(r.stdout.toString()).toBe('done\n');
+    expect(r.stderr).toBe('e'.repeat(4096));
   }, 180_000);
 });
