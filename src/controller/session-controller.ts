@@ -43,6 +43,8 @@ import { describeInstall, type SessionPackages } from '../packages/session-packa
 import { sessionPodSeconds } from '../sandbox/deadlines.js';
 
 const CONTROLLER = 'sandboxsession';
+/** The Event of a session whose interpreter died: why is in its status, which only its readers see. */
+export const KERNEL_LOST_NOTE = 'The interpreter is gone; status.message says why. Create a new session.';
 
 export interface SessionControllerDeps {
   clients: KubeClients;
@@ -163,7 +165,9 @@ export class SandboxSessionController {
           'Warning',
           next.reason ?? 'Failed',
           'Start',
-          next.message ?? '',
+          // kernelLost quotes the sandbox (a kernel's error text): Events are read by whoever may
+          // list them in the namespace, so the note only points at the status.
+          session.status?.kernelLost ? KERNEL_LOST_NOTE : (next.message ?? ''),
         );
       } else if (next.phase === 'Ready' && session.status?.phase !== 'Ready') {
         // A pod of its own: creation → Ready as the kubelet reports it (a claim is timed by the pool).

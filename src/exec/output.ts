@@ -2,6 +2,7 @@
 // characters are kept, the rest is only counted. Exec streams ignore back-pressure, so a program
 // that prints 10 MB must not make the gateway hold 10 MB.
 import { StringDecoder } from 'node:string_decoder';
+import { cutUnits } from '../util/text.js';
 
 /** Pieces of kept text held before they are joined into one string. */
 const JOIN_PIECES = 1024;
@@ -52,10 +53,7 @@ export class CappedOutput {
     const room = this.capChars - this.length;
     let kept = text;
     if (text.length > room) {
-      let end = Math.max(0, room);
-      const last = text.charCodeAt(end - 1);
-      if (end > 0 && last >= 0xd800 && last <= 0xdbff) end--;
-      kept = text.slice(0, end);
+      kept = cutUnits(text, room, '');
       this.cut = true;
     }
     if (kept.length > 0) {

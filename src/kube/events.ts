@@ -5,6 +5,7 @@ import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import type { EventsV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
+import { cutUtf8 } from '../util/text.js';
 
 export interface EventTarget {
   name: string;
@@ -32,7 +33,8 @@ export class EventRecorder {
       action,
       reason,
       type,
-      note: note.slice(0, 1024),
+      // The API server takes 1024 bytes of note (UTF-8), not characters: a longer one is refused.
+      note: cutUtf8(note, 1024),
       regarding: {
         apiVersion: target.apiVersion ?? API_VERSION,
         kind: target.kind ?? SANDBOXRUN_KIND,

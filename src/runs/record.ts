@@ -4,11 +4,23 @@
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type Runtime, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
+import {
+  GROUP,
+  MAX_MESSAGE_LENGTH,
+  Reasons,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  fitStatus,
+  minimalStatus,
+  type Runtime,
+  type SandboxRun,
+  type SandboxRunStatus,
+} from '../api/v1alpha1/index.js';
 import type { EventRecorder } from '../kube/events.js';
 import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import { runningStatus, type Classification } from './status.js';
 import type { RunOutcome } from './types.js';
+import { cutUnits } from '../util/text.js';
 
 /** A run still executing after this long gets its Running status written (markRunningLater). */
 export const RUNNING_WRITE_DELAY_MS = 250;
@@ -79,7 +91,7 @@ export class RunRecorder {
   recordOutcome(run: SandboxRun, c: Pick<Classification, 'phase' | 'reason' | 'message'>): void {
     const target = { name: run.metadata.name, namespace: this.namespaceOf(run), uid: run.metadata.uid };
     const type = c.phase === 'Succeeded' ? 'Normal' : 'Warning';
-    this.d.events.record(target, type, c.phase === 'TimedOut' ? 'TimedOut' : c.phase, 'Complete', c.message);
+    this.d.events.record(target, type, c.phase === 'TimedOut' ? 'TimedOut' : c.phase, 'Complete', eventNote(c));
   }
 
   /** What is stored (and returned): outputs cut to the byte cap and to what fits in etcd. */
@@ -120,7 +132,7 @@ export class RunRecorder {
   }
 
   fit(run: SandboxRun, status: SandboxRunStatus): SandboxRunStatus {
-    return fitStatus(run, status, this.d.outputCapBytes);
+    return fitStatus(run, boundMessages(status), this.d.outputCapBytes);
   }
 
   /** The caller's view of a recorded status. */
@@ -162,4 +174,35 @@ export class RunRecorder {
         if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
       });
   }
+}
+
+/**
+ * status.message and the conditions' messages cut to the CRD's maxLength: a message can quote the
+ * sandbox (a kernel's error text, up to the output cap), and one over the bound would have the
+ * whole status refused (then only a minimal one, without the outputs, is written).
+ */
+function boundMessages(status: SandboxRunStatus): SandboxRunStatus {
+  const cut = (m: string): string => cutUnits(m, MAX_MESSAGE_LENGTH);
+  const out: SandboxRunStatus = { ...status };
+  if (status.message !== undefined) out.message = cut(status.message);
+  if (status.conditions) out.conditions = status.conditions.map((x) => ({ ...x, message: cut(x.message) }));
+  return out;
+}
+
+/**
+ * Outcome Events of reasons whose status message can quote the sandbox: an exception's (the
+ * program's ename and evalue), a broken or refused exec (a kernel's error text) and a lost session
+ * interpreter (its kernel's words). Events are read by whoever may list them in the namespace and
+ * never carry the sandbox's text: they point at the status, which only the run's readers see.
+ */
+const SANDBOX_QUOTING_NOTES: Partial<Record<Classification['reason'], string>> = {
+  [Reasons.Exception]: 'The code raised an exception; status.message and status.stderr say which.',
+  [Reasons.ExecFailed]:
+    'The code could not be run, or the connection to the sandbox broke while it ran; status.message says which and whether it may have run.',
+  [Reasons.KernelLost]: "The session's interpreter is gone; status.message says why.",
+};
+
+/** The outcome Event's note: the status message, unless it may quote the sandbox. */
+export function eventNote(c: Pick<Classification, 'reason' | 'message'>): string {
+  return SANDBOX_QUOTING_NOTES[c.reason] ?? c.message;
 }

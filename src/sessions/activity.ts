@@ -5,8 +5,21 @@
 import type { Logger } from 'pino';
 import { GATEWAY_FIELD_MANAGER, GATEWAY_LOST_FIELD_MANAGER, type SandboxSession } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, isConflict, isNotFound } from '../kube/clients.js';
-import { capText } from '../exec/frames.js';
+import { cutUnits } from '../util/text.js';
 import type { SessionStore } from './store.js';
+
+/** Longest kernelLost.message written, in UTF-16 code units (the API's schema and the CRD allow 1024). */
+export const KERNEL_LOST_MAX = 1000;
+
+/**
+ * `why` as kernelLost.message: control characters (a terminal's escape sequences, line breaks: it
+ * quotes the sandbox) as spaces, cut to KERNEL_LOST_MAX code units without splitting a surrogate
+ * pair. Code points would let astral text pass the schema's bound (code units) twice over, and a
+ * session whose status fails the schema is invisible to the gateway.
+ */
+export function lostMessage(why: string): string {
+  return cutUnits(why.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' '), KERNEL_LOST_MAX);
+}
 
 /** Writes at most one activity update per session per this interval. */
 export const ACTIVITY_WRITE_INTERVAL_MS = 1000;
@@ -36,7 +49,7 @@ export class SessionActivity {
 
   /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */
   async markLost(s: SandboxSession, why: string): Promise<void> {
-    const kernelLost = { message: capText(why, 1000).text, time: new Date().toISOString() };
+    const kernelLost = { message: lostMessage(why), time: new Date().toISOString() };
     await this.store
       .applyStatus(s.metadata.name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost })
       .catch((err: unknown) => this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'));

@@ -1,6 +1,14 @@
 // An UpstreamServer's status as a pure function of what the gateway observes. Written only when it
 // differs from the stored one (no write per ping), by the leader replica only.
-import { setCondition, UpstreamReasons, type UpstreamReason, type UpstreamServerStatus } from '../api/v1alpha1/index.js';
+import {
+  MAX_MESSAGE_LENGTH,
+  MAX_UPSTREAM_ERROR_LENGTH,
+  setCondition,
+  UpstreamReasons,
+  type UpstreamReason,
+  type UpstreamServerStatus,
+} from '../api/v1alpha1/index.js';
+import { cutUnits } from '../util/text.js';
 
 /** What the gateway knows of one upstream right now. */
 export type Observation =
@@ -41,6 +49,7 @@ function condition(o: Observation): { status: 'True' | 'False'; reason: Upstream
  */
 export function computeStatus(prev: UpstreamServerStatus | undefined, generation: number | undefined, o: Observation, now: Date): UpstreamServerStatus {
   const c = condition(o);
+  c.message = cutUnits(c.message, MAX_MESSAGE_LENGTH);
   const conditions = setCondition(prev?.conditions, { type: READY, ...c, ...(generation !== undefined && { observedGeneration: generation }) }, now);
   const error =
     o.kind === 'connection'
@@ -50,7 +59,7 @@ export function computeStatus(prev: UpstreamServerStatus | undefined, generation
       : o.kind === 'waiting' || (o.kind === 'stdio' && o.reason !== UpstreamReasons.ServerFailing)
         ? undefined
         : o.message;
-  const lastError = error ?? prev?.lastError;
+  const lastError = error !== undefined ? cutUnits(error, MAX_UPSTREAM_ERROR_LENGTH) : prev?.lastError;
   const refreshed = o.kind === 'connection' && o.refreshedAt ? o.refreshedAt.toISOString().replace(/\.\d{3}Z$/, 'Z') : prev?.lastRefreshTime;
   const toolCount = o.kind === 'connection' && o.ready ? o.toolCount : 0;
   return {

@@ -3,6 +3,7 @@
 // row makes the controller create a real kernel pod.
 import { describe, expect, it } from 'vitest';
 import { Reasons, SANDBOXSESSION_KIND, SessionReasons } from '../../src/api/v1alpha1/index.js';
+import { KERNEL_LOST_NOTE } from '../../src/controller/session-controller.js';
 import { sessionRig } from './helpers/rig.js';
 import { changed, clients, runRow, without, type Row } from './helpers/table.js';
 import { TIME, type World } from './helpers/world.js';
@@ -61,7 +62,8 @@ const rows: Row[] = [
         withStatus(
           's',
           { phase: 'Lost', reason: SessionReasons.KernelLost, message, conditions: condition('False', SessionReasons.KernelLost, message) },
-          event('Warning', SessionReasons.KernelLost, 'Start', message),
+          // The Event does not quote kernelLost (the sandbox's text): it points at the status.
+          event('Warning', SessionReasons.KernelLost, 'Start', KERNEL_LOST_NOTE),
         )(w),
       );
     },

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
+import { MAX_MESSAGE_LENGTH, SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { sessionExpiry } from '../../../src/controller/session-gc.js';
-import { computeSessionStatus, controllerOwned, sessionStatusChanged } from '../../../src/controller/session-status.js';
+import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 
@@ -106,6 +106,41 @@ describe('computeSessionStatus', () => {
     );
     expect(s).toMatchObject({ phase: 'Lost', reason: 'KernelLost' });
     expect(s.message).toContain('the sandbox broke the kernel protocol');
+  });
+
+  // The pod's status (kubelet, scheduler) and the installer's text are not bounded where they are
+  // made: a message over the CRD's maxLength would have the status refused, the session never Failed.
+  const long = 'x'.repeat(40_000);
+  const astral = '😀'.repeat(20_000);
+  it.each<[string, () => ReturnType<typeof computeSessionStatus>, string]>([
+    [
+      'a failed pod with a long message',
+      () => computeSessionStatus(session(), { metadata: { name: 'p' }, status: { phase: 'Failed', message: long } }, 'p', exp, false, now),
+      'Failed',
+    ],
+    [
+      'a pending pod the scheduler explains at length',
+      () =>
+        computeSessionStatus(
+          session(),
+          {
+            metadata: { name: 'p' },
+            status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: astral }] },
+          },
+          'p',
+          exp,
+          true,
+          now,
+        ),
+      'Failed',
+    ],
+    ['packages that failed with a long sentence', () => packagesFailedStatus({ phase: 'Pending' }, 'PackagesFailed', long, 1, now), 'Failed'],
+  ])('bounds the messages: %s', (_n, compute, phase) => {
+    const s = compute();
+    expect(s.phase).toBe(phase);
+    expect(s.message?.length).toBeLessThanOrEqual(MAX_MESSAGE_LENGTH);
+    for (const c of s.conditions ?? []) expect(c.message.length).toBeLessThanOrEqual(MAX_MESSAGE_LENGTH);
+    expect(SandboxSessionStatusSchema.safeParse(s).success).toBe(true);
   });
 });
 

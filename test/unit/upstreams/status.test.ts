@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { UpstreamServerStatus } from '../../../src/api/v1alpha1/index.js';
+import { MAX_MESSAGE_LENGTH, MAX_UPSTREAM_ERROR_LENGTH, UpstreamServerStatusSchema, type UpstreamServerStatus } from '../../../src/api/v1alpha1/index.js';
 import { computeStatus, sameStatus, type Observation } from '../../../src/upstreams/status.js';
 
 const T0 = new Date('2026-11-24T01:00:00.000Z');
@@ -91,5 +91,20 @@ describe('computeStatus', () => {
   ])('sees a change of the %s', (_name, change) => {
     const s = computeStatus(undefined, 1, ready, T0);
     expect(sameStatus(s, { ...s, ...change })).toBe(false);
+  });
+
+  // An invalid spec's message lists every problem, and a Secret's read error quotes the API server:
+  // neither is bounded where it is made, and a lastError or message over the CRD's maxLength would
+  // have the whole status refused.
+  it.each<[string, Observation]>([
+    ['an invalid spec with many problems', { kind: 'invalid', message: `Invalid UpstreamServer: ${'spec.tools.allow[0] must be a tool name; '.repeat(1000)}` }],
+    ['an unreadable Secret', { kind: 'secret-missing', message: `Cannot read Secret s: ${'é'.repeat(2000)}` }],
+    ['a connection error in astral text', { kind: 'connection', ready: false, reason: 'Unreachable', error: '😀'.repeat(40_000), toolCount: 0 }],
+  ])('bounds lastError and the condition message: %s', (_name, o) => {
+    const s = computeStatus(undefined, 1, o, T0);
+    expect(s.lastError?.length).toBeLessThanOrEqual(MAX_UPSTREAM_ERROR_LENGTH);
+    expect(s.lastError).toMatch(/…$/);
+    for (const c of s.conditions ?? []) expect(c.message.length).toBeLessThanOrEqual(MAX_MESSAGE_LENGTH);
+    expect(UpstreamServerStatusSchema.safeParse(s).success).toBe(true);
   });
 });

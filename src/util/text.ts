@@ -1,0 +1,30 @@
+// Text cut to a bound counted in UTF-16 code units: what the API's zod schemas and the CRDs'
+// maxLength count (the API server counts characters, never more than code units), so a cut text
+// always fits, and a surrogate pair is never split (a lone half is not valid UTF-8 on the wire).
+
+/** `text` within `max` code units: unchanged when it fits, else cut and ended with `tail`. */
+export function cutUnits(text: string, max: number, tail = '…'): string {
+  if (text.length <= max) return text;
+  if (tail.length > max) tail = '';
+  let end = Math.max(0, max - tail.length);
+  const last = text.charCodeAt(end - 1);
+  if (end > 0 && last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}${tail}`;
+}
+
+/**
+ * `text` within `max` UTF-8 bytes (e.g. an Event's note, 1024 bytes): unchanged when it fits, else
+ * cut on a code point and ended with `tail`.
+ */
+export function cutUtf8(text: string, max: number, tail = '…'): string {
+  if (text.length * 3 <= max || Buffer.byteLength(text) <= max) return text;
+  const room = max - Buffer.byteLength(tail);
+  let out = '';
+  let bytes = 0;
+  for (const ch of text) {
+    bytes += Buffer.byteLength(ch);
+    if (bytes > room) break;
+    out += ch;
+  }
+  return `${out}${tail}`;
+}
