@@ -6,6 +6,11 @@ export class RunRequestError extends Error {
     message: string,
     /** What to do instead, shown to the agent. */
     readonly hint: string,
+    /**
+     * The message may quote the sandbox (a session call's kernel errors): shown to the caller,
+     * never logged.
+     */
+    readonly quotesSandbox = false,
   ) {
     super(message);
     this.name = 'RunRequestError';

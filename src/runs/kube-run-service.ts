@@ -315,7 +315,7 @@ export class KubeRunService implements RunService {
       // lost: the call left no outcome to record. (A call whose code reached the interpreter stays
       // counted: it may have run.)
       if (!call.mayHaveRun) hold?.cancel();
-      throw new RunRequestError(call.message, call.hint);
+      throw new RunRequestError(call.message, call.hint, true);
     }
     const outcome = withToolCalls(call.outcome, tools);
     const ended = Date.now();

@@ -248,7 +248,8 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
       return errorResult(`${err.message}\n${err.hint}`);
     }
     if (err instanceof RunRequestError) {
-      logger.info({ reason: err.message }, 'Refused run request');
+      // A session call's refusal can quote its kernel (the sandbox's text): not for the logs.
+      logger.info(err.quotesSandbox ? { sessionCall: true } : { reason: err.message }, 'Refused run request');
       return errorResult(`${err.message}\n${err.hint}`);
     }
     if (signal.aborted) {

@@ -155,6 +155,16 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     expect(textOf(result)).toBe('The namespace quota of runs is used up.\nWait for running runs to finish.');
   });
 
+  it('tells the caller, not the logs, a refusal that quotes the sandbox (a session call)', async () => {
+    gateway.service.behaviour = async () => {
+      throw new RunRequestError('Session s1 was lost: the kernel rejected the stream: SANDBOX-TEXT.', 'Create a new session.', true);
+    };
+    const result = await (await connect()).callTool({ code: 'print(1)' });
+    expect(textOf(result)).toContain('SANDBOX-TEXT');
+    expect(gateway.logLines.some((l) => l.includes('Refused run request'))).toBe(true);
+    expect(gateway.logLines.join('')).not.toContain('SANDBOX-TEXT');
+  });
+
   it('hides unexpected errors behind a generic sentence and logs them', async () => {
     gateway.service.behaviour = async () => {
       throw new Error('etcd exploded at 0xdeadbeef');
