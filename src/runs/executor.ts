@@ -111,7 +111,7 @@ export class RunExecutor {
       events: d.events,
       podStartupTimeoutSeconds: d.opts.podStartupTimeoutSeconds,
       ...(d.metrics && { metrics: d.metrics }),
-      finishEarly: (run, reason, message, log) => this.finishEarly(run, reason, message, log),
+      finishEarly: (run, reason, message, log, note) => this.finishEarly(run, reason, message, log, note),
     });
     this.inPod = new InPodExecution({
       clients: d.clients,
@@ -483,10 +483,10 @@ export class RunExecutor {
     );
   }
 
-  private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger): Promise<RunOutcome> {
+  private async finishEarly(run: SandboxRun, reason: Parameters<typeof failedStatus>[1], message: string, log: Logger, note?: string): Promise<RunOutcome> {
     const status = failedStatus(run, reason, message, new Date());
     await this.record.patchStatus(run, status, log);
-    this.record.recordOutcome(run, { phase: 'Failed', reason, message });
+    this.record.recordOutcome(run, { phase: 'Failed', reason, message, ...(note !== undefined && { note }) });
     this.d.metrics?.runFinished('Failed', reason, normalizeLanguage(run.spec.language), 0);
     log.info({ phase: 'Failed', reason }, 'Finished SandboxRun');
     return this.record.outcome(run, status);

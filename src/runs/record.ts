@@ -7,7 +7,6 @@ import type { Logger } from 'pino';
 import {
   GROUP,
   MAX_MESSAGE_LENGTH,
-  Reasons,
   SANDBOXRUN_PLURAL,
   VERSION,
   fitStatus,
@@ -88,10 +87,10 @@ export class RunRecorder {
   }
 
   /** The Event that tells `kubectl describe` readers how the run ended. */
-  recordOutcome(run: SandboxRun, c: Pick<Classification, 'phase' | 'reason' | 'message'>): void {
+  recordOutcome(run: SandboxRun, c: Pick<Classification, 'phase' | 'reason' | 'message' | 'note'>): void {
     const target = { name: run.metadata.name, namespace: this.namespaceOf(run), uid: run.metadata.uid };
     const type = c.phase === 'Succeeded' ? 'Normal' : 'Warning';
-    this.d.events.record(target, type, c.phase === 'TimedOut' ? 'TimedOut' : c.phase, 'Complete', eventNote(c));
+    this.d.events.record(target, type, c.phase === 'TimedOut' ? 'TimedOut' : c.phase, 'Complete', c.note ?? c.message);
   }
 
   /** What is stored (and returned): outputs cut to the byte cap and to what fits in etcd. */
@@ -187,22 +186,4 @@ function boundMessages(status: SandboxRunStatus): SandboxRunStatus {
   if (status.message !== undefined) out.message = cut(status.message);
   if (status.conditions) out.conditions = status.conditions.map((x) => ({ ...x, message: cut(x.message) }));
   return out;
-}
-
-/**
- * Outcome Events of reasons whose status message can quote the sandbox: an exception's (the
- * program's ename and evalue), a broken or refused exec (a kernel's error text) and a lost session
- * interpreter (its kernel's words). Events are read by whoever may list them in the namespace and
- * never carry the sandbox's text: they point at the status, which only the run's readers see.
- */
-const SANDBOX_QUOTING_NOTES: Partial<Record<Classification['reason'], string>> = {
-  [Reasons.Exception]: 'The code raised an exception; status.message and status.stderr say which.',
-  [Reasons.ExecFailed]:
-    'The code could not be run, or the connection to the sandbox broke while it ran; status.message says which and whether it may have run.',
-  [Reasons.KernelLost]: "The session's interpreter is gone; status.message says why.",
-};
-
-/** The outcome Event's note: the status message, unless it may quote the sandbox. */
-export function eventNote(c: Pick<Classification, 'reason' | 'message'>): string {
-  return SANDBOX_QUOTING_NOTES[c.reason] ?? c.message;
 }

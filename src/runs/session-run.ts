@@ -13,7 +13,7 @@ import type { SessionService } from '../sessions/service.js';
 import type { RunRecorder } from './record.js';
 import { callInSession, codeTimes, problemReason, sessionCallRequest } from './session-call.js';
 import { sessionOutcome } from './session-outcome.js';
-import { completedStatus, runningStatus, type Classification } from './status.js';
+import { completedStatus, EVENT_NOTES, runningStatus, type Classification } from './status.js';
 import type { RunMetricsSink, RunOutcome } from './types.js';
 
 export interface SessionRunDeps {
@@ -23,7 +23,8 @@ export interface SessionRunDeps {
   podStartupTimeoutSeconds: number;
   metrics?: RunMetricsSink;
   /** Ends the run Failed before its code ran (executor.ts). */
-  finishEarly(run: SandboxRun, reason: Reason, message: string, log: Logger): Promise<RunOutcome>;
+  /** `note`: the Event's note where the message quotes the sandbox (Classification.note). */
+  finishEarly(run: SandboxRun, reason: Reason, message: string, log: Logger, note?: string): Promise<RunOutcome>;
 }
 
 export class SessionRuns {
@@ -58,7 +59,11 @@ export class SessionRuns {
       }),
       (chunk) => output.emit('chunk', chunk),
     );
-    if (!call.ok) return this.d.finishEarly(run, call.reason ?? problemReason[call.stage], `${call.message} ${call.hint}`, log);
+    if (!call.ok) {
+      // A call that failed in the session quotes its kernel (the sandbox's text): not for the Event.
+      const note = call.stage === 'failed' ? EVENT_NOTES.sessionCall : undefined;
+      return this.d.finishEarly(run, call.reason ?? problemReason[call.stage], `${call.message} ${call.hint}`, log, note);
+    }
     const o = call.outcome;
     const { c, status } = await this.recordOutcome(run, o, startTime, log);
     this.d.metrics?.output?.(o.stdoutBytes, o.stderrBytes);
@@ -78,6 +83,8 @@ export class SessionRuns {
       reason: (o.reason ?? Reasons.Succeeded) as Classification['reason'],
       message: o.message ?? 'The code ran to completion.',
       ...(o.exitCode !== undefined && { exitCode: o.exitCode }),
+      // An exception's message is the program's own text (ename: evalue).
+      ...(o.reason === Reasons.Exception && { note: EVENT_NOTES.exception }),
     };
     const status = this.d.record.fit(run, {
       ...completedStatus(

@@ -76,7 +76,20 @@ export interface Classification {
   reason: Reason;
   message: string;
   exitCode?: number;
+  /**
+   * The outcome Event's note where `message` quotes the sandbox (a kernel's error text, a
+   * program's exception): Events are read by whoever may list them in the namespace, so the note
+   * points at the status, which only the run's readers see. Absent: the note is the message.
+   */
+  note?: string;
 }
+
+/** Event notes that point at the status instead of quoting the sandbox (Classification.note). */
+export const EVENT_NOTES = {
+  execFailed: 'The code could not be run, or the connection to the sandbox broke while it ran; status.message says which and whether it may have run.',
+  exception: 'The code raised an exception; status.message and status.stderr say which.',
+  sessionCall: 'The call in the session could not be made or completed; status.message says why.',
+} as const;
 
 export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, limits: Limits): Classification {
   const timedOut: Classification = {
@@ -125,6 +138,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
       phase: 'Failed',
       reason: Reasons.ExecFailed,
       message: `The code could not be run in the sandbox: ${f.execError}. It did not start; run it again. If this repeats, tell the administrator.`,
+      note: EVENT_NOTES.execFailed,
     };
   }
   if (f.execError !== undefined) {
@@ -132,6 +146,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
       phase: 'Failed',
       reason: Reasons.ExecFailed,
       message: `The connection to the sandbox broke after the code was sent (${f.execError}): it may have run in part or in full, and its outcome is unknown. Run it again only if repeating it is safe; if this repeats, tell the administrator.`,
+      note: EVENT_NOTES.execFailed,
     };
   }
   // The runner died without its trailer (e.g. killed together with everything else).
