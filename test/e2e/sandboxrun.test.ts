@@ -79,6 +79,33 @@ describe('SandboxRun without the gateway', () => {
     await until(async () => !(await podExists(podNameForRun('applied'))), 30_000, 'pod deleted after the run');
   });
 
+  it("keeps a session exception's text in the run's status and out of its Event (Events are namespace-readable)", async () => {
+    const mcp = await connect(op.url, 'current');
+    try {
+      const created = await mcp.callTool('create_session', { language: 'python' });
+      const session = String(created.structuredContent?.session);
+      await apply('in-session', { session, language: 'python', code: 'raise ValueError("evalue-from-the-program")', timeoutSeconds: 30 });
+      const run = await finished('in-session');
+      expect(run.status).toMatchObject({ phase: 'Failed', reason: 'Exception' });
+      expect(run.status?.message).toContain('evalue-from-the-program');
+      let notes: string[] = [];
+      await until(
+        async () => {
+          const events = await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=in-session' });
+          notes = events.items.filter((e) => e.reason === 'Failed').map((e) => e.message ?? '');
+          return notes.length > 0;
+        },
+        10_000,
+        'the Failed event',
+      );
+      expect(notes.join('\n')).not.toContain('evalue-from-the-program');
+      expect(notes[0]).toMatch(/exception.*status/);
+      await mcp.callTool('close_session', { session });
+    } finally {
+      await mcp.close();
+    }
+  });
+
   it('reconciles idempotently: twice more changes nothing', async () => {
     const before = await get('applied');
     await op.operator.controller.reconcile(`${ns}/applied`);
