@@ -16,15 +16,8 @@ import { cutUnits } from '../util/text.js';
  * What the session's status should say given its pod (undefined: not created yet / gone).
  * `expiresAt` comes from the GC math; `now` stamps condition transitions.
  */
-export function computeSessionStatus(
-  session: SandboxSession,
-  pod: V1Pod | undefined,
-  podName: string,
-  expiresAt: Date,
-  startupExpired: boolean,
-  now: Date,
-): SandboxSessionStatus {
-  return boundMessages(unbounded(session, pod, podName, expiresAt, startupExpired, now));
+export function computeSessionStatus(...args: Parameters<typeof unbounded>): SandboxSessionStatus {
+  return boundMessages(unbounded(...args));
 }
 
 function unbounded(
