@@ -182,7 +182,8 @@ export class RunCalls {
     const timeoutMs = Math.max(0, Math.min(this.limits.callTimeoutMs, left));
     if (timeoutMs <= 0) return done('timeout', failure('timeout', `${server}.${tool}: the run has no time left for a tool call`));
     const r = await this.upstream(server, tool, args, timeoutMs);
-    if (r === 'timeout') return done('timeout', failure('timeout', `${server}.${tool} did not answer within ${timeoutMs} ms`));
+    if (r === 'timeout' || 'timeout' in r)
+      return done('timeout', failure('timeout', (r !== 'timeout' && r.timeout) || `${server}.${tool} did not answer within ${timeoutMs} ms`));
     if ('error' in r) return done('failed', failure('unavailable', `${server}.${tool} failed: ${r.error}`));
     const u = unwrapResult(r.result);
     if (!u.ok) return done('tool_error', failure('tool', u.message));
@@ -200,7 +201,9 @@ export class RunCalls {
       const late = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
       const call = this.up.call(server, tool, args, { signal, timeoutMs, ...(this.opts.owner && { owner: this.opts.owner }) }).then(
         (result) => ({ result }),
-        (err: unknown) => (signal.aborted && !ended.aborted ? ('timeout' as const) : { error: message(err) }),
+        // A timeout the caller explains (its error's code is "timeout", e.g. the call waited in line
+        // for a place at a shared upstream) keeps its explanation for the program.
+        (err: unknown) => (signal.aborted && !ended.aborted ? { timeout: timeoutText(err) } : { error: message(err) }),
       );
       return await Promise.race([call, late]);
     } finally {
@@ -241,6 +244,10 @@ export class RunCalls {
 
 function noTool(server: string, tool: string): string {
   return `server "${server}" has no tool "${tool}" that this program may call; use search() or describe("${server}") to find one`;
+}
+
+function timeoutText(err: unknown): string | undefined {
+  return (err as { code?: unknown } | undefined)?.code === 'timeout' ? message(err) : undefined;
 }
 
 function message(err: unknown): string {

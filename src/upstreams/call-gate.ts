@@ -58,7 +58,7 @@ export class CallGate {
         ),
       );
     }
-    if (signal?.aborted) return Promise.reject(stopped(server, signal));
+    if (signal?.aborted) return Promise.reject(stopped(server, signal, this.limits.perUser));
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         grant: () => {
@@ -75,7 +75,7 @@ export class CallGate {
         }
         this.changed(server);
         this.forget(server, line);
-        reject(stopped(server, signal));
+        reject(stopped(server, signal, this.limits.perUser));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       mine.push(waiter);
@@ -159,10 +159,13 @@ export class CallGate {
   }
 }
 
-function stopped(server: string, signal: AbortSignal | undefined): UpstreamError {
+function stopped(server: string, signal: AbortSignal | undefined, perUser: number): UpstreamError {
   const reason = signal?.reason as { name?: unknown } | undefined;
   if (reason?.name === 'TimeoutError') {
-    return new UpstreamError('timeout', `The call waited its whole time for a place at ${server}: your other calls to it (or the team's) were still running.`);
+    return new UpstreamError(
+      'timeout',
+      `The call of ${server} waited its whole time for a place: at most ${perUser} of one user's calls to it run at once, and your others (or the team's) were still running. Make fewer calls at once.`,
+    );
   }
   return new UpstreamError('aborted', `The call of ${server} was cancelled while it waited for a place.`);
 }

@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { ToolBroker, type CallOutcome } from '../../../src/codemode/broker.js';
 import { rankTools } from '../../../src/codemode/discovery.js';
 import type { CallFrame } from '../../../src/codemode/frames.js';
+import { registryCaller } from '../../../src/codemode/registry-caller.js';
+import { ToolFilter } from '../../../src/upstreams/policy.js';
+import { Upstreams } from '../../../src/upstreams/registry.js';
 import { DEMO_TOOLS, fakeUpstream } from './fake-upstream.js';
 
 const limits = { maxCalls: 3, callTimeoutMs: 200, resultMaxBytes: 500, bytesPerRun: 2000 };
@@ -116,5 +119,29 @@ describe('rankTools', () => {
     ['no match, no hits', 'kubernetes', []],
   ])('%s', (_name, query, expected) => {
     expect(rankTools(query, catalog, 3).map((h) => h.tool)).toEqual(expected);
+  });
+});
+
+describe('RunCalls over the registry', () => {
+  it('tells the program a call timed out waiting in line for its own calls, not at the upstream', async () => {
+    const registry = new Upstreams({ perServer: 8, perUser: 1 });
+    registry.set({
+      name: 'shared',
+      access: undefined,
+      filter: new ToolFilter({}),
+      callTimeoutMs: 60_000,
+      ready: true,
+      reason: 'CatalogLoaded',
+      tools: [{ server: 'shared', name: 'hang', inputSchema: { type: 'object' } }],
+      call: () => new Promise(() => undefined),
+    });
+    const b = new ToolBroker(registryCaller(registry), { ...limits, callTimeoutMs: 100 });
+    const r = b.forRun({ owner: { user: 'alice' } });
+    const [first, second] = await Promise.all([r.handle(call('hang', {}, 'shared')), r.handle(call('hang', {}, 'shared'))]);
+    expect(first).toMatchObject({ ok: false, error: { kind: 'timeout', message: 'shared.hang did not answer within 100 ms' } });
+    expect(second).toMatchObject({
+      ok: false,
+      error: { kind: 'timeout', message: expect.stringMatching(/^The call of shared waited its whole time for a place: at most 1 /) },
+    });
   });
 });
