@@ -29,6 +29,17 @@ const facts = (f: Partial<ExecutionFacts>): ExecutionFacts => ({
   ...f,
 });
 
+describe('exec errors that quote the sandbox', () => {
+  it.each([
+    ['refused', false, /could not be run in the sandbox: KernelError: red  \[31m text  next\./],
+    ['broken after the code was sent', true, /broke after the code was sent \(KernelError: red  \[31m text  next\)/],
+  ])('%s: control characters become spaces', (_name, codeSent, message) => {
+    const c = classifyExecution(facts({ runnerReported: false, execError: 'KernelError: red \u001b[31m text\r\nnext', codeSent }), 30, limits);
+    expect(c.message).toMatch(message);
+    expect(c.message).not.toMatch(/[\u0000-\u001f]/);
+  });
+});
+
 describe('classifyExecution', () => {
   it.each([
     ['exit 0', facts({ exitCode: 0 }), 'Succeeded', 'Succeeded', 0],
