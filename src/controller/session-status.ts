@@ -2,15 +2,14 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import {
   CONDITION_READY,
-  MAX_MESSAGE_LENGTH,
   Reasons,
   SessionReasons,
+  boundMessages,
   setCondition,
   type SandboxSession,
   type SandboxSessionStatus,
 } from '../api/v1alpha1/index.js';
 import { podState } from '../sandbox/pod-state.js';
-import { cutUnits } from '../util/text.js';
 
 /**
  * What the session's status should say given its pod (undefined: not created yet / gone).
@@ -97,23 +96,6 @@ export function packagesFailedStatus(
       now,
     ),
   });
-}
-
-/**
- * status.message and the conditions' messages within the CRD's maxLength. They quote the kubelet
- * and the scheduler (the pod's status), the gateway's kernelLost and the package installer, none
- * bounded at the source for this: a message over the bound would have the whole status refused and
- * the session never reach Failed or Lost.
- */
-function boundMessages(s: SandboxSessionStatus): SandboxSessionStatus {
-  const cut = (m: string): string => cutUnits(m, MAX_MESSAGE_LENGTH);
-  const tooLong = (m: string | undefined): boolean => m !== undefined && m.length > MAX_MESSAGE_LENGTH;
-  if (!tooLong(s.message) && !(s.conditions ?? []).some((c) => tooLong(c.message))) return s;
-  return {
-    ...s,
-    ...(s.message !== undefined && { message: cut(s.message) }),
-    ...(s.conditions && { conditions: s.conditions.map((c) => ({ ...c, message: cut(c.message) })) }),
-  };
 }
 
 /** Status fields the gateway writes (field manager GATEWAY_FIELD_MANAGER); the controller never does. */

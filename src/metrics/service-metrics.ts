@@ -50,9 +50,9 @@ export function countPhases(phases: Iterable<string | undefined>): Record<Sessio
   return counts;
 }
 
-/** A finite, non-negative number or nothing (a histogram must never see NaN or a negative). */
 /** Most bytes one execution's stream counts in codemode_output_bytes (its sum included). */
 const MAX_COUNTED_OUTPUT_BYTES = 4 * 1024 ** 3;
+/** A finite, non-negative number or nothing (a histogram must never see NaN or a negative). */
 const sane = (n: number): number | undefined => (Number.isFinite(n) && n >= 0 ? n : undefined);
 
 export function serviceMetrics(registry: Registry): ServiceMetrics {

@@ -4,22 +4,11 @@
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import {
-  GROUP,
-  MAX_MESSAGE_LENGTH,
-  SANDBOXRUN_PLURAL,
-  VERSION,
-  fitStatus,
-  minimalStatus,
-  type Runtime,
-  type SandboxRun,
-  type SandboxRunStatus,
-} from '../api/v1alpha1/index.js';
+import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type Runtime, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
 import type { EventRecorder } from '../kube/events.js';
 import { apiErrorMessage, isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import { runningStatus, type Classification } from './status.js';
 import type { RunOutcome } from './types.js';
-import { cutUnits } from '../util/text.js';
 
 /** A run still executing after this long gets its Running status written (markRunningLater). */
 export const RUNNING_WRITE_DELAY_MS = 250;
@@ -131,7 +120,7 @@ export class RunRecorder {
   }
 
   fit(run: SandboxRun, status: SandboxRunStatus): SandboxRunStatus {
-    return fitStatus(run, boundMessages(status), this.d.outputCapBytes);
+    return fitStatus(run, status, this.d.outputCapBytes);
   }
 
   /** The caller's view of a recorded status. */
@@ -173,17 +162,4 @@ export class RunRecorder {
         if (!isNotFound(err)) log.error({ err: apiErrorMessage(err) }, 'Failed to delete an unrecordable SandboxRun');
       });
   }
-}
-
-/**
- * status.message and the conditions' messages cut to the CRD's maxLength: a message can quote the
- * sandbox (a kernel's error text, up to the output cap), and one over the bound would have the
- * whole status refused (then only a minimal one, without the outputs, is written).
- */
-function boundMessages(status: SandboxRunStatus): SandboxRunStatus {
-  const cut = (m: string): string => cutUnits(m, MAX_MESSAGE_LENGTH);
-  const out: SandboxRunStatus = { ...status };
-  if (status.message !== undefined) out.message = cut(status.message);
-  if (status.conditions) out.conditions = status.conditions.map((x) => ({ ...x, message: cut(x.message) }));
-  return out;
 }

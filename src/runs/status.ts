@@ -12,6 +12,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { diskFull, evicted, leftoverNote, processLimit, type FullVolume } from './bounds.js';
 import type { PodFailure } from '../sandbox/pod-failure.js';
+import { withoutControls } from '../util/text.js';
 
 export interface Limits {
   maxTimeoutSeconds: number;
@@ -137,7 +138,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     return {
       phase: 'Failed',
       reason: Reasons.ExecFailed,
-      message: `The code could not be run in the sandbox: ${plain(f.execError)}. It did not start; run it again. If this repeats, tell the administrator.`,
+      message: `The code could not be run in the sandbox: ${withoutControls(f.execError)}. It did not start; run it again. If this repeats, tell the administrator.`,
       note: EVENT_NOTES.execFailed,
     };
   }
@@ -145,7 +146,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     return {
       phase: 'Failed',
       reason: Reasons.ExecFailed,
-      message: `The connection to the sandbox broke after the code was sent (${plain(f.execError)}): it may have run in part or in full, and its outcome is unknown. Run it again only if repeating it is safe; if this repeats, tell the administrator.`,
+      message: `The connection to the sandbox broke after the code was sent (${withoutControls(f.execError)}): it may have run in part or in full, and its outcome is unknown. Run it again only if repeating it is safe; if this repeats, tell the administrator.`,
       note: EVENT_NOTES.execFailed,
     };
   }
@@ -202,12 +203,4 @@ export function completedStatus(run: SandboxRun, c: Classification, out: Capture
 /** A run that failed before its code could start (invalid spec, image, scheduling, pod failure). */
 export function failedStatus(run: SandboxRun, reason: Reason, message: string, now: Date): SandboxRunStatus {
   return completedStatus(run, { phase: 'Failed', reason, message }, undefined, { end: now });
-}
-
-/**
- * An exec error's text with control characters as spaces: it can quote the sandbox (a kernel's
- * error), and `kubectl describe` would replay a terminal's escape sequences from it.
- */
-function plain(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
 }

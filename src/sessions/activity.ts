@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import { GATEWAY_FIELD_MANAGER, GATEWAY_LOST_FIELD_MANAGER, type SandboxSession } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, isConflict, isNotFound } from '../kube/clients.js';
-import { cutUnits } from '../util/text.js';
+import { cutUnits, withoutControls } from '../util/text.js';
 import type { SessionStore } from './store.js';
 
 /** Longest kernelLost.message written, in UTF-16 code units (the API's schema and the CRD allow 1024). */
@@ -18,7 +18,7 @@ export const KERNEL_LOST_MAX = 1000;
  * session whose status fails the schema is invisible to the gateway.
  */
 export function lostMessage(why: string): string {
-  return cutUnits(why.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' '), KERNEL_LOST_MAX);
+  return cutUnits(withoutControls(why), KERNEL_LOST_MAX);
 }
 
 /** Writes at most one activity update per session per this interval. */

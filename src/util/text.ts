@@ -28,3 +28,11 @@ export function cutUtf8(text: string, max: number, tail = '…'): string {
   }
   return `${out}${tail}`;
 }
+
+/**
+ * `text` with control characters as spaces: text that quotes the sandbox, shown by `kubectl
+ * describe` or a terminal, must not replay its escape sequences or break its lines.
+ */
+export function withoutControls(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+}

@@ -2,6 +2,7 @@
 // the MCP gateway match on them, so each value is a stable CamelCase constant declared here and
 // never built from free text.
 import { z } from 'zod';
+import { cutUnits } from '../../util/text.js';
 
 /** True while the sandbox pod exists and is Ready to accept the code (exec). */
 export const CONDITION_READY = 'Ready';
@@ -73,6 +74,9 @@ export const ConditionStatusSchema = z.enum(['True', 'False', 'Unknown']);
 export type ConditionStatus = z.infer<typeof ConditionStatusSchema>;
 
 // Same shape and bounds as metav1.Condition so generic tooling (kubectl wait, kstatus) reads it.
+/** Longest condition message (and status.message of the kinds that carry conditions). */
+export const MAX_CONDITION_MESSAGE = 32768;
+
 export const ConditionSchema = z.object({
   type: z
     .string()
@@ -90,7 +94,7 @@ export const ConditionSchema = z.object({
       error: 'must be CamelCase: a letter, then letters, digits, _ , or :',
     })
     .describe('Machine-readable CamelCase reason for the last transition (see the Reasons list).'),
-  message: z.string().max(32768).describe('Human-readable details about the last transition; may be empty.'),
+  message: z.string().max(MAX_CONDITION_MESSAGE).describe('Human-readable details about the last transition; may be empty.'),
   lastTransitionTime: z.iso.datetime({ offset: true }).describe('When the condition last changed status (RFC 3339).'),
   observedGeneration: z.int().min(0).optional().describe('The metadata.generation the condition was computed from.'),
 });
@@ -132,4 +136,21 @@ export function setCondition(conditions: readonly Condition[] | undefined, next:
   if (i >= 0) list[i] = cond;
   else list.push(cond);
   return list;
+}
+
+/**
+ * A status with its message and its conditions' messages within MAX_CONDITION_MESSAGE (unchanged,
+ * the same object, when they fit). They quote the kubelet, the scheduler, an installer or the
+ * sandbox (a kernel's error text), none bounded at the source for this, and one message over the
+ * bound would have the whole status refused.
+ */
+export function boundMessages<S extends { message?: string; conditions?: Condition[] }>(s: S): S {
+  const long = (m: string | undefined): boolean => m !== undefined && m.length > MAX_CONDITION_MESSAGE;
+  if (!long(s.message) && !(s.conditions ?? []).some((c) => long(c.message))) return s;
+  const cut = (m: string): string => cutUnits(m, MAX_CONDITION_MESSAGE);
+  return {
+    ...s,
+    ...(s.message !== undefined && { message: cut(s.message) }),
+    ...(s.conditions && { conditions: s.conditions.map((c) => ({ ...c, message: cut(c.message) })) }),
+  };
 }

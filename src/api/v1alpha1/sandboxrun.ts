@@ -2,7 +2,7 @@
 // single source of truth: the CRD in crds/ is generated from them (crd.ts), and the controller
 // parses what it reads from the API server with them.
 import { z } from 'zod';
-import { ConditionSchema } from './conditions.js';
+import { ConditionSchema, MAX_CONDITION_MESSAGE } from './conditions.js';
 import { OwnerSchema } from './owner.js';
 
 export const GROUP = 'codemode.dev';
@@ -26,7 +26,7 @@ export const MAX_TIMEOUT_SECONDS_HARD = 3600;
 export const MAX_TTL_SECONDS_AFTER_FINISHED = 604800;
 /** Bounds of the short texts the controller writes (same as metav1.Condition's). */
 export const MAX_REASON_LENGTH = 1024;
-export const MAX_MESSAGE_LENGTH = 32768;
+export const MAX_MESSAGE_LENGTH = MAX_CONDITION_MESSAGE;
 export const MAX_CONDITIONS = 8;
 
 /**

@@ -3,6 +3,7 @@
 // request above 1.5 MiB by default: a run whose final status does not fit is never recorded, so
 // its run stays unfinished and is never deleted. The schema bounds every field; what JSON escaping
 // or large metadata add on top is taken out of the stored outputs here, which are ours to cut.
+import { boundMessages } from './conditions.js';
 import { MAX_MESSAGE_LENGTH, MAX_OUTPUT_BYTES_HARD, type SandboxRunStatus } from './sandboxrun.js';
 
 /** etcd's default --max-request-bytes: a larger object cannot be written at all. */
@@ -99,12 +100,14 @@ function share(a: string, b: string, room: number): [string, string] {
 }
 
 /**
- * The status to store for `run`: outputs cut to `capBytes` UTF-8 bytes each, then further, if
+ * The status to store for `run`: messages within their bound (boundMessages), outputs cut to
+ * `capBytes` UTF-8 bytes each, then further, if
  * needed, so the whole object stays within `budget` bytes of JSON. `truncated` says so. When
  * even empty outputs do not fit (an object whose spec or metadata is already near the limit),
  * the result is minimalStatus(): the phase and why, nothing else.
  */
-export function fitStatus(run: StoredRun, status: SandboxRunStatus, capBytes = MAX_OUTPUT_BYTES_HARD, budget = OBJECT_BUDGET_BYTES): SandboxRunStatus {
+export function fitStatus(run: StoredRun, given: SandboxRunStatus, capBytes = MAX_OUTPUT_BYTES_HARD, budget = OBJECT_BUDGET_BYTES): SandboxRunStatus {
+  const status = boundMessages(given);
   const cap = Math.min(capBytes, MAX_OUTPUT_BYTES_HARD);
   let stdout = prefixWithinUtf8(status.stdout ?? '', cap);
   let stderr = prefixWithinUtf8(status.stderr ?? '', cap);
