@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 52). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 53). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '3e47257040910c440df5af7874b36a09735f904f';
+export const PREVIOUS_RELEASE = 'f71c2c99de5f1d44ffe8218c2e37c53805c2b843';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
