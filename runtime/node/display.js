@@ -63,7 +63,8 @@ function saveFigure(data, ext) {
   }
 }
 
-function item(file, ext, maxImage, room, capChars) {
+/** One item; its texts share the call's capChars with the texts before it (charsLeft). */
+function item(file, ext, maxImage, room, capChars, charsLeft) {
   try {
     const size = fs.lstatSync(file).size;
     if (IMAGES[ext]) {
@@ -77,9 +78,10 @@ function item(file, ext, maxImage, room, capChars) {
       return { kind: 'image', mime, data: data.toString('base64'), size: data.length, ...(saved && { path: saved }) };
     }
     if (TEXTS[ext]) {
-      const data = readCapped(file, 4 * capChars + 4);
+      if (charsLeft <= 0) return note(`a display text was not returned: the texts one call displays share the cap of ${capChars} characters`);
+      const data = readCapped(file, 4 * charsLeft + 4);
       if (data === undefined) return note('a display item was not returned: not a regular file');
-      return { kind: 'text', format: TEXTS[ext], text: Array.from(data.toString('utf8')).slice(0, capChars).join('') };
+      return { kind: 'text', format: TEXTS[ext], text: Array.from(data.toString('utf8')).slice(0, charsLeft).join('') };
     }
     return note(`a display item was not returned: unknown type ${JSON.stringify(ext).slice(0, 40)}`);
   } catch (err) {
@@ -97,6 +99,7 @@ function collect(dir, limits, capChars) {
   }
   const items = [];
   let total = 0;
+  let chars = 0;
   let dropped = 0;
   try {
     for (const n of names) {
@@ -104,11 +107,11 @@ function collect(dir, limits, capChars) {
         dropped++;
         continue;
       }
-      const it = item(path.join(dir, n), path.extname(n).toLowerCase(), limits.displayMaxImageBytes, limits.displayMaxBytes - total, capChars);
+      const it = item(path.join(dir, n), path.extname(n).toLowerCase(), limits.displayMaxImageBytes, limits.displayMaxBytes - total, capChars, capChars - chars);
       if (it.kind === 'image') {
         total += it.size;
         delete it.size;
-      }
+      } else if (it.format !== 'note') chars += Array.from(it.text).length;
       items.push(it);
     }
   } finally {

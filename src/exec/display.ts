@@ -5,7 +5,7 @@
 // closed set of types and start with that type's signature. Anything refused becomes a short
 // note, never an exception: a bad display item must not cost the call or the stream.
 import { z } from 'zod';
-import { cutText } from './frames.js';
+import { capText, cutText } from './frames.js';
 
 export interface DisplayLimits {
   /** Decoded bytes of one image. */
@@ -15,6 +15,9 @@ export interface DisplayLimits {
   /** Items (images, texts, notes) of one call. */
   maxItems: number;
 }
+
+/** Characters of one note from a kernel: notes are one sentence each, and do not count against the texts' share. */
+export const NOTE_CHARS = 500;
 
 export const DEFAULT_DISPLAY_LIMITS: DisplayLimits = { maxImageBytes: 2 * 1024 * 1024, maxBytes: 5 * 1024 * 1024, maxItems: 10 };
 
@@ -55,13 +58,15 @@ const DisplayFrameSchema = z.discriminatedUnion('kind', [
 export interface DisplayTally {
   items: DisplayItem[];
   bytes: number;
+  /** Characters of the texts (HTML, tables, text; not notes) accepted: they share the call's capChars. */
+  chars: number;
   dropped: number;
   /** The kernel's own note on what it left out, accepted once beyond the count cap. */
   kernelNote: boolean;
 }
 
 export function newTally(): DisplayTally {
-  return { items: [], bytes: 0, dropped: 0, kernelNote: false };
+  return { items: [], bytes: 0, chars: 0, dropped: 0, kernelNote: false };
 }
 
 const note = (text: string): DisplayItem => ({ kind: 'text', format: 'note', text });
@@ -73,7 +78,7 @@ export function acceptDisplay(message: unknown, tally: DisplayTally, limits: Dis
     const r = DisplayFrameSchema.safeParse(message);
     if (!tally.kernelNote && r.success && r.data.kind === 'text' && r.data.format === 'note') {
       tally.kernelNote = true;
-      tally.items.push({ kind: 'text', format: 'note', text: cutText(r.data.text, 500) });
+      tally.items.push({ kind: 'text', format: 'note', text: cutText(r.data.text, NOTE_CHARS) });
       return;
     }
     tally.dropped++;
@@ -92,7 +97,7 @@ function displayItem(message: unknown, tally: DisplayTally, limits: DisplayLimit
   const r = DisplayFrameSchema.safeParse(message);
   if (!r.success) return note('A display item was refused: it was not a valid display frame.');
   const f = r.data;
-  if (f.kind === 'text') return { kind: 'text', format: f.format, text: cutText(f.text, capChars) };
+  if (f.kind === 'text') return displayText(f.format, f.text, tally, capChars);
   if (!(IMAGE_MIMES as readonly string[]).includes(f.mime)) return note('An image was refused: only PNG and JPEG images are returned.');
   const mime = f.mime as ImageMime;
   // Base64 length tells the decoded size before anything is decoded.
@@ -102,7 +107,7 @@ function displayItem(message: unknown, tally: DisplayTally, limits: DisplayLimit
   if (tally.bytes + bytes > limits.maxBytes)
     return note(`An image of ${bytes} bytes was refused: over the cap of ${limits.maxBytes} bytes of images per call.`);
   const head = Buffer.from(f.data.slice(0, 32), 'base64');
-  if (!head.subarray(0, SIGNATURES[mime].length).equals(SIGNATURES[mime]))
+  if (!head.subarray(0, SIGNATURES[mime].length).equals(SIGNATURES[mime]) || (mime === 'image/jpeg' && !jpegMarker(head[3])))
     return note(`An image was refused: its data is not a ${mime === 'image/png' ? 'PNG' : 'JPEG'}.`);
   // A PNG's size is shown to the caller: only as its IHDR states it, and only a valid one.
   const size = mime === 'image/png' ? pngSize(head) : undefined;
@@ -110,6 +115,23 @@ function displayItem(message: unknown, tally: DisplayTally, limits: DisplayLimit
   tally.bytes += bytes;
   return { kind: 'image', mime, data: f.data, bytes, ...(f.path != null && { path: f.path }), ...size };
 }
+
+/**
+ * A text item: a note is cut to NOTE_CHARS; HTML, tables and text share the call's `capChars`
+ * (as a stream's output does): 100 items of the largest cap were 26 M characters in one reply.
+ */
+function displayText(format: 'html' | 'table' | 'text' | 'note', text: string, tally: DisplayTally, capChars: number): DisplayItem {
+  if (format === 'note') return { kind: 'text', format, text: cutText(text, NOTE_CHARS) };
+  const room = Math.max(0, Math.floor(capChars)) - tally.chars;
+  if (room <= 0) return note(`A display text was not returned: the texts one call displays share the cap of ${capChars} characters.`);
+  const c = capText(text, room);
+  tally.chars += c.chars;
+  // Cut: copied out of its frame (cutText), so the frame's whole string is not kept alive.
+  return { kind: 'text', format, text: c.cut ? cutText(text, room) : c.text };
+}
+
+/** After a JPEG's FF D8 FF comes its first segment's marker: 0xC0–0xFE (0xFF would be fill, 0x00–0xBF no marker). */
+const jpegMarker = (b: number | undefined): boolean => b !== undefined && b >= 0xc0 && b <= 0xfe;
 
 /** PNG's largest width or height (2^31 - 1); zero is not allowed either. */
 const PNG_MAX_SIDE = 0x7fffffff;

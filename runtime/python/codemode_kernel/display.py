@@ -89,16 +89,18 @@ def collect(directory, limits, cap_chars, figures=None):
         names = sorted(n for n in os.listdir(directory) if not n.startswith("."))
     except OSError:
         return []
-    items, total, dropped = [], 0, 0
+    items, total, chars, dropped = [], 0, 0, 0
     max_items, max_image, max_total = limits["displayMaxItems"], limits["displayMaxImageBytes"], limits["displayMaxBytes"]
     try:
         for name in names:
             if len(items) >= max_items:
                 dropped += 1
                 continue
-            items.append(_item(os.path.join(directory, name), os.path.splitext(name)[1].lower(), max_image, max_total - total, cap_chars, figures))
+            items.append(_item(os.path.join(directory, name), os.path.splitext(name)[1].lower(), max_image, max_total - total, cap_chars, cap_chars - chars, figures))
             if items[-1]["kind"] == "image":
                 total += items[-1].pop("size")
+            elif items[-1]["format"] != "note":
+                chars += len(items[-1]["text"])
     finally:
         clear(directory)
     if dropped:
@@ -106,7 +108,8 @@ def collect(directory, limits, cap_chars, figures=None):
     return items
 
 
-def _item(path, ext, max_image, room, cap_chars, figures):
+def _item(path, ext, max_image, room, cap_chars, chars_left, figures):
+    """One item; its texts share the call's cap_chars with the texts before it (chars_left)."""
     try:
         size = os.lstat(path).st_size
         if ext in IMAGES:
@@ -126,11 +129,13 @@ def _item(path, ext, max_image, room, cap_chars, figures):
                 item["path"] = saved
             return item
         if ext in TEXTS:
-            data = _read(path, 4 * cap_chars + 4)
+            if chars_left <= 0:
+                return _note("a display text was not returned: the texts one call displays share the cap of %d characters" % cap_chars)
+            data = _read(path, 4 * chars_left + 4)
             if data is None:
                 return _note("a display item was not returned: not a regular file")
             text = data.decode("utf-8", "replace")
-            return {"kind": "text", "format": TEXTS[ext], "text": text[:cap_chars]}
+            return {"kind": "text", "format": TEXTS[ext], "text": text[:chars_left]}
         return _note("a display item was not returned: unknown type %s" % repr(ext)[:40])
     except OSError as err:
         return _note("a display item could not be read: %s" % (err.strerror or "error"))

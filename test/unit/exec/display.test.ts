@@ -52,6 +52,18 @@ describe('acceptDisplay', () => {
       { kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') },
     ],
     ['a JPEG that is a PNG', image(png(), 'image/jpeg'), { kind: 'text', format: 'note', text: expect.stringContaining('not a JPEG') }],
+    [
+      'a JPEG of only its signature',
+      image(Buffer.from([0xff, 0xd8, 0xff]).toString('base64'), 'image/jpeg'),
+      { kind: 'text', format: 'note', text: expect.stringContaining('not a JPEG') },
+    ],
+    [
+      'a JPEG whose first marker is not one',
+      image(Buffer.from([0xff, 0xd8, 0xff, 0x3c, 0x73, 0x76, 0x67]).toString('base64'), 'image/jpeg'),
+      { kind: 'text', format: 'note', text: expect.stringContaining('not a JPEG') },
+    ],
+    ['a JPEG starting with a quantization table', image(Buffer.from([0xff, 0xd8, 0xff, 0xdb, 0, 0]).toString('base64'), 'image/jpeg'), { kind: 'image' }],
+    ['a note from the kernel, cut to 500', { kind: 'text', format: 'note', text: 'n'.repeat(600) }, { kind: 'text', format: 'note', text: 'n'.repeat(500) }],
     // The signature alone is not a PNG: its IHDR must follow, valid, or its size claims are not shown.
     ['a PNG of 0x0', image(pngHead(0, 0).toString('base64')), { kind: 'text', format: 'note', text: expect.stringContaining('no valid IHDR') }],
     [
@@ -101,23 +113,38 @@ describe('acceptDisplay', () => {
 
 it('holds the kept part of a cut text, not the whole text of its frame', () => {
   // A cut of a long string is a view that keeps it all alive (V8): 10 display texts of 3 MB cut
-  // to 50,000 characters held 33 MB. Here 20 of them: ~66 MB before, ~10 MB now (the last
-  // frame's own strings are still in the heap when it is measured).
+  // to 50,000 characters held 33 MB. Here 20 calls' tallies, each holding one: ~66 MB before,
+  // ~10 MB now (the last frame's own strings are still in the heap when it is measured).
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
-  const limits = { ...LIMITS, maxItems: 20 };
-  const tally = newTally();
+  const tallies = Array.from({ length: 20 }, () => newTally());
   gc();
   const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < 20; i++) {
+  tallies.forEach((tally, i) => {
     const frame = JSON.stringify({ id: '1', type: 'display', kind: 'text', format: 'html', text: `${i}${'y'.repeat(3_000_000)}` });
-    acceptDisplay(JSON.parse(frame), tally, limits, 50_000);
-  }
-  acceptDisplay(JSON.parse(JSON.stringify({ kind: 'text', format: 'note', text: 'n'.repeat(3_000_000) })), tally, limits, 50_000);
+    acceptDisplay(JSON.parse(frame), tally, LIMITS, 50_000);
+    acceptDisplay(JSON.parse(JSON.stringify({ kind: 'text', format: 'note', text: 'n'.repeat(3_000_000) })), tally, LIMITS, 50_000);
+  });
   gc();
   const grown = process.memoryUsage().heapUsed - before;
-  expect(tally.items.map((i) => (i.kind === 'text' ? i.text.length : 0))).toEqual([...Array<number>(20).fill(50_000), 500]);
+  expect(tallies.map((t) => t.items.map((i) => (i.kind === 'text' ? i.text.length : 0)))).toEqual(Array<number[]>(20).fill([50_000, 500]));
   expect(grown).toBeLessThan(30_000_000);
+});
+
+describe("the texts of one call share the call's cap (notes aside)", () => {
+  const text = (n: number, format = 'html'): Record<string, unknown> => ({ kind: 'text', format, text: 'x'.repeat(n) });
+  const SHARED = expect.stringContaining('share the cap of 20 characters');
+  it.each([
+    ['two that fit', [text(8), text(12)], ['x'.repeat(8), 'x'.repeat(12)]],
+    ['the second cut to what is left', [text(15), text(15, 'table')], ['x'.repeat(15), 'x'.repeat(5)]],
+    ['a third with nothing left', [text(15), text(15), text(1, 'text')], ['x'.repeat(15), 'x'.repeat(5), SHARED]],
+    ['notes do not count', [text(300, 'note'), text(20)], ['x'.repeat(300), 'x'.repeat(20)]],
+    ['an emoji counts once, and is not split', [text(19), { kind: 'text', format: 'text', text: '😀😀' }], ['x'.repeat(19), '😀']],
+  ])('%s', (_what, frames, want) => {
+    const tally = newTally();
+    for (const f of frames) acceptDisplay(f, tally, { ...LIMITS, maxItems: 10 }, 20);
+    expect(tally.items.map((i) => (i.kind === 'text' ? i.text : i.kind))).toEqual(want);
+  });
 });
 
 it('keeps the kernel’s own note on what it left out, once, beyond the count cap', () => {

@@ -53,7 +53,18 @@ describe('display items in the python kernel', () => {
     session = await startSession('python');
     const code = `for i in range(5): display("x" * 50)`;
     const { displays } = await session.client.request({ op: 'exec', code, timeoutMs: 10_000, capChars: 10, displayMaxItems: 2 });
-    expect(displays.map((d) => d.text)).toEqual(['x'.repeat(10), 'x'.repeat(10), '3 more display item(s) were not returned: at most 2 per call']);
+    expect(displays.map((d) => d.text)).toEqual([
+      'x'.repeat(10),
+      'a display text was not returned: the texts one call displays share the cap of 10 characters',
+      '3 more display item(s) were not returned: at most 2 per call',
+    ]);
+  });
+
+  it('lets the texts of one call share its cap: the second is cut to what the first left', async () => {
+    session = await startSession('python');
+    const code = `display("a" * 6)\ndisplay("<b>" + "é" * 20, mime="text/html")\ndisplay("c")`;
+    const { displays } = await session.client.request({ op: 'exec', code, timeoutMs: 10_000, capChars: 10 });
+    expect(displays.map((d) => d.text)).toEqual(['a'.repeat(6), '<b>é', expect.stringContaining('share the cap of 10 characters')]);
   });
 
   it('returns a one-shot run’s images (from its own process), unsaved', async () => {
@@ -97,5 +108,12 @@ require('fs').writeFileSync(process.env.CODEMODE_DISPLAY_DIR + '/z.png', 'GIF89a
       expect.objectContaining({ kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') }),
     ]);
     expect(readFileSync(join(session.kernel.figuresDir, '1.png')).length).toBe(11);
+  });
+
+  it('lets the texts of one call share its cap', async () => {
+    session = await startSession('node');
+    const code = `display('a'.repeat(6)); display('<b>' + 'é'.repeat(20), { mime: 'text/html' }); display('c'); 1`;
+    const { displays } = await session.client.request({ op: 'exec', code, timeoutMs: 10_000, capChars: 10 });
+    expect(displays.map((d) => d.text)).toEqual(['a'.repeat(6), '<b>é', expect.stringContaining('share the cap of 10 characters')]);
   });
 });
