@@ -7,6 +7,16 @@ const NETWORK_MESSAGE = /\b(ECONN[A-Z]+|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH
  * e.g. a proxy or load balancer in front of the API server dropping it ("other side closed").
  */
 const UNDICI_NETWORK_CODE = /^UND_ERR_(SOCKET|CLOSED|CONNECT_TIMEOUT|HEADERS_TIMEOUT|BODY_TIMEOUT)$/;
+/**
+ * Node's own `ERR_*` codes for a connection that failed or closed; every other `ERR_*` code is
+ * Node refusing a call (ERR_INVALID_ARG_TYPE, ERR_OUT_OF_RANGE, ERR_TLS_CERT_ALTNAME_INVALID …),
+ * which fails the same way every time.
+ */
+const NODE_NETWORK_CODE = /^ERR_(SOCKET_[A-Z_]+|STREAM_PREMATURE_CLOSE|STREAM_DESTROYED|HTTP2_(GOAWAY_SESSION|SESSION_ERROR|STREAM_ERROR|STREAM_CANCEL))$/;
+
+/** A system error's code (ECONNRESET, EAI_AGAIN …), or one of the network codes of Node or undici. */
+const isNetworkCode = (code: string): boolean =>
+  code.startsWith('ERR_') ? NODE_NETWORK_CODE.test(code) : /^E[A-Z_]+$/.test(code) || UNDICI_NETWORK_CODE.test(code);
 
 /**
  * A socket-level failure (ECONNRESET, ECONNREFUSED, ETIMEDOUT, undici's UND_ERR_SOCKET, …)
@@ -16,7 +26,7 @@ const UNDICI_NETWORK_CODE = /^UND_ERR_(SOCKET|CLOSED|CONNECT_TIMEOUT|HEADERS_TIM
 export function isNetworkError(err: unknown, depth = 0): boolean {
   if (err === null || typeof err !== 'object' || depth > 5) return false;
   const e = err as { code?: unknown; error?: unknown; cause?: unknown; message?: unknown };
-  if (typeof e.code === 'string' && (/^E[A-Z_]+$/.test(e.code) || UNDICI_NETWORK_CODE.test(e.code))) return true;
+  if (typeof e.code === 'string' && isNetworkCode(e.code)) return true;
   if (typeof e.message === 'string' && NETWORK_MESSAGE.test(e.message)) return true;
   return isNetworkError(e.error, depth + 1) || isNetworkError(e.cause, depth + 1);
 }

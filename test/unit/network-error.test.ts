@@ -21,6 +21,16 @@ describe('isNetworkError: no answer from the API server, as opposed to an answer
     ['undici: no headers in time', Object.assign(new Error('Headers Timeout Error'), { code: 'UND_ERR_HEADERS_TIMEOUT' }), true],
     ['undici: a request it refused to send (not a network failure)', Object.assign(new Error('invalid header'), { code: 'UND_ERR_INVALID_ARG' }), false],
     ['the relay exited', new Error('the kernel relay exited (exit code 1)'), false],
+    ['Node refusing a call (a bug, not the network)', Object.assign(new TypeError('The "chunk" argument must be …'), { code: 'ERR_INVALID_ARG_TYPE' }), false],
+    [
+      'a certificate that does not name the host',
+      Object.assign(new Error("Hostname/IP does not match certificate's altnames"), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' }),
+      false,
+    ],
+    ['a socket closed under a write', Object.assign(new Error('Socket is closed'), { code: 'ERR_SOCKET_CLOSED' }), true],
+    ['a stream closed before it ended', Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }), true],
+    ['an HTTP/2 session the server went away from', Object.assign(new Error('New streams cannot be created'), { code: 'ERR_HTTP2_GOAWAY_SESSION' }), true],
+    ['a name lookup to retry', sysErr('EAI_AGAIN'), true],
     ['not an error', undefined, false],
   ])('%s', (_what, err, expected) => {
     expect(isNetworkError(err)).toBe(expected);
