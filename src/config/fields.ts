@@ -656,7 +656,7 @@ export const FIELDS = {
       env: 'CODEMODE_AUDIT_QUEUE_LENGTH',
       default: '1000',
       description:
-        'Session calls one replica holds waiting for their audit record (each call in a session is recorded in a finished SandboxRun after its reply, together with the calls of its session that follow within a second); while the API server is unreachable the queue fills, and calls beyond it are dropped, counted in codemode_audit_records_total{result="dropped"} and logged.',
+        'Session calls one replica holds waiting for their audit record (each call in a session is recorded in a finished SandboxRun after its reply, together with the calls of its session that follow within a second); while the API server is unreachable the queue fills; once it is full, the newest calls of the user holding the most of it are dropped, counted in codemode_audit_records_total{result="dropped"} and logged.',
       allowed: 'an integer from 1 to 100000',
     },
     int(1, 100000),

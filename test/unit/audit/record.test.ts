@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { parseSandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
 import { AUDIT_CODE_MAX_BYTES, auditBatchStatus, auditEntry, auditRunBody, auditStatus, type AuditCall } from '../../../src/audit/record.js';
-import { retryable } from '../../../src/audit/writer.js';
 import type { RunOutcome } from '../../../src/runs/types.js';
 
 const outcome: RunOutcome = {
@@ -136,17 +135,5 @@ describe('audit records of session calls', () => {
     expect(status).toMatchObject({ durationMs: 100 * 1000, stdoutBytes: huge, stderrBytes: huge });
     const parsed = parseSandboxRun({ ...(auditRunBody(entries[0] as never, 600) as object), status });
     expect(parsed.ok, parsed.ok ? '' : parsed.message).toBe(true);
-  });
-
-  it.each([
-    [undefined, true],
-    [429, true],
-    [500, true],
-    [503, true],
-    [403, false],
-    [422, false],
-    [400, false],
-  ])('a write that failed with HTTP %s is retried: %s', (status, expected) => {
-    expect(retryable(status)).toBe(expected);
   });
 });
