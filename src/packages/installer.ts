@@ -6,8 +6,9 @@
 // chunks (the gateway never holds more than one) and unpacks it there: PyPI packages into
 // /workspace/.packages/python (on the session's sys.path, runtime/python), npm packages into
 // /workspace/node_modules (where require() in the session looks). The fetcher pod is deleted
-// afterwards, whatever happened. Used by create_session (spec.packages, by the controller before
-// the session is Ready) and by install_packages.
+// afterwards, whatever happened, and so is a partial archive in the session. Used by
+// create_session (spec.packages, by the controller before the session is Ready) and by
+// install_packages.
 import { readFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
@@ -62,38 +63,53 @@ export const NPM_TOOL = {
 /**
  * Installs one gateway process runs at once: each is a pod of up to 1 CPU and 1 GiB, so a caller
  * looping over install_packages gets a clear refusal rather than filling the node with fetchers.
- * One user (a session's owner) holds at most half of them: the rest stay for everyone else.
+ * One holder (a session's owner, or an ownerless session itself: installSlotKey) holds at most half
+ * of them: the rest stay for everyone else.
  */
 export const MAX_CONCURRENT_INSTALLS = 4;
 export const MAX_INSTALLS_PER_USER = MAX_CONCURRENT_INSTALLS / 2;
 
-/** The install slots of one gateway process, by user. Pure bookkeeping. */
+const USER_KEY = 'user:';
+const SESSION_KEY = 'session:';
+
+/**
+ * Whose share an install counts against: the session's owner (spec.owner.user), or — for a session
+ * without one (no authentication configured, or made with kubectl) — the session itself. Were all
+ * ownerless sessions one key, together they could only ever use one user's share of the server.
+ * The prefixes keep the two kinds apart: a user may be named anything, `session:ns/s` too, and
+ * their key is still `user:session:ns/s`.
+ */
+export function installSlotKey(t: Pick<InstallTarget, 'user' | 'namespace' | 'sessionLabel'>): string {
+  return t.user !== undefined ? `${USER_KEY}${t.user}` : `${SESSION_KEY}${t.namespace}/${t.sessionLabel}`;
+}
+
+/** The install slots of one gateway process, by holder (installSlotKey). Pure bookkeeping. */
 export class InstallSlots {
   private running = 0;
-  private readonly byUser = new Map<string, number>();
+  private readonly byHolder = new Map<string, number>();
 
-  /** A slot for `user` (the key of sessions without an owner: ''), released once; or the refusal. */
-  take(user: string): { release(): void } | PackageError {
-    const mine = this.byUser.get(user) ?? 0;
+  /** A slot for `key` (installSlotKey), released once; or the refusal. */
+  take(key: string): { release(): void } | PackageError {
+    const mine = this.byHolder.get(key) ?? 0;
     if (this.running >= MAX_CONCURRENT_INSTALLS)
       return new PackageError(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.', 'failed');
     if (mine >= MAX_INSTALLS_PER_USER)
       return new PackageError(
-        `${MAX_INSTALLS_PER_USER} installs of yours are running already (this server runs ${MAX_CONCURRENT_INSTALLS} at once, for everyone).`,
+        `${MAX_INSTALLS_PER_USER} installs ${key.startsWith(SESSION_KEY) ? 'in this session' : 'of yours'} are running already (this server runs ${MAX_CONCURRENT_INSTALLS} at once, for everyone).`,
         'Wait for one of them to finish.',
         'failed',
       );
     this.running++;
-    this.byUser.set(user, mine + 1);
+    this.byHolder.set(key, mine + 1);
     let released = false;
     return {
       release: () => {
         if (released) return;
         released = true;
         this.running--;
-        const left = (this.byUser.get(user) ?? 1) - 1;
-        if (left > 0) this.byUser.set(user, left);
-        else this.byUser.delete(user);
+        const left = (this.byHolder.get(key) ?? 1) - 1;
+        if (left > 0) this.byHolder.set(key, left);
+        else this.byHolder.delete(key);
       },
     };
   }
@@ -102,6 +118,8 @@ export class InstallSlots {
 /** Bytes per exec when copying the archive: the gateway holds at most one chunk at a time. */
 const CHUNK_BYTES = 4 * 1024 * 1024;
 const MAX_CA_BYTES = 4 * 1024 * 1024;
+/** For removing a partial archive after a failed delivery: one short exec, run after the install's deadline too. */
+const DISCARD_TIMEOUT_MS = 10_000;
 /**
  * The most the fetcher's `resolve` may print: only the fields the gateway reads (scripts.ts), at
  * most ~4.5 KB per package for 300 packages. The gateway parses it in memory: 8 MiB of hostile
@@ -125,7 +143,10 @@ export interface InstallTarget {
   owner: V1OwnerReference;
   /** Label value naming the session. */
   sessionLabel: string;
-  /** The session's owner (spec.owner.user): one user holds at most MAX_INSTALLS_PER_USER slots. */
+  /**
+   * The session's owner (spec.owner.user): one user holds at most MAX_INSTALLS_PER_USER slots; a
+   * session without an owner holds them as if it were its own user (installSlotKey).
+   */
   user?: string;
   /** The profile's policy as its SandboxProfile says it (the gateway's settings fill in the rest). */
   policy?: PackagePolicySpec;
@@ -159,7 +180,7 @@ export class PackageInstaller {
     const policy = packagePolicy(t.policy, this.opts);
     const eco = ecosystemOf(t.language);
     const reqs = checkRequested(policy, eco, t.language, requested);
-    const slot = this.slots.take(t.user ?? '');
+    const slot = this.slots.take(installSlotKey(t));
     if (slot instanceof PackageError) throw slot;
     const started = performance.now();
     let outcome: InstallOutcome = 'failed';
@@ -288,35 +309,52 @@ export class PackageInstaller {
     throw stepError(args[0] ?? '', r);
   }
 
+  /**
+   * Copies the archive in and unpacks it. Whatever fails on the way (the deadline between chunks, a
+   * chunk, the unpacking), the partial archive is removed from the session before the error goes
+   * on: /workspace has a size limit, and each failed attempt would otherwise keep up to
+   * maxTotalBytes of it for the rest of the session. A gateway that dies mid-way leaves its archive
+   * to the next install's first `append`, which removes archives older than the install timeout.
+   */
   private async deliver(t: InstallTarget, fetcherPod: string, size: number, sha256: string, eco: Ecosystem, deadline: number): Promise<void> {
     const archive = `/workspace/.packages/.incoming-${randomBytes(6).toString('hex')}.tgz`;
-    for (let offset = 0; offset < size;) {
-      const chunk = await this.fetcher(
-        t.namespace,
-        fetcherPod,
-        ['read', String(offset), String(Math.min(CHUNK_BYTES, size - offset))],
-        undefined,
-        CHUNK_BYTES,
-        deadline,
-      );
-      if (chunk.length === 0) throw new PackageError('The package archive ended early.', 'Try again.', 'failed');
-      await this.session(t, ['append', archive, String(offset)], chunk, deadline);
-      offset += chunk.length;
+    try {
+      for (let offset = 0; offset < size;) {
+        const chunk = await this.fetcher(
+          t.namespace,
+          fetcherPod,
+          ['read', String(offset), String(Math.min(CHUNK_BYTES, size - offset))],
+          undefined,
+          CHUNK_BYTES,
+          deadline,
+        );
+        if (chunk.length === 0) throw new PackageError('The package archive ended early.', 'Try again.', 'failed');
+        await this.session(t, ['append', archive, String(offset), String(this.opts.packagesTimeoutSeconds)], chunk, remaining(deadline));
+        offset += chunk.length;
+      }
+      await this.session(t, ['extract', archive, eco === 'pypi' ? PYTHON_PACKAGES_DIR : NODE_PACKAGES_PARENT, sha256], undefined, remaining(deadline));
+    } catch (err) {
+      await this.discard(t, archive);
+      throw err;
     }
-    await this.session(t, ['extract', archive, eco === 'pypi' ? PYTHON_PACKAGES_DIR : NODE_PACKAGES_PARENT, sha256], undefined, deadline);
   }
 
-  private async session(t: InstallTarget, args: string[], stdin: Buffer | undefined, deadline: number): Promise<void> {
-    const r = await execRaw(
-      this.clients.exec,
-      t.namespace,
-      t.pod,
-      SANDBOX_CONTAINER,
-      ['python3', '-I', '-S', '-c', SESSION_SCRIPT, ...args],
-      stdin,
-      64,
-      remaining(deadline),
-    );
+  /**
+   * Best effort, with its own time (the install's may be over): removes a partial archive from the
+   * session. A failure is only logged — the install's own error is what the caller needs — and
+   * without the session's stderr, which sandbox code can shape.
+   */
+  private async discard(t: InstallTarget, archive: string): Promise<void> {
+    const r = await this.sessionExec(t, ['discard', archive], undefined, DISCARD_TIMEOUT_MS).catch((): undefined => undefined);
+    if (r?.exitCode !== 0)
+      this.log.warn(
+        { sandboxsession: t.owner.name, exitCode: r?.exitCode, answered: r !== undefined && r.error === undefined },
+        'Failed to remove a partial package archive from the session (the next install removes it once it is old)',
+      );
+  }
+
+  private async session(t: InstallTarget, args: string[], stdin: Buffer | undefined, timeoutMs: number): Promise<void> {
+    const r = await this.sessionExec(t, args, stdin, timeoutMs);
     if (r.exitCode !== 0) {
       const why = r.stderr.trim().slice(0, 300) || r.error || `exit code ${String(r.exitCode)}`;
       throw new PackageError(
@@ -325,6 +363,10 @@ export class PackageInstaller {
         'failed',
       );
     }
+  }
+
+  private sessionExec(t: InstallTarget, args: string[], stdin: Buffer | undefined, timeoutMs: number): Promise<RawExecResult> {
+    return execRaw(this.clients.exec, t.namespace, t.pod, SANDBOX_CONTAINER, ['python3', '-I', '-S', '-c', SESSION_SCRIPT, ...args], stdin, 64, timeoutMs);
   }
 }
 

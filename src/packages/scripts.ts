@@ -6,8 +6,10 @@
 // exactly the pinned set the gateway approved (hashes checked by pip --require-hashes and npm's
 // lockfile integrity), unpacks it offline (wheels only and --ignore-scripts: no package code runs)
 // and packs it into one archive that `read` hands out in chunks. SESSION_SCRIPT runs in the
-// session's pod: `append` writes one chunk, `extract` checks the archive's sha256 and unpacks it.
-// Arguments come from the gateway, already validated; messages go to stderr for the caller.
+// session's pod: `append` writes one chunk (the first also removes archives that failed installs
+// left behind), `extract` checks the archive's sha256 and unpacks it, and removes it whatever
+// happens; `discard` removes the archive of a delivery that failed. Arguments come from the
+// gateway, already validated; messages go to stderr for the caller.
 export const FETCHER_SCRIPT = String.raw`
 import base64, hashlib, json, os, ssl, subprocess, sys, tarfile, urllib.parse, urllib.request
 W = "/tmp/fetch"
@@ -156,7 +158,7 @@ else:
 `;
 
 export const SESSION_SCRIPT = String.raw`
-import csv, hashlib, os, re, shutil, sys, tarfile
+import csv, hashlib, os, re, shutil, stat, sys, tarfile, time
 def die(code, msg):
     sys.stderr.write(msg + "\n"); sys.exit(code)
 def parts(name):
@@ -188,32 +190,67 @@ def replace(dest, names):
         p = parts(n)
         if p[0] == "node_modules" and (len(p) == 2 and not p[1].startswith("@") or len(p) == 3 and p[1].startswith("@")):
             shutil.rmtree(os.path.join(dest, *p), ignore_errors=True)
+def discard(path):
+    """Removes the archive itself: a link is unlinked, not followed; a directory is left alone."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+def sweep(path, max_age):
+    """Archives of installs that ended without removing theirs (the gateway died mid-way). One is
+    written to only while its install runs, which ends by the install timeout, so one not written
+    to for longer is nobody's. Sandbox code owns this directory and may put anything there under
+    such a name: only files and links are removed, never followed."""
+    top = os.path.dirname(path)
+    before = time.time() - max_age
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return
+    for n in names:
+        p = os.path.join(top, n)
+        if not (n.startswith(".incoming-") and n.endswith(".tgz")) or p == path:
+            continue
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) and st.st_mtime < before:
+            discard(p)
 op, path = sys.argv[1], sys.argv[2]
 if op == "append":
+    # The chunk is read before anything can fail: an exec whose program exits with its stdin unread
+    # often gets no answer at all, and the install would wait for its deadline.
+    data = sys.stdin.buffer.read()
     offset = int(sys.argv[3])
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    if offset == 0 and len(sys.argv) > 4:
+        sweep(path, int(sys.argv[4]))
     with open(path, "r+b" if offset else "wb") as f:
         f.truncate(offset)
         f.seek(offset)
-        data = sys.stdin.buffer.read()
         f.write(data)
     print(offset + len(data))
 elif op == "extract":
     dest, want = sys.argv[3], sys.argv[4]
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    if h.hexdigest() != want:
-        die(3, "the packages arrived damaged (sha256 mismatch)")
-    os.makedirs(dest, exist_ok=True)
-    with tarfile.open(path, "r:gz") as t:
-        members = [m for m in t.getmembers() if not m.name.startswith("/") and ".." not in parts(m.name) and (m.isfile() or m.isdir() or m.issym())]
-        replace(dest, [m.name for m in members])
-        for m in members:
-            t.extract(m, dest, set_attrs=False)
-    os.unlink(path)
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for b in iter(lambda: f.read(1 << 20), b""):
+                h.update(b)
+        if h.hexdigest() != want:
+            die(3, "the packages arrived damaged (sha256 mismatch)")
+        os.makedirs(dest, exist_ok=True)
+        with tarfile.open(path, "r:gz") as t:
+            members = [m for m in t.getmembers() if not m.name.startswith("/") and ".." not in parts(m.name) and (m.isfile() or m.isdir() or m.issym())]
+            replace(dest, [m.name for m in members])
+            for m in members:
+                t.extract(m, dest, set_attrs=False)
+    finally:
+        discard(path)
     print(len(members))
+elif op == "discard":
+    discard(path)
 else:
     die(2, "unknown operation " + op)
 `;

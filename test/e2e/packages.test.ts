@@ -3,7 +3,8 @@
 // install_packages are imported in the session; the deny list refuses a package and a package
 // that needs a denied one; an allow-list profile refuses before anything starts; a SandboxSession
 // applied with a package that does not exist fails saying which; the sandbox still has no network
-// after an install; no fetcher pod is left behind.
+// after an install; a delivery that fails part-way leaves no partial archive in the session; no
+// fetcher pod is left behind.
 import { lookup } from 'node:dns/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, LABEL_PACKAGE_FETCHER, SANDBOXPROFILE_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxSession } from '../../src/api/v1alpha1/index.js';
@@ -96,6 +97,39 @@ describe('packages in sessions', () => {
       `import socket\ntry:\n    socket.create_connection((${JSON.stringify(address)}, 443), timeout=3)\n    print("CONNECTED")\nexcept OSError as e:\n    print("BLOCKED", type(e).__name__)`,
     );
     expect(out).toMatch(/BLOCKED/);
+  });
+
+  it('removes the partial archive from the session when the delivery fails part-way', async () => {
+    // Sandbox code makes the incoming archive read-only as soon as its first chunk is in, so the
+    // next chunk cannot be appended. Babel's archive is ~10 MB: three chunks of 4 MiB.
+    await run(
+      py,
+      [
+        'import glob, os, threading, time',
+        'stop_spoiling = threading.Event()',
+        'def spoil():',
+        '    while not stop_spoiling.is_set():',
+        '        for p in glob.glob("/workspace/.packages/.incoming-*.tgz"):',
+        '            try:',
+        '                os.chmod(p, 0o444)',
+        '            except OSError:',
+        '                pass',
+        '        time.sleep(0.005)',
+        'threading.Thread(target=spoil, daemon=True).start()',
+      ].join('\n'),
+    );
+    let r: ToolResult;
+    try {
+      r = await mcp.callTool('install_packages', { session: py, packages: ['babel==2.16.0'] });
+    } finally {
+      await run(py, 'stop_spoiling.set()');
+    }
+    expect(r.isError, text(r)).toBe(true);
+    expect(text(r)).toMatch(/could not be copied into the session/);
+    const left = await run(py, 'import os\nprint(sorted(os.listdir("/workspace/.packages")))');
+    expect(left).toMatch(/'python'/);
+    expect(left).not.toMatch(/\.incoming-/);
+    expect(await run(py, 'import importlib.util as u\nprint(u.find_spec("babel") is None)')).toMatch(/True/);
   });
 
   it('installs npm packages into a node session, where require() finds them', async () => {

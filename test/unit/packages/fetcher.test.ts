@@ -1,9 +1,10 @@
 // The fetcher pod and its NetworkPolicy (pure builders), the fetcher's exit codes as errors, and
 // the session-side program run against a temporary directory standing in for /workspace: chunks
-// appended at offsets, a damaged archive refused, an upgrade replacing the old version's files.
+// appended at offsets, a damaged archive refused, an upgrade replacing the old version's files, no
+// archive left behind by a failed install (and none followed through a link sandbox code made).
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -107,10 +108,12 @@ describe('stepError', () => {
 });
 
 describe('the session-side program', () => {
+  /** The install timeout the installer passes to `append` (packagesTimeoutSeconds). */
+  const TIMEOUT = '300';
   let dir: string;
   const run = (args: string[], input?: Buffer) => {
     const r = spawnSync('python3', ['-I', '-S', '-c', SESSION_SCRIPT, ...args], { input: input ?? Buffer.alloc(0), timeout: 10_000 });
-    return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString() };
+    return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString(), stdinError: r.error };
   };
   /** A .tgz of `files` (path → content), built by the system's tar like the fetcher's archive. */
   const archive = (name: string, files: Record<string, string>): { path: string; sha: string } => {
@@ -127,8 +130,8 @@ describe('the session-side program', () => {
     const bytes = readFileSync(a.path);
     const incoming = join(dir, 'ws/.packages/.incoming.tgz');
     const half = Math.floor(bytes.length / 2);
-    expect(run(['append', incoming, '0'], bytes.subarray(0, half)).out.trim()).toBe(String(half));
-    expect(run(['append', incoming, String(half)], bytes.subarray(half)).out.trim()).toBe(String(bytes.length));
+    expect(run(['append', incoming, '0', TIMEOUT], bytes.subarray(0, half)).out.trim()).toBe(String(half));
+    expect(run(['append', incoming, String(half), TIMEOUT], bytes.subarray(half)).out.trim()).toBe(String(bytes.length));
     return run(['extract', incoming, dest, a.sha]);
   };
 
@@ -145,11 +148,77 @@ describe('the session-side program', () => {
     expect(existsSync(join(dir, 'ws/.packages/.incoming.tgz'))).toBe(false);
   });
 
-  it('refuses an archive whose sha256 is not the one the gateway computed', () => {
+  it('refuses an archive whose sha256 is not the one the gateway computed, and removes it', () => {
     const a = archive('one', { 'a.txt': 'a' });
     const r = deliver({ ...a, sha: 'c'.repeat(64) }, join(dir, 'ws/x'));
     expect(r.code).toBe(3);
     expect(r.err).toMatch(/arrived damaged/);
+    expect(existsSync(join(dir, 'ws/.packages/.incoming.tgz'))).toBe(false);
+    expect(existsSync(join(dir, 'ws/x'))).toBe(false);
+  });
+
+  it('removes an archive it cannot unpack', () => {
+    const path = join(dir, 'garbage.tgz');
+    writeFileSync(path, 'not a gzip archive');
+    const r = deliver({ path, sha: createHash('sha256').update('not a gzip archive').digest('hex') }, join(dir, 'ws/x'));
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/ReadError|not a gzip/);
+    expect(existsSync(join(dir, 'ws/.packages/.incoming.tgz'))).toBe(false);
+  });
+
+  it('reads the whole chunk before it fails, so the exec answers at once', () => {
+    writeFileSync(join(dir, 'not-a-dir'), 'x');
+    const r = run(['append', join(dir, 'not-a-dir/.incoming.tgz'), '0', TIMEOUT], Buffer.alloc(4 * 1024 * 1024, 1));
+    expect(r.code).toBe(1);
+    expect(r.stdinError).toBeUndefined();
+  });
+
+  it('discards an archive, a link without following it, and succeeds when there is nothing', () => {
+    const packages = join(dir, 'ws/.packages');
+    mkdirSync(packages, { recursive: true });
+    writeFileSync(join(packages, '.incoming-a.tgz'), 'partial');
+    writeFileSync(join(dir, 'precious'), 'x');
+    symlinkSync(join(dir, 'precious'), join(packages, '.incoming-b.tgz'));
+    for (const name of ['.incoming-a.tgz', '.incoming-b.tgz', '.incoming-a.tgz', '.incoming-none.tgz']) {
+      const r = run(['discard', join(packages, name)]);
+      expect(r.code, r.err).toBe(0);
+    }
+    expect(readdirSync(packages)).toEqual([]);
+    expect(readFileSync(join(dir, 'precious'), 'utf8')).toBe('x');
+  });
+
+  it('the first chunk removes archives older than the install timeout: only files and links, never what a link points to', () => {
+    const packages = join(dir, 'ws/.packages');
+    mkdirSync(join(packages, '.incoming-dir.tgz'), { recursive: true });
+    writeFileSync(join(packages, '.incoming-dir.tgz/inside'), 'x');
+    const old = Date.now() / 1000 - 301;
+    for (const name of ['.incoming-old.tgz', '.incoming-fresh.tgz', 'other.tgz', '.incoming-old.txt']) writeFileSync(join(packages, name), 'x');
+    for (const name of ['.incoming-old.tgz', 'other.tgz', '.incoming-old.txt', '.incoming-dir.tgz']) utimesSync(join(packages, name), old, old);
+    writeFileSync(join(dir, 'precious'), 'x');
+    utimesSync(join(dir, 'precious'), old, old);
+    symlinkSync(join(dir, 'precious'), join(packages, '.incoming-evil.tgz'));
+    lutimesSync(join(packages, '.incoming-evil.tgz'), old, old);
+    symlinkSync(join(dir, 'precious'), join(packages, '.incoming-evil-fresh.tgz'));
+
+    const r = run(['append', join(packages, '.incoming-new.tgz'), '0', TIMEOUT], Buffer.from('abc'));
+    expect(r.code, r.err).toBe(0);
+    expect(readdirSync(packages).sort()).toEqual([
+      '.incoming-dir.tgz',
+      '.incoming-evil-fresh.tgz',
+      '.incoming-fresh.tgz',
+      '.incoming-new.tgz',
+      '.incoming-old.txt',
+      'other.tgz',
+    ]);
+    expect(readdirSync(join(packages, '.incoming-dir.tgz'))).toEqual(['inside']);
+    expect(readFileSync(join(dir, 'precious'), 'utf8')).toBe('x');
+    expect(lstatSync(join(packages, '.incoming-evil-fresh.tgz')).isSymbolicLink()).toBe(true);
+
+    // A later chunk removes nothing: the sweep is once per install.
+    utimesSync(join(packages, '.incoming-fresh.tgz'), old, old);
+    expect(run(['append', join(packages, '.incoming-new.tgz'), '3', TIMEOUT], Buffer.from('def')).code).toBe(0);
+    expect(existsSync(join(packages, '.incoming-fresh.tgz'))).toBe(true);
+    expect(readFileSync(join(packages, '.incoming-new.tgz'), 'utf8')).toBe('abcdef');
   });
 
   it("replaces an older version: its RECORD's files and dist-info go, other packages stay", () => {
