@@ -5,13 +5,16 @@
 // MAX_AUDIT_CALLS) — a create and a status write per record instead of per call, which at a
 // session's call rate were half of each call's CPU on a small node (docs/performance.md).
 //
+// This file does the writing (the API calls, retries and back-off, the linger timer, stop); which
+// calls wait, and whose go when the queue is full, is the bookkeeping of AuditQueue (./queue.ts).
+//
 // What is dropped — counted (codemode_audit_records_total{result="dropped"}) and logged as counts
 // and an HTTP status or error class only, never a record's fields or an error's message (either may
 // quote sandbox output):
-// - The queue is bounded (`capacity`) and shared, so drops fall on the user holding the most of it:
-//   once it is full, a call of a user holding fewer queued calls than the largest holder takes the
-//   place of that holder's newest call; a call of the largest holder (or of one tied with it) is
-//   dropped itself. Over the bound after a retry puts calls back, the largest holders' newest go.
+// - The queue is bounded (`capacity`) and shared, so drops fall on the user holding the most of it
+//   (AuditQueue): once it is full, a call takes the place of the largest holder's newest, or is
+//   dropped itself if its user is (or ties with) the largest holder; over the bound after a retry
+//   puts calls back, the largest holders' newest go.
 // - A failed write is retried only when it may succeed later (`retryable`: 429, 5xx, no answer);
 //   then all writers pause with back-off (500 ms..30 s). A call whose writes have failed for
 //   `retryForMs` (10 min) is dropped, so no record blocks the others for ever. Any other failure
@@ -22,7 +25,10 @@ import type { Logger } from 'pino';
 import { GROUP, MAX_AUDIT_CALLS, SANDBOXRUN_PLURAL, VERSION } from '../api/v1alpha1/index.js';
 import { isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
 import { isNetworkError } from '../util/network-error.js';
+import { AuditQueue, type Queued } from './queue.js';
 import { auditBatchStatus, auditRunBody, type AuditEntry } from './record.js';
+
+export { chooseDue, type DueChoice } from './queue.js';
 
 /** What happened to a call's record; a closed set (metric label). Counted per call. */
 export type AuditResult = 'written' | 'dropped';
@@ -53,6 +59,9 @@ const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
 /** Drops are logged at most this often (with how many since the last line). */
 const DROP_LOG_INTERVAL_MS = 60_000;
+
+/** The start of a drop's reason when the queue holds `capacity` calls. */
+const queueFull = (capacity: number): string => `the queue is full (CODEMODE_AUDIT_QUEUE_LENGTH=${capacity})`;
 
 /** A client-side request timeout (AbortSignal.timeout's TimeoutError) anywhere in the cause chain. */
 function isRequestTimeout(err: unknown, depth = 0): boolean {
@@ -87,60 +96,9 @@ function failureOf(err: unknown): string {
   return /^[A-Za-z]{1,40}$/.test(name) ? name : 'an error';
 }
 
-/** A call waiting to be written. */
-interface Queued {
-  entry: AuditEntry;
-  /** Queue order over all sessions: the newest call has the highest. */
-  seq: number;
-  /** When a write of it first failed with an error worth retrying (performance.now()). */
-  failingSince?: number;
-}
-
-/** The calls of one session waiting for their record, oldest first. */
-interface Pending {
-  user: string;
-  entries: Queued[];
-  /** When the oldest of them was queued (performance.now()); 0: due at once (a retry). */
-  since: number;
-}
-
-/** Which session's record to write now, or when to look again (undefined: nothing to wait for). */
-export type DueChoice = { take: string } | { wakeAt: number } | undefined;
-
-/**
- * Pure: the first session (in `pending`'s order) none of whose records is being written and whose
- * record is due — its oldest call waited `lingerMs`, it has `max` calls, or the writer is stopping
- * (`flushing`) — else when the soonest of the others is due.
- */
-export function chooseDue(
-  pending: ReadonlyMap<string, { entries: readonly unknown[]; since: number }>,
-  writing: ReadonlySet<string>,
-  now: number,
-  lingerMs: number,
-  max: number,
-  flushing: boolean,
-): DueChoice {
-  let wakeAt = Infinity;
-  for (const [key, p] of pending) {
-    if (writing.has(key)) continue;
-    if (flushing || p.entries.length >= max || now - p.since >= lingerMs) return { take: key };
-    wakeAt = Math.min(wakeAt, p.since + lingerMs);
-  }
-  return wakeAt === Infinity ? undefined : { wakeAt };
-}
-
-/** Calls of the same session and owner share records; the queue is shared fairly by user. */
-const userOf = (e: AuditEntry): string => e.owner?.user ?? '';
-const sessionKey = (e: AuditEntry): string => `${e.namespace}/${e.session}/${userOf(e)}`;
-
 export class AuditWriter {
-  /** By session, in the order their oldest call was queued. */
-  private readonly pending = new Map<string, Pending>();
-  /** Calls queued (in `pending`). */
-  private queued = 0;
-  /** By user: calls queued and the sessions (keys of `pending`) holding them; users with none are absent. */
-  private readonly users = new Map<string, { calls: number; sessions: Set<string> }>();
-  private seq = 0;
+  /** The calls waiting to be written; a call it drops (evicted, shed) is dropped here. */
+  private readonly queue: AuditQueue;
   /** Sessions whose record is being written: their next calls wait for it. */
   private readonly writing = new Set<string>();
   private active = 0;
@@ -160,33 +118,30 @@ export class AuditWriter {
     private readonly clients: KubeClients,
     private readonly opts: AuditWriterOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    const full = queueFull(opts.capacity);
+    this.queue = new AuditQueue(opts.capacity, (why) =>
+      this.drop(why === 'evicted' ? `${full}: the user holding the most lost the newest` : `${full} while the API server is unreachable`),
+    );
+  }
 
   /**
    * Queues a call's record; returns at once. false when it was dropped: the writer is stopping, or
    * the queue is full and the call's user holds the most of it (else that user's newest call goes).
    */
   record(entry: AuditEntry): boolean {
-    const user = userOf(entry);
-    const full = `the queue is full (CODEMODE_AUDIT_QUEUE_LENGTH=${this.opts.capacity})`;
-    if (this.stopped || (this.queued >= this.opts.capacity && !this.evictFor(user, `${full}: the user holding the most lost the newest`))) {
-      this.drop(this.stopped ? 'the operator is stopping' : `${full} and the user holds the most of it`);
+    if (this.stopped || !this.queue.add(entry, performance.now())) {
+      this.drop(this.stopped ? 'the operator is stopping' : `${queueFull(this.opts.capacity)} and the user holds the most of it`);
       return false;
     }
-    const key = sessionKey(entry);
-    const q: Queued = { entry, seq: this.seq++ };
-    const p = this.pending.get(key);
-    if (p) p.entries.push(q);
-    else this.add(key, { user, entries: [q], since: performance.now() });
-    this.count(user, 1);
-    this.opts.onQueue?.(this.queued);
+    this.opts.onQueue?.(this.queue.length);
     this.pump();
     return true;
   }
 
   /** Calls waiting to be written. */
   get length(): number {
-    return this.queued;
+    return this.queue.length;
   }
 
   /** Writes what is queued, for at most `timeoutMs`; what is left then is dropped (shutdown). */
@@ -200,17 +155,14 @@ export class AuditWriter {
         resolve();
       };
       const timer = setTimeout(done, timeoutMs);
-      if (this.queued === 0 && this.active === 0) return done();
+      if (this.queue.length === 0 && this.active === 0) return done();
       this.idle.add(done);
     });
     this.stopped = true;
     clearTimeout(this.retryTimer);
     clearTimeout(this.lingerTimer);
     this.lingerDue = Infinity;
-    const left = this.queued;
-    this.pending.clear();
-    this.users.clear();
-    this.queued = 0;
+    const left = this.queue.clear();
     for (let i = 0; i < left; i++) this.drop('the operator stopped before it was written');
   }
 
@@ -223,8 +175,8 @@ export class AuditWriter {
       void this.write(batch.key, batch.entries).finally(() => {
         this.active--;
         this.writing.delete(batch.key);
-        this.opts.onQueue?.(this.queued);
-        if (this.queued === 0 && this.active === 0) for (const cb of [...this.idle]) cb();
+        this.opts.onQueue?.(this.queue.length);
+        if (this.queue.length === 0 && this.active === 0) for (const cb of [...this.idle]) cb();
         this.pump();
       });
     }
@@ -234,18 +186,10 @@ export class AuditWriter {
   private takeDue(): { key: string; entries: Queued[] } | undefined {
     const now = performance.now();
     const max = this.opts.maxCallsPerRecord ?? MAX_AUDIT_CALLS;
-    const choice = chooseDue(this.pending, this.writing, now, this.opts.lingerMs ?? AUDIT_LINGER_MS, max, this.flushing);
-    if (choice !== undefined && 'take' in choice) {
-      const key = choice.take;
-      const p = this.pending.get(key) as Pending;
-      const entries = p.entries.splice(0, max);
-      this.count(p.user, -entries.length);
-      // The rest start a record of their own (behind the other sessions).
-      this.pending.delete(key);
-      if (p.entries.length > 0) this.pending.set(key, { user: p.user, entries: p.entries, since: now });
-      else this.forget(key, p.user);
-      this.writing.add(key);
-      return { key, entries };
+    const choice = this.queue.takeDue(this.writing, now, this.opts.lingerMs ?? AUDIT_LINGER_MS, max, this.flushing);
+    if (choice !== undefined && 'key' in choice) {
+      this.writing.add(choice.key);
+      return choice;
     }
     if (choice !== undefined && choice.wakeAt < this.lingerDue) {
       clearTimeout(this.lingerTimer);
@@ -291,82 +235,11 @@ export class AuditWriter {
     const limit = this.opts.retryForMs ?? AUDIT_RETRY_FOR_MS;
     for (const q of batch) q.failingSince ??= now;
     const keep = batch.filter((q) => now - (q.failingSince ?? now) < limit);
-    const user = userOf((batch[0] as Queued).entry);
-    if (keep.length > 0) {
-      const p = this.pending.get(key);
-      this.pending.delete(key);
-      if (p) this.pending.set(key, { user, entries: [...keep, ...p.entries], since: 0 });
-      else this.add(key, { user, entries: keep, since: 0 });
-      this.count(user, keep.length);
-    }
+    this.queue.putBack(key, keep);
     for (let i = keep.length; i < batch.length; i++) this.drop(`its writes failed for ${limit} ms (the last with ${failureOf(err)})`);
-    this.shed(`the queue is full (CODEMODE_AUDIT_QUEUE_LENGTH=${this.opts.capacity}) while the API server is unreachable`);
+    this.queue.shed();
     this.pause();
     this.log.debug({ failure: failureOf(err) }, 'Failed to write an audit record; retrying');
-  }
-
-  /** Back over the bound after a retry: the newest calls of the users holding the most go. */
-  private shed(why: string): void {
-    while (this.queued > this.opts.capacity) {
-      const user = this.largestHolder();
-      if (user === undefined) return;
-      this.dropNewestOf(user, why);
-    }
-  }
-
-  /** A full queue and a call of `user`: whether the newest call of a user holding more made room for it. */
-  private evictFor(user: string, why: string): boolean {
-    const largest = this.largestHolder();
-    if (largest === undefined || (this.users.get(largest)?.calls ?? 0) <= (this.users.get(user)?.calls ?? 0)) return false;
-    this.dropNewestOf(largest, why);
-    return true;
-  }
-
-  /** The user holding the most queued calls; of several, the one queued most recently. O(users). */
-  private largestHolder(): string | undefined {
-    let largest: string | undefined;
-    let most = 0;
-    for (const [user, u] of this.users) if (u.calls > 0 && u.calls >= most) [largest, most] = [user, u.calls];
-    return largest;
-  }
-
-  /** Drops `user`'s newest queued call: the last of one of its sessions. O(its sessions). */
-  private dropNewestOf(user: string, why: string): void {
-    let newest: { key: string; p: Pending; seq: number } | undefined;
-    for (const key of this.users.get(user)?.sessions ?? []) {
-      const p = this.pending.get(key) as Pending;
-      const seq = (p.entries.at(-1) as Queued).seq;
-      if (!newest || seq > newest.seq) newest = { key, p, seq };
-    }
-    if (!newest) return;
-    newest.p.entries.pop();
-    this.count(user, -1);
-    if (newest.p.entries.length === 0) {
-      this.pending.delete(newest.key);
-      this.forget(newest.key, user);
-    }
-    this.drop(why);
-  }
-
-  /** A session's first calls are queued. */
-  private add(key: string, p: Pending): void {
-    this.pending.set(key, p);
-    const u = this.users.get(p.user);
-    if (u) u.sessions.add(key);
-    else this.users.set(p.user, { calls: 0, sessions: new Set([key]) });
-  }
-
-  /** A session holds no queued calls any more (removed from `pending`, its calls counted off). */
-  private forget(key: string, user: string): void {
-    const u = this.users.get(user);
-    u?.sessions.delete(key);
-    if (u?.sessions.size === 0) this.users.delete(user);
-  }
-
-  private count(user: string, n: number): void {
-    this.queued += n;
-    const u = this.users.get(user);
-    if (u) u.calls += n;
   }
 
   private pause(): void {
@@ -412,7 +285,7 @@ export class AuditWriter {
     this.opts.onResult?.('dropped');
     const now = Date.now();
     if (now - this.lastDropLog < DROP_LOG_INTERVAL_MS) return;
-    this.log.warn({ dropped: this.dropped, queued: this.queued, why }, 'Dropped audit records of session calls');
+    this.log.warn({ dropped: this.dropped, queued: this.queue.length, why }, 'Dropped audit records of session calls');
     this.lastDropLog = now;
     this.dropped = 0;
   }
