@@ -11,9 +11,15 @@ export const FILE_OPS_SCRIPT = String.raw`
 import os, stat, sys
 ROOT = b"/workspace"
 F = os.O_NOFOLLOW | os.O_CLOEXEC
-def die(code, msg):
-    sys.stderr.write(msg + "\n"); sys.exit(code)
 op, arg = sys.argv[1], sys.argv[3] if len(sys.argv) > 3 else ""
+def die(code, msg):
+    if op == "write":
+        # The content comes on stdin: read it to its end first, or the exec may not answer before
+        # the gateway's watchdog (the runtime holds the exit status while stdin is unread).
+        try:
+            while sys.stdin.buffer.read(65536): pass
+        except OSError: pass
+    sys.stderr.write(msg + "\n"); sys.exit(code)
 shown = sys.argv[2]
 path = os.fsencode(shown)
 class Outside(Exception):
