@@ -105,6 +105,12 @@ describe('sessions', () => {
     expect(viaLink.content[0]?.text).toMatch(/outside \/workspace/);
     const writeViaLink = await mcp.callTool('write_file', { session: s, path: 'escape/evil', content: 'x' });
     expect(writeViaLink.isError).toBe(true);
+    // A large write to a refused path is refused with its reason. (The helper reads its stdin to
+    // the end first, files-script.test.ts: with 1 MiB unread this call waited out the exec's
+    // 30 s watchdog, which this test cannot tell apart without a clock.)
+    const toDir = await mcp.callTool('write_file', { session: s, path: 'data', content: 'x'.repeat(1024 * 1024) });
+    expect(toDir.isError).toBe(true);
+    expect(toDir.content[0]?.text).toMatch(/data is a directory/);
   });
 
   it('lists and closes sessions; a closed session says so', async () => {
