@@ -160,7 +160,7 @@ fi
 // The processes kept are those whose parent is outside the pod's PID namespace (ppid 0): the
 // pause process, the container's own command and exec'd processes such as this runner.
 export const RUNNER_SCRIPT = `
-rt="$1"; t="$2"; n="$3"; nonce="$4"
+rt="$1"; t="$2"; n="$3"; nonce="$4"; sn="\${5:-0}"
 d="$(mktemp -d /tmp/.codemode.XXXXXX)" || { echo "codemode: cannot create a directory in /tmp" >&2; exit 125; }
 case "$rt" in python) f="$d/main.py";; node) f="$d/main.js";; *) f="$d/main.sh";; esac
 if [ "$n" -gt 0 ]; then dd of="$f" bs="$n" count=1 iflag=fullblock status=none || exit 125; else : > "$f"; fi
@@ -198,6 +198,7 @@ if [ "$wl" -gt 0 ] && [ -d /workspace ]; then
 fi
 wait "$tp"; rc=$?
 sweep
+[ "$sn" -gt 0 ] && timeout 5 cat > /dev/null 2>&1
 ws=0; [ "$wp" -gt 0 ] && { wait "$wp"; ws=$?; }
 s1=$(date +%s); oom; o1=$c; forkfail; f1=$c
 to=0; if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then [ $((s1 - s0)) -ge "$t" ] && to=1; fi
@@ -214,8 +215,14 @@ export function newNonce(): string {
   return `cm${randomBytes(8).toString('hex')}`;
 }
 
-export function runnerCommand(runtime: Runtime, timeoutSeconds: number, codeBytes: number, nonce: string): string[] {
-  return ['/bin/sh', '-c', RUNNER_SCRIPT, 'codemode-runner', runtime, String(timeoutSeconds), String(codeBytes), nonce];
+/**
+ * The runner's command line: fixed words and numbers, never the code. `stdinBytes` (the program's
+ * stdin, after the code): what of it the program left unread the runner reads after the program
+ * ended, at most 5 s, for an exec whose stdin is left unread may not answer before its watchdog
+ * (1 MiB of stdin to `print(1)` waited out all 40 s of it, 4 of 4 on the cluster).
+ */
+export function runnerCommand(runtime: Runtime, timeoutSeconds: number, codeBytes: number, nonce: string, stdinBytes = 0): string[] {
+  return ['/bin/sh', '-c', RUNNER_SCRIPT, 'codemode-runner', runtime, String(timeoutSeconds), String(codeBytes), nonce, String(stdinBytes)];
 }
 
 export interface RunnerTrailer {

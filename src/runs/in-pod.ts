@@ -100,7 +100,7 @@ export class InPodExecution {
         namespace: ns,
         pod: podName,
         container: SANDBOX_CONTAINER,
-        command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce),
+        command: runnerCommand(runtime, run.spec.timeoutSeconds, code.length, nonce, stdin.length),
         stdin: Buffer.concat([code, stdin]),
         capChars: this.d.outputCapChars,
         // The runner stops the program at its deadline; this only catches a lost connection.

@@ -26,7 +26,7 @@ async function run(runtime: 'python' | 'bash' | 'node' | 'sh', code: string, tim
     namespace: ns,
     pod: 'target',
     container: 'main',
-    command: runnerCommand(runtime, timeoutSeconds, codeBuf.length, nonce),
+    command: runnerCommand(runtime, timeoutSeconds, codeBuf.length, nonce, Buffer.byteLength(stdin)),
     stdin: Buffer.concat([codeBuf, Buffer.from(stdin)]),
     capChars: 1000,
     watchdogMs: (timeoutSeconds + 20) * 1000,
@@ -41,6 +41,15 @@ describe('runner over the exec API', () => {
     expect(stderr).toBe('');
     expect(r.exitCode).toBe(4);
     expect(trailer).toMatchObject({ exitCode: 4, timedOut: false, oomKilled: false });
+  });
+
+  it('answers with the exit status when the program leaves 1 MiB of its stdin unread', async () => {
+    // Unread, it kept the exec from answering: the watchdog ended the call without a status.
+    const { r, trailer } = await run('python', 'print(1)', 10, 'a'.repeat(1024 * 1024));
+    expect(r.error).toBeUndefined();
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.text).toBe('1\n');
+    expect(trailer).toMatchObject({ exitCode: 0, timedOut: false });
   });
 
   it('does not interpret shell metacharacters in the code', async () => {

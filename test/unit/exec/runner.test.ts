@@ -7,7 +7,8 @@ const nonce = 'cm0123456789abcdef';
 describe('runnerCommand', () => {
   it('passes only fixed words and numbers on the command line, never the code', () => {
     const cmd = runnerCommand('python', 30, 1234, nonce);
-    expect(cmd).toEqual(['/bin/sh', '-c', RUNNER_SCRIPT, 'codemode-runner', 'python', '30', '1234', nonce]);
+    expect(cmd).toEqual(['/bin/sh', '-c', RUNNER_SCRIPT, 'codemode-runner', 'python', '30', '1234', nonce, '0']);
+    expect(runnerCommand('sh', 5, 1, nonce, 99).at(-1)).toBe('99');
   });
 
   it('makes a new nonce every time', () => {
