@@ -1,7 +1,7 @@
 // The install slots of one gateway process: a cap for everyone, and at most half of it for one
 // holder — a session's owner, or a session without one, which counts as its own user.
 import { describe, expect, it } from 'vitest';
-import { InstallSlots, MAX_CONCURRENT_INSTALLS, MAX_INSTALLS_PER_USER, installSlotKey } from '../../../src/packages/installer.js';
+import { InstallSlots, MAX_CONCURRENT_INSTALLS, MAX_INSTALLS_PER_USER, installSlotKey } from '../../../src/packages/slots.js';
 import { PackageError } from '../../../src/packages/policy.js';
 
 const taken = (s: ReturnType<InstallSlots['take']>): { release(): void } => {
