@@ -3,23 +3,13 @@
 // batch is taken, and the invariants every step keeps.
 import { describe, expect, it } from 'vitest';
 import { AuditQueue, type QueueDrop } from '../../../src/audit/queue.js';
-import { auditEntry, type AuditEntry } from '../../../src/audit/record.js';
-
-/** All of a call but who made it and its name: the queue reads only its owner, namespace and session. */
-const finished = {
-  namespace: 'n',
-  language: 'python',
-  timeoutSeconds: 30,
-  code: 'x = 1',
-  startedMs: 0,
-  endedMs: 1,
-  outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 0, stderrBytes: 0 },
-} as const;
+import type { AuditEntry } from '../../../src/audit/record.js';
+import { finishedCall } from './entries.js';
 
 /** 'alice s1 a0': a call named a0 of alice's session s1. */
 const call = (spec: string): AuditEntry => {
   const [user, session, name] = spec.split(' ') as [string, string, string];
-  return auditEntry({ ...finished, name, session, owner: { user } });
+  return finishedCall(user, session, name);
 };
 
 /** A queue of `capacity` and the drops it reported, in order. */

@@ -4,23 +4,12 @@
 // real API server in test/e2e/audit-record.test.ts.
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { auditEntry, type AuditEntry } from '../../../src/audit/record.js';
 import { AuditWriter, type AuditResult, type AuditWriterOptions } from '../../../src/audit/writer.js';
 import type { KubeClients } from '../../../src/kube/clients.js';
+import type { AuditEntry } from '../../../src/audit/record.js';
+import { finishedCall } from './entries.js';
 
-const entry = (user: string, session: string, name: string): AuditEntry =>
-  auditEntry({
-    name,
-    namespace: 'n',
-    session,
-    owner: { user },
-    language: 'python',
-    timeoutSeconds: 30,
-    code: 'secret = 1',
-    startedMs: 0,
-    endedMs: 1,
-    outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 0, stderrBytes: 0 },
-  });
+const entry = finishedCall;
 
 const apiErr = (code: number): Error => Object.assign(new Error(`HTTP-Code: ${code}`), { code, body: '{"message":"secret = 1"}' });
 const refused = (): Error =>

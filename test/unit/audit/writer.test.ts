@@ -5,9 +5,9 @@ import { createServer } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { auditEntry } from '../../../src/audit/record.js';
 import { AuditWriter, chooseDue, retryable, type AuditResult, type DueChoice } from '../../../src/audit/writer.js';
 import { makeClients } from '../../../src/kube/clients.js';
+import { finishedCall } from './entries.js';
 
 async function closedPort(): Promise<number> {
   const s = createServer();
@@ -17,19 +17,7 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-const entry = (i: number) =>
-  auditEntry({
-    name: `run-${i}`,
-    namespace: 'n',
-    session: 's',
-    owner: { user: 'alice' },
-    language: 'python',
-    timeoutSeconds: 30,
-    code: 'secret = 1',
-    startedMs: 0,
-    endedMs: 1,
-    outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 0, stderrBytes: 0 },
-  });
+const entry = (i: number) => finishedCall('alice', 's', `run-${i}`);
 
 describe('AuditWriter with the API server unreachable', () => {
   it('queues up to its capacity, drops and counts the rest, never throws, and drops what is left on stop', async () => {
