@@ -1,5 +1,6 @@
 // Who is calling: what every authentication mode produces and what the rest of the gateway sees.
 // Tokens themselves never leave src/auth (never logged, stored or passed on).
+import { MAX_OWNER_GROUPS, MAX_OWNER_NAME_CHARS } from '../api/v1alpha1/owner.js';
 export interface Identity {
   /** The user name as the authenticator states it (a token's user, a TokenReview's username, a JWT claim). */
   user: string;
@@ -37,4 +38,35 @@ export const badToken = (description: string): AuthResult => ({ ok: false, failu
 export function bearerToken(header: string | undefined): string | undefined {
   const m = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i.exec(header ?? '');
   return m?.[1];
+}
+
+/** C0 and C1 control characters, and UTF-16 surrogates without their other half. */
+const UNRECORDABLE = /[\u0000-\u001f\u007f-\u009f]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function nameProblem(what: string, name: string): string | undefined {
+  if (name === '') return `${what} is empty`;
+  // UTF-16 units, as the gateway's schema counts them when it reads the object back (the API
+  // server counts code points, never more).
+  if (name.length > MAX_OWNER_NAME_CHARS) return `${what} is ${name.length} characters long; at most ${MAX_OWNER_NAME_CHARS} can be recorded`;
+  // The API server stores an unpaired surrogate as U+FFFD: two such names would be stored alike.
+  if (UNRECORDABLE.test(name)) return `${what} contains control characters or unpaired UTF-16 surrogates, which cannot be recorded and shown as they are`;
+  return undefined;
+}
+
+/**
+ * Pure: why `identity` cannot be the owner of the runs and sessions its calls create (spec.owner,
+ * src/api/v1alpha1/owner.ts), or undefined. Ownership is compared on the stored value, so a name
+ * must be stored exactly as authenticated: such an identity is refused at the door with this
+ * reason rather than by the API server at its first create.
+ */
+export function identityProblem(identity: Identity): string | undefined {
+  const user = nameProblem('The user name', identity.user);
+  if (user) return `${user}. Ask the administrator to name users differently (e.g. CODEMODE_OIDC_USERNAME_CLAIM).`;
+  if (identity.groups.length > MAX_OWNER_GROUPS)
+    return `The token names ${identity.groups.length} groups; at most ${MAX_OWNER_GROUPS} can be recorded. Ask the administrator to send fewer (e.g. a narrower CODEMODE_OIDC_GROUPS_CLAIM).`;
+  for (const g of identity.groups) {
+    const group = nameProblem(`A group name (${JSON.stringify(g.slice(0, 40))})`, g);
+    if (group) return `${group}. Ask the administrator to name groups differently.`;
+  }
+  return undefined;
 }

@@ -4,7 +4,7 @@
 // identity is attached to the request for the tools (identityOf). Probes and /metrics are not
 // covered: they are mounted outside /mcp.
 import type { Context, MiddlewareHandler } from 'hono';
-import { ANONYMOUS, bearerToken, type AuthFailure, type Authenticator, type Identity } from './identity.js';
+import { ANONYMOUS, bearerToken, identityProblem, type AuthFailure, type Authenticator, type Identity } from './identity.js';
 
 const identities = new WeakMap<Request, Identity>();
 
@@ -62,6 +62,9 @@ export function authMiddleware(o: AuthHttpOptions): MiddlewareHandler {
       c.header('WWW-Authenticate', wwwAuthenticate(`${baseUrl(c, o.publicUrl)}${METADATA_PATH}/mcp`, result.failure));
       return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Unauthorized: ${result.failure.description}` } }, 401);
     }
+    // A valid token whose identity cannot be recorded as an owner exactly: refused, not retried.
+    const problem = identityProblem(result.identity);
+    if (problem) return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Forbidden: ${problem}` } }, 403);
     identities.set(c.req.raw, result.identity);
     return next();
   };

@@ -33,7 +33,8 @@ export function identityFromClaims(p: JWTPayload, usernameClaim: string, groupsC
   const user = p[usernameClaim];
   if (typeof user !== 'string' || user === '') return badToken(`The token has no "${usernameClaim}" claim to name the user.`);
   const raw = p[groupsClaim];
-  const groups = Array.isArray(raw) ? raw.filter((g): g is string => typeof g === 'string') : typeof raw === 'string' ? [raw] : [];
+  // An empty string names no group (the tokens file skips them too).
+  const groups = (Array.isArray(raw) ? raw.filter((g): g is string => typeof g === 'string') : typeof raw === 'string' ? [raw] : []).filter(Boolean);
   return { ok: true, identity: Object.freeze({ user, groups: Object.freeze(groups) }) };
 }
 

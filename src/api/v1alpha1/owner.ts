@@ -6,10 +6,18 @@ import { z } from 'zod';
 
 export const LABEL_OWNER = 'codemode.dev/owner';
 
+/** The longest user or group name spec.owner holds, and the most groups. */
+export const MAX_OWNER_NAME_CHARS = 256;
+export const MAX_OWNER_GROUPS = 64;
+
 export const OwnerSchema = z
   .object({
-    user: z.string().min(1).max(256).describe('User name of the creator, as the gateway authenticated it or as the API server knows it (kubectl).'),
-    groups: z.array(z.string().min(1).max(256).describe('A group name.')).max(64).optional().describe("The creator's groups."),
+    user: z
+      .string()
+      .min(1)
+      .max(MAX_OWNER_NAME_CHARS)
+      .describe('User name of the creator, as the gateway authenticated it or as the API server knows it (kubectl).'),
+    groups: z.array(z.string().min(1).max(MAX_OWNER_NAME_CHARS).describe('A group name.')).max(MAX_OWNER_GROUPS).optional().describe("The creator's groups."),
   })
   .describe('Who created the object. Set by the gateway; with kubectl it must be your own user name (an admission policy checks it).');
 export type Owner = z.infer<typeof OwnerSchema>;
