@@ -27,7 +27,7 @@ import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type Listing } from './files.js';
 import { workspacePath } from './paths.js';
-import { canSee } from './access.js';
+import { canSee, toolCallsFor } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
@@ -361,7 +361,7 @@ export class SessionService {
       timeoutMs: call.timeoutSeconds * 1000,
       ...(call.stdin !== undefined && { stdin: call.stdin }),
       ...(call.key !== undefined && { key: call.key }),
-      ...(call.onCall && { onCall: call.onCall }),
+      ...(call.onCall && { onCall: toolCallsFor(s, caller, call.onCall) }),
     };
     let turn: TurnResult<KernelResult>;
     try {

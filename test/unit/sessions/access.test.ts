@@ -10,7 +10,7 @@ describe('canSee (a user sees only their own sessions; admins see all)', () => {
     ['another user in an admin group', session('alice'), { user: 'root', groups: ['platform'] }, true],
     ['another user in a non-admin group', session('alice'), { user: 'bob', groups: ['dev'] }, false],
     ['an internal caller', session('alice'), undefined, true],
-    ['anonymous, an unowned session', session(), { user: 'anonymous' }, true],
+    ['the unauthenticated caller (auth mode none), an unowned session', session(), { user: 'anonymous', groups: ['system:unauthenticated'] }, true],
     ['a user, an unowned session', session(), { user: 'bob' }, false],
   ])('%s', (_n, s, caller, expected) => {
     expect(canSee(s, caller, ['platform'])).toBe(expected);
