@@ -19,6 +19,11 @@ import type { ResilientInformer } from '../kube/informer.js';
 import { isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import { deepFreeze } from '../util/deep-freeze.js';
 
+/** A name an object of the API can have (a DNS-1123 subdomain: at most 253 of [a-z0-9.-], alphanumeric at both ends). */
+export function isObjectName(name: string): boolean {
+  return name.length <= 253 && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name);
+}
+
 export class SessionStore {
   private readonly waiters = new Map<string, Set<() => void>>();
   /** Each cached object's parse, for the resourceVersion it was made of (get). */
@@ -56,8 +61,13 @@ export class SessionStore {
       .flatMap((p) => (p.ok ? [p.session] : []));
   }
 
-  /** The session as the API server has it now (one read). */
+  /**
+   * The session as the API server has it now (one read). A name no object can have is no
+   * session, without a read: `name` comes from callers, and "." or ".." would make the request
+   * path that of the whole collection (every user's sessions) or of the namespace.
+   */
   async read(name: string): Promise<SandboxSession | undefined> {
+    if (!isObjectName(name)) return undefined;
     try {
       const obj = await this.clients.custom.getNamespacedCustomObject({
         group: GROUP,
