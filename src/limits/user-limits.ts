@@ -5,7 +5,7 @@
 // admitting in the same instant (before either's object reaches the other's cache, typically
 // well under a second) may pass a limit by one each. The decisions are pure (table-tested).
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { LABEL_OWNER, ownerLabelValue, type Owner } from '../api/v1alpha1/index.js';
+import type { Owner } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { AdmissionError } from './admission.js';
 
@@ -59,8 +59,12 @@ function recordedCalls(o: Obj): Array<{ name: string; started: number }> | undef
 
 const TERMINAL = new Set(['Succeeded', 'Failed', 'TimedOut']);
 
-function owns(o: Obj, user: string, label: string): boolean {
-  return o.metadata?.labels?.[LABEL_OWNER] === label && o.spec?.owner?.user === user && !o.metadata?.deletionTimestamp;
+/**
+ * By spec.owner.user alone, the value the admission policy guards: the owner label is only for
+ * `kubectl -l`, and whoever may edit their own objects may remove or change it.
+ */
+function owns(o: Obj, user: string): boolean {
+  return o.spec?.owner?.user === user && !o.metadata?.deletionTimestamp;
 }
 
 const secondsUntil = (ms: number, nowMs: number): number => Math.max(0, (ms - nowMs) / 1000);
@@ -74,12 +78,11 @@ export function userUsage(
   user: string,
   nowMs: number,
 ): UserUsage {
-  const label = ownerLabelValue(user);
   const running = new Set<string>();
   const executed = new Map<string, number>();
   const deadlines: number[] = [];
   for (const o of runs as readonly Obj[]) {
-    if (!owns(o, user, label)) continue;
+    if (!owns(o, user)) continue;
     const name = o.metadata?.name ?? '';
     const audit = o.metadata?.annotations?.[ANNOTATION_EXECUTOR] === AUDIT_EXECUTOR;
     // A record of several session calls counts each of them, under the name each was admitted as.
@@ -93,7 +96,7 @@ export function userUsage(
   const live = new Set<string>();
   const expiries: number[] = [];
   for (const s of sessions as readonly Obj[]) {
-    if (!owns(s, user, label)) continue;
+    if (!owns(s, user)) continue;
     live.add(s.metadata?.name ?? '');
     const exp = Date.parse(String(s.status?.expiresAt ?? ''));
     if (!Number.isNaN(exp)) expiries.push(exp);
