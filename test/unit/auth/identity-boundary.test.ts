@@ -3,32 +3,22 @@
 // identity the API server would store differently (an unpaired surrogate becomes U+FFFD), or not at
 // all (too long, too many groups), is refused at the door with a reason; every other name is kept
 // byte for byte. Over HTTP with a local OIDC issuer and real MCP clients, like oidc.test.ts.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { SignJWT, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identityProblem } from '../../../src/auth/identity.js';
 import { OidcAuthenticator, identityFromClaims } from '../../../src/auth/oidc.js';
 import { connectClient, startGateway, type Gateway } from '../gateway/harness.js';
+import { startIssuer, type LocalIssuer } from './issuer.js';
 
 const AUDIENCE = 'https://gateway.example/mcp';
-let issuerServer: Server;
+let localIssuer: LocalIssuer;
 let issuer = '';
 let key: CryptoKey;
 let gateway: Gateway;
 
 beforeAll(async () => {
-  const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
-  key = privateKey;
-  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-  issuerServer = createServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    if (req.url === '/.well-known/openid-configuration') res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
-    else if (req.url === '/jwks') res.end(JSON.stringify({ keys: [jwk] }));
-    else res.writeHead(404).end('{}');
-  });
-  await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', () => r()));
-  issuer = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
+  localIssuer = await startIssuer();
+  ({ url: issuer, key } = localIssuer);
   gateway = await startGateway(
     {},
     { authenticator: new OidcAuthenticator({ issuer, audience: AUDIENCE, usernameClaim: 'sub', groupsClaim: 'groups' }), issuer },
@@ -37,7 +27,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await gateway?.close();
-  await new Promise<void>((r) => issuerServer.close(() => r()));
+  await localIssuer?.close();
 });
 
 const token = (sub: string, groups: unknown): Promise<string> =>

@@ -1,14 +1,13 @@
 // Mode oidc end to end over HTTP: a local issuer with generated keys (discovery + JWKS), the
 // gateway as a resource server, real MCP clients of both eras with bearer tokens.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { SignJWT, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OidcAuthenticator } from '../../../src/auth/oidc.js';
 import { connectClient, startGateway, type Gateway } from '../gateway/harness.js';
+import { startIssuer, type LocalIssuer } from './issuer.js';
 
 const AUDIENCE = 'https://gateway.example/mcp';
-let issuerServer: Server;
+let localIssuer: LocalIssuer;
 let issuer = '';
 let key: CryptoKey;
 let otherKey: CryptoKey;
@@ -16,23 +15,14 @@ let gateway: Gateway;
 
 beforeAll(async () => {
   ({ privateKey: otherKey } = await generateKeyPair('RS256'));
-  const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
-  key = privateKey;
-  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-  issuerServer = createServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    if (req.url === '/.well-known/openid-configuration') res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
-    else if (req.url === '/jwks') res.end(JSON.stringify({ keys: [jwk] }));
-    else res.writeHead(404).end('{}');
-  });
-  await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', () => r()));
-  issuer = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
+  localIssuer = await startIssuer();
+  ({ url: issuer, key } = localIssuer);
   const authenticator = new OidcAuthenticator({ issuer, audience: AUDIENCE, usernameClaim: 'sub', groupsClaim: 'groups' });
   gateway = await startGateway({}, { authenticator, issuer });
 });
 afterAll(async () => {
   await gateway?.close();
-  await new Promise<void>((r) => issuerServer.close(() => r()));
+  await localIssuer?.close();
 });
 
 async function token(o: { key?: CryptoKey; aud?: string; iss?: string; exp?: number | string; sub?: string } = {}): Promise<string> {

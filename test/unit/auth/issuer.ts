@@ -1,0 +1,27 @@
+// A local OIDC issuer for the auth tests: generated RS256 keys, discovery and JWKS over HTTP.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+
+export interface LocalIssuer {
+  /** Its URL (the `iss` its tokens carry). */
+  url: string;
+  /** The private key of its JWKS's one key, `kid` k1. */
+  key: CryptoKey;
+  close(): Promise<void>;
+}
+
+export async function startIssuer(): Promise<LocalIssuer> {
+  const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+  let url = '';
+  const server = createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (req.url === '/.well-known/openid-configuration') res.end(JSON.stringify({ issuer: url, jwks_uri: `${url}/jwks` }));
+    else if (req.url === '/jwks') res.end(JSON.stringify({ keys: [jwk] }));
+    else res.writeHead(404).end('{}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, key: privateKey, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
