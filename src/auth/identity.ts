@@ -1,6 +1,7 @@
 // Who is calling: what every authentication mode produces and what the rest of the gateway sees.
 // Tokens themselves never leave src/auth (never logged, stored or passed on).
 import { MAX_OWNER_GROUPS, MAX_OWNER_NAME_CHARS } from '../api/v1alpha1/owner.js';
+import { hasControls } from '../util/text.js';
 export interface Identity {
   /** The user name as the authenticator states it (a token's user, a TokenReview's username, a JWT claim). */
   user: string;
@@ -40,8 +41,8 @@ export function bearerToken(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
-/** C0 and C1 control characters, and UTF-16 surrogates without their other half. */
-const UNRECORDABLE = /[\u0000-\u001f\u007f-\u009f]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** A UTF-16 surrogate without its other half. */
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function nameProblem(what: string, name: string): string | undefined {
   if (name === '') return `${what} is empty`;
@@ -49,7 +50,8 @@ function nameProblem(what: string, name: string): string | undefined {
   // server counts code points, never more).
   if (name.length > MAX_OWNER_NAME_CHARS) return `${what} is ${name.length} characters long; at most ${MAX_OWNER_NAME_CHARS} can be recorded`;
   // The API server stores an unpaired surrogate as U+FFFD: two such names would be stored alike.
-  if (UNRECORDABLE.test(name)) return `${what} contains control characters or unpaired UTF-16 surrogates, which cannot be recorded and shown as they are`;
+  if (hasControls(name) || UNPAIRED_SURROGATE.test(name))
+    return `${what} contains control characters or unpaired UTF-16 surrogates, which cannot be recorded and shown as they are`;
   return undefined;
 }
 

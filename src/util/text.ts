@@ -29,10 +29,19 @@ export function cutUtf8(text: string, max: number, tail = '…'): string {
   return `${out}${tail}`;
 }
 
+/** A C0 or C1 control character. */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROLS = new RegExp(CONTROL.source, 'g');
+
 /**
  * `text` with control characters as spaces: text that quotes the sandbox, shown by `kubectl
  * describe` or a terminal, must not replay its escape sequences or break its lines.
  */
 export function withoutControls(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+  return text.replace(CONTROLS, ' ');
+}
+
+/** Whether `text` holds a control character (see withoutControls). */
+export function hasControls(text: string): boolean {
+  return CONTROL.test(text);
 }
