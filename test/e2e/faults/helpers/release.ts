@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 53). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 54). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = 'f71c2c99de5f1d44ffe8218c2e37c53805c2b843';
+export const PREVIOUS_RELEASE = 'cc320cdb27d21d5f04d33d4e9f8335df025ff17f';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
