@@ -28,9 +28,23 @@ type Manifest = KubernetesObject & {
   spec?: { template?: { spec?: { containers?: Array<{ env?: Array<{ name: string; value?: string }> }> } } };
 };
 
-/** The manifest, moved into throwaway namespaces. */
+/** Cluster-scoped objects of the manifest (the owner policy and its binding), deleted afterwards. */
+const CLUSTER_KINDS = ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'];
+let clusterObjects: KubernetesObject[] = [];
+
+/**
+ * The manifest, moved into throwaway namespaces. The owner policy binds the sandbox namespace and
+ * exempts the gateway's ServiceAccount by name: both move with it (and its name, cluster-wide).
+ */
 function manifests(): KubernetesObject[] {
   return parseAllDocuments(readFileSync('deploy/codemode-operator.yaml', 'utf8')).map((d) => {
+    if (CLUSTER_KINDS.includes((d.toJS() as Manifest).kind ?? '')) {
+      const moved = JSON.stringify(d.toJS())
+        .replaceAll('system:serviceaccount:codemode:', `system:serviceaccount:${ns}:`)
+        .replaceAll('"kubernetes.io/metadata.name":"codemode-sandboxes"', `"kubernetes.io/metadata.name":"${sandboxNs}"`)
+        .replaceAll('codemode-codemode-operator-owner', `${ns}-codemode-operator-owner`);
+      return JSON.parse(moved) as KubernetesObject;
+    }
     const obj = d.toJS() as Manifest;
     if (obj.kind === 'Namespace') obj.metadata = { ...obj.metadata, name: rename(obj.metadata?.name) };
     else obj.metadata = { ...obj.metadata, namespace: rename(obj.metadata?.namespace) };
@@ -49,6 +63,8 @@ beforeAll(async () => {
     namespace: sandboxNs,
     body: { metadata: { name: 'codemode-tokens' }, stringData: { 'tokens.csv': `${token},deploy-user,u1,"dev"\n` } },
   });
+  clusterObjects = objs.filter((o) => CLUSTER_KINDS.includes(o.kind ?? ''));
+  expect(clusterObjects.map((o) => o.metadata?.name)).toEqual([`${ns}-codemode-operator-owner`, `${ns}-codemode-operator-owner`]);
   for (const obj of objs.filter((o) => o.kind !== 'Namespace')) await api.create(obj);
   await until(
     async () => {
@@ -69,6 +85,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   forward?.kill();
+  const api = KubernetesObjectApi.makeApiClient(k.kc);
+  for (const obj of clusterObjects.reverse()) await api.delete(obj).catch(() => undefined);
   await deleteNamespace(k, ns);
   await deleteNamespace(k, sandboxNs);
 });
@@ -106,5 +124,36 @@ describe('deploy/codemode-operator.yaml', () => {
     expect(text).toMatch(/codemode_mcp_tool_calls_total\{tool="execute_code",outcome="ok"\} 1/);
     expect(text).toContain('controller_runtime_reconcile_total');
     expect(text).not.toMatch(/run-[a-z0-9]{10}/);
+  });
+
+  it('enforces its owner policy in the sandbox namespace: a kubectl user cannot name someone else', async () => {
+    const create = () =>
+      k.custom.createNamespacedCustomObject({
+        group: 'codemode.dev',
+        version: 'v1alpha1',
+        namespace: sandboxNs,
+        plural: 'sandboxruns',
+        body: {
+          apiVersion: 'codemode.dev/v1alpha1',
+          kind: 'SandboxRun',
+          metadata: { generateName: 'forged-' },
+          spec: { language: 'python', code: 'print(1)', owner: { user: 'deploy-user' } },
+        },
+      });
+    // The API server enforces a policy once its informer has it (the runs above were the gateway's, which it exempts;
+    // last, so that a create accepted before then cannot change what the tests above count).
+    let refusal = '';
+    await until(
+      async () => {
+        refusal = await create().then(
+          () => '',
+          (err: unknown) => String((err as { body?: unknown }).body ?? err),
+        );
+        return refusal !== '';
+      },
+      60_000,
+      'the owner policy to refuse a forged owner',
+    );
+    expect(refusal).toMatch(/spec\.owner\.user must be your own user name/);
   });
 });

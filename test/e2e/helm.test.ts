@@ -127,6 +127,10 @@ describe('charts/codemode-operator', () => {
     expect(out).toMatch(/deployment\.apps\/cm-codemode-operator created \(server dry run\)/);
     expect(out).toMatch(/role\.rbac\.authorization\.k8s\.io\/cm-codemode-operator created/);
     expect(out).toMatch(/ingress\.networking\.k8s\.io\/cm-codemode-operator created/);
+    // The owner policy: cluster-scoped, named after the release's namespace, exempting the release's ServiceAccount.
+    expect(out).toMatch(new RegExp(`validatingadmissionpolicy\\.admissionregistration\\.k8s\\.io/${dryNs}-cm-codemode-operator-owner created`));
+    expect(manifests).toMatch(new RegExp(`username != 'system:serviceaccount:${dryNs}:cm-codemode-operator'`));
+    expect(await helm('template', release, CHART, '-n', dryNs, '--set', 'ownerPolicy.enabled=false')).not.toMatch(/ValidatingAdmissionPolicy/);
     // The default install (its own sandbox namespace) renders a Namespace the API server accepts too.
     const ownNs = await helm('template', release, CHART, '-n', dryNs, '--show-only', 'templates/sandbox-namespace.yaml');
     expect(await kubectl(['apply', '--dry-run=server', '-f', '-'], ownNs)).toMatch(/namespace\/.* created \(server dry run\)/);

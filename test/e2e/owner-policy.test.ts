@@ -1,13 +1,12 @@
-// The shipped ValidatingAdmissionPolicy (deploy/codemode-owner-policy.yaml) on the real API server:
+// The chart's ValidatingAdmissionPolicy (templates/owner-policy.yaml, in deploy/ too) on the real API server:
 // a run created with kubectl is attributed to its creator, a forged owner is refused, and only the
 // gateway's ServiceAccount may record someone else.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
-import { KUBECTL } from './helpers/helm.js';
+import { CHART, KUBECTL, helm } from './helpers/helm.js';
 
 const k = testKube();
 
@@ -49,14 +48,23 @@ beforeAll(async () => {
       { kind: 'ServiceAccount', name: 'gw', namespace: ns },
     ],
   } as KubernetesObject);
-  // The shipped policy, bound to this namespace, with this namespace's "gateway" ServiceAccount.
-  policies = parseAllDocuments(readFileSync('deploy/codemode-owner-policy.yaml', 'utf8')).map((d) => {
-    const text = JSON.stringify(d.toJS())
-      .replaceAll('system:serviceaccount:codemode:codemode-operator', `system:serviceaccount:${ns}:gw`)
-      .replaceAll('"codemode-owner"', `"codemode-owner-${ns}"`)
-      .replace('"kubernetes.io/metadata.name":"codemode-sandboxes"', `"kubernetes.io/metadata.name":"${ns}"`);
-    return JSON.parse(text) as KubernetesObject;
-  });
+  // The chart's policy (as shipped in deploy/codemode-operator.yaml too), for a release in this
+  // namespace whose gateway ServiceAccount is "gw" and whose sandboxes run here.
+  const rendered = await helm(
+    'template',
+    'cm',
+    CHART,
+    '-n',
+    ns,
+    '--set',
+    'serviceAccount.name=gw',
+    '--set',
+    'sandboxNamespace.separate=false',
+    '--show-only',
+    'templates/owner-policy.yaml',
+  );
+  policies = parseAllDocuments(rendered).map((d) => d.toJS() as KubernetesObject);
+  expect(policies.map((p) => p.kind)).toEqual(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
   for (const p of policies) await api.create(p);
   // The API server enforces a new policy after its informer saw it.
   await until(() => /spec\.owner/.test(createAs('alice', ['dev'], run({ user: 'bob' })).out), 60_000, 'the policy to be enforced');

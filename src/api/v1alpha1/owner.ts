@@ -1,6 +1,6 @@
 // Who a SandboxRun or SandboxSession belongs to. The gateway records its caller; a run created with
-// kubectl must name its creator, which the ValidatingAdmissionPolicy in deploy/ enforces in the API
-// server (deploy/codemode-owner-policy.yaml). The label makes `kubectl get -l` filter by owner.
+// kubectl must name its creator, which the chart's ValidatingAdmissionPolicy enforces in the API
+// server (charts/codemode-operator/templates/owner-policy.yaml). The label makes `kubectl get -l` filter by owner.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
