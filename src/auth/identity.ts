@@ -41,6 +41,33 @@ export function bearerToken(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
+/** Prepended to the names an authenticator of the gateway's own states (CODEMODE_USERNAME_PREFIX, CODEMODE_GROUPS_PREFIX). */
+export interface IdentityPrefixes {
+  user?: string | undefined;
+  groups?: string | undefined;
+}
+
+/** Pure: `identity` with the prefixes, as the API server's --oidc-username-prefix / --oidc-groups-prefix apply them. */
+export function withPrefixes(identity: Identity, p: IdentityPrefixes): Identity {
+  const user = p.user ?? '';
+  const groups = p.groups ?? '';
+  if (user === '' && groups === '') return identity;
+  return { user: `${user}${identity.user}`, groups: identity.groups.map((g) => `${groups}${g}`) };
+}
+
+/** `a`, whose identities carry the prefixes (checked by identityProblem afterwards, like any other). */
+export function prefixed(a: Authenticator, p: IdentityPrefixes): Authenticator {
+  if (!p.user && !p.groups) return a;
+  return {
+    mode: a.mode,
+    authenticate: async (token) => {
+      const r = await a.authenticate(token);
+      return r.ok ? { ok: true, identity: withPrefixes(r.identity, p) } : r;
+    },
+    ...(a.stop && { stop: a.stop.bind(a) }),
+  };
+}
+
 /** A UTF-16 surrogate without its other half. */
 const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import { apiClass } from '../kube/api-client.js';
 import type { KubeClients } from '../kube/clients.js';
-import { ANONYMOUS, type AuthResult, type Authenticator } from './identity.js';
+import { ANONYMOUS, prefixed, type AuthResult, type Authenticator } from './identity.js';
 import type { AuthHttpOptions } from './middleware.js';
 import { KubernetesAuthenticator } from './kubernetes.js';
 import { OidcAuthenticator } from './oidc.js';
@@ -33,6 +33,8 @@ type AuthConfig = Pick<
   | 'oidcJwksUrl'
   | 'oidcUsernameClaim'
   | 'oidcGroupsClaim'
+  | 'usernamePrefix'
+  | 'groupsPrefix'
   | 'publicUrl'
 >;
 
@@ -44,6 +46,8 @@ export function createAuth(config: AuthConfig, clients: KubeClients, log: Logger
     ...(config.publicUrl && { publicUrl: config.publicUrl }),
     ...(config.oidcIssuer && config.authMode === 'oidc' && { issuer: config.oidcIssuer }),
   });
+  // The names the gateway authenticates itself, kept apart from the cluster's (not TokenReview's: those are the cluster's).
+  const own = (a: Authenticator): Authenticator => prefixed(a, { user: config.usernamePrefix, groups: config.groupsPrefix });
   const alwaysReady = { start: async (): Promise<void> => undefined, stop: async (): Promise<void> => undefined };
   switch (config.authMode) {
     case 'none':
@@ -62,20 +66,22 @@ export function createAuth(config: AuthConfig, clients: KubeClients, log: Logger
     case 'oidc':
       return {
         http: http(
-          new OidcAuthenticator({
-            issuer: config.oidcIssuer ?? '',
-            audience: config.oidcAudience ?? '',
-            ...(config.oidcJwksUrl && { jwksUrl: config.oidcJwksUrl }),
-            usernameClaim: config.oidcUsernameClaim,
-            groupsClaim: config.oidcGroupsClaim,
-          }),
+          own(
+            new OidcAuthenticator({
+              issuer: config.oidcIssuer ?? '',
+              audience: config.oidcAudience ?? '',
+              ...(config.oidcJwksUrl && { jwksUrl: config.oidcJwksUrl }),
+              usernameClaim: config.oidcUsernameClaim,
+              groupsClaim: config.oidcGroupsClaim,
+            }),
+          ),
         ),
         ...alwaysReady,
       };
     case 'tokens': {
       const tokens = new TokensAuthenticator(log);
       const watch = new SecretWatch(clients.kc, clients.core, config.namespace, config.authTokensSecret, (s) => tokens.load(s), log);
-      return { http: http(tokens), start: () => watch.start(), stop: () => watch.stop() };
+      return { http: http(own(tokens)), start: () => watch.start(), stop: () => watch.stop() };
     }
   }
 }

@@ -45,6 +45,13 @@ function optionalField<S extends z.ZodType<unknown, string>>(doc: FieldDoc & { d
   return { doc: docOf(doc), schema: z.preprocess(blankToUndefined, schema.optional()) };
 }
 
+/** A user or group name prefix: no separator of the lists that name users and groups, no name Kubernetes reserves. */
+const identityPrefix = z
+  .string()
+  .max(64, { error: 'must be at most 64 characters' })
+  .regex(/^[^\s,\p{Cc}]+$/u, { error: 'must not contain spaces, commas or control characters' })
+  .refine((p) => !p.startsWith('system:'), { error: 'must not start with system: (names Kubernetes reserves)' });
+
 const int = (min: number, max: number) =>
   z
     .string()
@@ -447,6 +454,30 @@ export const FIELDS = {
     { env: 'CODEMODE_OIDC_GROUPS_CLAIM', default: 'groups', description: "JWT claim with the user's groups in mode oidc.", allowed: 'a claim name' },
     z.string().regex(/^[A-Za-z0-9_.:-]+$/, { error: 'must be a claim name' }),
   ),
+  // Owners are compared as stored, so gateway and cluster user names would otherwise share one
+  // space: a cluster user `bob` owns gateway user `bob`'s sessions (README, ownership).
+  usernamePrefix: optionalField(
+    {
+      env: 'CODEMODE_USERNAME_PREFIX',
+      default: '',
+      docDefault: 'none',
+      description:
+        "Prepended to every user name the gateway authenticates itself (modes tokens and oidc), as the API server's --oidc-username-prefix: gateway user bob becomes e.g. gw:bob in owners, limits and upstream access rules, a name no cluster user bob can claim with kubectl. Changing it leaves existing sessions to their old owner names.",
+      allowed: 'up to 64 characters without spaces, commas or control characters, not starting with system:',
+    },
+    identityPrefix,
+  ),
+  groupsPrefix: optionalField(
+    {
+      env: 'CODEMODE_GROUPS_PREFIX',
+      default: '',
+      docDefault: 'none',
+      description:
+        "Prepended to every group name the gateway authenticates itself (modes tokens and oidc), as the API server's --oidc-groups-prefix; CODEMODE_ADMIN_GROUPS and UpstreamServer access rules then name groups with it.",
+      allowed: 'up to 64 characters without spaces, commas or control characters, not starting with system:',
+    },
+    identityPrefix,
+  ),
   publicUrl: optionalField(
     {
       env: 'CODEMODE_PUBLIC_URL',
@@ -461,7 +492,8 @@ export const FIELDS = {
     {
       env: 'CODEMODE_ADMIN_GROUPS',
       default: '',
-      description: "Comma-separated groups whose members see and use every user's sessions (others see only their own).",
+      description:
+        "Comma-separated groups whose members see and use every user's sessions (others see only their own); named with CODEMODE_GROUPS_PREFIX when it is set.",
       allowed: 'a comma-separated list of group names',
     },
     commaList(z.string().regex(/^[^,\s]+$/, { error: 'must be a group name without spaces' })),

@@ -77,6 +77,14 @@ function relationIssues(c: ParsedEnv): z.core.$ZodIssue[] {
   }
   if (c.authMode === 'oidc' && c.oidcIssuer === undefined) add('oidcIssuer', 'must be set when CODEMODE_AUTH_MODE=oidc');
   if (c.authMode === 'oidc' && c.oidcAudience === undefined) add('oidcAudience', 'must be set when CODEMODE_AUTH_MODE=oidc');
+  for (const key of ['usernamePrefix', 'groupsPrefix'] as const) {
+    if (c[key] !== undefined && c.authMode !== 'tokens' && c.authMode !== 'oidc') {
+      add(
+        key,
+        `applies to the names the gateway authenticates itself (CODEMODE_AUTH_MODE tokens or oidc); mode ${c.authMode} takes its names as they are: unset it`,
+      );
+    }
+  }
   if (c.maxConcurrentRuns > c.maxNamespaceRuns) {
     add('maxConcurrentRuns', `must not exceed CODEMODE_MAX_NAMESPACE_RUNS (${c.maxNamespaceRuns})`);
   }

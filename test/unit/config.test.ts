@@ -190,7 +190,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(94);
+    expect(envs).toHaveLength(96);
   });
 });
 
@@ -243,6 +243,10 @@ describe('loadConfig errors', () => {
     ['CODEMODE_MAX_BATCH_SIZE', '101', 'must be at most 100'],
     ['CODEMODE_PROGRESS_HEARTBEAT_SECONDS', '301', 'must be at most 300'],
     ['CODEMODE_MAX_CONNECTIONS', '15', 'must be at least 16'],
+    ['CODEMODE_USERNAME_PREFIX', 'g w:', 'must not contain spaces, commas or control characters'],
+    ['CODEMODE_USERNAME_PREFIX', 'system:gw:', 'must not start with system:'],
+    ['CODEMODE_GROUPS_PREFIX', 'a,b:', 'must not contain spaces, commas or control characters'],
+    ['CODEMODE_GROUPS_PREFIX', 'g'.repeat(65), 'must be at most 64 characters'],
   ])('%s=%s', (env, value, problem) => {
     const err = configError({ [env]: value });
     expect(err.problems).toHaveLength(1);
@@ -274,6 +278,11 @@ describe('loadConfig errors', () => {
       { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_WARM_POOL_MIN: '3' },
       'CODEMODE_WARM_POOL_SIZE="2" is the former name of CODEMODE_WARM_POOL_MIN (3) and disagrees with it; set only CODEMODE_WARM_POOL_MIN',
     ],
+    [
+      { CODEMODE_USERNAME_PREFIX: 'gw:' },
+      'CODEMODE_USERNAME_PREFIX="gw:" applies to the names the gateway authenticates itself (CODEMODE_AUTH_MODE tokens or oidc); mode none takes its names as they are: unset it',
+    ],
+    [{ CODEMODE_AUTH_MODE: 'kubernetes', CODEMODE_GROUPS_PREFIX: 'gw:' }, 'CODEMODE_GROUPS_PREFIX="gw:" applies to the names the gateway authenticates itself'],
   ])('checks relations between variables: %j', (env, message) => {
     expect(configError(env).message).toContain(message);
   });

@@ -88,6 +88,10 @@
   value: {{ include "codemode.envValue" .Values.config.oidcUsernameClaim }}
 - name: CODEMODE_OIDC_GROUPS_CLAIM
   value: {{ include "codemode.envValue" .Values.config.oidcGroupsClaim }}
+- name: CODEMODE_USERNAME_PREFIX
+  value: {{ include "codemode.envValue" .Values.config.usernamePrefix }}
+- name: CODEMODE_GROUPS_PREFIX
+  value: {{ include "codemode.envValue" .Values.config.groupsPrefix }}
 - name: CODEMODE_PUBLIC_URL
   value: {{ include "codemode.envValue" .Values.config.publicUrl }}
 - name: CODEMODE_ADMIN_GROUPS

@@ -136,11 +136,15 @@ export const UpstreamServerSpecSchema = z
     access: z
       .object({
         users: z
-          .array(z.string().min(1).max(256).describe('A user name as the gateway authenticates it.'))
+          .array(z.string().min(1).max(256).describe('A user name as the gateway authenticates it (with CODEMODE_USERNAME_PREFIX when set).'))
           .max(256)
           .optional()
           .describe('Users who may use this upstream.'),
-        groups: z.array(z.string().min(1).max(256).describe('A group name.')).max(256).optional().describe('Members of these groups may use this upstream.'),
+        groups: z
+          .array(z.string().min(1).max(256).describe('A group name (with CODEMODE_GROUPS_PREFIX when set).'))
+          .max(256)
+          .optional()
+          .describe('Members of these groups may use this upstream.'),
       })
       .optional()
       .describe('Who may see and call this upstream through the gateway. Absent or both lists empty: every authenticated user.'),
