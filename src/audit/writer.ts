@@ -23,8 +23,7 @@ import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { GROUP, MAX_AUDIT_CALLS, SANDBOXRUN_PLURAL, VERSION } from '../api/v1alpha1/index.js';
-import { isNotFound, isTooLarge, statusOf, type KubeClients } from '../kube/clients.js';
-import { isNetworkError } from '../util/network-error.js';
+import { httpStatus, isNotFound, retryable, statusOf, type KubeClients } from '../kube/clients.js';
 import { AuditQueue, type Queued } from './queue.js';
 import { auditBatchStatus, auditRunBody, type AuditEntry } from './record.js';
 
@@ -62,31 +61,6 @@ const DROP_LOG_INTERVAL_MS = 60_000;
 
 /** The start of a drop's reason when the queue holds `capacity` calls. */
 const queueFull = (capacity: number): string => `the queue is full (CODEMODE_AUDIT_QUEUE_LENGTH=${capacity})`;
-
-/** A client-side request timeout (AbortSignal.timeout's TimeoutError) anywhere in the cause chain. */
-function isRequestTimeout(err: unknown, depth = 0): boolean {
-  if (err === null || typeof err !== 'object' || depth > 5) return false;
-  const e = err as { name?: unknown; error?: unknown; cause?: unknown };
-  return e.name === 'TimeoutError' || isRequestTimeout(e.error, depth + 1) || isRequestTimeout(e.cause, depth + 1);
-}
-
-/**
- * Pure: whether a failed write may succeed when tried again — the API server answered 429 or 5xx
- * (but not etcd's "request is too large", which never fits), or did not answer at all (a network
- * error, a request timeout). Any other answer, and any error thrown before a request left (a
- * TypeError or RangeError building or sending the body), fails the same way every time.
- */
-export function retryable(err: unknown): boolean {
-  const status = httpStatus(err);
-  if (status !== undefined) return (status === 429 || status >= 500) && !isTooLarge(err);
-  return isNetworkError(err) || isRequestTimeout(err);
-}
-
-/** The HTTP status the API server answered with; not a DOMException's legacy `code` (TimeoutError's is 23). */
-function httpStatus(err: unknown): number | undefined {
-  const status = statusOf(err);
-  return status !== undefined && status >= 100 && status <= 599 ? status : undefined;
-}
 
 /** What a log line may say of a failed write: its HTTP status or its error class, never its message. */
 function failureOf(err: unknown): string {

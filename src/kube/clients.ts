@@ -10,6 +10,7 @@ import { CoreV1ApiRequestFactory, CoreV1ApiResponseProcessor } from '@kubernetes
 import { CustomObjectsApiRequestFactory, CustomObjectsApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/CustomObjectsApi.js';
 import { EventsV1ApiRequestFactory, EventsV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/EventsV1Api.js';
 import { NetworkingV1ApiRequestFactory, NetworkingV1ApiResponseProcessor } from '@kubernetes/client-node/dist/gen/apis/NetworkingV1Api.js';
+import { isNetworkError } from '../util/network-error.js';
 import { apiClass } from './api-client.js';
 import { countApiRequests, countExec, type KubeApiMetrics } from './api-metrics.js';
 
@@ -136,4 +137,29 @@ export function apiErrorMessage(err: unknown): string {
  */
 export function isTooLarge(err: unknown): boolean {
   return statusOf(err) === 413 || /request is too large|too large/i.test(apiErrorMessage(err));
+}
+
+/** The HTTP status the API server answered with; not a DOMException's legacy `code` (TimeoutError's is 23). */
+export function httpStatus(err: unknown): number | undefined {
+  const status = statusOf(err);
+  return status !== undefined && status >= 100 && status <= 599 ? status : undefined;
+}
+
+/** A client-side request timeout (AbortSignal.timeout's TimeoutError) anywhere in the cause chain. */
+export function isRequestTimeout(err: unknown, depth = 0): boolean {
+  if (err === null || typeof err !== 'object' || depth > 5) return false;
+  const e = err as { name?: unknown; error?: unknown; cause?: unknown };
+  return e.name === 'TimeoutError' || isRequestTimeout(e.error, depth + 1) || isRequestTimeout(e.cause, depth + 1);
+}
+
+/**
+ * Pure: whether a failed request may succeed when tried again — the API server answered 429 or 5xx
+ * (but not etcd's "request is too large", which never fits), or did not answer at all (a network
+ * error, a request timeout). Any other answer, and any error thrown before a request left (a
+ * TypeError or RangeError building or sending the body), fails the same way every time.
+ */
+export function retryable(err: unknown): boolean {
+  const status = httpStatus(err);
+  if (status !== undefined) return (status === 429 || status >= 500) && !isTooLarge(err);
+  return isNetworkError(err) || isRequestTimeout(err);
 }

@@ -1,7 +1,8 @@
 // A SandboxRun that names a session (spec.session): its code runs in that session's interpreter,
 // not in a pod of its own, through the same path as a session call (session-call.ts). Its Running
 // status is the marker that its code may have started (a session has no pod of the run's to be
-// one); its outcome is recorded as the run's status. After its executor stopped, the outcome is
+// one): the code is sent only once that status is stored, else the run ends Failed unstarted. Its
+// outcome is recorded as the run's status. After its executor stopped, the outcome is
 // read back from the session's kernel, which keeps the results of its last keyed calls.
 import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
@@ -10,7 +11,7 @@ import { imageCounts } from '../exec/display.js';
 import { apiErrorMessage } from '../kube/clients.js';
 import type { EventRecorder } from '../kube/events.js';
 import type { SessionService } from '../sessions/service.js';
-import type { RunRecorder } from './record.js';
+import type { RunRecorder, StatusWrite } from './record.js';
 import { callInSession, codeTimes, problemReason, sessionCallRequest } from './session-call.js';
 import { sessionOutcome } from './session-outcome.js';
 import { completedStatus, EVENT_NOTES, runningStatus, type Classification } from './status.js';
@@ -25,6 +26,13 @@ export interface SessionRunDeps {
   /** Ends the run Failed before its code ran (executor.ts). */
   /** `note`: the Event's note where the message quotes the sandbox (Classification.note). */
   finishEarly(run: SandboxRun, reason: Reason, message: string, log: Logger, note?: string): Promise<RunOutcome>;
+}
+
+/** Why a run's code was not sent to its session: its Running status (the marker) did not land. */
+export function notStarted(session: string, marked: Exclude<StatusWrite, 'landed'>): string {
+  return marked === 'gone'
+    ? `The code was not started: the SandboxRun was deleted before its code was sent to session ${session}. Create the run again to run it.`
+    : `The code was not started: the SandboxRun's Running status, the record that its code may have started in session ${session}, could not be written. Check that the gateway may patch sandboxruns/status (its RBAC) and the gateway's log for the error, then run the code again.`;
 }
 
 export class SessionRuns {
@@ -45,7 +53,10 @@ export class SessionRuns {
     // no pod of its own, so its Running status is written before the code goes to the kernel.
     const { podName: _none, ...running } = runningStatus(run, '', startTime, startTime);
     const marker = { ...running, message: `The code runs in session ${session} once it is ready and any call running there has finished.` };
-    await this.d.record.patchStatus(run, marker, log);
+    const marked = await this.d.record.patchStatus(run, marker, log);
+    // Without the marker nothing in the API says the code may have run, and a restart would run it
+    // again: the code goes to the kernel only once the marker is stored.
+    if (marked !== 'landed') return this.d.finishEarly(run, Reasons.ExecFailed, notStarted(session, marked), log);
     // A run in a session acts for its owner: only the session's owner's runs may use it.
     const call = await callInSession(
       this.sessions,

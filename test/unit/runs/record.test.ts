@@ -1,10 +1,13 @@
 // What RunRecorder writes from text the sandbox controls: a status the API server cannot refuse for
 // its messages' length, and outcome Events without the program's own text, within an Event's size.
-import { describe, expect, it, vi } from 'vitest';
-import { MAX_MESSAGE_LENGTH, Reasons, SandboxRunStatusSchema, type SandboxRun } from '../../../src/api/v1alpha1/index.js';
+// And which failed status writes it retries: a recording fake of the client stands in for the API
+// server here (what the API server answers is tested against a real one elsewhere).
+import type { Logger } from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { MAX_MESSAGE_LENGTH, Reasons, SandboxRunStatusSchema, type SandboxRun, type SandboxRunStatus } from '../../../src/api/v1alpha1/index.js';
 import type { EventRecorder } from '../../../src/kube/events.js';
 import type { KubeClients } from '../../../src/kube/clients.js';
-import { RunRecorder } from '../../../src/runs/record.js';
+import { RunRecorder, type StatusWrite } from '../../../src/runs/record.js';
 import { EVENT_NOTES, classifyExecution, completedStatus, type Classification } from '../../../src/runs/status.js';
 
 const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
@@ -90,5 +93,99 @@ describe('RunRecorder.recordOutcome', () => {
     rec.recordOutcome(run, c);
     expect(record).toHaveBeenCalledTimes(1);
     check(record.mock.calls[0]?.[4] as string);
+  });
+});
+
+describe('RunRecorder.patchStatus: what it retries, and what it gives up', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  // client-node's ApiException: the status in `code`, the API server's Status as a JSON string in `body`.
+  const apiErr = (code: number, message = 'x'): Error => Object.assign(new Error(`HTTP-Code: ${code}`), { code, body: JSON.stringify({ message }) });
+  const sysErr = (code: string): Error => Object.assign(new Error(`read ${code}`), { code });
+  const OUTPUT = 'the-program-output-never-logged';
+
+  /** A client whose status patches fail with `err` `failures` times, then land; deletes succeed. */
+  function client(err: unknown, failures: number): { clients: KubeClients; patches: SandboxRunStatus[]; deletes: string[] } {
+    const patches: SandboxRunStatus[] = [];
+    const deletes: string[] = [];
+    const custom = {
+      patchNamespacedCustomObjectStatus: (req: { body: { status: SandboxRunStatus } }): Promise<object> => {
+        patches.push(req.body.status);
+        return patches.length <= failures ? Promise.reject(err) : Promise.resolve({});
+      },
+      deleteNamespacedCustomObject: (req: { name: string }): Promise<object> => {
+        deletes.push(req.name);
+        return Promise.resolve({});
+      },
+    };
+    return { clients: { custom } as unknown as KubeClients, patches, deletes };
+  }
+
+  /** Full: the status as asked for; minimal: outputs and conditions cut (minimalStatus). */
+  const shape = (s: SandboxRunStatus): 'full' | 'minimal' => (s.conditions === null ? 'minimal' : 'full');
+
+  const FOREVER = Number.POSITIVE_INFINITY;
+  it.each<[string, unknown, number, StatusWrite | 'still retrying', ('full' | 'minimal')[] | 'full, over and over', boolean]>([
+    // [what, error, failures before it lands, result, the statuses sent, the run deleted]
+    ['500: retried until it lands', apiErr(500), 3, 'landed', ['full', 'full', 'full', 'full'], false],
+    ['503 while the API server restarts: retried', apiErr(503), 3, 'landed', ['full', 'full', 'full', 'full'], false],
+    ['429: overloaded, retried', apiErr(429), 3, 'landed', ['full', 'full', 'full', 'full'], false],
+    ['409: a conflict, retried', apiErr(409), 3, 'landed', ['full', 'full', 'full', 'full'], false],
+    ['a network error (ECONNRESET): retried', sysErr('ECONNRESET'), 3, 'landed', ['full', 'full', 'full', 'full'], false],
+    [
+      "fetch's TypeError with ECONNRESET as its cause: retried",
+      new TypeError('fetch failed', { cause: sysErr('ECONNRESET') }),
+      2,
+      'landed',
+      ['full', 'full', 'full'],
+      false,
+    ],
+    [
+      'a request timeout (TimeoutError): retried',
+      new DOMException('The operation was aborted due to timeout', 'TimeoutError'),
+      2,
+      'landed',
+      ['full', 'full', 'full'],
+      false,
+    ],
+    ['422: invalid — the minimal status once, then given up', apiErr(422), FOREVER, 'refused', ['full', 'minimal'], false],
+    ['403: not allowed (RBAC) — likewise', apiErr(403), FOREVER, 'refused', ['full', 'minimal'], false],
+    ['400: a bad request — likewise', apiErr(400), FOREVER, 'refused', ['full', 'minimal'], false],
+    [
+      'a TypeError thrown by the client — likewise, not retried for ever',
+      new TypeError("Cannot read properties of undefined (reading 'name')"),
+      FOREVER,
+      'refused',
+      ['full', 'minimal'],
+      false,
+    ],
+    ['a RangeError building the body — likewise', new RangeError('Invalid string length'), FOREVER, 'refused', ['full', 'minimal'], false],
+    ['422, then the minimal status lands', apiErr(422), 1, 'landed', ['full', 'minimal'], false],
+    ['413: too large — the minimal status, then the run is deleted', apiErr(413), FOREVER, 'gone', ['full', 'minimal'], true],
+    ["etcd's request is too large (a 500): likewise, not retried", apiErr(500, 'etcdserver: request is too large'), FOREVER, 'gone', ['full', 'minimal'], true],
+    ['404: the run was deleted meanwhile', apiErr(404), FOREVER, 'gone', ['full'], false],
+    ['503 that never ends: still retrying after 10 minutes', apiErr(503), FOREVER, 'still retrying', 'full, over and over', false],
+  ])('%s', async (_what, err, failures, expected, sent, deleted) => {
+    vi.useFakeTimers();
+    const { clients, patches, deletes } = client(err, failures);
+    const log = { warn: vi.fn(), error: vi.fn(), info: vi.fn(), debug: vi.fn() };
+    const rec = new RunRecorder({ clients, events: { record: vi.fn() } as unknown as EventRecorder, namespace: 'ns', outputCapBytes: 65536 });
+    const c = classifyExecution({ exitCode: 0, timedOut: false, oomKilled: false, runnerReported: true, watchdogFired: false, podGone: false }, 30, limits);
+    const status = completedStatus(run, c, { stdout: OUTPUT, stderr: '', stdoutBytes: OUTPUT.length, stderrBytes: 0, truncated: false }, { end: new Date() });
+    const written = rec.patchStatus(run, status, log as unknown as Logger);
+    // Backoff waits pass in fake time; a write still looping after 10 minutes is "still retrying".
+    await vi.advanceTimersByTimeAsync(10 * 60_000);
+    const result = await Promise.race([written, Promise.resolve('still retrying' as const)]);
+    expect(result).toBe(expected);
+    if (sent === 'full, over and over') {
+      // The backoff is capped at 30 s: about 20 attempts in 10 minutes, all of the full status.
+      expect(patches.length).toBeGreaterThan(15);
+      expect(new Set(patches.map(shape))).toEqual(new Set(['full']));
+    } else expect(patches.map(shape)).toEqual(sent);
+    expect(deletes).toEqual(deleted ? ['r'] : []);
+    if (expected === 'refused') expect(log.error).toHaveBeenCalledTimes(1);
+    // The status holds the program's output: no log line quotes it.
+    expect(JSON.stringify([log.warn.mock.calls, log.error.mock.calls])).not.toContain(OUTPUT);
   });
 });
