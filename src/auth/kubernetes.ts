@@ -1,35 +1,28 @@
 // Mode `kubernetes`: the cluster checks the token (TokenReview), so ServiceAccount tokens and
 // whatever the API server's authenticators accept work, for the configured audience. Answers are
-// cached briefly by the token's digest (a call per request would add an API round trip to every
-// tool call); a bounded cache, so a flood of random tokens cannot grow it.
-import { createHash } from 'node:crypto';
+// kept 10 s per token digest (a call per request would add an API round trip to every tool call),
+// with one check per token at a time and a bound on checks at once (review-cache.ts).
 import type { AuthenticationV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { badToken, missingToken, type AuthResult, type Authenticator } from './identity.js';
-
-const CACHE_TTL_MS = 10_000;
-const CACHE_MAX = 1000;
+import { REVIEW_CACHE_DEFAULTS, ReviewCache, type ReviewCacheOptions } from './review-cache.js';
 
 export class KubernetesAuthenticator implements Authenticator {
   readonly mode = 'kubernetes' as const;
-  private readonly cache = new Map<string, { at: number; result: AuthResult }>();
+  private readonly cache: ReviewCache;
 
   constructor(
     private readonly api: AuthenticationV1Api,
     private readonly audience: string | undefined,
     private readonly log: Logger,
-    private readonly now: () => number = Date.now,
-  ) {}
+    cache: ReviewCacheOptions = REVIEW_CACHE_DEFAULTS,
+  ) {
+    this.cache = new ReviewCache((token) => this.review(token), cache);
+  }
 
   async authenticate(token: string | undefined): Promise<AuthResult> {
     if (token === undefined) return missingToken();
-    const key = createHash('sha256').update(token, 'utf8').digest('hex');
-    const hit = this.cache.get(key);
-    if (hit && this.now() - hit.at < CACHE_TTL_MS) return hit.result;
-    const result = await this.review(token);
-    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value as string);
-    this.cache.set(key, { at: this.now(), result });
-    return result;
+    return this.cache.get(token);
   }
 
   private async review(token: string): Promise<AuthResult> {

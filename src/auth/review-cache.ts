@@ -1,0 +1,87 @@
+// The answers of a remote token check (TokenReview), kept per token digest so that a tool call
+// does not wait for an API round trip. Pure logic around the check it is given:
+//   - accepted and refused answers are kept apart, each map bounded, so a flood of made-up tokens
+//     (anyone who reaches the endpoint can send them) evicts only other refusals, never the
+//     answers of the users who are calling;
+//   - concurrent requests with one token share one check (a client's parallel calls when its
+//     answer expires make one TokenReview, not one each);
+//   - at most `maxInFlight` checks of different tokens at once: beyond it the request is refused as
+//     busy (the gateway answers 503 with Retry-After), so unknown tokens cannot turn the gateway
+//     into a flood of TokenReviews against the API server every replica and user depends on;
+//   - a check that failed (the API server did not answer) is not kept: the next request asks again.
+import { createHash } from 'node:crypto';
+import type { AuthResult } from './identity.js';
+
+export interface ReviewCacheOptions {
+  /** How long an answer is used (a revoked token keeps working that long). */
+  ttlMs: number;
+  /** Answers kept, of each kind (accepted, refused). */
+  max: number;
+  /** Checks of different tokens running at once. */
+  maxInFlight: number;
+}
+
+export const REVIEW_CACHE_DEFAULTS: ReviewCacheOptions = { ttlMs: 10_000, max: 1000, maxInFlight: 16 };
+
+/** Thrown when `maxInFlight` checks are running: the caller should retry shortly. */
+export class ReviewsBusyError extends Error {
+  constructor() {
+    super('The gateway is checking too many new tokens with the cluster right now; retry shortly.');
+    this.name = 'ReviewsBusyError';
+  }
+}
+
+interface Kept {
+  at: number;
+  result: AuthResult;
+}
+
+export class ReviewCache {
+  private readonly accepted = new Map<string, Kept>();
+  private readonly refused = new Map<string, Kept>();
+  private readonly inFlight = new Map<string, Promise<AuthResult>>();
+
+  constructor(
+    private readonly check: (token: string) => Promise<AuthResult>,
+    private readonly o: ReviewCacheOptions = REVIEW_CACHE_DEFAULTS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The answer for `token`: kept, joined, or checked now. Rejects when the check fails or too many run. */
+  get(token: string): Promise<AuthResult> {
+    const key = createHash('sha256').update(token, 'utf8').digest('hex');
+    const kept = this.fresh(this.accepted, key) ?? this.fresh(this.refused, key);
+    if (kept) return Promise.resolve(kept);
+    const running = this.inFlight.get(key);
+    if (running) return running;
+    if (this.inFlight.size >= this.o.maxInFlight) return Promise.reject(new ReviewsBusyError());
+    const p = this.check(token)
+      .then((result) => {
+        this.keep(result.ok ? this.accepted : this.refused, key, result);
+        return result;
+      })
+      .finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, p);
+    return p;
+  }
+
+  /** Kept answers of each kind and checks running (for tests and metrics). */
+  get sizes(): { accepted: number; refused: number; inFlight: number } {
+    return { accepted: this.accepted.size, refused: this.refused.size, inFlight: this.inFlight.size };
+  }
+
+  private fresh(map: Map<string, Kept>, key: string): AuthResult | undefined {
+    const kept = map.get(key);
+    if (kept === undefined) return undefined;
+    if (this.now() - kept.at < this.o.ttlMs) return kept.result;
+    map.delete(key);
+    return undefined;
+  }
+
+  private keep(map: Map<string, Kept>, key: string, result: AuthResult): void {
+    // Re-inserted at the end: the map's order is the answers' age, the oldest goes first.
+    map.delete(key);
+    if (map.size >= this.o.max) map.delete(map.keys().next().value as string);
+    map.set(key, { at: this.now(), result });
+  }
+}

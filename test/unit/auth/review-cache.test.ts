@@ -1,0 +1,97 @@
+// The TokenReview answers' cache (src/auth/review-cache.ts), around a check whose answers and
+// timing each test controls: what is kept, for how long, what is shared, and what a flood of
+// made-up tokens can and cannot do to the answers of the users who are calling.
+import { describe, expect, it } from 'vitest';
+import type { AuthResult } from '../../../src/auth/identity.js';
+import { ReviewCache, ReviewsBusyError } from '../../../src/auth/review-cache.js';
+
+const ACCEPT = (user: string): AuthResult => ({ ok: true, identity: { user, groups: [] } });
+const REFUSE: AuthResult = { ok: false, failure: { error: 'invalid_token', description: 'The cluster did not accept the token.' } };
+
+/** A check that accepts tokens starting with "ok-" (as their user) and counts its calls; `hold` keeps answers back until released. */
+function checker(hold = false) {
+  const calls: string[] = [];
+  const waiting: Array<() => void> = [];
+  const check = async (token: string): Promise<AuthResult> => {
+    calls.push(token);
+    if (hold) await new Promise<void>((r) => waiting.push(r));
+    if (token.startsWith('fail-')) throw new Error('the API server did not answer');
+    return token.startsWith('ok-') ? ACCEPT(token.slice(3)) : REFUSE;
+  };
+  return { calls, check, release: () => waiting.splice(0).forEach((r) => r()) };
+}
+
+describe('ReviewCache', () => {
+  it('shares one check among concurrent requests with one token', async () => {
+    const c = checker(true);
+    const cache = new ReviewCache(c.check);
+    const answers = Array.from({ length: 20 }, () => cache.get('ok-alice'));
+    c.release();
+    expect(await Promise.all(answers)).toEqual(Array.from({ length: 20 }, () => ACCEPT('alice')));
+    expect(c.calls).toEqual(['ok-alice']);
+  });
+
+  it.each([
+    ['an accepted token, within the answer time', 'ok-alice', 9_999, 1],
+    ['an accepted token, once the answer time is over', 'ok-alice', 10_000, 2],
+    ['a refused token, within the answer time', 'nope', 9_999, 1],
+    ['a refused token, once the answer time is over', 'nope', 10_000, 2],
+  ])('keeps an answer for its time: %s', async (_n, token, later, checks) => {
+    const c = checker();
+    let t = 0;
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 4 }, () => t);
+    const first = await cache.get(token);
+    t = later;
+    expect(await cache.get(token)).toEqual(first);
+    expect(c.calls).toHaveLength(checks);
+  });
+
+  it("a flood of made-up tokens evicts only refusals, never the callers' accepted answers", async () => {
+    const c = checker();
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 3, maxInFlight: 4 }, () => 0);
+    await cache.get('ok-alice');
+    await cache.get('ok-bob');
+    for (let i = 0; i < 50; i++) expect(await cache.get(`random-${i}`)).toEqual(REFUSE);
+    expect(cache.sizes).toEqual({ accepted: 2, refused: 3, inFlight: 0 });
+    expect(await cache.get('ok-alice')).toEqual(ACCEPT('alice'));
+    expect(await cache.get('ok-bob')).toEqual(ACCEPT('bob'));
+    expect(c.calls.filter((t) => t.startsWith('ok-'))).toEqual(['ok-alice', 'ok-bob']);
+  });
+
+  it('keeps at most `max` accepted answers, the oldest going first', async () => {
+    const c = checker();
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 3, maxInFlight: 4 }, () => 0);
+    for (const u of ['a', 'b', 'c', 'd']) await cache.get(`ok-${u}`);
+    expect(cache.sizes.accepted).toBe(3);
+    await cache.get('ok-d');
+    await cache.get('ok-a');
+    expect(c.calls).toEqual(['ok-a', 'ok-b', 'ok-c', 'ok-d', 'ok-a']);
+  });
+
+  it('refuses a new token as busy while `maxInFlight` checks run, joins one that is running, and checks again once they end', async () => {
+    const c = checker(true);
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 2 });
+    const a = cache.get('ok-a');
+    const b = cache.get('x-b');
+    await expect(cache.get('ok-c')).rejects.toBeInstanceOf(ReviewsBusyError);
+    await expect(cache.get('ok-c')).rejects.toThrow(/too many new tokens .* retry shortly/);
+    const joined = cache.get('ok-a');
+    expect(cache.sizes.inFlight).toBe(2);
+    c.release();
+    expect(await Promise.all([a, b, joined])).toEqual([ACCEPT('a'), REFUSE, ACCEPT('a')]);
+    const next = cache.get('ok-c');
+    c.release();
+    expect(await next).toEqual(ACCEPT('c'));
+    expect(c.calls).toEqual(['ok-a', 'x-b', 'ok-c']);
+  });
+
+  it('keeps no failed check: the next request asks again, and the failure frees its place', async () => {
+    const c = checker();
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 1 });
+    await expect(cache.get('fail-1')).rejects.toThrow(/did not answer/);
+    await expect(cache.get('fail-1')).rejects.toThrow(/did not answer/);
+    expect(await cache.get('ok-a')).toEqual(ACCEPT('a'));
+    expect(c.calls).toEqual(['fail-1', 'fail-1', 'ok-a']);
+    expect(cache.sizes).toEqual({ accepted: 1, refused: 0, inFlight: 0 });
+  });
+});
