@@ -17,7 +17,11 @@ export interface OidcOptions {
   jwksUrl?: string;
   usernameClaim: string;
   groupsClaim: string;
+  /** After a failed discovery, requests are refused (503) this long before it is tried again. */
+  discoveryRetryMs?: number;
 }
+
+const DISCOVERY_RETRY_MS = 5_000;
 
 async function discoverJwks(issuer: string): Promise<URL> {
   const url = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
@@ -49,12 +53,21 @@ function describe(err: unknown, errors: Jose['errors']): string {
 
 export class OidcAuthenticator implements Authenticator {
   readonly mode = 'oidc' as const;
-  private jwks: JWTVerifyGetKey | undefined;
+  private jwks: Promise<JWTVerifyGetKey> | undefined;
 
   constructor(private readonly o: OidcOptions) {}
 
-  private async keys({ createRemoteJWKSet }: Jose): Promise<JWTVerifyGetKey> {
-    this.jwks ??= createRemoteJWKSet(this.o.jwksUrl ? new URL(this.o.jwksUrl) : await discoverJwks(this.o.issuer));
+  /**
+   * The issuer's keys (jose fetches the JWKS once and again only for an unknown key, at most every
+   * 30 s). The discovery before it is shared by the requests that wait for it, and a failed one is
+   * their answer for discoveryRetryMs: requests with made-up tokens while the issuer is down do
+   * not each make a request to it.
+   */
+  private keys({ createRemoteJWKSet }: Jose): Promise<JWTVerifyGetKey> {
+    this.jwks ??= (async () => createRemoteJWKSet(this.o.jwksUrl ? new URL(this.o.jwksUrl) : await discoverJwks(this.o.issuer)))().catch((err: unknown) => {
+      setTimeout(() => (this.jwks = undefined), this.o.discoveryRetryMs ?? DISCOVERY_RETRY_MS).unref();
+      throw err;
+    });
     return this.jwks;
   }
 

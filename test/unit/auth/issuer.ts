@@ -8,6 +8,10 @@ export interface LocalIssuer {
   url: string;
   /** The private key of its JWKS's one key, `kid` k1. */
   key: CryptoKey;
+  /** The paths it was asked for, in order. */
+  requests: string[];
+  /** While true, discovery answers 503. */
+  discoveryDown: boolean;
   close(): Promise<void>;
 }
 
@@ -15,13 +19,17 @@ export async function startIssuer(): Promise<LocalIssuer> {
   const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
   let url = '';
+  const requests: string[] = [];
   const server = createServer((req, res) => {
+    requests.push(req.url ?? '');
     res.setHeader('content-type', 'application/json');
-    if (req.url === '/.well-known/openid-configuration') res.end(JSON.stringify({ issuer: url, jwks_uri: `${url}/jwks` }));
+    if (req.url === '/.well-known/openid-configuration' && issuer.discoveryDown) res.writeHead(503).end('{}');
+    else if (req.url === '/.well-known/openid-configuration') res.end(JSON.stringify({ issuer: url, jwks_uri: `${url}/jwks` }));
     else if (req.url === '/jwks') res.end(JSON.stringify({ keys: [jwk] }));
     else res.writeHead(404).end('{}');
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { url, key: privateKey, close: () => new Promise<void>((r) => server.close(() => r())) };
+  const issuer: LocalIssuer = { url, key: privateKey, requests, discoveryDown: false, close: () => new Promise<void>((r) => server.close(() => r())) };
+  return issuer;
 }

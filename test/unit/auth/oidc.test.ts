@@ -83,3 +83,42 @@ describe('OIDC resource server', () => {
     expect((await fetch(new URL('/healthz', gateway.url))).status).toBe(200);
   });
 });
+
+describe("the issuer's discovery", () => {
+  const authenticate = async (a: OidcAuthenticator, n: number): Promise<PromiseSettledResult<unknown>[]> => {
+    const t = await token();
+    return Promise.allSettled(Array.from({ length: n }, () => a.authenticate(t)));
+  };
+  const discoveries = (i: LocalIssuer): number => i.requests.filter((r) => r === '/.well-known/openid-configuration').length;
+
+  it('is made once for concurrent first requests', async () => {
+    const own = await startIssuer();
+    try {
+      const a = new OidcAuthenticator({ issuer: own.url, audience: AUDIENCE, usernameClaim: 'sub', groupsClaim: 'groups' });
+      const results = await authenticate(a, 20);
+      // Signed by the shared issuer's key, not this one's: refused, after one discovery and one JWKS fetch.
+      expect(results.every((r) => r.status === 'fulfilled' && (r.value as { ok: boolean }).ok === false)).toBe(true);
+      expect(own.requests).toEqual(['/.well-known/openid-configuration', '/jwks']);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('that failed answers the requests of the next moments itself (503), then is tried again', async () => {
+    const own = await startIssuer();
+    try {
+      own.discoveryDown = true;
+      const a = new OidcAuthenticator({ issuer: own.url, audience: AUDIENCE, usernameClaim: 'sub', groupsClaim: 'groups', discoveryRetryMs: 300 });
+      const first = await authenticate(a, 20);
+      expect(first.every((r) => r.status === 'rejected' && /discovery .* answered 503/.test(String(r.reason)))).toBe(true);
+      expect((await authenticate(a, 5)).every((r) => r.status === 'rejected')).toBe(true);
+      expect(discoveries(own)).toBe(1);
+      own.discoveryDown = false;
+      await new Promise((r) => setTimeout(r, 400));
+      expect((await authenticate(a, 5)).every((r) => r.status === 'fulfilled')).toBe(true);
+      expect(discoveries(own)).toBe(2);
+    } finally {
+      await own.close();
+    }
+  });
+});
