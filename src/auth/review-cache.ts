@@ -5,8 +5,9 @@
 //     answers of the users who are calling;
 //   - concurrent requests with one token share one check (a client's parallel calls when its
 //     answer expires make one TokenReview, not one each);
-//   - at most `maxInFlight` checks of different tokens at once: beyond it the request is refused as
-//     busy (the gateway answers 503 with Retry-After), so unknown tokens cannot turn the gateway
+//   - at most `maxInFlight` checks of different tokens at once, and `maxWaiting` more waiting for
+//     their turn (the callers of a gateway that just started); beyond that the request is refused
+//     as busy (the gateway answers 503 with Retry-After), so unknown tokens cannot turn the gateway
 //     into a flood of TokenReviews against the API server every replica and user depends on;
 //   - a check that failed (the API server did not answer) is not kept: the next request asks again.
 import { createHash } from 'node:crypto';
@@ -19,9 +20,11 @@ export interface ReviewCacheOptions {
   max: number;
   /** Checks of different tokens running at once. */
   maxInFlight: number;
+  /** Checks waiting for one of those places; a request beyond them is refused as busy. */
+  maxWaiting: number;
 }
 
-export const REVIEW_CACHE_DEFAULTS: ReviewCacheOptions = { ttlMs: 10_000, max: 1000, maxInFlight: 16 };
+export const REVIEW_CACHE_DEFAULTS: ReviewCacheOptions = { ttlMs: 10_000, max: 1000, maxInFlight: 16, maxWaiting: 256 };
 
 /** Thrown when `maxInFlight` checks are running: the caller should retry shortly. */
 export class ReviewsBusyError extends Error {
@@ -39,7 +42,11 @@ interface Kept {
 export class ReviewCache {
   private readonly accepted = new Map<string, Kept>();
   private readonly refused = new Map<string, Kept>();
+  /** By token digest: the check running or waiting for a place. */
   private readonly inFlight = new Map<string, Promise<AuthResult>>();
+  private running = 0;
+  /** The checks waiting for a place, first come first served. */
+  private readonly waiting: Array<() => void> = [];
 
   constructor(
     private readonly check: (token: string) => Promise<AuthResult>,
@@ -54,20 +61,39 @@ export class ReviewCache {
     if (kept) return Promise.resolve(kept);
     const running = this.inFlight.get(key);
     if (running) return running;
-    if (this.inFlight.size >= this.o.maxInFlight) return Promise.reject(new ReviewsBusyError());
-    const p = this.check(token)
+    if (this.running >= this.o.maxInFlight && this.waiting.length >= this.o.maxWaiting) return Promise.reject(new ReviewsBusyError());
+    const p = this.turn()
+      .then(() => this.check(token))
       .then((result) => {
         this.keep(result.ok ? this.accepted : this.refused, key, result);
         return result;
       })
-      .finally(() => this.inFlight.delete(key));
+      .finally(() => {
+        this.inFlight.delete(key);
+        this.running--;
+        this.waiting.shift()?.();
+      });
     this.inFlight.set(key, p);
     return p;
   }
 
-  /** Kept answers of each kind and checks running (for tests and metrics). */
-  get sizes(): { accepted: number; refused: number; inFlight: number } {
-    return { accepted: this.accepted.size, refused: this.refused.size, inFlight: this.inFlight.size };
+  /** Kept answers of each kind, checks running and waiting (for tests and metrics). */
+  get sizes(): { accepted: number; refused: number; running: number; waiting: number } {
+    return { accepted: this.accepted.size, refused: this.refused.size, running: this.running, waiting: this.waiting.length };
+  }
+
+  /** Resolves when this check may run (a place is taken for it). */
+  private turn(): Promise<void> {
+    if (this.running < this.o.maxInFlight) {
+      this.running++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) =>
+      this.waiting.push(() => {
+        this.running++;
+        resolve();
+      }),
+    );
   }
 
   private fresh(map: Map<string, Kept>, key: string): AuthResult | undefined {

@@ -8,17 +8,18 @@ import { ReviewCache, ReviewsBusyError } from '../../../src/auth/review-cache.js
 const ACCEPT = (user: string): AuthResult => ({ ok: true, identity: { user, groups: [] } });
 const REFUSE: AuthResult = { ok: false, failure: { error: 'invalid_token', description: 'The cluster did not accept the token.' } };
 
-/** A check that accepts tokens starting with "ok-" (as their user) and counts its calls; `hold` keeps answers back until released. */
+/** A check that accepts tokens starting with "ok-" (as their user) and counts its calls; with `hold`, its answers wait for release(). */
 function checker(hold = false) {
   const calls: string[] = [];
-  const waiting: Array<() => void> = [];
+  let release = (): void => undefined;
+  const gate = new Promise<void>((r) => (release = r));
   const check = async (token: string): Promise<AuthResult> => {
     calls.push(token);
-    if (hold) await new Promise<void>((r) => waiting.push(r));
+    if (hold) await gate;
     if (token.startsWith('fail-')) throw new Error('the API server did not answer');
     return token.startsWith('ok-') ? ACCEPT(token.slice(3)) : REFUSE;
   };
-  return { calls, check, release: () => waiting.splice(0).forEach((r) => r()) };
+  return { calls, check, release: () => release() };
 }
 
 describe('ReviewCache', () => {
@@ -39,7 +40,7 @@ describe('ReviewCache', () => {
   ])('keeps an answer for its time: %s', async (_n, token, later, checks) => {
     const c = checker();
     let t = 0;
-    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 4 }, () => t);
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 4, maxWaiting: 0 }, () => t);
     const first = await cache.get(token);
     t = later;
     expect(await cache.get(token)).toEqual(first);
@@ -48,11 +49,11 @@ describe('ReviewCache', () => {
 
   it("a flood of made-up tokens evicts only refusals, never the callers' accepted answers", async () => {
     const c = checker();
-    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 3, maxInFlight: 4 }, () => 0);
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 3, maxInFlight: 4, maxWaiting: 0 }, () => 0);
     await cache.get('ok-alice');
     await cache.get('ok-bob');
     for (let i = 0; i < 50; i++) expect(await cache.get(`random-${i}`)).toEqual(REFUSE);
-    expect(cache.sizes).toEqual({ accepted: 2, refused: 3, inFlight: 0 });
+    expect(cache.sizes).toEqual({ accepted: 2, refused: 3, running: 0, waiting: 0 });
     expect(await cache.get('ok-alice')).toEqual(ACCEPT('alice'));
     expect(await cache.get('ok-bob')).toEqual(ACCEPT('bob'));
     expect(c.calls.filter((t) => t.startsWith('ok-'))).toEqual(['ok-alice', 'ok-bob']);
@@ -60,7 +61,7 @@ describe('ReviewCache', () => {
 
   it('keeps at most `max` accepted answers, the oldest going first', async () => {
     const c = checker();
-    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 3, maxInFlight: 4 }, () => 0);
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 3, maxInFlight: 4, maxWaiting: 0 }, () => 0);
     for (const u of ['a', 'b', 'c', 'd']) await cache.get(`ok-${u}`);
     expect(cache.sizes.accepted).toBe(3);
     await cache.get('ok-d');
@@ -70,28 +71,42 @@ describe('ReviewCache', () => {
 
   it('refuses a new token as busy while `maxInFlight` checks run, joins one that is running, and checks again once they end', async () => {
     const c = checker(true);
-    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 2 });
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 2, maxWaiting: 0 });
     const a = cache.get('ok-a');
     const b = cache.get('x-b');
     await expect(cache.get('ok-c')).rejects.toBeInstanceOf(ReviewsBusyError);
     await expect(cache.get('ok-c')).rejects.toThrow(/too many new tokens .* retry shortly/);
     const joined = cache.get('ok-a');
-    expect(cache.sizes.inFlight).toBe(2);
+    expect(cache.sizes).toMatchObject({ running: 2, waiting: 0 });
     c.release();
     expect(await Promise.all([a, b, joined])).toEqual([ACCEPT('a'), REFUSE, ACCEPT('a')]);
-    const next = cache.get('ok-c');
-    c.release();
-    expect(await next).toEqual(ACCEPT('c'));
+    expect(await cache.get('ok-c')).toEqual(ACCEPT('c'));
     expect(c.calls).toEqual(['ok-a', 'x-b', 'ok-c']);
+  });
+
+  it('lets `maxWaiting` new tokens wait for a place, in order, and refuses the next as busy', async () => {
+    const c = checker(true);
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 1, maxWaiting: 2 });
+    const answers = [cache.get('ok-a'), cache.get('ok-b'), cache.get('ok-c')];
+    await expect(cache.get('ok-d')).rejects.toBeInstanceOf(ReviewsBusyError);
+    expect(cache.sizes).toMatchObject({ running: 1, waiting: 2 });
+    await new Promise((r) => setImmediate(r));
+    expect(c.calls).toEqual(['ok-a']);
+    // A waiting token is joined like a running one, without taking a place.
+    answers.push(cache.get('ok-c'));
+    c.release();
+    expect(await Promise.all(answers)).toEqual([ACCEPT('a'), ACCEPT('b'), ACCEPT('c'), ACCEPT('c')]);
+    expect(c.calls).toEqual(['ok-a', 'ok-b', 'ok-c']);
+    expect(cache.sizes).toMatchObject({ running: 0, waiting: 0 });
   });
 
   it('keeps no failed check: the next request asks again, and the failure frees its place', async () => {
     const c = checker();
-    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 1 });
+    const cache = new ReviewCache(c.check, { ttlMs: 10_000, max: 10, maxInFlight: 1, maxWaiting: 0 });
     await expect(cache.get('fail-1')).rejects.toThrow(/did not answer/);
     await expect(cache.get('fail-1')).rejects.toThrow(/did not answer/);
     expect(await cache.get('ok-a')).toEqual(ACCEPT('a'));
     expect(c.calls).toEqual(['fail-1', 'fail-1', 'ok-a']);
-    expect(cache.sizes).toEqual({ accepted: 1, refused: 0, inFlight: 0 });
+    expect(cache.sizes).toEqual({ accepted: 1, refused: 0, running: 0, waiting: 0 });
   });
 });
