@@ -104,7 +104,14 @@ export function replicaApp(
   metrics: Metrics,
   process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'auth'>,
 ): Hono {
-  const app = createApp(gatewayDeps(operator, config, logger, { ...process, onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected }));
+  const app = createApp(
+    gatewayDeps(operator, config, logger, {
+      ...process,
+      ...(process.auth && { auth: { ...process.auth, onResult: metrics.authRequest } }),
+      onToolCall: metrics.toolCall,
+      onAdmissionRejected: metrics.admissionRejected,
+    }),
+  );
   serveMetrics(app, metrics.registry);
   return app;
 }

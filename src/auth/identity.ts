@@ -13,6 +13,15 @@ export type AuthMode = 'none' | 'tokens' | 'kubernetes' | 'oidc';
 /** The identity of requests when authentication is off (loopback development only). */
 export const ANONYMOUS: Identity = Object.freeze({ user: 'anonymous', groups: Object.freeze(['system:unauthenticated']) });
 
+/**
+ * What became of a request's authentication (codemode_auth_requests_total): accepted; refused for
+ * no token, a token not accepted, or an identity that cannot be recorded (forbidden, 403); or not
+ * decided because the token could not be checked (unavailable: TokenReview or the OIDC issuer did
+ * not answer) or too many new tokens were being checked (busy): both 503.
+ */
+export const AUTH_OUTCOMES = ['accepted', 'no_token', 'invalid_token', 'forbidden', 'unavailable', 'busy'] as const;
+export type AuthOutcome = (typeof AUTH_OUTCOMES)[number];
+
 /** Why a request was refused; `description` is safe to show the client (never contains the token). */
 export interface AuthFailure {
   error: 'invalid_request' | 'invalid_token';

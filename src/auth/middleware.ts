@@ -4,7 +4,8 @@
 // identity is attached to the request for the tools (identityOf). Probes and /metrics are not
 // covered: they are mounted outside /mcp.
 import type { Context, MiddlewareHandler } from 'hono';
-import { ANONYMOUS, bearerToken, identityProblem, type AuthFailure, type Authenticator, type Identity } from './identity.js';
+import { ANONYMOUS, bearerToken, identityProblem, type AuthFailure, type AuthOutcome, type Authenticator, type Identity } from './identity.js';
+import { ReviewsBusyError } from './review-cache.js';
 
 const identities = new WeakMap<Request, Identity>();
 
@@ -21,6 +22,8 @@ export interface AuthHttpOptions {
   publicUrl?: string;
   /** OIDC issuer, listed as the authorization server in the metadata. */
   issuer?: string;
+  /** Told what became of each request's authentication (the metrics). */
+  onResult?: (outcome: AuthOutcome) => void;
 }
 
 function baseUrl(c: Context, publicUrl: string | undefined): string {
@@ -48,6 +51,7 @@ export function resourceMetadata(base: string, issuer: string | undefined): Reco
 export function authMiddleware(o: AuthHttpOptions): MiddlewareHandler {
   return async (c, next) => {
     if (o.authenticator.mode === 'none') {
+      o.onResult?.('accepted');
       identities.set(c.req.raw, ANONYMOUS);
       return next();
     }
@@ -55,15 +59,18 @@ export function authMiddleware(o: AuthHttpOptions): MiddlewareHandler {
     try {
       result = await o.authenticator.authenticate(bearerToken(c.req.header('authorization')));
     } catch (err) {
+      o.onResult?.(err instanceof ReviewsBusyError ? 'busy' : 'unavailable');
       c.header('Retry-After', '2');
       return c.json({ jsonrpc: '2.0', id: null, error: { code: -32000, message: (err as Error).message } }, 503);
     }
     if (!result.ok) {
+      o.onResult?.(result.failure.error === 'invalid_request' ? 'no_token' : 'invalid_token');
       c.header('WWW-Authenticate', wwwAuthenticate(`${baseUrl(c, o.publicUrl)}${METADATA_PATH}/mcp`, result.failure));
       return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Unauthorized: ${result.failure.description}` } }, 401);
     }
     // A valid token whose identity cannot be recorded as an owner exactly: refused, not retried.
     const problem = identityProblem(result.identity);
+    o.onResult?.(problem ? 'forbidden' : 'accepted');
     if (problem) return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Forbidden: ${problem}` } }, 403);
     identities.set(c.req.raw, result.identity);
     return next();

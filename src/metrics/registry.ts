@@ -16,6 +16,7 @@ import type { KubeApiMetrics } from '../kube/api-metrics.js';
 import { kubeApiMetrics } from './kube-api-metrics.js';
 import type { CodemodeMetrics } from '../codemode/broker.js';
 import { codemodeMetrics } from './codemode-metrics.js';
+import { AUTH_OUTCOMES, type AuthOutcome } from '../auth/identity.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -27,6 +28,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   sandboxCheck: SandboxCheckMetrics;
   /** The sandbox NetworkPolicy's restores and whether it is in place (issue 14, point 4). */
   networkPolicy: NetworkPolicyMetrics;
+  /** What became of a /mcp request's authentication (closed set: AUTH_OUTCOMES). */
+  authRequest(outcome: AuthOutcome): void;
   /** A call refused for capacity, by the limit it hit (closed set: ADMISSION_LIMITS). */
   admissionRejected(limit: AdmissionLimit): void;
   /** One package install into a session (src/packages): its registry, outcome and duration. */
@@ -187,6 +190,13 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  const authRequests = new Counter({
+    name: 'codemode_auth_requests_total',
+    help: 'Requests to /mcp by what became of their authentication: accepted (every request in mode none), no_token, invalid_token (401), forbidden (an identity that cannot be recorded, 403), unavailable (the token could not be checked: TokenReview or the OIDC issuer did not answer, 503) or busy (too many new tokens being checked, 503).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  for (const outcome of AUTH_OUTCOMES) authRequests.inc({ outcome }, 0);
   const admissionRejections = new Counter({
     name: 'codemode_admission_rejections_total',
     help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions, batch_size, or a per-user limit (user_runs, user_sessions, user_executions_per_minute).',
@@ -254,6 +264,7 @@ export function createMetrics(): Metrics {
       result: (result): void => void auditRecords.inc({ result }),
       queue: (length): void => void auditQueue.set(length),
     },
+    authRequest: (outcome): void => void authRequests.inc({ outcome }),
     admissionRejected: (limit): void => void admissionRejections.inc({ limit }),
     packageInstall(ecosystem, outcome, seconds): void {
       packageInstalls.inc({ ecosystem, outcome });
