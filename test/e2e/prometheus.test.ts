@@ -138,6 +138,7 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
       `sum by (namespace) (rate(codemode_runs_total{job="${JOB}"}[10m])) + sum by (namespace) (rate(codemode_session_calls_total{job="${JOB}"}[10m])) > 0`,
       `sum by (namespace, controller) (rate(controller_runtime_reconcile_total{job="${JOB}",controller=~"sandboxrun|sandboxsession"}[15m])) > 0`,
       `sum by (namespace) (rate(codemode_kube_api_requests_total{job="${JOB}"}[10m])) > 0`,
+      `sum by (namespace) (rate(codemode_auth_requests_total{job="${JOB}",outcome="accepted"}[5m])) > 0`,
       `max(codemode_gateway_replicas{job="${JOB}"}) == 1`,
       `count(codemode_gateway_replicas_gone_total{job="${JOB}",how="expired"}) == 1`,
     ]) {
@@ -145,6 +146,7 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
     }
     const rules = alertRules();
     expect(rules.map((r) => r.alert).sort()).toEqual([
+      'CodemodeAuthUnavailable',
       'CodemodeExecutionFailureRatioHigh',
       'CodemodeKubeApiErrors',
       'CodemodeNoLeader',

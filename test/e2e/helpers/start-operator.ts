@@ -11,8 +11,7 @@ import { createApp } from '../../../src/gateway/app.js';
 import { configureHttpServer } from '../../../src/gateway/http-server.js';
 import { loadKubeConfig, makeClients, type KubeClients } from '../../../src/kube/clients.js';
 import { createMetrics, type Metrics } from '../../../src/metrics/registry.js';
-import { serveMetrics } from '../../../src/metrics/route.js';
-import { createOperator, gatewayDeps, type Operator } from '../../../src/operator.js';
+import { createOperator, gatewayDeps, replicaApp, type Operator } from '../../../src/operator.js';
 import type { UpstreamCaller } from '../../../src/codemode/types.js';
 
 export interface RunningOperator {
@@ -69,9 +68,12 @@ export async function startOperator(namespace: string, env: Record<string, strin
   const auth = createAuth(config, clients, log);
   await auth.start();
   await operator.start();
-  const wired = options.metrics === true && metrics !== undefined ? { onToolCall: metrics.toolCall, onAdmissionRejected: metrics.admissionRejected } : {};
-  const app = createApp(gatewayDeps(operator, config, log, { isReady: () => true, auth: auth.http, ...wired }));
-  if (options.metrics === true && metrics !== undefined) serveMetrics(app, metrics.registry);
+  // With metrics, the replica's own wiring (src/operator.ts replicaApp: counted tool calls,
+  // refusals and authentications, /metrics).
+  const app =
+    options.metrics === true && metrics !== undefined
+      ? replicaApp(operator, config, log, metrics, { isReady: () => true, isDraining: () => false, auth: auth.http })
+      : createApp(gatewayDeps(operator, config, log, { isReady: () => true, auth: auth.http }));
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
