@@ -91,13 +91,30 @@ function nameProblem(what: string, name: string): string | undefined {
   return undefined;
 }
 
+/** Names Kubernetes reserves (system:serviceaccount:…, system:unauthenticated, system:masters). */
+const RESERVED_PREFIX = 'system:';
+
+/**
+ * Who named an identity: the cluster (TokenReview: its names, `system:` ones included) or the
+ * gateway's own authenticators (tokens, OIDC), whose names must not pass for the cluster's.
+ */
+export type IdentitySource = 'cluster' | 'gateway';
+
 /**
  * Pure: why `identity` cannot be the owner of the runs and sessions its calls create (spec.owner,
  * src/api/v1alpha1/owner.ts), or undefined. Ownership is compared on the stored value, so a name
  * must be stored exactly as authenticated: such an identity is refused at the door with this
- * reason rather than by the API server at its first create.
+ * reason rather than by the API server at its first create. From the gateway's own authenticators,
+ * Kubernetes' reserved names are refused too (`from`).
  */
-export function identityProblem(identity: Identity): string | undefined {
+export function identityProblem(identity: Identity, from: IdentitySource = 'cluster'): string | undefined {
+  if (from === 'gateway') {
+    const reserved = [identity.user, ...identity.groups].find((n) => n.startsWith(RESERVED_PREFIX));
+    if (reserved !== undefined) {
+      const what = reserved === identity.user ? 'The user name' : `A group name (${JSON.stringify(reserved.slice(0, 40))})`;
+      return `${what} starts with ${RESERVED_PREFIX}, which Kubernetes reserves for its own users and groups; the gateway takes such names only from the cluster (CODEMODE_AUTH_MODE=kubernetes). Ask the administrator to name users and groups differently, or to set CODEMODE_USERNAME_PREFIX and CODEMODE_GROUPS_PREFIX.`;
+    }
+  }
   const user = nameProblem('The user name', identity.user);
   if (user) return `${user}. Ask the administrator to name users differently (e.g. CODEMODE_OIDC_USERNAME_CLAIM).`;
   if (identity.groups.length > MAX_OWNER_GROUPS)

@@ -69,7 +69,9 @@ export function authMiddleware(o: AuthHttpOptions): MiddlewareHandler {
       return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Unauthorized: ${result.failure.description}` } }, 401);
     }
     // A valid token whose identity cannot be recorded as an owner exactly: refused, not retried.
-    const problem = identityProblem(result.identity);
+    // Names from the gateway's own authenticators cannot be Kubernetes' reserved ones: a token user
+    // "anonymous" in group system:unauthenticated would pass for the unauthenticated caller.
+    const problem = identityProblem(result.identity, o.authenticator.mode === 'kubernetes' ? 'cluster' : 'gateway');
     o.onResult?.(problem ? 'forbidden' : 'accepted');
     if (problem) return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Forbidden: ${problem}` } }, 403);
     identities.set(c.req.raw, result.identity);

@@ -50,6 +50,9 @@ describe('identities that cannot be recorded exactly are refused with a reason (
     ['a user name over 256 characters', 'a'.repeat(257), [], /257 characters long; at most 256/],
     ['65 groups', 'alice', many(65), /65 groups; at most 64/],
     ['a group over 256 characters', 'alice', ['g'.repeat(257)], /group name .* 257 characters long/],
+    ['a user name Kubernetes reserves', 'system:admin', [], /user name starts with system:, which Kubernetes reserves/],
+    ['the unauthenticated caller, forged by an issuer', 'anonymous', ['system:unauthenticated'], /group name \("system:unauthenticated"\) starts with system:/],
+    ['a service account, named by an issuer', 'system:serviceaccount:team:agent', ['dev'], /only from the cluster \(CODEMODE_AUTH_MODE=kubernetes\)/],
   ])('%s', async (_n, sub, groups, reason) => {
     const res = await fetch(gateway.url, {
       method: 'POST',
@@ -95,6 +98,18 @@ describe('identityProblem', () => {
     [{ user: 'x\u0085', groups: [] }, /control characters/],
   ])('%j', (identity, problem) => {
     const p = identityProblem(identity);
+    if (problem === undefined) expect(p).toBeUndefined();
+    else expect(p).toMatch(problem);
+  });
+
+  it.each([
+    ['cluster', { user: 'system:serviceaccount:team:agent', groups: ['system:serviceaccounts'] }, undefined],
+    ['gateway', { user: 'system:serviceaccount:team:agent', groups: [] }, /user name starts with system:/],
+    ['gateway', { user: 'alice', groups: ['dev', 'system:masters'] }, /group name \("system:masters"\) starts with system:/],
+    ['gateway', { user: 'gw:system:x', groups: ['gw:system:masters'] }, undefined],
+    ['gateway', { user: 'System:admin', groups: [] }, undefined],
+  ] as const)('names Kubernetes reserves, from the %s: %j', (from, identity, problem) => {
+    const p = identityProblem(identity, from);
     if (problem === undefined) expect(p).toBeUndefined();
     else expect(p).toMatch(problem);
   });
