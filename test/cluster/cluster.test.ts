@@ -1,6 +1,8 @@
 // The test cluster itself (issue: a real single-node Kubernetes): node, pods from the local
 // sandbox image, exec, in-cluster API access through the kubernetes Service, and NetworkPolicy
 // enforcement by kube-router — all against the real cluster that test/cluster/up.sh started.
+import { execFileSync } from 'node:child_process';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from '../e2e/helpers/kube.js';
@@ -87,5 +89,24 @@ describe('test cluster', () => {
 
     await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name: 'deny-client' });
     await until(async () => (await fetch()) === payload, 60_000, 'traffic to flow again after deleting the policy');
+  });
+
+  // A connection kube-proxy does not rewrite to a pod (no Service has the address, or its rules
+  // are missing) must fail on this node, not follow the default route off it (up.sh routes the
+  // Service range to an empty bridge).
+  it('keeps connections to a Service address nothing serves on the node', async () => {
+    const taken = new Set((await k.core.listServiceForAllNamespaces()).items.flatMap((s) => s.spec?.clusterIPs ?? []));
+    const ip = ['10.96.255.254', '10.96.255.253', '10.96.255.252'].find((a) => !taken.has(a));
+    expect(ip, 'an address of the Service range that no Service has').toBeDefined();
+    // The route first: without it nothing is tried (the packet would leave the machine).
+    const route = execFileSync('ip', ['-4', 'route', 'get', ip ?? ''], { encoding: 'utf8' });
+    expect(route).toMatch(/ dev codemode-svc0 /);
+    const socket = connect({ host: ip, port: 80, timeout: 15_000 });
+    const outcome = await new Promise<string>((resolve) => {
+      socket.once('connect', () => resolve('connected'));
+      socket.once('timeout', () => resolve('timed out'));
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    }).finally(() => socket.destroy());
+    expect(outcome).toBe('EHOSTUNREACH');
   });
 });

@@ -32,6 +32,7 @@ for ns in /run/netns/cni-*; do
 done
 
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+ip link show "$SERVICE_SINK" >/dev/null 2>&1 && ip link del "$SERVICE_SINK"
 rm -rf "$CLUSTER_DIR/cni/ipam"
 
 # iptables: chains named KUBE-* (kubelet, kube-proxy, kube-router) and CNI-* (bridge plugin),

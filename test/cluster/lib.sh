@@ -27,6 +27,8 @@ BRIDGE=codemode0
 POD_CIDR_CLUSTER=10.244.0.0/16
 POD_CIDR_NODE=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
+# The Service range's route on the host: a bridge with no ports, which sends nothing anywhere (up.sh).
+SERVICE_SINK=codemode-svc0
 API_PORT=6443
 ETCD_CLIENT=127.0.0.1:23790
 ETCD_PEER=127.0.0.1:23800

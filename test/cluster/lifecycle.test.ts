@@ -118,7 +118,7 @@ describe('cluster scripts', () => {
     await expect(k.core.readNamespace({ name: 'default' })).resolves.toMatchObject({ metadata: { name: 'default' } });
   });
 
-  it('down stops exactly what up started and removes its bridge and mounts; up brings it back', async () => {
+  it('down stops exactly what up started and removes its bridges and mounts; up brings them back', async () => {
     const before = pids();
     const down = script('down');
     expect(down.code, down.out).toBe(0);
@@ -126,12 +126,13 @@ describe('cluster scripts', () => {
     for (const c of COMPONENTS) expect(existsSync(join(clusterDir, 'pids', `${c}.pid`))).toBe(false);
     expect(script('status').code).not.toBe(0);
     expect(readFileSync('/proc/mounts', 'utf8')).not.toContain(`${clusterDir}/`);
-    expect(spawnSync('ip', ['link', 'show', 'codemode0']).status).not.toBe(0);
+    for (const link of ['codemode0', 'codemode-svc0']) expect(spawnSync('ip', ['link', 'show', link]).status, link).not.toBe(0);
     expect(execFileSync('iptables-save', { encoding: 'utf8' })).not.toMatch(/^:(KUBE-|CNI-)/m);
 
     const up = script('up');
     expect(up.code, up.out).toBe(0);
     expect(script('status').code).toBe(0);
+    expect(execFileSync('ip', ['-4', 'route', 'show', '10.96.0.0/16'], { encoding: 'utf8' })).toContain('dev codemode-svc0');
     // Service portals and NetworkPolicy jumps are back (both daemons rewrite the filter table).
     const rules = execFileSync('iptables-save', { encoding: 'utf8' });
     expect(rules).toMatch(/^-A FORWARD .*-j KUBE-ROUTER-FORWARD$/m);

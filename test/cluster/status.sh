@@ -20,6 +20,13 @@ for rules in proxy router; do
     ok=false
   fi
 done
+# The Service range's route (up.sh): elsewhere, connections kube-proxy does not rewrite leave the machine.
+if ip -4 route show "$SERVICE_CIDR" 2>/dev/null | grep -q " dev $SERVICE_SINK "; then
+  printf '%-24s to %s\n' "service range route" "$SERVICE_SINK"
+else
+  printf '%-24s MISSING (npm run cluster:up adds it)\n' "service range route"
+  ok=false
+fi
 echo "kubeconfig: $KUBECONFIG_OUT"
 echo "logs:       $LOGS"
 if running kube-apiserver && [[ -x "$BIN_K8S/kubectl" ]]; then

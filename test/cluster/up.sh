@@ -22,6 +22,16 @@ IP="$(node_ip)"
 # Pod traffic is routed and bridged through the host's netfilter (kube-proxy, kube-router).
 sysctl -qw net.ipv4.ip_forward=1
 [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] && sysctl -qw net.bridge.bridge-nf-call-iptables=1
+# A ClusterIP is only an address kube-proxy's NAT rules rewrite to a pod's. A connection they do
+# not rewrite (a Service whose rules are not written yet, or are lost) followed the default route
+# off this machine, where something else may answer it: in a CI run, a connection opened to a new
+# Service before its rules were written got HTTP 404s from a stranger. The Service range is routed to a bridge with no
+# ports instead (this kernel has no dummy devices; kube-proxy's ipvs mode uses one the same way):
+# rewritten packets are routed again to their pod, the rest find no neighbour and the connection
+# fails here ("no route to host", after ~3 s). `src` keeps the source address the default route gave.
+ip link show "$SERVICE_SINK" >/dev/null 2>&1 || ip link add "$SERVICE_SINK" type bridge
+ip link set "$SERVICE_SINK" up
+ip route replace "$SERVICE_CIDR" dev "$SERVICE_SINK" src "$IP"
 
 start_daemon etcd "$BIN_ETCD/etcd" --name default --data-dir "$CLUSTER_DIR/etcd" \
   --listen-client-urls "http://$ETCD_CLIENT" --advertise-client-urls "http://$ETCD_CLIENT" \

@@ -10,6 +10,7 @@ import { GROUP, UPSTREAMSERVER_PLURAL, VERSION, type UpstreamServerStatus } from
 import { isNotFound } from '../../src/kube/clients.js';
 import { createNamespace, deleteNamespace, execCapture, runPod, simplePod, testKube, until } from './helpers/kube.js';
 import { stdioUrl } from '../../src/upstreams/stdio-objects.js';
+import { serviceRouting } from './helpers/node-network.js';
 import { createUpstream as createUpstreamIn, handshakeTrace, readyOf, upstreamStatus } from './helpers/upstream-servers.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -63,8 +64,11 @@ async function readyWithin(name: string, ms: number, what: string): Promise<void
       .catch((e: unknown) => `unreadable (${String(e).slice(0, 100)})`);
     const ip = (await read<V1Service>('v1', 'Service', `mcp-${name}`))?.spec?.clusterIP;
     const trace = ip ? await handshakeTrace(stdioUrl(ip)) : 'no ClusterIP to try';
+    // How the node routes them (kube-proxy's rules, the connections it tracks unrewritten): a CI
+    // run saw answers from off the node, a connection opened before the rules were written reused.
+    const routing = ip ? await serviceRouting(ip) : '';
     throw new Error(
-      `${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}; endpoints ${slices}\n${trace}\n${logs.join('\n')}`,
+      `${(err as Error).message}; status ${JSON.stringify(await statusOf(name))}; pods ${JSON.stringify(pods)}; endpoints ${slices}\n${trace}\n${routing}\n${logs.join('\n')}`,
     );
   }
 }
