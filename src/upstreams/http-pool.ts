@@ -5,7 +5,7 @@
 // node's default route, whatever answered there (an egress proxy: "HTTP 404, empty body") kept
 // answering every retry over it, and the UpstreamServer stayed Unreachable (a fresh-clone run).
 import type { FetchLike } from './bounded-fetch.js';
-import { nodeAgentClass, nodeEnvProxyAgentClass } from '../kube/node-undici.js';
+import { Agent, fetch as undiciFetch, nodeAgentClass, nodeEnvProxyAgentClass } from '../kube/node-undici.js';
 
 export interface HttpPool {
   fetch: FetchLike;
@@ -19,17 +19,30 @@ type Dispatcher = { close(): Promise<void> };
  * The class a pool's dispatcher is made from: Node's own Agent, or Node's EnvHttpProxyAgent where
  * the process was started with NODE_USE_ENV_PROXY=1 (so upstream requests keep going through the
  * proxy that the environment names, as they do with the global dispatcher). Undefined where the
- * global dispatcher is something else (set by code this gateway does not know): then every
- * request uses it, as the global fetch does, and nothing of it is closed.
+ * global dispatcher is another undici's: the npm package's, which installs its own when it is
+ * loaded before Node's fetch is first used (the gateway's entry point uses Node's first; a process
+ * that imports client-node directly, as the tests and the bench do, does not).
  */
 const PoolDispatcher = nodeAgentClass() ?? nodeEnvProxyAgentClass();
 
-/** A dispatcher of its own, used with Node's fetch (both from Node's undici). */
+/**
+ * A dispatcher of its own, and the fetch of the same undici: Node's, or else the package's Agent
+ * with the package's fetch. Never the global dispatcher: shared by every client of the process, it
+ * kept the connection a failed try had opened and handed it to the retries (an e2e run saw a
+ * bridge's Service answered by an egress proxy for nine minutes, the retries' own connections
+ * reaching the bridge between the proxy's answers).
+ */
 export function newHttpPool(): HttpPool {
-  if (PoolDispatcher === undefined) return { fetch: (url, init) => fetch(url, init), close: () => undefined };
-  const dispatcher = new PoolDispatcher() as Dispatcher;
+  if (PoolDispatcher !== undefined) {
+    const dispatcher = new PoolDispatcher() as Dispatcher;
+    return {
+      fetch: (url, init) => fetch(url, { ...init, dispatcher } as RequestInit),
+      close: () => void dispatcher.close().catch(() => undefined),
+    };
+  }
+  const dispatcher = new Agent() as Dispatcher;
   return {
-    fetch: (url, init) => fetch(url, { ...init, dispatcher } as RequestInit),
+    fetch: (url, init) => undiciFetch(url, { ...init, dispatcher } as RequestInit & { dispatcher: unknown }),
     close: () => void dispatcher.close().catch(() => undefined),
   };
 }

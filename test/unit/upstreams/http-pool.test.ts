@@ -68,6 +68,55 @@ describe('a pool of its own per connect try', () => {
   });
 });
 
+/** Runs `script` (an ES module, in the checkout's root) in a fresh Node process with `env`; its last line of output. */
+async function runInProcess(script: string, env: Record<string, string> = {}): Promise<string> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(https?_proxy|no_proxy|all_proxy|node_use_env_proxy)$/i.test(k)));
+  const tsx = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+  const { stdout } = await promisify(execFile)(process.execPath, [tsx, '--input-type=module', '-e', script], {
+    cwd: ROOT,
+    timeout: 30_000,
+    env: { ...clean, ...env },
+  });
+  return stdout.trim().split('\n').pop() ?? '';
+}
+
+// A process that loads the npm undici before Node's fetch is first used (client-node imported
+// directly: the tests, the bench) has that package's dispatcher as its global one. Pools fell back
+// to it there, so every try shared its kept-alive connections (a failed try's included).
+describe('a pool of its own where the global dispatcher is the npm undici package’s', { timeout: 60_000 }, () => {
+  let upstream: Recorder;
+  beforeAll(async () => {
+    upstream = await recorder('upstream');
+  });
+  afterAll(() => upstream.server.close());
+
+  it('still opens connections of its own, which no other pool uses', async () => {
+    const script = `
+      import { createRequire } from 'node:module';
+      createRequire(import.meta.resolve('@kubernetes/client-node/package.json'))('undici');
+      const { nodeAgentClass } = await import('./src/kube/node-undici.ts');
+      const { newHttpPool } = await import('./src/upstreams/http-pool.ts');
+      const a = newHttpPool();
+      const b = newHttpPool();
+      const ORDER = [a, a, b, b, a, b];
+      const bodies = [];
+      for (const pool of ORDER) bodies.push(await (await pool.fetch(process.env.UPSTREAM + '/mcp')).text());
+      a.close();
+      b.close();
+      console.log(JSON.stringify({ nodeAgent: nodeAgentClass() !== undefined, bodies }));
+    `;
+    const before = upstream.requests.length;
+    const out = JSON.parse(await runInProcess(script, { UPSTREAM: upstream.url })) as { nodeAgent: boolean; bodies: string[] };
+    // The case this is about: the package's dispatcher is the global one in that process.
+    expect(out).toEqual({ nodeAgent: false, bodies: Array(6).fill('upstream') });
+    // Which connections each pool's requests came on (the global dispatcher alternated two, each
+    // request of either pool taking the other one than the request before).
+    const sockets = upstream.requests.slice(before).map((r) => r.socket);
+    const of = (pool: 'a' | 'b'): Set<Socket> => new Set(sockets.filter((_, i) => 'aabbab'[i] === pool));
+    expect([...of('a')].filter((s) => of('b').has(s))).toEqual([]);
+  });
+});
+
 describe('the proxy of the environment (a gateway process of its own)', { timeout: 60_000 }, () => {
   let proxy: Recorder;
   let direct: Recorder;
@@ -89,14 +138,7 @@ describe('the proxy of the environment (a gateway process of its own)', { timeou
       console.log(JSON.stringify(await res.text()));
       pool.close();
     `;
-    const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(https?_proxy|no_proxy|all_proxy|node_use_env_proxy)$/i.test(k)));
-    const tsx = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-    const { stdout } = await promisify(execFile)(process.execPath, [tsx, '--input-type=module', '-e', script], {
-      cwd: ROOT,
-      timeout: 30_000,
-      env: { ...clean, ...env },
-    });
-    return JSON.parse(stdout.trim().split('\n').pop() ?? 'null') as string;
+    return JSON.parse((await runInProcess(script, env)) || 'null') as string;
   }
 
   it.each<[string, (p: Recorder, d: Recorder) => Record<string, string>, string, 'proxy' | 'direct']>([
