@@ -2,20 +2,32 @@
 // surplus, or all of them when the pool is drained) and how many to create. The leader applies
 // them; every delete it makes carries the pod's uid and resourceVersion as preconditions.
 import type { V1Pod } from '@kubernetes/client-node';
-import { BUILTIN_PROFILE, LABEL_PROFILE, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
+import { ANNOTATION_RESERVED_BY, BUILTIN_PROFILE, LABEL_PROFILE, LABEL_RESERVED_BY, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
 import { LABEL_POOL, LABEL_POOL_HASH } from '../sandbox/pod.js';
 import { podState } from '../sandbox/pod-state.js';
 import { runPodSeconds, sessionPodSeconds } from '../sandbox/deadlines.js';
 
-/** An unclaimed pool pod, any version, not being deleted. */
-export const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'warm' && !p.metadata.deletionTimestamp;
+/**
+ * The replica (its reservation hash) that reserved a pool pod, if one did: the label of a pod
+ * relabelled `pool=reserved` (how reservations are written), or the annotation of one still
+ * labelled `warm` (how a later release writes them: labels.ts, ANNOTATION_RESERVED_BY).
+ */
+export function reservedBy(p: V1Pod): string | undefined {
+  const labels = p.metadata?.labels ?? {};
+  if (labels[LABEL_POOL] === 'reserved') return labels[LABEL_RESERVED_BY] ?? '';
+  if (labels[LABEL_POOL] === 'warm') return p.metadata?.annotations?.[ANNOTATION_RESERVED_BY];
+  return undefined;
+}
+
+/** An unclaimed, unreserved pool pod, any version, not being deleted. */
+export const isWarm = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'warm' && reservedBy(p) === undefined && !p.metadata.deletionTimestamp;
 
 /** The profile a sandbox pod was built from (pods without the label: the built-in one's). */
 export const profileOf = (p: V1Pod): string => p.metadata?.labels?.[LABEL_PROFILE] ?? BUILTIN_PROFILE;
 
-/** A pool pod (any version, claimed or not): it carries the hash of its template. */
 /** A pool pod one gateway process reserved for its next warm run (pool-reservation.ts). */
-export const isReserved = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL] === 'reserved' && !p.metadata.deletionTimestamp;
+export const isReserved = (p: V1Pod): boolean => reservedBy(p) !== undefined && !p.metadata?.deletionTimestamp;
+/** A pool pod (any version, claimed or not): it carries the hash of its template. */
 export const isPoolPod = (p: V1Pod): boolean => p.metadata?.labels?.[LABEL_POOL_HASH] !== undefined;
 
 /** A transient run executing right now in a pod it claimed from the pool. */

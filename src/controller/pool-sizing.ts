@@ -5,7 +5,7 @@
 // claims. Time is a parameter everywhere.
 import type { V1Pod } from '@kubernetes/client-node';
 import { LABEL_POOL } from '../sandbox/pod.js';
-import { isPoolPod, readySeconds } from './pool-plan.js';
+import { isPoolPod, isReserved, readySeconds } from './pool-plan.js';
 
 /** Extra pods on top of rate × time to ready, as a fraction: bursts and estimation lag. */
 export const POOL_HEADROOM = 0.5;
@@ -115,8 +115,7 @@ export class PoolDemand {
     const pool = isPoolPod(p);
     // A reservation takes a pod out of the pool as a claim does (one per warm run: the run that
     // takes it reserves the next), and a short run's reserved pod is never relabelled `claimed`.
-    const state = p.metadata?.labels?.[LABEL_POOL];
-    const demand = pool ? state === 'claimed' || state === 'reserved' : this.couldServe(p);
+    const demand = pool ? p.metadata?.labels?.[LABEL_POOL] === 'claimed' || isReserved(p) : this.couldServe(p);
     if (demand && !this.seenClaimed.has(uid)) {
       this.seenClaimed.add(uid);
       if (this.primed) this.claims.add(nowMs);

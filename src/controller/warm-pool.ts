@@ -12,6 +12,7 @@ import {
   API_VERSION,
   LABEL_MANAGED_BY,
   LABEL_RESERVED_BY,
+  ANNOTATION_RESERVED_BY,
   LABEL_RUN,
   LABEL_RUNTIME,
   LABEL_SESSION,
@@ -205,7 +206,12 @@ export class WarmPool {
         namespace: pod.metadata?.namespace ?? this.d.opts.namespace,
         name: pod.metadata?.name ?? '',
         body: {
-          metadata: { labels: { ...labels, [LABEL_POOL]: 'claimed', [LABEL_RESERVED_BY]: null }, ownerReferences: [owner] },
+          // The reservation goes, as a label or (written by a later release) an annotation.
+          metadata: {
+            labels: { ...labels, [LABEL_POOL]: 'claimed', [LABEL_RESERVED_BY]: null },
+            annotations: { [ANNOTATION_RESERVED_BY]: null },
+            ownerReferences: [owner],
+          },
           spec: { activeDeadlineSeconds: deadline },
         },
       },

@@ -3,8 +3,11 @@
 // own ConfigMap; a pool of size 0 drains; a pool grown by a burst keeps back-to-back callers warm;
 // a claim that finds no ready pod waits for the pool pod that is starting.
 import { V1MicroTime, CoordinationV1Api, Watch, type V1Pod } from '@kubernetes/client-node';
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import { describe, expect, it } from 'vitest';
 import {
+  ANNOTATION_RESERVED_BY,
   GROUP,
   LABEL_PROFILE,
   LABEL_RESERVED_BY,
@@ -370,6 +373,38 @@ describe('reserved pool pods', () => {
       await deleteNamespace(k, ns);
     }
   });
+
+  // The next release writes a reservation as an annotation on a pod still labelled warm (a label
+  // change costs the node a NetworkPolicy resync); this one must already leave such a pod alone,
+  // or it would run code in a pod another replica is running code in during that upgrade.
+  it('never claims, counts or removes a pool pod reserved by annotation, as the next release reserves', async () => {
+    const ns = await createNamespace(k, 'pool-annotated');
+    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '0' });
+    const mcp = await connect(op.url, 'current');
+    try {
+      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
+      const [taken] = await readyWarm(ns);
+      const name = taken?.metadata?.name ?? '';
+      await k.core.patchNamespacedPod(
+        { namespace: ns, name, body: { metadata: { annotations: { [ANNOTATION_RESERVED_BY]: '0123456789abcdef' } } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      const unreserved = async (): Promise<V1Pod[]> => (await readyWarm(ns)).filter((p) => p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined);
+      // Not counted as one of the pool's: the leader starts another beside it.
+      await until(async () => (await unreserved()).length === 2, 120_000, 'two unreserved ready pool pods beside the reserved one');
+      for (let i = 0; i < 3; i++) expect(host(await call(mcp))).not.toBe(name);
+      await until(async () => (await unreserved()).length === 2, 120_000, 'the pool refilled');
+      // Still there, untouched: neither claimed nor deleted as surplus.
+      const after = await k.core.readNamespacedPod({ namespace: ns, name });
+      expect(after.metadata?.deletionTimestamp).toBeUndefined();
+      expect(after.metadata?.labels?.[POOL]).toBe('warm');
+      expect(after.metadata?.ownerReferences ?? []).toEqual([]);
+    } finally {
+      await mcp.close();
+      await op.stop();
+      await deleteNamespace(k, ns);
+    }
+  }, 420_000);
 
   // The code starts in the reserved pod while the run's create is in flight; nothing of it may
   // leave the sandbox before the run exists. A create the API server refuses (here a

@@ -55,3 +55,15 @@ export const LABEL_PACKAGE_FETCHER = 'codemode.dev/package-fetcher';
  * a hash of that process's identity (src/controller/pool-reservation.ts).
  */
 export const LABEL_RESERVED_BY = 'codemode.dev/reserved-by';
+
+/**
+ * The same reservation as an annotation, on a pool pod still labelled `codemode.dev/pool=warm`:
+ * read as a reservation (src/controller/pool-plan.ts, reservedBy) by this release and every later
+ * one, not written yet. A label change makes the node's NetworkPolicy controller (kube-router, for
+ * one) resync its rules; an annotation change does not. Replicas of the release before this one
+ * read only the label, and would take a pod reserved this way for an unreserved one (the claim's
+ * resourceVersion guard does not stop them: the annotation is in the version they saw): so the
+ * writers move to the annotation only in a release after this one, which an upgrade reaches
+ * through this one.
+ */
+export const ANNOTATION_RESERVED_BY = 'codemode.dev/reserved-by';

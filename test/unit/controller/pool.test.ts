@@ -1,6 +1,16 @@
 import type { V1ConfigMap, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { CreateExpectations, planPool, poolPodDeadlineSeconds, readySeconds, refillDeferralMs, startingPodWaitMs } from '../../../src/controller/pool-plan.js';
+import {
+  CreateExpectations,
+  isReserved,
+  isWarm,
+  planPool,
+  poolPodDeadlineSeconds,
+  readySeconds,
+  refillDeferralMs,
+  reservedBy,
+  startingPodWaitMs,
+} from '../../../src/controller/pool-plan.js';
 import { DecayingRate, PoolDemand, desiredPoolSize, stabilize } from '../../../src/controller/pool-sizing.js';
 import { ANNOTATION_UNUSED_SINCE } from '../../../src/controller/runtime-guard.js';
 import { mountedConfigMaps, sweepAction } from '../../../src/controller/runtime-sweep.js';
@@ -15,6 +25,8 @@ function poolPod(
     state?: 'ready' | 'pending' | 'failed';
     claimed?: boolean;
     reserved?: boolean;
+    /** Reserved as a later release writes it: the annotation on a pod still labelled warm. */
+    reservedByAnnotation?: string;
     deleting?: boolean;
     createdMs?: number;
     uid?: string;
@@ -28,6 +40,7 @@ function poolPod(
       resourceVersion: '1',
       creationTimestamp: new Date(o.createdMs ?? T0 - 60_000),
       labels: { 'codemode.dev/pool': o.claimed ? 'claimed' : o.reserved ? 'reserved' : 'warm', 'codemode.dev/pool-hash': o.hash ?? 'h1' },
+      ...(o.reservedByAnnotation !== undefined && { annotations: { 'codemode.dev/reserved-by': o.reservedByAnnotation } }),
       ...(o.deleting ? { deletionTimestamp: new Date(T0) } : {}),
     },
     status:
@@ -60,6 +73,27 @@ describe('planPool', () => {
     ['reserved pods neither count nor go', [poolPod({ reserved: true }), poolPod({ reserved: true, hash: 'old' }), poolPod()], {}, 1, []],
     ['reserved pods stay when the pool drains', [poolPod({ reserved: true })], { target: 0 }, 0, []],
     ['a reservation past its deadline (the pod failed) is deleted', [poolPod({ reserved: true, state: 'failed' }), poolPod(), poolPod()], {}, 0, ['failed']],
+    // The same for a reservation a later release writes as an annotation (labels.ts, ANNOTATION_RESERVED_BY).
+    [
+      'annotation-reserved pods neither count nor go',
+      [
+        poolPod({ reservedByAnnotation: 'r' }),
+        poolPod({ reservedByAnnotation: 'r', hash: 'old' }),
+        poolPod({ reservedByAnnotation: 'r', createdMs: T0 - 3_600_001 }),
+        poolPod(),
+      ],
+      {},
+      1,
+      [],
+    ],
+    ['annotation-reserved pods stay when the pool drains', [poolPod({ reservedByAnnotation: 'r' })], { target: 0 }, 0, []],
+    [
+      'an annotation-reserved pod past its deadline is deleted',
+      [poolPod({ reservedByAnnotation: 'r', state: 'failed' }), poolPod(), poolPod()],
+      {},
+      0,
+      ['failed'],
+    ],
   ])('%s', (_n, pods, over, create, causes) => {
     const plan = planPool(pods as V1Pod[], { ...base, ...over });
     expect(plan.create).toBe(create);
@@ -73,6 +107,38 @@ describe('planPool', () => {
     const plan = planPool([newReady, starting, oldReady], { ...base, target: 1 });
     expect(plan.remove.map((r) => r.pod)).toEqual([starting, oldReady]);
     expect(plan.readyCurrent).toBe(1);
+  });
+});
+
+describe('reservedBy, isWarm, isReserved', () => {
+  const meta = (labels: Record<string, string>, annotations?: Record<string, string>, deleting = false): V1Pod => ({
+    metadata: { labels, ...(annotations && { annotations }), ...(deleting && { deletionTimestamp: new Date(T0) }) },
+  });
+  it.each<[string, V1Pod, string | undefined, boolean, boolean]>([
+    ['warm, unreserved', meta({ 'codemode.dev/pool': 'warm' }), undefined, true, false],
+    ['reserved by label (as written now)', meta({ 'codemode.dev/pool': 'reserved', 'codemode.dev/reserved-by': 'abc' }), 'abc', false, true],
+    [
+      'reserved by annotation on a warm pod (a later release)',
+      meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': 'abc' }),
+      'abc',
+      false,
+      true,
+    ],
+    ['an empty annotation still reserves', meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': '' }), '', false, true],
+    ['reserved label without its hash', meta({ 'codemode.dev/pool': 'reserved' }), '', false, true],
+    [
+      'claimed: the annotation left on it does not matter',
+      meta({ 'codemode.dev/pool': 'claimed' }, { 'codemode.dev/reserved-by': 'abc' }),
+      undefined,
+      false,
+      false,
+    ],
+    ['being deleted: neither', meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': 'abc' }, true), 'abc', false, false],
+    ['not a pool pod', meta({}), undefined, false, false],
+  ])('%s', (_name, pod, by, warm, reserved) => {
+    expect(reservedBy(pod)).toBe(by);
+    expect(isWarm(pod)).toBe(warm);
+    expect(isReserved(pod)).toBe(reserved);
   });
 });
 
@@ -150,10 +216,13 @@ describe('PoolDemand', () => {
     d.prime();
     for (let i = 0; i < 5; i++) d.observe(poolPod({ reserved: true, uid: `r${i}` }), T0);
     expect(d.claimsPerSecond(T0)).toBeCloseTo(1, 9);
+    // Reserved as a later release writes it: a claim all the same.
+    for (let i = 0; i < 5; i++) d.observe(poolPod({ reservedByAnnotation: 'h', uid: `a${i}` }), T0);
+    expect(d.claimsPerSecond(T0)).toBeCloseTo(2, 9);
     // A run that outlived the Running write's delay: its reserved pod relabelled `claimed`.
     for (let i = 0; i < 5; i++) d.observe(poolPod({ claimed: true, uid: `r${i}` }), T0);
     d.observe(poolPod({ uid: 'w' }), T0); // unclaimed: no demand
-    expect(d.claimsPerSecond(T0)).toBeCloseTo(1, 9);
+    expect(d.claimsPerSecond(T0)).toBeCloseTo(2, 9);
   });
 });
 

@@ -111,11 +111,12 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
 });
 
 /** A pod named `name`, owned by the run `owner` (uid) and/or reserved by `reservedBy`, maybe being deleted. */
-const pod = (name: string, o: { owner?: string; reservedBy?: string; deleting?: boolean } = {}): V1Pod => ({
+const pod = (name: string, o: { owner?: string; reservedBy?: string; reservedByAnnotation?: string; deleting?: boolean } = {}): V1Pod => ({
   metadata: {
     name,
     ...(o.owner && { ownerReferences: [{ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', name: 'r', uid: o.owner }] }),
     ...(o.reservedBy && { labels: { 'codemode.dev/reserved-by': o.reservedBy } }),
+    ...(o.reservedByAnnotation && { labels: { 'codemode.dev/pool': 'warm' }, annotations: { 'codemode.dev/reserved-by': o.reservedByAnnotation } }),
     ...(o.deleting && { deletionTimestamp: new Date() }),
   },
 });
@@ -127,6 +128,11 @@ describe('podsThatMayCarry (whose kernels a recovery asks)', () => {
     [
       'without an own pod: every pod its executor reserved',
       [pod('a', { reservedBy: 'h' }), pod('b', { reservedBy: 'h' }), pod('c', { reservedBy: 'x' })],
+      ['a', 'b'],
+    ],
+    [
+      'a reservation written as an annotation (a later release) is as good as the label',
+      [pod('a', { reservedByAnnotation: 'h' }), pod('b', { reservedBy: 'h' }), pod('c', { reservedByAnnotation: 'x' })],
       ['a', 'b'],
     ],
     ['another run’s pod is never asked', [pod('other', { owner: 'v' })], []],
