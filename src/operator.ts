@@ -347,6 +347,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       profiles,
       packages: sessionPackages,
       packagesTimeoutSeconds: config.packagesTimeoutSeconds,
+      cachedPod: (name) => pods.get(name, ns),
     },
     log.child({ component: 'sessions' }),
     policies,

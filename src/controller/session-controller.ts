@@ -34,6 +34,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
+import { foreignPodMessage, sessionPod } from '../sessions/session-pod.js';
 import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from './session-status.js';
 import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
@@ -128,7 +129,15 @@ export class SandboxSessionController {
       if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: invalid });
       return { requeueAfterMs: exp.remainingMs };
     }
-    let pod = owned ?? this.d.pods.get(podName, ns);
+    let pod = owned;
+    const named = owned ? undefined : this.d.pods.get(podName, ns);
+    if (named) {
+      // Not the session's by the cache: a claim the cache has not caught up with, or a pod of
+      // someone else's under the name (sessionPod): read again before using it, never delete it.
+      const found = await sessionPod(session.metadata.uid, named, () => this.readPod(ns, podName));
+      if (found.kind === 'own') pod = found.pod;
+      else if (found.kind === 'foreign') return this.foreignPod(session, podName, exp.remainingMs, now);
+    }
     const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
     if (!pod && !terminal && session.status?.phase !== 'Ready') {
       const refused = await this.d.gate?.refusal();
@@ -289,6 +298,38 @@ export class SandboxSessionController {
     );
     this.d.metrics?.sessionCollected(cause);
     this.d.log.info({ sandboxsession: `${ns}/${name}`, cause }, 'Deleted idle SandboxSession');
+  }
+
+  /**
+   * The pod `podName` exists and is not this session's. Named by its status: the status was
+   * written by someone else (the gateway writes only pods a session owns): the session fails, and
+   * the pod is left alone. Only the name its own pod would get (a session of the same name, deleted
+   * a moment ago, whose pod is not collected yet; or any pod so named): wait for it to go, up to
+   * the startup timeout.
+   */
+  private async foreignPod(session: SandboxSession, podName: string, remainingMs: number, now: Date): Promise<{ requeueAfterMs: number }> {
+    const ns = session.metadata.namespace ?? '';
+    const name = session.metadata.name;
+    const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
+    const startupLeft = created + this.d.opts.podStartupTimeoutSeconds * 1000 - now.getTime();
+    const named = session.status?.podName === podName;
+    if (!named && startupLeft > 0) return { requeueAfterMs: Math.min(1000, remainingMs) };
+    const message = named
+      ? `Session ${name}: ${foreignPodMessage(podName)}.`
+      : `Session ${name} could not start: pod ${podName}, the name of its pod, is taken by a pod it does not own.`;
+    if (session.status?.phase !== 'Failed' || session.status.message !== message) {
+      await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.ForeignPod, message }, session.metadata.resourceVersion);
+    }
+    return { requeueAfterMs: remainingMs };
+  }
+
+  private async readPod(namespace: string, name: string): Promise<V1Pod | undefined> {
+    try {
+      return await this.d.clients.core.readNamespacedPod({ namespace, name });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
   }
 
   private deletePod(namespace: string, name: string): void {

@@ -2,13 +2,14 @@
 // execute code in the session's kernel through a long-lived exec stream, and file operations.
 // The objects come from store.ts, what the gateway writes to their status from activity.ts, and
 // one call's way through the kernel's stream from kernel-call.ts.
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import {
   API_VERSION,
   GROUP,
   LABEL_OWNER,
+  Reasons,
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
@@ -33,6 +34,7 @@ import { quotaExceeded } from '../limits/run-slots.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
 import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, asSessionError, busyError } from './errors.js';
 import { SessionStore } from './store.js';
+import { foreignPodMessage, sessionPod } from './session-pod.js';
 import { SessionActivity } from './activity.js';
 import { SessionKernel, type SessionKernelDeps } from './kernel-call.js';
 import { sessionState, startingUntil } from './state.js';
@@ -66,6 +68,12 @@ export type SessionServiceOptions = Pick<
     packages?: Pick<SessionPackages, 'check' | 'install'>;
     /** How long create() also waits when the session installs packages first. */
     packagesTimeoutSeconds?: number;
+    /**
+     * A sandbox pod of the namespace from the operator's pod cache (undefined: not cached). With
+     * it, a session is used only in a pod it owns (session-pod.ts): its status's podName is only a
+     * record, which whoever may write sandboxsessions/status could point at another user's pod.
+     */
+    cachedPod?: (name: string) => V1Pod | undefined;
   };
 
 export interface SessionInfo {
@@ -399,6 +407,13 @@ export class SessionService {
     const s = this.store.get(name) ?? (await this.store.read(name).catch(() => undefined));
     const pod = s?.status?.podName;
     if (!s || !pod) return undefined;
+    if (
+      !(await this.checkPod(s).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return undefined;
     const r = await recallOnce(this.kernel.recallTarget(s, pod, key), timeoutMs);
     return 'result' in r ? { ...r.result, session: name, capChars: this.opts.outputCapChars } : undefined;
   }
@@ -432,6 +447,25 @@ export class SessionService {
    * `wait.until`, plus the packages allowance when it installs packages first (startingUntil; the
    * call has not run meanwhile); without it the caller is told to call again.
    */
+  /** Refuses a ready session whose status names a pod the session does not own (session-pod.ts). */
+  private async checkPod(s: SandboxSession): Promise<void> {
+    const cachedPod = this.opts.cachedPod;
+    const name = s.status?.podName ?? '';
+    if (cachedPod === undefined || name === '') return;
+    const found = await sessionPod(s.metadata.uid, cachedPod(name), () =>
+      this.clients.core.readNamespacedPod({ namespace: this.opts.namespace, name }).catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }),
+    );
+    if (found.kind === 'foreign')
+      throw new SessionError(
+        `Session ${s.metadata.name} cannot be used: ${foreignPodMessage(name)}.`,
+        "Create a new session with create_session, and tell the administrator: only the gateway may write SandboxSession status (the chart's owner policy enforces it).",
+        { reason: Reasons.ForeignPod },
+      );
+  }
+
   private async readySession(
     name: string,
     caller: Owner | undefined,
@@ -453,7 +487,10 @@ export class SessionService {
       }
     }
     const state = sessionState(s);
-    if (state === 'ready') return s;
+    if (state === 'ready') {
+      await this.checkPod(s);
+      return s;
+    }
     if (state === 'gone') {
       const phase = s.status?.phase;
       const lost = s.status?.kernelLost;

@@ -1,6 +1,9 @@
 // One writer per SandboxSession status field (issue 13): the controller and the gateway apply
 // their own fields with server-side apply under distinct field managers, on the real API server,
-// while both write at once; a dead interpreter reported by the gateway becomes phase Lost.
+// while both write at once; a dead interpreter reported by the gateway becomes phase Lost; a
+// status naming a pod the session does not own is not used.
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CONTROLLER_FIELD_MANAGER,
@@ -115,5 +118,51 @@ describe('SandboxSession status writers', () => {
     const again = await mcp.callTool('execute_code', { session: name, code: '1' });
     expect(again.isError).toBe(true);
     expect(JSON.stringify(again.content)).toMatch(/lost/i);
+  });
+
+  // A status is only a record: someone allowed to write sandboxsessions/status (without the
+  // chart's owner policy) pointed one session at another's pod. Nothing of the first may run
+  // there, and the pod named must not be deleted.
+  it('uses no pod its status names that it does not own, fails, and leaves that pod alone', async () => {
+    const victim = await newSession();
+    const forger = await newSession();
+    await mcp.callTool('execute_code', { session: victim, code: 'secret = 42' });
+    const victimPod = String((await read(victim)).status?.podName);
+    const forgerPod = String((await read(forger)).status?.podName);
+    await k.custom.patchNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: forger, body: { status: { podName: victimPod } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    // The gateway refuses before any code is sent (its cache may or may not show the write yet).
+    await until(
+      async () => {
+        const r = await mcp.callTool('execute_code', { session: forger, code: 'print(secret)' });
+        expect(JSON.stringify(r.content)).not.toContain('42');
+        return r.isError === true;
+      },
+      30_000,
+      'the forged session refused',
+    );
+    await until(async () => (await read(forger)).status?.reason === 'ForeignPod', 30_000, 'the forged session Failed with ForeignPod');
+    const failed = await read(forger);
+    expect(failed.status).toMatchObject({ phase: 'Failed', reason: 'ForeignPod' });
+    expect(failed.status?.message).toContain(victimPod);
+    const refused = await mcp.callTool('execute_code', { session: forger, code: 'print(secret)' });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).not.toContain('42');
+    // The victim's pod and state are intact; the forger's own pod went with its session's failure.
+    const pod = await k.core.readNamespacedPod({ namespace: ns, name: victimPod });
+    expect(pod.metadata?.deletionTimestamp).toBeUndefined();
+    const still = await mcp.callTool('execute_code', { session: victim, code: 'print(secret)' });
+    expect(still.structuredContent?.stdout).toBe('42\n');
+    await until(
+      async () =>
+        k.core.readNamespacedPod({ namespace: ns, name: forgerPod }).then(
+          (p) => p.metadata?.deletionTimestamp !== undefined,
+          () => true,
+        ),
+      30_000,
+      "the forger's own pod deleted",
+    );
   });
 });

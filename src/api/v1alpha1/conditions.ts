@@ -59,6 +59,11 @@ export const Reasons = {
   SessionBusy: 'SessionBusy',
   /** The run's session was still starting for as long as the run could wait; its code did not run. */
   SessionNotReady: 'SessionNotReady',
+  /**
+   * A session's status named a pod the session does not own (only the gateway writes a session's
+   * status), or the name of its pod is taken by another's: nothing runs in that pod, it is left alone.
+   */
+  ForeignPod: 'ForeignPod',
 } as const;
 
 export type Reason = (typeof Reasons)[keyof typeof Reasons];
