@@ -14,10 +14,28 @@ let ns = '';
 let policies: KubernetesObject[] = [];
 let n = 0;
 
+const GW = (): string => `system:serviceaccount:${ns}:gw`;
+
+/** kubectl patch (merge) as `user`; the API server's answer. */
+function patchAs(user: string, resource: string, name: string, patch: unknown, subresource?: string): { ok: boolean; out: string } {
+  const args = ['patch', resource, name, '-n', ns, '--type=merge', '-p', JSON.stringify(patch), '--as', user, '--as-group', 'dev'];
+  const r = spawnSync(KUBECTL, [...args, ...(subresource ? ['--subresource', subresource] : [])], { env: process.env, encoding: 'utf8' });
+  return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
+}
+
+/** The name kubectl create -o name printed. */
+const nameOf = (r: { out: string }): string => r.out.trim().split('/').pop() ?? '';
+
 /** kubectl create as `user` (impersonation); the API server's answer. */
-function createAs(user: string, groups: string[], spec: Record<string, unknown>, kind = 'SandboxRun'): { ok: boolean; out: string } {
+function createAs(
+  user: string,
+  groups: string[],
+  spec: Record<string, unknown>,
+  kind = 'SandboxRun',
+  annotations?: Record<string, string>,
+): { ok: boolean; out: string } {
   const name = `r${++n}`;
-  const body = JSON.stringify({ apiVersion: 'codemode.dev/v1alpha1', kind, metadata: { name, namespace: ns }, spec });
+  const body = JSON.stringify({ apiVersion: 'codemode.dev/v1alpha1', kind, metadata: { name, namespace: ns, ...(annotations && { annotations }) }, spec });
   const r = spawnSync(KUBECTL, ['create', '-f', '-', '-o', 'name', '--as', user, ...groups.flatMap((g) => ['--as-group', g])], {
     input: body,
     env: process.env,
@@ -31,12 +49,19 @@ const run = (owner?: Record<string, unknown>): Record<string, unknown> => ({ lan
 beforeAll(async () => {
   ns = await createNamespace(k, 'owner');
   const api = KubernetesObjectApi.makeApiClient(k.kc);
-  // RBAC lets alice and the "gateway" use SandboxRuns here; the policy decides on the owner.
+  // RBAC lets alice, bob and the "gateway" use SandboxRuns and their status here; the policy
+  // decides on the owner, the status and the executor.
   await api.create({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
     metadata: { name: 'runs', namespace: ns },
-    rules: [{ apiGroups: ['codemode.dev'], resources: ['sandboxruns', 'sandboxsessions'], verbs: ['create', 'get', 'list', 'patch'] }],
+    rules: [
+      {
+        apiGroups: ['codemode.dev'],
+        resources: ['sandboxruns', 'sandboxsessions', 'sandboxruns/status', 'sandboxsessions/status'],
+        verbs: ['create', 'get', 'list', 'patch'],
+      },
+    ],
   } as KubernetesObject);
   await api.create({
     apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -45,6 +70,7 @@ beforeAll(async () => {
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'runs' },
     subjects: [
       { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'alice' },
+      { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'bob' },
       { kind: 'ServiceAccount', name: 'gw', namespace: ns },
     ],
   } as KubernetesObject);
@@ -106,16 +132,64 @@ describe('owner admission policy', () => {
     expect(r.ok, r.out).toBe(true);
   });
 
-  it('refuses to change an owner later', () => {
+  it.each([
+    // A run's whole spec is immutable (the CRD's rule answers first); a session's owner is the policy's.
+    ['sbr', 'SandboxRun', run({ user: 'alice' }), /executes its spec once/],
+    ['sbs', 'SandboxSession', { language: 'python', owner: { user: 'alice' } }, /spec\.owner cannot be changed/],
+  ])('refuses to change an owner later (%s)', (resource, kind, spec, message) => {
+    const created = createAs('alice', ['dev'], spec, kind);
+    expect(created.ok, created.out).toBe(true);
+    const patch = patchAs('alice', resource, nameOf(created), { spec: { owner: { user: 'mallory' } } });
+    expect(patch.ok).toBe(false);
+    expect(patch.out).toMatch(message);
+  });
+
+  // A status is the gateway's record: a forged one could make a finished run look unstarted (and
+  // be run again) or name another user's pod for a session.
+  it.each([
+    ['sbr', 'SandboxRun', run({ user: 'alice' }), { status: { phase: 'Succeeded' } }],
+    ['sbs', 'SandboxSession', { language: 'python', owner: { user: 'alice' } }, { status: { podName: 'sbs-someone-else' } }],
+  ])('refuses a status written by anyone but the gateway (%s)', (resource, kind, spec, status) => {
+    const created = createAs('alice', ['dev'], spec, kind);
+    expect(created.ok, created.out).toBe(true);
+    const forged = patchAs('alice', resource, nameOf(created), status, 'status');
+    expect(forged.ok).toBe(false);
+    expect(forged.out).toMatch(/written by the gateway alone/);
+    const gateway = patchAs(GW(), resource, nameOf(created), status, 'status');
+    expect(gateway.ok, gateway.out).toBe(true);
+  });
+
+  it('refuses the executor annotation from anyone but the gateway, at create and later', () => {
+    const annotated = createAs('alice', ['dev'], run({ user: 'alice' }), 'SandboxRun', { 'codemode.dev/executor': 'some-replica' });
+    expect(annotated.ok).toBe(false);
+    expect(annotated.out).toMatch(/codemode\.dev\/executor annotation is set by the gateway alone/);
+    const plain = createAs('alice', ['dev'], run({ user: 'alice' }));
+    expect(plain.ok, plain.out).toBe(true);
+    const claimed = patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/executor': 'some-replica' } } });
+    expect(claimed.ok).toBe(false);
+    expect(claimed.out).toMatch(/set by the gateway alone/);
+    // Other annotations are hers to set; the gateway claims the run as it does.
+    expect(patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { note: 'x' } } }).ok).toBe(true);
+    expect(patchAs(GW(), 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/executor': 'replica-1' } } }).ok).toBe(true);
+  });
+
+  it("refuses any change of a run's spec, the gateway's too (the CRD's rule)", () => {
     const created = createAs('alice', ['dev'], run({ user: 'alice' }));
     expect(created.ok, created.out).toBe(true);
-    const name = created.out.trim().split('/').pop() ?? '';
-    const patch = spawnSync(
-      KUBECTL,
-      ['patch', 'sbr', name, '-n', ns, '--type=merge', '-p', '{"spec":{"owner":{"user":"mallory"}}}', '--as', 'alice', '--as-group', 'dev'],
-      { env: process.env, encoding: 'utf8' },
-    );
-    expect(patch.status).not.toBe(0);
-    expect(`${patch.stdout}${patch.stderr}`).toMatch(/spec\.owner cannot be changed/);
+    for (const user of ['alice', GW()]) {
+      const edit = patchAs(user, 'sbr', nameOf(created), { spec: { code: 'print(2)' } });
+      expect(edit.ok).toBe(false);
+      expect(edit.out).toMatch(/executes its spec once/);
+    }
+  });
+
+  it("lets only a session's owner change its spec", () => {
+    const created = createAs('alice', ['dev'], { language: 'python', owner: { user: 'alice' } }, 'SandboxSession');
+    expect(created.ok, created.out).toBe(true);
+    const bob = patchAs('bob', 'sbs', nameOf(created), { spec: { idleTimeoutSeconds: 60 } });
+    expect(bob.ok).toBe(false);
+    expect(bob.out).toMatch(/can be changed by its owner only/);
+    const alice = patchAs('alice', 'sbs', nameOf(created), { spec: { idleTimeoutSeconds: 60 } });
+    expect(alice.ok, alice.out).toBe(true);
   });
 });

@@ -98,46 +98,52 @@ export const ProfileRefSchema = z
 // A plain (non-strict) object of optional, additive fields: new optional fields such as
 // `session` or `profile` can be added later without invalidating stored objects, and older
 // controllers simply ignore them. No discriminated unions, so the CRD stays structural.
-export const SandboxRunSpecSchema = z.object({
-  language: LanguageSchema.default('python').describe('Language of the code: python, bash, sh, node or javascript (an alias of node).'),
-  code: byteBoundedString(MAX_CODE_BYTES_HARD)
-    .min(1)
-    .describe(
-      `Source code to execute. At most ${MAX_CODE_BYTES_HARD} bytes (UTF-8); the administrator may set a lower limit. The run executes it once; later changes have no effect.`,
+const SPEC_IMMUTABLE = 'cannot be changed: a SandboxRun executes its spec once; create a new SandboxRun to run other code';
+export const SandboxRunSpecSchema = z
+  .object({
+    language: LanguageSchema.default('python').describe('Language of the code: python, bash, sh, node or javascript (an alias of node).'),
+    code: byteBoundedString(MAX_CODE_BYTES_HARD)
+      .min(1)
+      .describe(
+        `Source code to execute. At most ${MAX_CODE_BYTES_HARD} bytes (UTF-8); the administrator may set a lower limit. The run executes it once; later changes have no effect.`,
+      ),
+    timeoutSeconds: z
+      .int()
+      .min(1)
+      .max(MAX_TIMEOUT_SECONDS_HARD)
+      .default(30)
+      .describe("Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator's maximum, which may be lower."),
+    stdin: byteBoundedString(MAX_STDIN_BYTES)
+      .optional()
+      .describe(`Data fed to the program's standard input (at most ${MAX_STDIN_BYTES} bytes). Empty stdin when omitted.`),
+    resources: RunResourcesSchema.optional().describe("Resource limits of the sandbox container. Each must be within the administrator's bounds."),
+    session: z
+      .string()
+      .max(253)
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+        error: 'must be the name of a SandboxSession in the same namespace',
+      })
+      .optional()
+      .describe(
+        'Name of a SandboxSession in the same namespace to run the code in, keeping its interpreter state. Its language must match. Without it, the code runs in a fresh single-use pod.',
+      ),
+    profile: ProfileRefSchema.optional().describe(
+      "Name of a SandboxProfile in the same namespace: the kind of sandbox (image, resources, warm pool). Default: the administrator's default profile. Ignored with session (the session's profile applies).",
     ),
-  timeoutSeconds: z
-    .int()
-    .min(1)
-    .max(MAX_TIMEOUT_SECONDS_HARD)
-    .default(30)
-    .describe("Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator's maximum, which may be lower."),
-  stdin: byteBoundedString(MAX_STDIN_BYTES)
-    .optional()
-    .describe(`Data fed to the program's standard input (at most ${MAX_STDIN_BYTES} bytes). Empty stdin when omitted.`),
-  resources: RunResourcesSchema.optional().describe("Resource limits of the sandbox container. Each must be within the administrator's bounds."),
-  session: z
-    .string()
-    .max(253)
-    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
-      error: 'must be the name of a SandboxSession in the same namespace',
-    })
-    .optional()
-    .describe(
-      'Name of a SandboxSession in the same namespace to run the code in, keeping its interpreter state. Its language must match. Without it, the code runs in a fresh single-use pod.',
-    ),
-  profile: ProfileRefSchema.optional().describe(
-    "Name of a SandboxProfile in the same namespace: the kind of sandbox (image, resources, warm pool). Default: the administrator's default profile. Ignored with session (the session's profile applies).",
-  ),
-  owner: OwnerSchema.optional(),
-  ttlSecondsAfterFinished: z
-    .int()
-    .min(0)
-    .max(MAX_TTL_SECONDS_AFTER_FINISHED)
-    .optional()
-    .describe(
-      `Seconds after completion before the SandboxRun (and its pod) is deleted (0-${MAX_TTL_SECONDS_AFTER_FINISHED}). Defaults to the administrator's setting (3600); the administrator's maximum may be lower.`,
-    ),
-});
+    owner: OwnerSchema.optional(),
+    ttlSecondsAfterFinished: z
+      .int()
+      .min(0)
+      .max(MAX_TTL_SECONDS_AFTER_FINISHED)
+      .optional()
+      .describe(
+        `Seconds after completion before the SandboxRun (and its pod) is deleted (0-${MAX_TTL_SECONDS_AFTER_FINISHED}). Defaults to the administrator's setting (3600); the administrator's maximum may be lower.`,
+      ),
+  })
+  // Immutable, for everyone: a run executes the spec it had when it was claimed or started, so an
+  // edit could only change what a Queued run (someone else's, say) executes, or what its record
+  // claims was executed.
+  .meta({ 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: SPEC_IMMUTABLE }] });
 export type SandboxRunSpec = z.infer<typeof SandboxRunSpecSchema>;
 /** What a creator must provide (defaults not yet applied). */
 export type SandboxRunSpecInput = z.input<typeof SandboxRunSpecSchema>;
