@@ -23,7 +23,7 @@ import {
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { ControllerMetrics } from './metrics.js';
@@ -61,6 +61,8 @@ const STALE_CACHE_RECHECK_MS = 1000;
 export class SandboxRunController {
   private readonly loop: ObjectLoop;
   private readonly now: () => Date;
+  /** Finished runs whose memory in the executor goes at the end of their budget (forgetFinished). */
+  private readonly forgetting = new Set<string>();
 
   constructor(private readonly d: RunControllerDeps) {
     this.now = d.now ?? (() => new Date());
@@ -111,8 +113,7 @@ export class SandboxRunController {
     const run = parsed.run;
 
     const uid = run.metadata.uid ?? '';
-    // Its outcome is in the cache: no decision below can start it again.
-    if (isTerminalPhase(run.status?.phase)) this.d.executor.forget({ uid });
+    if (isTerminalPhase(run.status?.phase)) this.forgetFinished(run, now);
     const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
     const auditRecord = executor === AUDIT_EXECUTOR;
     const decision = decideRun(run, {
@@ -120,6 +121,7 @@ export class SandboxRunController {
       executor,
       auditRecord,
       busyHere: this.d.executor.isBusy(uid),
+      ranHere: this.d.executor.ranHere(uid),
       creatingHere: this.d.executor.isCreating(key),
       started: this.hasStarted(run),
       ttlRemainingMs: ttlRemainingMs(run, this.d.opts.ttlSecondsAfterFinished, now, this.d.opts.maxTtlSecondsAfterFinished),
@@ -157,7 +159,8 @@ export class SandboxRunController {
         // resourceVersion of the cached copy lets only one replica close it.
         if (auditRecord) return this.closeAuditRecord(run, decision.message, now);
         // Claim first, so only one replica records the outcome.
-        const claimed = await this.claim(run);
+        // No claim time: the run's budget (the recovery's wait) still counts from its first claim.
+        const claimed = await this.claim(run, false);
         if (!claimed) return;
         // The pod that carries the run may still know how it ended (its kernel keeps the result):
         // then that is recorded; otherwise the run ends Failed with the decision's message. In the
@@ -280,6 +283,27 @@ export class SandboxRunController {
     this.loop.addAll((obj) => obj.metadata?.annotations?.[ANNOTATION_EXECUTOR] === identity);
   }
 
+  /**
+   * Its outcome is in the cache: no decision can start it again while it stays there. A status
+   * cleared by hand would make it look unstarted, though: within its time budget the executor's
+   * memory of having run it stops it (RunLedger.startedAlready), after that decideRun refuses it.
+   * So the memory goes once the budget is over.
+   */
+  private forgetFinished(run: CachedRun, now: Date): void {
+    const uid = run.metadata.uid ?? '';
+    const left = lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds);
+    if (left <= 0) {
+      this.d.executor.forget({ uid });
+      return;
+    }
+    if (this.forgetting.has(uid)) return;
+    this.forgetting.add(uid);
+    setTimeout(() => {
+      this.forgetting.delete(uid);
+      this.d.executor.forget({ uid });
+    }, left).unref();
+  }
+
   /** A run slot may be free: look at the Queued runs again now rather than at their requeue time. */
   private requeueQueued(): void {
     this.loop.addAll((obj) => {
@@ -288,8 +312,11 @@ export class SandboxRunController {
     });
   }
 
-  /** Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. */
-  private async claim(run: Pick<SandboxRun, 'metadata'>): Promise<SandboxRun | undefined> {
+  /**
+   * Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. A claim
+   * to execute also sets the claim time, from which the run's budget counts (lostAfterMs).
+   */
+  private async claim(run: Pick<SandboxRun, 'metadata'>, toExecute = true): Promise<SandboxRun | undefined> {
     try {
       const updated: unknown = await this.d.clients.custom.patchNamespacedCustomObject(
         {
@@ -301,7 +328,7 @@ export class SandboxRunController {
           body: {
             metadata: {
               resourceVersion: run.metadata.resourceVersion,
-              annotations: { [ANNOTATION_EXECUTOR]: this.d.opts.identity },
+              annotations: { [ANNOTATION_EXECUTOR]: this.d.opts.identity, ...(toExecute && { [ANNOTATION_CLAIMED_AT]: this.now().toISOString() }) },
             },
           },
         },

@@ -6,7 +6,7 @@
 // its Running status was written. The executor records the outcome before it removes the pod, so a
 // run with a marker and no outcome is never started again: it ends Failed with a reason instead.
 import type { V1Pod } from '@kubernetes/client-node';
-import { ANNOTATION_RESERVED_BY, LABEL_RESERVED_BY, isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
+import { ANNOTATION_CLAIMED_AT, ANNOTATION_RESERVED_BY, LABEL_RESERVED_BY, isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
 import { runPodSeconds } from '../sandbox/deadlines.js';
 
 export type RunDecision =
@@ -49,6 +49,8 @@ export interface RunFacts {
    * never executed or claimed, whatever its phase.
    */
   auditRecord?: boolean;
+  /** This process started the run already (RunLedger.startedAlready): whatever its status says now. */
+  ranHere?: boolean;
 }
 
 /** A run ours with a marker whose outcome never arrived is looked at again after this long. */
@@ -62,6 +64,15 @@ export const VANISHED_MESSAGE =
 
 export const EXECUTOR_GONE_MESSAGE =
   'The gateway replica executing this run stopped (it no longer renews its replica Lease) before it recorded the outcome; the code may have run, so it is not started again. Run the code again if you need its result.';
+
+/** How far another host's clock may be ahead of this one's (a claim time written there). */
+export const CLOCK_SKEW_MS = 60_000;
+
+export const RAN_HERE_MESSAGE =
+  'This run was executed already, and its status was removed since; it is not run again. Create a new SandboxRun to run the code again.';
+
+export const NOT_STARTED_MESSAGE =
+  'This run was not started within its time budget (counted from its creation, or from when a gateway replica took it up); it is not started now. Create it again to run the code.';
 
 export const AUDIT_INCOMPLETE_MESSAGE =
   'The gateway replica that recorded this session call stopped before it wrote the outcome; the call itself ran once, in its session.';
@@ -78,7 +89,12 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
   if (f.creatingHere) return { kind: 'wait', afterMs: CREATING_RECHECK_MS };
   // Unclaimed with a marker: someone removed the annotation of a run that may have started.
   if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };
-  if (f.executor === f.identity && !f.started) return { kind: 'execute' };
+  // Ours and no marker: executed, unless this process ran it already (its status was cleared by
+  // hand since) or its budget is over (this process forgets what it ran once that budget is).
+  if (f.executor === f.identity && !f.started) {
+    if (f.ranHere === true) return { kind: 'fail', message: RAN_HERE_MESSAGE };
+    return f.lostAfterMs > 0 ? { kind: 'execute' } : { kind: 'fail', message: NOT_STARTED_MESSAGE };
+  }
   // Another replica holds it and is gone: nobody will record its outcome.
   if (f.executor !== f.identity && f.executorGone === true) return { kind: 'fail', message: EXECUTOR_GONE_MESSAGE };
   // Another replica executes it, or this process started it and no longer holds it (its outcome
@@ -105,18 +121,29 @@ export function ttlRemainingMs(
 }
 
 /**
+ * Where a run's time budget starts: its creation, or its claim (ANNOTATION_CLAIMED_AT) when that
+ * is later, a valid time and not ahead of `now` by more than the clocks of two hosts may differ
+ * (otherwise the creation: a claim time set by hand far ahead would keep a run from ever being lost).
+ */
+export function budgetStart(meta: { creationTimestamp?: string; annotations?: Record<string, string> }, now: Date): number {
+  const created = Date.parse(meta.creationTimestamp ?? now.toISOString());
+  const claimed = Date.parse(meta.annotations?.[ANNOTATION_CLAIMED_AT] ?? '');
+  return Number.isFinite(claimed) && claimed > created && claimed <= now.getTime() + CLOCK_SKEW_MS ? claimed : created;
+}
+
+/**
  * How long a run may stay non-terminal before any replica may declare it lost (its executor
  * crashed, or never judged gone): as long as its pod may live (sandbox/deadlines.ts); a run in a
  * session may also wait for the session's packages (`packagesTimeoutSeconds`, see
  * sessions/state.ts startingUntil). Pure time math.
  */
 export function lostAfterMs(
-  run: { metadata: { creationTimestamp?: string }; spec: { timeoutSeconds: number; session?: string | undefined } },
+  run: { metadata: { creationTimestamp?: string; annotations?: Record<string, string> }; spec: { timeoutSeconds: number; session?: string | undefined } },
   podStartupTimeoutSeconds: number,
   now: Date,
   packagesTimeoutSeconds = 0,
 ): number {
-  const created = Date.parse(run.metadata.creationTimestamp ?? now.toISOString());
+  const created = budgetStart(run.metadata, now);
   const packages = run.spec.session !== undefined ? packagesTimeoutSeconds : 0;
   const budget = runPodSeconds(podStartupTimeoutSeconds + packages, run.spec.timeoutSeconds) * 1000;
   return created + budget - now.getTime();

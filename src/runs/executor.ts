@@ -155,6 +155,11 @@ export class RunExecutor {
     return this.ledger.isBusy(uid);
   }
 
+  /** Whether this process started run `uid` (until forget()): the controller never starts it again. */
+  ranHere(uid: string): boolean {
+    return this.ledger.startedAlready(uid);
+  }
+
   /**
    * Marks run `namespace/name` as being created by this process, which executes it as soon as the
    * create's answer is in; the returned function ends the mark (call it once execute() was called,

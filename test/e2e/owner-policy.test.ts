@@ -162,15 +162,22 @@ describe('owner admission policy', () => {
   it('refuses the executor annotation from anyone but the gateway, at create and later', () => {
     const annotated = createAs('alice', ['dev'], run({ user: 'alice' }), 'SandboxRun', { 'codemode.dev/executor': 'some-replica' });
     expect(annotated.ok).toBe(false);
-    expect(annotated.out).toMatch(/codemode\.dev\/executor annotation is set by the gateway alone/);
+    expect(annotated.out).toMatch(/codemode\.dev\/executor and codemode\.dev\/claimed-at annotations are set by the gateway alone/);
     const plain = createAs('alice', ['dev'], run({ user: 'alice' }));
     expect(plain.ok, plain.out).toBe(true);
     const claimed = patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/executor': 'some-replica' } } });
     expect(claimed.ok).toBe(false);
     expect(claimed.out).toMatch(/set by the gateway alone/);
+    const timed = patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/claimed-at': '2099-01-01T00:00:00Z' } } });
+    expect(timed.ok).toBe(false);
+    expect(timed.out).toMatch(/set by the gateway alone/);
     // Other annotations are hers to set; the gateway claims the run as it does.
     expect(patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { note: 'x' } } }).ok).toBe(true);
-    expect(patchAs(GW(), 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/executor': 'replica-1' } } }).ok).toBe(true);
+    expect(
+      patchAs(GW(), 'sbr', nameOf(plain), {
+        metadata: { annotations: { 'codemode.dev/executor': 'replica-1', 'codemode.dev/claimed-at': new Date().toISOString() } },
+      }).ok,
+    ).toBe(true);
   });
 
   it("refuses any change of a run's spec, the gateway's too (the CRD's rule)", () => {

@@ -1,6 +1,8 @@
 // SandboxRun lifecycle on the real cluster: runs created without the gateway (as kubectl apply
 // does), idempotent reconcile, owner-reference cleanup, TTL, admin limits, image errors, bad MCP
 // input, and a caller that disconnects mid-run.
+import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
+import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
 import { podNameForRun } from '../../src/sandbox/names.js';
@@ -100,6 +102,33 @@ describe('SandboxRun without the gateway', () => {
       );
       expect(notes.join('\n')).not.toContain('evalue-from-the-program');
       expect(notes[0]).toMatch(/exception.*status/);
+      await mcp.callTool('close_session', { session });
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  // Without the chart's owner policy, whoever may write sandboxruns/status could clear a finished
+  // run's status: the run must not look unstarted and run again (in a session: twice its effect).
+  it('runs a finished run once, even when its status is cleared by hand', async () => {
+    const mcp = await connect(op.url, 'current');
+    try {
+      const created = await mcp.callTool('create_session', { language: 'python' });
+      const session = String(created.structuredContent?.session);
+      await apply('cleared', { session, language: 'python', code: 'n = globals().get("n", 0) + 1\nprint(n)', timeoutSeconds: 30 });
+      expect((await finished('cleared')).status).toMatchObject({ phase: 'Succeeded', stdout: '1\n' });
+      const cleared = (await k.custom.patchNamespacedCustomObjectStatus(
+        { ...api, namespace: ns, name: 'cleared', body: [{ op: 'replace', path: '/status', value: {} }] },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      )) as SandboxRun;
+      expect(cleared.status ?? {}).toEqual({});
+      // Ended again without running: its outcome read back from the session (which keeps the
+      // call's result), or Failed saying it is not run again.
+      const run = await finished('cleared');
+      if (run.status?.phase === 'Succeeded') expect(run.status.stdout).toBe('1\n');
+      else expect(run.status?.message).toMatch(/not run again/);
+      const after = await mcp.callTool('execute_code', { session, code: 'print(n)' });
+      expect(after.structuredContent?.stdout).toBe('1\n');
       await mcp.callTool('close_session', { session });
     } finally {
       await mcp.close();

@@ -4,7 +4,7 @@
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { GROUP, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
+import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
 import { IDENTITY, runRig } from './helpers/rig.js';
@@ -28,7 +28,7 @@ const marker = (run: string): { name: string; owner: { kind: typeof SANDBOXRUN_K
  * Event that says so. A run that had started keeps its startTime and gets no durationMs (how long
  * the code ran is unknown when its executor vanished).
  */
-function failedBy(name: string, reason: string, message: string): (w: World) => World {
+function failedBy(name: string, reason: string, message: string, claimedHere = false): (w: World) => World {
   return (w) => {
     const run = w[runKey(name)] as Record<string, unknown>;
     const meta = run.metadata as { annotations?: Record<string, string> };
@@ -41,7 +41,7 @@ function failedBy(name: string, reason: string, message: string): (w: World) => 
       ...w,
       [runKey(name)]: {
         ...run,
-        metadata: { ...meta, annotations: { ...meta.annotations, [ANNOTATION_EXECUTOR]: IDENTITY } },
+        metadata: { ...meta, annotations: { ...meta.annotations, [ANNOTATION_EXECUTOR]: IDENTITY, ...(claimedHere && { [ANNOTATION_CLAIMED_AT]: TIME }) } },
         status: {
           ...status,
           phase: 'Failed',
@@ -165,7 +165,7 @@ const rows: Row[] = [
     env: { CODEMODE_MAX_TIMEOUT_SECONDS: '60' },
     world: () => ({ runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 } }] }),
     key: 'r',
-    expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE),
+    expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE, true),
     requeued: true,
   },
   {

@@ -29,6 +29,14 @@ export const LABEL_RUNTIME = 'codemode.dev/runtime';
 export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';
 
 /**
+ * When a replica claimed a run it did not create (RFC 3339), written with ANNOTATION_EXECUTOR by
+ * the claim: the run's time budget (src/controller/run-decision.ts, lostAfterMs) starts there, not
+ * at its creation, so a run that waited Queued longer than its budget is not failed as lost by
+ * another replica while its claimer executes it.
+ */
+export const ANNOTATION_CLAIMED_AT = 'codemode.dev/claimed-at';
+
+/**
  * The executor value of an audit record: a SandboxRun that records a call already made in a
  * session (src/audit). No replica identity looks like it (identities have no '/'), so no replica —
  * not even one from before audit records existed — executes or claims it: it is history, not work.

@@ -16,7 +16,7 @@ import {
   SANDBOXSESSION_PLURAL,
   VERSION,
 } from '../../../src/api/v1alpha1/index.js';
-import { LABEL_MANAGED_BY, LABEL_RUN, LABEL_SESSION, MANAGED_BY_VALUE } from '../../../src/api/v1alpha1/labels.js';
+import { ANNOTATION_CLAIMED_AT, LABEL_MANAGED_BY, LABEL_RUN, LABEL_SESSION, MANAGED_BY_VALUE } from '../../../src/api/v1alpha1/labels.js';
 import type { KubeClients } from '../../../src/kube/clients.js';
 import { runLabelValue } from '../../../src/sandbox/names.js';
 
@@ -205,7 +205,8 @@ function meta(o: KubernetesObject): Record<string, unknown> {
   const owners = (m.ownerReferences ?? []).map((r) => `${r.kind}/${r.name}${r.controller ? ' (controller)' : ''}`);
   return {
     ...(m.labels && { labels: m.labels }),
-    ...(m.annotations && { annotations: m.annotations }),
+    // A claim's time comes from a clock: the row asserts that it is there.
+    ...(m.annotations && { annotations: m.annotations[ANNOTATION_CLAIMED_AT] ? { ...m.annotations, [ANNOTATION_CLAIMED_AT]: TIME } : m.annotations }),
     ...(owners.length > 0 && { owners }),
     ...(m.finalizers && { finalizers: m.finalizers }),
     ...(m.deletionTimestamp && { deleting: true }),

@@ -2,7 +2,17 @@ import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
 import type { V1Pod } from '@kubernetes/client-node';
-import { AUDIT_INCOMPLETE_MESSAGE, EXECUTOR_GONE_MESSAGE, decideRun, podsThatMayCarry, type RunFacts } from '../../../src/controller/run-decision.js';
+import {
+  AUDIT_INCOMPLETE_MESSAGE,
+  EXECUTOR_GONE_MESSAGE,
+  NOT_STARTED_MESSAGE,
+  RAN_HERE_MESSAGE,
+  budgetStart,
+  decideRun,
+  lostAfterMs,
+  podsThatMayCarry,
+  type RunFacts,
+} from '../../../src/controller/run-decision.js';
 
 const run = (phase?: string): SandboxRun =>
   ({
@@ -36,6 +46,10 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
     ['unclaimed, but a pod carries it', undefined, { executor: undefined, started: true }, { kind: 'fail' }, {}],
     ['ours, never started', undefined, {}, { kind: 'execute' }, {}],
     ['ours, Pending, never started', 'Pending', {}, { kind: 'execute' }, {}],
+    // A finished run's status cleared by hand (this process forgot it once it finished): not again.
+    ['ours, never started, budget over', undefined, { lostAfterMs: 0 }, { kind: 'fail', message: NOT_STARTED_MESSAGE }, {}],
+    ['ours, no marker, but run here already (status cleared)', undefined, { ranHere: true }, { kind: 'fail', message: RAN_HERE_MESSAGE }, {}],
+    ['ours, run here already and executing', 'Running', { ranHere: true, busyHere: true, started: true }, { kind: 'wait' }, {}],
     // The case a 10-minute memory used to cover: ours, started, no longer in memory → never again.
     ['ours, started, not in memory, budget left', undefined, { started: true }, { kind: 'wait', afterMs: 5000 }, {}],
     ['ours, started, not in memory, budget over', 'Running', { started: true, lostAfterMs: 0 }, { kind: 'fail' }, {}],
@@ -144,5 +158,31 @@ describe('podsThatMayCarry (whose kernels a recovery asks)', () => {
 
   it('asks no reserved pod when the executor is unknown', () => {
     expect(podsThatMayCarry([pod('res', { reservedBy: 'h' })], 'u', undefined)).toEqual([]);
+  });
+});
+
+describe('a run\u2019s time budget starts at its creation, or at its claim when later (budgetStart, lostAfterMs)', () => {
+  const created = '2026-12-04T10:00:00Z';
+  const now = new Date('2026-12-04T10:30:00Z');
+  const meta = (claimedAt?: string) => ({
+    creationTimestamp: created,
+    ...(claimedAt !== undefined && { annotations: { 'codemode.dev/claimed-at': claimedAt } }),
+  });
+  it.each<[string, string | undefined, string]>([
+    ['no claim time: the creation', undefined, created],
+    ['claimed after waiting Queued: the claim', '2026-12-04T10:25:00Z', '2026-12-04T10:25:00Z'],
+    ['a claim time before the creation: the creation', '2026-12-04T09:00:00Z', created],
+    ['not a time: the creation', 'soon', created],
+    ['ahead of this clock within the skew: the claim', '2026-12-04T10:30:30Z', '2026-12-04T10:30:30Z'],
+    ['far ahead (set by hand): the creation', '2099-01-01T00:00:00Z', created],
+  ])('%s', (_name, claimedAt, start) => {
+    expect(budgetStart(meta(claimedAt), now)).toBe(Date.parse(start));
+  });
+
+  it('gives a run claimed now after a long queue its whole budget', () => {
+    const run = { metadata: meta('2026-12-04T10:30:00Z'), spec: { timeoutSeconds: 30 } };
+    const queuedOnly = { metadata: meta(), spec: { timeoutSeconds: 30 } };
+    expect(lostAfterMs(queuedOnly, 60, now)).toBeLessThan(0);
+    expect(lostAfterMs(run, 60, now)).toBeGreaterThan(60_000);
   });
 });
