@@ -34,7 +34,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
-import { foreignPodMessage, sessionPod } from '../sessions/session-pod.js';
+import { controls, foreignPodMessage, sessionPod } from '../sessions/session-pod.js';
 import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from './session-status.js';
 import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
@@ -102,10 +102,7 @@ export class SandboxSessionController {
     const obj = this.d.sessions.get(name, ns);
     if (!obj || obj.metadata?.deletionTimestamp) return;
     const parsed = parseSandboxSession(obj);
-    if (!parsed.ok) {
-      await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: parsed.message });
-      return;
-    }
+    if (!parsed.ok) return this.invalid(obj, parsed.message);
     const session = parsed.session;
     const now = this.now();
     const { opts } = this.d;
@@ -298,6 +295,30 @@ export class SandboxSessionController {
     );
     this.d.metrics?.sessionCollected(cause);
     this.d.log.info({ sandboxsession: `${ns}/${name}`, cause }, 'Deleted idle SandboxSession');
+  }
+
+  /**
+   * A session the API server accepted and the schema refuses (an object of an older, looser CRD,
+   * say): Failed once, its pods go, and it is deleted at its maximum lifetime from its creation, as
+   * any session is, so it holds no quota for ever.
+   */
+  private async invalid(obj: KubernetesObject & { status?: { phase?: string; reason?: string } }, message: string): Promise<{ requeueAfterMs: number } | void> {
+    const ns = obj.metadata?.namespace ?? '';
+    const name = obj.metadata?.name ?? '';
+    for (const p of this.d.pods.list(ns)) if (controls(obj.metadata?.uid, p) && !p.metadata?.deletionTimestamp) this.deletePod(ns, p.metadata?.name ?? '');
+    const created = Date.parse(String(obj.metadata?.creationTimestamp ?? ''));
+    const left = (Number.isFinite(created) ? created : this.now().getTime()) + this.d.opts.sessionMaxLifetimeSeconds * 1000 - this.now().getTime();
+    if (left <= 0) {
+      await this.d.clients.custom
+        .deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name })
+        .catch((err: unknown) => {
+          if (!isNotFound(err)) throw err;
+        });
+      return;
+    }
+    if (obj.status?.phase !== 'Failed' || obj.status.reason !== Reasons.InvalidSpec)
+      await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message });
+    return { requeueAfterMs: left };
   }
 
   /**

@@ -25,12 +25,23 @@ export const PYPI_REQUIREMENT = new RegExp(
 /** An npm name (optionally scoped) with an optional version or range after '@' (no URLs, git or file specs). */
 export const NPM_REQUIREMENT = /^(?:@[a-z0-9][a-z0-9._~-]{0,100}\/)?[a-z0-9][a-z0-9._~-]{0,213}(?:@[A-Za-z0-9.^~<>=|*+ -]{1,64})?$/;
 
+const REQUIREMENT_ERROR =
+  'must be a package name with an optional version, e.g. tabulate, tabulate==0.9.0 (python) or is-number@7.0.0 (node); no URLs, paths or options';
+
+/** A regular expression's source as the body of a single-quoted CEL string. */
+const celString = (source: string): string => source.replaceAll('\\', '\\\\').replaceAll("'", "\\'");
+
 export const PackageRequirementSchema = z
   .string()
   .min(1)
   .max(200)
-  .refine((s) => PYPI_REQUIREMENT.test(s) || NPM_REQUIREMENT.test(s), {
-    error: 'must be a package name with an optional version, e.g. tabulate, tabulate==0.9.0 (python) or is-number@7.0.0 (node); no URLs, paths or options',
+  .refine((s) => PYPI_REQUIREMENT.test(s) || NPM_REQUIREMENT.test(s), { error: REQUIREMENT_ERROR })
+  // The same patterns in the API server (CEL's RE2 reads them alike): a session it accepted with
+  // a requirement this schema refuses would only ever be Failed.
+  .meta({
+    'x-kubernetes-validations': [
+      { rule: `self.matches('${celString(PYPI_REQUIREMENT.source)}') || self.matches('${celString(NPM_REQUIREMENT.source)}')`, message: REQUIREMENT_ERROR },
+    ],
   });
 
 export const PackageListSchema = z
