@@ -176,8 +176,12 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, m := range msgs {
-		if err := s.send(m); err != nil {
+		if err := s.send(r.Context(), m); err != nil {
 			s.forget(ids)
+			if created {
+				// Nobody can use a session whose initialize never reached its server.
+				s.abandon("its initialize could not be written to the stdio server: " + err.Error())
+			}
 			writeError(w, http.StatusBadGateway, nil, -32000, "could not write to the stdio server: "+err.Error())
 			return
 		}

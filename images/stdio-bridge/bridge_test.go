@@ -20,6 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_CHILD") == "1" {
+		misbehave() // limits_test.go: children that flood, stop reading or print junk
 		if os.Getenv("BRIDGE_TEST_DIE_AT_START") == "1" {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // as Node aborts when it cannot start its threads
 		}
@@ -70,13 +71,17 @@ func post(t *testing.T, url, session, body, accept string) (*http.Response, stri
 	return rsp, string(b)
 }
 
-// startBridge serves a bridge whose child is this test binary (BRIDGE_TEST_CHILD plus env), with
-// at most max sessions; both stop when the test ends.
+// startBridge serves a bridge whose child is this test binary (BRIDGE_TEST_CHILD plus env: NAME
+// for NAME=1, or NAME=VALUE), with at most max sessions; both stop when the test ends.
 func startBridge(t *testing.T, max int, env ...string) (*bridge, *httptest.Server) {
 	t.Helper()
 	t.Setenv("BRIDGE_TEST_CHILD", "1")
 	for _, name := range env {
-		t.Setenv(name, "1")
+		name, value, ok := strings.Cut(name, "=")
+		if !ok {
+			value = "1"
+		}
+		t.Setenv(name, value)
 	}
 	exe, _ := os.Executable()
 	b := newBridge([]string{exe}, max, time.Minute)

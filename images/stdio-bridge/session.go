@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +20,28 @@ import (
 	"time"
 )
 
-// maxMessageBytes bounds one line from the child (a larger one ends the session).
-const maxMessageBytes = 64 << 20
+// maxMessageBytes bounds one line from the child (a larger one ends the session): the gateway
+// drops any message over 16 MiB, so forwarding one would only cost memory on both sides.
+const maxMessageBytes = 16 << 20
+
+const (
+	// maxQueuedReplies and maxQueuedReplyBytes bound the bridge's own replies to requests the
+	// child starts while no stream can take them (each waits for the child's stdin); more are dropped.
+	maxQueuedReplies    = 1024
+	maxQueuedReplyBytes = 1 << 20
+	// writeChunk is what one write to the child's stdin may carry (a pipe holds 64 KiB): the write
+	// deadline is renewed for each, so it bounds how long the child takes no input at all.
+	writeChunk = 64 << 10
+	// junkLogBurst lines on stdout that are not JSON-RPC are logged per junkLogInterval; the rest
+	// are counted, and the count logged.
+	junkLogBurst    = 5
+	junkLogInterval = 10 * time.Second
+)
+
+// writeTimeout: a child that takes no input on its stdin for this long is stuck (or has stopped
+// reading): its session ends and its process is killed. A client message also waits at most this
+// long for its turn to be written. A variable for the tests.
+var writeTimeout = 10 * time.Second
 
 // envelope is what routing needs of a JSON-RPC message.
 type envelope struct {
@@ -34,24 +55,31 @@ func idKey(id json.RawMessage) string {
 	return string(bytes.TrimSpace(id))
 }
 
+// write is a client message for the writer goroutine; err gets the outcome.
+type write struct {
+	line []byte
+	err  chan error // buffered
+}
+
 type session struct {
-	id    string
-	cmd   *exec.Cmd
-	stdin interface {
-		Write([]byte) (int, error)
-		Close() error
-	}
-	writeMu  sync.Mutex
-	mu       sync.Mutex
-	waiters  map[string]chan []byte
-	sinks    []chan []byte // server-initiated messages; sinks[0] is preferred (GET streams are put first)
-	done     chan struct{}
-	exited   chan struct{} // closed once the child is reaped
-	reason   string        // why the session ended (set before done is closed)
-	ended    bool
-	lastUsed atomic.Int64
-	answered atomic.Bool // the child has answered a request (its initialize)
-	closing  atomic.Bool // the bridge is stopping the child (its signal is no news)
+	id           string
+	cmd          *exec.Cmd
+	stdin        *os.File // the write end of a pipe: it takes a write deadline
+	writeTimeout time.Duration
+	writes       chan write  // client messages, handed to the writer one at a time
+	replies      chan []byte // the bridge's own replies to the child's requests (bounded, dropped when full)
+	replyBytes   atomic.Int64
+	dropped      atomic.Int64
+	mu           sync.Mutex
+	waiters      map[string]chan []byte
+	sinks        []chan []byte // server-initiated messages; sinks[0] is preferred (GET streams are put first)
+	done         chan struct{}
+	exited       chan struct{} // closed once the child is reaped
+	reason       string        // why the session ended (set before done is closed)
+	ended        bool
+	lastUsed     atomic.Int64
+	answered     atomic.Bool // the child has answered a request (its initialize)
+	closing      atomic.Bool // the bridge is stopping the child (its signal is no news)
 }
 
 // startSession starts the child; live is how many sessions the bridge holds with this one (logged:
@@ -60,20 +88,33 @@ func startSession(id string, argv []string, live string, onEnd func(*session)) (
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr // the container log; never a client
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	// os.Pipe, not cmd.StdinPipe: its write end is non-blocking in the runtime's poller, so a
+	// write to a child that stopped reading can time out (and be interrupted by Close).
+	stdinR, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdin = stdinR
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		stdinR.Close()
+		stdin.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdinR.Close() // the child's now (or nobody's): a write after the child exits fails with EPIPE
+	if err != nil {
+		stdin.Close()
 		return nil, fmt.Errorf("could not start the stdio server %q: %w", argv[0], err)
 	}
-	s := &session{id: id, cmd: cmd, stdin: stdin, waiters: map[string]chan []byte{}, done: make(chan struct{}), exited: make(chan struct{})}
+	s := &session{
+		id: id, cmd: cmd, stdin: stdin, writeTimeout: writeTimeout,
+		writes: make(chan write), replies: make(chan []byte, maxQueuedReplies),
+		waiters: map[string]chan []byte{}, done: make(chan struct{}), exited: make(chan struct{}),
+	}
 	s.touch()
 	log.Printf("session %s: started %q (pid %d; %s sessions)", short(id), argv[0], cmd.Process.Pid, live)
+	go s.writeChild()
 	go func() {
 		readErr := s.readChild(bufio.NewReaderSize(stdout, 64<<10))
 		waitErr := cmd.Wait()
@@ -108,6 +149,8 @@ func (s *session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
 // readChild routes every line the child writes until its stdout closes.
 func (s *session) readChild(r *bufio.Reader) error {
 	var line []byte
+	var junk junkLog
+	defer junk.flush(s.id)
 	for {
 		chunk, isPrefix, err := r.ReadLine()
 		if err != nil {
@@ -128,10 +171,42 @@ func (s *session) readChild(r *bufio.Reader) error {
 		}
 		var env envelope
 		if msg[0] != '{' || json.Unmarshal(msg, &env) != nil {
-			log.Printf("session %s: ignored a line on stdout that is not a JSON-RPC message (%d bytes)", short(s.id), len(msg))
+			junk.add(s.id, len(msg))
 			continue
 		}
 		s.route(env, append([]byte(nil), msg...))
+	}
+}
+
+// junkLog logs lines on the child's stdout that are not JSON-RPC (banners, stray prints): the
+// first junkLogBurst of each junkLogInterval, then a count, so a child printing junk in a loop
+// cannot fill the container log.
+type junkLog struct {
+	since  time.Time // start of the current interval
+	logged int       // lines logged in it
+	more   int       // lines ignored without a log line of their own
+}
+
+func (j *junkLog) add(id string, size int) {
+	if now := time.Now(); now.Sub(j.since) >= junkLogInterval {
+		j.flush(id)
+		j.since, j.logged = now, 0
+	}
+	if j.logged < junkLogBurst {
+		j.logged++
+		log.Printf("session %s: ignored a line on stdout that is not a JSON-RPC message (%d bytes)", short(id), size)
+		if j.logged == junkLogBurst {
+			log.Printf("session %s: more such lines are only counted (a count every %s)", short(id), junkLogInterval)
+		}
+		return
+	}
+	j.more++
+}
+
+func (j *junkLog) flush(id string) {
+	if j.more > 0 {
+		log.Printf("session %s: ignored %d more lines on stdout that are not JSON-RPC messages", short(id), j.more)
+		j.more = 0
 	}
 }
 
@@ -155,11 +230,20 @@ func (s *session) route(env envelope, msg []byte) {
 	}
 	if env.isRequest() {
 		// Nobody can answer: tell the child at once instead of leaving it waiting.
-		reply, _ := json.Marshal(map[string]any{
-			"jsonrpc": "2.0", "id": env.ID,
-			"error": map[string]any{"code": -32603, "message": "the client has no open stream to receive this request"},
-		})
-		go func() { _ = s.send(reply) }()
+		// Queued for the writer, never a goroutine each: a child that writes requests without
+		// reading its stdin would pile them up without bound.
+		reply := append(errorResponse(env.ID, -32603, "the client has no open stream to receive this request"), '\n')
+		if s.replyBytes.Add(int64(len(reply))) <= maxQueuedReplyBytes {
+			select {
+			case s.replies <- reply:
+				return
+			default:
+			}
+		}
+		s.replyBytes.Add(-int64(len(reply)))
+		if s.dropped.Add(1) == 1 {
+			log.Printf("session %s: the stdio server writes requests faster than it reads its stdin: dropped the bridge's reply to one (more drops are only counted)", short(s.id))
+		}
 	}
 }
 
@@ -205,17 +289,86 @@ func (s *session) removeSink(ch chan []byte) {
 	}
 }
 
-// send writes one message (compacted onto one line) to the child's stdin.
-func (s *session) send(msg []byte) error {
+// send writes one message (compacted onto one line) to the child's stdin. It gives up when ctx
+// ends (the client went away: its body is not held for a stuck child), when the session ends, or
+// when the writer has not taken the message within the write timeout.
+func (s *session) send(ctx context.Context, msg []byte) error {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, msg); err != nil {
 		return err
 	}
 	buf.WriteByte('\n')
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	_, err := s.stdin.Write(buf.Bytes())
-	return err
+	w := write{line: buf.Bytes(), err: make(chan error, 1)}
+	t := time.NewTimer(s.writeTimeout)
+	defer t.Stop()
+	select {
+	case s.writes <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return errors.New("the session ended: " + s.reason)
+	case <-t.C:
+		return fmt.Errorf("the stdio server did not take this message within %s (its stdin is busy or stuck)", s.writeTimeout)
+	}
+	// Taken: the writer answers, or ends the session when the child takes no input for the write
+	// timeout.
+	select {
+	case err := <-w.err:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return errors.New("the session ended: " + s.reason)
+	}
+}
+
+// writeChild is the one goroutine that writes to the child's stdin, until the session ends. A
+// child that takes no input for the write timeout is stuck (or stopped reading): its session ends
+// and its process is killed, so neither requests nor their bodies wait on it.
+func (s *session) writeChild() {
+	for {
+		var line []byte
+		var errc chan error
+		select {
+		case <-s.done:
+			return
+		case w := <-s.writes:
+			line, errc = w.line, w.err
+		case line = <-s.replies:
+			s.replyBytes.Add(-int64(len(line)))
+		}
+		err := s.writeLine(line)
+		stuck := errors.Is(err, os.ErrDeadlineExceeded)
+		if stuck {
+			err = fmt.Errorf("the stdio server took no input on its stdin for %s (stuck, or not reading it): its process is killed", s.writeTimeout)
+		}
+		// Any other error (EPIPE: the child exited) goes to its sender; the reader ends the session.
+		if errc != nil {
+			errc <- err
+		}
+		if stuck {
+			s.end(err.Error())
+			s.kill()
+			return
+		}
+	}
+}
+
+// writeLine writes one line in chunks, each with its own deadline: a child slow to read a large
+// message is fine, a child that takes nothing for the write timeout is not.
+func (s *session) writeLine(b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), writeChunk)
+		if err := s.stdin.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
+			return err
+		}
+		m, err := s.stdin.Write(b[:n])
+		b = b[m:]
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // end answers every waiting request with an error naming the reason; idempotent.
@@ -233,6 +386,9 @@ func (s *session) end(reason string) {
 	s.waiters = map[string]chan []byte{}
 	close(s.done)
 	log.Printf("session %s: ended: %s", short(s.id), reason)
+	if n := s.dropped.Load(); n > 0 {
+		log.Printf("session %s: dropped %d replies to the stdio server's requests (its stdin was not keeping up)", short(s.id), n)
+	}
 }
 
 // close ends the session and stops its child: stdin closed first (the stdio spec's polite way),
