@@ -1,8 +1,9 @@
 // One warm MCP client connection to one upstream (Streamable HTTP, SDK v2 client, either protocol
-// era). It lists the tool catalog on connect and on notifications/tools/list_changed, pings on an
-// interval so a vanished upstream is noticed even when nobody calls it, and reconnects with
-// exponential backoff. Header values come from Secrets: they live only in the transport's
-// requestInit and are removed from every error text this class produces.
+// era). It lists the tool catalog on connect and on notifications/tools/list_changed (one listing
+// at a time), pings on an interval so a vanished upstream is noticed even when nobody calls it,
+// and reconnects with exponential backoff. What the upstream can make the SDK client hold or run
+// is bounded in client-limits.ts. Header values come from Secrets: they live only in the
+// transport's requestInit and are removed from every error text this class produces.
 import type * as ClientSdk from '@modelcontextprotocol/client';
 import type { CallToolResult, Client, StreamableHTTPClientTransport, Tool } from '@modelcontextprotocol/client';
 // The SDK's errors are branded: its server package's classes match errors from the client package
@@ -11,6 +12,7 @@ import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/serv
 import type { Logger } from 'pino';
 import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from '../api/v1alpha1/index.js';
 import { boundedFetch } from './bounded-fetch.js';
+import { gentleReconnects, keepNothing, limitServerRequests, validateNothing } from './client-limits.js';
 import { newHttpPool, type HttpPool } from './http-pool.js';
 import { UpstreamError } from './types.js';
 
@@ -18,6 +20,15 @@ import { UpstreamError } from './types.js';
 export const MAX_TOOLS_PER_SERVER = 2000;
 const MAX_DESCRIPTION_CHARS = 8192;
 const MAX_BACKOFF_MS = 30_000;
+/**
+ * Most pages of one tools/list walk (each up to messageMaxBytes). The walk is ours (list()): the
+ * SDK's held every page until it ended, up to 100, before the catalog was cut to
+ * MAX_TOOLS_PER_SERVER (40 pages of 8 MiB: 1 GB of heap). An upstream that pages further is
+ * listed with the tools of its first pages, and a warning says so.
+ */
+export const LIST_MAX_PAGES = 8;
+/** Least time between the starts of two listings of one upstream (list_changed can come at any rate). */
+const MIN_RELIST_MS = 1000;
 
 export interface ConnectionTarget {
   url: string;
@@ -111,6 +122,10 @@ export class UpstreamConnection {
   private current: ConnectionState = { ready: false, reason: UpstreamReasons.Connecting, tools: [] };
   /** Bumped on every (re)connect, so callbacks of an old client change nothing. */
   private epoch = 0;
+  /** The listing in flight (of the client of `epoch`); `again` if list_changed came meanwhile. */
+  private listing: { epoch: number; again: boolean } | undefined;
+  /** When the last listing began (Date.now()). */
+  private listedAt = -Infinity;
 
   constructor(
     readonly name: string,
@@ -142,8 +157,14 @@ export class UpstreamConnection {
         `Upstream ${this.name} is not connected (${this.current.reason}${this.current.error ? `: ${this.current.error}` : ''}). Retry later.`,
       );
     }
+    // The definition is ours (the cut catalog) and carries no outputSchema: the SDK validates a
+    // result only against the definition it is given or holds (it holds none, client-limits.ts),
+    // and a definition it is given also keeps it from re-listing the whole catalog on a 2026-era
+    // header mismatch. The inputSchema is what it mirrors Mcp-Param-* headers from.
+    const listed = this.current.tools.find((t) => t.name === tool);
+    const toolDefinition: Tool = { name: tool, inputSchema: listed?.inputSchema ?? { type: 'object' } };
     try {
-      return await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, ...(signal && { signal }) });
+      return await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, toolDefinition, ...(signal && { signal }) });
     } catch (err) {
       if (signal?.aborted) throw new UpstreamError('aborted', `The call of ${this.name}.${tool} was cancelled.`, { cause: err });
       if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
@@ -180,16 +201,12 @@ export class UpstreamConnection {
       { name: 'codemode-operator', version: '0.1.0' },
       {
         versionNegotiation: { mode: 'auto' },
-        listMaxPages: 100,
-        listChanged: {
-          tools: {
-            onChanged: (err, tools) => {
-              if (epoch !== this.epoch) return;
-              if (err || !tools) return this.fail(epoch, err ?? new Error('tools/list after list_changed returned nothing'));
-              this.loaded(tools);
-            },
-          },
-        },
+        responseCacheStore: keepNothing,
+        jsonSchemaValidator: validateNothing,
+        // The SDK would start a listing per notification (28 were measured in flight at once) and
+        // delay each by a debounce that a steady stream of notifications postpones for ever: ours
+        // is single-flight instead (refresh()).
+        listChanged: { tools: { autoRefresh: false, debounceMs: 0, onChanged: () => void this.refresh(epoch) } },
       },
     );
     client.onclose = () => {
@@ -201,6 +218,9 @@ export class UpstreamConnection {
     this.pool = pool;
     let tools: Tool[] = [];
     let step = 'connect';
+    // A list_changed during connect runs one listing after the first one.
+    const listing = { epoch, again: false };
+    this.listing = listing;
     try {
       const fetch = boundedFetch(
         this.opts.messageMaxBytes,
@@ -208,11 +228,18 @@ export class UpstreamConnection {
           this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
         pool.fetch,
       );
-      transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), { requestInit: { headers: { ...this.target.headers } }, fetch });
+      transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), {
+        requestInit: { headers: { ...this.target.headers } },
+        fetch,
+        reconnectionScheduler: gentleReconnects(),
+      });
+      limitServerRequests(transport, (method) =>
+        this.opts.log.warn({ upstream: this.name, method }, 'Dropped requests from an upstream beyond the bound on them'),
+      );
       this.transport = transport;
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });
       step = 'tools/list';
-      ({ tools } = await client.listTools(undefined, { timeout: this.opts.requestTimeoutMs, cacheMode: 'refresh' }));
+      tools = await this.list(client);
     } catch (err) {
       if (epoch === this.epoch) return this.fail(epoch, err, step);
     }
@@ -231,7 +258,65 @@ export class UpstreamConnection {
       this.loaded(tools);
       this.schedule(epoch, this.opts.healthIntervalMs, () => this.health(epoch));
     } catch (err) {
+      return this.fail(epoch, err);
+    }
+    if (this.listing === listing) this.listing = undefined;
+    if (listing.again) void this.refresh(epoch);
+  }
+
+  /**
+   * The catalog, page by page (the SDK's walk would keep every page, and a copy in its cache):
+   * each page's tools are kept up to MAX_TOOLS_PER_SERVER, then the page goes; the walk ends there,
+   * at the last page, at a page that repeats its cursor, or after LIST_MAX_PAGES.
+   */
+  private async list(client: Client): Promise<Tool[]> {
+    this.listedAt = Date.now();
+    const opts = { timeout: this.opts.requestTimeoutMs };
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    for (let page = 1; ; page++) {
+      const r = cursor === undefined ? await client.request({ method: 'tools/list' }, opts) : await client.listTools({ cursor }, opts);
+      tools.push(...sanitize(r.tools).slice(0, MAX_TOOLS_PER_SERVER - tools.length));
+      const next = r.nextCursor;
+      if (tools.length >= MAX_TOOLS_PER_SERVER || next === undefined || next === cursor) return tools;
+      if (page >= LIST_MAX_PAGES) {
+        this.opts.log.warn(
+          { upstream: this.name, pages: page, tools: tools.length },
+          'Listed the tools of the first pages of an upstream whose tools/list has more',
+        );
+        return tools;
+      }
+      cursor = next;
+    }
+  }
+
+  /**
+   * Lists the catalog again after a list_changed, one listing at a time: one that comes during a
+   * listing marks it to run once more when done, no sooner than MIN_RELIST_MS after it began.
+   */
+  private async refresh(epoch: number): Promise<void> {
+    if (epoch !== this.epoch || this.stopped) return;
+    if (this.listing?.epoch === epoch) {
+      this.listing.again = true;
+      return;
+    }
+    const listing = { epoch, again: true };
+    this.listing = listing;
+    try {
+      while (listing.again) {
+        listing.again = false;
+        const wait = this.listedAt + MIN_RELIST_MS - Date.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
+        const client = this.client;
+        if (epoch !== this.epoch || this.stopped || !client) return;
+        const tools = await this.list(client);
+        if (epoch !== this.epoch) return;
+        this.loaded(tools);
+      }
+    } catch (err) {
       this.fail(epoch, err);
+    } finally {
+      if (this.listing === listing) this.listing = undefined;
     }
   }
 

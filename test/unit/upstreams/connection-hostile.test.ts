@@ -1,0 +1,177 @@
+// What a hostile upstream can make the gateway's client connection (src/upstreams/connection.ts)
+// run, hold or send: each case plays one against a real client over HTTP on 127.0.0.1, and
+// asserts by counting what reached the upstream or came back, never by timing.
+import type { ServerResponse } from 'node:http';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SERVER_REQUESTS_IN_FLIGHT, SERVER_REQUESTS_PER_SECOND } from '../../../src/upstreams/client-limits.js';
+import type { UpstreamConnection } from '../../../src/upstreams/connection.js';
+import { connect, event, result, sleep, startUpstream, until, type Upstream } from './hostile-upstream.js';
+
+const cleanup: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const done of cleanup.splice(0).reverse()) await done();
+});
+
+async function upstream(hooks: Parameters<typeof startUpstream>[0]): Promise<Upstream> {
+  const up = await startUpstream(hooks);
+  cleanup.push(() => up.close());
+  return up;
+}
+
+async function ready(url: string): Promise<ReturnType<typeof connect>> {
+  const c = connect(url);
+  cleanup.push(() => c.conn.stop());
+  await until(() => c.conn.state.ready);
+  return c;
+}
+
+/** An event stream the test writes to (the GET the client keeps open). */
+function stream(): { get: (_req: unknown, res: ServerResponse) => void; write: (s: string) => void; opened: () => boolean } {
+  let res: ServerResponse | undefined;
+  return {
+    get: (_req, r) => {
+      r.writeHead(200, { 'content-type': 'text/event-stream' });
+      r.flushHeaders();
+      res = r;
+    },
+    write: (s) => void res?.write(s),
+    opened: () => res !== undefined,
+  };
+}
+
+describe('results are not checked against the upstream’s output schema', () => {
+  // The SDK compiled every listed tool's outputSchema (Ajv, on the gateway thread) and ran it on
+  // each result, `pattern` regexes included: a ReDoS-prone one held the event loop for seconds.
+  it.each<[string, object, object]>([
+    ['a pattern the result does not match', { type: 'object', properties: { email: { type: 'string', pattern: '^[a-z]+$' } } }, { email: 'NOT A MATCH' }],
+    ['a pattern that is not a regex', { type: 'object', properties: { email: { type: 'string', pattern: '(' } } }, { email: 'x' }],
+    ['a schema the result breaks', { type: 'object', required: ['n'], properties: { n: { type: 'number' } } }, { n: 'text' }],
+  ])('%s', async (_name, outputSchema, structuredContent) => {
+    const up = await upstream({
+      toolsList: (msg, res) => result(res, msg.id, { tools: [{ name: 'make', inputSchema: { type: 'object' }, outputSchema }] }),
+      toolsCall: (msg, res) => result(res, msg.id, { content: [{ type: 'text', text: 'made' }], structuredContent }),
+    });
+    const { conn } = await ready(up.url);
+    expect(await conn.call('make', {}, 5_000)).toMatchObject({ structuredContent });
+    expect(up.counts['tools/call']).toBe(1);
+  });
+
+  it('a declared output schema does not make structured content required', async () => {
+    const up = await upstream({
+      toolsList: (msg, res) => result(res, msg.id, { tools: [{ name: 'make', inputSchema: { type: 'object' }, outputSchema: { type: 'object' } }] }),
+    });
+    const { conn } = await ready(up.url);
+    expect(await conn.call('make', {}, 5_000)).toMatchObject({ content: [{ type: 'text', text: 'ok' }] });
+  });
+});
+
+describe('the catalog', () => {
+  it('is walked for at most 8 pages, and keeps their tools', async () => {
+    // Pages for ever: every page names a next one.
+    const up = await upstream({
+      toolsList: (msg, res) => {
+        const page = Number(msg.params?.cursor ?? 0);
+        result(res, msg.id, { tools: [{ name: `t${String(page)}`, inputSchema: { type: 'object' } }], nextCursor: String(page + 1) });
+      },
+    });
+    const { conn, states } = connect(up.url);
+    cleanup.push(() => conn.stop());
+    await until(() => states.some((s) => s.ready));
+    await conn.stop();
+    expect(up.counts['tools/list']).toBe(8);
+    expect(states.find((s) => s.ready)?.tools.map((t) => t.name)).toEqual(['t0', 't1', 't2', 't3', 't4', 't5', 't6', 't7']);
+  });
+
+  it('is listed once at a time: a list_changed during a listing runs one more after it', async () => {
+    const sse = stream();
+    const held: Array<() => void> = [];
+    let hold = false;
+    let inFlight = 0;
+    let peak = 0;
+    let generation = 0;
+    const up = await upstream({
+      get: sse.get,
+      toolsList: (msg, res) => {
+        const tools = [{ name: `gen${String(generation++)}`, inputSchema: { type: 'object' } }];
+        if (!hold) return result(res, msg.id, { tools });
+        peak = Math.max(peak, ++inFlight);
+        held.push(() => {
+          inFlight--;
+          result(res, msg.id, { tools });
+        });
+      },
+    });
+    const { conn } = await ready(up.url);
+    await until(sse.opened);
+    hold = true;
+    const listChanged = event({ method: 'notifications/tools/list_changed' });
+    sse.write(listChanged);
+    await until(() => held.length === 1);
+    // Spaced wider than the SDK's own 300 ms debounce, which merged only notifications closer than it.
+    for (let i = 0; i < 2; i++) {
+      sse.write(listChanged);
+      await sleep(350);
+    }
+    expect(peak).toBe(1);
+    hold = false;
+    for (const answer of held.splice(0)) answer();
+    await until(() => conn.state.tools[0]?.name === 'gen2');
+    await sleep(100);
+    // connect's listing, the held one, and the one the two notifications during it asked for.
+    expect(up.counts['tools/list']).toBe(3);
+  });
+});
+
+describe('requests from the upstream', () => {
+  const pings = (n: number, from = 0): string => Array.from({ length: n }, (_, i) => event({ id: from + i, method: 'ping' })).join('');
+
+  it(`are answered at most ${String(SERVER_REQUESTS_IN_FLIGHT)} at a time`, async () => {
+    const sse = stream();
+    const held: ServerResponse[] = [];
+    const up = await upstream({ get: sse.get, answer: (_msg, res) => void held.push(res) });
+    cleanup.push(async () => {
+      for (const res of held) res.writeHead(202).end();
+    });
+    await ready(up.url);
+    await until(sse.opened);
+    sse.write(pings(50));
+    await until(() => (up.counts.answer ?? 0) >= 1);
+    await sleep(300);
+    expect(up.counts.answer).toBe(SERVER_REQUESTS_IN_FLIGHT);
+    // Once those answers are through, a new request is answered again.
+    for (const res of held.splice(0)) res.writeHead(202).end();
+    await sleep(50);
+    sse.write(pings(1, 100));
+    await until(() => up.counts.answer === SERVER_REQUESTS_IN_FLIGHT + 1);
+  });
+
+  it(`are answered at most ${String(SERVER_REQUESTS_PER_SECOND)} a second`, async () => {
+    const sse = stream();
+    const up = await upstream({ get: sse.get });
+    await ready(up.url);
+    await until(sse.opened);
+    for (let i = 0; i < 5; i++) {
+      sse.write(pings(10, i * 10));
+      await sleep(50);
+    }
+    await sleep(200);
+    expect(up.counts.answer).toBeGreaterThanOrEqual(1);
+    expect(up.counts.answer).toBeLessThanOrEqual(SERVER_REQUESTS_PER_SECOND);
+  });
+});
+
+describe('the event stream', () => {
+  it('is reopened no sooner than a second after it ended, whatever its retry: says', async () => {
+    const up = await upstream({
+      get: (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end('retry: 0\n\n');
+      },
+    });
+    const { conn }: { conn: UpstreamConnection } = await ready(up.url);
+    await until(() => (up.counts.get ?? 0) >= 1);
+    await sleep(600);
+    expect(up.counts.get).toBe(1);
+    expect(conn.state.ready).toBe(true);
+  });
+});
