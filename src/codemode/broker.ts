@@ -5,9 +5,9 @@
 // every failure is an answer the program raises as a ToolError.
 import type { Owner } from '../api/v1alpha1/index.js';
 import { checkArgs } from './args.js';
-import { cutToBytes, jsonBytes } from './cut.js';
+import { DescribedCatalogs, prepare, type Prepared } from './described.js';
 import { describeTool, searchTools } from './discovery.js';
-import { failure, type CallAnswer, type CallFrame } from './frames.js';
+import { failure, type CallAnswer, type CallFrame, type Detail } from './frames.js';
 import type { UpstreamCaller } from './types.js';
 import { unwrapResult } from './unwrap.js';
 
@@ -58,6 +58,9 @@ export const MAX_DISCOVERY_PER_RUN = 1000;
 const MAX_ERROR_CHARS = 500;
 
 export class ToolBroker {
+  /** describe(server) answers shared by this broker's runs (described.ts). */
+  private readonly described = new DescribedCatalogs();
+
   constructor(
     private readonly up: UpstreamCaller,
     readonly limits: BrokerLimits,
@@ -76,7 +79,7 @@ export class ToolBroker {
 
   /** One execution's broker. `servers`: which upstreams it may call (default: all the owner may). */
   forRun(options: RunCallOptions): RunCalls {
-    return new RunCalls(this.up, this.limits, options, this.metrics);
+    return new RunCalls(this.up, this.limits, options, this.metrics, this.described);
   }
 }
 
@@ -100,6 +103,7 @@ export class RunCalls {
     private readonly limits: BrokerLimits,
     private readonly opts: RunCallOptions,
     private readonly metrics?: CodemodeMetrics,
+    private readonly described = new DescribedCatalogs(),
   ) {}
 
   /** The servers this run may call: the owner's, narrowed to `servers` when given. */
@@ -112,12 +116,14 @@ export class RunCalls {
     try {
       if (frame.op === 'call') return await this.call(frame.server, frame.tool, frame.args);
       if (++this.discovery > MAX_DISCOVERY_PER_RUN) return failure('limit', `this run made more than ${MAX_DISCOVERY_PER_RUN} discovery requests`);
+      // No answer fits once the bytes are spent: refuse before reading a catalog.
+      if (this.bytes >= this.limits.bytesPerRun) return this.spent();
       if (frame.op === 'servers') return this.answer(this.servers());
       if (frame.op === 'search') return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail, this.opts.owner));
       const denied = this.deny(frame.server);
       if (denied) return denied;
+      if (frame.tool === undefined) return this.describeServer(frame.server, frame.detail);
       const tools = this.up.tools(frame.server, this.opts.owner) ?? [];
-      if (frame.tool === undefined) return this.answer(tools.map((t) => describeTool(frame.server, t, frame.detail)));
       const t = tools.find((x) => x.name === frame.tool);
       if (!t) return failure('denied', noTool(frame.server, frame.tool));
       return this.answer(describeTool(frame.server, t, frame.detail));
@@ -156,6 +162,23 @@ export class RunCalls {
       .servers(this.opts.owner)
       .filter((s) => allowed.has(s.name))
       .map((s) => ({ name: s.name, tools: s.toolCount, ...(s.description && { description: s.description }) }));
+  }
+
+  /**
+   * Every tool of a server the run may use (checked), measured and cut once per catalog version
+   * and detail level: asked again, the answer costs a lookup, refused or not.
+   */
+  private describeServer(server: string, detail: Detail): CallAnswer {
+    const version = this.up.catalogVersion?.(server, this.opts.owner);
+    const kept = version === undefined ? undefined : this.described.get(server, version, detail);
+    if (kept) return this.give(kept);
+    const tools = this.up.tools(server, this.opts.owner) ?? [];
+    const prepared = prepare(
+      tools.map((t) => describeTool(server, t, detail)),
+      this.limits.resultMaxBytes,
+    );
+    if (version !== undefined) this.described.set(server, version, detail, prepared);
+    return this.give(prepared);
   }
 
   private deny(server: string): CallAnswer | undefined {
@@ -214,16 +237,23 @@ export class RunCalls {
 
   /** A value for the program: cut to the result size, counted against the run's bytes. */
   private answer(value: unknown): CallAnswer {
-    const c = cutToBytes(value, this.limits.resultMaxBytes);
-    const size = jsonBytes(c.value);
-    if (this.bytes + size > this.limits.bytesPerRun) {
+    return this.give(prepare(value, this.limits.resultMaxBytes));
+  }
+
+  /** A prepared value for the program, if its bytes fit what is left of the run's. */
+  private give(p: Prepared): CallAnswer {
+    if (this.bytes + p.bytes > this.limits.bytesPerRun) {
       return failure(
         'limit',
-        `this run received ${this.bytes} bytes from tools; the next ${size} would pass the limit of ${this.limits.bytesPerRun} per run (ask for less: filters, pages)`,
+        `this run received ${this.bytes} bytes from tools; the next ${p.bytes} would pass the limit of ${this.limits.bytesPerRun} per run (ask for less: filters, pages)`,
       );
     }
-    this.bytes += size;
-    return { ok: true, value: c.value, ...(c.cut !== undefined && { cut: c.cut }) };
+    this.bytes += p.bytes;
+    return { ok: true, value: p.value, ...(p.cut !== undefined && { cut: p.cut }) };
+  }
+
+  private spent(): CallAnswer {
+    return failure('limit', `this run already received ${this.bytes} bytes from tools, its limit of ${this.limits.bytesPerRun} per run`);
   }
 
   private count(server: string, outcome: CallOutcome, started: number, answer: CallAnswer): CallAnswer {

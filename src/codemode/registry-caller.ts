@@ -27,6 +27,14 @@ export function registryCaller(registry: UpstreamRegistry): UpstreamCaller {
         throw err;
       }
     },
+    catalogVersion(server: string, owner?: Owner): string | undefined {
+      try {
+        return registry.catalogVersion?.(owner, server);
+      } catch (err) {
+        if (err instanceof UpstreamError) return undefined;
+        throw err;
+      }
+    },
     search: (query, { servers, limit, owner }) =>
       registry.search(owner, query, { servers, limit }).map((h) => ({ server: h.server, tool: h.name, score: h.score })),
     call: (server, tool, args, { signal, timeoutMs, owner }) => registry.call(owner, server, tool, args, { signal, timeoutMs }),

@@ -40,6 +40,12 @@ export interface UpstreamCaller {
   servers(owner?: Owner): ServerInfo[];
   /** The tools of one server, or undefined when there is no such server (for this owner). */
   tools(server: string, owner?: Owner): ToolInfo[] | undefined;
+  /**
+   * A token that changes whenever tools(server, owner) would answer differently, and that two
+   * owners share only if their answers are equal; undefined when there is no such server (for
+   * this owner). Optional: without it the broker keeps no describe() answers.
+   */
+  catalogVersion?(server: string, owner?: Owner): string | undefined;
   /** Ranked search over names and descriptions; optional: the broker ranks itself without it. */
   search?(query: string, options: { servers: readonly string[]; limit: number; owner?: Owner }): SearchHit[];
   /**

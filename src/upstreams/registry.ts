@@ -1,6 +1,7 @@
 // The UpstreamRegistry the gateway and the broker use: per-caller views over the upstreams the
 // watcher (watcher.ts) keeps current. No Kubernetes here: entries are set and removed by the
 // watcher, so this file is tested with plain objects.
+import { createHash } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import type { UpstreamServerSpec } from '../api/v1alpha1/index.js';
 import { CallGate, type CallGateLimits } from './call-gate.js';
@@ -20,7 +21,10 @@ import {
   type UpstreamTool,
 } from './types.js';
 
-/** One upstream as the watcher last saw it. `tools` are already filtered by allow and deny. */
+/**
+ * One upstream as the watcher last saw it. `tools` are already filtered by allow and deny, and
+ * never changed in place (set() a new array instead).
+ */
 export interface UpstreamEntry {
   name: string;
   access: UpstreamServerSpec['access'];
@@ -40,9 +44,22 @@ export const DEFAULT_CALL_LIMITS: CallGateLimits = { perServer: 64, perUser: 16 
 /** How long past its timeout a call that never settled keeps its place. */
 const RELEASE_GRACE_MS = 1_000;
 
+/** What a caller allowed to use a server may read of its catalog, and that catalog's version. */
+interface Catalog {
+  ready: boolean;
+  tools: readonly UpstreamTool[];
+  /** Hash of `tools`, made when a set() brings a different array. */
+  hash?: string | undefined;
+  version: number;
+}
+
 export class Upstreams implements UpstreamRegistry {
   private readonly entries = new Map<string, UpstreamEntry>();
   private readonly listeners = new Set<() => void>();
+  /** Per server: kept while set() brings an equal catalog, so the version and the index stay. */
+  private readonly catalogs = new Map<string, Catalog>();
+  private nextVersion = 1;
+  /** Over the ready catalogs; built by the first search after one of them changed. */
   private index: ToolSearch | undefined;
   private readonly gate: CallGate;
 
@@ -51,13 +68,30 @@ export class Upstreams implements UpstreamRegistry {
     this.gate = new CallGate(callLimits, onCalls);
   }
 
+  /**
+   * Publishes an upstream. The watcher sets every server on each reconcile (a status write, a
+   * refresh of any upstream): a catalog equal to the one held (same readiness, same tools by
+   * content) keeps its version, its array and the search index.
+   */
   set(entry: UpstreamEntry): void {
-    this.entries.set(entry.name, entry);
+    const held = this.catalogs.get(entry.name);
+    const next: Catalog = { ready: entry.ready, tools: entry.tools, version: this.nextVersion };
+    if (held && sameCatalog(held, next)) {
+      this.entries.set(entry.name, held.tools === entry.tools ? entry : { ...entry, tools: held.tools });
+    } else {
+      this.nextVersion++;
+      this.entries.set(entry.name, entry);
+      this.catalogs.set(entry.name, next);
+      this.index = undefined;
+    }
     this.changed();
   }
 
   delete(name: string): void {
-    if (this.entries.delete(name)) this.changed();
+    if (!this.entries.delete(name)) return;
+    this.catalogs.delete(name);
+    this.index = undefined;
+    this.changed();
   }
 
   onChange(listener: () => void): () => void {
@@ -84,6 +118,16 @@ export class Upstreams implements UpstreamRegistry {
     return e.ready ? e.tools : [];
   }
 
+  /**
+   * Changes whenever catalog(…, server) would answer differently. The catalog is the same for
+   * every caller allowed to use the server (access decides only whether they may), so equal
+   * versions mean equal catalogs whoever asks. Throws UpstreamError like catalog().
+   */
+  catalogVersion(caller: Caller | undefined, server: string): string {
+    this.entry(caller, server);
+    return String(this.catalogs.get(server)?.version);
+  }
+
   search(caller: Caller | undefined, query: string, options: SearchOptions = {}): ToolSignature[] {
     const allowed = new Set(
       [...this.entries.values()]
@@ -91,7 +135,7 @@ export class Upstreams implements UpstreamRegistry {
         .map((e) => e.name),
     );
     if (allowed.size === 0) return [];
-    this.index ??= new ToolSearch([...this.entries.values()].filter((e) => e.ready).flatMap((e) => e.tools));
+    this.index ??= new ToolSearch([...this.catalogs.values()].filter((c) => c.ready).flatMap((c) => c.tools));
     return this.index.search(query, allowed, options.limit ?? DEFAULT_SEARCH_LIMIT);
   }
 
@@ -151,7 +195,6 @@ export class Upstreams implements UpstreamRegistry {
   }
 
   private changed(): void {
-    this.index = undefined;
     for (const l of this.listeners) {
       try {
         l();
@@ -159,6 +202,25 @@ export class Upstreams implements UpstreamRegistry {
         // a listener's failure never stops the registry
       }
     }
+  }
+}
+
+/** Equal readiness and tools (by content: hashed once per array that set() brings). */
+function sameCatalog(held: Catalog, next: Catalog): boolean {
+  if (held.ready !== next.ready) return false;
+  if (held.tools === next.tools) return true;
+  if (held.tools.length !== next.tools.length) return false;
+  held.hash ??= catalogHash(held.tools);
+  next.hash = catalogHash(next.tools);
+  return next.hash !== undefined && next.hash === held.hash;
+}
+
+/** A hash of the tools' JSON (undefined if they have none: then no catalog equals them). */
+function catalogHash(tools: readonly UpstreamTool[]): string | undefined {
+  try {
+    return createHash('sha256').update(JSON.stringify(tools)).digest('base64');
+  } catch {
+    return undefined;
   }
 }
 

@@ -88,6 +88,12 @@ export interface UpstreamRegistry {
   servers(caller: Caller | undefined): UpstreamServerInfo[];
   /** The cached catalog of one upstream (empty while it is not ready). Throws UpstreamError. */
   catalog(caller: Caller | undefined, server: string): readonly UpstreamTool[];
+  /**
+   * A token that changes whenever catalog(…, server) would answer differently, equal for every
+   * caller allowed to use the server only if their catalogs are equal (so answers made from a
+   * catalog can be kept per server and version). Throws UpstreamError like catalog(). Optional.
+   */
+  catalogVersion?(caller: Caller | undefined, server: string): string;
   /** Ranked search over tool names, titles and descriptions of the caller's ready upstreams. */
   search(caller: Caller | undefined, query: string, options?: SearchOptions): ToolSignature[];
   /** One tool at a detail level. Throws UpstreamError (unknown_server, unknown_tool, tool_denied). */

@@ -17,6 +17,7 @@ import {
   VERSION,
   parseUpstreamServer,
   type UpstreamServer,
+  type UpstreamServerSpec,
   type UpstreamServerStatus,
 } from '../api/v1alpha1/index.js';
 import { customResourceInformer, type ResilientInformer } from '../kube/informer.js';
@@ -79,6 +80,8 @@ export class UpstreamWatcher {
   private readonly stdio: StdioRuntime;
   private readonly live = new Map<string, Live>();
   private readonly observed = new Map<string, Observation>();
+  /** Each server's last published tools: the same array while its list and allow/deny lists are. */
+  private readonly published = new Map<string, { listed: readonly Tool[]; lists: string; tools: UpstreamTool[] }>();
   private resync: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -171,7 +174,7 @@ export class UpstreamWatcher {
       connection.start();
     }
     const state = live.connection.state;
-    this.observe(name, server, connectionObservation(state, toTools(name, state.tools, new ToolFilter(spec.tools)).length), live.connection, state);
+    this.observe(name, server, connectionObservation(state, this.toolsOf(name, state.tools, spec.tools).length), live.connection, state);
   }
 
   /**
@@ -213,7 +216,7 @@ export class UpstreamWatcher {
       ready,
       reason: computeStatus(undefined, undefined, o, new Date(0)).conditions?.[0]?.reason ?? UpstreamReasons.Connecting,
       ...(!ready && { message: o.kind === 'connection' ? (o.error ?? 'Connecting.') : o.kind === 'waiting' ? 'Reading Secrets.' : o.message }),
-      tools: ready && state ? toTools(name, state.tools, filter) : [],
+      tools: ready && state ? this.toolsOf(name, state.tools, spec?.tools) : [],
       ...(connection && {
         call: (tool: string, args: Record<string, unknown>, timeoutMs: number, signal?: AbortSignal) => connection.call(tool, args, timeoutMs, signal),
       }),
@@ -222,10 +225,25 @@ export class UpstreamWatcher {
     void this.writeStatus(name);
   }
 
+  /**
+   * The tools a server offers: the array published last while the connection's list and the
+   * spec's allow/deny lists are the same, so a reconcile that changed neither (a status write, a
+   * refresh of another upstream) gives the registry the catalog it holds.
+   */
+  private toolsOf(name: string, listed: readonly Tool[], lists: UpstreamServerSpec['tools']): UpstreamTool[] {
+    const key = JSON.stringify(lists ?? null);
+    const last = this.published.get(name);
+    if (last?.listed === listed && last.lists === key) return last.tools;
+    const tools = toTools(name, listed, new ToolFilter(lists));
+    this.published.set(name, { listed, lists: key, tools });
+    return tools;
+  }
+
   private forget(name: string): void {
     const live = this.live.get(name);
     this.live.delete(name);
     this.observed.delete(name);
+    this.published.delete(name);
     void live?.connection.stop();
     this.registry.delete(name);
     this.stdio.forget(name);

@@ -1,0 +1,121 @@
+// The registry's search index: the watcher sets every server on each reconcile (status writes,
+// refreshes of any upstream), so the index is rebuilt only when a catalog really changed, and it
+// holds at most MAX_INDEXED_CHARS of each tool's text. Builds are counted, not timed.
+import { describe, expect, it, vi } from 'vitest';
+import { ToolFilter } from '../../../src/upstreams/policy.js';
+import { Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
+import type * as SearchModule from '../../../src/upstreams/search.js';
+import type { UpstreamTool } from '../../../src/upstreams/types.js';
+
+const builds = vi.hoisted(() => ({ n: 0 }));
+
+vi.mock('../../../src/upstreams/search.js', async (importOriginal) => {
+  const m = await importOriginal<typeof SearchModule>();
+  class CountedToolSearch extends m.ToolSearch {
+    constructor(tools: Iterable<UpstreamTool>) {
+      super(tools);
+      builds.n++;
+    }
+  }
+  return { ...m, ToolSearch: CountedToolSearch };
+});
+
+const tool = (server: string, name: string, description = `${name.replace(/_/g, ' ')} things`): UpstreamTool => ({
+  server,
+  name,
+  description,
+  inputSchema: { type: 'object', properties: { id: { type: 'string' } } },
+});
+
+function entry(name: string, over: Partial<UpstreamEntry> = {}): UpstreamEntry {
+  return {
+    name,
+    access: undefined,
+    filter: new ToolFilter({}),
+    callTimeoutMs: 60_000,
+    ready: true,
+    reason: 'CatalogLoaded',
+    tools: [tool(name, 'create_issue'), tool(name, 'list_labels')],
+    ...over,
+  };
+}
+
+const names = (r: Upstreams, query: string) => r.search(undefined, query, { limit: 50 }).map((h) => `${h.server}.${h.name}`);
+
+describe('the registry’s search index', () => {
+  it('is built again only when a catalog, a readiness or a server changed', () => {
+    const r = new Upstreams();
+    r.set(entry('github'));
+    r.set(entry('jira'));
+    builds.n = 0;
+    const steps: Array<[string, () => void, number, string[]]> = [
+      ['first search', () => undefined, 1, ['github.create_issue', 'jira.create_issue']],
+      [
+        'the same arrays again',
+        () => (r.set(entry('github', { tools: r.catalog(undefined, 'github') })), r.set(entry('jira', { tools: r.catalog(undefined, 'jira') }))),
+        1,
+        ['github.create_issue', 'jira.create_issue'],
+      ],
+      [
+        'equal copies, new status, new access',
+        () => r.set(entry('jira', { reason: 'Refreshed', message: 'x', access: { users: ['someone'] } })),
+        1,
+        ['github.create_issue'],
+      ],
+      ['access back (an equal copy)', () => r.set(entry('jira')), 1, ['github.create_issue', 'jira.create_issue']],
+      [
+        'a description changed',
+        () => r.set(entry('jira', { tools: [tool('jira', 'create_issue', 'make a ticket'), tool('jira', 'list_labels')] })),
+        2,
+        ['github.create_issue', 'jira.create_issue'],
+      ],
+      [
+        'a tool added',
+        () => r.set(entry('github', { tools: [...entry('github').tools, tool('github', 'close_issue')] })),
+        3,
+        ['github.close_issue', 'github.create_issue', 'jira.create_issue'],
+      ],
+      ['not ready', () => r.set(entry('github', { ready: false, reason: 'Unreachable', tools: [] })), 4, ['jira.create_issue']],
+      ['still not ready (a new empty array)', () => r.set(entry('github', { ready: false, reason: 'Unreachable', tools: [] })), 4, ['jira.create_issue']],
+      ['ready again', () => r.set(entry('github')), 5, ['github.create_issue', 'jira.create_issue']],
+      ['a server deleted', () => r.delete('jira'), 6, ['github.create_issue']],
+    ];
+    for (const [step, change, expected, hits] of steps) {
+      change();
+      for (let i = 0; i < 3; i++) expect(names(r, 'issue').sort(), step).toEqual(hits);
+      expect(builds.n, step).toBe(expected);
+    }
+  });
+
+  it('keeps a catalog’s version and array while set() brings equal ones', () => {
+    const r = new Upstreams();
+    r.set(entry('github'));
+    const held = r.catalog(undefined, 'github');
+    const version = r.catalogVersion(undefined, 'github');
+    r.set(entry('github', { reason: 'Refreshed' }));
+    expect(r.catalog(undefined, 'github')).toBe(held);
+    expect(r.catalogVersion(undefined, 'github')).toBe(version);
+    r.set(entry('github', { tools: [tool('github', 'create_issue', 'other'), tool('github', 'list_labels')] }));
+    expect(r.catalogVersion(undefined, 'github')).not.toBe(version);
+    expect(r.catalog(undefined, 'github')).not.toBe(held);
+    r.set(entry('locked', { access: { users: ['alice'] } }));
+    expect(() => r.catalogVersion({ user: 'bob' }, 'locked')).toThrow(/no upstream server "locked"/);
+  });
+
+  it('indexes at most 1 KiB of a tool’s name, title and description (sanitize keeps 8 KiB descriptions)', () => {
+    const filler = 'lorem ipsum dolor sit amet '.repeat(300); // 8,100 characters
+    const r = new Upstreams();
+    r.set(
+      entry('docs', {
+        tools: [
+          { ...tool('docs', 'read_page', `quokka pages. ${filler} zebulon`), title: `${'Title words '.repeat(100)}wombat` },
+          tool('docs', 'write_page', `numbat ${'x'.repeat(990)} platypus`),
+        ],
+      }),
+    );
+    expect(names(r, 'quokka')).toEqual(['docs.read_page']);
+    expect(names(r, 'platypus')).toEqual(['docs.write_page']);
+    expect(names(r, 'zebulon')).toEqual([]);
+    expect(names(r, 'wombat')).toEqual([]);
+  });
+});
