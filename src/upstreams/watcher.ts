@@ -149,6 +149,15 @@ export class UpstreamWatcher {
       if (!r.ok) return this.observe(name, server, r.pending ? { kind: 'waiting' } : { kind: 'secret-missing', message: r.message });
       headers[header] = `${prefix}${r.value}`;
     }
+    // A stdio server's Secret variables are read by the kubelet, not the gateway: without this
+    // check its spec could name any Secret of the namespace (the gateway's tokens file, say) past
+    // the gateway's own RBAC (upstreams.secretNames). So the gateway reads each first, as it does
+    // a header's, and starts the server only when it may.
+    for (const e of spec.stdio?.env ?? []) {
+      if (!e.secretKeyRef) continue;
+      const r = resolveRef(e.secretKeyRef, this.secrets.get(e.secretKeyRef.name));
+      if (!r.ok) return this.observe(name, server, r.pending ? { kind: 'waiting' } : { kind: 'secret-missing', message: r.message });
+    }
     const url = this.urlOf(server);
     if (typeof url !== 'string') return this.observe(name, server, url);
     // Any spec change (a new generation) or new header values: connect afresh and list the catalog again.
@@ -254,8 +263,16 @@ export class UpstreamWatcher {
   private secretNames(): Set<string> {
     const names = new Set<string>();
     for (const o of this.informer.list(this.d.namespace)) {
-      const spec = (o as { spec?: { headers?: Array<{ secretKeyRef?: { name?: unknown } }>; bearerTokenSecretRef?: { name?: unknown } } }).spec;
-      for (const h of spec?.headers ?? []) if (typeof h.secretKeyRef?.name === 'string') names.add(h.secretKeyRef.name);
+      const spec = (
+        o as {
+          spec?: {
+            headers?: Array<{ secretKeyRef?: { name?: unknown } }>;
+            bearerTokenSecretRef?: { name?: unknown };
+            stdio?: { env?: Array<{ secretKeyRef?: { name?: unknown } }> };
+          };
+        }
+      ).spec;
+      for (const h of [...(spec?.headers ?? []), ...(spec?.stdio?.env ?? [])]) if (typeof h.secretKeyRef?.name === 'string') names.add(h.secretKeyRef.name);
       if (typeof spec?.bearerTokenSecretRef?.name === 'string') names.add(spec.bearerTokenSecretRef.name);
     }
     return names;

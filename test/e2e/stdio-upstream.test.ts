@@ -257,6 +257,15 @@ describe('a stdio UpstreamServer run through the bridge', () => {
     expect((await statusOf('broken'))?.lastError).toMatch(/ErrImageNeverPull/);
   }, 180_000);
 
+  // The kubelet reads a stdio server's Secret variables, not the gateway: the gateway reads each
+  // first, so a spec cannot name a Secret past its RBAC (upstreams.secretNames).
+  it('starts no server whose Secret variable the gateway cannot read, and says why', async () => {
+    await createUpstream('secretive', { stdio: { ...FILESYSTEM, env: [{ name: 'TOKEN', secretKeyRef: { name: 'no-such-secret', key: 'token' } }] } });
+    await until(async () => readyOf(await statusOf('secretive')).reason === 'SecretNotFound', 60_000, 'SecretNotFound');
+    expect(readyOf(await statusOf('secretive')).message).toMatch(/no-such-secret/);
+    expect(await read<V1Deployment>('apps/v1', 'Deployment', 'mcp-secretive')).toBeUndefined();
+  }, 90_000);
+
   it('removes the Deployment, Service and NetworkPolicy when the UpstreamServer is deleted', async () => {
     await k.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: UPSTREAMSERVER_PLURAL, name: 'files' });
     await until(
