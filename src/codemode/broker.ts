@@ -51,10 +51,21 @@ export interface RunCallOptions {
   deadline?: number;
   /** Told of a denied call (at most MAX_DENIED_EVENTS_PER_RUN per run), for an Event. */
   onDenied?: (message: string) => void;
+  /** The clock the search rate is measured with (tests). */
+  now?: () => number;
 }
 
 /** Discovery requests (servers, search, describe) one run may make: they cost no upstream call. */
 export const MAX_DISCOVERY_PER_RUN = 1000;
+/**
+ * Searches one run may make at once, and then per second of its life. A search runs the query over
+ * every tool the run may use and cuts its answer on the gateway's thread: ~4-7 ms against 2,000
+ * tools, so 1,000 back to back held that thread for 5-7 s, in blocks every other user's requests
+ * waited between. A program rarely searches more than a few dozen times; past the burst, a run's
+ * searches take at most SEARCHES_PER_SECOND x a search's time of each second.
+ */
+export const SEARCH_BURST = 100;
+export const SEARCHES_PER_SECOND = 20;
 const MAX_ERROR_CHARS = 500;
 
 export class ToolBroker {
@@ -92,6 +103,8 @@ export class RunCalls {
   private closed = false;
   private calls = 0;
   private discovery = 0;
+  private searches = 0;
+  private readonly startedAt: number;
   private bytes = 0;
   private active = 0;
   private activeSince = 0;
@@ -104,7 +117,9 @@ export class RunCalls {
     private readonly opts: RunCallOptions,
     private readonly metrics?: CodemodeMetrics,
     private readonly described = new DescribedCatalogs(),
-  ) {}
+  ) {
+    this.startedAt = (opts.now ?? Date.now)();
+  }
 
   /** The servers this run may call: the owner's, narrowed to `servers` when given. */
   allowed(): string[] {
@@ -119,7 +134,16 @@ export class RunCalls {
       // No answer fits once the bytes are spent: refuse before reading a catalog.
       if (this.bytes >= this.limits.bytesPerRun) return this.spent();
       if (frame.op === 'servers') return this.answer(this.servers());
-      if (frame.op === 'search') return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail, this.opts.owner));
+      if (frame.op === 'search') {
+        const elapsed = (this.opts.now ?? Date.now)() - this.startedAt;
+        if (this.searches >= SEARCH_BURST + Math.floor((SEARCHES_PER_SECOND * Math.max(0, elapsed)) / 1000))
+          return failure(
+            'limit',
+            `this run searched faster than ${SEARCHES_PER_SECOND} times a second (after ${SEARCH_BURST}); search less often, or ask for more results at once`,
+          );
+        this.searches++;
+        return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail, this.opts.owner));
+      }
       const denied = this.deny(frame.server);
       if (denied) return denied;
       if (frame.tool === undefined) return this.describeServer(frame.server, frame.detail);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ToolBroker, type CallOutcome } from '../../../src/codemode/broker.js';
+import { SEARCHES_PER_SECOND, SEARCH_BURST, ToolBroker, type CallOutcome } from '../../../src/codemode/broker.js';
 import { rankTools } from '../../../src/codemode/discovery.js';
 import type { CallFrame } from '../../../src/codemode/frames.js';
 import { registryCaller } from '../../../src/codemode/registry-caller.js';
@@ -143,5 +143,28 @@ describe('RunCalls over the registry', () => {
       ok: false,
       error: { kind: 'timeout', message: expect.stringMatching(/^The call of shared waited its whole time for a place: at most 1 /) },
     });
+  });
+});
+
+describe('a run’s searches', () => {
+  const search = (query: string): CallFrame => ({ id: '1', type: 'call', callId: 'c', op: 'search', query, limit: 1, detail: 'name' }) as CallFrame;
+  it('are answered up to the burst, then at the rate, and refused past it', async () => {
+    const { b } = broker({ bytesPerRun: 10_000_000 });
+    let t = 0;
+    const r = b.forRun({ now: () => t });
+    const kinds = async (n: number): Promise<string[]> => {
+      const out: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const a = await r.handle(search(`add ${String(i)}`));
+        out.push(a.ok ? 'ok' : a.error.kind);
+      }
+      return out;
+    };
+    expect(new Set(await kinds(SEARCH_BURST))).toEqual(new Set(['ok']));
+    expect(await kinds(1)).toEqual(['limit']);
+    t = 1000; // a second on: SEARCHES_PER_SECOND more
+    expect((await kinds(SEARCHES_PER_SECOND + 1)).filter((k) => k === 'ok')).toHaveLength(SEARCHES_PER_SECOND);
+    const refused = await r.handle(search('add'));
+    expect(refused).toMatchObject({ ok: false, error: { kind: 'limit', message: expect.stringMatching(/searched faster than/) } });
   });
 });
