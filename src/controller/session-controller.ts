@@ -34,7 +34,7 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
-import { controls, foreignPodMessage, sessionPod } from '../sessions/session-pod.js';
+import { controls, foreignPodMessage, readPod, sessionPod } from '../sessions/session-pod.js';
 import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from './session-status.js';
 import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
@@ -131,7 +131,7 @@ export class SandboxSessionController {
     if (named) {
       // Not the session's by the cache: a claim the cache has not caught up with, or a pod of
       // someone else's under the name (sessionPod): read again before using it, never delete it.
-      const found = await sessionPod(session.metadata.uid, named, () => this.readPod(ns, podName));
+      const found = await sessionPod(session.metadata.uid, named, () => readPod(this.d.clients.core, ns, podName));
       if (found.kind === 'own') pod = found.pod;
       else if (found.kind === 'foreign') return this.foreignPod(session, podName, exp.remainingMs, now);
     }
@@ -342,15 +342,6 @@ export class SandboxSessionController {
       await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.ForeignPod, message }, session.metadata.resourceVersion);
     }
     return { requeueAfterMs: remainingMs };
-  }
-
-  private async readPod(namespace: string, name: string): Promise<V1Pod | undefined> {
-    try {
-      return await this.d.clients.core.readNamespacedPod({ namespace, name });
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
   }
 
   private deletePod(namespace: string, name: string): void {

@@ -34,7 +34,7 @@ import { quotaExceeded } from '../limits/run-slots.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
 import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, asSessionError, busyError } from './errors.js';
 import { SessionStore } from './store.js';
-import { foreignPodMessage, sessionPod } from './session-pod.js';
+import { foreignPodMessage, readPod, sessionPod } from './session-pod.js';
 import { SessionActivity } from './activity.js';
 import { SessionKernel, type SessionKernelDeps } from './kernel-call.js';
 import { sessionState, startingUntil } from './state.js';
@@ -442,22 +442,12 @@ export class SessionService {
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
   }
 
-  /**
-   * The caller's session if it is ready. `wait`: a session still starting is waited for until
-   * `wait.until`, plus the packages allowance when it installs packages first (startingUntil; the
-   * call has not run meanwhile); without it the caller is told to call again.
-   */
   /** Refuses a ready session whose status names a pod the session does not own (session-pod.ts). */
   private async checkPod(s: SandboxSession): Promise<void> {
     const cachedPod = this.opts.cachedPod;
     const name = s.status?.podName ?? '';
     if (cachedPod === undefined || name === '') return;
-    const found = await sessionPod(s.metadata.uid, cachedPod(name), () =>
-      this.clients.core.readNamespacedPod({ namespace: this.opts.namespace, name }).catch((err: unknown) => {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }),
-    );
+    const found = await sessionPod(s.metadata.uid, cachedPod(name), () => readPod(this.clients.core, this.opts.namespace, name));
     if (found.kind === 'foreign')
       throw new SessionError(
         `Session ${s.metadata.name} cannot be used: ${foreignPodMessage(name)}.`,
@@ -466,6 +456,11 @@ export class SessionService {
       );
   }
 
+  /**
+   * The caller's session if it is ready. `wait`: a session still starting is waited for until
+   * `wait.until`, plus the packages allowance when it installs packages first (startingUntil; the
+   * call has not run meanwhile); without it the caller is told to call again.
+   */
   private async readySession(
     name: string,
     caller: Owner | undefined,

@@ -4,7 +4,8 @@
 // user's session pod there (that user's interpreter and /workspace would take this session's
 // calls) or any pod for the controller to delete. So the controller and the gateway use a pod a
 // status names only when the session controls it, and never delete one it does not.
-import type { V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import { isNotFound } from '../kube/clients.js';
 
 /** Whether `uid` (a session's) is the controller of `pod`. */
 export function controls(uid: string | undefined, pod: V1Pod | undefined): boolean {
@@ -25,6 +26,16 @@ export async function sessionPod(uid: string | undefined, cached: V1Pod | undefi
   const live = await read();
   if (live === undefined) return { kind: 'none' };
   return controls(uid, live) ? { kind: 'own', pod: live } : { kind: 'foreign', pod: live };
+}
+
+/** A pod as the API server has it now; undefined when there is none. */
+export async function readPod(core: Pick<CoreV1Api, 'readNamespacedPod'>, namespace: string, name: string): Promise<V1Pod | undefined> {
+  try {
+    return await core.readNamespacedPod({ namespace, name });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
 }
 
 /** Why a session cannot use the pod its status names. */
