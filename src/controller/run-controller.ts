@@ -61,8 +61,6 @@ const STALE_CACHE_RECHECK_MS = 1000;
 export class SandboxRunController {
   private readonly loop: ObjectLoop;
   private readonly now: () => Date;
-  /** Finished runs whose memory in the executor goes at the end of their budget (forgetFinished). */
-  private readonly forgetting = new Set<string>();
 
   constructor(private readonly d: RunControllerDeps) {
     this.now = d.now ?? (() => new Date());
@@ -113,7 +111,10 @@ export class SandboxRunController {
     const run = parsed.run;
 
     const uid = run.metadata.uid ?? '';
-    if (isTerminalPhase(run.status?.phase)) this.forgetFinished(run, now);
+    // Its outcome is in the cache: no decision below can start it again. The executor still
+    // remembers having run it until its budget is over (a status cleared by hand: RunLedger).
+    if (isTerminalPhase(run.status?.phase))
+      this.d.executor.forgetFinished(uid, lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds));
     const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
     const auditRecord = executor === AUDIT_EXECUTOR;
     const decision = decideRun(run, {
@@ -281,27 +282,6 @@ export class SandboxRunController {
   /** A replica is gone: its unfinished runs are looked at now rather than when their budget ends. */
   executorGone(identity: string): void {
     this.loop.addAll((obj) => obj.metadata?.annotations?.[ANNOTATION_EXECUTOR] === identity);
-  }
-
-  /**
-   * Its outcome is in the cache: no decision can start it again while it stays there. A status
-   * cleared by hand would make it look unstarted, though: within its time budget the executor's
-   * memory of having run it stops it (RunLedger.startedAlready), after that decideRun refuses it.
-   * So the memory goes once the budget is over.
-   */
-  private forgetFinished(run: CachedRun, now: Date): void {
-    const uid = run.metadata.uid ?? '';
-    const left = lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds);
-    if (left <= 0) {
-      this.d.executor.forget({ uid });
-      return;
-    }
-    if (this.forgetting.has(uid)) return;
-    this.forgetting.add(uid);
-    setTimeout(() => {
-      this.forgetting.delete(uid);
-      this.d.executor.forget({ uid });
-    }, left).unref();
   }
 
   /** A run slot may be free: look at the Queued runs again now rather than at their requeue time. */

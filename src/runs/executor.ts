@@ -334,6 +334,11 @@ export class RunExecutor {
     this.ledger.forget(run);
   }
 
+  /** A finished run (its outcome seen) is forgotten once `ms`, what is left of its budget, are over. */
+  forgetFinished(uid: string, ms: number): void {
+    this.ledger.forgetAfter(uid, ms);
+  }
+
   /**
    * Records the outcome of a run that may have started and whose executor is gone (another
    * replica found stopped, or an outcome never recorded), claimed by this process: read back from

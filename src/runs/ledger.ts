@@ -30,6 +30,8 @@ export class RunLedger {
    * without it: 1 to 3 of 20 back-to-back warm runs executed twice in bench runs.
    */
   private readonly startedHere = new Map<string, string>();
+  /** Finished runs forgotten when their budget is over (forgetAfter). */
+  private readonly forgetting = new Set<string>();
   /** Runs whose create this process sent and whose answer it has not handled yet (creating()). */
   private readonly creatingKeys = new Set<string>();
   /** Executions of runs being created (executeWhileCreating) in flight: drain() waits for them. */
@@ -105,6 +107,21 @@ export class RunLedger {
     if (run.uid !== undefined) this.startedHere.delete(run.uid);
     if (run.key === undefined) return;
     for (const [uid, key] of this.startedHere) if (key === run.key) this.startedHere.delete(uid);
+  }
+
+  /**
+   * Forgets finished run `uid` once `ms` are over (at once when none are), however often asked
+   * meanwhile: the controller sees its outcome on every look, and a status cleared by hand within
+   * the run's budget would make it look unstarted, which this memory answers (startedAlready).
+   */
+  forgetAfter(uid: string, ms: number): void {
+    if (ms <= 0) return this.forget({ uid });
+    if (this.forgetting.has(uid)) return;
+    this.forgetting.add(uid);
+    setTimeout(() => {
+      this.forgetting.delete(uid);
+      this.startedHere.delete(uid);
+    }, ms).unref();
   }
 
   /** Waits until nothing is in flight, including what starts while it waits. */

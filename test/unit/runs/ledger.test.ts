@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { RunLedger } from '../../../src/runs/ledger.js';
 import type { RunOutcome } from '../../../src/runs/types.js';
 
@@ -71,6 +71,24 @@ describe('RunLedger', () => {
       await l.start(uid, key, () => Promise.resolve(outcome)).promise;
     l.forget(what);
     expect(['u1', 'u2', 'u3'].filter((u) => l.startedAlready(u))).toEqual(left);
+  });
+
+  it('remembers a finished run until what is left of its budget is over, asked however often', async () => {
+    vi.useFakeTimers();
+    try {
+      const l = new RunLedger();
+      await l.start('u', 'ns/a', () => Promise.resolve(outcome)).promise;
+      await l.start('v', 'ns/b', () => Promise.resolve(outcome)).promise;
+      l.forgetAfter('u', 60_000);
+      vi.advanceTimersByTime(30_000);
+      l.forgetAfter('u', 60_000); // seen again: the first deadline stands
+      l.forgetAfter('v', 0); // its budget already over: at once
+      expect([l.startedAlready('u'), l.startedAlready('v')]).toEqual([true, false]);
+      vi.advanceTimersByTime(30_000);
+      expect(l.startedAlready('u')).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('keeps a creating mark until its end is called', () => {
