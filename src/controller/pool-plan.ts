@@ -8,9 +8,9 @@ import { podState } from '../sandbox/pod-state.js';
 import { runPodSeconds, sessionPodSeconds } from '../sandbox/deadlines.js';
 
 /**
- * The replica (its reservation hash) that reserved a pool pod, if one did: the label of a pod
- * relabelled `pool=reserved` (how reservations are written), or the annotation of one still
- * labelled `warm` (how a later release writes them: labels.ts, ANNOTATION_RESERVED_BY).
+ * The replica (its reservation hash) that reserved a pool pod, if one did: the annotation of one
+ * still labelled `warm` (how reservations are written), or the label of a pod relabelled
+ * `pool=reserved` (how releases up to 0922e5e wrote them: labels.ts, LABEL_RESERVED_BY).
  */
 export function reservedBy(p: V1Pod): string | undefined {
   const labels = p.metadata?.labels ?? {};

@@ -1,9 +1,10 @@
 // One ready pool pod a gateway process keeps for itself, so its next warm run skips the claim
 // patch (~19 ms, most of a warm run's API time). The reservation is the claim made ahead of time,
 // off any caller's path: the same patch guarded by resourceVersion, so across replicas a pod is
-// still taken by exactly one — it relabels the pod `pool=reserved` with this process's identity
-// and lowers its deadline so a reservation left by a process that died ends by itself (the
-// leader deletes the failed pod, pool-plan.ts). Inside the process the reservation is handed to
+// still taken by exactly one — it annotates the pod (`codemode.dev/reserved-by`, a hash of this
+// process's identity; its labels stay `pool=warm`, since every label change of a pod makes the
+// node's NetworkPolicy controller resync its rules) and lowers its deadline so a reservation left
+// by a process that died ends by itself (the leader deletes the failed pod, pool-plan.ts). Inside the process the reservation is handed to
 // one run at a time (take); the patch making the pod the run's (WarmPool adopt) goes with the
 // Running status, never before the code starts, and a shorter run's pod is deleted without it
 // (src/runs/warm-claims.ts). Exactly-once does not rest on that patch: a run carries its
@@ -14,17 +15,17 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { LABEL_RESERVED_BY } from '../api/v1alpha1/index.js';
+import { ANNOTATION_RESERVED_BY } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import type { ResilientInformer } from '../kube/informer.js';
-import { LABEL_POOL, LABEL_POOL_HASH } from '../sandbox/pod.js';
+import { LABEL_POOL_HASH } from '../sandbox/pod.js';
 import { podState } from '../sandbox/pod-state.js';
 
 /** A reservation is handed to a run only this long after it was made (then replaced). */
 export const RESERVE_TTL_SECONDS = 300;
 
-/** The label value naming a process: its identity hashed (identities may exceed 63 characters). */
-export function reservationLabel(identity: string): string {
+/** The value naming a process: its identity hashed (short, and the same length for every identity). */
+export function reservationMark(identity: string): string {
   return createHash('sha256').update(identity).digest('hex').slice(0, 16);
 }
 
@@ -53,11 +54,11 @@ export class PoolReservation {
   private wanted = false;
   /** A run executes in the pod taken last: reserving now would start a refill beside it. */
   private inUse = false;
-  private readonly label: string;
+  private readonly mark: string;
   private readonly now: () => number;
 
   constructor(private readonly d: ReservationDeps) {
-    this.label = reservationLabel(d.identity);
+    this.mark = reservationMark(d.identity);
     this.now = d.now ?? Date.now;
   }
 
@@ -83,7 +84,7 @@ export class PoolReservation {
             namespace: this.d.namespace,
             name: pod.metadata?.name ?? '',
             body: {
-              metadata: { resourceVersion: pod.metadata?.resourceVersion, labels: { [LABEL_POOL]: 'reserved', [LABEL_RESERVED_BY]: this.label } },
+              metadata: { resourceVersion: pod.metadata?.resourceVersion, annotations: { [ANNOTATION_RESERVED_BY]: this.mark } },
               spec: { activeDeadlineSeconds: age + RESERVE_TTL_SECONDS + this.d.longestRunSeconds },
             },
           },
@@ -123,8 +124,8 @@ export class PoolReservation {
     if (!h) return undefined;
     this.held = undefined;
     this.inUse = true;
-    // The cache may not show the reservation's own patch yet (a call right after it): the labels
-    // are ours since the patch succeeded; what the cache must show is that the pod is still there
+    // The cache may not show the reservation's own patch yet (a call right after it): the pod is
+    // ours since the patch succeeded; what the cache must show is that the pod is still there
     // and ready.
     const pod = this.d.pods.get(h.name, this.d.namespace);
     const usable =

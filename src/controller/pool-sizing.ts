@@ -1,7 +1,7 @@
 // How many warm pods the pool should hold: enough to cover the claims that arrive while a
 // replacement starts (claims per second × time to ready), plus headroom for bursts, between the
 // configured minimum and maximum. Demand is observed from the pod informer (a pool pod relabelled
-// `claimed`, or `reserved` for a replica's next warm run), so the leader sees every replica's
+// `claimed`, or reserved for a replica's next warm run), so the leader sees every replica's
 // claims. Time is a parameter everywhere.
 import type { V1Pod } from '@kubernetes/client-node';
 import { LABEL_POOL } from '../sandbox/pod.js';
@@ -85,7 +85,7 @@ const MAX_READY_SAMPLE_SECONDS = 60;
 
 /**
  * The demand on the pool as the leader's pod informer shows it, whatever replica claimed: claims
- * (pool pods relabelled `claimed` or `reserved`, each pod once) and cold pods the pool could have
+ * (pool pods relabelled `claimed` or reserved, each pod once) and cold pods the pool could have
  * served (a run or session pod of the pool's image and limits: a claim that found the pool empty)
  * as a decaying rate, and time to ready (creation → Ready of pool pods) as a moving average. Pods
  * already there when the informer first listed them are not counted (they may be hours old).

@@ -34,7 +34,7 @@ import { decideRun, lostAfterMs, podsThatMayCarry, ttlRemainingMs } from './run-
 import type { ReplicaLiveness } from './replica-liveness.js';
 import type { RunSlots } from '../limits/run-slots.js';
 import { ObjectLoop } from './object-loop.js';
-import { reservationLabel } from './pool-reservation.js';
+import { reservationMark } from './pool-reservation.js';
 
 const CONTROLLER = 'sandboxrun';
 
@@ -189,7 +189,7 @@ export class SandboxRunController {
 
   /** The live pods that may carry a run whose executor is gone (podsThatMayCarry). */
   private markerPods(run: Pick<SandboxRun, 'metadata'>, executor: string | undefined): string[] {
-    return podsThatMayCarry(this.d.pods.list(run.metadata.namespace), run.metadata.uid, executor === undefined ? undefined : reservationLabel(executor));
+    return podsThatMayCarry(this.d.pods.list(run.metadata.namespace), run.metadata.uid, executor === undefined ? undefined : reservationMark(executor));
   }
 
   /** The whole run (with its code), read once when it is about to execute. */

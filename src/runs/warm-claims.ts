@@ -87,7 +87,7 @@ export class WarmClaims {
    * a short delay; the outcome is recorded only after it (executor.ts, settle). A run that ends
    * before has its pod deleted once its outcome is stored, never relabelled: every label change
    * of a pod costs the node a NetworkPolicy resync (kube-router: ~50 ms of CPU), and until the
-   * outcome is stored the reservation's label and the run's executor tie the two (run-decision.ts).
+   * outcome is stored the reservation (its annotation) and the run's executor tie the two (run-decision.ts).
    */
   useReserved(run: SandboxRun, pool: PoolClaims, reserved: V1Pod, opts: ClaimOptions): void {
     const { owner, labels, deadline } = claimTerms(run, opts);

@@ -44,9 +44,16 @@ const host = (r: ToolResult): string => String(sc(r).stdout ?? '').trim();
 const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 
 /** Unclaimed pool pods that are ready and not being deleted, of one version when `hash` is given. */
+/** Ready pool pods nobody claimed or reserved (a reservation is an annotation on a `warm` pod). */
 async function readyWarm(ns: string, hash?: string): Promise<V1Pod[]> {
   const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` });
-  return pods.items.filter((p) => !p.metadata?.deletionTimestamp && isReady(p) && (hash === undefined || p.metadata?.labels?.[HASH] === hash));
+  return pods.items.filter(
+    (p) =>
+      !p.metadata?.deletionTimestamp &&
+      p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined &&
+      isReady(p) &&
+      (hash === undefined || p.metadata?.labels?.[HASH] === hash),
+  );
 }
 
 async function gone(ns: string, name: string): Promise<boolean> {
@@ -361,7 +368,9 @@ describe('a run created by a call', () => {
 
 describe('reserved pool pods', () => {
   const reserved = async (ns: string): Promise<V1Pod[]> =>
-    (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=reserved` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` })).items.filter(
+      (p) => !p.metadata?.deletionTimestamp && p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] !== undefined,
+    );
 
   it("runs the next warm call in a pod reserved ahead of time, records it as the run's, and gives the reservation up at stop", async () => {
     const ns = await createNamespace(k, 'pool-reserve');
@@ -374,37 +383,41 @@ describe('reserved pool pods', () => {
     }
   });
 
-  // The next release writes a reservation as an annotation on a pod still labelled warm (a label
-  // change costs the node a NetworkPolicy resync); this one must already leave such a pod alone,
-  // or it would run code in a pod another replica is running code in during that upgrade.
-  it('never claims, counts or removes a pool pod reserved by annotation, as the next release reserves', async () => {
-    const ns = await createNamespace(k, 'pool-annotated');
-    const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '0' });
-    const mcp = await connect(op.url, 'current');
-    try {
-      await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
-      const [taken] = await readyWarm(ns);
-      const name = taken?.metadata?.name ?? '';
-      await k.core.patchNamespacedPod(
-        { namespace: ns, name, body: { metadata: { annotations: { [ANNOTATION_RESERVED_BY]: '0123456789abcdef' } } } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
-      const unreserved = async (): Promise<V1Pod[]> => (await readyWarm(ns)).filter((p) => p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined);
-      // Not counted as one of the pool's: the leader starts another beside it.
-      await until(async () => (await unreserved()).length === 2, 120_000, 'two unreserved ready pool pods beside the reserved one');
-      for (let i = 0; i < 3; i++) expect(host(await call(mcp))).not.toBe(name);
-      await until(async () => (await unreserved()).length === 2, 120_000, 'the pool refilled');
-      // Still there, untouched: neither claimed nor deleted as surplus.
-      const after = await k.core.readNamespacedPod({ namespace: ns, name });
-      expect(after.metadata?.deletionTimestamp).toBeUndefined();
-      expect(after.metadata?.labels?.[POOL]).toBe('warm');
-      expect(after.metadata?.ownerReferences ?? []).toEqual([]);
-    } finally {
-      await mcp.close();
-      await op.stop();
-      await deleteNamespace(k, ns);
-    }
-  }, 420_000);
+  // Another replica's reservation, as written now (an annotation on a pod still labelled warm: a
+  // label change costs the node a NetworkPolicy resync) or by a replica of a release up to 0922e5e
+  // still running while an upgrade rolls (relabelled `pool=reserved`): taking such a pod would run
+  // code in a pod another replica is running code in.
+  it.each([
+    ['as written now (an annotation)', { annotations: { [ANNOTATION_RESERVED_BY]: '0123456789abcdef' } }, 'warm'],
+    ['as releases up to 0922e5e wrote it (a label)', { labels: { [POOL]: 'reserved', [LABEL_RESERVED_BY]: '0123456789abcdef' } }, 'reserved'],
+  ])(
+    'never claims, counts or removes a pool pod another replica reserved, %s',
+    async (_form, reservation, poolLabel) => {
+      const ns = await createNamespace(k, 'pool-reserved-other');
+      const op = await startOperator(ns, { CODEMODE_WARM_POOL_MIN: '2', CODEMODE_WARM_POOL_MAX: '2', CODEMODE_WARM_POOL_RESERVE: '0' });
+      const mcp = await connect(op.url, 'current');
+      try {
+        await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool to fill');
+        const [taken] = await readyWarm(ns);
+        const name = taken?.metadata?.name ?? '';
+        await k.core.patchNamespacedPod({ namespace: ns, name, body: { metadata: reservation } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+        // Not counted as one of the pool's: the leader starts another beside it.
+        await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'two unreserved ready pool pods beside the reserved one');
+        for (let i = 0; i < 3; i++) expect(host(await call(mcp))).not.toBe(name);
+        await until(async () => (await readyWarm(ns)).length === 2, 120_000, 'the pool refilled');
+        // Still there, untouched: neither claimed nor deleted as surplus.
+        const after = await k.core.readNamespacedPod({ namespace: ns, name });
+        expect(after.metadata?.deletionTimestamp).toBeUndefined();
+        expect(after.metadata?.labels?.[POOL]).toBe(poolLabel);
+        expect(after.metadata?.ownerReferences ?? []).toEqual([]);
+      } finally {
+        await mcp.close();
+        await op.stop();
+        await deleteNamespace(k, ns);
+      }
+    },
+    420_000,
+  );
 
   // The code starts in the reserved pod while the run's create is in flight; nothing of it may
   // leave the sandbox before the run exists. A create the API server refuses (here a
@@ -467,7 +480,10 @@ describe('reserved pool pods', () => {
       // Once the first warm run is recorded, this process reserves a ready pod for its next one.
       let pod: V1Pod | undefined;
       await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'a reserved pool pod');
-      expect(pod?.metadata?.labels?.[LABEL_RESERVED_BY]).toMatch(/^[0-9a-f]{16}$/);
+      // Reserved by annotation: the pod's labels (what NetworkPolicy controllers watch) stay as made.
+      const mark = pod?.metadata?.annotations?.[ANNOTATION_RESERVED_BY];
+      expect(mark).toMatch(/^[0-9a-f]{16}$/);
+      expect(pod?.metadata?.labels?.[LABEL_RESERVED_BY]).toBeUndefined();
       expect(pod?.metadata?.ownerReferences?.some((o) => o.kind === 'SandboxRun')).toBeFalsy();
       // A short run in it: the pod goes once the outcome is stored, never relabelled on the way
       // (every label change costs the node a NetworkPolicy resync). Every version of the pod the
@@ -499,8 +515,8 @@ describe('reserved pool pods', () => {
       // status, rightly: this one ended long before (a print takes ~40 ms).
       expect(shortRun.status?.durationMs).toBeLessThan(RUNNING_WRITE_DELAY_MS);
       for (const v of seen) {
-        expect(v.metadata?.labels?.[POOL]).toBe('reserved');
-        expect(v.metadata?.labels?.[LABEL_RESERVED_BY]).toBe(pod?.metadata?.labels?.[LABEL_RESERVED_BY]);
+        expect(v.metadata?.labels).toEqual(pod?.metadata?.labels);
+        expect(v.metadata?.annotations?.[ANNOTATION_RESERVED_BY]).toBe(mark);
         expect(v.metadata?.ownerReferences?.some((o) => o.kind === 'SandboxRun')).toBeFalsy();
       }
       await until(async () => (pod = (await reserved(ns))[0]) !== undefined, 60_000, 'the next reservation');
@@ -518,6 +534,7 @@ describe('reserved pool pods', () => {
       );
       expect(adopted?.metadata?.ownerReferences).toEqual([expect.objectContaining({ kind: 'SandboxRun', controller: true })]);
       expect(adopted?.metadata?.labels?.[LABEL_RESERVED_BY]).toBeUndefined();
+      expect(adopted?.metadata?.annotations?.[ANNOTATION_RESERVED_BY]).toBeUndefined();
       const r = await running;
       expect(host(r)).toBe(pod?.metadata?.name);
       // The run's record names the pod, which goes once the outcome is stored.

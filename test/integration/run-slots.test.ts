@@ -26,7 +26,7 @@ describe('RunSlots: a finished run frees its slot once its pod stops holding cap
   it('waits for the unlabelled pool pod its status names, and is freed by its deletion', async () => {
     await buildWorld(clients, ns, {
       runs: [{ name: 'r1', spec: { language: 'python', code: 'print(1)', timeoutSeconds: 30 }, status: { phase: 'Succeeded', podName: POD } }],
-      pods: [{ name: POD, labels: { 'codemode.dev/pool': 'reserved', 'codemode.dev/reserved-by': '0123456789abcdef' } }],
+      pods: [{ name: POD, labels: { 'codemode.dev/pool': 'warm' }, annotations: { 'codemode.dev/reserved-by': '0123456789abcdef' } }],
     });
     const runs = runInformer(clients, ns);
     const pods = podInformer(clients, ns);

@@ -26,7 +26,8 @@ export interface WorldSpec {
   sessions?: Array<{ name: string; spec?: Record<string, unknown>; status?: Record<string, unknown> }>;
   /**
    * Marker pods, owned (controller: true) by a run or a session of this world or by nothing (an
-   * unclaimed pool pod); `labels` are added to the operator's, `mounts` names a ConfigMap volume.
+   * unclaimed pool pod); `labels` are added to the operator's, `annotations` set, `mounts` names a
+   * ConfigMap volume.
    */
   pods?: MarkerSpec[];
   /** Create the pods a second apart, so their creationTimestamps (whole seconds) order them. */
@@ -39,6 +40,7 @@ export interface MarkerSpec {
   name: string;
   owner?: { kind: typeof SANDBOXRUN_KIND | typeof SANDBOXSESSION_KIND; name: string };
   labels?: Record<string, string>;
+  annotations?: Record<string, string>;
   mounts?: string;
   /**
    * Written through the status subresource after creation (nothing else writes a marker's
@@ -110,6 +112,7 @@ export function markerPod(p: MarkerSpec, uids: Map<string, string>): V1Pod {
     metadata: {
       name: p.name,
       labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...ownerLabel, ...p.labels },
+      ...(p.annotations && { annotations: p.annotations }),
       ...(owner &&
         uid && { ownerReferences: [{ apiVersion: API_VERSION, kind: owner.kind, name: owner.name, uid, controller: true, blockOwnerDeletion: true }] }),
     },

@@ -116,14 +116,14 @@ describe('reservedBy, isWarm, isReserved', () => {
   });
   it.each<[string, V1Pod, string | undefined, boolean, boolean]>([
     ['warm, unreserved', meta({ 'codemode.dev/pool': 'warm' }), undefined, true, false],
-    ['reserved by label (as written now)', meta({ 'codemode.dev/pool': 'reserved', 'codemode.dev/reserved-by': 'abc' }), 'abc', false, true],
     [
-      'reserved by annotation on a warm pod (a later release)',
-      meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': 'abc' }),
+      'reserved by label (as releases up to 0922e5e wrote it)',
+      meta({ 'codemode.dev/pool': 'reserved', 'codemode.dev/reserved-by': 'abc' }),
       'abc',
       false,
       true,
     ],
+    ['reserved by annotation on a warm pod (as written now)', meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': 'abc' }), 'abc', false, true],
     ['an empty annotation still reserves', meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': '' }), '', false, true],
     ['reserved label without its hash', meta({ 'codemode.dev/pool': 'reserved' }), '', false, true],
     [

@@ -194,7 +194,12 @@ describe('takesSlot (when a finished run frees its slot)', () => {
   });
   /** A reserved pool pod a short warm run used: never labelled with its run. */
   const reservedPod = (name: string, extra: { deleting?: boolean } = {}) => ({
-    metadata: { name, labels: { 'codemode.dev/pool': 'reserved' }, ...(extra.deleting && { deletionTimestamp: new Date() }) },
+    metadata: {
+      name,
+      labels: { 'codemode.dev/pool': 'warm' },
+      annotations: { 'codemode.dev/reserved-by': '0123456789abcdef' },
+      ...(extra.deleting && { deletionTimestamp: new Date() }),
+    },
   });
   const run = (phase?: string, podName?: string) => ({ metadata: { name: 'r1' }, ...(phase && { status: { phase, ...(podName && { podName }) } }) });
   it.each<[string, ReturnType<typeof run> | undefined, V1Pod[], boolean]>([
