@@ -177,6 +177,12 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, m := range msgs {
 		if err := s.send(r.Context(), m); err != nil {
+			if errors.Is(err, errSessionEnded) && len(ids) > 0 {
+				// A child that exits as it reads a message can end the session before the writer
+				// reports the write: its requests have their answer from end (the reason, under
+				// their ids), the same whichever came first.
+				break
+			}
 			s.forget(ids)
 			if created {
 				// Nobody can use a session whose initialize never reached its server.

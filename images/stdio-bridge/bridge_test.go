@@ -20,7 +20,8 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_CHILD") == "1" {
-		misbehave() // limits_test.go: children that flood, stop reading or print junk
+		misbehave()   // limits_test.go: children that flood, stop reading or print junk
+		leaveHelper() // exit_test.go: a child that leaves a helper holding its stdout
 		if os.Getenv("BRIDGE_TEST_DIE_AT_START") == "1" {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // as Node aborts when it cannot start its threads
 		}

@@ -36,6 +36,12 @@ const (
 	// are counted, and the count logged.
 	junkLogBurst    = 5
 	junkLogInterval = 10 * time.Second
+	// exitDrainTime: once the child has exited, the reader has this long to route what it wrote
+	// before (already in the pipe: reading it takes far less), then the session ends. It only
+	// matters when a process the child started still holds its stdout (a helper a wrapper put in
+	// the background, or one that left its process group with setsid): the pipe's EOF would come
+	// when that process exits, maybe never, and the session would hold its slot until then.
+	exitDrainTime = time.Second
 )
 
 // writeTimeout: a child that takes no input on its stdin for this long is stuck (or has stopped
@@ -74,7 +80,7 @@ type session struct {
 	waiters      map[string]chan []byte
 	sinks        []chan []byte // server-initiated messages; sinks[0] is preferred (GET streams are put first)
 	done         chan struct{}
-	exited       chan struct{} // closed once the child is reaped
+	exited       chan struct{} // closed once the child is reaped and its stdout read
 	reason       string        // why the session ended (set before done is closed)
 	ended        bool
 	lastUsed     atomic.Int64
@@ -95,16 +101,21 @@ func startSession(id string, argv []string, live string, onEnd func(*session)) (
 		return nil, err
 	}
 	cmd.Stdin = stdinR
-	stdout, err := cmd.StdoutPipe()
+	// os.Pipe for stdout too, not cmd.StdoutPipe: cmd.Wait closes that one as soon as the child
+	// exits, maybe before its last lines are read. This read end stays ours and takes a deadline.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		stdinR.Close()
 		stdin.Close()
 		return nil, err
 	}
+	cmd.Stdout = stdoutW
 	err = cmd.Start()
-	stdinR.Close() // the child's now (or nobody's): a write after the child exits fails with EPIPE
+	stdinR.Close()  // the child's now (or nobody's): a write after the child exits fails with EPIPE
+	stdoutW.Close() // likewise: else the pipe's EOF never comes
 	if err != nil {
 		stdin.Close()
+		stdout.Close()
 		return nil, fmt.Errorf("could not start the stdio server %q: %w", argv[0], err)
 	}
 	s := &session{
@@ -116,8 +127,17 @@ func startSession(id string, argv []string, live string, onEnd func(*session)) (
 	log.Printf("session %s: started %q (pid %d; %s sessions)", short(id), argv[0], cmd.Process.Pid, live)
 	go s.writeChild()
 	go func() {
-		readErr := s.readChild(bufio.NewReaderSize(stdout, 64<<10))
+		read := make(chan error, 1)
+		go func() { read <- s.readChild(bufio.NewReaderSize(stdout, 64<<10)) }()
+		// The child's exit ends the session, not its stdout's EOF: a process it started may hold
+		// the pipe for ever. Processes left in its group are leftovers of a dead server: killed,
+		// which also frees the pipe at once. One that left the group (setsid) is out of reach:
+		// the reader routes what is in the pipe for exitDrainTime, then stops.
 		waitErr := cmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // not s.kill: closing would hide the diagnosis below
+		_ = stdout.SetReadDeadline(time.Now().Add(exitDrainTime))
+		readErr := <-read // after it, every reply the child wrote has been routed
+		stdout.Close()
 		close(s.exited)
 		why := "the stdio server exited"
 		if waitErr != nil {
@@ -146,7 +166,8 @@ func short(id string) string {
 
 func (s *session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
 
-// readChild routes every line the child writes until its stdout closes.
+// readChild routes every line the child writes until its stdout closes (or its read deadline,
+// set once the child has exited, passes).
 func (s *session) readChild(r *bufio.Reader) error {
 	var line []byte
 	var junk junkLog
@@ -154,7 +175,7 @@ func (s *session) readChild(r *bufio.Reader) error {
 	for {
 		chunk, isPrefix, err := r.ReadLine()
 		if err != nil {
-			return nil // EOF or closed pipe: the exit status tells the rest
+			return nil // EOF, closed pipe or deadline: the exit status tells the rest
 		}
 		line = append(line, chunk...)
 		if len(line) > maxMessageBytes {
@@ -289,6 +310,10 @@ func (s *session) removeSink(ch chan []byte) {
 	}
 }
 
+// errSessionEnded: send gave up because the session ended. end has answered every request
+// registered with expect by then, with its reason.
+var errSessionEnded = errors.New("the session ended")
+
 // send writes one message (compacted onto one line) to the child's stdin. It gives up when ctx
 // ends (the client went away: its body is not held for a stuck child), when the session ends, or
 // when the writer has not taken the message within the write timeout.
@@ -306,7 +331,7 @@ func (s *session) send(ctx context.Context, msg []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.done:
-		return errors.New("the session ended: " + s.reason)
+		return fmt.Errorf("%w: %s", errSessionEnded, s.reason)
 	case <-t.C:
 		return fmt.Errorf("the stdio server did not take this message within %s (its stdin is busy or stuck)", s.writeTimeout)
 	}
@@ -318,7 +343,7 @@ func (s *session) send(ctx context.Context, msg []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.done:
-		return errors.New("the session ended: " + s.reason)
+		return fmt.Errorf("%w: %s", errSessionEnded, s.reason)
 	}
 }
 
