@@ -158,18 +158,8 @@ func TestInitializeAbandoned(t *testing.T) {
 			if err == nil {
 				t.Fatalf("attempt %d (%s): initialize was answered", i, accept)
 			}
-			deadline := time.Now().Add(4 * time.Second)
-			for {
-				b.mu.Lock()
-				n := len(b.sessions)
-				b.mu.Unlock()
-				if n == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("attempt %d (%s): %d sessions left 4 s after the client gave up (stopped politely, not killed)", i, accept, n)
-				}
-				time.Sleep(10 * time.Millisecond)
+			if n := sessionsLeft(b, 4*time.Second); n > 0 {
+				t.Fatalf("attempt %d (%s): %d sessions left 4 s after the client gave up (stopped politely, not killed)", i, accept, n)
 			}
 		}
 	}
@@ -183,5 +173,19 @@ func TestServerDiesAtStart(t *testing.T) {
 	_, body := post(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, "application/json")
 	if !strings.Contains(body, "signal: killed") || !strings.Contains(body, "process limit") {
 		t.Fatalf("initialize to a server that died at start: %q", body)
+	}
+}
+
+// sessionsLeft waits up to d for the bridge to hold no session; it returns how many are left.
+func sessionsLeft(b *bridge, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		b.mu.Lock()
+		n := len(b.sessions)
+		b.mu.Unlock()
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -95,18 +95,8 @@ func TestChildExitsWhileItsStdoutIsHeld(t *testing.T) {
 			default:
 				t.Fatal("the session ended before its child was seen to exit")
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				b.mu.Lock()
-				n := len(b.sessions)
-				b.mu.Unlock()
-				if n == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the ended session still holds its slot (--max-sessions)")
-				}
-				time.Sleep(10 * time.Millisecond)
+			if sessionsLeft(b, 5*time.Second) > 0 {
+				t.Fatal("the ended session still holds its slot (--max-sessions)")
 			}
 			if rsp, body := post(t, srv.URL, s.id, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, "application/json"); rsp.StatusCode != 404 {
 				t.Fatalf("the ended session answers %d %q", rsp.StatusCode, body)
