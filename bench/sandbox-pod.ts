@@ -96,28 +96,27 @@ export class PodTimeline {
     return this.informer.list(this.namespace).length;
   }
 
-  /** Names of the ready pods with `label=value` not being deleted, from the watch cache (no API call). */
-  readyNamesWith(label: string, value: string): string[] {
+  /**
+   * Names of the ready pods with `label=value` not being deleted, and for which `keep` holds, from
+   * the watch cache (no API call).
+   */
+  readyNamesWith(label: string, value: string, keep: (p: V1Pod) => boolean = () => true): string[] {
     return this.informer
       .list(this.namespace)
       .filter(
         (p) =>
           p.metadata?.labels?.[label] === value &&
           !p.metadata.deletionTimestamp &&
-          p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+          p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') &&
+          keep(p),
       )
       .map((p) => p.metadata?.name ?? '');
   }
 
-  /** Ready pods with `label=value` not being deleted, from the watch cache (no API call). */
-  readyWith(label: string, value: string): number {
-    return this.readyNamesWith(label, value).length;
-  }
-
-  /** Resolves once `readyWith(label, value)` reaches `count`; false after `timeoutMs`. */
-  async untilReady(label: string, value: string, count: number, timeoutMs: number): Promise<boolean> {
+  /** Resolves once `readyNamesWith(label, value, keep)` has `count` pods; false after `timeoutMs`. */
+  async untilReady(label: string, value: string, count: number, timeoutMs: number, keep?: (p: V1Pod) => boolean): Promise<boolean> {
     const deadline = performance.now() + timeoutMs;
-    while (this.readyWith(label, value) < count) {
+    while (this.readyNamesWith(label, value, keep).length < count) {
       if (performance.now() > deadline) return false;
       await new Promise((r) => setTimeout(r, 50));
     }

@@ -257,7 +257,7 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
     try {
       const n = scaled(s, s.warmSamples);
       log(`warm: execute_code print(1) × ${n}, each with the pool full (${POOL_SIZE} ready pods, kernel streams open)`);
-      const m = await withApiCounts(ctx, tally, (o) => warmLatency(op.url, pods, tally, timer, n, o));
+      const m = await withApiCounts(ctx, tally, (o) => warmLatency(op.url, pods, timer, n, o));
       r.warmTransient = { ...latency(m.lat), coldFallbacks: m.lat.coldFallbacks, streamWaitTimeouts: m.lat.streamWaitTimeouts };
       r.apiRequests.warm = {
         ...summarizeApiRequests(m.lat.calls.length + m.lat.coldFallbacks + m.lat.errors, m.server, m.operator, WARM_CRITICAL_PATH),
@@ -273,7 +273,7 @@ export async function warmSection(ctx: BenchContext): Promise<void> {
     try {
       const n = scaled(s, s.warmSamples);
       log(`warm: execute_code print(1) × ${n} at rest, each ${REST_MS} ms after the pool refilled`);
-      const lat = await warmLatency(op.url, pods, tally, timer, n, {}, REST_MS);
+      const lat = await warmLatency(op.url, pods, timer, n, {}, REST_MS);
       r.warmAtRest = { ...latency(lat), coldFallbacks: lat.coldFallbacks, streamWaitTimeouts: lat.streamWaitTimeouts, restMs: REST_MS };
       r.profile.warmAtRest = profileCalls(lat.calls, tally, timer, undefined, WARM_MARKS);
       r.profile.warmAtRestKernel = kernelSplit(lat.calls, timer);

@@ -5,13 +5,14 @@
 // previous call's after-work — its pod's deletion, the refill pod's start — still on the node's
 // two cores) and at rest (REST_MS later, as for a caller whose calls are seconds apart).
 import { ApiextensionsV1Api } from '@kubernetes/client-node';
-import { GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { ANNOTATION_RESERVED_BY, GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
 import { statusOf } from '../src/kube/clients.js';
+import { podNameForRun } from '../src/sandbox/names.js';
 import { LABEL_POOL } from '../src/sandbox/pod.js';
 import { findRuntimeDir } from '../src/sessions/runtime-files.js';
 import type { TestKube } from '../test/e2e/helpers/kube.js';
 import { connect } from '../test/e2e/helpers/operator.js';
-import type { RequestTally } from './api-requests.js';
 import { sleep } from './context.js';
 import { executeCodeLatency, type LatencyOptions, type McpLatency } from './mcp.js';
 import type { CallTimer } from './profile.js';
@@ -25,6 +26,8 @@ export const REST_MS = 2500;
 /** The operator opens a kernel stream (relay exec + ping) to a pool pod once it sees it Ready. */
 const STREAM_TIMEOUT_MS = 15_000;
 
+const unreserved = (p: V1Pod): boolean => p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined;
+
 export interface WarmLatency extends McpLatency {
   /** Calls that found no ready pool pod and created one (excluded from `samples`). */
   coldFallbacks: number;
@@ -32,22 +35,17 @@ export interface WarmLatency extends McpLatency {
   streamWaitTimeouts: number;
 }
 
-export async function warmLatency(
-  url: string,
-  pods: PodTimeline,
-  tally: RequestTally,
-  timer: CallTimer,
-  n: number,
-  opts: LatencyOptions = {},
-  restMs = 0,
-): Promise<WarmLatency> {
+export async function warmLatency(url: string, pods: PodTimeline, timer: CallTimer, n: number, opts: LatencyOptions = {}, restMs = 0): Promise<WarmLatency> {
   let streamWaitTimeouts = 0;
   const full = async (): Promise<void> => {
-    if (!(await pods.untilReady(LABEL_POOL, 'warm', POOL_SIZE, FILL_TIMEOUT_MS))) {
+    // The pool's own pods: a reservation (this operator's, for its next run) is an annotation on a
+    // pod still labelled warm, and is not one of them.
+    if (!(await pods.untilReady(LABEL_POOL, 'warm', POOL_SIZE, FILL_TIMEOUT_MS, unreserved))) {
       throw new Error(`the warm pool did not reach ${POOL_SIZE} ready pods within ${FILL_TIMEOUT_MS / 1000} s`);
     }
     // Ready by this bench's watch is not enough: the operator's stream to the newest pod (the
     // refill after the previous claim) may still be opening, and a claim of that pod would wait.
+    // The reserved pod's stream too: the next run uses it.
     // After a few timeouts the streams are taken to be broken: the calls go on (and show it).
     if (streamWaitTimeouts >= 3) return;
     const deadline = performance.now() + STREAM_TIMEOUT_MS;
@@ -65,8 +63,10 @@ export async function warmLatency(
     await opts.afterWarmup?.();
   };
   const lat = await executeCodeLatency(url, n, { ...opts, afterWarmup, beforeEach: full });
-  // A claim is a patch of a pool pod; a call without one created its own pod.
-  const warm = lat.calls.map((c) => tally.between(c.start, c.end).some((r) => r.key === 'patch pods'));
+  // A call that went cold created a pod of its own, named after its run. (Not "a call without a
+  // pool pod's claim patch": a short run in the reserved pod patches no pod.)
+  const cold = new Set(timer.calls.filter((c) => c.key === 'create pods' && c.ok).map((c) => c.name));
+  const warm = lat.calls.map((c) => !cold.has(podNameForRun(c.run ?? '')));
   return {
     ...lat,
     samples: lat.samples.filter((_, i) => warm[i]),

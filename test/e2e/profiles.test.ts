@@ -5,7 +5,15 @@
 // pods.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import { GROUP, SANDBOXPROFILE_PLURAL, SANDBOXRUN_PLURAL, VERSION, type SandboxProfile, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import {
+  ANNOTATION_RESERVED_BY,
+  GROUP,
+  SANDBOXPROFILE_PLURAL,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  type SandboxProfile,
+  type SandboxRun,
+} from '../../src/api/v1alpha1/index.js';
 import { SANDBOX_IMAGE, createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -27,7 +35,10 @@ const profile = async (name: string): Promise<SandboxProfile> =>
   (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXPROFILE_PLURAL, name })) as SandboxProfile;
 const warmPods = async (p: string): Promise<V1Pod[]> =>
   (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `codemode.dev/pool=warm,codemode.dev/profile=${p}` })).items.filter(
-    (x) => !x.metadata?.deletionTimestamp && x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    (x) =>
+      !x.metadata?.deletionTimestamp &&
+      x.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined &&
+      x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
   );
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 

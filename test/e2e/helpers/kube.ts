@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, type V1Pod } from '@kubernetes/client-node';
+import { ANNOTATION_RESERVED_BY } from '../../../src/api/v1alpha1/index.js';
 
 export interface TestKube {
   kc: KubeConfig;
@@ -59,10 +60,18 @@ export async function until(check: () => Promise<boolean> | boolean, timeoutMs: 
   }
 }
 
-/** The warm pool pods in `namespace` that are Ready (label codemode.dev/pool=warm). */
+/**
+ * The warm pool pods in `namespace` that are Ready and nobody's (label codemode.dev/pool=warm,
+ * not reserved: a replica's reservation is an annotation on a pod still labelled warm).
+ */
 export async function readyPoolPods(k: TestKube, namespace: string): Promise<V1Pod[]> {
   const pods = await k.core.listNamespacedPod({ namespace, labelSelector: 'codemode.dev/pool=warm' });
-  return pods.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  return pods.items.filter(
+    (p) =>
+      !p.metadata?.deletionTimestamp &&
+      p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined &&
+      p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+  );
 }
 
 export function simplePod(name: string, command: string[], labels: Record<string, string> = {}): V1Pod {
