@@ -4,12 +4,12 @@
 // still taken by exactly one — it annotates the pod (`codemode.dev/reserved-by`, a hash of this
 // process's identity; its labels stay `pool=warm`, since every label change of a pod makes the
 // node's NetworkPolicy controller resync its rules) and lowers its deadline so a reservation left
-// by a process that died ends by itself (the leader deletes the failed pod, pool-plan.ts). Inside the process the reservation is handed to
-// one run at a time (take); the patch making the pod the run's (WarmPool adopt) goes with the
-// Running status, never before the code starts, and a shorter run's pod is deleted without it
-// (src/runs/warm-claims.ts). Exactly-once does not rest on that patch: a run carries its
-// executor's identity from its creation, no other process ever starts it, and this one holds it
-// as busy until its outcome is stored (run-decision.ts).
+// by a process that died ends by itself (the leader deletes the failed pod, pool-plan.ts). Inside
+// the process the reservation is handed to one run at a time (take); the patch making the pod
+// the run's (WarmPool adopt) goes with the Running status, never before the code starts, and a
+// shorter run's pod is deleted without it (src/runs/warm-claims.ts). Exactly-once does not rest
+// on that patch: a run carries its executor's identity from its creation, no other process ever
+// starts it, and this one holds it as busy until its outcome is stored (run-decision.ts).
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';

@@ -327,8 +327,8 @@ export class RunExecutor {
   }
 
   /**
-   * The controller saw the run's outcome in its cache (uid), or the run is gone (its
-   * namespace/name): this process need not remember having run it.
+   * This process need not remember having run it any more: the run is gone (its namespace/name),
+   * or its outcome was seen and its budget is over (its uid: forgetAfter).
    */
   forget(run: { uid?: string; key?: string }): void {
     this.ledger.forget(run);

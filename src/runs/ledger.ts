@@ -100,8 +100,8 @@ export class RunLedger {
   }
 
   /**
-   * The controller saw the run's outcome in its cache (uid), or the run is gone (its
-   * namespace/name): this process need not remember having run it.
+   * This process need not remember having run it any more: the run is gone (its namespace/name),
+   * or its outcome was seen and its budget is over (its uid: forgetAfter).
    */
   forget(run: { uid?: string; key?: string }): void {
     if (run.uid !== undefined) this.startedHere.delete(run.uid);
@@ -120,7 +120,7 @@ export class RunLedger {
     this.forgetting.add(uid);
     setTimeout(() => {
       this.forgetting.delete(uid);
-      this.startedHere.delete(uid);
+      this.forget({ uid });
     }, ms).unref();
   }
 
