@@ -5,8 +5,8 @@
 // previous call's after-work — its pod's deletion, the refill pod's start — still on the node's
 // two cores) and at rest (REST_MS later, as for a caller whose calls are seconds apart).
 import { ApiextensionsV1Api } from '@kubernetes/client-node';
-import type { V1Pod } from '@kubernetes/client-node';
-import { ANNOTATION_RESERVED_BY, GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
+import { GROUP, SANDBOXSESSION_PLURAL } from '../src/api/v1alpha1/index.js';
+import { isWarm } from '../src/controller/pool-plan.js';
 import { statusOf } from '../src/kube/clients.js';
 import { podNameForRun } from '../src/sandbox/names.js';
 import { LABEL_POOL } from '../src/sandbox/pod.js';
@@ -26,8 +26,6 @@ export const REST_MS = 2500;
 /** The operator opens a kernel stream (relay exec + ping) to a pool pod once it sees it Ready. */
 const STREAM_TIMEOUT_MS = 15_000;
 
-const unreserved = (p: V1Pod): boolean => p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined;
-
 export interface WarmLatency extends McpLatency {
   /** Calls that found no ready pool pod and created one (excluded from `samples`). */
   coldFallbacks: number;
@@ -40,7 +38,7 @@ export async function warmLatency(url: string, pods: PodTimeline, timer: CallTim
   const full = async (): Promise<void> => {
     // The pool's own pods: a reservation (this operator's, for its next run) is an annotation on a
     // pod still labelled warm, and is not one of them.
-    if (!(await pods.untilReady(LABEL_POOL, 'warm', POOL_SIZE, FILL_TIMEOUT_MS, unreserved))) {
+    if (!(await pods.untilReady(LABEL_POOL, 'warm', POOL_SIZE, FILL_TIMEOUT_MS, isWarm))) {
       throw new Error(`the warm pool did not reach ${POOL_SIZE} ready pods within ${FILL_TIMEOUT_MS / 1000} s`);
     }
     // Ready by this bench's watch is not enough: the operator's stream to the newest pod (the

@@ -5,16 +5,8 @@
 // pods.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
-import {
-  ANNOTATION_RESERVED_BY,
-  GROUP,
-  SANDBOXPROFILE_PLURAL,
-  SANDBOXRUN_PLURAL,
-  VERSION,
-  type SandboxProfile,
-  type SandboxRun,
-} from '../../src/api/v1alpha1/index.js';
-import { SANDBOX_IMAGE, createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { GROUP, SANDBOXPROFILE_PLURAL, SANDBOXRUN_PLURAL, VERSION, type SandboxProfile, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { SANDBOX_IMAGE, createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -33,13 +25,7 @@ async function createProfile(name: string, spec: Record<string, unknown>): Promi
 }
 const profile = async (name: string): Promise<SandboxProfile> =>
   (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXPROFILE_PLURAL, name })) as SandboxProfile;
-const warmPods = async (p: string): Promise<V1Pod[]> =>
-  (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `codemode.dev/pool=warm,codemode.dev/profile=${p}` })).items.filter(
-    (x) =>
-      !x.metadata?.deletionTimestamp &&
-      x.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined &&
-      x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-  );
+const warmPods = (p: string): Promise<V1Pod[]> => readyPoolPods(k, ns, `codemode.dev/profile=${p}`);
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 
 beforeAll(async () => {

@@ -21,7 +21,7 @@ import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
 import { RUNNING_WRITE_DELAY_MS } from '../../src/runs/record.js';
 import { runtimeConfigMapName } from '../../src/sandbox/runtime-configmap.js';
 import { findRuntimeDir, readRuntimeFiles } from '../../src/sessions/runtime-files.js';
-import { SANDBOX_IMAGE, createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
+import { SANDBOX_IMAGE, createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
 const k = testKube();
@@ -45,16 +45,7 @@ const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type 
 
 /** Unclaimed pool pods that are ready and not being deleted, of one version when `hash` is given. */
 /** Ready pool pods nobody claimed or reserved (a reservation is an annotation on a `warm` pod). */
-async function readyWarm(ns: string, hash?: string): Promise<V1Pod[]> {
-  const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `${POOL}=warm` });
-  return pods.items.filter(
-    (p) =>
-      !p.metadata?.deletionTimestamp &&
-      p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined &&
-      isReady(p) &&
-      (hash === undefined || p.metadata?.labels?.[HASH] === hash),
-  );
-}
+const readyWarm = (ns: string, hash?: string): Promise<V1Pod[]> => readyPoolPods(k, ns, hash === undefined ? undefined : `${HASH}=${hash}`);
 
 async function gone(ns: string, name: string): Promise<boolean> {
   return k.core.readNamespacedPod({ namespace: ns, name }).then(

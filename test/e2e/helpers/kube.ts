@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, type V1Pod } from '@kubernetes/client-node';
-import { ANNOTATION_RESERVED_BY } from '../../../src/api/v1alpha1/index.js';
+import { isWarm } from '../../../src/controller/pool-plan.js';
 
 export interface TestKube {
   kc: KubeConfig;
@@ -61,17 +61,13 @@ export async function until(check: () => Promise<boolean> | boolean, timeoutMs: 
 }
 
 /**
- * The warm pool pods in `namespace` that are Ready and nobody's (label codemode.dev/pool=warm,
- * not reserved: a replica's reservation is an annotation on a pod still labelled warm).
+ * The warm pool pods in `namespace` that are Ready and nobody's (isWarm: labelled
+ * codemode.dev/pool=warm and not reserved, a replica's reservation being an annotation on such a
+ * pod), with the labels of `selector` too (e.g. `codemode.dev/profile=slim`).
  */
-export async function readyPoolPods(k: TestKube, namespace: string): Promise<V1Pod[]> {
-  const pods = await k.core.listNamespacedPod({ namespace, labelSelector: 'codemode.dev/pool=warm' });
-  return pods.items.filter(
-    (p) =>
-      !p.metadata?.deletionTimestamp &&
-      p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === undefined &&
-      p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-  );
+export async function readyPoolPods(k: TestKube, namespace: string, selector?: string): Promise<V1Pod[]> {
+  const pods = await k.core.listNamespacedPod({ namespace, labelSelector: ['codemode.dev/pool=warm', ...(selector ? [selector] : [])].join(',') });
+  return pods.items.filter((p) => isWarm(p) && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
 }
 
 export function simplePod(name: string, command: string[], labels: Record<string, string> = {}): V1Pod {
