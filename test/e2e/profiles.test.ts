@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import { GROUP, SANDBOXPROFILE_PLURAL, SANDBOXRUN_PLURAL, VERSION, type SandboxProfile, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import { isReserved } from '../../src/controller/pool-plan.js';
 import { SANDBOX_IMAGE, createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -26,6 +27,8 @@ async function createProfile(name: string, spec: Record<string, unknown>): Promi
 const profile = async (name: string): Promise<SandboxProfile> =>
   (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, plural: SANDBOXPROFILE_PLURAL, name })) as SandboxProfile;
 const warmPods = (p: string): Promise<V1Pod[]> => readyPoolPods(k, ns, `codemode.dev/profile=${p}`);
+const reservedPods = async (p: string): Promise<V1Pod[]> =>
+  (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `codemode.dev/profile=${p}` })).items.filter(isReserved);
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 
 beforeAll(async () => {
@@ -87,7 +90,14 @@ describe('SandboxProfiles', () => {
   });
 
   it('starts a session of a profile from its pool, with the modules loaded', async () => {
-    await until(async () => (await warmPods('slim')).length === 1, 180_000, 'the slim pool refilled');
+    // After the slim warm run above, this operator reserves the next ready slim pod for its next
+    // warm run (and the pool starts another): with only the pool's pod counted, a session created
+    // in between would find the one ready pod just reserved and start cold.
+    await until(
+      async () => (await warmPods('slim')).length === 1 && (await reservedPods('slim')).length === 1,
+      180_000,
+      'the slim pool refilled beside the reservation',
+    );
     const created = await mcp.callTool('create_session', { language: 'python', profile: 'slim' });
     expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
     const session = String(sc(created).session);
