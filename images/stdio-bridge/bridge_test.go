@@ -57,19 +57,28 @@ func TestMain(m *testing.M) {
 
 func post(t *testing.T, url, session, body, accept string) (*http.Response, string) {
 	t.Helper()
+	rsp, b, err := postWithin(0, url, session, body, accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rsp, b
+}
+
+// postWithin is post with the client's timeout (0: none), for a test whose failure is a hang.
+func postWithin(timeout time.Duration, url, session, body, accept string) (*http.Response, string, error) {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
 	if session != "" {
 		req.Header.Set(sessionHeader, session)
 	}
-	rsp, err := http.DefaultClient.Do(req)
+	rsp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
 	defer rsp.Body.Close()
 	b, _ := io.ReadAll(rsp.Body)
-	return rsp, string(b)
+	return rsp, string(b), nil
 }
 
 // startBridge serves a bridge whose child is this test binary (BRIDGE_TEST_CHILD plus env: NAME

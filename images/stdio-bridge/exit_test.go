@@ -6,8 +6,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,15 +76,10 @@ func TestChildExitsWhileItsStdoutIsHeld(t *testing.T) {
 
 			// As for a child that leaves nothing behind: the pending request gets an error naming
 			// the exit, the session is gone and its slot free. A hang, not a timing test: 10 s.
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"exit"}`))
-			req.Header.Set("Accept", "application/json")
-			req.Header.Set(sessionHeader, s.id)
-			rsp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			_, body, err := postWithin(10*time.Second, srv.URL, s.id, `{"jsonrpc":"2.0","id":7,"method":"exit"}`, "application/json")
 			if err != nil {
 				t.Fatalf("no answer 10 s after the stdio server exited (a process it started holds its stdout): %v", err)
 			}
-			body, _ := io.ReadAll(rsp.Body)
-			rsp.Body.Close()
 			if !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), "MCP session ended: the stdio server exited (exit status 3)") {
 				t.Fatalf("child exit: %q", body)
 			}

@@ -198,15 +198,10 @@ func TestStuckServerIsEnded(t *testing.T) {
 	useWriteTimeout(t, 500*time.Millisecond)
 	b, srv := startBridge(t, 1, "BRIDGE_TEST_DEAF")
 	s := initialize(t, b, srv.URL)
-	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(bigCall(2)))
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set(sessionHeader, s.id)
-	rsp, err := (&http.Client{Timeout: 8 * time.Second}).Do(req)
+	rsp, body, err := postWithin(8*time.Second, srv.URL, s.id, bigCall(2), "application/json")
 	if err != nil {
 		t.Fatalf("no answer from a server that does not read its stdin: %v", err)
 	}
-	body, _ := io.ReadAll(rsp.Body)
-	rsp.Body.Close()
 	if rsp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "took no input on its stdin") {
 		t.Fatalf("a request to a server that does not read its stdin: %d %q", rsp.StatusCode, body)
 	}
