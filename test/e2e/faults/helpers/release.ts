@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 56). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 57). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '0922e5e9481f5904d6286703b8d2ed8f619a6455';
+export const PREVIOUS_RELEASE = 'd627f6e889eca1395ebf1687a6517f1fcd1fdb3e';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
