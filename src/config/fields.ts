@@ -315,7 +315,7 @@ export const FIELDS = {
     {
       env: 'CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS',
       default: '3600',
-      description: 'Largest idleTimeoutSeconds a session may ask for (sessions default to 600).',
+      description: 'Largest idleTimeoutSeconds a session may ask for (sessions default to 600, or to this maximum when it is lower).',
       allowed: 'an integer from 10 to 86400',
     },
     int(10, 86400),

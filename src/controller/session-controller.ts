@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import {
   API_VERSION,
   CONTROLLER_FIELD_MANAGER,
+  DEFAULT_IDLE_TIMEOUT_SECONDS,
   GROUP,
   LABEL_SESSION,
   Reasons,
@@ -223,7 +224,9 @@ export class SandboxSessionController {
     const { opts } = this.d;
     const problems: string[] = [];
     if (s.spec.idleTimeoutSeconds > opts.sessionMaxIdleTimeoutSeconds)
-      problems.push(`spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}`);
+      problems.push(
+        `spec.idleTimeoutSeconds=${s.spec.idleTimeoutSeconds} is above the maximum ${opts.sessionMaxIdleTimeoutSeconds}${s.spec.idleTimeoutSeconds === DEFAULT_IDLE_TIMEOUT_SECONDS ? ` (${DEFAULT_IDLE_TIMEOUT_SECONDS} is its default when left out)` : ''}: set it to at most ${opts.sessionMaxIdleTimeoutSeconds}`,
+      );
     if ((s.spec.maxLifetimeSeconds ?? 0) > opts.sessionMaxLifetimeSeconds)
       problems.push(`spec.maxLifetimeSeconds=${s.spec.maxLifetimeSeconds} is above the maximum ${opts.sessionMaxLifetimeSeconds}`);
     return problems.length ? `Invalid SandboxSession: ${problems.join('; ')}.` : undefined;

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import {
   API_VERSION,
+  DEFAULT_IDLE_TIMEOUT_SECONDS,
   GROUP,
   LABEL_OWNER,
   Reasons,
@@ -263,7 +264,8 @@ export class SessionService {
         ...(owner && { owner }),
         ...(profile !== undefined && { profile }),
         language,
-        ...(idleTimeoutSeconds !== undefined && { idleTimeoutSeconds }),
+        // Always written: the CRD's default (600) is refused where the administrator's maximum is lower.
+        idleTimeoutSeconds: idleTimeoutSeconds ?? Math.min(DEFAULT_IDLE_TIMEOUT_SECONDS, this.opts.sessionMaxIdleTimeoutSeconds),
         ...(packages.length > 0 && { packages: [...new Set(packages)] }),
       },
     };

@@ -10,10 +10,12 @@ const k = testKube();
 let ns = '';
 let op: RunningOperator;
 let mcp: TestClient;
+// A maximum idle timeout below the CRD's default (600): sessions made without one still start.
+const ENV = { CODEMODE_WARM_POOL_SIZE: '2', CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '300' };
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'sessions');
-  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
+  op = await startOperator(ns, ENV);
   mcp = await connect(op.url, 'current');
 });
 afterAll(async () => {
@@ -45,6 +47,17 @@ describe('sessions', () => {
     expect(sc(err)).toMatchObject({ phase: 'Failed', reason: 'Exception' });
     expect(String(sc(err).stderr)).toContain('NameError');
     expect(sc(await run(s, 'x'))).toMatchObject({ result: '41' });
+  });
+
+  it("gives a session made without idle_timeout_seconds the administrator's maximum when it is below the default", async () => {
+    const s = await newSession();
+    const created = (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: s })) as {
+      spec: { idleTimeoutSeconds: number };
+    };
+    expect(created.spec.idleTimeoutSeconds).toBe(300);
+    const over = await mcp.callTool('create_session', { language: 'python', idle_timeout_seconds: 301 });
+    expect(over.isError).toBe(true);
+    expect(over.content[0]?.text).toContain('idle_timeout_seconds=301 is above the maximum of 300');
   });
 
   it('isolates two sessions from each other', async () => {
@@ -140,7 +153,7 @@ describe('idle garbage collection', () => {
     // Restart the gateway: the session still works, and is still collected later.
     await mcp.close();
     await op.stop();
-    op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
+    op = await startOperator(ns, ENV);
     mcp = await connect(op.url, 'current');
     const after = await run(s, 'y + 1');
     expect(sc(after), JSON.stringify(after.content)).toMatchObject({ result: '2' });

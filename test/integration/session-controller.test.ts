@@ -127,7 +127,26 @@ const rows: Row[] = [
     key: 's',
     expected: changed(key('s'), (s) => ({
       ...s,
-      status: { phase: 'Failed', reason: Reasons.InvalidSpec, message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200.' },
+      status: {
+        phase: 'Failed',
+        reason: Reasons.InvalidSpec,
+        message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200: set it to at most 1200.',
+      },
+    })),
+    requeued: true,
+  },
+  {
+    name: "a session left at the default idle timeout above the administrator's lower maximum: the message says where 600 came from",
+    env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '300' },
+    world: () => ({ sessions: [{ name: 's', spec: { language: 'python' } }] }),
+    key: 's',
+    expected: changed(key('s'), (s) => ({
+      ...s,
+      status: {
+        phase: 'Failed',
+        reason: Reasons.InvalidSpec,
+        message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=600 is above the maximum 300 (600 is its default when left out): set it to at most 300.',
+      },
     })),
     requeued: true,
   },

@@ -24,6 +24,9 @@ export function kernelLanguage(l: SessionLanguage): KernelLanguage {
 export const SessionPhaseSchema = z.enum(['Pending', 'Ready', 'Lost', 'Failed']);
 export type SessionPhase = z.infer<typeof SessionPhaseSchema>;
 
+/** A session's idle timeout when its creator leaves it out (the gateway writes the administrator's maximum when lower). */
+export const DEFAULT_IDLE_TIMEOUT_SECONDS = 600;
+
 export const SandboxSessionSpecSchema = z.object({
   owner: OwnerSchema.optional(),
   profile: ProfileRefSchema.optional().describe(
@@ -34,7 +37,7 @@ export const SandboxSessionSpecSchema = z.object({
     .int()
     .min(10)
     .max(MAX_IDLE_TIMEOUT_SECONDS_HARD)
-    .default(600)
+    .default(DEFAULT_IDLE_TIMEOUT_SECONDS)
     .describe("The session is deleted after this many seconds without a call (10-86400). The administrator's maximum may be lower."),
   maxLifetimeSeconds: z
     .int()

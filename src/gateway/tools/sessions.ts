@@ -56,7 +56,12 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
         'Start a persistent sandbox whose interpreter keeps variables, imports, functions and /workspace files between execute_code calls. No network. Deleted after idle_timeout_seconds without a call; close it with close_session when done.',
       inputSchema: z.object({
         language: SessionLanguageSchema.default('python').describe('python (default), bash, node or javascript.'),
-        idle_timeout_seconds: z.int().min(10).max(86400).optional().describe('Seconds without a call before the session is deleted (default 600).'),
+        idle_timeout_seconds: z
+          .int()
+          .min(10)
+          .max(86400)
+          .optional()
+          .describe("Seconds without a call before the session is deleted (default 600, or the administrator's maximum when it is lower)."),
         profile: ProfileArg,
         packages: PackagesArg.optional(),
       }),
