@@ -4,15 +4,23 @@
 // traffic and, through its stateless legacy fallback, 2025-era clients (initialize handshake,
 // no session id). Both eras get a fresh McpServer per HTTP request, so no session lives in one
 // replica's memory and any replica can answer any request.
-import { Hono } from 'hono';
+import type { ServerResponse } from 'node:http';
+import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
-import { METADATA_PATH, authMiddleware, metadataHandler } from '../auth/middleware.js';
+import { METADATA_PATH, authMiddleware, identityOf, metadataHandler } from '../auth/middleware.js';
 import { checkBatch } from './batch-limit.js';
+import { BodyBudget, bodyBudgetRefused, type BodyBudgetLimit, type BodyHold } from './body-budget.js';
+import { StallGuard } from './stall-guard.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
 
-const MAX_MCP_BODY_BYTES = 8 * 1024 * 1024;
+/**
+ * The largest /mcp request body: a write_file of the largest file CODEMODE_MAX_FILE_BYTES allows
+ * (8 MiB) in base64 (10.7 MiB) with its envelope, and the largest execute_code (256 KiB of code and
+ * 256 KiB of stdin) even when JSON escaping of control characters inflates it six times.
+ */
+export const MAX_MCP_BODY_BYTES = 12 * 1024 * 1024;
 
 /**
  * Creates the gateway app with /healthz, /readyz and /mcp. main.ts mounts further routes
@@ -21,8 +29,7 @@ const MAX_MCP_BODY_BYTES = 8 * 1024 * 1024;
 export function createApp(deps: GatewayDeps): Hono {
   const logger = deps.logger.child({ component: 'gateway' });
   const mcp = createMcpHandler(mcpServerFactory(deps), {
-    // Room for the largest legal call (256 KiB code + 256 KiB stdin) even when JSON escaping of
-    // control characters inflates it; the SDK's 4 MiB default could refuse a valid request.
+    // The SDK's 4 MiB default would refuse valid requests.
     maxRequestBodySize: MAX_MCP_BODY_BYTES,
     // Called for requests the SDK refused (bad content type, unknown protocol version, ...):
     // client mistakes, so debug level; the client already got the error.
@@ -50,14 +57,50 @@ export function createApp(deps: GatewayDeps): Hono {
     app.get(`${METADATA_PATH}/mcp`, metadata);
   }
   if (deps.auth) app.use('/mcp', authMiddleware(deps.auth));
+  const budget = new BodyBudget(deps.bodyBudget);
+  const stalls = new StallGuard(deps.stalledResponseMs, (waitingBytes) =>
+    logger.info({ waitingBytes }, 'Closed a connection whose client stopped reading its response'),
+  );
   app.all('/mcp', async (c) => {
-    const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES);
-    if (batch.refused) {
-      deps.onAdmissionRejected?.('batch_size');
-      logger.info({ limit: 'batch_size' }, 'Refused a JSON-RPC batch over the limit');
-      return batch.refused;
+    const outgoing = nodeResponse(c);
+    if (outgoing) stalls.watch(outgoing);
+    const hold = heldUntilResponded(outgoing, budget.hold(identityOf(c.req.raw)?.user ?? ''));
+    try {
+      let full: BodyBudgetLimit | undefined;
+      const reserve = (bytes: number): Response | undefined => {
+        full = hold.take(bytes);
+        return full && bodyBudgetRefused(full, budget.limits);
+      };
+      const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES, reserve);
+      if (batch.refused) {
+        if (batch.limit === 'batch_size') deps.onAdmissionRejected?.('batch_size');
+        else if (batch.limit === 'request_bytes') deps.onAdmissionRejected?.(full === 'user' ? 'user_request_bytes' : 'request_bytes');
+        logger.info({ limit: batch.limit }, 'Refused an MCP request over a limit');
+        return batch.refused;
+      }
+      return await mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
+    } finally {
+      hold.settled();
     }
-    return mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
   });
   return app;
+}
+
+/**
+ * The request's body stays counted until its response has ended: a streamed response (SSE) ends
+ * when the call does, and the call holds its parsed arguments till then. On the Node server that
+ * is the response's `close` (also when the client goes away); without one (app.request in tests)
+ * it is when the handler returns.
+ */
+function heldUntilResponded(outgoing: ServerResponse | undefined, hold: BodyHold): BodyHold & { settled(): void } {
+  if (outgoing === undefined) return { ...hold, settled: hold.release };
+  if (outgoing.closed) hold.release();
+  else outgoing.once('close', hold.release);
+  return { ...hold, settled: () => undefined };
+}
+
+/** The Node response of a request served by @hono/node-server (undefined elsewhere, e.g. app.request). */
+function nodeResponse(c: Context): ServerResponse | undefined {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  return outgoing !== undefined && typeof outgoing.once === 'function' ? outgoing : undefined;
 }

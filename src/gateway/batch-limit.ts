@@ -3,10 +3,22 @@
 // its own hard 100. A longer batch than ours is refused here, before anything of it reaches the
 // transport, with HTTP 400 and a JSON-RPC error that states the limit. Anything else (not a
 // POST, not JSON, too large, unparseable) goes to the SDK as it was sent, which answers it as before.
+// Two more bounds apply here, where the body is read: its bytes are taken from the caller's share
+// of the replica's body budget before they are read (body-budget.ts), and a body of too many JSON
+// values is refused before it is parsed (json-shape.ts).
+import { jsonShapeProblem, jsonShapeRefused } from './json-shape.js';
+
+/** Which bound a refused request met (for the log). */
+export type BodyCheckLimit = 'batch_size' | 'json_shape' | 'request_bytes';
+
+/** Takes `bytes` more of the caller's body budget, or returns the answer that refuses the request. */
+export type ReserveBytes = (bytes: number) => Response | undefined;
 
 export interface BatchCheck {
   /** The answer to send instead of serving the request. */
   refused?: Response;
+  /** The bound that refused it. */
+  limit?: BodyCheckLimit;
   /** The body, already parsed: handed to the SDK, which then does not read the request's body. */
   parsedBody?: unknown;
   /** Serve this request instead of the original, whose body was read (and so is used up). */
@@ -33,10 +45,12 @@ interface BodyRead {
   /** The rest of the body, when it was not read to its end. */
   reader?: ReadableStreamDefaultReader<Uint8Array>;
   failure?: { error: unknown };
+  /** The budget had no room for the next chunk: this answer refuses the request. */
+  refused?: Response;
 }
 
 /** Reads at most maxBytes of a body from the request itself (no clone: see {@link replay}). */
-async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<BodyRead> {
+async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, reserve: ReserveBytes): Promise<BodyRead> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const chunks: Uint8Array[] = [];
@@ -46,6 +60,11 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): 
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return { text: text + decoder.decode(), chunks, reader };
+      const refused = reserve(value.byteLength);
+      if (refused) {
+        reader.cancel().catch(() => undefined);
+        return { chunks, refused };
+      }
       chunks.push(value);
       received += value.byteLength;
       if (received > maxBytes) return { chunks, reader };
@@ -103,17 +122,21 @@ function replay(request: Request, read: BodyRead): Request {
   return new Request(request, { body, duplex: 'half' } as RequestInit & { duplex: 'half' });
 }
 
-export async function checkBatch(request: Request, maxBatchSize: number, maxBodyBytes: number): Promise<BatchCheck> {
+export async function checkBatch(request: Request, maxBatchSize: number, maxBodyBytes: number, reserve: ReserveBytes = () => undefined): Promise<BatchCheck> {
   if (request.method.toUpperCase() !== 'POST' || !isJson(request.headers.get('content-type'))) return {};
   const declared = request.headers.get('content-length');
   if (Number(declared) > maxBodyBytes) return {};
-  const read =
-    declared !== null && /^\d+$/.test(declared)
-      ? await readDeclared(request, maxBodyBytes)
-      : request.body === null
-        ? undefined
-        : await readBounded(request.body, maxBodyBytes);
+  let read: BodyRead | undefined;
+  if (declared !== null && /^\d+$/.test(declared)) {
+    // The whole declared length is taken before the first byte is read.
+    const refused = reserve(Number(declared));
+    if (refused) return { refused, limit: 'request_bytes' };
+    read = await readDeclared(request, maxBodyBytes);
+  } else if (request.body !== null) read = await readBounded(request.body, maxBodyBytes, reserve);
   if (!read) return {};
+  if (read.refused) return { refused: read.refused, limit: 'request_bytes' };
+  const shape = read.text === undefined ? undefined : jsonShapeProblem(read.text);
+  if (shape) return { refused: jsonShapeRefused(shape), limit: 'json_shape' };
   // JSON.parse never yields undefined: undefined means empty, over-size, unreadable or not JSON.
   let body: unknown;
   try {
@@ -122,6 +145,6 @@ export async function checkBatch(request: Request, maxBatchSize: number, maxBody
     body = undefined;
   }
   if (body === undefined) return { request: replay(request, read) };
-  if (Array.isArray(body) && body.length > maxBatchSize) return { refused: batchTooLarge(body.length, maxBatchSize) };
+  if (Array.isArray(body) && body.length > maxBatchSize) return { refused: batchTooLarge(body.length, maxBatchSize), limit: 'batch_size' };
   return { parsedBody: body };
 }

@@ -8,6 +8,7 @@ import type { RunService } from '../runs/types.js';
 import type { SessionService } from '../sessions/service.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { UpstreamRegistry } from '../upstreams/types.js';
+import type { BodyBudgetLimits } from './body-budget.js';
 
 /**
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
@@ -61,8 +62,12 @@ export interface GatewayDeps {
    * error, seconds taken); main.ts feeds codemode_mcp_tool_calls_total and its latency histogram.
    */
   onToolCall?(tool: string, outcome: 'ok' | 'error', seconds: number): void;
+  /** Bytes of request bodies in flight per user and per replica (body-budget.ts; default BODY_BUDGET_DEFAULTS). */
+  bodyBudget?: BodyBudgetLimits;
+  /** How long a response may have bytes waiting for its client without sending any (stall-guard.ts; default 60 s). */
+  stalledResponseMs?: number;
   /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */
-  onAdmissionRejected?(limit: 'batch_size'): void;
+  onAdmissionRejected?(limit: 'batch_size' | 'request_bytes' | 'user_request_bytes'): void;
   /**
    * Code mode: upstream MCP servers are configured, so execute_code takes `servers` and its
    * description explains the in-sandbox `codemode` API, with the per-run limits it states.

@@ -14,6 +14,8 @@ export const ADMISSION_LIMITS = [
   'namespace_runs',
   'sessions',
   'batch_size',
+  'request_bytes',
+  'user_request_bytes',
   'user_runs',
   'user_sessions',
   'user_executions_per_minute',

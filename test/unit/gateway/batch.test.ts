@@ -2,6 +2,7 @@
 // CODEMODE_MAX_BATCH_SIZE is refused with 400 and a JSON-RPC error before any of it runs.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
+import { MAX_MCP_BODY_BYTES } from '../../../src/gateway/app.js';
 import { sleep, startGateway, type Gateway } from './harness.js';
 
 const HEADERS = {
@@ -61,11 +62,11 @@ describe('JSON-RPC batch limit', () => {
         else controller.enqueue(new TextEncoder().encode(part));
       },
     });
-  const overLimit = 'x'.repeat(8 * 1024 * 1024 + 1);
+  const overLimit = 'x'.repeat(MAX_MCP_BODY_BYTES + 1);
   it.each([
     ['invalid JSON in several chunks, without a length', () => streamed(['{"jsonrpc":', '"2.0", "id": 1,', ' "method"']), 400, -32700],
-    ['a body over the 8 MiB limit, with its length', () => overLimit, 413, undefined],
-    ['a body over the 8 MiB limit, streamed without a length', () => streamed([overLimit.slice(0, 5_000_000), overLimit.slice(5_000_000)]), 413, undefined],
+    ['a body over the 12 MiB limit, with its length', () => overLimit, 413, undefined],
+    ['a body over the 12 MiB limit, streamed without a length', () => streamed([overLimit.slice(0, 7_000_000), overLimit.slice(7_000_000)]), 413, undefined],
   ])('hands %s to the SDK as it was sent', async (_name, body, status, code) => {
     const before = gateway.service.calls.length;
     const res = await fetch(gateway.url, { method: 'POST', headers: HEADERS, body: body(), duplex: 'half' } as RequestInit);
@@ -73,6 +74,18 @@ describe('JSON-RPC batch limit', () => {
     if (code !== undefined) expect(((await res.json()) as { error: { code: number } }).error.code).toBe(code);
     else await res.body?.cancel();
     expect(gateway.service.calls.length).toBe(before);
+  });
+
+  it('takes a body as large as a write_file of the largest file (8 MiB, in base64) to the tool', async () => {
+    const content = Buffer.alloc(8 * 1024 * 1024, 1).toString('base64');
+    const res = await fetch(gateway.url, {
+      method: 'POST',
+      headers: HEADERS,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'execute_code', arguments: { code: content } } }),
+    });
+    expect(res.status).toBe(200);
+    // The tool itself refuses code this long: the body got past the HTTP limit to it.
+    expect(await res.text()).toMatch(/"isError":true.*"id":11/s);
   });
 
   it('serves a call streamed in several chunks without a length', async () => {
