@@ -9,7 +9,11 @@
 //     their turn (the callers of a gateway that just started); beyond that the request is refused
 //     as busy (the gateway answers 503 with Retry-After), so unknown tokens cannot turn the gateway
 //     into a flood of TokenReviews against the API server every replica and user depends on;
-//   - a check that failed (the API server did not answer) is not kept: the next request asks again.
+//   - a check that failed (the API server did not answer) is not kept: the next request asks again;
+//   - a token whose accepted answer's time is over is checked again ahead of every waiting check,
+//     past the cap on waiting ones: answers expire every 10 s, and a flood that keeps the line full
+//     would otherwise refuse the users who are calling as busy (503) for as long as it lasts. Only
+//     tokens the cluster accepted get there (at most `max` of them), and one refusal ends it.
 import { createHash } from 'node:crypto';
 import type { AuthResult } from './identity.js';
 
@@ -61,10 +65,13 @@ export class ReviewCache {
     if (kept) return Promise.resolve(kept);
     const running = this.inFlight.get(key);
     if (running) return running;
-    if (this.running >= this.o.maxInFlight && this.waiting.length >= this.o.maxWaiting) return Promise.reject(new ReviewsBusyError());
-    const p = this.turn()
+    // Kept past its time (fresh() leaves expired accepted answers): the token was accepted before.
+    const renewal = this.accepted.has(key);
+    if (!renewal && this.running >= this.o.maxInFlight && this.waiting.length >= this.o.maxWaiting) return Promise.reject(new ReviewsBusyError());
+    const p = this.turn(renewal)
       .then(() => this.check(token))
       .then((result) => {
+        if (!result.ok) this.accepted.delete(key);
         this.keep(result.ok ? this.accepted : this.refused, key, result);
         return result;
       })
@@ -82,25 +89,28 @@ export class ReviewCache {
     return { accepted: this.accepted.size, refused: this.refused.size, running: this.running, waiting: this.waiting.length };
   }
 
-  /** Resolves when this check may run (a place is taken for it). */
-  private turn(): Promise<void> {
+  /** Resolves when this check may run (a place is taken for it); `first`: ahead of those waiting. */
+  private turn(first: boolean): Promise<void> {
     if (this.running < this.o.maxInFlight) {
       this.running++;
       return Promise.resolve();
     }
-    return new Promise<void>((resolve) =>
-      this.waiting.push(() => {
+    return new Promise<void>((resolve) => {
+      const start = (): void => {
         this.running++;
         resolve();
-      }),
-    );
+      };
+      if (first) this.waiting.unshift(start);
+      else this.waiting.push(start);
+    });
   }
 
+  /** A kept answer still in its time. An expired refusal goes; an expired acceptance stays, to mark its renewal. */
   private fresh(map: Map<string, Kept>, key: string): AuthResult | undefined {
     const kept = map.get(key);
     if (kept === undefined) return undefined;
     if (this.now() - kept.at < this.o.ttlMs) return kept.result;
-    map.delete(key);
+    if (map !== this.accepted) map.delete(key);
     return undefined;
   }
 

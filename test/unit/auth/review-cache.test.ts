@@ -109,4 +109,56 @@ describe('ReviewCache', () => {
     expect(c.calls).toEqual(['fail-1', 'fail-1', 'ok-a']);
     expect(cache.sizes).toEqual({ accepted: 1, refused: 0, running: 0, waiting: 0 });
   });
+
+  // A flood of made-up tokens keeps every place taken and the line full; an accepted answer whose
+  // time is over must not then be refused as busy like a made-up token (its user's every call would
+  // get 503 for as long as the flood lasts): its renewal goes first in line, past the cap.
+  function flood(revoked: () => boolean) {
+    let release = (): void => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const calls: string[] = [];
+    const check = async (token: string): Promise<AuthResult> => {
+      calls.push(token);
+      if (!token.startsWith('made-up')) return revoked() ? REFUSE : ACCEPT('alice');
+      await gate;
+      return REFUSE;
+    };
+    return { calls, check, release: () => release(), tokens: (from: number) => [from, from + 1, from + 2].map((i) => `made-up-${i}`) };
+  }
+
+  it.each([
+    ['still valid: renewed ahead of the made-up tokens', false, ACCEPT('alice')],
+    ['revoked meanwhile: its renewal refuses it', true, REFUSE],
+  ])('an accepted token whose answer time is over, during a flood: %s', async (_n, revokedNow, answer) => {
+    let t = 0;
+    let revoked = false;
+    const f = flood(() => revoked);
+    const cache = new ReviewCache(f.check, { ttlMs: 10_000, max: 10, maxInFlight: 1, maxWaiting: 2 }, () => t);
+    expect(await cache.get('ok-alice')).toEqual(ACCEPT('alice'));
+    t = 10_000;
+    revoked = revokedNow;
+    const made = f.tokens(1).map((tok) => cache.get(tok));
+    await expect(cache.get('made-up-9')).rejects.toBeInstanceOf(ReviewsBusyError);
+    const renewal = cache.get('ok-alice');
+    f.release();
+    expect(await renewal).toEqual(answer);
+    await Promise.all(made);
+    expect(f.calls).toEqual(['ok-alice', 'made-up-1', 'ok-alice', 'made-up-2', 'made-up-3']);
+  });
+
+  it('a token refused at its renewal is no renewal any more: it waits in line like a made-up one', async () => {
+    let t = 0;
+    let revoked = false;
+    const f = flood(() => revoked);
+    const cache = new ReviewCache(f.check, { ttlMs: 10_000, max: 10, maxInFlight: 1, maxWaiting: 2 }, () => t);
+    await cache.get('ok-alice');
+    t = 10_000;
+    revoked = true;
+    expect(await cache.get('ok-alice')).toEqual(REFUSE);
+    t = 20_000;
+    const made = f.tokens(1).map((tok) => cache.get(tok));
+    await expect(cache.get('ok-alice')).rejects.toBeInstanceOf(ReviewsBusyError);
+    f.release();
+    await Promise.all(made);
+  });
 });
