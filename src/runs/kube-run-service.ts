@@ -83,16 +83,28 @@ export class KubeRunService implements RunService {
     if (profile && isRefusal(profile)) throw new RunRequestError(profile.message, profile.hint);
     const name = generateRunName();
     let created = false;
+    let run: Promise<unknown> | undefined;
     // Per-user limits first: a refused call takes no run slot and leaves no object behind.
     const hold = this.extras.limits?.admit('run', name, req.owner);
-    try {
-      return await this.executeTransient(req, name, timeoutSeconds, options, () => (created = true));
-    } catch (err) {
+    // The hold ends with the run, not with the call: a caller that goes away (while the SandboxRun
+    // is being created, before any cache shows it) must not free its place for its next call.
+    const settle = (): void => {
       // Refused for capacity or by the quota before anything was created: not an execution.
       if (!created) hold?.cancel();
-      throw err;
-    } finally {
       hold?.end();
+    };
+    try {
+      return await this.executeTransient(
+        req,
+        name,
+        timeoutSeconds,
+        options,
+        () => (created = true),
+        (done) => (run = done),
+      );
+    } finally {
+      if (run === undefined) settle();
+      else void run.then(settle, settle);
     }
   }
 
@@ -102,6 +114,8 @@ export class KubeRunService implements RunService {
     timeoutSeconds: number,
     options: ExecuteOptions,
     onCreated: () => void,
+    /** Told of the run once its creation began: it settles when the run has ended (or was never created). */
+    onRun: (done: Promise<unknown>) => void,
   ): Promise<RunOutcome> {
     const body: SandboxRun = {
       apiVersion: API_VERSION,
@@ -151,6 +165,7 @@ export class KubeRunService implements RunService {
       })
       .then((outcome) => withToolCalls(outcome, tools))
       .finally(() => tools?.close());
+    onRun(done);
     // The slot is held until the run's pod is gone, even when the caller stops waiting.
     if (ticket) this.slots?.releaseAfter(ticket, done, this.opts.namespace, name);
     if (!options.signal) return await done;
