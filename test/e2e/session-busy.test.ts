@@ -161,3 +161,33 @@ describe('a busy session', () => {
     expect(sc(await viaB.callTool('execute_code', { session: other, code: '6 * 7' }))).toMatchObject({ phase: 'Succeeded', result: '42' });
   }, 300_000);
 });
+
+describe('sessions this replica has not seen', () => {
+  /** Session reads the API server refused as not found, by replica A's own clients. */
+  async function notFoundReads(): Promise<number> {
+    const text = (await a.metrics?.registry.metrics()) ?? '';
+    return Number(/codemode_kube_api_requests_total\{verb="GET",result="not_found"\} (\d+)/.exec(text)?.[1] ?? 0);
+  }
+
+  it('reads a session made through the other replica at once, but not one API read per made-up name', async () => {
+    const created = await viaB.callTool('create_session', { language: 'python' });
+    expect(created.isError ?? false, text(created)).toBe(false);
+    expect(sc(await viaA.callTool('execute_code', { session: String(sc(created).session), code: '1 + 1' }))).toMatchObject({
+      phase: 'Succeeded',
+      result: '2',
+    });
+    const before = await notFoundReads();
+    const started = performance.now();
+    const calls = 100;
+    for (let i = 0; i < calls; i++) {
+      const r = await viaA.callTool('execute_code', { session: `made-up-${i}`, code: 'print(1)' });
+      expect(text(r)).toContain('There is no session');
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const reads = (await notFoundReads()) - before;
+    // The caller's bucket (session-reads.ts): 20 at once, then 10 a second (and 5 for the
+    // replica's other reads meanwhile).
+    expect(reads).toBeLessThanOrEqual(20 + Math.ceil(10 * seconds) + 5);
+    expect(reads).toBeLessThan(calls);
+  });
+});
