@@ -9,7 +9,8 @@ import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { METADATA_PATH, authMiddleware, identityOf, metadataHandler } from '../auth/middleware.js';
 import { checkBatch } from './batch-limit.js';
-import { BodyBudget, bodyBudgetRefused, type BodyBudgetLimit, type BodyHold } from './body-budget.js';
+import { BodyBudget, bodyBudgetRefused, type BodyBudgetLimit } from './body-budget.js';
+import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
 import { StallGuard } from './stall-guard.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
@@ -61,10 +62,13 @@ export function createApp(deps: GatewayDeps): Hono {
   const stalls = new StallGuard(deps.stalledResponseMs, (waitingBytes) =>
     logger.info({ waitingBytes }, 'Closed a connection whose client stopped reading its response'),
   );
+  const listens = new ListenLimit();
   app.all('/mcp', async (c) => {
     const outgoing = nodeResponse(c);
     if (outgoing) stalls.watch(outgoing);
-    const hold = heldUntilResponded(outgoing, budget.hold(identityOf(c.req.raw)?.user ?? ''));
+    const user = identityOf(c.req.raw)?.user ?? '';
+    const hold = budget.hold(user);
+    const settled = [whenResponded(outgoing, hold.release)];
     try {
       let full: BodyBudgetLimit | undefined;
       const reserve = (bytes: number): Response | undefined => {
@@ -78,25 +82,35 @@ export function createApp(deps: GatewayDeps): Hono {
         logger.info({ limit: batch.limit }, 'Refused an MCP request over a limit');
         return batch.refused;
       }
+      const listen = listenId(batch.parsedBody);
+      if (listen !== undefined) {
+        const release = listens.take(user);
+        if (!release) {
+          logger.info({ limit: 'user_listens' }, 'Refused an MCP request over a limit');
+          return listenRefused(listen, listens.max);
+        }
+        settled.push(whenResponded(outgoing, release));
+      }
       return await mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
     } finally {
-      hold.settled();
+      for (const done of settled) done();
     }
   });
   return app;
 }
 
 /**
- * The request's body stays counted until its response has ended: a streamed response (SSE) ends
- * when the call does, and the call holds its parsed arguments till then. On the Node server that
- * is the response's `close` (also when the client goes away); without one (app.request in tests)
- * it is when the handler returns.
+ * Calls `release` when the request's response has ended (a request's body and a listen's place are
+ * held till then: a streamed response (SSE) ends when the call does, and the call holds its parsed
+ * arguments meanwhile). On the Node server that is the response's `close` (also when the client
+ * goes away); without one (app.request in tests) it is when the handler returns, which calls the
+ * returned function.
  */
-function heldUntilResponded(outgoing: ServerResponse | undefined, hold: BodyHold): BodyHold & { settled(): void } {
-  if (outgoing === undefined) return { ...hold, settled: hold.release };
-  if (outgoing.closed) hold.release();
-  else outgoing.once('close', hold.release);
-  return { ...hold, settled: () => undefined };
+function whenResponded(outgoing: ServerResponse | undefined, release: () => void): () => void {
+  if (outgoing === undefined) return release;
+  if (outgoing.closed) release();
+  else outgoing.once('close', release);
+  return () => undefined;
 }
 
 /** The Node response of a request served by @hono/node-server (undefined elsewhere, e.g. app.request). */
