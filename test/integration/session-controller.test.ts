@@ -37,6 +37,10 @@ const event = (type: string, reason: string, action: string, note: unknown): Wor
 
 const GONE = "The session's pod is gone, and its state with it. Create a new session.";
 
+/** The session failed InvalidSpec with `message` (its status only; no pod, no Event). */
+const invalidSpec = (message: string): Row['expected'] =>
+  changed(key('s'), (s) => ({ ...s, status: { phase: 'Failed', reason: Reasons.InvalidSpec, message } }));
+
 const rows: Row[] = [
   {
     name: 'a Ready session whose pod vanished: Lost (KernelLost), no new pod',
@@ -125,14 +129,7 @@ const rows: Row[] = [
     env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '1200' },
     world: () => ({ sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 1800 } }] }),
     key: 's',
-    expected: changed(key('s'), (s) => ({
-      ...s,
-      status: {
-        phase: 'Failed',
-        reason: Reasons.InvalidSpec,
-        message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200: set it to at most 1200.',
-      },
-    })),
+    expected: invalidSpec('Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200: set it to at most 1200.'),
     requeued: true,
   },
   {
@@ -140,14 +137,9 @@ const rows: Row[] = [
     env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '300' },
     world: () => ({ sessions: [{ name: 's', spec: { language: 'python' } }] }),
     key: 's',
-    expected: changed(key('s'), (s) => ({
-      ...s,
-      status: {
-        phase: 'Failed',
-        reason: Reasons.InvalidSpec,
-        message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=600 is above the maximum 300 (600 is its default when left out): set it to at most 300.',
-      },
-    })),
+    expected: invalidSpec(
+      'Invalid SandboxSession: spec.idleTimeoutSeconds=600 is above the maximum 300 (600 is its default when left out): set it to at most 300.',
+    ),
     requeued: true,
   },
   {
