@@ -14,6 +14,15 @@ export function identityOf(req: Request | undefined): Identity | undefined {
   return req ? identities.get(req) : undefined;
 }
 
+/**
+ * `to` (a request rebuilt from `from`, e.g. with its body replayed) has `from`'s caller: a request
+ * that reached the tools without one would be taken for an internal caller, who sees everything.
+ */
+export function carryIdentity(from: Request, to: Request): void {
+  const id = identities.get(from);
+  if (id !== undefined) identities.set(to, id);
+}
+
 export const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
 export interface AuthHttpOptions {

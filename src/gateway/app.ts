@@ -7,7 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
-import { METADATA_PATH, authMiddleware, identityOf, metadataHandler } from '../auth/middleware.js';
+import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandler } from '../auth/middleware.js';
 import { checkBatch } from './batch-limit.js';
 import { BodyBudget, bodyBudgetRefused, type BodyBudgetLimit } from './body-budget.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
@@ -91,6 +91,7 @@ export function createApp(deps: GatewayDeps): Hono {
         }
         settled.push(whenResponded(outgoing, release));
       }
+      if (batch.request) carryIdentity(c.req.raw, batch.request);
       return await mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
     } finally {
       for (const done of settled) done();

@@ -6,7 +6,7 @@ import { Hono } from 'hono';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { AuthOutcome, Authenticator } from '../../../src/auth/identity.js';
-import { authMiddleware } from '../../../src/auth/middleware.js';
+import { authMiddleware, carryIdentity, identityOf } from '../../../src/auth/middleware.js';
 import { OidcAuthenticator } from '../../../src/auth/oidc.js';
 import { ReviewsBusyError } from '../../../src/auth/review-cache.js';
 import { TokensAuthenticator } from '../../../src/auth/tokens.js';
@@ -44,5 +44,23 @@ describe('authMiddleware reports each outcome', () => {
     const res = await app.request('/mcp', { method: 'POST', headers: header === undefined ? {} : { authorization: header } });
     expect(res.status).toBe(status);
     expect(seen).toEqual([outcome]);
+  });
+});
+
+describe('a request rebuilt from an authenticated one', () => {
+  it.each([
+    ['carried', true, 'alice'],
+    ['not carried: an internal caller would be assumed', false, undefined],
+  ])('has the caller when its identity is %s', async (_n, carry, user) => {
+    const app = new Hono();
+    app.use('/mcp', authMiddleware({ authenticator: tokens() }));
+    app.post('/mcp', (c) => {
+      // As the batch check rebuilds a request whose body it read (batch-limit.ts replay).
+      const rebuilt = new Request(c.req.raw, { body: 'replayed', method: 'POST' });
+      if (carry) carryIdentity(c.req.raw, rebuilt);
+      return c.text(identityOf(rebuilt)?.user ?? 'none');
+    });
+    const res = await app.request('/mcp', { method: 'POST', headers: { authorization: `Bearer ${GOOD}` }, body: '{}' });
+    expect(await res.text()).toBe(user ?? 'none');
   });
 });
