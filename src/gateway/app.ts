@@ -8,8 +8,8 @@ import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandler } from '../auth/middleware.js';
-import { checkBatch } from './batch-limit.js';
-import { BodyBudget, bodyBudgetRefused, type BodyBudgetLimit } from './body-budget.js';
+import { checkBatch, type BodyRefusal } from './batch-limit.js';
+import { BodyBudget, bodyBudgetRefused } from './body-budget.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
 import { StallGuard } from './stall-guard.js';
 import { hostValidation } from './host-validation.js';
@@ -70,15 +70,14 @@ export function createApp(deps: GatewayDeps): Hono {
     const hold = budget.hold(user);
     const settled = [whenResponded(outgoing, hold.release)];
     try {
-      let full: BodyBudgetLimit | undefined;
-      const reserve = (bytes: number): Response | undefined => {
-        full = hold.take(bytes);
-        return full && bodyBudgetRefused(full, budget.limits);
+      const reserve = (bytes: number): BodyRefusal | undefined => {
+        const full = hold.take(bytes);
+        return full && { refused: bodyBudgetRefused(full, budget.limits), limit: full === 'user' ? 'user_request_bytes' : 'request_bytes' };
       };
       const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES, reserve);
       if (batch.refused) {
-        if (batch.limit === 'batch_size') deps.onAdmissionRejected?.('batch_size');
-        else if (batch.limit === 'request_bytes') deps.onAdmissionRejected?.(full === 'user' ? 'user_request_bytes' : 'request_bytes');
+        // A body too many JSON values make is bad input, not a capacity refusal.
+        if (batch.limit !== undefined && batch.limit !== 'json_shape') deps.onAdmissionRejected?.(batch.limit);
         logger.info({ limit: batch.limit }, 'Refused an MCP request over a limit');
         return batch.refused;
       }

@@ -8,17 +8,19 @@
 // values is refused before it is parsed (json-shape.ts).
 import { jsonShapeProblem, jsonShapeRefused } from './json-shape.js';
 
-/** Which bound a refused request met (for the log). */
-export type BodyCheckLimit = 'batch_size' | 'json_shape' | 'request_bytes';
+/** Which bound a refused request met (the log, and the metric's label for all but json_shape). */
+export type BodyCheckLimit = 'batch_size' | 'json_shape' | 'request_bytes' | 'user_request_bytes';
 
-/** Takes `bytes` more of the caller's body budget, or returns the answer that refuses the request. */
-export type ReserveBytes = (bytes: number) => Response | undefined;
+/** A request refused: the answer to send, and the bound it met. */
+export interface BodyRefusal {
+  refused: Response;
+  limit: BodyCheckLimit;
+}
 
-export interface BatchCheck {
-  /** The answer to send instead of serving the request. */
-  refused?: Response;
-  /** The bound that refused it. */
-  limit?: BodyCheckLimit;
+/** Takes `bytes` more of the caller's body budget, or returns the refusal of the request. */
+export type ReserveBytes = (bytes: number) => BodyRefusal | undefined;
+
+export interface BatchCheck extends Partial<BodyRefusal> {
   /** The body, already parsed: handed to the SDK, which then does not read the request's body. */
   parsedBody?: unknown;
   /** Serve this request instead of the original, whose body was read (and so is used up). */
@@ -45,8 +47,8 @@ interface BodyRead {
   /** The rest of the body, when it was not read to its end. */
   reader?: ReadableStreamDefaultReader<Uint8Array>;
   failure?: { error: unknown };
-  /** The budget had no room for the next chunk: this answer refuses the request. */
-  refused?: Response;
+  /** The budget had no room for the next chunk: the request is refused. */
+  refusal?: BodyRefusal;
 }
 
 /** Reads at most maxBytes of a body from the request itself (no clone: see {@link replay}). */
@@ -60,10 +62,10 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, r
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return { text: text + decoder.decode(), chunks, reader };
-      const refused = reserve(value.byteLength);
-      if (refused) {
+      const refusal = reserve(value.byteLength);
+      if (refusal) {
         reader.cancel().catch(() => undefined);
-        return { chunks, refused };
+        return { chunks, refusal };
       }
       chunks.push(value);
       received += value.byteLength;
@@ -129,12 +131,12 @@ export async function checkBatch(request: Request, maxBatchSize: number, maxBody
   let read: BodyRead | undefined;
   if (declared !== null && /^\d+$/.test(declared)) {
     // The whole declared length is taken before the first byte is read.
-    const refused = reserve(Number(declared));
-    if (refused) return { refused, limit: 'request_bytes' };
+    const refusal = reserve(Number(declared));
+    if (refusal) return refusal;
     read = await readDeclared(request, maxBodyBytes);
   } else if (request.body !== null) read = await readBounded(request.body, maxBodyBytes, reserve);
   if (!read) return {};
-  if (read.refused) return { refused: read.refused, limit: 'request_bytes' };
+  if (read.refusal) return read.refusal;
   const shape = read.text === undefined ? undefined : jsonShapeProblem(read.text);
   if (shape) return { refused: jsonShapeRefused(shape), limit: 'json_shape' };
   // JSON.parse never yields undefined: undefined means empty, over-size, unreadable or not JSON.

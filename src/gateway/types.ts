@@ -9,6 +9,7 @@ import type { SessionService } from '../sessions/service.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { UpstreamRegistry } from '../upstreams/types.js';
 import type { BodyBudgetLimits } from './body-budget.js';
+import type { BodyCheckLimit } from './batch-limit.js';
 
 /**
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
@@ -67,7 +68,7 @@ export interface GatewayDeps {
   /** How long a response may have bytes waiting for its client without sending any (stall-guard.ts; default 60 s). */
   stalledResponseMs?: number;
   /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */
-  onAdmissionRejected?(limit: 'batch_size' | 'request_bytes' | 'user_request_bytes'): void;
+  onAdmissionRejected?(limit: Exclude<BodyCheckLimit, 'json_shape'>): void;
   /**
    * Code mode: upstream MCP servers are configured, so execute_code takes `servers` and its
    * description explains the in-sandbox `codemode` API, with the per-run limits it states.
