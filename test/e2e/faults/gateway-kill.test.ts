@@ -13,6 +13,7 @@ import { createUpstream, readyOf, upstreamStatus } from '../helpers/upstream-ser
 import { freePort, gatewayEnv, metricValue, startGateway, stopGateway, type GatewayProcess } from './helpers/gateway-process.js';
 import { createSessionRun, Mix, transientCode } from './helpers/mix.js';
 import { listRuns, orphanedBy, PodLedger, verdict } from './helpers/verdict.js';
+import { phases, signalBefore } from './helpers/phase.js';
 import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
@@ -40,6 +41,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
     'records the vanished replica’s runs from their pods (or Failed without one), never runs them again, and keeps every invariant',
     { timeout: 420_000 },
     async () => {
+      const phase = phases('gateway-kill');
       const env = gatewayEnv(ns, { CODEMODE_POD_STARTUP_TIMEOUT_SECONDS: String(STARTUP_SECONDS) });
       const port = await freePort();
       gw = await startGateway(env, port);
@@ -48,7 +50,9 @@ describe('fault: gateway SIGKILL mid-run', () => {
       await createUpstream(k, ns, 'everything', { url: everything.url });
       await until(async () => readyOf(await upstreamStatus(k, ns, 'everything')).status === 'True', 60_000, 'the upstream Ready');
       mix = new Mix({ urls: () => [url], kube: { k, namespace: ns } });
+      phase('the upstream is Ready; starting the mix');
       await mix.start();
+      phase('the mix runs');
 
       // Two victims, certainly in flight when the replica dies (each sleeps 20 s: the victims after
       // them start, and wait for their first output, before the kill; on a loaded node, 8 s let a
@@ -75,19 +79,18 @@ describe('fault: gateway SIGKILL mid-run', () => {
       const toolsClient = await connect(url, 'current');
       let calling!: () => void;
       const inToolCall = new Promise<void>((r) => (calling = r));
-      const toolsCall = toolsClient
-        .callTool(
-          'execute_code',
-          {
-            code: `from codemode import mcp, ToolError\nprint("${toolsId} calling", flush=True)\ntry:\n    mcp.everything.trigger_long_running_operation(duration=25, steps=1)\n    print("answered")\nexcept ToolError as e:\n    print(e.kind, "unknown" in str(e))`,
-            timeout_seconds: VICTIM_TIMEOUT_SECONDS,
-          },
-          (p) => p.message?.includes('calling') && calling(),
-        )
-        .then(
-          () => 'answered',
-          () => 'threw',
-        );
+      const toolsResult = toolsClient.callTool(
+        'execute_code',
+        {
+          code: `from codemode import mcp, ToolError\nprint("${toolsId} calling", flush=True)\ntry:\n    mcp.everything.trigger_long_running_operation(duration=25, steps=1)\n    print("answered")\nexcept ToolError as e:\n    print(e.kind, "unknown" in str(e))`,
+          timeout_seconds: VICTIM_TIMEOUT_SECONDS,
+        },
+        (p) => p.message?.includes('calling') && calling(),
+      );
+      const toolsCall = toolsResult.then(
+        () => 'answered',
+        () => 'threw',
+      );
       // A code-mode session call (no SandboxRun: nobody recalls it), whose code makes a tool call
       // 5 s after it starts, after the kill: it waits in the kernel until another call to the
       // session finds the kernel busy, which answers it "not called" (runtime/PROTOCOL.md,
@@ -115,6 +118,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
         VICTIM_TIMEOUT_SECONDS,
         'victim-session-',
       );
+      phase('the session victim is created');
       const killed = gw.identity;
       await until(
         async () => {
@@ -131,28 +135,31 @@ describe('fault: gateway SIGKILL mid-run', () => {
       );
       // A session run's Running status is written just before its code goes to the kernel; the
       // code-mode victim's tool call goes out right after its first line of output.
-      await inToolCall;
+      phase('the victim runs are Running');
+      await signalBefore(inToolCall, toolsResult, 'the code-mode victim in its tool call');
+      phase('the code-mode victim is in its tool call');
       // Started last, so that its tool call certainly comes after the kill.
       let heldStarted!: () => void;
       const heldCalling = new Promise<void>((r) => (heldStarted = r));
-      const heldCall = heldClient
-        .callTool(
-          'execute_code',
-          {
-            session: heldSession,
-            code: `import time\nfrom codemode import mcp, ToolError\nprint("${heldId} calling", flush=True)\ntime.sleep(5)\ntry:\n    mcp.everything.echo(message="x")\n    got = "answered"\nexcept ToolError as e:\n    got = e.kind + (" not called" if "not called" in str(e) else "")`,
-            timeout_seconds: VICTIM_TIMEOUT_SECONDS,
-          },
-          (p) => p.message?.includes('calling') && heldStarted(),
-        )
-        .then(
-          () => 'answered',
-          () => 'threw',
-        );
-      await heldCalling;
+      const heldResult = heldClient.callTool(
+        'execute_code',
+        {
+          session: heldSession,
+          code: `import time\nfrom codemode import mcp, ToolError\nprint("${heldId} calling", flush=True)\ntime.sleep(5)\ntry:\n    mcp.everything.echo(message="x")\n    got = "answered"\nexcept ToolError as e:\n    got = e.kind + (" not called" if "not called" in str(e) else "")`,
+          timeout_seconds: VICTIM_TIMEOUT_SECONDS,
+        },
+        (p) => p.message?.includes('calling') && heldStarted(),
+      );
+      const heldCall = heldResult.then(
+        () => 'answered',
+        () => 'threw',
+      );
+      await signalBefore(heldCalling, heldResult, 'the held session call printing its first line');
+      phase('the held session call runs');
       await new Promise((r) => setTimeout(r, 1_000));
       gw.kill('SIGKILL');
       await gw.exited;
+      phase('the replica is killed');
       const orphaned = await orphanedBy(k, ns, killed);
       const [kept, podless] = victims as [(typeof victims)[number], (typeof victims)[number]];
       for (const v of victims) expect(orphaned.has(v.name)).toBe(true);
@@ -162,11 +169,14 @@ describe('fault: gateway SIGKILL mid-run', () => {
       // as its timeout: closing the client ends it.
       await toolsClient.close().catch(() => undefined);
       expect(await toolsCall).toBe('threw');
+      phase('the code-mode victim’s call ended');
       await heldClient.close().catch(() => undefined);
       expect(await heldCall).toBe('threw');
+      phase('the held session call ended');
       expect(orphaned.has(inSession.metadata.name)).toBe(true);
       await owner.close().catch(() => undefined);
       for (const v of victims) expect(await v.call).toBe('threw');
+      phase('the transient victims’ calls ended');
       await Promise.all(victims.map((v) => v.client.close().catch(() => undefined)));
       const podlessPods = (await k.core.listNamespacedPod({ namespace: ns })).items.filter((p) =>
         p.metadata?.ownerReferences?.some((o) => o.uid === podless.uid),
@@ -174,7 +184,9 @@ describe('fault: gateway SIGKILL mid-run', () => {
       expect(podlessPods.length).toBe(1);
       for (const p of podlessPods) await k.core.deleteNamespacedPod({ namespace: ns, name: p.metadata?.name ?? '', gracePeriodSeconds: 0 });
 
+      phase('the podless victim’s pod is deleted; starting the next replica');
       gw = await startGateway(env, port);
+      phase('the next replica is up');
       expect(gw.identity).not.toBe(killed);
       // Another call in the victim's session, made before the new replica can find the killed one
       // gone (that takes 30 s of its own watching): the session's kernel keeps the run's result
@@ -190,6 +202,7 @@ describe('fault: gateway SIGKILL mid-run', () => {
       expect(isTerminalPhase(victimPhase), 'the later call came before the recovery').toBe(false);
       // The held session call's code: its tool call was answered "not called" when this call found
       // the session busy, and this call ran right after it.
+      phase('the later call in the victim’s session ran');
       const heldLater = await connect(gw.url, 'current');
       try {
         const r = await heldLater.callTool('execute_code', { session: heldSession, code: 'print(got)', timeout_seconds: 10 });
@@ -197,9 +210,12 @@ describe('fault: gateway SIGKILL mid-run', () => {
       } finally {
         await heldLater.close();
       }
+      phase('the held session’s later call ran');
       await mix.waitFor((r) => r.kind === 'transient' && r.outcome === 'ok', 'transient run after the restart');
       await mix.waitFor((r) => r.kind === 'session' && r.outcome === 'ok', 'session call after the restart');
+      phase('the mix recovered; stopping it');
       await mix.stop();
+      phase('the mix stopped; judging');
 
       const { problems, summary } = await verdict(k, ns, mix, ledger, STARTUP_SECONDS, orphaned);
       console.log(`gateway-kill: ${JSON.stringify(summary)}`);
