@@ -17,6 +17,7 @@ import { createSessionRun, Mix } from './helpers/mix.js';
 import { listRuns, PodLedger, verdict } from './helpers/verdict.js';
 import { startEverything, type Everything } from '../helpers/upstream.js';
 import { createUpstream, readyOf, upstreamStatus } from '../helpers/upstream-servers.js';
+import { signalBefore } from './helpers/phase.js';
 import { tearDown } from './helpers/teardown.js';
 
 const k = testKube();
@@ -131,7 +132,7 @@ describe('fault: API server unreachable or refusing writes for the gateway', () 
       let printed!: () => void;
       const sleeping = new Promise<void>((r) => (printed = r));
       const call = client.callTool('execute_code', { code, timeout_seconds: 20 }, (p) => p.message?.includes('before') && printed());
-      await sleeping;
+      await signalBefore(sleeping, call, 'the code printing its first line');
       const name = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(id))?.metadata.name ?? '';
       // Every API connection of the replica, its exec stream to the kernel among them, is reset,
       // and new ones are refused for 2 s while the code sleeps.
