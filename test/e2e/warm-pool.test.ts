@@ -481,14 +481,13 @@ describe('reserved pool pods', () => {
       // API server shows from now until its deletion is watched. The pool is still refilling: the
       // next reservation follows once one of its pods is ready, not only at the next run's end.
       const seen: V1Pod[] = [];
-      let deleted!: () => void;
-      const deletion = new Promise<void>((resolve) => (deleted = resolve));
+      let deleted = false;
       const watching = await new Watch(k.kc).watch(
         `/api/v1/namespaces/${ns}/pods`,
         { fieldSelector: `metadata.name=${pod?.metadata?.name}`, resourceVersion: pod?.metadata?.resourceVersion },
         (type: string, obj: V1Pod) => {
           seen.push(obj);
-          if (type === 'DELETED') deleted();
+          if (type === 'DELETED') deleted = true;
         },
         () => undefined,
       );
@@ -496,7 +495,7 @@ describe('reserved pool pods', () => {
       try {
         short = await call(mcp);
         expect(host(short)).toBe(pod?.metadata?.name);
-        await deletion;
+        await until(() => deleted, 60_000, 'the pod of the short run deleted (seen by the watch)');
       } finally {
         watching.abort();
       }
