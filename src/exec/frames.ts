@@ -138,6 +138,13 @@ export type ResultFrame = z.output<typeof ResultFrameSchema>;
  */
 export const NOT_ISOLATED_MESSAGE = `the sandbox pod could still reach the network ${NETWORK_CHECK_SECONDS} s after the call arrived (its NetworkPolicy is not enforced there yet), so the code was not run`;
 
+/** Why a run did not start in a pod whose kernel refused to start for the network (kernelRefusedNetwork). */
+export const NOT_ISOLATED_AT_START_MESSAGE =
+  'the sandbox pod could still reach the network when its kernel started (its NetworkPolicy is not enforced there), so the kernel refused to start and the code was not run';
+
+/** What a caller whose code a pod's network kept from running can do. */
+export const NOT_ENFORCED_HINT = "Run it again; if this repeats, ask the administrator to check that the cluster's network plugin enforces NetworkPolicy.";
+
 export interface KernelResult {
   status: 'ok' | 'error' | 'timeout' | 'lost';
   stdout: string;

@@ -5,12 +5,14 @@
 import type { Logger } from 'pino';
 import { Reasons, normalizeLanguage, type Reason, type SandboxRun } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
+import { NOT_ENFORCED_HINT, NOT_ISOLATED_AT_START_MESSAGE } from '../exec/frames.js';
 import { kernelCommand } from '../exec/kernel.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { podNameForRun } from '../sandbox/names.js';
 import { POOL_LANGUAGE, buildRunPod, sandboxPodOptions, type RunPodKernel, type SandboxPodSettings } from '../sandbox/pod.js';
+import { kernelRefusedNetwork } from '../sandbox/pod-failure.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
 import type { RuntimeVolume } from '../sandbox/runtime-configmap.js';
 import type { RunMetricsSink } from './types.js';
@@ -30,7 +32,7 @@ export type ColdStart = { podName: string; kernel?: RunPodKernel } | { failure: 
 
 export interface ColdPodDeps {
   clients: Pick<KubeClients, 'core'>;
-  pods: Pick<PodWatcher, 'waitReady'>;
+  pods: Pick<PodWatcher, 'waitReady' | 'get'>;
   metrics?: Pick<RunMetricsSink, 'podStarted'>;
   /**
    * A pod started with a kernel: its kernel stream, opened as soon as its container started
@@ -73,13 +75,19 @@ export class ColdPods {
       this.d.metrics?.podStarted?.('cold', (performance.now() - creating) / 1000);
       return { podName, ...(kernel && { kernel }) };
     }
+    if (kernel) this.d.kernelStream?.drop(ns, podName);
+    // No code was sent to this single-use pod yet: a kernel that ended with the network exit code
+    // refused to start because the pod could reach the network (kernelRefusedNetwork).
+    if (kernel && state.kind === 'failed' && kernelRefusedNetwork(this.d.pods.get(ns, podName))) {
+      this.delete(ns, podName, log);
+      return { failure: { reason: Reasons.SandboxNotEnforced, message: `The code was not run: ${NOT_ISOLATED_AT_START_MESSAGE}. ${NOT_ENFORCED_HINT}` } };
+    }
     const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
     const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;
     const message =
       state.kind === 'failed'
         ? state.message
         : `The sandbox pod did not start within ${opts.podStartupTimeoutSeconds}s (${state.message}). Try again later or ask the administrator to check the cluster's capacity.`;
-    if (kernel) this.d.kernelStream?.drop(ns, podName);
     this.delete(ns, podName, log);
     return { failure: { reason, message } };
   }

@@ -6,14 +6,14 @@ import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod, type ExecResult } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
-import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
+import { NOT_ISOLATED_AT_START_MESSAGE, NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import type { KernelResult } from '../exec/frames.js';
 import { untilOpened } from '../exec/open-wait.js';
 import { KernelConnectionError, type CallHandler, type KernelConnection, type KernelConnections } from '../exec/kernel.js';
 import { KernelProtocolError } from '../exec/kernel-stream.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
-import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
+import { kernelRefusedNetwork, podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
 import { POOL_LANGUAGE, SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, recallOnce, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import type { PodWatcher } from '../sandbox/pod-watcher.js';
@@ -198,15 +198,19 @@ export class InPodExecution {
         if (again) return again;
       }
       // The kernel's stream ended without a result: an OOM kill of the container or an eviction
-      // ends it that way too, and the pod's status says so.
-      const verdict = await this.podVerdict(ns, podName);
+      // ends it that way too, and the pod's status says so. So does a kernel that refused to start
+      // because its pod could reach the network: believed only when no code was sent to this
+      // single-use pod, as code could exit with the same code.
+      const stopped = await this.d.pods.waitFor(ns, podName, podStopped, POD_VERDICT_WAIT_MS);
+      const verdict = podFailure(stopped);
+      const refusedNetwork = sentAt === undefined && kernelRefusedNetwork(stopped);
       return {
         facts: {
           exitCode: undefined,
           timedOut: false,
           oomKilled: false,
           runnerReported: false,
-          execError: err.message,
+          execError: refusedNetwork ? NOT_ISOLATED_AT_START_MESSAGE : err.message,
           // Nothing is sent before sentAt: a stream that never opened (or whose kernel never
           // answered its ping) carried none of the code.
           codeSent: sentAt !== undefined,

@@ -34,6 +34,23 @@ export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
 }
 
 /**
+ * The exit code of a sandbox kernel that refused to start because its pod could still reach the
+ * network (runtime/PROTOCOL.md, "Network check"; server.py, kernel.js: before it listens). The
+ * python kernel also exits with it when it gives up a call it could not interrupt, which needs
+ * code sent to it first.
+ */
+export const KERNEL_NOT_ISOLATED_EXIT_CODE = 3;
+
+/**
+ * Whether the pod's container ended with KERNEL_NOT_ISOLATED_EXIT_CODE. Code can make the kernel
+ * exit with any code, and so can a call it gave up: the caller trusts it only for a single-use pod
+ * that no code was ever sent to.
+ */
+export function kernelRefusedNetwork(pod: V1Pod | undefined): boolean {
+  return (pod?.status?.containerStatuses ?? []).some((cs) => (cs.state?.terminated ?? cs.lastState?.terminated)?.exitCode === KERNEL_NOT_ISOLATED_EXIT_CODE);
+}
+
+/**
  * The pod is known to have stopped running code: gone, being deleted, evicted, finished, or its
  * container terminated. Then no report from the code can still come, and podFailure() says why
  * if its status knows. One rule for transient runs (read from the pod cache) and session kernels

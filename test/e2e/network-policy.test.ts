@@ -141,6 +141,12 @@ describe('a call soon after the policy was restored, in a pod that still has net
       expect(warm.structuredContent?.phase, JSON.stringify(warm.content)).toBe('Failed');
       expect(String(warm.structuredContent?.stdout ?? '')).not.toContain('ran');
       expect(String(warm.structuredContent?.message ?? '') + String(warm.structuredContent?.stderr ?? '')).toMatch(/could still reach the network/);
+      // A cold pod (a run with resources of its own takes no pool pod) starts with network: its
+      // kernel refuses to start, and the run says why (before, "the kernel relay exited").
+      const cold = await coldRun(`cold-open-${Date.now()}`, 'print("ran")');
+      expect(cold.status?.phase, JSON.stringify(cold.status)).toBe('Failed');
+      expect(cold.status?.stdout ?? '').not.toContain('ran');
+      expect(cold.status?.message, JSON.stringify(cold.status)).toMatch(/could still reach the network when its kernel started/);
     } finally {
       await k.networking.deleteNamespacedNetworkPolicy({ namespace: ns, name: opener }).catch(() => undefined);
     }

@@ -5,7 +5,7 @@ import { classifyExecution, completedStatus, failedStatus, runningStatus, type E
 import { setCondition } from '../../../src/api/v1alpha1/index.js';
 import { podState } from '../../../src/sandbox/pod-state.js';
 import { lostAfterMs, ttlRemainingMs } from '../../../src/controller/run-decision.js';
-import { podFailure, podStopped } from '../../../src/sandbox/pod-failure.js';
+import { KERNEL_NOT_ISOLATED_EXIT_CODE, kernelRefusedNetwork, podFailure, podStopped } from '../../../src/sandbox/pod-failure.js';
 
 const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -332,6 +332,42 @@ describe('podFailure', () => {
   it('bounds the kubelet message and ends it with a full stop', () => {
     expect(podFailure(pod({ reason: 'Evicted', message: 'x'.repeat(5000) }))?.detail.length).toBeLessThanOrEqual(301);
     expect(podFailure(pod({ reason: 'Evicted', message: ' disk  pressure ' }))?.detail).toBe('disk pressure.');
+  });
+});
+
+describe('kernelRefusedNetwork', () => {
+  const container = (state: { exitCode: number } | undefined, last?: { exitCode: number }) => ({
+    name: 'sandbox',
+    image: 'i',
+    imageID: '',
+    ready: false,
+    restartCount: 0,
+    ...(state && { state: { terminated: state } }),
+    ...(last && { lastState: { terminated: last } }),
+  });
+  const pod = (...containerStatuses: ReturnType<typeof container>[]): V1Pod => ({ metadata: { name: 'p' }, status: { phase: 'Failed', containerStatuses } });
+  it.each([
+    ['no pod', undefined, false],
+    ['no container status yet', { metadata: { name: 'p' }, status: { phase: 'Pending' } } as V1Pod, false],
+    ['the kernel exited with the network code', pod(container({ exitCode: KERNEL_NOT_ISOLATED_EXIT_CODE })), true],
+    ['the network code in lastState', pod(container(undefined, { exitCode: KERNEL_NOT_ISOLATED_EXIT_CODE })), true],
+    ['another exit code', pod(container({ exitCode: 1 })), false],
+    ['killed', pod(container({ exitCode: 137 })), false],
+    ['still running', pod(container(undefined)), false],
+  ])('%s', (_name, p, refused) => {
+    expect(kernelRefusedNetwork(p)).toBe(refused);
+  });
+
+  it('is the code both kernels exit with when their pod can reach the network', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const python = await readFile(new URL('../../../runtime/python/codemode_kernel/server.py', import.meta.url), 'utf8');
+    const node = await readFile(new URL('../../../runtime/node/kernel.js', import.meta.url), 'utf8');
+    expect(python).toMatch(
+      new RegExp(
+        `Refused to start: the pod could still reach the network[^\\n]*\\n\\s+oneshot\\.discard\\(\\)\\n\\s+sys\\.exit\\(${KERNEL_NOT_ISOLATED_EXIT_CODE}\\)`,
+      ),
+    );
+    expect(node).toMatch(new RegExp(`Refused to start: the pod could still reach the network[^\\n]*\\n\\s+exitKernel\\(${KERNEL_NOT_ISOLATED_EXIT_CODE}\\)`));
   });
 });
 
