@@ -2,21 +2,17 @@
 // surplus, or all of them when the pool is drained) and how many to create. The leader applies
 // them; every delete it makes carries the pod's uid and resourceVersion as preconditions.
 import type { V1Pod } from '@kubernetes/client-node';
-import { ANNOTATION_RESERVED_BY, BUILTIN_PROFILE, LABEL_PROFILE, LABEL_RESERVED_BY, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
+import { ANNOTATION_RESERVED_BY, BUILTIN_PROFILE, LABEL_PROFILE, SANDBOXRUN_KIND } from '../api/v1alpha1/index.js';
 import { LABEL_POOL, LABEL_POOL_HASH } from '../sandbox/pod.js';
 import { podState } from '../sandbox/pod-state.js';
 import { runPodSeconds, sessionPodSeconds } from '../sandbox/deadlines.js';
 
 /**
  * The replica (its reservation hash) that reserved a pool pod, if one did: the annotation of one
- * still labelled `warm` (how reservations are written), or the label of a pod relabelled
- * `pool=reserved` (how releases up to 0922e5e wrote them: labels.ts, LABEL_RESERVED_BY).
+ * still labelled `warm` (labels.ts, ANNOTATION_RESERVED_BY).
  */
 export function reservedBy(p: V1Pod): string | undefined {
-  const labels = p.metadata?.labels ?? {};
-  if (labels[LABEL_POOL] === 'reserved') return labels[LABEL_RESERVED_BY] ?? '';
-  if (labels[LABEL_POOL] === 'warm') return p.metadata?.annotations?.[ANNOTATION_RESERVED_BY];
-  return undefined;
+  return p.metadata?.labels?.[LABEL_POOL] === 'warm' ? p.metadata.annotations?.[ANNOTATION_RESERVED_BY] : undefined;
 }
 
 /** An unclaimed, unreserved pool pod, any version, not being deleted. */

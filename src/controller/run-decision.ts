@@ -6,7 +6,7 @@
 // its Running status was written. The executor records the outcome before it removes the pod, so a
 // run with a marker and no outcome is never started again: it ends Failed with a reason instead.
 import type { V1Pod } from '@kubernetes/client-node';
-import { ANNOTATION_CLAIMED_AT, ANNOTATION_RESERVED_BY, LABEL_RESERVED_BY, isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
+import { ANNOTATION_CLAIMED_AT, ANNOTATION_RESERVED_BY, isTerminalPhase, type SandboxRun } from '../api/v1alpha1/index.js';
 import { runPodSeconds } from '../sandbox/deadlines.js';
 
 export type RunDecision =
@@ -153,14 +153,13 @@ export function lostAfterMs(
  * The live pods that may carry a run whose executor is gone, whose kernels are asked for its
  * outcome (RunExecutor.recover): the pods the run owns (its cold pod, or the pool pod its claim
  * patched) or, without one, the pool pods its executor had reserved (`reservedBy`: that
- * replica's reservation hash, as a label or an annotation) — a warm run's code starts
+ * replica's reservation hash, an annotation) — a warm run's code starts
  * in one before the pod is made the run's. A pod being deleted can no longer be asked.
  */
 export function podsThatMayCarry(pods: readonly V1Pod[], runUid: string | undefined, reservedBy: string | undefined): string[] {
   const live = pods.filter((p) => p.metadata?.deletionTimestamp === undefined);
   const owned = live.filter((p) => runUid !== undefined && p.metadata?.ownerReferences?.some((o) => o.uid === runUid));
-  const mine = (p: V1Pod): boolean =>
-    reservedBy !== undefined && (p.metadata?.labels?.[LABEL_RESERVED_BY] === reservedBy || p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === reservedBy);
+  const mine = (p: V1Pod): boolean => reservedBy !== undefined && p.metadata?.annotations?.[ANNOTATION_RESERVED_BY] === reservedBy;
   const carriers = owned.length > 0 ? owned : live.filter(mine);
   return carriers.map((p) => p.metadata?.name ?? '').filter((name) => name !== '');
 }

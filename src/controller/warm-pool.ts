@@ -11,7 +11,6 @@ import type { Logger } from 'pino';
 import {
   API_VERSION,
   LABEL_MANAGED_BY,
-  LABEL_RESERVED_BY,
   ANNOTATION_RESERVED_BY,
   LABEL_RUN,
   LABEL_RUNTIME,
@@ -206,9 +205,9 @@ export class WarmPool {
         namespace: pod.metadata?.namespace ?? this.d.opts.namespace,
         name: pod.metadata?.name ?? '',
         body: {
-          // The reservation goes, as a label or (written by a later release) an annotation.
+          // The reservation goes.
           metadata: {
-            labels: { ...labels, [LABEL_POOL]: 'claimed', [LABEL_RESERVED_BY]: null },
+            labels: { ...labels, [LABEL_POOL]: 'claimed' },
             annotations: { [ANNOTATION_RESERVED_BY]: null },
             ownerReferences: [owner],
           },

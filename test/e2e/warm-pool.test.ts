@@ -10,7 +10,6 @@ import {
   ANNOTATION_RESERVED_BY,
   GROUP,
   LABEL_PROFILE,
-  LABEL_RESERVED_BY,
   SANDBOXPROFILE_PLURAL,
   SANDBOXRUN_PLURAL,
   SANDBOXSESSION_PLURAL,
@@ -29,6 +28,8 @@ const leases = k.kc.makeApiClient(CoordinationV1Api);
 const HOSTNAME = 'import socket\nprint(socket.gethostname())';
 const POOL = 'codemode.dev/pool';
 const HASH = 'codemode.dev/pool-hash';
+/** The label releases up to 0922e5e reserved a pool pod with; no longer written or read. */
+const LEGACY_RESERVED_LABEL = 'codemode.dev/reserved-by';
 
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 /** The SandboxRun a call's result names. */
@@ -376,11 +377,12 @@ describe('reserved pool pods', () => {
 
   // Another replica's reservation, as written now (an annotation on a pod still labelled warm: a
   // label change costs the node a NetworkPolicy resync) or by a replica of a release up to 0922e5e
-  // still running while an upgrade rolls (relabelled `pool=reserved`): taking such a pod would run
-  // code in a pod another replica is running code in.
+  // (relabelled `pool=reserved`: this release does not read it as a reservation, but a pod not
+  // labelled warm is never taken): taking such a pod would run code in a pod another replica is
+  // running code in.
   it.each([
     ['as written now (an annotation)', { annotations: { [ANNOTATION_RESERVED_BY]: '0123456789abcdef' } }, 'warm'],
-    ['as releases up to 0922e5e wrote it (a label)', { labels: { [POOL]: 'reserved', [LABEL_RESERVED_BY]: '0123456789abcdef' } }, 'reserved'],
+    ['as releases up to 0922e5e wrote it (a label)', { labels: { [POOL]: 'reserved', [LEGACY_RESERVED_LABEL]: '0123456789abcdef' } }, 'reserved'],
   ])(
     'never claims, counts or removes a pool pod another replica reserved, %s',
     async (_form, reservation, poolLabel) => {
@@ -474,7 +476,7 @@ describe('reserved pool pods', () => {
       // Reserved by annotation: the pod's labels (what NetworkPolicy controllers watch) stay as made.
       const mark = pod?.metadata?.annotations?.[ANNOTATION_RESERVED_BY];
       expect(mark).toMatch(/^[0-9a-f]{16}$/);
-      expect(pod?.metadata?.labels?.[LABEL_RESERVED_BY]).toBeUndefined();
+      expect(pod?.metadata?.labels?.[LEGACY_RESERVED_LABEL]).toBeUndefined();
       expect(pod?.metadata?.ownerReferences?.some((o) => o.kind === 'SandboxRun')).toBeFalsy();
       // A short run in it: the pod goes once the outcome is stored, never relabelled on the way
       // (every label change costs the node a NetworkPolicy resync). Every version of the pod the
@@ -523,7 +525,7 @@ describe('reserved pool pods', () => {
         'the reserved pod adopted by its run',
       );
       expect(adopted?.metadata?.ownerReferences).toEqual([expect.objectContaining({ kind: 'SandboxRun', controller: true })]);
-      expect(adopted?.metadata?.labels?.[LABEL_RESERVED_BY]).toBeUndefined();
+      expect(adopted?.metadata?.labels?.[LEGACY_RESERVED_LABEL]).toBeUndefined();
       expect(adopted?.metadata?.annotations?.[ANNOTATION_RESERVED_BY]).toBeUndefined();
       const r = await running;
       expect(host(r)).toBe(pod?.metadata?.name);

@@ -59,20 +59,13 @@ export const LABEL_UPSTREAM_SERVER = 'codemode.dev/upstream-server';
 export const LABEL_PACKAGE_FETCHER = 'codemode.dev/package-fetcher';
 
 /**
- * On a pool pod one gateway process reserved for its next warm run, as releases up to 0922e5e
- * wrote it (`codemode.dev/pool=reserved`): a hash of that process's identity. Still read
- * (src/controller/pool-plan.ts, reservedBy), since replicas of such a release may hold pods
- * reserved this way while an upgrade rolls; no longer written.
- */
-export const LABEL_RESERVED_BY = 'codemode.dev/reserved-by';
-
-/**
  * A pool pod's reservation by one gateway process (src/controller/pool-reservation.ts): a hash of
  * its identity, on a pod still labelled `codemode.dev/pool=warm`. An annotation, not a label: a
  * label change makes the node's NetworkPolicy controller (kube-router, for one) resync its rules;
- * an annotation change does not. Releases before 3afc427 read only the label and would take a pod
- * reserved this way for an unreserved one (the claim's resourceVersion guard does not stop them:
- * the annotation is in the version they saw), so it is written only by releases after the one
- * that first read it (0922e5e), which an upgrade reaches through that one.
+ * an annotation change does not. Releases up to 0922e5e reserved by relabelling the pod
+ * `pool=reserved` (with a label of this name) and took a pod reserved by annotation for an
+ * unreserved one; 3afc427–d627f6e read both forms and 4c75285 wrote only this one, so a release
+ * reading only the annotation is reached through those (README, *Upgrade*). A pod still labelled
+ * `pool=reserved` is not `warm`: it is never claimed, and its deadline ends it.
  */
 export const ANNOTATION_RESERVED_BY = 'codemode.dev/reserved-by';

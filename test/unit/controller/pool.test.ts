@@ -24,9 +24,8 @@ function poolPod(
     hash?: string;
     state?: 'ready' | 'pending' | 'failed';
     claimed?: boolean;
-    reserved?: boolean;
-    /** Reserved as a later release writes it: the annotation on a pod still labelled warm. */
-    reservedByAnnotation?: string;
+    /** Reserved by this replica hash: the annotation on a pod still labelled warm. */
+    reservedBy?: string;
     deleting?: boolean;
     createdMs?: number;
     uid?: string;
@@ -39,8 +38,8 @@ function poolPod(
       uid: o.uid ?? `u${n}`,
       resourceVersion: '1',
       creationTimestamp: new Date(o.createdMs ?? T0 - 60_000),
-      labels: { 'codemode.dev/pool': o.claimed ? 'claimed' : o.reserved ? 'reserved' : 'warm', 'codemode.dev/pool-hash': o.hash ?? 'h1' },
-      ...(o.reservedByAnnotation !== undefined && { annotations: { 'codemode.dev/reserved-by': o.reservedByAnnotation } }),
+      labels: { 'codemode.dev/pool': o.claimed ? 'claimed' : 'warm', 'codemode.dev/pool-hash': o.hash ?? 'h1' },
+      ...(o.reservedBy !== undefined && { annotations: { 'codemode.dev/reserved-by': o.reservedBy } }),
       ...(o.deleting ? { deletionTimestamp: new Date(T0) } : {}),
     },
     status:
@@ -70,30 +69,15 @@ describe('planPool', () => {
     ],
     ['draining never touches claimed pods', [poolPod({ claimed: true }), poolPod({ claimed: true, hash: 'old' })], { target: 0 }, 0, []],
     // A process's reservation is its own (any version, even with the pool drained), until its deadline fails it.
-    ['reserved pods neither count nor go', [poolPod({ reserved: true }), poolPod({ reserved: true, hash: 'old' }), poolPod()], {}, 1, []],
-    ['reserved pods stay when the pool drains', [poolPod({ reserved: true })], { target: 0 }, 0, []],
-    ['a reservation past its deadline (the pod failed) is deleted', [poolPod({ reserved: true, state: 'failed' }), poolPod(), poolPod()], {}, 0, ['failed']],
-    // The same for a reservation a later release writes as an annotation (labels.ts, ANNOTATION_RESERVED_BY).
     [
-      'annotation-reserved pods neither count nor go',
-      [
-        poolPod({ reservedByAnnotation: 'r' }),
-        poolPod({ reservedByAnnotation: 'r', hash: 'old' }),
-        poolPod({ reservedByAnnotation: 'r', createdMs: T0 - 3_600_001 }),
-        poolPod(),
-      ],
+      'reserved pods neither count nor go',
+      [poolPod({ reservedBy: 'r' }), poolPod({ reservedBy: 'r', hash: 'old' }), poolPod({ reservedBy: 'r', createdMs: T0 - 3_600_001 }), poolPod()],
       {},
       1,
       [],
     ],
-    ['annotation-reserved pods stay when the pool drains', [poolPod({ reservedByAnnotation: 'r' })], { target: 0 }, 0, []],
-    [
-      'an annotation-reserved pod past its deadline is deleted',
-      [poolPod({ reservedByAnnotation: 'r', state: 'failed' }), poolPod(), poolPod()],
-      {},
-      0,
-      ['failed'],
-    ],
+    ['reserved pods stay when the pool drains', [poolPod({ reservedBy: 'r' })], { target: 0 }, 0, []],
+    ['a reservation past its deadline (the pod failed) is deleted', [poolPod({ reservedBy: 'r', state: 'failed' }), poolPod(), poolPod()], {}, 0, ['failed']],
   ])('%s', (_n, pods, over, create, causes) => {
     const plan = planPool(pods as V1Pod[], { ...base, ...over });
     expect(plan.create).toBe(create);
@@ -117,15 +101,14 @@ describe('reservedBy, isWarm, isReserved', () => {
   it.each<[string, V1Pod, string | undefined, boolean, boolean]>([
     ['warm, unreserved', meta({ 'codemode.dev/pool': 'warm' }), undefined, true, false],
     [
-      'reserved by label (as releases up to 0922e5e wrote it)',
+      'relabelled pool=reserved (as releases up to 0922e5e reserved): neither, never claimed',
       meta({ 'codemode.dev/pool': 'reserved', 'codemode.dev/reserved-by': 'abc' }),
-      'abc',
+      undefined,
       false,
-      true,
+      false,
     ],
     ['reserved by annotation on a warm pod (as written now)', meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': 'abc' }), 'abc', false, true],
     ['an empty annotation still reserves', meta({ 'codemode.dev/pool': 'warm' }, { 'codemode.dev/reserved-by': '' }), '', false, true],
-    ['reserved label without its hash', meta({ 'codemode.dev/pool': 'reserved' }), '', false, true],
     [
       'claimed: the annotation left on it does not matter',
       meta({ 'codemode.dev/pool': 'claimed' }, { 'codemode.dev/reserved-by': 'abc' }),
@@ -214,15 +197,12 @@ describe('PoolDemand', () => {
   it('counts a reservation as a claim, and the same pod adopted later not again', () => {
     const d = new PoolDemand();
     d.prime();
-    for (let i = 0; i < 5; i++) d.observe(poolPod({ reserved: true, uid: `r${i}` }), T0);
+    for (let i = 0; i < 5; i++) d.observe(poolPod({ reservedBy: 'h', uid: `r${i}` }), T0);
     expect(d.claimsPerSecond(T0)).toBeCloseTo(1, 9);
-    // Reserved as a later release writes it: a claim all the same.
-    for (let i = 0; i < 5; i++) d.observe(poolPod({ reservedByAnnotation: 'h', uid: `a${i}` }), T0);
-    expect(d.claimsPerSecond(T0)).toBeCloseTo(2, 9);
     // A run that outlived the Running write's delay: its reserved pod relabelled `claimed`.
     for (let i = 0; i < 5; i++) d.observe(poolPod({ claimed: true, uid: `r${i}` }), T0);
     d.observe(poolPod({ uid: 'w' }), T0); // unclaimed: no demand
-    expect(d.claimsPerSecond(T0)).toBeCloseTo(2, 9);
+    expect(d.claimsPerSecond(T0)).toBeCloseTo(1, 9);
   });
 });
 

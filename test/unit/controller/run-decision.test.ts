@@ -125,12 +125,12 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
 });
 
 /** A pod named `name`, owned by the run `owner` (uid) and/or reserved by `reservedBy`, maybe being deleted. */
-const pod = (name: string, o: { owner?: string; reservedBy?: string; reservedByAnnotation?: string; deleting?: boolean } = {}): V1Pod => ({
+const pod = (name: string, o: { owner?: string; reservedBy?: string; reservedByLabel?: string; deleting?: boolean } = {}): V1Pod => ({
   metadata: {
     name,
     ...(o.owner && { ownerReferences: [{ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxRun', name: 'r', uid: o.owner }] }),
-    ...(o.reservedBy && { labels: { 'codemode.dev/reserved-by': o.reservedBy } }),
-    ...(o.reservedByAnnotation && { labels: { 'codemode.dev/pool': 'warm' }, annotations: { 'codemode.dev/reserved-by': o.reservedByAnnotation } }),
+    ...(o.reservedBy && { labels: { 'codemode.dev/pool': 'warm' }, annotations: { 'codemode.dev/reserved-by': o.reservedBy } }),
+    ...(o.reservedByLabel && { labels: { 'codemode.dev/pool': 'reserved', 'codemode.dev/reserved-by': o.reservedByLabel } }),
     ...(o.deleting && { deletionTimestamp: new Date() }),
   },
 });
@@ -138,17 +138,14 @@ const pod = (name: string, o: { owner?: string; reservedBy?: string; reservedByA
 describe('podsThatMayCarry (whose kernels a recovery asks)', () => {
   it.each([
     ['its own pod, not the reservations', [pod('own', { owner: 'u' }), pod('res', { reservedBy: 'h' })], ['own']],
-    ['its pool pod, already adopted and still labelled reserved', [pod('p', { owner: 'u', reservedBy: 'h' }), pod('res', { reservedBy: 'h' })], ['p']],
+    ['its pool pod, already adopted and still marked reserved', [pod('p', { owner: 'u', reservedBy: 'h' }), pod('res', { reservedBy: 'h' })], ['p']],
     [
       'without an own pod: every pod its executor reserved',
       [pod('a', { reservedBy: 'h' }), pod('b', { reservedBy: 'h' }), pod('c', { reservedBy: 'x' })],
       ['a', 'b'],
     ],
-    [
-      'a reservation written as an annotation (a later release) is as good as the label',
-      [pod('a', { reservedByAnnotation: 'h' }), pod('b', { reservedBy: 'h' }), pod('c', { reservedByAnnotation: 'x' })],
-      ['a', 'b'],
-    ],
+    // Releases up to 0922e5e reserved by relabelling; their runs are recovered by releases up to 4c75285.
+    ['a reservation written as a label is not this release’s', [pod('a', { reservedByLabel: 'h' }), pod('b', { reservedBy: 'h' })], ['b']],
     ['another run’s pod is never asked', [pod('other', { owner: 'v' })], []],
     ['a pod being deleted cannot be asked', [pod('own', { owner: 'u', deleting: true }), pod('res', { reservedBy: 'h' })], ['res']],
     ['nothing at all', [], []],
