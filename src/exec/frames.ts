@@ -142,9 +142,6 @@ export const NOT_ISOLATED_MESSAGE = `the sandbox pod could still reach the netwo
 export const NOT_ISOLATED_AT_START_MESSAGE =
   'the sandbox pod could still reach the network when its kernel started (its NetworkPolicy is not enforced there), so the kernel refused to start and the code was not run';
 
-/** What a caller whose code a pod's network kept from running can do. */
-export const NOT_ENFORCED_HINT = "Run it again; if this repeats, ask the administrator to check that the cluster's network plugin enforces NetworkPolicy.";
-
 export interface KernelResult {
   status: 'ok' | 'error' | 'timeout' | 'lost';
   stdout: string;

@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import { Reasons, normalizeLanguage, type Reason, type SandboxRun } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
-import { NOT_ENFORCED_HINT, NOT_ISOLATED_AT_START_MESSAGE } from '../exec/frames.js';
+import { NOT_ISOLATED_AT_START_MESSAGE } from '../exec/frames.js';
 import { kernelCommand } from '../exec/kernel.js';
 import { isQuotaConflict } from '../kube/api-client.js';
 import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
@@ -80,7 +80,8 @@ export class ColdPods {
     // refused to start because the pod could reach the network (kernelRefusedNetwork).
     if (kernel && state.kind === 'failed' && kernelRefusedNetwork(this.d.pods.get(ns, podName))) {
       this.delete(ns, podName, log);
-      return { failure: { reason: Reasons.SandboxNotEnforced, message: `The code was not run: ${NOT_ISOLATED_AT_START_MESSAGE}. ${NOT_ENFORCED_HINT}` } };
+      const hint = "Run it again; if this repeats, ask the administrator to check that the cluster's network plugin enforces NetworkPolicy.";
+      return { failure: { reason: Reasons.SandboxNotEnforced, message: `The code was not run: ${NOT_ISOLATED_AT_START_MESSAGE}. ${hint}` } };
     }
     const unsched = state.kind === 'pending' && state.message.startsWith('Unschedulable');
     const reason = state.kind === 'failed' ? state.reason : unsched ? Reasons.Unschedulable : Reasons.PodFailed;

@@ -2,6 +2,7 @@
 // (status.ts classifies): a cold pod runs the runner script through one exec, a claimed warm pod
 // (or a cold pod started with a kernel, for code-mode calls) runs it through its kernel. Everything read from the pod is untrusted and already bounded by the
 // exec and kernel layers; a broken stream or a pod that died becomes facts, never an exception.
+import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod, type ExecResult } from '../exec/exec.js';
@@ -201,7 +202,7 @@ export class InPodExecution {
       // ends it that way too, and the pod's status says so. So does a kernel that refused to start
       // because its pod could reach the network: believed only when no code was sent to this
       // single-use pod, as code could exit with the same code.
-      const stopped = await this.d.pods.waitFor(ns, podName, podStopped, POD_VERDICT_WAIT_MS);
+      const stopped = await this.stoppedPod(ns, podName);
       const verdict = podFailure(stopped);
       const refusedNetwork = sentAt === undefined && kernelRefusedNetwork(stopped);
       return {
@@ -331,7 +332,12 @@ export class InPodExecution {
 
   /** An OOM kill or eviction of the pod, once its status shows the container stopped (bounded wait). */
   private async podVerdict(ns: string, podName: string): Promise<PodFailure | undefined> {
-    return podFailure(await this.d.pods.waitFor(ns, podName, podStopped, POD_VERDICT_WAIT_MS));
+    return podFailure(await this.stoppedPod(ns, podName));
+  }
+
+  /** The pod once it stopped running code, waited for a bounded time (what it says then). */
+  private stoppedPod(ns: string, podName: string): Promise<V1Pod | undefined> {
+    return this.d.pods.waitFor(ns, podName, podStopped, POD_VERDICT_WAIT_MS);
   }
 
   private podGone(ns: string, podName: string): boolean {
