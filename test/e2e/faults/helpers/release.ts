@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 58). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 59). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '4c752857dc0d6a08927a1b598ce53bd77dbee55e';
+export const PREVIOUS_RELEASE = '09f4acb2091873caae6c12c484e5abe8b4e552b7';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
