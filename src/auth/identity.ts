@@ -1,7 +1,7 @@
 // Who is calling: what every authentication mode produces and what the rest of the gateway sees.
 // Tokens themselves never leave src/auth (never logged, stored or passed on).
 import { MAX_OWNER_GROUPS, MAX_OWNER_NAME_CHARS } from '../api/v1alpha1/owner.js';
-import { hasControls } from '../util/text.js';
+import { characters, hasControls } from '../util/text.js';
 export interface Identity {
   /** The user name as the authenticator states it (a token's user, a TokenReview's username, a JWT claim). */
   user: string;
@@ -82,9 +82,10 @@ const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBF
 
 function nameProblem(what: string, name: string): string | undefined {
   if (name === '') return `${what} is empty`;
-  // UTF-16 units, as the gateway's schema counts them when it reads the object back (the API
-  // server counts code points, never more).
-  if (name.length > MAX_OWNER_NAME_CHARS) return `${what} is ${name.length} characters long; at most ${MAX_OWNER_NAME_CHARS} can be recorded`;
+  // Characters (code points), as the API server and the owner schema count them (not UTF-16 units:
+  // a name of 256 emoji is 512 units, and fits).
+  if (name.length > MAX_OWNER_NAME_CHARS && characters(name) > MAX_OWNER_NAME_CHARS)
+    return `${what} is ${characters(name)} characters long; at most ${MAX_OWNER_NAME_CHARS} can be recorded`;
   // The API server stores an unpaired surrogate as U+FFFD: two such names would be stored alike.
   if (hasControls(name) || UNPAIRED_SURROGATE.test(name))
     return `${what} contains control characters or unpaired UTF-16 surrogates, which cannot be recorded and shown as they are`;

@@ -1,6 +1,14 @@
-// Text cut to a bound counted in UTF-16 code units: what the API's zod schemas and the CRDs'
-// maxLength count (the API server counts characters, never more than code units), so a cut text
-// always fits, and a surrogate pair is never split (a lone half is not valid UTF-8 on the wire).
+// Text counted and cut for bounds. The API server counts a CRD's maxLength in characters (code
+// points), and so does zod's .max on strings; a text cut to that many UTF-16 code units always fits
+// (a character is one or two units), and a surrogate pair is never split (a lone half is not valid
+// UTF-8 on the wire).
+
+/** Characters of `s` as the API server (maxLength) and zod (.max) count them: Unicode code points. */
+export function characters(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
 
 /** `text` within `max` code units: unchanged when it fits, else cut and ended with `tail`. */
 export function cutUnits(text: string, max: number, tail = '…'): string {

@@ -29,6 +29,7 @@ const profile = async (name: string): Promise<SandboxProfile> =>
 const warmPods = (p: string): Promise<V1Pod[]> => readyPoolPods(k, ns, `codemode.dev/profile=${p}`);
 const reservedPods = async (p: string): Promise<V1Pod[]> =>
   (await k.core.listNamespacedPod({ namespace: ns, labelSelector: `codemode.dev/profile=${p}` })).items.filter(isReserved);
+const EMOJI = '\u{1F600}';
 const sc = (r: ToolResult): Record<string, unknown> => r.structuredContent ?? {};
 
 beforeAll(async () => {
@@ -44,7 +45,9 @@ beforeAll(async () => {
     warmPool: { min: 1, max: 1 },
     preImport: ['sqlite3'],
   });
-  await createProfile('other', { image: SANDBOX_IMAGE, warmPool: { min: 1, max: 1 } });
+  // A description at its bound in astral characters (1,024 UTF-16 units): the API server counts
+  // 512 characters, and so must the gateway that reads it back.
+  await createProfile('other', { description: EMOJI.repeat(512), image: SANDBOX_IMAGE, warmPool: { min: 1, max: 1 } });
   await createProfile('broken', { image: SANDBOX_IMAGE, resources: { memory: '1Gi' }, maxResources: { memory: '512Mi' } });
   mcp = await connect(op.url, 'current');
 });
@@ -63,6 +66,11 @@ describe('SandboxProfiles', () => {
     expect(slim?.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'SandboxProfile', name: 'slim' });
     await until(async () => (await profile('slim')).status?.readyPods === 1, 60_000, 'slim status readyPods 1');
     expect((await profile('slim')).status).toMatchObject({ readyPods: 1, targetPods: 1, conditions: [{ type: 'Ready', status: 'True', reason: 'Accepted' }] });
+    await until(async () => (await profile('other')).status?.readyPods === 1, 60_000, 'other status readyPods 1');
+    expect((await profile('other')).status?.conditions?.[0]).toMatchObject({ type: 'Ready', status: 'True', reason: 'Accepted' });
+    await expect(createProfile('long', { description: EMOJI.repeat(513), image: SANDBOX_IMAGE })).rejects.toThrow(
+      /spec.description: Too long: may not be (longer|more) than 512/,
+    );
   });
 
   it('says in its status why an invalid profile cannot be used, and refuses runs naming it', async () => {

@@ -48,6 +48,7 @@ describe('identities that cannot be recorded exactly are refused with a reason (
     ['a control character', 'alice\u001b[2J', [], /control characters/],
     ['a newline', 'alice\nbob', [], /control characters/],
     ['a user name over 256 characters', 'a'.repeat(257), [], /257 characters long; at most 256/],
+    ['257 astral characters (514 UTF-16 units)', '\u{1F600}'.repeat(257), [], /257 characters long; at most 256/],
     ['65 groups', 'alice', many(65), /65 groups; at most 64/],
     ['a group over 256 characters', 'alice', ['g'.repeat(257)], /group name .* 257 characters long/],
     ['a user name Kubernetes reserves', 'system:admin', [], /user name starts with system:, which Kubernetes reserves/],
@@ -76,6 +77,8 @@ describe('every other identity is recorded as authenticated, byte for byte', () 
     ['surrounding spaces', ' alice ', [], { user: ' alice ' }],
     ['an astral character', 'alice\u{1F600}', [], { user: 'alice\u{1F600}' }],
     ['256 characters', 'a'.repeat(256), many(64), { user: 'a'.repeat(256), groups: many(64) }],
+    // The API server counts characters (maxLength), so the gateway does: 512 UTF-16 units fit.
+    ['256 astral characters', '\u{1F600}'.repeat(256), ['\u{1F600}'.repeat(256)], { user: '\u{1F600}'.repeat(256), groups: ['\u{1F600}'.repeat(256)] }],
     ['an empty group is no group', 'alice', ['', 'dev'], { user: 'alice', groups: ['dev'] }],
   ])('%s', async (_n, sub, groups, owner) => {
     const client = await connectClient('v2 (2026-07-28)', gateway.url, { authorization: `Bearer ${await token(sub, groups)}` });

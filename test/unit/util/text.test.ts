@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cutUnits, cutUtf8 } from '../../../src/util/text.js';
+import { characters, cutUnits, cutUtf8 } from '../../../src/util/text.js';
 
 describe('cutUnits', () => {
   it.each([
@@ -29,5 +29,18 @@ describe('cutUtf8', () => {
     const out = cutUtf8(text, max);
     expect(out).toBe(want);
     expect(Buffer.byteLength(out)).toBeLessThanOrEqual(max);
+  });
+});
+
+describe('characters (as the API server counts maxLength)', () => {
+  it.each([
+    ['empty', '', 0],
+    ['ASCII', 'abc', 3],
+    ['two-byte characters', 'éé', 2],
+    ['an astral character is one (two UTF-16 units)', 'a\u{1F600}b', 3],
+    ['a combining mark is a character of its own', 'jose\u0301', 5],
+    ['an unpaired surrogate is one (stored as U+FFFD)', 'x\uD800', 2],
+  ])('%s', (_name, text, want) => {
+    expect(characters(text)).toBe(want);
   });
 });
