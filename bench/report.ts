@@ -526,6 +526,12 @@ export function summaryLines(r: Results): string[] {
     lines.push(
       `code mode: both paths timed after ${r.codeMode.warmupCalls} unrecorded calls; the first ${r.codeMode.nestedFirstCallsMs.n} nested ones (a fresh gateway's broker path) median ${r.codeMode.nestedFirstCallsMs.median} ms, p95 ${r.codeMode.nestedFirstCallsMs.p95} ms`,
     );
+  if (typeof r.codeMode !== 'string' && r.codeMode?.split) {
+    const { nestedMeanMs, brokerMeanMs } = r.codeMode.split;
+    lines.push(
+      `code mode: a timed nested call took a mean ${nestedMeanMs} ms in the program, ${brokerMeanMs} ms of it in the gateway's broker (the upstream call and its checks) and ${(nestedMeanMs - brokerMeanMs).toFixed(2)} ms outside it (the exec stream both ways, the kernel, the sandbox's module)`,
+    );
+  }
   for (const [what, l] of [
     ['in-process', r.session],
     ['as deployed', r.sessionDeployed],
