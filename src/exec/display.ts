@@ -3,9 +3,10 @@
 // shape is checked with zod, sizes are capped per image, per call and in count (the frame itself
 // is bounded by the decoder before it is buffered, see displayFrameBytes), an image must be of a
 // closed set of types and start with that type's signature. Anything refused becomes a short
-// note, never an exception: a bad display item must not cost the call or the stream.
+// note, never an exception: a bad display item must not cost the call or the stream. Only more
+// display frames, or bytes of them, than any call can send breach it (displayFrameBudget).
 import { z } from 'zod';
-import { capText, cutText } from './frames.js';
+import { WORST_BYTES_PER_CHAR, capText, cutText } from './frames.js';
 
 export interface DisplayLimits {
   /** Decoded bytes of one image. */
@@ -36,6 +37,29 @@ const SIGNATURES: Record<ImageMime, Buffer> = {
 /** The largest display frame a well-behaved kernel sends: one base64 image at the cap, plus keys. */
 export function displayFrameBytes(limits: DisplayLimits): number {
   return Math.ceil(limits.maxImageBytes / 3) * 4 + 8192;
+}
+
+/**
+ * Display frames one call may send: a kernel sends at most maxItems items and then one note
+ * (runtime/PROTOCOL.md, "Display"); twice that, and some, is slack. Past it, or past
+ * displayByteBudget, the stream is breached: each frame is parsed on the gateway's thread, and the
+ * output frames' budget bounds only how many arrive a second, so a kernel sending display frames
+ * of the largest size for as long as its call ran held the event loop for seconds (a replica's
+ * every caller waited), while the items past the caps were dropped one by one.
+ */
+export function displayFrameBudget(limits: DisplayLimits): number {
+  return 2 * (limits.maxItems + 1) + 16;
+}
+
+/**
+ * Bytes of display frames one call may send: twice what its caps let a kernel send (the images
+ * in base64, the texts' share of `capChars` at the worst JSON escape, a note per item, keys),
+ * and one frame of the largest size on top.
+ */
+export function displayByteBudget(limits: DisplayLimits, capChars: number): number {
+  const images = Math.ceil(limits.maxBytes / 3) * 4;
+  const texts = WORST_BYTES_PER_CHAR * (Math.max(0, Math.floor(capChars)) + (limits.maxItems + 1) * NOTE_CHARS);
+  return 2 * (images + texts + (limits.maxItems + 1) * 8192) + displayFrameBytes(limits);
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;

@@ -36,7 +36,17 @@ import {
   type CallFrame,
   type FailureKind,
 } from '../codemode/frames.js';
-import { DEFAULT_DISPLAY_LIMITS, acceptDisplay, displayFrameBytes, finishDisplay, newTally, type DisplayLimits, type DisplayTally } from './display.js';
+import {
+  DEFAULT_DISPLAY_LIMITS,
+  acceptDisplay,
+  displayByteBudget,
+  displayFrameBudget,
+  displayFrameBytes,
+  finishDisplay,
+  newTally,
+  type DisplayLimits,
+  type DisplayTally,
+} from './display.js';
 
 export type OutputListener = (stream: 'stdout' | 'stderr', text: string) => void;
 /** Answers a nested tool call of the running code (src/codemode). Must not reject. */
@@ -88,6 +98,9 @@ interface Pending {
   callBytes: number;
   /** Images, HTML and tables the call displayed so far (display.ts), capped as they arrive. */
   display: DisplayTally;
+  /** Display frames of this request so far, and their bytes (displayFrameBudget, displayByteBudget). */
+  displayFrames: number;
+  displayBytes: number;
   /** When the request was written (`now()`), and its output and display frames since (frameBudget). */
   sentAt: number;
   frames: number;
@@ -160,6 +173,8 @@ export class KernelStream {
         refused: 0,
         callBytes: 0,
         display: newTally(),
+        displayFrames: 0,
+        displayBytes: 0,
         sentAt: this.now(),
         frames: 0,
         ...(onOutput && { onOutput }),
@@ -251,11 +266,18 @@ export class KernelStream {
     p.resolve(display.length > 0 ? { ...result, display } : result);
   }
 
-  /** An image, HTML or table of the running call: a bad one becomes a note, never a breach. */
+  /** An image, HTML or table of the running call: a bad one becomes a note; only too many frames or bytes breach. */
   private onDisplayFrame(message: { id: string }, bytes: number): void {
     const p = this.pending.get(message.id);
     if (!p || p.expects !== 'result') return this.onUnsolicited(bytes);
     if (!this.countFrame(p)) return;
+    const frames = displayFrameBudget(this.displayLimits);
+    if (++p.displayFrames > frames)
+      return this.fail(`a call sent more than ${frames} display frames (a kernel sends at most ${this.displayLimits.maxItems} items and a note)`, true);
+    p.displayBytes += bytes;
+    const budget = displayByteBudget(this.displayLimits, p.capChars);
+    if (p.displayBytes > budget)
+      return this.fail(`a call sent more than ${budget} bytes of display frames (more than its display caps let a kernel send)`, true);
     acceptDisplay(message, p.display, this.displayLimits, p.capChars);
   }
 

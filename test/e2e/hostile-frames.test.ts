@@ -157,6 +157,11 @@ const attacks: [string, string][] = [
   ['a flood of output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': 'F' * 60000}), 200)`],
   // No characters to count: only the frames' number bounds what parsing them costs the gateway.
   ['a flood of empty output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': ''}) * 5000)`],
+  // Each within the decoder's bound for one frame, together more than any call's display caps allow.
+  [
+    'display frames of the largest size for its own call',
+    `blast(frame({'id': call_id(), 'type': 'display', 'kind': 'text', 'format': 'html', 'text': 'D' * 2700000}), 10)`,
+  ],
   ['a result of the wrong shape for its own call', `blast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdoutBytes': -1}))`],
   ['a pong for its own call', `blast(frame({'id': call_id(), 'type': 'pong'}))`],
 ];

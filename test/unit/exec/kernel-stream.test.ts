@@ -106,7 +106,15 @@ describe('KernelStream', () => {
     [
       'a flood of display frames past the item cap',
       Array.from({ length: 1000 }, () => encodeFrame({ id: '1', type: 'display', kind: 'text', format: 'note', text: 'n' })),
-      /output and display frames in/,
+      /more than \d+ display frames \(a kernel sends at most 10 items and a note\)/,
+    ],
+    // Few frames, each as large as the decoder takes: each one a parse of megabytes on the gateway's thread.
+    [
+      'display frames of the largest size',
+      Array.from({ length: 10 }, () =>
+        encodeFrame({ id: '1', type: 'display', kind: 'text', format: 'note', text: 'n'.repeat(displayFrameBytes(DEFAULT_DISPLAY_LIMITS) - 100) }),
+      ),
+      /more than \d+ bytes of display frames/,
     ],
     ['a flood of frames for unknown ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), /answered no call/],
     [
@@ -299,6 +307,37 @@ describe('KernelStream display frames', () => {
     expect(stream.breach).toMatch(/exceeds the limit/);
     const strays = await callWith(...Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, () => display('9', { kind: 'text', format: 'html', text: 'x' })));
     expect(strays.stream.breach).toMatch(/answered no call/);
+  });
+
+  it('lets a kernel send all its caps allow: images to the bytes per call, texts to capChars at the worst escape, a note', async () => {
+    const cap = 50_000;
+    const L = DEFAULT_DISPLAY_LIMITS;
+    const stream = new KernelStream(
+      () => undefined,
+      () => undefined,
+    );
+    const call = stream.request({ op: 'exec', code: '' }, 'result', cap, 60_000);
+    const png = (bytes: number): string => Buffer.concat([Buffer.from(PNG, 'base64'), Buffer.alloc(bytes - 28)]).toString('base64');
+    const images = [L.maxImageBytes, L.maxImageBytes, L.maxBytes - 2 * L.maxImageBytes].map((b) =>
+      display('1', { kind: 'image', mime: 'image/png', data: png(b) }),
+    );
+    // The rest are texts sharing capChars, as Python's json writes them: an astral character as two \u escapes (12 bytes).
+    const texts = L.maxItems - images.length;
+    const pyText = (chars: number): Buffer => {
+      const body = Buffer.from(`{"id": "1", "type": "display", "kind": "text", "format": "html", "text": "${'\\ud83d\\ude00'.repeat(chars)}"}`);
+      return Buffer.concat([Buffer.from(`${body.length}\n`), body]);
+    };
+    const frames = [
+      ...images,
+      ...Array.from({ length: texts }, () => pyText(Math.ceil(cap / texts))),
+      display('1', { kind: 'text', format: 'note', text: 'n'.repeat(500) }),
+    ];
+    for (const f of frames) stream.receive(f);
+    stream.receive(ok('1'));
+    const outcome = (await Promise.allSettled([call]))[0];
+    expect(stream.breach).toBeUndefined();
+    expect(outcome).toMatchObject({ status: 'fulfilled', value: { display: expect.any(Array) } });
+    expect((outcome as PromiseFulfilledResult<{ display: unknown[] }>).value.display).toHaveLength(L.maxItems + 1);
   });
 
   it('sends the display caps with every call', () => {
