@@ -15,6 +15,32 @@ const session = z.string().min(1).describe('Session name from create_session.');
  */
 export const shownName = (name: string): string => (/[\u0000-\u001f\u007f"]/.test(name) ? JSON.stringify(name) : name);
 const path = z.string().min(1).max(4096);
+
+/**
+ * A file's bytes as the text read_file returns, or why they are not text. The text goes out twice
+ * (the tool's text and its structuredContent) as JSON, which writes a control character as a
+ * six-byte \u escape: a file of them came back twelve times its size (the largest file allowed,
+ * 8 MiB, as a 100 MB reply serialized in one go). A file whose JSON would be more than twice its
+ * bytes is refused as not text (base64 is 4/3). A leading byte-order mark is the file's: kept.
+ */
+export function fileText(bytes: Uint8Array): { text: string } | { problem: string } {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return { problem: 'is not valid UTF-8 text' };
+  }
+  let escapes = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i] as number;
+    // \b \t \n \f \r, " and \ take one byte more; other control characters five (\u0001).
+    if (b < 0x20) escapes += b === 0x08 || b === 0x09 || b === 0x0a || b === 0x0c || b === 0x0d ? 1 : 5;
+    else if (b === 0x22 || b === 0x5c) escapes += 1;
+  }
+  if (escapes > bytes.length)
+    return { problem: `is not text (mostly control characters: its ${bytes.length} bytes would be ${bytes.length + escapes} as JSON)` };
+  return { text };
+}
 const encoding = z.enum(['utf8', 'base64']).default('utf8');
 
 export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void {
@@ -41,11 +67,12 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
         let content: string;
         if (args.encoding === 'base64') content = bytes.toString('base64');
         else {
-          content = new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: false });
+          const t = fileText(bytes);
+          if ('problem' in t) return errorResult(`${args.path} ${t.problem}; read it with encoding="base64".`);
+          content = t.text;
         }
         return okResult(content, { path: args.path, encoding: args.encoding, size: bytes.length, content });
       } catch (err) {
-        if (err instanceof TypeError) return errorResult(`${args.path} is not valid UTF-8 text; read it with encoding="base64".`);
         return toolFailure(err, logger, 'read_file');
       }
     },
