@@ -106,7 +106,9 @@ elif op == "write":
     if name is None: die(4, shown + " is a directory")
     st = lstat(d, name)
     if st is not None and stat.S_ISDIR(st.st_mode): die(4, shown + " is a directory")
-    tmp = name + b".codemode-%d" % os.getpid()
+    # A short name of its own (the file's name and a suffix could pass NAME_MAX, 255 bytes), and
+    # removed on failure only once it is ours (one that was there already is someone's file).
+    tmp, fd = b".codemode-write-%d" % os.getpid(), None
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | F, 0o666, dir_fd=d)
         size = 0
@@ -117,8 +119,9 @@ elif op == "write":
                 f.write(b); size += len(b)
         os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
     except OSError:
-        try: os.unlink(tmp, dir_fd=d)
-        except OSError: pass
+        if fd is not None:
+            try: os.unlink(tmp, dir_fd=d)
+            except OSError: pass
         die(7, "could not write " + shown)
     print(size)
 elif op == "list":

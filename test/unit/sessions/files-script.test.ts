@@ -78,6 +78,20 @@ describe('write', () => {
     expect(readFileSync(join(root, 'new/deep/f.txt'), 'utf8')).toBe('héllo');
   });
 
+  it('writes a name of 255 bytes, the most a name may have (its temporary name is short)', () => {
+    const name = 'n'.repeat(255);
+    expect(op(['write', `new/${name}`], 'x')).toMatchObject({ code: 0, out: '1\n' });
+    expect(readFileSync(join(root, 'new', name), 'utf8')).toBe('x');
+  });
+
+  it('leaves a file that has its temporary name alone when it cannot write', () => {
+    // The program's pid fixed, and a file of the session already named as its temporary one.
+    writeFileSync(join(root, 'new/.codemode-write-7'), 'theirs');
+    const r = spawnSync('python3', ['-I', '-S', '-c', `import os\nos.getpid = lambda: 7\n${script}`, 'write', 'new/mine'], { input: 'x', timeout: 10_000 });
+    expect(r.status).toBe(7);
+    expect(readFileSync(join(root, 'new/.codemode-write-7'), 'utf8')).toBe('theirs');
+  });
+
   it.each<[string, number, RegExp]>([
     ['out-dir/evil', 3, /outside \/workspace/],
     ['out-file', 3, /outside \/workspace/],
