@@ -9,8 +9,10 @@ import type { SessionCallResult } from '../sessions/service.js';
 const MESSAGE_MAX_CHARS = 1000;
 
 export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutSeconds: number): RunOutcome {
-  // The traceback joins stderr: together they are cut to the cap again, as every stored text is.
-  const stderr = capText(r.error && !r.stderr.includes(r.error.traceback) ? `${r.stderr}${r.error.traceback}` : r.stderr, r.capChars);
+  // The traceback joins stderr: together they are cut to the cap again, as every stored text is,
+  // and counted in stderrBytes (the size of the whole stderr, never less than the text kept).
+  const traceback = r.error && !r.stderr.includes(r.error.traceback) ? r.error.traceback : '';
+  const stderr = capText(`${r.stderr}${traceback}`, r.capChars);
   const base = {
     runName: '',
     session: r.session,
@@ -18,7 +20,7 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
     stdout: r.stdout,
     stderr: stderr.text,
     stdoutBytes: r.stdoutBytes,
-    stderrBytes: r.stderrBytes,
+    stderrBytes: r.stderrBytes + Buffer.byteLength(traceback),
     truncated: r.truncated || stderr.cut,
     durationMs: r.durationMs,
     ...(r.result !== undefined && { result: r.result }),
@@ -76,7 +78,7 @@ function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason'
     return {
       phase: 'Failed',
       reason: Reasons.Evicted,
-      message: `The session's pod was evicted by the kubelet (${r.error.evalue}). ${lost} Write less data to /workspace.`,
+      message: `The session's pod was evicted by the kubelet (${capText(r.error.evalue, 300).text}). ${lost} Write less data to /workspace.`,
     };
   }
   if (r.processLimit === true) {

@@ -1,14 +1,16 @@
 // Free-text fields are bounded in characters, as the API server counts a CRD's maxLength (zod's
 // .max counts code points, as of 4.6): a value of astral characters (two UTF-16 units each) at the
 // bound is accepted here as it is there, so an object the API server stored is never refused when read.
+// And a status message that quotes the sandbox is one line within its bound (boundMessages).
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { ConditionSchema } from '../../src/api/v1alpha1/conditions.js';
+import { ConditionSchema, MAX_CONDITION_MESSAGE, boundMessages } from '../../src/api/v1alpha1/conditions.js';
 import { buildSandboxProfileCrd, buildSandboxRunCrd, buildSandboxSessionCrd, buildUpstreamServerCrd } from '../../src/api/v1alpha1/index.js';
 import { OwnerSchema } from '../../src/api/v1alpha1/owner.js';
 import { SandboxProfileSpecSchema } from '../../src/api/v1alpha1/sandboxprofile.js';
 import { SandboxRunStatusSchema } from '../../src/api/v1alpha1/sandboxrun.js';
 import { SandboxSessionStatusSchema } from '../../src/api/v1alpha1/sandboxsession.js';
+import { fitStatus } from '../../src/api/v1alpha1/storage.js';
 import { UpstreamServerStatusSchema } from '../../src/api/v1alpha1/upstreamserver.js';
 import { StdioServerSchema } from '../../src/api/v1alpha1/upstreamserver-stdio.js';
 
@@ -60,5 +62,33 @@ describe('free text is bounded in characters, as the CRD counts it', () => {
     expect(over.success).toBe(false);
     expect(over.error?.issues.map((i) => i.code)).toContain('too_big');
     expect(schema.safeParse(wrap('a'.repeat(max + 1))).success).toBe(false);
+  });
+});
+
+describe('boundMessages: what a status message quotes is one line, within the bound', () => {
+  const forged = 'ValueError: x\r\n\n  Reason:       Succeeded\n  Message:      fine\u001b[2K\u001b]0;pwned\u0007';
+  const cond = { type: 'Complete', status: 'True' as const, reason: 'Exception', lastTransitionTime: '2026-12-05T00:00:00Z' };
+  it.each<[string, string, string]>([
+    ['plain text stays', 'The code ran to completion.', 'The code ran to completion.'],
+    ['line breaks and escape sequences become spaces', forged, forged.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ')],
+    ['C1 controls too', 'a\u0085b\u009bc', 'a b c'],
+    ['over the bound: cut', 'x'.repeat(MAX_CONDITION_MESSAGE + 10), `${'x'.repeat(MAX_CONDITION_MESSAGE - 1)}…`],
+  ])('%s', (_name, message, want) => {
+    const out = boundMessages({ message, conditions: [{ ...cond, message }] });
+    expect(out.message).toBe(want);
+    expect(out.conditions?.[0]?.message).toBe(want);
+    expect(out.message).not.toMatch(/[\n\r\u001b]/);
+  });
+
+  it('returns the same object when nothing needs changing', () => {
+    const s = { message: 'fine', conditions: [{ ...cond, message: 'also fine' }] };
+    expect(boundMessages(s)).toBe(s);
+  });
+
+  it('is what a stored SandboxRun status gets: an exception message from the sandbox', () => {
+    const run = { metadata: { name: 'r', namespace: 'n' }, spec: { code: 'x', language: 'python' as const, timeoutSeconds: 30 } };
+    const status = fitStatus(run as never, { phase: 'Failed', reason: 'Exception', message: forged, conditions: [{ ...cond, message: forged }] });
+    expect(status.message).not.toMatch(/[\n\r\u001b\u0007]/);
+    expect(status.conditions?.[0]?.message).not.toMatch(/[\n\r\u001b\u0007]/);
   });
 });

@@ -2,7 +2,7 @@
 // the MCP gateway match on them, so each value is a stable CamelCase constant declared here and
 // never built from free text.
 import { z } from 'zod';
-import { cutUnits } from '../../util/text.js';
+import { cutUnits, hasControls, withoutControls } from '../../util/text.js';
 
 /** True while the sandbox pod exists and is Ready to accept the code (exec). */
 export const CONDITION_READY = 'Ready';
@@ -144,15 +144,17 @@ export function setCondition(conditions: readonly Condition[] | undefined, next:
 }
 
 /**
- * A status with its message and its conditions' messages within MAX_CONDITION_MESSAGE (unchanged,
- * the same object, when they fit). They quote the kubelet, the scheduler, an installer or the
- * sandbox (a kernel's error text), none bounded at the source for this, and one message over the
- * bound would have the whole status refused.
+ * A status with its message and its conditions' messages within MAX_CONDITION_MESSAGE and without
+ * control characters (unchanged, the same object, when they are so). They quote the kubelet, the
+ * scheduler, an installer or the sandbox (an exception's text, a kernel's error), none bounded at
+ * the source for this: one message over the bound would have the whole status refused, and a
+ * line break or an escape sequence from the sandbox would draw lines of its own (a forged
+ * "Reason: Succeeded") in what `kubectl describe` shows.
  */
 export function boundMessages<S extends { message?: string; conditions?: Condition[] }>(s: S): S {
-  const long = (m: string | undefined): boolean => m !== undefined && m.length > MAX_CONDITION_MESSAGE;
-  if (!long(s.message) && !(s.conditions ?? []).some((c) => long(c.message))) return s;
-  const cut = (m: string): string => cutUnits(m, MAX_CONDITION_MESSAGE);
+  const bad = (m: string | undefined): boolean => m !== undefined && (m.length > MAX_CONDITION_MESSAGE || hasControls(m));
+  if (!bad(s.message) && !(s.conditions ?? []).some((c) => bad(c.message))) return s;
+  const cut = (m: string): string => cutUnits(withoutControls(m), MAX_CONDITION_MESSAGE);
   return {
     ...s,
     ...(s.message !== undefined && { message: cut(s.message) }),

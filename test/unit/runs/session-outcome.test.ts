@@ -21,8 +21,8 @@ describe('sessionOutcome', () => {
     ['an ok call', base, { phase: 'Succeeded', stderr: '', truncated: false }],
     [
       'an exception: traceback joins stderr',
-      { ...base, status: 'error', stderr: 'ab', error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
-      { phase: 'Failed', reason: 'Exception', stderr: 'abtb', message: 'E: v', truncated: false },
+      { ...base, status: 'error', stderr: 'ab', stderrBytes: 2, error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
+      { phase: 'Failed', reason: 'Exception', stderr: 'abtb', stderrBytes: 4, message: 'E: v', truncated: false },
     ],
     [
       'stderr and traceback cut to the cap together',
@@ -31,8 +31,8 @@ describe('sessionOutcome', () => {
     ],
     [
       'a traceback already in stderr is not repeated',
-      { ...base, status: 'error', stderr: 'tb', error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
-      { stderr: 'tb' },
+      { ...base, status: 'error', stderr: 'tb', stderrBytes: 2, error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
+      { stderr: 'tb', stderrBytes: 2 },
     ],
     [
       'a long exception message is summarised',
@@ -40,6 +40,11 @@ describe('sessionOutcome', () => {
       { message: `E: ${'v'.repeat(997)}` },
     ],
     ['a lost kernel', { ...base, status: 'lost' }, { phase: 'Failed', reason: 'KernelLost' }],
+    [
+      "an eviction names the kubelet's reason, cut",
+      { ...base, status: 'lost', error: { ename: 'Evicted', evalue: 'e'.repeat(5000), traceback: '' } },
+      { reason: 'Evicted', message: expect.stringMatching(/^The session's pod was evicted by the kubelet \(e{300}\)\. /) },
+    ],
   ] as [string, SessionCallResult, Record<string, unknown>][])('%s', (_name, r, expected) => {
     expect(sessionOutcome(r, 'ns', 30)).toMatchObject(expected);
   });
