@@ -157,6 +157,11 @@ const attacks: [string, string][] = [
   ['a flood of output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': 'F' * 60000}), 200)`],
   // No characters to count: only the frames' number bounds what parsing them costs the gateway.
   ['a flood of empty output frames for its own call', `blast(frame({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': ''}) * 5000)`],
+  // No text for the output budget to count: each frame a parse of megabytes of keys the schema drops.
+  [
+    'output frames padded with keys for its own call',
+    `blast(frame(dict({'id': call_id(), 'type': 'output', 'stream': 'stdout', 'text': ''}, **{'k%d' % i: 0 for i in range(200000)})), 20)`,
+  ],
   // Each within the decoder's bound for one frame, together more than any call's display caps allow.
   [
     'display frames of the largest size for its own call',

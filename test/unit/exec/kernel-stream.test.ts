@@ -53,6 +53,23 @@ describe('KernelStream', () => {
     expect(output).toEqual(['stdout:hi\n']);
   });
 
+  it('takes output frames whose text is all escapes, as the kernels write them', async () => {
+    // Python's json escapes every non-ASCII character (an astral one as two \u escapes, 6 bytes a
+    // UTF-16 unit); either kernel writes a control character as a six-byte \u escape.
+    const py = (text: string): Buffer => {
+      const body = Buffer.from(`{"id": "1", "type": "output", "stream": "stdout", "text": "${text}"}`);
+      return Buffer.concat([Buffer.from(`${body.length}\n`), body]);
+    };
+    const { outcome, stream } = await callWith(
+      py('\\ud83d\\ude00'.repeat(40)),
+      py('\\u00e9'.repeat(40)),
+      encodeFrame({ id: '1', type: 'output', stream: 'stderr', text: '\u0001'.repeat(80) }),
+      ok('1'),
+    );
+    expect(stream.breach).toBeUndefined();
+    expect(outcome).toMatchObject({ status: 'fulfilled' });
+  });
+
   it('answers a ping with its pong', async () => {
     const { stream, sent } = harness();
     const ping = stream.request({ op: 'ping' }, 'pong', 0, 1000);
@@ -107,6 +124,22 @@ describe('KernelStream', () => {
       'a flood of display frames past the item cap',
       Array.from({ length: 1000 }, () => encodeFrame({ id: '1', type: 'display', kind: 'text', format: 'note', text: 'n' })),
       /more than \d+ display frames \(a kernel sends at most 10 items and a note\)/,
+    ],
+    // Within every count, but each frame a parse of megabytes that carries no text the budgets count.
+    [
+      'an output frame padded with keys the schema drops',
+      [encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: '', ...Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, 0])) })],
+      /an output frame of \d+ bytes carried only 0 characters of text/,
+    ],
+    [
+      'an output frame padded with whitespace',
+      [
+        (() => {
+          const body = Buffer.from(`{"id": "1", "type": "output", "stream": "stdout", "text": "x"${' '.repeat(10_000)}}`);
+          return Buffer.concat([Buffer.from(`${body.length}\n`), body]);
+        })(),
+      ],
+      /an output frame of \d+ bytes carried only 1 characters of text/,
     ],
     // Few frames, each as large as the decoder takes: each one a parse of megabytes on the gateway's thread.
     [
