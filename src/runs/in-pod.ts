@@ -186,7 +186,8 @@ export class InPodExecution {
         onCall,
       );
       if (r.notIsolated) return notRun(NOT_ISOLATED_MESSAGE, this.podGone(ns, podName));
-      checked?.();
+      // A busy answer comes before the kernel's check: it shows nothing about the pod's network.
+      if (!r.busy) checked?.();
       return await this.fromKernel(r, ns, podName);
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;

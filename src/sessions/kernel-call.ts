@@ -89,7 +89,9 @@ export class SessionKernel {
       this.d.log.info({ sandboxsession: s.metadata.name }, 'Read back a call whose exec stream broke');
       r = again;
     }
-    if (!r.notIsolated) checked?.();
+    // A busy answer comes before the kernel's check (runtime server.py): the pod has not shown it
+    // is isolated, and the call that runs after it must carry the check again.
+    if (!r.notIsolated && !r.busy) checked?.();
     return r;
   }
 

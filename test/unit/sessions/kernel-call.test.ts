@@ -1,0 +1,54 @@
+// A session call after the sandbox NetworkPolicy came back carries the kernel's network check until
+// an answer shows the check ran and passed: a busy answer comes before the check (the kernel's
+// server.py), so the call that runs after it must carry the check again.
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { KernelConnections, KernelResult } from '../../../src/exec/kernel.js';
+import { SessionKernel } from '../../../src/sessions/kernel-call.js';
+import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
+
+const done = { status: 'ok', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 1 } as KernelResult;
+const busy = { ...done, status: 'error', busy: true, error: { ename: 'KernelBusy', evalue: 'another call is running', traceback: '' } } as KernelResult;
+const notIsolated = { ...done, status: 'error', notIsolated: true, error: { ename: 'NotIsolated', evalue: 'network', traceback: '' } } as KernelResult;
+
+/** Two calls in turn, answered `first` then `done`; what each carried and whether the pod was marked checked. */
+async function twoCalls(first: KernelResult): Promise<{ netchecks: boolean[]; shown: boolean }> {
+  const answers = [first, done];
+  const netchecks: boolean[] = [];
+  const kernels = {
+    get: () =>
+      Promise.resolve({
+        exec: (req: { netcheck?: boolean }) => {
+          netchecks.push(req.netcheck === true);
+          return Promise.resolve(answers.shift());
+        },
+      }),
+  } as unknown as KernelConnections;
+  // As NetworkPolicyGuard.inPodCheck within a minute of a restore: due until the check is confirmed.
+  let shown = false;
+  const networkGate = { ensure: () => Promise.resolve(), inPodCheck: () => (shown ? undefined : () => void (shown = true)) };
+  const sk = new SessionKernel({
+    clients: {} as never,
+    kernels,
+    namespace: 'ns',
+    outputCapChars: 100,
+    activity: {} as never,
+    log: pino({ level: 'silent' }),
+    networkGate,
+  });
+  const s = { metadata: { name: 's' }, spec: { language: 'python' } } as SandboxSession;
+  for (let i = 0; i < 2; i++) await sk.send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
+  return { netchecks, shown };
+}
+
+describe('the in-pod network check of a session call', () => {
+  it.each<[string, KernelResult, boolean[]]>([
+    ['a call that ran confirms it: the next carries none', done, [true, false]],
+    ['a busy answer (sent before the check) does not: the next carries it again', busy, [true, true]],
+    ['a refusal for the network does not', notIsolated, [true, true]],
+  ])('%s', async (_name, first, want) => {
+    const { netchecks, shown } = await twoCalls(first);
+    expect(netchecks).toEqual(want);
+    expect(shown).toBe(true);
+  });
+});
