@@ -34,9 +34,12 @@ const SIGNATURES: Record<ImageMime, Buffer> = {
   'image/jpeg': Buffer.from([0xff, 0xd8, 0xff]),
 };
 
+/** Keys, kind, mime, path and punctuation of a display frame, with room to spare. */
+const DISPLAY_FRAME_KEYS_BYTES = 8192;
+
 /** The largest display frame a well-behaved kernel sends: one base64 image at the cap, plus keys. */
 export function displayFrameBytes(limits: DisplayLimits): number {
-  return Math.ceil(limits.maxImageBytes / 3) * 4 + 8192;
+  return Math.ceil(limits.maxImageBytes / 3) * 4 + DISPLAY_FRAME_KEYS_BYTES;
 }
 
 /**
@@ -59,7 +62,7 @@ export function displayFrameBudget(limits: DisplayLimits): number {
 export function displayByteBudget(limits: DisplayLimits, capChars: number): number {
   const images = Math.ceil(limits.maxBytes / 3) * 4;
   const texts = WORST_BYTES_PER_CHAR * (Math.max(0, Math.floor(capChars)) + (limits.maxItems + 1) * NOTE_CHARS);
-  return 2 * (images + texts + (limits.maxItems + 1) * 8192) + displayFrameBytes(limits);
+  return 2 * (images + texts + (limits.maxItems + 1) * DISPLAY_FRAME_KEYS_BYTES) + displayFrameBytes(limits);
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;

@@ -39,6 +39,16 @@ export function streamBudgetChars(capChars: number): number {
 }
 
 /**
+ * The largest `output` frame a kernel sends for a text of `units` UTF-16 units: the text (JSON
+ * takes at most 6 bytes for a unit: a control character's \u0001, half of \ud83d\ude00) and four
+ * short keys. Bytes beyond it (keys the schema drops, whitespace) would be a parse on the gateway's
+ * thread that no output budget counts: frames padded so kept it busy for every caller.
+ */
+export function maxOutputFrameBytes(units: number): number {
+  return 256 + (WORST_BYTES_PER_CHAR / 2) * units;
+}
+
+/**
  * Output frames a kernel sends at most per second for one call: it flushes at most every 20 ms
  * (and sooner only for 16 Ki characters pending), one frame per stream, never an empty one.
  */
@@ -182,6 +192,15 @@ export interface KernelResult {
    * knows nothing of that run. Only on an "error" result.
    */
   notFound?: true;
+}
+
+/**
+ * Whether an answer to a call sent with `netcheck` shows the kernel ran its network check and
+ * passed it: not when it refused for the network, nor when it answered busy, which it does before
+ * the check (runtime server.py), so the call that runs next must carry the check again.
+ */
+export function passedNetcheck(r: Pick<KernelResult, 'busy' | 'notIsolated'>): boolean {
+  return r.notIsolated !== true && r.busy !== true;
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   capText,
   frameBudget,
   maxFrameBytes,
+  maxOutputFrameBytes,
   parseKernelFrame,
   sanitizeResult,
   streamBudgetChars,
@@ -47,11 +48,6 @@ import {
   type DisplayLimits,
   type DisplayTally,
 } from './display.js';
-
-/** An output frame's bytes besides its text's: header, id, type, stream and punctuation, with room to spare. */
-const OUTPUT_FRAME_OVERHEAD_BYTES = 256;
-/** The most bytes JSON writes for one UTF-16 unit of text: a control character's \u0001, half an astral pair's \ud83d\ude00. */
-const JSON_BYTES_PER_UNIT = 6;
 
 export type OutputListener = (stream: 'stdout' | 'stderr', text: string) => void;
 /** Answers a nested tool call of the running code (src/codemode). Must not reject. */
@@ -253,10 +249,7 @@ export class KernelStream {
     if (frame.type === 'output') {
       if (p.expects !== 'result') return this.fail('an output frame answered a ping', true);
       if (!this.countFrame(p)) return;
-      // A kernel's output frame is its text and four short keys. Bytes beyond what the text can
-      // take as JSON (keys the schema drops, whitespace) are a parse on the gateway's thread that no
-      // output budget counts: frames padded so kept it busy for every caller while the call ran.
-      if (bytes > OUTPUT_FRAME_OVERHEAD_BYTES + JSON_BYTES_PER_UNIT * frame.text.length)
+      if (bytes > maxOutputFrameBytes(frame.text.length))
         return this.fail(`an output frame of ${bytes} bytes carried only ${frame.text.length} characters of text`, true);
       p.streamed += frame.text.length;
       const budget = streamBudgetChars(p.capChars);

@@ -7,7 +7,7 @@ import type { SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod, type ExecResult } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
-import { NOT_ISOLATED_AT_START_MESSAGE, NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
+import { NOT_ISOLATED_AT_START_MESSAGE, NOT_ISOLATED_MESSAGE, passedNetcheck } from '../exec/frames.js';
 import type { KernelResult } from '../exec/frames.js';
 import { untilOpened } from '../exec/open-wait.js';
 import { KernelConnectionError, type CallHandler, type KernelConnection, type KernelConnections } from '../exec/kernel.js';
@@ -186,8 +186,7 @@ export class InPodExecution {
         onCall,
       );
       if (r.notIsolated) return notRun(NOT_ISOLATED_MESSAGE, this.podGone(ns, podName));
-      // A busy answer comes before the kernel's check: it shows nothing about the pod's network.
-      if (!r.busy) checked?.();
+      if (passedNetcheck(r)) checked?.();
       return await this.fromKernel(r, ns, podName);
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;

@@ -15,6 +15,7 @@ import {
   type KernelConnections,
   type KernelResult,
 } from '../exec/kernel.js';
+import { passedNetcheck } from '../exec/frames.js';
 import type { OutputListener } from '../exec/kernel-stream.js';
 import { untilOpened } from '../exec/open-wait.js';
 import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
@@ -89,9 +90,7 @@ export class SessionKernel {
       this.d.log.info({ sandboxsession: s.metadata.name }, 'Read back a call whose exec stream broke');
       r = again;
     }
-    // A busy answer comes before the kernel's check (runtime server.py): the pod has not shown it
-    // is isolated, and the call that runs after it must carry the check again.
-    if (!r.notIsolated && !r.busy) checked?.();
+    if (passedNetcheck(r)) checked?.();
     return r;
   }
 

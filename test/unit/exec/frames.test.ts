@@ -2,7 +2,16 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { MAX_ENAME_CHARS, capText, maxFrameBytes, parseKernelFrame, sanitizeResult, type ResultFrame } from '../../../src/exec/frames.js';
+import {
+  MAX_ENAME_CHARS,
+  capText,
+  maxFrameBytes,
+  maxOutputFrameBytes,
+  parseKernelFrame,
+  passedNetcheck,
+  sanitizeResult,
+  type ResultFrame,
+} from '../../../src/exec/frames.js';
 
 const result: ResultFrame = { id: '3', type: 'result', status: 'ok', stdout: 'a', stderr: '', stdoutBytes: 1, stderrBytes: 0, truncated: false, durationMs: 2 };
 
@@ -134,5 +143,23 @@ describe('maxFrameBytes', () => {
     });
     const asciiEscaped = body.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
     expect(asciiEscaped.length).toBeLessThan(maxFrameBytes(cap));
+  });
+});
+
+describe('passedNetcheck', () => {
+  it.each([
+    [{}, true],
+    [{ busy: true as const }, false],
+    [{ notIsolated: true as const }, false],
+  ])('%j → %s', (answer, want) => {
+    expect(passedNetcheck(answer)).toBe(want);
+  });
+});
+
+describe('maxOutputFrameBytes', () => {
+  it.each(['x', '\u0001', 'é', '\u{1F600}', '"', '\\'])('covers a text of %j at the worst JSON escape (Python: ASCII only)', (ch) => {
+    const text = ch.repeat(1000);
+    const python = `{"id": "12345", "type": "output", "stream": "stderr", "text": ${JSON.stringify(text).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}}`;
+    expect(Buffer.byteLength(`${python.length}\n${python}`)).toBeLessThanOrEqual(maxOutputFrameBytes(text.length));
   });
 });
