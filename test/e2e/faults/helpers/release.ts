@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 59). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 60). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '09f4acb2091873caae6c12c484e5abe8b4e552b7';
+export const PREVIOUS_RELEASE = '893a28941ad561846332dcfff8a633d9111a4d2b';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
