@@ -35,6 +35,7 @@ import {
 } from './policy.js';
 import { FETCHER_SCRIPT, SESSION_SCRIPT } from './scripts.js';
 import { InstallSlots, installSlotKey } from './slots.js';
+import { cutUnits } from '../util/text.js';
 import type { PackagePolicySpec } from '../api/v1alpha1/index.js';
 
 export type InstallerOptions = FetcherOptions &
@@ -302,7 +303,7 @@ export class PackageInstaller {
   private async session(t: InstallTarget, args: string[], stdin: Buffer | undefined, timeoutMs: number): Promise<void> {
     const r = await this.sessionExec(t, args, stdin, timeoutMs);
     if (r.exitCode !== 0) {
-      const why = r.stderr.trim().slice(0, 300) || r.error || `exit code ${String(r.exitCode)}`;
+      const why = cutUnits(r.stderr.trim(), 300) || r.error || `exit code ${String(r.exitCode)}`;
       throw new PackageError(
         `The packages could not be copied into the session: ${why}.`,
         'Check the session is alive and its /workspace has room, then try again.',

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { NPM_REQUIREMENT, PYPI_REQUIREMENT, type Ecosystem, type KernelLanguage, type PackagePolicySpec } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
+import { cutUnits, withoutControls } from '../util/text.js';
 
 export interface PackagePolicy {
   ecosystems: readonly Ecosystem[];
@@ -27,6 +28,19 @@ export function packagePolicy(spec: PackagePolicySpec | undefined, d: PackageDef
   };
 }
 
+/** Most UTF-16 units of a PackageError's message (each part it quotes is bounded too). */
+export const MAX_PACKAGE_MESSAGE = 1000;
+
+/**
+ * A package error's text as callers, statuses and Events get it: much of it quotes what the
+ * fetcher pod printed (pip's, npm's and the index's words, package names and files), so control
+ * characters become spaces, any `user:password@` in a URL goes (a private index's credentials,
+ * whoever printed them) and the whole is bounded.
+ */
+export function packageMessage(text: string): string {
+  return cutUnits(withoutControls(text).replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]*@/gi, '$1'), MAX_PACKAGE_MESSAGE);
+}
+
 /** Refused before anything is fetched or installed: the message names the package and why. */
 export class PackageError extends Error {
   constructor(
@@ -35,7 +49,7 @@ export class PackageError extends Error {
     /** refused: the policy or a limit said no; failed: resolving, fetching or delivering did not work. */
     readonly kind: 'refused' | 'failed',
   ) {
-    super(message);
+    super(packageMessage(message));
     this.name = 'PackageError';
   }
 }
@@ -308,6 +322,7 @@ export function parseNpmLock(text: string, registry: string): ResolvedPackage[] 
 
 const FetchSummarySchema = z.object({
   packages: z.array(z.object({ file: z.string().max(4096), bytes: z.int().min(0) })).max(MAX_RESOLVED),
+  unpackedBytes: z.int().min(0),
   archiveBytes: z.int().min(1),
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
 });
@@ -320,8 +335,14 @@ export function parseFetchSummary(text: string, policy: PackagePolicy): FetchSum
   const big = r.data.packages.find((p) => p.bytes > policy.maxPackageBytes);
   if (big)
     throw new PackageError(
-      `${big.file} is ${big.bytes} bytes; the largest package allowed is ${policy.maxPackageBytes} bytes.`,
+      `${cutUnits(big.file, 200)} is ${big.bytes} bytes; the largest package allowed is ${policy.maxPackageBytes} bytes.`,
       'Ask for a smaller package.',
+      'refused',
+    );
+  if (r.data.unpackedBytes > policy.maxTotalBytes)
+    throw new PackageError(
+      `The packages take ${r.data.unpackedBytes} bytes unpacked; one install may deliver at most ${policy.maxTotalBytes}.`,
+      'Install fewer packages at a time.',
       'refused',
     );
   if (r.data.archiveBytes > policy.maxTotalBytes)

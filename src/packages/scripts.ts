@@ -18,8 +18,23 @@ ENV = dict(os.environ, HOME=W + "/home", PIP_CONFIG_FILE="/dev/null", PIP_DISABL
            npm_config_update_notifier="false", npm_config_fund="false", npm_config_audit="false")
 def die(code, msg):
     sys.stderr.write(msg[-3000:] + "\n"); sys.exit(code)
+AUTH = {}
+def bare(url):
+    """The URL without its user:password@ (a private index's credentials), kept for its host as an
+    Authorization header: urllib would take them for part of the host name, and a message quoting
+    the URL would show them to the user, the session's status and its Events."""
+    u = urllib.parse.urlsplit(url)
+    if "@" not in u.netloc:
+        return url
+    cred, _, host = u.netloc.rpartition("@")
+    AUTH[host] = "Basic " + base64.b64encode(urllib.parse.unquote(cred).encode()).decode()
+    return urllib.parse.urlunsplit((u.scheme, host, u.path, u.query, u.fragment))
 def get(url, limit, accept=None):
+    url = bare(url)
     req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    if urllib.parse.urlsplit(url).netloc in AUTH:
+        # Not sent on to where the index redirects (a CDN): only to the host they were given for.
+        req.add_unredirected_header("Authorization", AUTH[urllib.parse.urlsplit(url).netloc])
     try:
         with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=W + "/ca.pem"), timeout=60) as r:
             data, final = r.read(limit + 1), r.geturl()
@@ -47,7 +62,7 @@ def prepare(eco, index, tool, digest):
         try:
             url = next(f["url"] for f in json.loads(body)["files"] if f.get("filename") == tool)
         except Exception:
-            die(3, "the index at %s does not offer %s (needed to resolve packages)" % (index, tool))
+            die(3, "the index at %s does not offer %s (needed to resolve packages)" % (bare(index), tool))
         data, _ = get(urllib.parse.urljoin(base, url), 64 << 20)
         if hashlib.sha256(data).hexdigest() != digest:
             die(3, "%s from the index does not have the expected sha256" % tool)
@@ -113,6 +128,10 @@ def fetch(eco, index, max_one, max_all):
         pip("install", "--quiet", "--no-index", "--find-links", W + "/dl", "--no-deps", "--require-hashes", "--no-compile",
             "--no-warn-script-location", "--target", W + "/t", "-r", W + "/req.txt")
         top, arc = W + "/t", "."
+        # The limit is on what lands in the session: a wheel unpacks to many times its size.
+        unpacked = dir_bytes(top)
+        if unpacked > max_all:
+            die(5, "the packages take %d bytes unpacked; the limit is %d" % (unpacked, max_all))
     else:
         npm("ci", "--ignore-scripts", "--registry", index)
         with open(W + "/n/package-lock.json") as f:
@@ -123,6 +142,7 @@ def fetch(eco, index, max_one, max_all):
                 rows.append({"file": k, "bytes": dir_bytes(d)})
         check(rows, max_one, max_all)
         top, arc = W + "/n/node_modules", "node_modules"
+        unpacked = sum(r["bytes"] for r in rows)
     with tarfile.open(W + "/out.tgz", "w:gz", compresslevel=3) as t:
         t.add(top, arcname=arc)
     h = hashlib.sha256()
@@ -132,7 +152,7 @@ def fetch(eco, index, max_one, max_all):
     size = os.path.getsize(W + "/out.tgz")
     if size > max_all:
         die(5, "the packages take %d bytes packed; the limit is %d" % (size, max_all))
-    json.dump({"packages": rows, "archiveBytes": size, "sha256": h.hexdigest()}, sys.stdout)
+    json.dump({"packages": rows, "unpackedBytes": unpacked, "archiveBytes": size, "sha256": h.hexdigest()}, sys.stdout)
 def check(rows, max_one, max_all):
     for r in rows:
         if r["bytes"] > max_one:
@@ -241,10 +261,21 @@ elif op == "extract":
         if h.hexdigest() != want:
             die(3, "the packages arrived damaged (sha256 mismatch)")
         os.makedirs(dest, exist_ok=True)
+        root = os.path.realpath(dest)
+        def inside(p):
+            return p == root or p.startswith(root + os.sep)
         with tarfile.open(path, "r:gz") as t:
             members = [m for m in t.getmembers() if not m.name.startswith("/") and ".." not in parts(m.name) and (m.isfile() or m.isdir() or m.issym())]
             replace(dest, [m.name for m in members])
             for m in members:
+                # Names alone are not enough: a link (the archive's own, extracted before, or one
+                # already in the workspace) could lead a later entry out. Each is checked where it
+                # lands as the disk is now; a link may only point inside the destination.
+                where = os.path.join(dest, *parts(m.name))
+                if not inside(os.path.realpath(os.path.dirname(where))) or not m.issym() and not inside(os.path.realpath(where)):
+                    die(3, "an entry of the packages would be written outside " + dest)
+                if m.issym() and not inside(os.path.realpath(os.path.join(os.path.dirname(where), m.linkname))):
+                    die(3, "the packages hold a link that leads outside " + dest)
                 t.extract(m, dest, set_attrs=False)
     finally:
         discard(path)

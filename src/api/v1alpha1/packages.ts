@@ -22,8 +22,12 @@ const PY_VERSION = '[A-Za-z0-9.*+!_-]{1,64}';
 export const PYPI_REQUIREMENT = new RegExp(
   `^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(?:\\[[A-Za-z0-9._,-]{1,100}\\])?(?: ?${PY_OP} ?${PY_VERSION}(?: ?, ?${PY_OP} ?${PY_VERSION}){0,4})?$`,
 );
-/** An npm name (optionally scoped) with an optional version or range after '@' (no URLs, git or file specs). */
-export const NPM_REQUIREMENT = /^(?:@[a-z0-9][a-z0-9._~-]{0,100}\/)?[a-z0-9][a-z0-9._~-]{0,213}(?:@[A-Za-z0-9.^~<>=|*+ -]{1,64})?$/;
+/**
+ * An npm name (optionally scoped) with an optional version or range after '@' (no URLs, git or file
+ * specs). Capitals are allowed: npm refuses them in new names only, and older packages such as
+ * JSONStream keep theirs (a different package from jsonstream).
+ */
+export const NPM_REQUIREMENT = /^(?:@[a-z0-9][a-z0-9._~-]{0,100}\/)?[A-Za-z0-9][A-Za-z0-9._~-]{0,213}(?:@[A-Za-z0-9.^~<>=|*+ -]{1,64})?$/;
 
 const REQUIREMENT_ERROR =
   'must be a package name with an optional version, e.g. tabulate, tabulate==0.9.0 (python) or is-number@7.0.0 (node); no URLs, paths or options';
@@ -53,7 +57,7 @@ export const PackageListSchema = z
 
 /** A policy entry: `pypi:<name>`, `pypi:<name>==<version>`, `npm:<name>` or `npm:<name>@<version>`. */
 export const POLICY_ENTRY =
-  /^(?:pypi:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(?:==[A-Za-z0-9.+!_-]{1,64})?|npm:(?:@[a-z0-9][a-z0-9._~-]{0,100}\/)?[a-z0-9][a-z0-9._~-]{0,213}(?:@[A-Za-z0-9.+_-]{1,64})?)$/;
+  /^(?:pypi:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(?:==[A-Za-z0-9.+!_-]{1,64})?|npm:(?:@[a-z0-9][a-z0-9._~-]{0,100}\/)?[A-Za-z0-9][A-Za-z0-9._~-]{0,213}(?:@[A-Za-z0-9.+_-]{1,64})?)$/;
 
 const PolicyEntrySchema = z.string().max(300).regex(POLICY_ENTRY, {
   error: 'must be pypi:<name>, pypi:<name>==<version>, npm:<name> or npm:<name>@<version>',

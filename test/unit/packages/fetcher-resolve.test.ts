@@ -1,13 +1,14 @@
-// The fetcher's `resolve` run here against stand-ins for pip and npm (a temporary directory in
-// place of /tmp/fetch): it prints only the fields the gateway reads, compact, so a report that
-// carries every package's README stays far below MAX_RESOLVE_BYTES and still parses.
+// The fetcher's `resolve` and `fetch` run here against stand-ins for pip and npm (a temporary
+// directory in place of /tmp/fetch): resolve prints only the fields the gateway reads, compact, so
+// a report that carries every package's README stays far below MAX_RESOLVE_BYTES and still
+// parses; fetch holds what lands in the session, unpacked, to the install's byte limit.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_RESOLVE_BYTES } from '../../../src/packages/installer.js';
-import { parseNpmLock, parsePipReport } from '../../../src/packages/policy.js';
+import { parseFetchSummary, parseNpmLock, parsePipReport } from '../../../src/packages/policy.js';
 import { FETCHER_SCRIPT } from '../../../src/packages/scripts.js';
 
 let w: string;
@@ -80,5 +81,46 @@ describe("the fetcher's resolve prints only what the gateway reads", () => {
       packages: { '': { name: 'codemode-fetch' }, 'node_modules/lodash': { name: 'evil', version: '1.0.0', resolved: entry.resolved, integrity: 'sha512-b' } },
     });
     expect(parseNpmLock(r.out, 'https://registry.example/')).toEqual([{ name: 'evil', version: '1.0.0' }]);
+  });
+});
+
+describe("the fetcher's fetch counts what the packages take unpacked", () => {
+  /** Runs `fetch` for PyPI with a pip that downloads a 100-byte wheel which unpacks to `unpacked` bytes. */
+  function fetch(unpacked: number, maxAll: number): { code: number | null; out: string; err: string } {
+    mkdirSync(join(w, 'pip.whl/pip'), { recursive: true });
+    writeFileSync(
+      join(w, 'pip.whl/pip/__main__.py'),
+      [
+        'import os, sys',
+        'a = sys.argv',
+        'if a[1] == "download":',
+        '    d = a[a.index("-d") + 1]; os.makedirs(d, exist_ok=True)',
+        '    open(os.path.join(d, "big-1.0-py3-none-any.whl"), "wb").write(b"w" * 100)',
+        'elif a[1] == "install":',
+        '    t = a[a.index("--target") + 1]; os.makedirs(t + "/big", exist_ok=True)',
+        `    open(t + "/big/data.bin", "wb").write(os.urandom(${String(unpacked)}))`,
+      ].join('\n'),
+    );
+    const script = FETCHER_SCRIPT.replace('W = "/tmp/fetch"', `W = ${JSON.stringify(w)}`);
+    const pins = JSON.stringify([{ name: 'big', version: '1.0', sha256: 'a'.repeat(64) }]);
+    const r = spawnSync('python3', ['-I', '-c', script, 'fetch', 'pypi', 'https://index.example/simple', String(maxAll), String(maxAll)], {
+      input: pins,
+      timeout: 20_000,
+    });
+    return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString() };
+  }
+
+  it('refuses a wheel within the limit that unpacks beyond it (exit 5: a limit)', () => {
+    const r = fetch(200_000, 100_000);
+    expect(r.code).toBe(5);
+    expect(r.err).toMatch(/the packages take 200000 bytes unpacked; the limit is 100000/);
+  });
+
+  it('reports the unpacked bytes, which the gateway checks again', () => {
+    const r = fetch(50_000, 100_000);
+    expect(r.code, r.err).toBe(0);
+    const policy = { ecosystems: ['pypi' as const], allow: [], deny: [], maxPackageBytes: 100_000, maxTotalBytes: 100_000 };
+    expect(parseFetchSummary(r.out, policy)).toMatchObject({ unpackedBytes: 50_000, packages: [{ file: 'big-1.0-py3-none-any.whl', bytes: 100 }] });
+    expect(() => parseFetchSummary(r.out, { ...policy, maxTotalBytes: 49_999 })).toThrow(/take 50000 bytes unpacked/);
   });
 });

@@ -99,6 +99,18 @@ describe('stepError', () => {
     ['an exec that never answered', { stderr: '', error: 'no result within 10 ms', overflow: false }, /no result within 10 ms/, 'failed'],
     ['npm noise dropped', { exitCode: 4, stderr: 'npm warn deprecated\nnpm error 404 Not Found - GET x\n', overflow: false }, /404 Not Found/, 'failed'],
     ['an oversized answer', { exitCode: 0, stderr: '', overflow: true }, /too large/, 'refused'],
+    [
+      "an index URL with credentials in pip's words",
+      { exitCode: 4, stderr: 'ERROR: Could not fetch URL https://alice:****@nexus.example/simple/x/: 503\n', overflow: false },
+      /could not be resolved: ERROR: Could not fetch URL https:\/\/nexus\.example\/simple\/x\/: 503$/,
+      'failed',
+    ],
+    [
+      'escape sequences from a package',
+      { exitCode: 4, stderr: 'ERROR: x\r\u001b[2J\u001b]0;owned\u0007 FAKE: installed\n', overflow: false },
+      /could not be resolved: ERROR: x {2}\[2J \]0;owned {2}FAKE: installed$/,
+      'failed',
+    ],
   ])('%s', (_, r, msg, kind) => {
     const e = stepError('resolve', r);
     expect(e.message).toMatch(msg);
@@ -235,6 +247,94 @@ describe('the session-side program', () => {
     expect(readdirSync(join(dir, 'ws/node_modules/a'))).toEqual(['new.js']);
     expect(readdirSync(join(dir, 'ws/node_modules/@s/p'))).toEqual(['new.js']);
     expect(readdirSync(join(dir, 'ws/node_modules/b'))).toEqual(['keep.js']);
+  });
+
+  /** A .tgz of entries as a hostile fetcher could write them: [name, content] a file, [name, '->', target] a link. */
+  const crafted = (name: string, entries: ([string, string] | [string, '->', string])[]): { path: string; sha: string } => {
+    const path = join(dir, `${name}.tgz`);
+    const py = [
+      'import io, json, sys, tarfile',
+      'with tarfile.open(sys.argv[1], "w:gz") as t:',
+      '    for e in json.loads(sys.argv[2]):',
+      '        i = tarfile.TarInfo(e[0])',
+      '        if len(e) == 3:',
+      '            i.type, i.linkname = tarfile.SYMTYPE, e[2]; t.addfile(i)',
+      '        else:',
+      '            b = e[1].encode(); i.size = len(b); t.addfile(i, io.BytesIO(b))',
+    ].join('\n');
+    expect(spawnSync('python3', ['-c', py, path, JSON.stringify(entries)]).status).toBe(0);
+    return { path, sha: createHash('sha256').update(readFileSync(path)).digest('hex') };
+  };
+
+  it.each<[string, (outside: string) => ([string, string] | [string, '->', string])[], RegExp]>([
+    [
+      'a relative link out, then a file under it',
+      () => [
+        ['node_modules/.bin/esc', '->', '../../..'],
+        ['node_modules/.bin/esc/OUT.txt', 'x'],
+      ],
+      /link that leads outside/,
+    ],
+    [
+      'an absolute link out, then a file under it',
+      (outside) => [
+        ['node_modules/abs', '->', outside],
+        ['node_modules/abs/OUT.txt', 'x'],
+      ],
+      /link that leads outside/,
+    ],
+    [
+      'a link that leads out only through an earlier link of the archive',
+      () => [
+        ['node_modules/b', '->', '.'],
+        ['node_modules/a', '->', 'b/x/../../..'],
+        ['node_modules/a/OUT.txt', 'x'],
+      ],
+      /link that leads outside/,
+    ],
+    [
+      'a link out named like a file that comes after it',
+      (outside) => [
+        ['node_modules/f', '->', join(outside, 'OUT.txt')],
+        ['node_modules/f', 'x'],
+      ],
+      /link that leads outside/,
+    ],
+  ])('never writes outside the destination through a link: %s', (_, entries, why) => {
+    const outside = join(dir, 'outside');
+    mkdirSync(outside);
+    const r = deliver(crafted('evil', entries(outside)), join(dir, 'ws'));
+    expect(r.code).toBe(3);
+    expect(r.err).toMatch(why);
+    expect(readdirSync(outside)).toEqual([]);
+    expect(existsSync(join(dir, 'OUT.txt'))).toBe(false);
+    expect(existsSync(join(dir, 'ws/.packages/.incoming.tgz'))).toBe(false);
+  });
+
+  it.each([
+    ['a folder', '', 'node_modules/p', 'node_modules/p/index.js'],
+    ['a file', 'OUT.txt', 'node_modules/q.js', 'node_modules/q.js'],
+  ])('never writes through a link sandbox code left in the destination: %s', (_, target, link, entry) => {
+    const outside = join(dir, 'outside');
+    mkdirSync(join(dir, 'ws/node_modules'), { recursive: true });
+    mkdirSync(outside);
+    symlinkSync(join(outside, target), join(dir, 'ws', link));
+    const r = deliver(crafted('p', [[entry, 'x']]), join(dir, 'ws'));
+    expect(r.code).toBe(3);
+    expect(r.err).toMatch(/would be written outside/);
+    expect(readdirSync(outside)).toEqual([]);
+  });
+
+  it("keeps links that stay inside, as npm's .bin links do", () => {
+    const r = deliver(
+      crafted('bin', [
+        ['node_modules/p/cli.js', 'x'],
+        ['node_modules/.bin/cli', '->', '../p/cli.js'],
+      ]),
+      join(dir, 'ws'),
+    );
+    expect(r.code, r.err).toBe(0);
+    expect(readFileSync(join(dir, 'ws/node_modules/.bin/cli'), 'utf8')).toBe('x');
   });
 
   it('never deletes outside the destination, whatever a RECORD says', () => {

@@ -3,10 +3,12 @@
 import { describe, expect, it } from 'vitest';
 import { NPM_REQUIREMENT, POLICY_ENTRY, PYPI_REQUIREMENT, PackagePolicySchema } from '../../../src/api/v1alpha1/index.js';
 import {
+  MAX_PACKAGE_MESSAGE,
   PackageError,
   checkRequested,
   checkResolved,
   ecosystemOf,
+  packageMessage,
   packagePolicy,
   parseFetchSummary,
   parseNpmLock,
@@ -57,6 +59,8 @@ describe('requirement syntax', () => {
     ['user/repo', false],
     ['--registry=http://evil', false],
     ['@scope', false],
+    ['JSONStream@1.3.5', true],
+    ['@Scope/p', false],
   ])('npm %j → %s', (req, ok) => expect(NPM_REQUIREMENT.test(req)).toBe(ok));
 
   it.each<[string, boolean]>([
@@ -67,6 +71,8 @@ describe('requirement syntax', () => {
     ['six', false],
     ['pypi:six>=1', false],
     ['cargo:serde', false],
+    ['npm:JSONStream', true],
+    ['npm:JSONStream@1.3.5', true],
   ])('policy entry %j → %s', (e, ok) => expect(POLICY_ENTRY.test(e)).toBe(ok));
 
   it.each<[string, 'pypi' | 'npm', string]>([
@@ -97,6 +103,8 @@ describe('checkRequested', () => {
     ['an npm spec in a python session', {}, 'python', ['@types/node@22'], /is not a PyPI requirement/],
     ['a URL', {}, 'node', ['https://evil/x.tgz'], /is not a npm requirement/],
     ['a deny entry of the other registry', { deny: ['npm:six'] }, 'python', ['six'], undefined],
+    ['an npm name with capitals, denied as it is spelled', { deny: ['npm:JSONStream'] }, 'node', ['JSONStream@1'], /JSONStream may not be installed/],
+    ['an npm name with capitals is not the lowercase one (two packages)', { deny: ['npm:jsonstream'] }, 'node', ['JSONStream'], undefined],
   ])('%s', (_, p, lang, reqs, expected) => {
     const r = refusal(() => checkRequested(policy(p), ecosystemOf(lang), lang, reqs));
     if (expected === undefined) expect(r).toBeUndefined();
@@ -261,14 +269,46 @@ describe('parseNpmLock', () => {
   });
 });
 
+describe('packageMessage (what a package error says, much of it quoting the fetcher)', () => {
+  it.each([
+    ['plain text', 'tabulate 0.9.0 is denied.', 'tabulate 0.9.0 is denied.'],
+    [
+      'credentials in an index URL',
+      'could not fetch https://alice:S3cr3t@nexus.example/simple/pip/: 401',
+      'could not fetch https://nexus.example/simple/pip/: 401',
+    ],
+    ['a user name alone', 'GET http://ci-bot@registry.example/x', 'GET http://registry.example/x'],
+    ["pip's masked form", 'https://alice:****@nexus.example/simple', 'https://nexus.example/simple'],
+    ['an @ after the host is kept', 'see https://registry.example/@scope/pkg and me@example.com', 'see https://registry.example/@scope/pkg and me@example.com'],
+    ['control characters', 'a\nb\r\u001b[2Jc\u0085d', 'a b  [2Jc d'],
+  ])('%s', (_, text, expected) => {
+    expect(packageMessage(text)).toBe(expected);
+  });
+
+  it(`is at most ${MAX_PACKAGE_MESSAGE} units, and a PackageError's message is one`, () => {
+    expect(packageMessage('x'.repeat(5000))).toHaveLength(MAX_PACKAGE_MESSAGE);
+    expect(new PackageError('https://u:p@h/ \u001b'.padEnd(3000, 'y'), 'hint', 'failed').message).toBe(
+      packageMessage('https://u:p@h/ \u001b'.padEnd(3000, 'y')),
+    );
+  });
+});
+
 describe('parseFetchSummary (the limits, checked again by the gateway)', () => {
-  const sum = (bytes: number[], archive: number) =>
-    JSON.stringify({ packages: bytes.map((b, i) => ({ file: `p${i}.whl`, bytes: b })), archiveBytes: archive, sha256: 'b'.repeat(64) });
+  const sum = (bytes: number[], archive: number, unpacked = archive, file = (i: number) => `p${i}.whl`) =>
+    JSON.stringify({ packages: bytes.map((b, i) => ({ file: file(i), bytes: b })), unpackedBytes: unpacked, archiveBytes: archive, sha256: 'b'.repeat(64) });
   it.each<[string, string, RegExp | undefined, string | undefined]>([
     ['within both limits', sum([1000, 10], 4000), undefined, undefined],
     ['a package above the per-package limit', sum([1001], 100), /p0\.whl is 1001 bytes; the largest package allowed is 1000 bytes/, 'refused'],
-    ['an archive above the total', sum([10], 5001), /take 5001 bytes; one install may deliver at most 5000/, 'refused'],
-    ['a missing hash', JSON.stringify({ packages: [], archiveBytes: 1 }), /cannot read/, 'failed'],
+    ['an archive above the total', sum([10], 5001, 10), /take 5001 bytes; one install may deliver at most 5000/, 'refused'],
+    ['a small archive that unpacks above the total', sum([10], 100, 5001), /take 5001 bytes unpacked; one install may deliver at most 5000/, 'refused'],
+    ['no unpacked size', JSON.stringify({ packages: [], archiveBytes: 1, sha256: 'b'.repeat(64) }), /cannot read/, 'failed'],
+    [
+      'a file name with escape sequences and newlines, 4096 long',
+      sum([1001], 100, 100, () => `a.whl\n\u001b[2J${'x'.repeat(4080)}`),
+      /^a\.whl {2}\[2Jx{189}… is 1001 bytes/,
+      'refused',
+    ],
+    ['a missing hash', JSON.stringify({ packages: [], archiveBytes: 1, unpackedBytes: 1 }), /cannot read/, 'failed'],
     ['a negative size', sum([-1], 10), /cannot read/, 'failed'],
   ])('%s', (_, text, expected, kind) => {
     const r = refusal(() => parseFetchSummary(text, base));
