@@ -88,6 +88,16 @@ export const MIN_PIECE_BYTES = 256;
  */
 export const MAX_UNREAD_BYTES = 16 * 1024 * 1024;
 
+/**
+ * A busy answer or an error frame: an honest kernel's are a few hundred bytes and come before
+ * anything of a call (busy: the call did not start; error: a request it could not read). Each is
+ * followed by a fresh request (the call sent again, or read back over a new stream) with budgets
+ * of its own, so one that is larger or comes after the call's output, display or tool calls is a
+ * breach: otherwise a kernel could have the gateway parse every request's budgets over and over
+ * for the whole of a caller's wait.
+ */
+export const MAX_RETRIED_ANSWER_BYTES = 4096;
+
 /** Frames and bytes that answer no pending call, over a connection's life, before it is failed. */
 export const UNSOLICITED_MAX_FRAMES = 16;
 export const UNSOLICITED_MAX_BYTES = 64 * 1024;

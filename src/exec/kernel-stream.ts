@@ -9,6 +9,7 @@
 import { FrameDecoder, encodeFrame, type DecodedFrame } from './framing.js';
 import {
   IDLE_MAX_FRAME_BYTES,
+  MAX_RETRIED_ANSWER_BYTES,
   MAX_UNREAD_BYTES,
   MIN_PIECE_BYTES,
   OUTPUT_FRAMES_PER_SECOND,
@@ -106,6 +107,11 @@ interface Pending {
   sentAt: number;
   frames: number;
   timer: NodeJS.Timeout;
+}
+
+/** Whether the kernel has sent anything of this call besides its final answer (it had started). */
+function answered(p: Pending): boolean {
+  return p.frames > 0 || p.displayFrames > 0 || p.callBytes > 0;
 }
 
 export class KernelStream {
@@ -243,9 +249,16 @@ export class KernelStream {
     const parsed = parseKernelFrame(message);
     if (!parsed.ok) return this.fail(parsed.why, true);
     const frame: KernelFrame = parsed.frame;
-    if (frame.type === 'error') return this.fail(`the kernel rejected the stream: ${capText(frame.message, 200).text}`);
+    if (frame.type === 'error') {
+      const heard = [...this.pending.values()].some(answered);
+      if (bytes > MAX_RETRIED_ANSWER_BYTES || heard)
+        return this.fail(`the kernel sent an error frame of ${bytes} bytes${heard ? " after a call's output" : ''} (MAX_RETRIED_ANSWER_BYTES)`, true);
+      return this.fail(`the kernel rejected the stream: ${capText(frame.message, 200).text}`);
+    }
     const p = this.pending.get(frame.id);
     if (!p) return this.onUnsolicited(bytes);
+    if (frame.type === 'result' && frame.busy === true && frame.status === 'error' && (bytes > MAX_RETRIED_ANSWER_BYTES || answered(p)))
+      return this.fail(`the kernel answered busy in ${bytes} bytes${answered(p) ? ' after the call had started' : ''} (MAX_RETRIED_ANSWER_BYTES)`, true);
     if (frame.type === 'output') {
       if (p.expects !== 'result') return this.fail('an output frame answered a ping', true);
       if (!this.countFrame(p)) return;

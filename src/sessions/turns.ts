@@ -10,9 +10,11 @@
 // reached the kernel is never abandoned), and how many calls may wait per session here.
 //
 // Believing "busy" cannot make code run twice that the kernel did not have already: an honest
-// kernel says busy only before it starts a call. A kernel process that the session's own code has
-// taken over could say busy after running the call, and be sent the same code again — code it
-// already holds and could run as often as it likes. The deadline ends that too.
+// kernel says busy only before it starts a call, in a few hundred bytes. A busy answer after any
+// output, display or tool call of the call, or larger than MAX_RETRIED_ANSWER_BYTES, breaks the
+// stream (src/exec/kernel-stream.ts). A kernel process that the session's own code has taken over
+// could still say busy at once after running the call silently, and be sent the same code again —
+// code it already holds and could run as often as it likes. The deadline ends that too.
 import PQueue from 'p-queue';
 import { setTimeout as sleep } from 'node:timers/promises';
 

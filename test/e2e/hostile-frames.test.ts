@@ -169,6 +169,16 @@ const attacks: [string, string][] = [
   ],
   ['a result of the wrong shape for its own call', `blast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdoutBytes': -1}))`],
   ['a pong for its own call', `blast(frame({'id': call_id(), 'type': 'pong'}))`],
+  // Each would have the call sent again (busy) or read back over a new stream (error), with fresh
+  // budgets: after output of the call, either is a breach.
+  [
+    'a busy answer after output of its own call',
+    `print('started', flush=True)\nimport time\ntime.sleep(0.5)\nblast(frame({'id': call_id(), 'type': 'result', 'status': 'error', 'busy': True, 'stdout': '', 'stderr': '', 'stdoutBytes': 0, 'stderrBytes': 0, 'truncated': False, 'durationMs': 0, 'error': {'ename': 'KernelBusy', 'evalue': 'x', 'traceback': ''}}))`,
+  ],
+  [
+    'an error frame after output of its own call',
+    `print('started', flush=True)\nimport time\ntime.sleep(0.5)\nblast(frame({'type': 'error', 'message': 'bad frame'}))`,
+  ],
 ];
 
 describe('hostile frames from session code', () => {

@@ -6,6 +6,7 @@ import { KernelConnectionError, KernelProtocolError, KernelStream } from '../../
 import { DEFAULT_DISPLAY_LIMITS, displayFrameBytes } from '../../../src/exec/display.js';
 import {
   IDLE_MAX_FRAME_BYTES,
+  MAX_RETRIED_ANSWER_BYTES,
   OUTPUT_FRAMES_PER_SECOND,
   frameBudget,
   maxFrameBytes,
@@ -149,6 +150,22 @@ describe('KernelStream', () => {
       ),
       /more than \d+ bytes of display frames/,
     ],
+    // A busy answer or an error frame is followed by a fresh request with budgets of its own: only a
+    // small one that comes before anything of the call is taken as such.
+    ...(() => {
+      const busy = (extra: Record<string, unknown> = {}): Buffer =>
+        ok('1', { status: 'error', busy: true, error: { ename: 'KernelBusy', evalue: 'another call is running', traceback: '' }, ...extra });
+      const out = encodeFrame({ id: '1', type: 'output', stream: 'stdout', text: 'x' });
+      const note = encodeFrame({ id: '1', type: 'display', kind: 'text', format: 'note', text: 'n' });
+      const error = (message: string): Buffer => encodeFrame({ type: 'error', message });
+      return [
+        ['a busy answer after output', [out, busy()], /answered busy in \d+ bytes after the call had started/],
+        ['a busy answer after a display frame', [note, busy()], /answered busy in \d+ bytes after the call had started/],
+        ['a busy answer padded past MAX_RETRIED_ANSWER_BYTES', [busy({ pad: 'p'.repeat(MAX_RETRIED_ANSWER_BYTES) })], /answered busy in \d+ bytes \(/],
+        ['an error frame after output', [out, error('bad frame')], /an error frame of \d+ bytes after a call's output/],
+        ['an error frame past MAX_RETRIED_ANSWER_BYTES', [error('e'.repeat(MAX_RETRIED_ANSWER_BYTES))], /an error frame of \d+ bytes \(/],
+      ] as [string, Buffer[], RegExp][];
+    })(),
     ['a flood of frames for unknown ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), /answered no call/],
     [
       'big frames for unknown ids',
@@ -178,6 +195,18 @@ describe('KernelStream', () => {
     expect(err).toBeInstanceOf(KernelConnectionError);
     expect(err).not.toBeInstanceOf(KernelProtocolError);
     expect(stream.breach).toBeUndefined();
+  });
+
+  it('takes a busy answer that comes first, as an honest kernel sends it, as busy', async () => {
+    const { outcome, stream } = await callWith(
+      ok('1', {
+        status: 'error',
+        busy: true,
+        error: { ename: 'KernelBusy', evalue: 'another call is running in this session; retry when it has finished', traceback: '' },
+      }),
+    );
+    expect(stream.breach).toBeUndefined();
+    expect(outcome).toMatchObject({ status: 'fulfilled', value: { status: 'error', busy: true } });
   });
 
   it('re-caps the result whatever the kernel claims', async () => {
