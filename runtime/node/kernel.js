@@ -50,6 +50,19 @@ function capError(result, cap) {
   return { ...result, error, ...(cut && { truncated: true }) };
 }
 
+/** Text of any value, even one whose conversion throws (a thrown value, a written chunk). */
+function safeText(v) {
+  try {
+    return String(v);
+  } catch {
+    try {
+      return util.inspect(v);
+    } catch {
+      return '<unprintable>';
+    }
+  }
+}
+
 function log(msg, fields = {}) {
   // Diagnostics go to the container log (fd 2 directly: process.stderr is captured). Never code or output.
   fs.writeSync(2, `${JSON.stringify({ msg, ...fields })}\n`);
@@ -72,10 +85,30 @@ const tools = new ToolCalls(Number.isFinite(heldGraceMs) && heldGraceMs >= 0 ? h
 let current = null; // CallOutput of the running call; output between calls is dropped
 let callStdin = { text: '', stream: null };
 
+/**
+ * A chunk written to process.stdout/stderr as a string or a Buffer, or throws like Node's
+ * stream.write does for anything else (a number, an object, null): in the caller's code, never in
+ * the kernel's byte counts. Any ArrayBufferView (a DataView too, from any realm) is its bytes.
+ */
+function writtenChunk(chunk, encoding) {
+  if (typeof chunk === 'string') return encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk;
+  if (ArrayBuffer.isView(chunk)) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  const received =
+    chunk === null
+      ? 'null'
+      : typeof chunk === 'object' || typeof chunk === 'function'
+        ? `type ${typeof chunk}`
+        : `type ${typeof chunk} (${safeText(chunk).slice(0, 40)})`;
+  const err = new TypeError(`The "chunk" argument must be of type string or an instance of Buffer, TypedArray, or DataView. Received ${received}`);
+  err.code = 'ERR_INVALID_ARG_TYPE';
+  throw err;
+}
+
 for (const name of ['stdout', 'stderr']) {
   process[name].write = function write(chunk, encoding, cb) {
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
-    if (current) current.write(name, typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8' ? Buffer.from(chunk, encoding) : chunk);
+    const data = writtenChunk(chunk, encoding);
+    if (current) current.write(name, data);
     if (cb) process.nextTick(cb);
     return true;
   };
@@ -124,7 +157,16 @@ async function execute(conn, req) {
   callStdin = { text: req.stdin || '', stream: null };
   Atomics.store(active, 0, ++seq);
   const handle = conn.sock._handle;
-  watchdog.postMessage({ op: 'start', seq, id: req.id, pid: process.pid, timeoutMs: req.timeoutMs, graceMs: GRACE_MS, sinceTicks, fd: handle && handle.fd >= 0 ? handle.fd : undefined });
+  watchdog.postMessage({
+    op: 'start',
+    seq,
+    id: req.id,
+    pid: process.pid,
+    timeoutMs: req.timeoutMs,
+    graceMs: GRACE_MS,
+    sinceTicks,
+    fd: handle && handle.fd >= 0 ? handle.fd : undefined,
+  });
   let outcome;
   display.clear(process.env.CODEMODE_DISPLAY_DIR);
   try {
@@ -197,7 +239,8 @@ function dispatch(conn, msg) {
     else if (waits) tools.withoutGateway(msg.key);
     return undefined;
   }
-  if (msg.op !== 'exec' && msg.op !== 'reset') return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping", "reset" or "recall"`));
+  if (msg.op !== 'exec' && msg.op !== 'reset')
+    return reply(errorResult('ProtocolError', `unknown op ${String(JSON.stringify(msg.op)).slice(0, 100)}; use "exec", "ping", "reset" or "recall"`));
   let req = msg;
   try {
     if (msg.op === 'exec') {

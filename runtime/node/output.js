@@ -16,9 +16,10 @@ class StreamCapture {
     this.decoder = new StringDecoder('utf8');
   }
 
+  /** `chunk`: a string or a Buffer. */
   write(chunk) {
     const isText = typeof chunk === 'string';
-    this.bytes += isText ? Buffer.byteLength(chunk) : chunk.length;
+    this.bytes += isText ? Buffer.byteLength(chunk) : chunk.byteLength;
     if (this.truncated) return;
     const room = this.cap - this.kept.length;
     // Slicing before decoding bounds the work for huge chunks; a character is at most 4 bytes.

@@ -59,6 +59,25 @@ describe('node kernel', () => {
     expect((await client.exec("console.log('next')")).frame).toMatchObject({ stdout: 'next\n', stderr: '' });
   });
 
+  // A chunk Node's streams refuse is refused the same way, in the code that wrote it; views are their bytes.
+  it.each([
+    ['a number to stdout', 'process.stdout.write(42)'],
+    ['an object to stderr', 'process.stderr.write({})'],
+    ['null to stdout', 'process.stdout.write(null)'],
+  ])('throws ERR_INVALID_ARG_TYPE for %s and keeps the byte counts numbers', async (_name, code) => {
+    const { frame } = await client.exec(`try { ${code} } catch (e) { e.code }`);
+    expect(frame).toMatchObject({ status: 'ok', result: "'ERR_INVALID_ARG_TYPE'", stdoutBytes: 0, stderrBytes: 0 });
+  });
+
+  it.each([
+    ['a DataView', "const b1 = Buffer.from('xhéy'); process.stdout.write(new DataView(b1.buffer, b1.byteOffset + 1, 3))", 'hé', 3],
+    ['a Uint16Array', 'process.stdout.write(new Uint16Array([0x6968, 0x0a21]))', 'hi!\n', 4],
+    ['a Uint8Array slice', 'process.stdout.write(new Uint8Array([0x61, 0x62, 0x63, 0x64]).subarray(1, 3))', 'bc', 2],
+  ])('writes the bytes of %s', async (_name, code, text, bytes) => {
+    const { frame } = await client.exec(code);
+    expect(frame).toMatchObject({ status: 'ok', stdout: text, stdoutBytes: bytes });
+  });
+
   it('reports an exception with the failing line', async () => {
     const { frame } = await client.exec("function fail() {\n  throw new TypeError('bad input')\n}\nfail()");
     expect(frame.status).toBe('error');
