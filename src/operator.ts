@@ -239,11 +239,15 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   const hasKernels = Object.keys(runtimeFiles).length > 0;
   if (!hasKernels) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');
   const runtimeGuard = new RuntimeConfigMapGuard(clients, runtimeFiles, log);
-  const kernels = new KernelConnections(clients.exec, {
-    maxImageBytes: config.displayMaxImageBytes,
-    maxBytes: config.displayMaxBytes,
-    maxItems: config.displayMaxItems,
-  });
+  const kernels = new KernelConnections(
+    clients.exec,
+    {
+      maxImageBytes: config.displayMaxImageBytes,
+      maxBytes: config.displayMaxBytes,
+      maxItems: config.displayMaxItems,
+    },
+    (ms) => metrics?.kernelStreamPaused(ms),
+  );
   // One pool per profile. Without kernels there is no pool: max 0 drains what an earlier version left.
   const pools = new PoolSet({
     profiles,

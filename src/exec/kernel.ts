@@ -9,6 +9,7 @@ import { capText, type KernelResult } from './frames.js';
 import { isNetworkError, isUpgradeUnavailable } from '../util/network-error.js';
 import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallHandler, type OutputListener } from './kernel-stream.js';
 import { DEFAULT_DISPLAY_LIMITS, type DisplayLimits } from './display.js';
+import { ReadBudget } from './read-budget.js';
 
 export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
@@ -85,14 +86,20 @@ export class KernelConnection {
     language: KernelLanguage,
     connectTimeoutMs = 15_000,
     displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
+    /** The pod's reading time (src/exec/read-budget.ts): shared by its successive connections. */
+    budget: ReadBudget = new ReadBudget(),
+    /** Told of each pause of this stream for its budget, in ms (a metric). */
+    onPaused?: (ms: number) => void,
   ): Promise<KernelConnection> {
     const stdin = new PassThrough();
     stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
     // The websocket exists only once exec() resolved; a failure before that closes it right after.
-    const ws: { socket?: { close(): void; bufferedAmount?: number } } = {};
+    const ws: { socket?: { close(): void; pause(): void; resume(): void; bufferedAmount?: number } } = {};
+    let resumeTimer: NodeJS.Timeout | undefined;
     const stream = new KernelStream(
       (frame) => stdin.write(frame),
       () => {
+        clearTimeout(resumeTimer);
         stdin.end();
         ws.socket?.close();
       },
@@ -104,7 +111,20 @@ export class KernelConnection {
     const conn = new KernelConnection(stream);
     const stdout = new Writable({
       write(chunk: unknown, _e, cb): void {
+        const started = performance.now();
         stream.receive(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+        const pauseMs = budget.charge(performance.now() - started);
+        // Past its budget the pod waits: the websocket stops reading (what it had read still
+        // comes), its writes block, and reading goes on once the time is repaid.
+        if (pauseMs > 0 && resumeTimer === undefined && ws.socket && !stream.closed) {
+          const socket = ws.socket;
+          socket.pause();
+          onPaused?.(pauseMs);
+          resumeTimer = setTimeout(() => {
+            resumeTimer = undefined;
+            if (!stream.closed) socket.resume();
+          }, pauseMs);
+        }
         cb();
       },
     });
@@ -216,10 +236,25 @@ export class KernelConnections {
   /** The connections that opened (their kernel answered). */
   private readonly opened = new Map<string, KernelConnection>();
 
+  /** Each pod's reading time, kept across its connections while it owes or has spent some. */
+  private readonly budgets = new Map<string, ReadBudget>();
+
   constructor(
     private readonly exec: Exec,
     private readonly displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
+    private readonly onPaused?: (ms: number) => void,
   ) {}
+
+  /** The pod's budget; full ones of other pods are forgotten (they carry nothing). */
+  private budget(key: string): ReadBudget {
+    let b = this.budgets.get(key);
+    if (!b) {
+      for (const [k, other] of this.budgets) if (!this.conns.has(k) && other.full) this.budgets.delete(k);
+      b = new ReadBudget();
+      this.budgets.set(key, b);
+    }
+    return b;
+  }
 
   get(namespace: string, pod: string, container: string, language: KernelLanguage): Promise<KernelConnection> {
     const key = `${namespace}/${pod}`;
@@ -259,7 +294,17 @@ export class KernelConnections {
     for (let attempt = 0; ; attempt++) {
       const started = performance.now();
       try {
-        return await KernelConnection.open(this.exec, namespace, pod, container, language, undefined, this.displayLimits);
+        return await KernelConnection.open(
+          this.exec,
+          namespace,
+          pod,
+          container,
+          language,
+          undefined,
+          this.displayLimits,
+          this.budget(`${namespace}/${pod}`),
+          this.onPaused,
+        );
       } catch (err) {
         const delay = OPEN_RETRY_DELAYS_MS[attempt];
         // A kernel that did not answer for seconds is not retried: it is hung, not refused.

@@ -46,6 +46,8 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   upstreamReady(server: string, ready: boolean | undefined): void;
   /** Tool calls to an UpstreamServer in flight and waiting for a place on this replica. */
   upstreamCalls(server: string, calls: { active: number; waiting: number }): void;
+  /** A pod's kernel stream paused for its reading budget (src/exec/read-budget.ts), in ms. */
+  kernelStreamPaused(ms: number): void;
 }
 
 export function createMetrics(): Metrics {
@@ -252,6 +254,11 @@ export function createMetrics(): Metrics {
     labelNames: ['server'] as const,
     registers: [registry],
   });
+  const kernelStreamPauses = new Counter({
+    name: 'codemode_kernel_stream_paused_seconds_total',
+    help: "Time kernel streams were paused because their pod's frames took more of the gateway's event loop than its budget (a burst of 250 ms, then 50 ms a second): sandbox code writing frames shaped to be slow to read. Honest kernels stay inside it.",
+    registers: [registry],
+  });
   const service = serviceMetrics(registry);
 
   return {
@@ -290,6 +297,7 @@ export function createMetrics(): Metrics {
     replicaGone: (how): void => void replicasGone.inc({ how }),
     orphanEnded: (phase, reason, runtime): void => void runsTotal.inc({ phase, reason, runtime }),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
+    kernelStreamPaused: (ms): void => void kernelStreamPauses.inc(ms / 1000),
     networkPolicy: {
       restored: (cause): void => void policyRestores.inc({ cause }),
       inPlace: (yes): void => void policyInPlace.set(yes ? 1 : 0),

@@ -19,7 +19,7 @@ let neighbour: BenignNeighbour;
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'hostile-frames');
-  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' });
+  op = await startOperator(ns, { CODEMODE_WARM_POOL_SIZE: '2' }, { metrics: true });
   mcp = await connect(op.url, 'current');
   neighbour = await startBenignNeighbour(op.url, { runEvery: 4 });
 }, 180_000);
@@ -214,6 +214,33 @@ describe('hostile frames from session code', () => {
       expect(next.isError, text(next)).toBe(true);
       expect(text(next)).toMatch(/broke the kernel protocol/);
       await until(async () => (await sessionStatus(s)).phase === 'Lost', 30_000, `session ${s} Lost`);
+    },
+    ATTACK_TIMEOUT_MS,
+  );
+
+  it(
+    "frames within every bound but slow to read: the pod's stream is paused for its reading budget, nothing fails",
+    async () => {
+      const paused = async (): Promise<number> =>
+        Number(/^codemode_kernel_stream_paused_seconds_total (\S+)$/m.exec((await op.metrics?.registry.metrics()) ?? '')?.[1] ?? 0);
+      const before = await paused();
+      const s = await newSession();
+      // Display frames of ~0.9 MB each, well inside a call's display bounds, padded with a key the
+      // schema drops that holds arrays nested 450,000 deep: each is ~100-200 ms of JSON.parse.
+      const r = await mcp.callTool('execute_code', {
+        session: s,
+        timeout_seconds: 200,
+        code: `${BLAST}
+n = 450000
+for _ in range(8):
+    body = ('{"id": "%s", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ' % call_id()).encode() + b'[' * n + b']' * n + b'}'
+    blast(b'%d\\n' % len(body) + body)
+print('done')`,
+      });
+      expect(sc(r), text(r)).toMatchObject({ phase: 'Succeeded', stdout: 'done\n' });
+      expect(await paused()).toBeGreaterThan(before);
+      const again = await mcp.callTool('execute_code', { session: s, code: '1 + 1' });
+      expect(sc(again), text(again)).toMatchObject({ phase: 'Succeeded', result: '2' });
     },
     ATTACK_TIMEOUT_MS,
   );
