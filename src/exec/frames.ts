@@ -98,6 +98,14 @@ export const MAX_UNREAD_BYTES = 16 * 1024 * 1024;
  */
 export const MAX_RETRIED_ANSWER_BYTES = 4096;
 
+/**
+ * Objects and arrays a frame larger than a call frame may hold (MAX_CALL_FRAME_BYTES, the largest
+ * frame of structured data a kernel sends: its tool calls' arguments): larger ones are texts (an
+ * image in base64, a result's output) in a few objects. A large frame of containers would be a
+ * parse of ~200 ms a MiB in one block on the gateway's thread.
+ */
+export const MAX_CONTAINERS_IN_LARGE_FRAME = 64;
+
 /** Frames and bytes that answer no pending call, over a connection's life, before it is failed. */
 export const UNSOLICITED_MAX_FRAMES = 16;
 export const UNSOLICITED_MAX_BYTES = 64 * 1024;

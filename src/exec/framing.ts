@@ -14,6 +14,46 @@ export const PIECES_SLACK = 16;
 /** Without a limit from the caller: the runtime's own bound on a request (runtime/PROTOCOL.md). */
 export const DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
+/**
+ * Objects and arrays in a JSON text outside its strings, counted up to `limit` + 1 (then it
+ * stops). Strings are skipped with indexOf, so a text that is mostly strings (an image in base64,
+ * a result's texts) costs next to nothing to count, while one made of containers is refused after
+ * a few of them, before JSON.parse spends ~200 ms a MiB on nested arrays.
+ */
+export function containersUpTo(body: Buffer, limit: number): number {
+  let n = 0;
+  let i = 0;
+  while (i < body.length) {
+    const q = body.indexOf(0x22, i);
+    const end = q < 0 ? body.length : q;
+    for (let j = i; j < end; j++) {
+      const c = body[j];
+      if ((c === 0x7b || c === 0x5b) && ++n > limit) return n;
+    }
+    if (q < 0) return n;
+    // The string ends at the next quote after an even number of backslashes.
+    let from = q + 1;
+    for (;;) {
+      const e = body.indexOf(0x22, from);
+      if (e < 0) return n; // unterminated: JSON.parse refuses it
+      let b = e - 1;
+      while (body[b] === 0x5c) b--;
+      if ((e - 1 - b) % 2 === 0) {
+        i = e + 1;
+        break;
+      }
+      from = e + 1;
+    }
+  }
+  return n;
+}
+
+/** Frames above `aboveBytes` may hold at most `maxContainers` objects and arrays (containersUpTo). */
+export interface LargeFrameShape {
+  aboveBytes: number;
+  maxContainers: number;
+}
+
 export interface DecodedFrame {
   message: unknown;
   /** Bytes of the frame on the wire, header included. */
@@ -43,6 +83,7 @@ export class FrameDecoder {
   constructor(
     public maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
     private readonly minPieceBytes = 0,
+    private readonly largeFrames?: LargeFrameShape,
   ) {}
 
   /** Returns the messages completed by this chunk; throws when the stream is not framed. */
@@ -106,6 +147,11 @@ export class FrameDecoder {
 
   private finishFrame(body: Buffer): DecodedFrame {
     const bytes = this.header.length + 1 + body.length;
+    const large = this.largeFrames;
+    if (large && body.length > large.aboveBytes && containersUpTo(body, large.maxContainers) > large.maxContainers)
+      throw new Error(
+        `A frame of ${bytes} bytes holds more than ${large.maxContainers} objects and arrays (a kernel's frames above ${large.aboveBytes} bytes are texts)`,
+      );
     this.header = '';
     this.bodySize = undefined;
     this.body = undefined;

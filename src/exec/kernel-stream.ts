@@ -9,6 +9,7 @@
 import { FrameDecoder, encodeFrame, type DecodedFrame } from './framing.js';
 import {
   IDLE_MAX_FRAME_BYTES,
+  MAX_CONTAINERS_IN_LARGE_FRAME,
   MAX_RETRIED_ANSWER_BYTES,
   MAX_UNREAD_BYTES,
   MIN_PIECE_BYTES,
@@ -116,7 +117,10 @@ function answered(p: Pending): boolean {
 
 export class KernelStream {
   private readonly pending = new Map<string, Pending>();
-  private readonly decoder = new FrameDecoder(IDLE_MAX_FRAME_BYTES, MIN_PIECE_BYTES);
+  private readonly decoder = new FrameDecoder(IDLE_MAX_FRAME_BYTES, MIN_PIECE_BYTES, {
+    aboveBytes: MAX_CALL_FRAME_BYTES,
+    maxContainers: MAX_CONTAINERS_IN_LARGE_FRAME,
+  });
   private nextId = 1;
   private closedReason: string | undefined;
   private breachReason: string | undefined;

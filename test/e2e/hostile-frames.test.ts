@@ -167,6 +167,11 @@ const attacks: [string, string][] = [
     'display frames of the largest size for its own call',
     `blast(frame({'id': call_id(), 'type': 'display', 'kind': 'text', 'format': 'html', 'text': 'D' * 2700000}), 10)`,
   ],
+  // Within the display bounds, but a frame above any call frame made of containers: ~200 ms a MiB to parse.
+  [
+    'a display frame above 1 MiB of nested arrays for its own call',
+    `body = ('{"id": "%s", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ' % call_id()).encode() + b'[' * 600000 + b']' * 600000 + b'}'\nblast(b'%d\\n' % len(body) + body)`,
+  ],
   ['a result of the wrong shape for its own call', `blast(frame({'id': call_id(), 'type': 'result', 'status': 'ok', 'stdoutBytes': -1}))`],
   ['a pong for its own call', `blast(frame({'id': call_id(), 'type': 'pong'}))`],
   // Each would have the call sent again (busy) or read back over a new stream (error), with fresh

@@ -3,7 +3,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { FrameDecoder, PIECES_SLACK, encodeFrame } from '../../../src/exec/framing.js';
+import { FrameDecoder, PIECES_SLACK, containersUpTo, encodeFrame } from '../../../src/exec/framing.js';
 
 const frames = [{ id: '1', type: 'pong' }, { id: '2', type: 'output', stream: 'stdout', text: 'héllo ✓ 🎉\n' }, { t: '' }, null, 4];
 
@@ -118,5 +118,44 @@ describe('FrameDecoder', () => {
     // Each frame in the slack's number of pieces, fifty frames in a row: never a breach.
     const out = frames.flatMap((f) => split(f, [Math.ceil(f.length / PIECES_SLACK)]).flatMap((c) => d.push(c)));
     expect(out).toHaveLength(50);
+  });
+});
+
+describe('containersUpTo (objects and arrays outside strings)', () => {
+  it.each<[string, string, number, number]>([
+    ['none', '"x"', 10, 0],
+    ['an object with an array', '{"a": [1, 2], "b": {}}', 10, 3],
+    ['brackets inside strings', '{"a": "[[[{{{", "b": "]]"}', 10, 1],
+    ['an escaped quote inside a string', '{"a": "x\\"[[[", "b": 1}', 10, 1],
+    ['an escaped backslash before the closing quote', '{"a": "x\\\\", "b": [[]]}', 10, 3],
+    ['three backslashes: an escaped quote', '{"a": "x\\\\\\"[", "b": []}', 10, 2],
+    ['nested arrays, stopping past the limit', '['.repeat(100_000) + ']'.repeat(100_000), 64, 65],
+    ['an unterminated string', '[{"a": "[[[[', 10, 2],
+  ])('%s', (_, text, limit, n) => {
+    expect(containersUpTo(Buffer.from(text), limit)).toBe(n);
+  });
+});
+
+describe('FrameDecoder with a shape for large frames (the kernel stream: above 1 MiB, at most 64 containers)', () => {
+  const shape = { aboveBytes: 1024 * 1024, maxContainers: 64 };
+  const frame = (body: string): Buffer => Buffer.concat([Buffer.from(`${Buffer.byteLength(body)}\n`), Buffer.from(body)]);
+  it.each<[string, Buffer, boolean]>([
+    ['an image of 2 MiB in base64', encodeFrame({ id: '1', type: 'display', kind: 'image', mime: 'image/png', data: 'A'.repeat(2_800_000) }), true],
+    [
+      'a result of texts full of escaped quotes',
+      encodeFrame({ id: '1', type: 'result', status: 'ok', stdout: '"{}"'.repeat(400_000), error: { ename: 'E' } }),
+      true,
+    ],
+    [
+      'a frame of 1 MiB of arrays (a call frame may be)',
+      encodeFrame({ id: '1', type: 'call', args: { rows: Array.from({ length: 100_000 }, () => [1]) } }),
+      true,
+    ],
+    ['a frame above 1 MiB of nested arrays', frame(`{"id": "1", "type": "display", "pad": ${'['.repeat(600_000)}${']'.repeat(600_000)}}`), false],
+    ['a frame above 1 MiB of small objects', frame(`{"id": "1", "type": "output", "pad": [${Array.from({ length: 400_000 }, () => '{}').join(',')}]}`), false],
+  ])('%s', (_, wire, decodes) => {
+    const d = new FrameDecoder(4_000_000, 0, shape);
+    if (decodes) expect(d.push(wire)).toHaveLength(1);
+    else expect(() => d.push(wire)).toThrow(/holds more than 64 objects and arrays \(a kernel's frames above 1048576 bytes are texts\)/);
   });
 });

@@ -166,6 +166,18 @@ describe('KernelStream', () => {
         ['an error frame past MAX_RETRIED_ANSWER_BYTES', [error('e'.repeat(MAX_RETRIED_ANSWER_BYTES))], /an error frame of \d+ bytes \(/],
       ] as [string, Buffer[], RegExp][];
     })(),
+    [
+      'a display frame above 1 MiB made of nested arrays',
+      [
+        (() => {
+          const body = Buffer.from(
+            `{"id": "1", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ${'['.repeat(600_000)}${']'.repeat(600_000)}}`,
+          );
+          return Buffer.concat([Buffer.from(`${body.length}\n`), body]);
+        })(),
+      ],
+      /holds more than 64 objects and arrays/,
+    ],
     ['a flood of frames for unknown ids', Array.from({ length: UNSOLICITED_MAX_FRAMES + 1 }, (_, i) => ok(`x${i}`)), /answered no call/],
     [
       'big frames for unknown ids',
