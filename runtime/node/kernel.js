@@ -7,12 +7,11 @@
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
-const util = require('node:util');
 const { Worker } = require('node:worker_threads');
 const { encode, FrameDecoder } = require('./framing.js');
 const { CallOutput } = require('./output.js');
 const { nowTicks, killStartedSince } = require('./procs.js');
-const { NodeSession, ExitRequest } = require('./session.js');
+const { NodeSession, ExitRequest, safeText, thrownText } = require('./session.js');
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
 const display = require('./display.js');
 const { Outcomes, checkKey } = require('./outcomes.js');
@@ -30,7 +29,7 @@ const MAX_ENAME_CHARS = 200;
 
 /** Code points of s up to cap, as the Python kernel counts (never splits a surrogate pair). */
 function capChars(s, cap) {
-  const text = String(s);
+  const text = safeText(s);
   if (text.length <= cap) return text;
   let i = 0;
   for (let n = 0; n < cap && i < text.length; n++) i += text.codePointAt(i) > 0xffff ? 2 : 1;
@@ -46,21 +45,8 @@ function capError(result, cap) {
   const { ename, evalue, traceback } = result.error;
   const error = { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) };
   // A cut text is reported like cut output: the traceback becomes the call's stderr.
-  const cut = error.ename !== String(ename ?? '') || error.evalue !== String(evalue ?? '') || error.traceback !== String(traceback ?? '');
+  const cut = error.ename !== safeText(ename ?? '') || error.evalue !== safeText(evalue ?? '') || error.traceback !== safeText(traceback ?? '');
   return { ...result, error, ...(cut && { truncated: true }) };
-}
-
-/** Text of any value, even one whose conversion throws (a thrown value, a written chunk). */
-function safeText(v) {
-  try {
-    return String(v);
-  } catch {
-    try {
-      return util.inspect(v);
-    } catch {
-      return '<unprintable>';
-    }
-  }
 }
 
 function log(msg, fields = {}) {
@@ -131,7 +117,11 @@ process.on('warning', (w) => {
 });
 // Errors from timers or promises that outlive their call must not end the kernel.
 const uncaught = (err) => {
-  if (current) current.write('stderr', `Uncaught ${err && err.stack ? err.stack : util.inspect(err)}\n`);
+  try {
+    if (current) current.write('stderr', `Uncaught ${thrownText(err)}\n`);
+  } catch (e) {
+    log('Failed to report an uncaught error', { error: safeText(e) });
+  }
 };
 process.on('uncaughtException', uncaught);
 process.on('unhandledRejection', uncaught);
@@ -172,8 +162,8 @@ async function execute(conn, req) {
   try {
     outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
   } catch (err) {
-    log('Failed to run a call', { error: String(err) });
-    outcome = { status: 'error', error: { ename: 'KernelError', evalue: String(err), traceback: '' } };
+    log('Failed to run a call', { error: safeText(err) });
+    outcome = { status: 'error', error: { ename: 'KernelError', evalue: safeText(err), traceback: '' } };
   } finally {
     Atomics.store(active, 0, 0);
     watchdog.postMessage({ op: 'end' });
@@ -263,18 +253,30 @@ function dispatch(conn, msg) {
   const run = req.op === 'exec' ? execute(conn, req) : resetSession();
   run
     .catch((err) => {
-      log('Failed to run a call', { error: String(err) });
-      return errorResult('KernelError', String(err));
+      log('Failed to run a call', { error: safeText(err) });
+      return errorResult('KernelError', safeText(err));
     })
     .then((result) => {
-      // What still waits on a tool gets an error: the code's call is over.
-      if (req.op === 'exec') tools.end();
-      const items = req.op === 'exec' ? displayed(req) : [];
-      busy = false; // free before replying, so the client's next request never sees it busy
-      for (const item of items) conn.send({ ...item, id: msg.id, type: 'display' });
-      const final = capError(result, cap);
-      conn.send({ ...final, id: msg.id, type: 'result' });
-      if (req.op === 'exec') outcomes.finished(req.key, final);
+      // Whatever fails here, the call gets exactly one result and its recalls are answered.
+      let final = errorResult('KernelError', 'the call ended without a result');
+      try {
+        // What still waits on a tool gets an error: the code's call is over.
+        if (req.op === 'exec') tools.end();
+        const items = req.op === 'exec' ? displayed(req) : [];
+        busy = false; // free before replying, so the client's next request never sees it busy
+        for (const item of items) conn.send({ ...item, id: msg.id, type: 'display' });
+        final = capError(result, cap);
+      } catch (err) {
+        log('Failed to finish a call', { error: safeText(err) });
+        final = errorResult('KernelError', `the call's result could not be made: ${safeText(err)}`.slice(0, 1000));
+      } finally {
+        busy = false;
+        try {
+          conn.send({ ...final, id: msg.id, type: 'result' });
+        } finally {
+          if (req.op === 'exec') outcomes.finished(req.key, final);
+        }
+      }
     });
 }
 

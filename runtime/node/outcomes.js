@@ -31,11 +31,16 @@ class Outcomes {
     this.running = null;
     this.done = new Map(); // key -> result, oldest first
     this.chars = 0;
-    this.waiting = []; // (result) => void
+    this.waiting = []; // { key, answer(result) }: recalls of the running call
   }
 
   started(key) {
     this.running = key ?? null;
+    // A recall waits only for its own call: one still waiting for an earlier call (which ended
+    // without finished(), a kernel fault) is told so, never given this call's result.
+    const stale = this.waiting.filter((w) => w.key !== this.running);
+    this.waiting = this.waiting.filter((w) => w.key === this.running);
+    for (const w of stale) w.answer(this.errorResult('KernelError', `the call with key ${w.key} ended without a result`));
   }
 
   /** `result`: exactly as it was sent (capped). */
@@ -43,9 +48,9 @@ class Outcomes {
     this.running = null;
     if (key === undefined || key === null) return;
     this.keep(key, result);
-    const waiting = this.waiting;
-    this.waiting = [];
-    for (const answer of waiting) answer(result);
+    const waiting = this.waiting.filter((w) => w.key === key);
+    this.waiting = this.waiting.filter((w) => w.key !== key);
+    for (const w of waiting) w.answer(result);
   }
 
   keep(key, result) {
@@ -78,7 +83,7 @@ class Outcomes {
         answer({ ...this.errorResult('KernelBusy', 'too many recalls are waiting for this call'), busy: true });
         return false;
       }
-      this.waiting.push(answer);
+      this.waiting.push({ key, answer });
       return true;
     }
     answer({ ...this.errorResult('NotFound', `this kernel keeps no result with key ${key}`), notFound: true });

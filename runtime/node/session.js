@@ -26,6 +26,15 @@ class ExitRequest extends Error {
   }
 }
 
+/** instanceof ExitRequest, false for a thrown Proxy whose getPrototypeOf trap throws. */
+function isExitRequest(err) {
+  try {
+    return err instanceof ExitRequest;
+  } catch {
+    return false;
+  }
+}
+
 function makeContext(io) {
   const sandbox = {};
   const context = vm.createContext(sandbox, { name: 'codemode' });
@@ -54,7 +63,8 @@ function makeContext(io) {
 
 // import() in cells, resolved from the working directory (Node 20.12+/21.7+; on older versions
 // import() in a cell fails with ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING: use require()).
-const IMPORT_OPTION = vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER ? { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER } : {};
+const IMPORT_OPTION =
+  vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER ? { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER } : {};
 
 class NodeSession {
   constructor(io) {
@@ -79,9 +89,10 @@ class NodeSession {
       const text = util.inspect(value);
       return { status: 'ok', result: text.slice(0, cap), resultTruncated: text.length > cap };
     } catch (err) {
-      if (err && err.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { status: 'timeout', error: timeoutError(timeoutMs) };
+      if (read(err, 'code') === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { status: 'timeout', error: timeoutError(timeoutMs) };
       if (err === TIMED_OUT) return { status: 'timeout', error: timeoutError(timeoutMs) };
-      if (err instanceof ExitRequest) return err.exitCode === 0 ? { status: 'ok' } : { status: 'error', error: { ename: err.name, evalue: err.message, traceback: '' } };
+      if (isExitRequest(err))
+        return err.exitCode === 0 ? { status: 'ok' } : { status: 'error', error: { ename: err.name, evalue: err.message, traceback: '' } };
       return { status: 'error', error: describeError(err, code, filename) };
     }
   }
@@ -138,7 +149,10 @@ function* returnLastVariants(code, info) {
   if (!info) return;
   let end = code.length;
   if (code[info.last] === ';') end = info.last;
-  const starts = info.starts.filter((s) => s < end).slice(-20).reverse();
+  const starts = info.starts
+    .filter((s) => s < end)
+    .slice(-20)
+    .reverse();
   for (const start of starts) {
     const tail = code.slice(start, end);
     if (STATEMENT_KEYWORD.test(tail)) return;
@@ -160,12 +174,75 @@ function timeoutError(timeoutMs) {
   return { ename: 'Timeout', evalue: `the call ran past its timeout of ${timeoutMs} ms and was interrupted`, traceback: '' };
 }
 
-/** ename/evalue/traceback; the stack is cut at the first kernel frame, the failing line shown first. */
+/** Text of any value, even one whose conversion throws (a thrown value, an odd `name`). */
+function safeText(v) {
+  try {
+    return String(v);
+  } catch {
+    return inspectText(v);
+  }
+}
+
+/** util.inspect of any value, or its String() when inspecting throws, or '<unprintable>'. */
+function inspectText(v) {
+  try {
+    return util.inspect(v);
+  } catch {
+    try {
+      return String(v);
+    } catch {
+      return '<unprintable>';
+    }
+  }
+}
+
+/** obj[key], or undefined when reading it throws (a getter, a Proxy trap). */
+function read(obj, key) {
+  try {
+    return obj !== null && (typeof obj === 'object' || typeof obj === 'function') ? obj[key] : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** ename and evalue of an error object: its name and message as text ('' when unreadable). */
+function nameAndMessage(err) {
+  const name = read(err, 'name');
+  const message = read(err, 'message');
+  return { ename: name ? safeText(name) : 'Error', evalue: message ? safeText(message) : '' };
+}
+
+/**
+ * The stack of a thrown error when it has one, else the value inspected: never throws. (V8 builds
+ * an error's stack when first read, from its message: a message that cannot be made text makes
+ * reading it throw; then the name and message are what can be shown.)
+ */
+function thrownText(err) {
+  const stack = read(err, 'stack');
+  if (typeof stack === 'string' && stack !== '') return stack;
+  if (util.types.isNativeError(err)) {
+    const { ename, evalue } = nameAndMessage(err);
+    return `${ename}: ${evalue}`;
+  }
+  return inspectText(err);
+}
+
+/**
+ * ename/evalue/traceback; the stack is cut at the first kernel frame, the failing line shown first.
+ * Any value may have been thrown: its properties are read once each, and a read or a conversion
+ * that throws gives no text, never a failure of the kernel.
+ */
 function describeError(err, code, filename) {
-  const isError = err !== null && typeof err === 'object' && typeof err.stack === 'string';
-  if (!isError) return { ename: 'Uncaught', evalue: util.inspect(err), traceback: `Uncaught ${util.inspect(err)}` };
-  const lines = err.stack.split('\n');
-  const kernelFrame = lines.findIndex((l) => /^\s+at /.test(l) && !l.includes(filename) && (l.includes(__dirname) || /\(node:vm|node:internal\/vm|at Script\.runInContext/.test(l)));
+  const stack = typeof err === 'object' ? read(err, 'stack') : undefined;
+  if (typeof stack !== 'string' && util.types.isNativeError(err)) return { ...nameAndMessage(err), traceback: thrownText(err) };
+  if (typeof stack !== 'string') {
+    const text = inspectText(err);
+    return { ename: 'Uncaught', evalue: text, traceback: `Uncaught ${text}` };
+  }
+  const lines = stack.split('\n');
+  const kernelFrame = lines.findIndex(
+    (l) => /^\s+at /.test(l) && !l.includes(filename) && (l.includes(__dirname) || /\(node:vm|node:internal\/vm|at Script\.runInContext/.test(l)),
+  );
   let traceback = (kernelFrame >= 0 ? lines.slice(0, kernelFrame) : lines).join('\n');
   const where = new RegExp(`${filename}:(\\d+)(?::(\\d+))?`).exec(traceback);
   if (where && !/^\S+:\d+\n/.test(traceback)) {
@@ -173,7 +250,7 @@ function describeError(err, code, filename) {
     const line = code.split('\n')[Number(where[1]) - 1];
     if (line !== undefined) traceback = `${filename}:${where[1]}\n${line}\n${' '.repeat(Math.max(0, Number(where[2] || 1) - 1))}^\n\n${traceback}`;
   }
-  return { ename: err.name || 'Error', evalue: err.message || '', traceback };
+  return { ...nameAndMessage(err), traceback };
 }
 
-module.exports = { NodeSession, ExitRequest };
+module.exports = { NodeSession, ExitRequest, safeText, thrownText };

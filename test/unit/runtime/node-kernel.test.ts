@@ -87,6 +87,48 @@ describe('node kernel', () => {
     expect(frame.error?.traceback).not.toContain('runtime/node');
   });
 
+  // Any thrown value is reported as the code's own error, and the call always gets its result.
+  it.each([
+    ['a stack getter that throws', "throw { get stack() { throw new Error('getter') } }", { ename: 'Uncaught', evalue: '{ stack: [Getter] }' }],
+    [
+      'a message getter that throws',
+      "const e1 = new Error('x'); Object.defineProperty(e1, 'message', { get() { throw new Error('getter') } }); throw e1",
+      { ename: 'Error', evalue: '' },
+    ],
+    [
+      'a null-prototype message',
+      "const e2 = new Error('x'); e2.message = Object.create(null); throw e2",
+      { ename: 'Error', evalue: '[Object: null prototype] {}' },
+    ],
+    ['a null-prototype name', "throw { stack: 'Error: x', name: Object.create(null), message: 'm' }", { ename: '[Object: null prototype] {}', evalue: 'm' }],
+    ['a Proxy whose traps throw', 'throw new Proxy({}, { get() { throw 1 }, getPrototypeOf() { throw 2 } })', { ename: 'Uncaught' }],
+  ])('reports a thrown value with %s', async (_name, code, error) => {
+    const { frame } = await client.exec(code, { key: `thrown-${_name}` });
+    expect(frame).toMatchObject({ status: 'error', error });
+    expect((await client.request({ op: 'recall', key: `thrown-${_name}` })).frame).toMatchObject({ status: 'error', error });
+    expect((await client.exec('1 + 1')).frame.result).toBe('2');
+  });
+
+  it('survives an uncaught error whose message cannot be printed', async () => {
+    const code =
+      "setTimeout(() => { const e = new Error('x'); e.message = Object.create(null); throw e }, 10)\nawait new Promise((r) => setTimeout(r, 200))\n'after'";
+    const { frame } = await client.exec(code);
+    expect(frame).toMatchObject({ status: 'ok', result: "'after'" });
+    expect(frame.stderr).toContain('Uncaught Error: [Object: null prototype] {}');
+    expect((await client.exec('1 + 1')).frame.result).toBe('2');
+  });
+
+  it('answers a waiting recall with its own call, not the next one', async () => {
+    const odd = "await new Promise((r) => setTimeout(r, 300)); throw { stack: 'Error: x', name: Object.create(null), message: 'm' }";
+    const first = client.exec(odd, { key: 'odd-a' });
+    await new Promise((r) => setTimeout(r, 100));
+    const recalled = client.request({ op: 'recall', key: 'odd-a' });
+    const early = await Promise.race([recalled, new Promise((r) => setTimeout(() => r('no answer'), 3000))]);
+    expect(early).toMatchObject({ frame: { status: 'error', error: { evalue: 'm' } } });
+    expect((await first).frame).toMatchObject({ status: 'error', error: { evalue: 'm' } });
+    expect((await client.exec("'b'", { key: 'odd-b' })).frame.result).toBe("'b'");
+  });
+
   it('supports top-level await, returning the last expression', async () => {
     const { frame } = await client.exec('await new Promise((r) => setTimeout(r, 10))\nconst local = 21\nlocal * 2;');
     expect(frame).toMatchObject({ status: 'ok', result: '42' });
