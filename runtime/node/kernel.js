@@ -9,7 +9,7 @@ const net = require('node:net');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const { encode, FrameDecoder } = require('./framing.js');
-const { CallOutput } = require('./output.js');
+const { CallOutput, capChars } = require('./output.js');
 const { nowTicks, killStartedSince } = require('./procs.js');
 const { NodeSession, ExitRequest, safeText, thrownText } = require('./session.js');
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
@@ -27,15 +27,6 @@ const EMPTY_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, t
 // An exception's type name is kept to this many characters (the gateway keeps as many).
 const MAX_ENAME_CHARS = 200;
 
-/** Code points of s up to cap, as the Python kernel counts (never splits a surrogate pair). */
-function capChars(s, cap) {
-  const text = safeText(s);
-  if (text.length <= cap) return text;
-  let i = 0;
-  for (let n = 0; n < cap && i < text.length; n++) i += text.codePointAt(i) > 0xffff ? 2 : 1;
-  return text.slice(0, i);
-}
-
 /**
  * The result with its exception texts cut to the call's cap, like its output: an error can carry
  * a message of any size, and the result frame must stay bounded.
@@ -43,7 +34,11 @@ function capChars(s, cap) {
 function capError(result, cap) {
   if (!result.error) return result;
   const { ename, evalue, traceback } = result.error;
-  const error = { ename: capChars(ename ?? '', MAX_ENAME_CHARS), evalue: capChars(evalue ?? '', cap), traceback: capChars(traceback ?? '', cap) };
+  const error = {
+    ename: capChars(safeText(ename ?? ''), MAX_ENAME_CHARS),
+    evalue: capChars(safeText(evalue ?? ''), cap),
+    traceback: capChars(safeText(traceback ?? ''), cap),
+  };
   // A cut text is reported like cut output: the traceback becomes the call's stderr.
   const cut = error.ename !== safeText(ename ?? '') || error.evalue !== safeText(evalue ?? '') || error.traceback !== safeText(traceback ?? '');
   return { ...result, error, ...(cut && { truncated: true }) };

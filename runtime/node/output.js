@@ -6,10 +6,28 @@ const { StringDecoder } = require('node:string_decoder');
 const FLUSH_INTERVAL_MS = 20;
 const FLUSH_CHARS = 16 * 1024;
 
+/**
+ * The first `cap` characters of text counted as code points, like the Python kernel (a surrogate
+ * pair is one character and is never split), and how many characters that prefix has.
+ */
+function cutChars(text, cap) {
+  let i = 0;
+  let n = 0;
+  for (; n < cap && i < text.length; n++) i += text.codePointAt(i) > 0xffff ? 2 : 1;
+  return [text.slice(0, i), n];
+}
+
+/** Code points of s up to cap (never splits a surrogate pair). */
+function capChars(s, cap) {
+  const text = String(s);
+  return text.length <= cap ? text : cutChars(text, cap)[0];
+}
+
 class StreamCapture {
   constructor(cap) {
     this.cap = Math.max(0, cap);
     this.bytes = 0;
+    this.chars = 0; // of `kept`, in code points
     this.truncated = false;
     this.kept = '';
     this.pending = '';
@@ -21,9 +39,10 @@ class StreamCapture {
     const isText = typeof chunk === 'string';
     this.bytes += isText ? Buffer.byteLength(chunk) : chunk.byteLength;
     if (this.truncated) return;
-    const room = this.cap - this.kept.length;
-    // Slicing before decoding bounds the work for huge chunks; a character is at most 4 bytes.
-    const text = isText ? chunk.slice(0, room + 1) : this.decoder.write(chunk.subarray(0, 4 * room + 4));
+    const room = this.cap - this.chars;
+    // Slicing before decoding bounds the work for huge chunks; a character is at most 2 UTF-16
+    // units or 4 bytes, so one more than fits is still seen.
+    const text = isText ? chunk.slice(0, 2 * room + 2) : this.decoder.write(chunk.subarray(0, 4 * room + 4));
     this.keep(text);
   }
 
@@ -32,11 +51,10 @@ class StreamCapture {
   }
 
   keep(text) {
-    const room = this.cap - this.kept.length;
-    if (text.length > room) {
-      text = text.slice(0, room);
-      this.truncated = true;
-    }
+    const [kept, chars] = cutChars(text, this.cap - this.chars);
+    if (kept.length < text.length) this.truncated = true;
+    this.chars += chars;
+    text = kept;
     this.kept += text;
     this.pending += text;
   }
@@ -95,4 +113,4 @@ class CallOutput {
   }
 }
 
-module.exports = { CallOutput };
+module.exports = { CallOutput, capChars };

@@ -16,6 +16,7 @@ const vm = require('node:vm');
 const { Readable } = require('node:stream');
 const { createRequire } = require('node:module');
 const { scan } = require('./scan.js');
+const { capChars } = require('./output.js');
 
 /** Thrown by the context's process.exit(): ends the call, not the kernel. */
 class ExitRequest extends Error {
@@ -87,7 +88,8 @@ class NodeSession {
       if (compiled.isAsync) value = await withDeadline(value, deadline - Date.now());
       if (value === undefined) return { status: 'ok' };
       const text = util.inspect(value);
-      return { status: 'ok', result: text.slice(0, cap), resultTruncated: text.length > cap };
+      const result = capChars(text, cap);
+      return { status: 'ok', result, resultTruncated: result.length < text.length };
     } catch (err) {
       if (read(err, 'code') === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { status: 'timeout', error: timeoutError(timeoutMs) };
       if (err === TIMED_OUT) return { status: 'timeout', error: timeoutError(timeoutMs) };

@@ -78,6 +78,20 @@ describe('node kernel', () => {
     expect(frame).toMatchObject({ status: 'ok', stdout: text, stdoutBytes: bytes });
   });
 
+  // capChars counts code points like the Python kernel: a surrogate pair is kept whole or not at all.
+  it.each([
+    ['a result', "'\\u{1F600}'.repeat(10)", { capChars: 4 }, (f: ResultFrame) => f.result, "'😀😀😀"],
+    ['stdout written as one string', "process.stdout.write('a\\u{1F600}'.repeat(10))", { capChars: 5 }, (f: ResultFrame) => f.stdout, 'a😀a😀a'],
+    ['stdout written as bytes', "process.stdout.write(Buffer.from('\\u{1F600}'.repeat(10)))", { capChars: 3 }, (f: ResultFrame) => f.stdout, '😀😀😀'],
+    ['stderr written in pieces', "for (let i = 0; i < 10; i++) process.stderr.write('\\u{1F600}')", { capChars: 3 }, (f: ResultFrame) => f.stderr, '😀😀😀'],
+  ])('cuts %s on code points, never in a surrogate pair', async (_name, code, options, text, expected) => {
+    const { frame, outputs } = await client.exec(code, options);
+    expect(text(frame)).toBe(expected);
+    expect(frame.truncated).toBe(true);
+    // The output frames carry exactly the kept text.
+    if (_name !== 'a result') expect(outputs.map((o) => o.text).join('')).toBe(expected);
+  });
+
   it('reports an exception with the failing line', async () => {
     const { frame } = await client.exec("function fail() {\n  throw new TypeError('bad input')\n}\nfail()");
     expect(frame.status).toBe('error');
