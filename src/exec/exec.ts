@@ -132,7 +132,7 @@ export function describeError(err: unknown): string {
 export interface RawExecResult {
   exitCode?: number;
   stdout: Buffer;
-  /** stdout was longer than maxStdoutBytes (the rest was dropped). */
+  /** stdout was longer than maxStdoutBytes: the stream was closed there (no exit code; `error` says so). */
   overflow: boolean;
   stderr: string;
   error?: string;
@@ -159,11 +159,16 @@ export function execRaw(
   let overflow = false;
   // stderr: the first 4 KiB, exactly (a whole first message was kept, however large).
   const stderr = new ByteAccumulator(RAW_STDERR_BYTES);
+  // Past maxStdoutBytes the answer is refused whatever follows: the stream is closed at once rather
+  // than read (a message per write, each a callback on the gateway's thread) until the watchdog.
+  let onOverflow = (): void => undefined;
   const out = sink((b) => {
+    if (overflow) return;
     const room = maxStdoutBytes - stdout.size;
     if (b.length > room) {
       overflow = true;
       if (room > 0) stdout.append(b.subarray(0, room));
+      onOverflow();
       return;
     }
     stdout.append(b);
@@ -184,6 +189,7 @@ export function execRaw(
       resolve({ ...r, stdout: stdout.take(), overflow, stderr: stderr.take().toString('utf8') });
     };
     const timer = setTimeout(() => finish({ error: `no result within ${watchdogMs} ms` }), watchdogMs);
+    onOverflow = () => finish({ error: `more than ${maxStdoutBytes} bytes of output` });
     exec
       .exec(namespace, pod, container, command, out, err, stdin === undefined ? null : Readable.from([stdin]), false, (status) =>
         finish(exitCodeFromStatus(status)),

@@ -330,7 +330,7 @@ function remaining(deadline: number): number {
 
 /** The fetcher's exit codes: 5 is a limit (refused), anything else a failure; its stderr says which package and why. */
 export function stepError(step: string, r: Pick<RawExecResult, 'exitCode' | 'stderr' | 'error' | 'overflow'>): PackageError {
-  if (r.exitCode === 0 && r.overflow) return new PackageError(`The fetcher's answer to ${step} was too large.`, 'Install fewer packages at a time.', 'refused');
+  if (r.overflow) return new PackageError(`The fetcher's answer to ${step} was too large.`, 'Install fewer packages at a time.', 'refused');
   const why = lastLines(r.stderr) || r.error || `exit code ${String(r.exitCode)}`;
   const what = step === 'resolve' ? 'could not be resolved' : step === 'prepare' ? 'cannot be fetched' : 'could not be downloaded';
   return new PackageError(

@@ -33,9 +33,9 @@ function fail(op: string, r: { exitCode?: number; stderr: string; error?: string
 
 export async function readFileInPod(exec: Exec, ns: string, pod: string, path: string, maxBytes: number): Promise<Buffer> {
   const r = await execRaw(exec, ns, pod, SANDBOX_CONTAINER, fileOpCommand('read', path, String(maxBytes)), undefined, maxBytes + 1);
-  if (r.exitCode !== 0) fail('read_file', r);
-  // The helper stops with exit 5 when a file grows past the limit; more bytes with exit 0 did not
+  // The helper stops with exit 5 when a file grows past the limit; more bytes than that did not
   // come from it alone (code in the session can write into its stdout).
+  if (!r.overflow && r.exitCode !== 0) fail('read_file', r);
   if (r.overflow || r.stdout.length > maxBytes) {
     throw new FileOpError(
       `read_file failed: the pod sent more than the limit of ${maxBytes} bytes (the file may have changed while it was read). Try again, or read the file from code with execute_code.`,
@@ -46,7 +46,7 @@ export async function readFileInPod(exec: Exec, ns: string, pod: string, path: s
 
 export async function writeFileInPod(exec: Exec, ns: string, pod: string, path: string, content: Buffer): Promise<number> {
   const r = await execRaw(exec, ns, pod, SANDBOX_CONTAINER, fileOpCommand('write', path), content, 64);
-  if (r.exitCode !== 0) fail('write_file', r);
+  if (!r.overflow && r.exitCode !== 0) fail('write_file', r);
   // The size reported is the one sent; the helper's count of what it read must match it exactly
   // (anything else is a short write or output that is not the helper's).
   if (r.overflow || r.stdout.toString('latin1') !== `${content.length}\n`) {
@@ -142,7 +142,7 @@ export function parseListing(out: Buffer, maxEntries: number): Listing {
 export async function listFilesInPod(exec: Exec, ns: string, pod: string, path: string, maxEntries: number): Promise<Listing> {
   const cap = listingCap(maxEntries + 1);
   const r = await execRaw(exec, ns, pod, SANDBOX_CONTAINER, fileOpCommand('list', path, String(maxEntries + 1)), undefined, cap);
-  if (r.exitCode !== 0) fail('list_files', r);
   if (r.overflow) throw unreadable(`more output than ${maxEntries + 1} entries can take (${cap} bytes)`);
+  if (r.exitCode !== 0) fail('list_files', r);
   return parseListing(r.stdout, maxEntries);
 }

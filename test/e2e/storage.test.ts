@@ -157,10 +157,15 @@ def inject():
                 try:
                     os.kill(int(p), signal.SIGSTOP)
                     fd = os.open("/proc/%s/fd/1" % p, os.O_WRONLY)
-                    data = b"f\\tNaN\\tforged\\n" * (256 * 1024)
-                    while data: data = data[os.write(fd, data):]
-                    os.close(fd)
+                    # Counted before writing: the gateway refuses the listing (and closes the
+                    # stream, so the write may end with EPIPE) before this thread could count it after.
                     injected.append(p)
+                    data = b"f\\tNaN\\tforged\\n" * (256 * 1024)
+                    try:
+                        while data: data = data[os.write(fd, data):]
+                    except OSError:
+                        pass
+                    os.close(fd)
                 finally:
                     os.kill(int(p), signal.SIGCONT)
         time.sleep(0.0005)
@@ -234,6 +239,17 @@ describe('a raw exec', () => {
     expect(r.error).toMatch(/no result within 2000 ms/);
     expect(spy.sockets).toHaveLength(1);
     // CLOSED (3): before the fix the stream stayed OPEN (1) for as long as the command ran.
+    await until(() => spy.sockets[0]!.readyState === 3, 10_000, 'the exec websocket to close');
+  }, 180_000);
+
+  it('stops reading at once past its stdout bound, closing the stream, not at the watchdog', async () => {
+    await runPod(k, ns, simplePod('exec-flood', ['sleep', '3600']));
+    const spy = new SpyExec(k.kc);
+    // A program that goes on writing (and then sleeps) after the bound: the answer is refused already.
+    const r = await execRaw(spy, ns, 'exec-flood', 'main', ['sh', '-c', 'head -c 100000 /dev/zero; sleep 300'], undefined, 1024, 120_000);
+    expect(r).toMatchObject({ overflow: true, error: 'more than 1024 bytes of output' });
+    expect(r.exitCode).toBeUndefined();
+    expect(r.stdout).toHaveLength(1024);
     await until(() => spy.sockets[0]!.readyState === 3, 10_000, 'the exec websocket to close');
   }, 180_000);
 

@@ -98,7 +98,7 @@ describe('stepError', () => {
     ['a limit', { exitCode: 5, stderr: 'x.whl is 9 bytes; the largest package allowed is 1 bytes\n', overflow: false }, /x\.whl is 9 bytes/, 'refused'],
     ['an exec that never answered', { stderr: '', error: 'no result within 10 ms', overflow: false }, /no result within 10 ms/, 'failed'],
     ['npm noise dropped', { exitCode: 4, stderr: 'npm warn deprecated\nnpm error 404 Not Found - GET x\n', overflow: false }, /404 Not Found/, 'failed'],
-    ['an oversized answer', { exitCode: 0, stderr: '', overflow: true }, /too large/, 'refused'],
+    ['an oversized answer (its stream closed there)', { stderr: '', error: 'more than 1024 bytes of output', overflow: true }, /too large/, 'refused'],
     [
       "an index URL with credentials in pip's words",
       { exitCode: 4, stderr: 'ERROR: Could not fetch URL https://alice:****@nexus.example/simple/x/: 503\n', overflow: false },
