@@ -9,7 +9,7 @@ import { capText, type KernelResult } from './frames.js';
 import { isNetworkError, isUpgradeUnavailable } from '../util/network-error.js';
 import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallHandler, type OutputListener } from './kernel-stream.js';
 import { DEFAULT_DISPLAY_LIMITS, type DisplayLimits } from './display.js';
-import { ReadBudget } from './read-budget.js';
+import { READ_MS_PER_MESSAGE, ReadBudget } from './read-budget.js';
 
 export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
@@ -113,7 +113,7 @@ export class KernelConnection {
       write(chunk: unknown, _e, cb): void {
         const started = performance.now();
         stream.receive(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
-        const pauseMs = budget.charge(performance.now() - started);
+        const pauseMs = budget.charge(performance.now() - started + READ_MS_PER_MESSAGE);
         // Past its budget the pod waits: the websocket stops reading (what it had read still
         // comes), its writes block, and reading goes on once the time is repaid.
         if (pauseMs > 0 && resumeTimer === undefined && ws.socket && !stream.closed) {

@@ -16,6 +16,12 @@
 export const READ_BURST_MS = 250;
 /** Time a pod's stream may take per second, over time (ms): 5% of a core. */
 export const READ_MS_PER_SECOND = 50;
+/**
+ * What one websocket message costs before the stream sees it (ws and client-node: 1-4 µs
+ * measured), charged with each: a pod writing a byte at a time (within the pieces a frame may
+ * come in) sends tens of thousands a second, and that time is not in what the stream measures.
+ */
+export const READ_MS_PER_MESSAGE = 0.004;
 
 export class ReadBudget {
   private tokens: number;

@@ -1,7 +1,7 @@
 // A pod's reading budget (src/exec/read-budget.ts): charged after the fact, into debt, repaid at
 // its rate; the pause it asks for is the time the debt takes to repay.
 import { describe, expect, it } from 'vitest';
-import { READ_BURST_MS, READ_MS_PER_SECOND, ReadBudget } from '../../../src/exec/read-budget.js';
+import { READ_BURST_MS, READ_MS_PER_MESSAGE, READ_MS_PER_SECOND, ReadBudget } from '../../../src/exec/read-budget.js';
 
 /** Charges `steps` ([ms since the last step, ms charged]) and returns the pause each asked for. */
 function pauses(steps: [number, number][]): number[] {
@@ -46,6 +46,15 @@ describe('ReadBudget', () => {
     ],
   ])('%s', (_, steps, expected) => {
     expect(pauses(steps)).toEqual(expected);
+  });
+
+  it.each<[string, number, number, boolean]>([
+    ['100,000 one-byte messages in a second (what the pieces rule lets a trickled frame use) are paused', 100_000, 1, true],
+    ['1,000 messages a second for ten seconds (far more than a kernel writes frames) are not', 1_000, 10, false],
+  ])('%s', (_, perSecond, seconds, paused) => {
+    const gapMs = 1000 / perSecond;
+    const steps = Array.from({ length: perSecond * seconds }, (_, i): [number, number] => [i === 0 ? 0 : gapMs, READ_MS_PER_MESSAGE]);
+    expect(pauses(steps).some((p) => p > 0)).toBe(paused);
   });
 
   it('is full when nothing is owed or spent, so it can be forgotten', () => {
