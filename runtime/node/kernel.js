@@ -121,7 +121,8 @@ const uncaught = (err) => {
 process.on('uncaughtException', uncaught);
 process.on('unhandledRejection', uncaught);
 
-const io = { console: new console.Console({ stdout: process.stdout, stderr: process.stderr }) };
+// The streams each context's console writes to (a reset makes a new console: session.js).
+const io = { stdout: process.stdout, stderr: process.stderr };
 const session = new NodeSession(io);
 const shared = new SharedArrayBuffer(4);
 const active = new Int32Array(shared);

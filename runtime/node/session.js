@@ -50,7 +50,8 @@ function makeContext(io) {
   const cwdRequire = createRequire(path.join(process.cwd(), '[codemode]'));
   Object.assign(sandbox, {
     global: vm.runInContext('globalThis', context),
-    console: io.console,
+    // Its own console: a reset drops whatever the code patched on the old one.
+    console: new console.Console({ stdout: io.stdout, stderr: io.stderr }),
     require: cwdRequire,
     module: { exports: {} },
     __filename: path.join(process.cwd(), '[codemode]'),

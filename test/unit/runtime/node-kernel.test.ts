@@ -92,6 +92,16 @@ describe('node kernel', () => {
     if (_name !== 'a result') expect(outputs.map((o) => o.text).join('')).toBe(expected);
   });
 
+  it.each([
+    ['a patched method', "console.log = () => process.stdout.write('patched\\n')", "console.log('plain')", 'plain\n'],
+    ['an added property', 'console.extra = 1', 'console.log(typeof console.extra)', 'undefined\n'],
+  ])('gives a reset session a fresh console (%s)', async (_name, patch, check, stdout) => {
+    await client.exec(patch);
+    expect((await client.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
+    expect((await client.exec(check)).frame).toMatchObject({ status: 'ok', stdout });
+    await client.exec('var a = 1');
+  });
+
   it('reports an exception with the failing line', async () => {
     const { frame } = await client.exec("function fail() {\n  throw new TypeError('bad input')\n}\nfail()");
     expect(frame.status).toBe('error');
