@@ -11,7 +11,7 @@ const { Worker } = require('node:worker_threads');
 const { encode, FrameDecoder } = require('./framing.js');
 const { CallOutput, capChars } = require('./output.js');
 const { nowTicks, killStartedSince } = require('./procs.js');
-const { NodeSession, ExitRequest, safeText, thrownText } = require('./session.js');
+const { NodeSession, ExitRequest, safeText, thrownText, isExitRequest } = require('./session.js');
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
 const display = require('./display.js');
 const { Outcomes, checkKey } = require('./outcomes.js');
@@ -102,7 +102,9 @@ Object.defineProperty(process, 'stdin', {
 /** The real exit, for the kernel itself: user code's process.exit only ends its call. */
 const exitKernel = process.exit.bind(process);
 process.exit = (code) => {
-  throw new ExitRequest(code);
+  const exit = new ExitRequest(code);
+  session.exitRequested(exit); // ends the call even from a callback (session.js)
+  throw exit;
 };
 // Warnings (deprecations, ...) go to the running call's stderr, except the kernel's own use of
 // the experimental vm import loader.
@@ -113,6 +115,8 @@ process.on('warning', (w) => {
 // Errors from timers or promises that outlive their call must not end the kernel.
 const uncaught = (err) => {
   try {
+    // process.exit() in a callback: it ended the call (session.js); nothing went wrong.
+    if (isExitRequest(err)) return;
     if (current) current.write('stderr', `Uncaught ${thrownText(err)}\n`);
   } catch (e) {
     log('Failed to report an uncaught error', { error: safeText(e) });

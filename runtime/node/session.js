@@ -18,13 +18,23 @@ const { createRequire } = require('node:module');
 const { scan } = require('./scan.js');
 const { capChars } = require('./output.js');
 
-/** Thrown by the context's process.exit(): ends the call, not the kernel. */
+/**
+ * Thrown by the context's process.exit(): ends the call, not the kernel. Its code is the one
+ * given, else process.exitCode, else 0 (as Node exits).
+ */
 class ExitRequest extends Error {
   constructor(code) {
-    super(`process.exit(${code === undefined ? '' : code}) was called`);
+    const given = code !== undefined && code !== null;
+    const exitCode = given ? code : (process.exitCode ?? 0);
+    super(`process.exit(${given ? code : ''}) was called${given || exitCode === 0 ? '' : ` with process.exitCode ${exitCode}`}`);
     this.name = 'ProcessExit';
-    this.exitCode = code === undefined ? 0 : Number(code);
+    this.exitCode = Number(exitCode);
   }
+}
+
+/** The outcome of a call that called process.exit: `ok` for code 0, else an error ProcessExit. */
+function exitOutcome(exit) {
+  return exit.exitCode === 0 ? { status: 'ok' } : { status: 'error', error: { ename: exit.name, evalue: exit.message, traceback: '' } };
 }
 
 /** instanceof ExitRequest, false for a thrown Proxy whose getPrototypeOf trap throws. */
@@ -79,14 +89,32 @@ class NodeSession {
     this.context = makeContext(this.io);
   }
 
+  /**
+   * process.exit() was called (kernel.js): the running call ends with it, whether the code that
+   * called it was the cell's own or a callback of it (a timer, an event, a promise), and even
+   * when that code caught the ExitRequest. Between calls it does nothing.
+   */
+  exitRequested(exit) {
+    if (!this.running || this.exit) return;
+    this.exit = exit;
+    this.onExit(exit);
+  }
+
   /** Runs one cell; returns { status, result?, error? }. Sync timeouts come from vm's `timeout`. */
   async run(code, filename, timeoutMs, cap) {
     const compiled = this.compile(code, filename);
     if (compiled.error) return { status: 'error', error: describeError(compiled.error, code, filename) };
     const deadline = Date.now() + timeoutMs;
+    this.exit = null;
+    const exited = new Promise((_, reject) => {
+      this.onExit = reject;
+    });
+    exited.catch(() => undefined); // awaited only by async cells
+    this.running = true;
     try {
       let value = compiled.script.runInContext(this.context, { timeout: timeoutMs, displayErrors: false });
-      if (compiled.isAsync) value = await withDeadline(value, deadline - Date.now());
+      if (compiled.isAsync) value = await withDeadline(Promise.race([value, exited]), deadline - Date.now());
+      if (this.exit) return exitOutcome(this.exit);
       if (value === undefined) return { status: 'ok' };
       const text = util.inspect(value);
       const result = capChars(text, cap);
@@ -94,9 +122,13 @@ class NodeSession {
     } catch (err) {
       if (read(err, 'code') === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { status: 'timeout', error: timeoutError(timeoutMs) };
       if (err === TIMED_OUT) return { status: 'timeout', error: timeoutError(timeoutMs) };
-      if (isExitRequest(err))
-        return err.exitCode === 0 ? { status: 'ok' } : { status: 'error', error: { ename: err.name, evalue: err.message, traceback: '' } };
+      if (this.exit) return exitOutcome(this.exit);
+      if (isExitRequest(err)) return exitOutcome(err);
       return { status: 'error', error: describeError(err, code, filename) };
+    } finally {
+      this.running = false;
+      // The exit code a call set is its own, not the next call's.
+      process.exitCode = undefined;
     }
   }
 
@@ -256,4 +288,4 @@ function describeError(err, code, filename) {
   return { ...nameAndMessage(err), traceback };
 }
 
-module.exports = { NodeSession, ExitRequest, safeText, thrownText };
+module.exports = { NodeSession, ExitRequest, safeText, thrownText, isExitRequest };

@@ -177,6 +177,47 @@ describe('node kernel', () => {
     expect((await client.exec('a')).frame.result).toBe('1');
   });
 
+  // process.exit ends the call wherever it is called from, as at top level.
+  it.each([
+    [
+      'a timer, code 0',
+      "await new Promise(() => setTimeout(() => { console.log('done'); process.exit(0) }, 20)); 'unreached'",
+      { status: 'ok', stdout: 'done\n', stderr: '' },
+    ],
+    [
+      'a timer, code 3',
+      'await new Promise(() => setTimeout(() => process.exit(3), 20))',
+      { status: 'error', error: { ename: 'ProcessExit', evalue: 'process.exit(3) was called' } },
+    ],
+    [
+      'an event',
+      "const ee = new (require('events'))(); ee.on('go', () => process.exit(2)); setTimeout(() => ee.emit('go'), 20); await new Promise(() => {})",
+      { status: 'error', error: { ename: 'ProcessExit', evalue: 'process.exit(2) was called' } },
+    ],
+    [
+      'a promise callback',
+      'await new Promise(() => { Promise.resolve().then(() => process.exit(4)) })',
+      { status: 'error', error: { ename: 'ProcessExit', evalue: 'process.exit(4) was called' } },
+    ],
+    ['an async timer callback', 'setTimeout(async () => { await null; process.exit() }, 20); await new Promise(() => {})', { status: 'ok', stderr: '' }],
+    [
+      'top level, after process.exitCode',
+      'process.exitCode = 4; process.exit()',
+      { status: 'error', error: { ename: 'ProcessExit', evalue: 'process.exit() was called with process.exitCode 4' } },
+    ],
+    [
+      'top level, caught',
+      "try { process.exit(6) } catch {}\n'went on'",
+      { status: 'error', error: { ename: 'ProcessExit', evalue: 'process.exit(6) was called' } },
+    ],
+  ])('ends the call on process.exit in %s', async (_name, code, expected) => {
+    const { frame } = await client.exec(code, { timeoutMs: 5000 });
+    expect(frame).toMatchObject(expected);
+    expect(frame.result).toBeUndefined();
+    // The exit code a call set does not carry over to the next call.
+    expect((await client.exec('process.exit()')).frame).toMatchObject({ status: 'ok' });
+  });
+
   it.each([
     ['a synchronous loop', 'while (true) {}'],
     ['a pending promise', 'await new Promise(() => {})'],
