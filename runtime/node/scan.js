@@ -15,7 +15,9 @@ const IDENT_PART = /[\w$\u0080-\uffff]/;
  *   starts: offsets where a top-level statement may begin (start of code, after `;`, after a
  *           top-level `}`, or on a new line: automatic semicolon insertion makes any new line a
  *           candidate),
- *   decls:  top-level `let`/`const` declarations at a statement start, as { pos, kw },
+ *   decls:  top-level `let`/`const` declarations at a statement start, as { pos, kw }, and
+ *           top-level `class` declarations as { pos, kw: 'class', name, end } (end: the offset
+ *           of the `}` that closes the class body: its first `{` at top level),
  *   last:   offset of the last significant character.
  */
 function scan(code) {
@@ -26,6 +28,7 @@ function scan(code) {
   let atStart = true;
   let prev = '';
   let last = -1;
+  let klass = null; // the class declaration being scanned: its body's `{` is the next at depth 0
   let i = 0;
   while (i < code.length) {
     const c = code[i];
@@ -70,6 +73,8 @@ function scan(code) {
       if (statementStart && (word === 'let' || word === 'const') && /^\s+[A-Za-z_$[{\u0080-\uffff]/.test(code.slice(j, j + 64))) {
         decls.push({ pos: i, kw: word });
       }
+      const named = statementStart && word === 'class' && /^\s+([A-Za-z_$\u0080-\uffff][\w$\u0080-\uffff]*)/.exec(code.slice(j, j + 256));
+      if (named && named[1] !== 'extends') klass = { pos: i, kw: word, name: named[1], body: false };
       prev = REGEX_AFTER.has(word) ? 'op' : 'ident';
       i = j;
     } else if (/\d/.test(c) || (c === '.' && /\d/.test(code[i + 1] || ''))) {
@@ -78,6 +83,7 @@ function scan(code) {
       prev = 'num';
       i = j;
     } else if (c === '(' || c === '[' || c === '{') {
+      if (c === '{' && depth === 0 && klass) klass.body = true;
       depth++;
       prev = 'op';
       i++;
@@ -96,6 +102,10 @@ function scan(code) {
       } else {
         prev = '}';
         if (depth === 0) atStart = true;
+        if (depth === 0 && klass && klass.body) {
+          decls.push({ pos: klass.pos, kw: klass.kw, name: klass.name, end: i - 1 });
+          klass = null;
+        }
       }
     } else {
       if (c === ';' && depth === 0) atStart = true;

@@ -171,9 +171,18 @@ class NodeSession {
   }
 }
 
+/**
+ * Top-level `let`/`const` become `var` (same columns), and `class X {...}` becomes
+ * `var X = class X {...};`, so that a class whose definition threw (e.g. `extends` a name not yet
+ * defined) is not left in its temporal dead zone for good, and a later call may define it again.
+ * (Columns after `class` on its first line move by the inserted `var X = `.)
+ */
 function rewriteDeclarations(code, decls) {
   let out = code;
-  for (const { pos, kw } of [...decls].reverse()) out = out.slice(0, pos) + (kw === 'const' ? 'var  ' : 'var') + out.slice(pos + kw.length);
+  for (const { pos, kw, name, end } of [...decls].reverse()) {
+    if (kw === 'class') out = `${out.slice(0, pos)}var ${name} = ${out.slice(pos, end + 1)};${out.slice(end + 1)}`;
+    else out = out.slice(0, pos) + (kw === 'const' ? 'var  ' : 'var') + out.slice(pos + kw.length);
+  }
   return out;
 }
 

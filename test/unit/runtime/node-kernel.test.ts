@@ -41,6 +41,21 @@ describe('node kernel', () => {
     expect((await client.exec(code)).frame).toMatchObject({ status: 'ok', result: expected });
   });
 
+  // A top-level class is a `var` like let/const: one whose definition threw can be defined again.
+  it.each([
+    [
+      'extends a name not defined yet',
+      'class B1 extends NotYet1 {}',
+      'var NotYet1 = class {}\nclass B1 extends NotYet1 { v() { return 2 } }\nnew B1().v()',
+      '2',
+    ],
+    ['a static block that throws', "class E1 { static { throw new Error('boom') } }", 'typeof E1', "'undefined'"],
+    ['a later definition of the same name', 'class C1 { v() { return 1 } }', 'class C1 { v() { return 2 } }\n[new C1().v(), 3].length', '2'],
+  ])('redefines a class after %s', async (_name, first, second, expected) => {
+    await client.exec(first);
+    expect((await client.exec(second)).frame).toMatchObject({ status: 'ok', result: expected });
+  });
+
   it.each([
     ['a number', '1 + 2', '3'],
     ['a string (inspected)', "'x'.repeat(3)", "'xxx'"],
