@@ -46,6 +46,29 @@ function isExitRequest(err) {
   }
 }
 
+let requireAt = { cwd: '', require: null };
+
+/** Node's require resolving from the current working directory (process.chdir moves it). */
+function requireHere() {
+  const cwd = process.cwd();
+  if (requireAt.cwd !== cwd) requireAt = { cwd, require: createRequire(path.join(cwd, '[codemode]')) };
+  return requireAt.require;
+}
+
+/**
+ * A context's `require`: relative names resolve from the working directory at the time of the
+ * call (process.chdir moves it), not the kernel's start; `resolve`, `resolve.paths`, `cache`,
+ * `extensions` and `main` as Node's (`cache` and `extensions` are Node's one module cache and table).
+ */
+function contextRequire() {
+  const here = requireHere();
+  const require = (id) => requireHere()(id);
+  require.resolve = (request, options) => requireHere().resolve(request, options);
+  require.resolve.paths = (request) => requireHere().resolve.paths(request);
+  Object.assign(require, { cache: here.cache, extensions: here.extensions, main: here.main });
+  return require;
+}
+
 function makeContext(io) {
   const sandbox = {};
   const context = vm.createContext(sandbox, { name: 'codemode' });
@@ -57,12 +80,11 @@ function makeContext(io) {
     if (own.has(key) || key === 'global' || key === 'globalThis') continue;
     Object.defineProperty(sandbox, key, Object.getOwnPropertyDescriptor(globalThis, key));
   }
-  const cwdRequire = createRequire(path.join(process.cwd(), '[codemode]'));
   Object.assign(sandbox, {
     global: vm.runInContext('globalThis', context),
     // Its own console: a reset drops whatever the code patched on the old one.
     console: new console.Console({ stdout: io.stdout, stderr: io.stderr }),
-    require: cwdRequire,
+    require: contextRequire(),
     module: { exports: {} },
     __filename: path.join(process.cwd(), '[codemode]'),
     __dirname: process.cwd(),

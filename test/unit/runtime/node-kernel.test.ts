@@ -117,6 +117,18 @@ describe('node kernel', () => {
     await client.exec('var a = 1');
   });
 
+  // require resolves relative names from the working directory of the call, after process.chdir too.
+  it.each([
+    ['require', "require('./cwd-mod.js').where", "'moved'"],
+    ['require.resolve', "require.resolve('./cwd-mod.js') === require('path').join(process.cwd(), 'cwd-mod.js')", 'true'],
+    ['require.cache', "require('./cwd-mod.js'); require.cache[require.resolve('./cwd-mod.js')].exports.where", "'moved'"],
+  ])('resolves %s from process.cwd() after process.chdir', async (_name, code, expected) => {
+    const dir = mkdtempSync(join(tmpdir(), 'kernel-cwd-'));
+    writeFileSync(join(dir, 'cwd-mod.js'), "module.exports = { where: 'moved' }\n");
+    const run = `const back = process.cwd(); process.chdir(${JSON.stringify(dir)})\ntry { ${code} } finally { process.chdir(back) }`;
+    expect((await client.exec(run)).frame).toMatchObject({ status: 'ok', result: expected });
+  });
+
   it('reports an exception with the failing line', async () => {
     const { frame } = await client.exec("function fail() {\n  throw new TypeError('bad input')\n}\nfail()");
     expect(frame.status).toBe('error');
