@@ -210,20 +210,25 @@ function rewriteDeclarations(code, decls) {
 
 const STATEMENT_KEYWORD = /^(var|let|const|function|async\s+function|class|if|for|while|do|switch|try|throw|return|break|continue|import|export)\b|^[{;]/;
 
-/** Candidate bodies with `return (<last statement>)`, latest split first. */
+/**
+ * Candidate bodies with `return (<last statement>)`: the splits after the last statement that
+ * starts with a keyword, earliest (longest tail) first, as JavaScript reads lines that continue an
+ * expression (`s.a\n + s.b` is one expression; tried latest first, `+ s.b` alone compiled too and
+ * was returned).
+ */
 function* returnLastVariants(code, info) {
   if (!info) return;
   let end = code.length;
   if (code[info.last] === ';') end = info.last;
-  const starts = info.starts
+  const tails = [];
+  for (const start of info.starts
     .filter((s) => s < end)
     .slice(-20)
-    .reverse();
-  for (const start of starts) {
-    const tail = code.slice(start, end);
-    if (STATEMENT_KEYWORD.test(tail)) return;
-    yield `${code.slice(0, start)}return (${tail}\n);${code.slice(end + 1)}`;
+    .reverse()) {
+    if (STATEMENT_KEYWORD.test(code.slice(start, end))) break;
+    tails.push(start);
   }
+  for (const start of tails.reverse()) yield `${code.slice(0, start)}return (${code.slice(start, end)}\n);${code.slice(end + 1)}`;
 }
 
 const TIMED_OUT = Symbol('timed out');

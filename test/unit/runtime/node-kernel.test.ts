@@ -180,6 +180,19 @@ describe('node kernel', () => {
     expect((await client.exec("'b'", { key: 'odd-b' })).frame.result).toBe("'b'");
   });
 
+  // The last expression of an await call is read as JavaScript reads it, across lines, and gives
+  // what the same code gives without await.
+  it.each([
+    ['an expression continued on the next lines', 's', '{ a: 10, b: 20, c: 30 }', 's.a\n  + s.b\n  + s.c', '60'],
+    ['an index on the next line', 'xs', '[5, 6]', 'xs\n  [1]', '6'],
+    ['statements on their own lines', 'v', '1', 'v + 1\nv + 2', '3'],
+    ['two expressions on one line', 'w', '2', 'w; w * 3', '6'],
+  ])('returns the last expression of an await call: %s', async (_name, name, value, rest, expected) => {
+    const awaited = `const ${name} = await Promise.resolve(${value})\n${rest}`;
+    expect((await client.exec(awaited)).frame).toMatchObject({ status: 'ok', result: expected });
+    expect((await client.exec(`const ${name} = ${value}\n${rest}`)).frame).toMatchObject({ status: 'ok', result: expected });
+  });
+
   it('supports top-level await, returning the last expression', async () => {
     const { frame } = await client.exec('await new Promise((r) => setTimeout(r, 10))\nconst local = 21\nlocal * 2;');
     expect(frame).toMatchObject({ status: 'ok', result: '42' });
