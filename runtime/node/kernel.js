@@ -263,14 +263,13 @@ function dispatch(conn, msg) {
         // What still waits on a tool gets an error: the code's call is over.
         if (req.op === 'exec') tools.end();
         const items = req.op === 'exec' ? displayed(req) : [];
-        busy = false; // free before replying, so the client's next request never sees it busy
         for (const item of items) conn.send({ ...item, id: msg.id, type: 'display' });
         final = capError(result, cap);
       } catch (err) {
         log('Failed to finish a call', { error: safeText(err) });
         final = errorResult('KernelError', `the call's result could not be made: ${safeText(err)}`.slice(0, 1000));
       } finally {
-        busy = false;
+        busy = false; // free before replying, so the client's next request never sees it busy
         try {
           conn.send({ ...final, id: msg.id, type: 'result' });
         } finally {

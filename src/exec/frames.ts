@@ -257,11 +257,16 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   if (f.processLimit != null) out.processLimit = f.processLimit;
   if (f.diskFull != null) out.diskFull = f.diskFull;
   if (f.leftovers != null) out.leftovers = f.leftovers;
-  if (f.busy === true && f.status === 'error') out.busy = true;
+  if (isBusyAnswer(f)) out.busy = true;
   if (f.notIsolated === true && f.status === 'error') out.notIsolated = true;
   if (f.notFound === true && f.status === 'error') out.notFound = true;
   out.truncated = f.truncated || cut;
   return out;
+}
+
+/** A result saying the kernel was busy: the call did not start (runtime/PROTOCOL.md, KernelBusy). */
+export function isBusyAnswer(f: Pick<ResultFrame, 'busy' | 'status'>): boolean {
+  return f.busy === true && f.status === 'error';
 }
 
 /** The frame, or why it is not one (short, for an error message). */

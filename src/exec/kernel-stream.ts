@@ -18,6 +18,7 @@ import {
   UNSOLICITED_MAX_FRAMES,
   capText,
   frameBudget,
+  isBusyAnswer,
   maxFrameBytes,
   maxOutputFrameBytes,
   parseKernelFrame,
@@ -261,7 +262,7 @@ export class KernelStream {
     }
     const p = this.pending.get(frame.id);
     if (!p) return this.onUnsolicited(bytes);
-    if (frame.type === 'result' && frame.busy === true && frame.status === 'error' && (bytes > MAX_RETRIED_ANSWER_BYTES || answered(p)))
+    if (frame.type === 'result' && isBusyAnswer(frame) && (bytes > MAX_RETRIED_ANSWER_BYTES || answered(p)))
       return this.fail(`the kernel answered busy in ${bytes} bytes${answered(p) ? ' after the call had started' : ''} (MAX_RETRIED_ANSWER_BYTES)`, true);
     if (frame.type === 'output') {
       if (p.expects !== 'result') return this.fail('an output frame answered a ping', true);
