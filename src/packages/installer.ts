@@ -153,8 +153,8 @@ export class PackageInstaller {
       await this.waitRunning(t.namespace, pod, deadline);
       const index = ecosystem === 'pypi' ? this.opts.packagesPypiIndexUrl : this.opts.packagesNpmRegistry;
       const tool = ecosystem === 'pypi' ? PIP_TOOL : NPM_TOOL;
-      await this.fetcher(t.namespace, pod, ['prepare', ecosystem, index, tool.file, tool.digest], ca, 1024, deadline);
-      const report = await this.fetcher(t.namespace, pod, ['resolve', ecosystem, index, ...reqs], undefined, MAX_RESOLVE_BYTES, deadline);
+      await this.fetcher(t.namespace, pod, ['prepare', ecosystem, tool.file, tool.digest], withIndex(index, ca), 1024, deadline);
+      const report = await this.fetcher(t.namespace, pod, ['resolve', ecosystem, ...reqs], withIndex(index), MAX_RESOLVE_BYTES, deadline);
       const resolved = ecosystem === 'pypi' ? parsePipReport(report.toString('utf8')) : parseNpmLock(report.toString('utf8'), index);
       checkResolved(policy, ecosystem, resolved);
       if (resolved.length === 0) return { ecosystem, installed: [], bytes: 0 };
@@ -162,8 +162,8 @@ export class PackageInstaller {
       const summaryText = await this.fetcher(
         t.namespace,
         pod,
-        ['fetch', ecosystem, index, String(policy.maxPackageBytes), String(policy.maxTotalBytes)],
-        pins,
+        ['fetch', ecosystem, String(policy.maxPackageBytes), String(policy.maxTotalBytes)],
+        withIndex(index, pins),
         1024 * 1024,
         deadline,
       );
@@ -315,6 +315,15 @@ export class PackageInstaller {
   private sessionExec(t: InstallTarget, args: string[], stdin: Buffer | undefined, timeoutMs: number): Promise<RawExecResult> {
     return execRaw(this.clients.exec, t.namespace, t.pod, SANDBOX_CONTAINER, ['python3', '-I', '-S', '-c', SESSION_SCRIPT, ...args], stdin, 64, timeoutMs);
   }
+}
+
+/**
+ * A fetcher step's stdin: the index URL on its first line (config holds it to an http(s) URL without
+ * whitespace), then the step's own input. Not an argument: an exec's arguments are in its request's
+ * URL, which the API server's audit log keeps, and a private index's URL holds its credentials.
+ */
+export function withIndex(index: string, rest?: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`${index}\n`), rest ?? Buffer.alloc(0)]);
 }
 
 function remaining(deadline: number): number {

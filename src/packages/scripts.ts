@@ -9,7 +9,9 @@
 // session's pod: `append` writes one chunk (the first also removes archives that failed installs
 // left behind), `extract` checks the archive's sha256 and unpacks it, and removes it whatever
 // happens; `discard` removes the archive of a delivery that failed. Arguments come from the
-// gateway, already validated; messages go to stderr for the caller.
+// gateway, already validated, except the index URL: it is the first line of stdin (it may hold
+// credentials, and an exec's arguments are kept in the API server's audit log); messages go to
+// stderr for the caller.
 export const FETCHER_SCRIPT = String.raw`
 import base64, hashlib, json, os, ssl, subprocess, sys, tarfile, urllib.parse, urllib.request
 W = "/tmp/fetch"
@@ -53,7 +55,16 @@ def pip(*args):
     return run([sys.executable, W + "/pip.whl/pip", *args, "--no-cache-dir", "--cert", W + "/ca.pem"])
 def npm(*args):
     return run(["node", W + "/npm/package/bin/npm-cli.js", *args, "--cafile", W + "/ca.pem"], cwd=W + "/n")
-def prepare(eco, index, tool, digest):
+def stdin_index():
+    """The index URL, the first line of stdin: never an argument, for an exec's arguments are in its
+    request's URL, which the API server's audit log keeps, and a private index's URL holds its
+    credentials."""
+    line = sys.stdin.buffer.readline(8192).decode("utf-8", "replace").strip()
+    if not line.startswith(("http://", "https://")):
+        die(2, "the index URL is missing from the first line of stdin")
+    return line
+def prepare(eco, tool, digest):
+    index = stdin_index()
     os.makedirs(W + "/home", exist_ok=True)
     with open(W + "/ca.pem", "wb") as f:
         f.write(sys.stdin.buffer.read(4 << 20))
@@ -90,9 +101,10 @@ def slim_pip(i):
     if isinstance(d, dict) and isinstance(d.get("archive_info"), dict):
         info["archive_info"] = {k: pick(v, ("sha256",)) for k, v in d["archive_info"].items() if k == "hashes"}
     return {"metadata": pick(i.get("metadata") if isinstance(i, dict) else None, ("name", "version")), "download_info": info}
-def resolve(eco, index, specs):
+def resolve(eco, specs):
     # Only what the gateway reads, compact: pip's report carries each package's whole metadata
     # (its README too) and the gateway parses the answer in memory, so it is kept small.
+    index = stdin_index()
     if eco == "pypi":
         pip("install", "--dry-run", "--quiet", "--only-binary=:all:", "--report", W + "/report.json", "--index-url", index, *specs)
         with open(W + "/report.json") as f:
@@ -114,7 +126,8 @@ def dir_bytes(top):
             except OSError:
                 pass
     return total
-def fetch(eco, index, max_one, max_all):
+def fetch(eco, max_one, max_all):
+    index = stdin_index()
     pins = json.loads(sys.stdin.buffer.read(1 << 20))
     rows = []
     if eco == "pypi":
@@ -166,11 +179,11 @@ def read(offset, length):
         sys.stdout.buffer.write(f.read(length))
 op = sys.argv[1]
 if op == "prepare":
-    prepare(*sys.argv[2:6])
+    prepare(*sys.argv[2:5])
 elif op == "resolve":
-    resolve(sys.argv[2], sys.argv[3], sys.argv[4:])
+    resolve(sys.argv[2], sys.argv[3:])
 elif op == "fetch":
-    fetch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    fetch(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
 elif op == "read":
     read(int(sys.argv[2]), int(sys.argv[3]))
 else:

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { withIndex } from '../../../src/packages/installer.js';
 import { FETCHER_SCRIPT } from '../../../src/packages/scripts.js';
 
 const SECRET = 'S3cr3t-t0ken';
@@ -52,10 +53,10 @@ async function start(offers: 'own' | 'redirect' | 'nothing'): Promise<string> {
 
 function prepare(index: string): Promise<{ code: number | null; err: string }> {
   const script = FETCHER_SCRIPT.replace('W = "/tmp/fetch"', `W = ${JSON.stringify(w)}`);
-  const child = spawn('python3', ['-I', '-c', script, 'prepare', 'pypi', index, 'pip-1-py3-none-any.whl', DIGEST], { timeout: 20_000 });
+  const child = spawn('python3', ['-I', '-c', script, 'prepare', 'pypi', 'pip-1-py3-none-any.whl', DIGEST], { timeout: 20_000 });
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  child.stdin.end(rootCertificates.join('\n'));
+  child.stdin.end(withIndex(index, Buffer.from(rootCertificates.join('\n'))));
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, err })));
 }
 
@@ -105,5 +106,17 @@ describe("the fetcher's prepare with a private index's credentials in its URL", 
     expect(r.err).toMatch(message);
     expect(r.err).not.toContain(SECRET);
     expect(r.err).not.toContain('alice');
+  });
+
+  it("takes the index from the first line of its stdin, never from its arguments (an exec's arguments are in the API server's audit log)", async () => {
+    const script = FETCHER_SCRIPT.replace('W = "/tmp/fetch"', `W = ${JSON.stringify(w)}`);
+    const child = spawn('python3', ['-I', '-c', script, 'prepare', 'pypi', 'pip-1-py3-none-any.whl', DIGEST], { timeout: 20_000 });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdin.on('error', () => undefined); // it exits before reading the rest: EPIPE
+    child.stdin.end(rootCertificates.join('\n'));
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    expect(code).toBe(2);
+    expect(err).toMatch(/the index URL is missing from the first line of stdin/);
   });
 });

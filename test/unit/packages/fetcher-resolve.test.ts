@@ -7,10 +7,12 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_RESOLVE_BYTES } from '../../../src/packages/installer.js';
+import { MAX_RESOLVE_BYTES, withIndex } from '../../../src/packages/installer.js';
 import { parseFetchSummary, parseNpmLock, parsePipReport } from '../../../src/packages/policy.js';
 import { FETCHER_SCRIPT } from '../../../src/packages/scripts.js';
 
+/** The index, given on stdin's first line as the installer gives it (never an argument). */
+const INDEX = 'https://index.example/simple';
 let w: string;
 beforeEach(() => {
   w = mkdtempSync(join(tmpdir(), 'fetch-'));
@@ -22,12 +24,15 @@ function resolve(eco: 'pypi' | 'npm', answer: unknown): { code: number | null; o
   const file = join(w, 'answer.json');
   writeFileSync(file, JSON.stringify(answer));
   mkdirSync(join(w, 'pip.whl/pip'), { recursive: true });
-  writeFileSync(join(w, 'pip.whl/pip/__main__.py'), `import shutil, sys\nshutil.copy(${JSON.stringify(file)}, sys.argv[sys.argv.index("--report") + 1])\n`);
+  writeFileSync(
+    join(w, 'pip.whl/pip/__main__.py'),
+    `import shutil, sys\nassert sys.argv[sys.argv.index("--index-url") + 1] == ${JSON.stringify(INDEX)}\nshutil.copy(${JSON.stringify(file)}, sys.argv[sys.argv.index("--report") + 1])\n`,
+  );
   mkdirSync(join(w, 'npm/package/bin'), { recursive: true });
   mkdirSync(join(w, 'n'), { recursive: true });
   writeFileSync(join(w, 'npm/package/bin/npm-cli.js'), `require('fs').copyFileSync(${JSON.stringify(file)}, 'package-lock.json');\n`);
   const script = FETCHER_SCRIPT.replace('W = "/tmp/fetch"', `W = ${JSON.stringify(w)}`);
-  const r = spawnSync('python3', ['-I', '-c', script, 'resolve', eco, 'https://index.example/simple', 'x'], { timeout: 20_000, maxBuffer: 64 << 20 });
+  const r = spawnSync('python3', ['-I', '-c', script, 'resolve', eco, 'x'], { input: withIndex(INDEX), timeout: 20_000, maxBuffer: 64 << 20 });
   return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 
@@ -103,8 +108,8 @@ describe("the fetcher's fetch counts what the packages take unpacked", () => {
     );
     const script = FETCHER_SCRIPT.replace('W = "/tmp/fetch"', `W = ${JSON.stringify(w)}`);
     const pins = JSON.stringify([{ name: 'big', version: '1.0', sha256: 'a'.repeat(64) }]);
-    const r = spawnSync('python3', ['-I', '-c', script, 'fetch', 'pypi', 'https://index.example/simple', String(maxAll), String(maxAll)], {
-      input: pins,
+    const r = spawnSync('python3', ['-I', '-c', script, 'fetch', 'pypi', String(maxAll), String(maxAll)], {
+      input: withIndex(INDEX, Buffer.from(pins)),
       timeout: 20_000,
     });
     return { code: r.status, out: r.stdout.toString(), err: r.stderr.toString() };
