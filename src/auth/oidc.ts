@@ -36,6 +36,13 @@ async function discoverJwks(issuer: string): Promise<URL> {
 export function identityFromClaims(p: JWTPayload, usernameClaim: string, groupsClaim: string): AuthResult {
   const user = p[usernameClaim];
   if (typeof user !== 'string' || user === '') return badToken(`The token has no "${usernameClaim}" claim to name the user.`);
+  // Named by email, a user is that address's owner only when the issuer says it checked the
+  // address: many issuers let a user type any address (a profile field, self-registration) and
+  // mark it email_verified: false, which would make them the owner of that address's sessions.
+  // As the API server's OIDC authenticator: present, it must be true; absent (some issuers never
+  // send it), the address is taken as the issuer's.
+  if (usernameClaim === 'email' && p.email_verified !== undefined && p.email_verified !== true)
+    return badToken("The token's email is not verified (email_verified is not true); verify the address with the issuer, then get a new token.");
   const raw = p[groupsClaim];
   // An empty string names no group (the tokens file skips them too).
   const groups = (Array.isArray(raw) ? raw.filter((g): g is string => typeof g === 'string') : typeof raw === 'string' ? [raw] : []).filter(Boolean);

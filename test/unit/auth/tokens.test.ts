@@ -94,6 +94,12 @@ describe('identityFromClaims', () => {
     ['email claim, one group as a string', { email: 'a@x', groups: 'dev' }, 'email', { ok: true, identity: { user: 'a@x', groups: ['dev'] } }],
     ['missing user claim', { groups: ['dev'] }, 'sub', { ok: false }],
     ['empty user claim', { sub: '' }, 'sub', { ok: false }],
+    // An address the issuer did not verify names nobody: its owner may be another user.
+    ['email claim, email_verified true', { email: 'a@x', email_verified: true }, 'email', { ok: true, identity: { user: 'a@x' } }],
+    ['email claim, email_verified false', { email: 'a@x', email_verified: false }, 'email', { ok: false, failure: { error: 'invalid_token' } }],
+    ['email claim, email_verified "false"', { email: 'a@x', email_verified: 'false' }, 'email', { ok: false, failure: { error: 'invalid_token' } }],
+    ['email claim, email_verified null', { email: 'a@x', email_verified: null }, 'email', { ok: false, failure: { error: 'invalid_token' } }],
+    ['another claim, email_verified false', { sub: 'alice', email_verified: false }, 'sub', { ok: true, identity: { user: 'alice' } }],
   ])('%s', (_n, payload, claim, expected) => {
     expect(identityFromClaims(payload, claim, 'groups')).toMatchObject(expected);
   });
