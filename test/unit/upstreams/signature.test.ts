@@ -24,8 +24,22 @@ describe('renderType', () => {
     ['untyped with properties', { properties: { a: {} } }, 'object'],
     ['no schema', undefined, 'any'],
     ['garbage', 'not a schema', 'any'],
+    ['a type list naming a type twice', { type: ['array', 'null', 'array'], items: { type: 'string' } }, 'string[]|null'],
+    ['many alternatives', { anyOf: Array.from({ length: 40 }, (_, i) => ({ const: i })) }, `${Array.from({ length: 16 }, (_, i) => i).join('|')}|…`],
   ])('%s', (_name, schema, expected) => {
     expect(renderType(schema)).toBe(expected);
+  });
+
+  // The schemas come from upstreams: what one makes the gateway do per search hit is bounded.
+  it('renders the items of a type list repeating "array" once per level', () => {
+    let reads = 0;
+    const counted = (inner: unknown): object =>
+      Object.defineProperty({ type: Array(1000).fill('array') }, 'items', {
+        enumerable: true,
+        get: () => (reads++, inner),
+      });
+    expect(renderType(counted(counted({ type: 'string' })))).toBe('any[][]');
+    expect(reads).toBe(2);
   });
 });
 
@@ -41,6 +55,19 @@ describe('renderSignature', () => {
     ['not an object', null, '()'],
   ])('%s', (_name, schema, expected) => {
     expect(renderSignature(schema)).toBe(expected);
+  });
+
+  it.each<[string, string[]]>([
+    ['optional', []],
+    ['required', Array.from({ length: 10_000 }, (_, i) => `p${i}`)],
+  ])('reads only the %s parameters that fit the line', (_name, required) => {
+    const read = new Set<PropertyKey>();
+    const properties = new Proxy(Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`p${i}`, { type: 'string' }])), {
+      get: (target, key) => (read.add(key), target[key as string]),
+    });
+    const sig = renderSignature({ type: 'object', properties, required });
+    expect(sig).toMatch(/^\(p0\??: string, p1\??: string, .*, …\)$/);
+    expect(read.size).toBeLessThan(50);
   });
 
   it('ends a long list with … within the bound', () => {
