@@ -62,7 +62,7 @@ def _flush_figures():
 
 def _result_text(value):
     """A pandas DataFrame or Series as a compact table; anything else as its repr()."""
-    if (type(value).__module__ or "").startswith("pandas"):
+    if _safe(lambda: type(value).__module__, "").startswith("pandas"):
         try:
             from codemode.display import table_text
 
@@ -240,7 +240,7 @@ class PythonSession:
             body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
             expr = compile(last, filename, "eval", flags=flags, dont_inherit=True) if last else None
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as err:
-            return {"status": "error", "error": _error(err, None)}
+            return {"status": "error", "error": _error(err)}
         # Tracebacks and inspect show the cell's source lines (mtime None: never invalidated).
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         import asyncio  # imported by _event_loop: a lookup
@@ -255,21 +255,21 @@ class PythonSession:
             finally:
                 self._in_user_code = False
         except CallTimeout as err:
-            return {"status": "timeout", "error": _error(err, err.__traceback__)}
+            return {"status": "timeout", "error": _error(err)}
         except SystemExit as err:
             self._flush_after_error()
-            if err.code in (None, 0):
+            if _exit_ok(err):
                 return {"status": "ok"}
-            return {"status": "error", "error": _error(err, err.__traceback__)}
+            return {"status": "error", "error": _error(err)}
         except BaseException as err:
             self._flush_after_error()
-            return {"status": "error", "error": _error(err, err.__traceback__)}
+            return {"status": "error", "error": _error(err)}
         if value is None:
             return {"status": "ok"}
         try:
-            text = _result_text(value)
-        except Exception as err:
-            return {"status": "error", "error": _error(err, err.__traceback__)}
+            text = _plain(_result_text(value), "")
+        except BaseException as err:  # noqa: B036 - the code's __repr__ may raise SystemExit
+            return {"status": "error", "error": _error(err)}
         return {"status": "ok", "result": text[:cap], "resultTruncated": len(text) > cap}
 
     def _flush_after_error(self):
@@ -311,17 +311,59 @@ def _ms(started):
     return int((time.monotonic() - started) * 1000)
 
 
-def _error(err, tb):
-    """ename/evalue/traceback, the traceback starting at the first cell frame, without kernel frames."""
-    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
-        tb = tb.tb_next
-    frames = []
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            frames.append(tb)
-        tb = tb.tb_next
-    for a, b in zip(frames, frames[1:] + [None]):
-        a.tb_next = b
-    err.__traceback__ = frames[0] if frames else None
-    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-    return {"ename": type(err).__name__, "evalue": str(err), "traceback": text}
+def _plain(text, fallback):
+    """`text` as a plain str; `fallback` when it is none. A str subclass (what __str__ or
+    __repr__ may return) could answer slicing and len() with anything: the result would carry it."""
+    try:
+        return str.__str__(text) if isinstance(text, str) else fallback
+    except BaseException:  # noqa: B036 - isinstance may run the code's __class__
+        return fallback
+
+
+def _safe(read, fallback):
+    """read()'s text, or `fallback` when it raises anything (the code's __str__ may raise SystemExit)."""
+    try:
+        return _plain(read(), fallback)
+    except BaseException:  # noqa: B036
+        return fallback
+
+
+def _exit_ok(err):
+    """True when a SystemExit means success (code None or 0), read without running the code's
+    own code (a `code` property, an __eq__ that raises)."""
+    code = _safe_get(SystemExit.__dict__["code"], err)
+    return code is None or (type(code) in (int, bool) and code == 0)
+
+
+def _safe_get(descriptor, obj):
+    try:
+        return descriptor.__get__(obj)
+    except BaseException:  # noqa: B036
+        return None
+
+
+def _error(err):
+    """ename/evalue/traceback, the traceback starting at the first cell frame, without kernel frames.
+
+    Whatever the exception's class does (a __str__ that raises SystemExit or returns a non-str, a
+    metaclass __name__), the texts are plain str and reading them raises nothing."""
+    cls = type(err)
+    ename = _safe(lambda: type.__dict__["__name__"].__get__(cls), "BaseException")
+    evalue = _safe(lambda: str(err), "<exception str() failed>")
+    tb = _safe_get(BaseException.__dict__["__traceback__"], err)
+    try:
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+            tb = tb.tb_next
+        frames = []
+        while tb is not None:
+            if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+                frames.append(tb)
+            tb = tb.tb_next
+        for a, b in zip(frames, frames[1:] + [None]):
+            a.tb_next = b
+        tb = frames[0] if frames else None
+        BaseException.__dict__["__traceback__"].__set__(err, tb)
+    except BaseException:  # noqa: B036
+        tb = None
+    text = _safe(lambda: "".join(traceback.format_exception(cls, err, tb)), "%s: %s\n" % (ename, evalue))
+    return {"ename": ename, "evalue": evalue, "traceback": text}

@@ -153,6 +153,14 @@ def cap_error(result, cap):
     return dict(result, error=capped)
 
 
+def _describe(err):
+    """repr(err), or its type's name when the repr fails (an exception class of the code's)."""
+    try:
+        return str.__str__(repr(err))
+    except BaseException:  # noqa: B036
+        return type.__dict__["__name__"].__get__(type(err))
+
+
 def error_result(ename, evalue):
     return dict(status="error", durationMs=0, error={"ename": ename, "evalue": evalue, "traceback": ""}, **EMPTY_OUTPUT)
 
@@ -242,9 +250,10 @@ class KernelServer:
                 else:
                     self._session.reset()
                     result = dict(status="ok", durationMs=0, **EMPTY_OUTPUT)
-            except Exception as err:  # a kernel bug: report it, keep serving
-                log("Failed to run a call", error=repr(err))
-                result = error_result("KernelError", repr(err))
+            except BaseException as err:  # noqa: B036 - a kernel bug, or a signal handler the code installed: report it, keep serving
+                what = _describe(err)
+                log("Failed to run a call", error=what)
+                result = error_result("KernelError", what)
             self._tools.end()
             items = self._displayed(msg)
             final = cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS))

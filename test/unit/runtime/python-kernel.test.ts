@@ -70,6 +70,57 @@ describe('python kernel', () => {
     expect(frame.error?.traceback).toContain('x = = 1');
   });
 
+  // Whatever the code's exception or value does when the kernel reads it, the call gets its own
+  // result with plain strings, and the kernel serves the next call.
+  const oddStr =
+    'class S(str):\n    def __getitem__(self, i):\n        return 5\n    def __len__(self):\n        return 0\n    def __str__(self):\n        return self\n';
+  it.each([
+    [
+      '__str__ raises SystemExit',
+      'class E(Exception):\n    def __str__(self):\n        raise SystemExit(3)\nraise E()',
+      { ename: 'E', evalue: '<exception str() failed>' },
+    ],
+    ['__str__ raises KeyboardInterrupt', 'class E(Exception):\n    def __str__(self):\n        raise KeyboardInterrupt\nraise E()', { ename: 'E' }],
+    [
+      '__str__ raises',
+      'class E(Exception):\n    def __str__(self):\n        raise RuntimeError()\nraise E()',
+      { ename: 'E', evalue: '<exception str() failed>' },
+    ],
+    ['__str__ returns an int', 'class E(Exception):\n    def __str__(self):\n        return 5\nraise E()', { ename: 'E', evalue: '<exception str() failed>' }],
+    ['a message of a str subclass', `${oddStr}raise ValueError(S('abc'))`, { ename: 'ValueError', evalue: 'abc' }],
+    [
+      'a metaclass __name__',
+      'class M(type):\n    __name__ = property(lambda c: 5)\nclass E(Exception, metaclass=M):\n    pass\nraise E("x")',
+      { ename: 'E', evalue: 'x' },
+    ],
+    [
+      'a SystemExit code whose == raises',
+      'class C:\n    def __eq__(self, o):\n        raise KeyboardInterrupt\n    __hash__ = object.__hash__\nraise SystemExit(C())',
+      { ename: 'SystemExit' },
+    ],
+    ['__repr__ raises SystemExit', 'class R:\n    def __repr__(self):\n        raise SystemExit(3)\nR()', { ename: 'SystemExit', evalue: '3' }],
+    ['__repr__ raises KeyboardInterrupt', 'class R:\n    def __repr__(self):\n        raise KeyboardInterrupt\nR()', { ename: 'KeyboardInterrupt' }],
+  ])('reports an odd exception as the code’s own: %s', async (name, code, error) => {
+    const key = `odd-${name.replace(/\W+/g, '-').slice(0, 50)}`;
+    const { frame } = await client.exec(code, { key });
+    expect(frame).toMatchObject({ status: 'error', error });
+    expect(typeof frame.error?.evalue).toBe('string');
+    expect(frame.error?.traceback).toContain(`${error.ename}`);
+    expect((await client.request({ op: 'recall', key })).frame).toMatchObject({ status: 'error', error });
+    expect((await client.exec('1 + 1')).frame.result).toBe('2');
+  });
+
+  it.each([
+    ['a __repr__ returning a str subclass', `${oddStr}class R:\n    def __repr__(self):\n        return S("abc")\nR()`, 'abc'],
+    [
+      'a class whose __module__ is not a str',
+      'class M(type):\n    __module__ = property(lambda c: 5)\nclass R(metaclass=M):\n    def __repr__(self):\n        return "r"\nR()',
+      'r',
+    ],
+  ])('returns a plain string result for %s', async (_name, code, result) => {
+    expect((await client.exec(code)).frame).toMatchObject({ status: 'ok', result });
+  });
+
   it.each([
     ['sys.exit(0) is a success', 'import sys\nsys.exit(0)', 'ok'],
     ['sys.exit(2) is an error', 'import sys\nsys.exit(2)', 'error'],
