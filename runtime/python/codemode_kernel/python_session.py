@@ -252,6 +252,9 @@ class PythonSession:
                 self._eval(body)
                 value = self._eval(expr) if expr else None
                 _flush_figures()  # inside the call: its timeout covers rendering too
+                # The value's repr is the code's too (a large or slow one): the timeout covers it,
+                # and interrupts it like the code, instead of the kernel giving up (lost).
+                text = None if value is None else _plain(_result_text(value), "")
             finally:
                 self._in_user_code = False
         except CallTimeout as err:
@@ -264,12 +267,8 @@ class PythonSession:
         except BaseException as err:
             self._flush_after_error()
             return {"status": "error", "error": _error(err)}
-        if value is None:
+        if text is None:
             return {"status": "ok"}
-        try:
-            text = _plain(_result_text(value), "")
-        except BaseException as err:  # noqa: B036 - the code's __repr__ may raise SystemExit
-            return {"status": "error", "error": _error(err)}
         return {"status": "ok", "result": text[:cap], "resultTruncated": len(text) > cap}
 
     def _flush_after_error(self):

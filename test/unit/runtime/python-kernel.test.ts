@@ -157,8 +157,12 @@ describe('python kernel', () => {
     expect(loop.outputs.map((o) => o.text).join('')).toBe(loop.frame.stdout);
   });
 
-  it('interrupts a busy loop at the timeout and keeps the session', async () => {
-    const { frame } = await client.exec('while True:\n    pass', { timeoutMs: 300 });
+  it.each([
+    ['a busy loop', 'while True:\n    pass'],
+    // The result's repr is the code's too: interrupted like it, not given up on (lost, the kernel exits).
+    ['a __repr__ that loops', 'class R:\n    def __repr__(self):\n        while True:\n            pass\nR()'],
+  ])('interrupts %s at the timeout and keeps the session', async (_name, code) => {
+    const { frame } = await client.exec(code, { timeoutMs: 300 });
     expect(frame.status).toBe('timeout');
     expect(frame.error?.traceback).toMatch(/while True:|pass/); // the line depends on the Python version
     expect((await client.exec('x + 1')).frame).toMatchObject({ status: 'ok', result: '42' });
