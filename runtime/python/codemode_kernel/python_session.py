@@ -87,6 +87,7 @@ class PythonSession:
 
     def __init__(self, log_fd):
         self._log = open(log_fd, "w", closefd=False)
+        self._pid = os.getpid()
         self._main_thread = threading.main_thread().ident
         self._calls = 0
         self._in_user_code = False
@@ -176,6 +177,8 @@ class PythonSession:
         job = self._watchdog.arm(timeout_s, interrupt, give_up)
         try:
             outcome = self._run(req["code"], "<cell-%d>" % self._calls, req["capChars"])
+            if os.getpid() != self._pid:
+                _end_forked_child(0 if outcome["status"] == "ok" else 1)
         finally:
             self._watchdog.disarm()
             self._interrupting = False
@@ -260,6 +263,8 @@ class PythonSession:
         except CallTimeout as err:
             return {"status": "timeout", "error": _error(err)}
         except SystemExit as err:
+            if os.getpid() != self._pid:
+                _end_forked_child(_exit_status(err))
             self._flush_after_error()
             if _exit_ok(err):
                 return {"status": "ok"}
@@ -332,6 +337,27 @@ def _exit_ok(err):
     own code (a `code` property, an __eq__ that raises)."""
     code = _safe_get(SystemExit.__dict__["code"], err)
     return code is None or (type(code) in (int, bool) and code == 0)
+
+
+def _exit_status(err):
+    """The process exit status a SystemExit stands for, as the interpreter maps it."""
+    code = _safe_get(SystemExit.__dict__["code"], err)
+    if code is None:
+        return 0
+    return code & 0xFF if type(code) in (int, bool) else 1
+
+
+def _end_forked_child(status):
+    """A child the code forked (os.fork) without ending it came back to the kernel: it ends here,
+    like a child of multiprocessing. Going on, it would send the call's result a second time (its
+    own, which may arrive first), take the parent's output from the shared pipes, and then wait for
+    calls forever, holding the exec stream open."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: B036
+            pass
+    os._exit(status)
 
 
 def _safe_get(descriptor, obj):

@@ -129,6 +129,28 @@ describe('python kernel', () => {
     expect((await client.exec('x')).frame.result).toBe('41');
   });
 
+  // A child the code forks and does not end itself ends when it gets back to the kernel, as a
+  // multiprocessing child does, instead of answering the call too and then waiting for calls forever
+  // (the parent's waitpid would then never return).
+  it.each([
+    ['falls through', '', 0],
+    ['calls sys.exit(3)', 'sys.exit(3)', 3],
+    ['raises', 'raise ValueError("in child")', 1],
+  ])('ends a forked child that %s', async (_name, tail, exitCode) => {
+    const code = [
+      'import os, sys',
+      'pid = os.fork()',
+      "print('child' if pid == 0 else 'parent', flush=True)",
+      ...(tail ? [`if pid == 0:\n    ${tail}`] : []),
+      'if pid:\n    status = os.WEXITSTATUS(os.waitpid(pid, 0)[1])',
+      'pid == 0',
+    ].join('\n');
+    const { frame } = await client.exec(code, { timeoutMs: 3000 });
+    expect(frame).toMatchObject({ status: 'ok', result: 'False' });
+    expect(frame.stdout.split('\n').sort()).toEqual(['', 'child', 'parent']);
+    expect((await client.exec('status')).frame.result).toBe(String(exitCode));
+  });
+
   it('supports top-level await on a persistent event loop', async () => {
     expect((await client.exec('import asyncio\nawait asyncio.sleep(0.01)\n5')).frame).toMatchObject({ status: 'ok', result: '5' });
     expect((await client.exec('async def get():\n    return 6\nawait get()')).frame.result).toBe('6');
