@@ -109,6 +109,9 @@ class PythonSession:
         os.dup2(self._err_w, 2)
         sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+        # The writers on fds 1 and 2 the kernel flushes after each call, whatever the code assigns
+        # to sys.stdout and sys.stderr (it may assign objects of its own, whose flush is its code).
+        self._writers = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
         self._pump = Pump({"stdout": out_r, "stderr": err_r})
         self._pump.start()
 
@@ -177,6 +180,7 @@ class PythonSession:
         job = self._watchdog.arm(timeout_s, interrupt, give_up)
         try:
             outcome = self._run(req["code"], "<cell-%d>" % self._calls, req["capChars"])
+            self._flush_streams()
             if os.getpid() != self._pid:
                 _end_forked_child(0 if outcome["status"] == "ok" else 1)
         finally:
@@ -211,11 +215,26 @@ class PythonSession:
         os.dup2(f.fileno(), 0)
         return f
 
+    def _flush_streams(self):
+        """Flushes sys.stdout and sys.stderr as the code's: they may be objects of its own, whose
+        flush may raise anything or never return. The timeout covers it; what it raises is dropped."""
+        try:
+            self._in_user_code = True
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:  # noqa: B036 - also a CallTimeout: the next stream still gets its turn
+                    pass
+        except BaseException:  # noqa: B036 - a CallTimeout between the statements above
+            pass
+        finally:
+            self._in_user_code = False
+
     def _sync_output(self):
-        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        for stream in self._writers:
             try:
                 stream.flush()
-            except Exception:  # the user may have closed or replaced them; nothing to flush then
+            except Exception:  # the code may have closed them; nothing to flush then
                 pass
         token = new_token()
         self._pump.expect(token)

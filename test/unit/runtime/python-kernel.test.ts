@@ -151,6 +151,19 @@ describe('python kernel', () => {
     expect((await client.exec('status')).frame.result).toBe(String(exitCode));
   });
 
+  // sys.stdout may be the code's own object: its flush after the call runs as the code's, under
+  // the timeout, and what it raises ends neither the call's result nor the next calls.
+  it.each([
+    ['raises KeyboardInterrupt', 'raise KeyboardInterrupt', 'ok'],
+    ['raises SystemExit', 'raise SystemExit(2)', 'ok'],
+    ['never returns', 'time.sleep(1000)', 'timeout'],
+  ])('survives a sys.stdout whose flush %s', async (_name, flush, status) => {
+    const code = `import sys, time\nclass W:\n    def write(self, s):\n        return len(s)\n    def flush(self):\n        ${flush}\nsys.stdout = W()\n"set"`;
+    expect((await client.exec(code, { timeoutMs: 500 })).frame).toMatchObject({ status });
+    expect((await client.exec('import os\nos.write(1, b"fd\\n")\n1', { timeoutMs: 500 })).frame).toMatchObject({ status, stdout: 'fd\n' });
+    expect((await client.exec('sys.stdout = sys.__stdout__\nprint("back")')).frame).toMatchObject({ status: 'ok', stdout: 'back\n' });
+  });
+
   it('supports top-level await on a persistent event loop', async () => {
     expect((await client.exec('import asyncio\nawait asyncio.sleep(0.01)\n5')).frame).toMatchObject({ status: 'ok', result: '5' });
     expect((await client.exec('async def get():\n    return 6\nawait get()')).frame.result).toBe('6');
