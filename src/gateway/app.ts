@@ -9,7 +9,7 @@ import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandler } from '../auth/middleware.js';
 import { checkBatch, type BodyRefusal } from './batch-limit.js';
-import { BodyBudget, bodyBudgetRefused } from './body-budget.js';
+import { BodyBudget, bodyBudgetRefused, keepHold } from './body-budget.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
 import { StallGuard } from './stall-guard.js';
 import { hostValidation } from './host-validation.js';
@@ -68,6 +68,7 @@ export function createApp(deps: GatewayDeps): Hono {
     if (outgoing) stalls.watch(outgoing);
     const user = identityOf(c.req.raw)?.user ?? '';
     const hold = budget.hold(user);
+    keepHold(c.req.raw, hold);
     const settled = [whenResponded(outgoing, hold.release)];
     try {
       const reserve = (bytes: number): BodyRefusal | undefined => {
@@ -90,7 +91,10 @@ export function createApp(deps: GatewayDeps): Hono {
         }
         settled.push(whenResponded(outgoing, release));
       }
-      if (batch.request) carryIdentity(c.req.raw, batch.request);
+      if (batch.request) {
+        carryIdentity(c.req.raw, batch.request);
+        keepHold(batch.request, hold);
+      }
       return await mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
     } finally {
       for (const done of settled) done();

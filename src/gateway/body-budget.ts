@@ -29,6 +29,8 @@ export type BodyBudgetLimit = 'user' | 'total';
 
 /** One request's share of the budget: grows with its body, given back once (release). */
 export interface BodyHold {
+  /** The budget's limits (for the refusal's text). */
+  readonly limits: BodyBudgetLimits;
   /** Takes `bytes` more, or says which budget has no room for them (nothing is taken then). */
   take(bytes: number): BodyBudgetLimit | undefined;
   /** Gives back everything taken; later takes are not counted. Idempotent. */
@@ -51,6 +53,7 @@ export class BodyBudget {
     let mine = 0;
     let released = false;
     return {
+      limits: this.limits,
       take: (bytes) => {
         if (released || bytes <= 0) return undefined;
         const theirs = this.byUser.get(user) ?? 0;
@@ -72,6 +75,23 @@ export class BodyBudget {
       },
     };
   }
+}
+
+const holds = new WeakMap<Request, BodyHold>();
+
+/**
+ * `req`'s hold, for what its tools keep until its response has ended: a read_file reply is the
+ * file twice (text and structuredContent) as JSON, held while it is sent. Without it one user's
+ * concurrent reads of a session's largest files (~20 MiB each at 8 MiB, as many as the user
+ * sends) ended the replica, and every other user's calls with it.
+ */
+export function holdOf(req: Request | undefined): BodyHold | undefined {
+  return req ? holds.get(req) : undefined;
+}
+
+/** Makes `hold` the hold of `req` (and of the requests rebuilt from it) for holdOf. */
+export function keepHold(req: Request, hold: BodyHold): void {
+  holds.set(req, hold);
 }
 
 /** The answer to a request the budget has no room for: 429 for the user's own share, 503 for the replica's. */

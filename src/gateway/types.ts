@@ -15,14 +15,25 @@ import type { BodyCheckLimit } from './batch-limit.js';
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
  * (DNS-rebinding protection), the timeout applied when the agent sends none and the largest it may
  * ask for, the largest code, the most messages in one JSON-RPC batch, how often a long call's
- * progress stream says it is alive.
+ * progress stream says it is alive, and the largest file read_file returns (what a read holds of
+ * its user's share while it runs: body-budget.ts).
  */
 export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'> &
-  Partial<Pick<Config, 'resultFormat' | 'progressHeartbeatSeconds'>>;
+  Partial<Pick<Config, 'resultFormat' | 'progressHeartbeatSeconds' | 'maxFileBytes'>>;
 
 /** The gateway's settings out of a loaded Config (or anything that has them). */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {
-  const { allowedHosts, allowedOrigins, defaultTimeoutSeconds, maxTimeoutSeconds, maxCodeBytes, maxBatchSize, resultFormat, progressHeartbeatSeconds } = config;
+  const {
+    allowedHosts,
+    allowedOrigins,
+    defaultTimeoutSeconds,
+    maxTimeoutSeconds,
+    maxCodeBytes,
+    maxBatchSize,
+    resultFormat,
+    progressHeartbeatSeconds,
+    maxFileBytes,
+  } = config;
   return {
     allowedHosts,
     allowedOrigins,
@@ -32,6 +43,7 @@ export function gatewayOptions(config: GatewayOptions): GatewayOptions {
     maxBatchSize,
     ...(resultFormat && { resultFormat }),
     ...(progressHeartbeatSeconds !== undefined && { progressHeartbeatSeconds }),
+    ...(maxFileBytes !== undefined && { maxFileBytes }),
   };
 }
 

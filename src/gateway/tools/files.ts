@@ -1,6 +1,8 @@
 // read_file, write_file, list_files: a session's /workspace. Paths are relative to /workspace (or
 // absolute inside it); `..`, paths outside it and symlinks that leave it are refused.
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import { holdOf, type BodyBudgetLimit, type BodyHold } from '../body-budget.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
@@ -43,6 +45,14 @@ export function fileText(bytes: Uint8Array): { text: string } | { problem: strin
 }
 const encoding = z.enum(['utf8', 'base64']).default('utf8');
 
+/** Why a read_file was refused: its user's (or the replica's) share of memory is held by other calls. */
+export function fileReplyRefused(limit: BodyBudgetLimit, hold: BodyHold): string {
+  const mib = (n: number): string => `${Math.round(n / (1024 * 1024))} MiB`;
+  return limit === 'user'
+    ? `Too many requests: your calls in flight on this gateway replica (request bodies, and files being read or sent back) already hold ${mib(hold.limits.perUserBytes)}, the most one user may. The file was not returned. Wait for some of your calls to finish, then retry; read large files one at a time.`
+    : `The gateway replica is holding ${mib(hold.limits.totalBytes)} of request bodies and file replies for its callers, its limit. The file was not returned. Retry in a few seconds.`;
+}
+
 export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void {
   const sessions = deps.sessions;
   if (!sessions) return;
@@ -62,6 +72,15 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
       annotations: { title: 'Read file', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     async (args, ctx) => {
+      // Held of the caller's share until the response has ended (body-budget.ts): the file's bytes
+      // while it is read (at most the largest file), then its reply, the content twice as JSON.
+      const hold = holdOf(ctx.http?.req);
+      const refused = (limit: BodyBudgetLimit, h: BodyHold): CallToolResult => {
+        deps.onAdmissionRejected?.(limit === 'user' ? 'user_request_bytes' : 'request_bytes');
+        return errorResult(fileReplyRefused(limit, h));
+      };
+      const reading = hold?.take(deps.options.maxFileBytes ?? 0);
+      if (hold && reading) return refused(reading, hold);
       try {
         const bytes = await sessions.readFile(args.session, args.path, callerOf(ctx));
         let content: string;
@@ -71,6 +90,8 @@ export function registerFileTools(server: ToolRegistry, deps: GatewayDeps): void
           if ('problem' in t) return errorResult(`${args.path} ${t.problem}; read it with encoding="base64".`);
           content = t.text;
         }
+        const reply = hold?.take(2 * Buffer.byteLength(content, 'utf8'));
+        if (hold && reply) return refused(reply, hold);
         return okResult(content, { path: args.path, encoding: args.encoding, size: bytes.length, content });
       } catch (err) {
         return toolFailure(err, logger, 'read_file');
