@@ -11,6 +11,7 @@
 - Timeout: see watchdog.py and interrupt() below.
 """
 import ast
+import builtins
 import io
 import linecache
 import os
@@ -96,6 +97,7 @@ class PythonSession:
         # asyncio is imported with the first loop (_event_loop): its ~20 ms are not a kernel's
         # start-up, which a cold run waits for and never needs it.
         self._loop = None
+        self._builtins = dict(builtins.__dict__)  # as the code found them (reset)
         self.ns = new_namespace()
         signal.signal(signal.SIGINT, self._on_sigint)
         self._watchdog = Watchdog(self._log)
@@ -107,16 +109,33 @@ class PythonSession:
         _stdin_from_devnull()
         os.dup2(self._out_w, 1)
         os.dup2(self._err_w, 2)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
-        # The writers on fds 1 and 2 the kernel flushes after each call, whatever the code assigns
-        # to sys.stdout and sys.stderr (it may assign objects of its own, whose flush is its code).
-        self._writers = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+        self._writers = ()
+        self._restore_streams()
         self._pump = Pump({"stdout": out_r, "stderr": err_r})
         self._pump.start()
 
+    def _restore_streams(self):
+        """sys.stdout and sys.stderr become the kernel's writers on fds 1 and 2 again (new ones
+        when the code closed them). The kernel flushes these after each call, whatever the code
+        assigns to sys.stdout and sys.stderr (objects of its own, whose flush is its code)."""
+        own = []
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            writer = self._writers[fd - 1] if self._writers else None
+            if writer is None or writer.closed:
+                writer = open(fd, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+            setattr(sys, name, writer)
+            own.append(writer)
+        self._writers = (own[0], own[1], sys.__stdout__, sys.__stderr__)
+
     def reset(self):
+        """A fresh namespace and event loop, and the process-wide Python state the code may have
+        patched undone: sys.stdout/stderr and builtins (a patched print would outlive the reset)."""
         self.ns = new_namespace()
+        self._restore_streams()
+        current = builtins.__dict__
+        current.update(self._builtins)  # no moment without a builtin: the kernel's threads use them
+        for name in [n for n in current if n not in self._builtins]:
+            del current[name]
         if self._loop is not None:
             self._loop.close()
             self._loop = None

@@ -304,6 +304,28 @@ describe('python kernel', () => {
   });
 });
 
+describe('python kernel reset', () => {
+  let session: Awaited<ReturnType<typeof startSession>>;
+  beforeAll(async () => {
+    session = await startSession('python');
+  });
+  afterAll(() => session.stop());
+
+  // What the code patched in the process-wide Python state is undone too, as a reset promises a fresh session.
+  it.each([
+    ['a patched print', 'import builtins\nbuiltins.print = lambda *a, **k: None'],
+    ['a replaced sys.stdout', 'import sys, io\nsys.stdout = io.StringIO()'],
+    ['a closed sys.stdout', 'import sys\nsys.stdout.close()'],
+    ['a patched input and a new builtin', 'import builtins\nbuiltins.input = lambda *a: "patched"\nbuiltins.extra = 1'],
+  ])('undoes %s', async (_name, code) => {
+    const { client } = session;
+    expect((await client.exec(code)).frame.status).toBe('ok');
+    expect((await client.request({ op: 'reset' })).frame).toMatchObject({ status: 'ok' });
+    expect((await client.exec('print("hi")\ninput()', { stdin: 'typed\n' })).frame).toMatchObject({ status: 'ok', stdout: 'hi\n', result: "'typed'" });
+    expect((await client.exec('extra')).frame.error?.ename).toBe('NameError');
+  });
+});
+
 describe('python kernel that cannot interrupt a call', () => {
   it('replies lost and exits when the code ignores the interrupt', async () => {
     const { kernel, client, stop } = await startSession('python');
