@@ -141,8 +141,9 @@ class PythonSession:
             self._loop = None
 
     def _event_loop(self):
-        """The session's asyncio loop (top-level await), made on first use."""
-        if self._loop is None:
+        """The session's asyncio loop (top-level await), made on first use, and again when the
+        code closed it (every later await would fail until a reset)."""
+        if self._loop is None or self._loop.is_closed():
             import asyncio
 
             self._loop = asyncio.new_event_loop()

@@ -234,6 +234,11 @@ describe('python kernel', () => {
     expect((await client.exec('kept', { timeoutMs: 600_000 })).frame).toMatchObject({ status: 'ok', result: '2' });
   });
 
+  it('awaits again after the code closed the loop', async () => {
+    expect((await client.exec('import asyncio\nasyncio.get_event_loop().close()')).frame.status).toBe('ok');
+    expect((await client.exec('import asyncio\nawait asyncio.sleep(0)\n8')).frame).toMatchObject({ status: 'ok', result: '8' });
+  });
+
   it('interrupts an awaiting call at the timeout and keeps the event loop usable', async () => {
     expect((await client.exec('import asyncio\nawait asyncio.sleep(100)', { timeoutMs: 300 })).frame.status).toBe('timeout');
     expect((await client.exec('await asyncio.sleep(0.01)\n7')).frame.result).toBe('7');
