@@ -8,7 +8,7 @@ import { checkArgs } from './args.js';
 import { DescribedCatalogs, prepare, type Prepared } from './described.js';
 import { describeTool, searchTools } from './discovery.js';
 import { failure, type CallAnswer, type CallFrame, type Detail } from './frames.js';
-import type { UpstreamCaller } from './types.js';
+import type { ToolInfo, UpstreamCaller } from './types.js';
 import { unwrapResult } from './unwrap.js';
 
 export interface BrokerLimits {
@@ -142,15 +142,24 @@ export class RunCalls {
             `this run searched faster than ${SEARCHES_PER_SECOND} times a second (after ${SEARCH_BURST}); search less often, or ask for more results at once`,
           );
         this.searches++;
-        return this.answer(searchTools(this.up, this.allowed(), frame.query, frame.limit, frame.detail, this.opts.owner));
+        const hits = searchTools(this.up, this.allowed(), frame.query, frame.limit, this.opts.owner);
+        return this.give(
+          joined(
+            hits.map((h) => this.describeOne(h.server, h.tool, frame.detail)),
+            this.limits.resultMaxBytes,
+          ),
+        );
       }
       const denied = this.deny(frame.server);
       if (denied) return denied;
       if (frame.tool === undefined) return this.describeServer(frame.server, frame.detail);
+      const version = this.up.catalogVersion?.(frame.server, this.opts.owner);
+      const kept = version === undefined ? undefined : this.described.get(frame.server, version, frame.detail, frame.tool);
+      if (kept) return this.give(kept);
       const tools = this.up.tools(frame.server, this.opts.owner) ?? [];
       const t = tools.find((x) => x.name === frame.tool);
       if (!t) return failure('denied', noTool(frame.server, frame.tool));
-      return this.answer(describeTool(frame.server, t, frame.detail));
+      return this.give(this.describeOne(frame.server, t, frame.detail, version));
     } catch (err) {
       return failure('unavailable', `the gateway could not answer: ${message(err)}`);
     }
@@ -203,6 +212,19 @@ export class RunCalls {
     );
     if (version !== undefined) this.described.set(server, version, detail, prepared);
     return this.give(prepared);
+  }
+
+  /**
+   * One tool described, measured and cut once per catalog version and detail level: a tool's
+   * schema may be megabytes (~1 s to sign, measure and cut 500,000 parameters), and a run may ask
+   * for it, or find it in searches, hundreds of times.
+   */
+  private describeOne(server: string, t: ToolInfo, detail: Detail, version = this.up.catalogVersion?.(server, this.opts.owner)): Prepared {
+    const kept = version === undefined ? undefined : this.described.get(server, version, detail, t.name);
+    if (kept) return kept;
+    const prepared = prepare(describeTool(server, t, detail), this.limits.resultMaxBytes);
+    if (version !== undefined) this.described.set(server, version, detail, prepared, t.name);
+    return prepared;
   }
 
   private deny(server: string): CallAnswer | undefined {
@@ -294,6 +316,20 @@ export class RunCalls {
     this.metrics?.upstreamCall(server, final, (performance.now() - started) / 1000);
     return answer;
   }
+}
+
+/**
+ * Prepared values as one array, cut to `maxBytes`: measured again only when they do not fit
+ * together as they are (then each is at most `maxBytes` already), so a search costs its hits'
+ * kept answers, not their tools' schemas.
+ */
+function joined(parts: Prepared[], maxBytes: number): Prepared {
+  const value = parts.map((p) => p.value);
+  const bytes = 2 + Math.max(0, parts.length - 1) + parts.reduce((n, p) => n + p.bytes, 0);
+  const cut = parts.find((p) => p.cut !== undefined)?.cut;
+  if (bytes <= maxBytes) return { value, bytes, ...(cut !== undefined && { cut }) };
+  const all = prepare(value, maxBytes);
+  return all.cut !== undefined || cut === undefined ? all : { ...all, cut };
 }
 
 function noTool(server: string, tool: string): string {

@@ -54,13 +54,20 @@ export function rankTools(query: string, catalog: Array<{ server: string; tool: 
     .slice(0, limit);
 }
 
-export function searchTools(up: UpstreamCaller, allowed: readonly string[], query: string, limit: number, detail: Detail, owner?: Owner): unknown[] {
+/** The tools among `allowed` servers that best match `query`, best first. */
+export function searchTools(
+  up: UpstreamCaller,
+  allowed: readonly string[],
+  query: string,
+  limit: number,
+  owner?: Owner,
+): Array<{ server: string; tool: ToolInfo }> {
   const catalog = allowed.flatMap((server) => (up.tools(server, owner) ?? []).map((tool) => ({ server, tool })));
   const hits = up.search
     ? up.search(query, { servers: allowed, limit, ...(owner && { owner }) }).filter((h) => allowed.includes(h.server))
     : rankTools(query, catalog, limit);
   return hits.flatMap((h) => {
     const t = catalog.find((c) => c.server === h.server && c.tool.name === h.tool);
-    return t ? [describeTool(h.server, t.tool, detail)] : [];
+    return t ? [t] : [];
   });
 }

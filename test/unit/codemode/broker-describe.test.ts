@@ -3,6 +3,7 @@
 // without reading the catalog once the run's bytes are spent. Work is counted as catalog reads.
 import { describe, expect, it, vi } from 'vitest';
 import { ToolBroker } from '../../../src/codemode/broker.js';
+import { DescribedCatalogs, MAX_DESCRIBED_BYTES } from '../../../src/codemode/described.js';
 import type { CallAnswer, CallFrame, Detail } from '../../../src/codemode/frames.js';
 import { registryCaller } from '../../../src/codemode/registry-caller.js';
 import type { ToolInfo, UpstreamCaller } from '../../../src/codemode/types.js';
@@ -98,6 +99,64 @@ describe('describe(server) in the broker', () => {
       expect(await run.handle(frame)).toMatchObject({ ok: false, error: { kind: 'limit', message: expect.stringContaining(`limit of ${size} per run`) } });
     }
     expect(reads.n).toBe(1);
+  });
+});
+
+describe('describe(server, tool) and search in the broker', () => {
+  /** One server "big" whose one tool has many parameters; counts how often they are listed. */
+  function bigTool() {
+    const listed = { n: 0 };
+    const properties = new Proxy(Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`param_${i}`, { type: 'string' }])), {
+      ownKeys: (target) => (listed.n++, Reflect.ownKeys(target)),
+    });
+    const tool: ToolInfo = { name: 'tool_big', description: 'A big tool.', inputSchema: { type: 'object', properties } };
+    const up: UpstreamCaller = {
+      servers: () => [{ name: 'big', toolCount: 1 }],
+      tools: (server) => (server === 'big' ? [{ ...tool }] : undefined),
+      catalogVersion: (server) => (server === 'big' ? '1' : undefined),
+      call: () => Promise.resolve({}),
+    };
+    return { up, listed };
+  }
+  const toolFrame = (detail: Detail): CallFrame => ({ id: '1', type: 'call', callId: 'c', op: 'describe', server: 'big', tool: 'tool_big', detail });
+
+  it.each<[string, (detail: Detail) => CallFrame]>([
+    ['describe(server, tool)', toolFrame],
+    ['search', (detail) => ({ ...searchFrame, detail })],
+  ])('%s reads a tool’s schema once per version and detail level, for all runs', async (_name, frame) => {
+    const { up, listed } = bigTool();
+    const b = new ToolBroker(up, limits);
+    for (const detail of ['summary', 'full'] as const) {
+      const first = await b.forRun({}).handle(frame(detail));
+      expect(first).toMatchObject({ ok: true, cut: expect.stringMatching(/^result cut from/) });
+      const after = listed.n;
+      for (const run of [b.forRun({}), b.forRun({})]) {
+        for (let i = 0; i < 10; i++) expect(await run.handle(frame(detail))).toEqual(first);
+      }
+      expect(listed.n).toBe(after);
+    }
+  });
+});
+
+describe('DescribedCatalogs', () => {
+  it('keeps at most MAX_DESCRIBED_BYTES of answers, then starts over', () => {
+    const kept = new DescribedCatalogs();
+    const answer = (bytes: number) => ({ value: null, bytes });
+    kept.set('a', '1', 'full', answer(MAX_DESCRIBED_BYTES / 2), 'x');
+    kept.set('b', '1', 'full', answer(MAX_DESCRIBED_BYTES / 2));
+    expect([kept.get('a', '1', 'full', 'x'), kept.get('b', '1', 'full')]).toEqual([answer(MAX_DESCRIBED_BYTES / 2), answer(MAX_DESCRIBED_BYTES / 2)]);
+    kept.set('a', '2', 'name', answer(1));
+    expect([kept.get('a', '1', 'full', 'x'), kept.get('a', '2', 'name'), kept.get('b', '1', 'full')]).toEqual([
+      undefined,
+      answer(1),
+      answer(MAX_DESCRIBED_BYTES / 2),
+    ]);
+    kept.set('c', '1', 'name', answer(MAX_DESCRIBED_BYTES / 2));
+    expect([kept.get('a', '2', 'name'), kept.get('b', '1', 'full'), kept.get('c', '1', 'name')]).toEqual([
+      undefined,
+      undefined,
+      answer(MAX_DESCRIBED_BYTES / 2),
+    ]);
   });
 });
 
