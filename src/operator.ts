@@ -246,7 +246,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
       maxBytes: config.displayMaxBytes,
       maxItems: config.displayMaxItems,
     },
-    (ms) => metrics?.kernelStreamPaused(ms),
+    (ms, budget) => metrics?.kernelStreamPaused(ms, budget),
   );
   // One pool per profile. Without kernels there is no pool: max 0 drains what an earlier version left.
   const pools = new PoolSet({

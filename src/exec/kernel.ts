@@ -9,7 +9,7 @@ import { capText, type KernelResult } from './frames.js';
 import { isNetworkError, isUpgradeUnavailable } from '../util/network-error.js';
 import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallHandler, type OutputListener } from './kernel-stream.js';
 import { DEFAULT_DISPLAY_LIMITS, type DisplayLimits } from './display.js';
-import { READ_MS_PER_MESSAGE, ReadBudget } from './read-budget.js';
+import { PodReadCharge, READ_MS_PER_MESSAGE, ReadBudget, ReadBudgets, type ReadBudgetKind, type ReadCharge } from './read-budget.js';
 
 export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
@@ -86,10 +86,10 @@ export class KernelConnection {
     language: KernelLanguage,
     connectTimeoutMs = 15_000,
     displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
-    /** The pod's reading time (src/exec/read-budget.ts): shared by its successive connections. */
-    budget: ReadBudget = new ReadBudget(),
+    /** What its reading time is charged to (src/exec/read-budget.ts): the pod's budget, shared by its successive connections, and its user's. */
+    budget: ReadCharge = new PodReadCharge(new ReadBudget()),
     /** Told of each pause of this stream for its budget, in ms (a metric). */
-    onPaused?: (ms: number) => void,
+    onPaused?: (ms: number, budget: ReadBudgetKind) => void,
   ): Promise<KernelConnection> {
     const stdin = new PassThrough();
     stdin.on('error', () => undefined); // a write racing the end; the stream is failed anyway
@@ -113,13 +113,13 @@ export class KernelConnection {
       write(chunk: unknown, _e, cb): void {
         const started = performance.now();
         stream.receive(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
-        const pauseMs = budget.charge(performance.now() - started + READ_MS_PER_MESSAGE);
+        const { pauseMs, budget: by } = budget.charge(performance.now() - started + READ_MS_PER_MESSAGE);
         // Past its budget the pod waits: the websocket stops reading (what it had read still
         // comes), its writes block, and reading goes on once the time is repaid.
         if (pauseMs > 0 && resumeTimer === undefined && ws.socket && !stream.closed) {
           const socket = ws.socket;
           socket.pause();
-          onPaused?.(pauseMs);
+          onPaused?.(pauseMs, by);
           resumeTimer = setTimeout(() => {
             resumeTimer = undefined;
             if (!stream.closed) socket.resume();
@@ -236,28 +236,24 @@ export class KernelConnections {
   /** The connections that opened (their kernel answered). */
   private readonly opened = new Map<string, KernelConnection>();
 
-  /** Each pod's reading time, kept across its connections while it owes or has spent some. */
-  private readonly budgets = new Map<string, ReadBudget>();
+  /** Each pod's and each user's reading time, kept across connections while it owes or has spent some. */
+  private readonly budgets = new ReadBudgets();
+  private readonly live = (key: string): boolean => this.conns.has(key);
 
   constructor(
     private readonly exec: Exec,
     private readonly displayLimits: DisplayLimits = DEFAULT_DISPLAY_LIMITS,
-    private readonly onPaused?: (ms: number) => void,
+    private readonly onPaused?: (ms: number, budget: ReadBudgetKind) => void,
   ) {}
 
-  /** The pod's budget; full ones of other pods are forgotten (they carry nothing). */
-  private budget(key: string): ReadBudget {
-    let b = this.budgets.get(key);
-    if (!b) {
-      for (const [k, other] of this.budgets) if (!this.conns.has(k) && other.full) this.budgets.delete(k);
-      b = new ReadBudget();
-      this.budgets.set(key, b);
-    }
-    return b;
-  }
-
-  get(namespace: string, pod: string, container: string, language: KernelLanguage): Promise<KernelConnection> {
+  /**
+   * The stream to the pod's kernel, opened when there is none or it closed. `user`: the pod runs
+   * that user's code (a session's owner; a pool pod once its run is claimed), so its reading is
+   * charged to that user's budget as well, shared by all the user's pods.
+   */
+  get(namespace: string, pod: string, container: string, language: KernelLanguage, user?: string): Promise<KernelConnection> {
     const key = `${namespace}/${pod}`;
+    if (user !== undefined) this.budgets.chargeTo(key, user, this.live);
     const existing = this.conns.get(key);
     if (existing) {
       return existing.then((c) => {
@@ -302,7 +298,7 @@ export class KernelConnections {
           language,
           undefined,
           this.displayLimits,
-          this.budget(`${namespace}/${pod}`),
+          this.budgets.pod(`${namespace}/${pod}`, this.live),
           this.onPaused,
         );
       } catch (err) {

@@ -23,6 +23,20 @@ export const READ_MS_PER_SECOND = 50;
  */
 export const READ_MS_PER_MESSAGE = 0.004;
 
+/** Time the streams of one user's pods may take at once (ms), all of them together. */
+export const USER_READ_BURST_MS = 500;
+/** Time the streams of one user's pods may take per second, over time (ms): 10% of a core. */
+export const USER_READ_MS_PER_SECOND = 100;
+
+/** Which budget a pause repays: the pod's own, or its user's (all the user's pods together). */
+export const READ_BUDGET_KINDS = ['pod', 'user'] as const;
+export type ReadBudgetKind = (typeof READ_BUDGET_KINDS)[number];
+
+/** What a stream charges its reading time to: the pause it must make (ms, 0: none), and for which budget. */
+export interface ReadCharge {
+  charge(ms: number): { pauseMs: number; budget: ReadBudgetKind };
+}
+
 export class ReadBudget {
   private tokens: number;
   private at: number;
@@ -54,4 +68,67 @@ export class ReadBudget {
     this.tokens = Math.min(this.burstMs, this.tokens + ((t - this.at) * this.perSecondMs) / 1000);
     this.at = t;
   }
+}
+
+/**
+ * A pod's stream charges its pod's budget and, once the pod is known to run a user's code (a
+ * session's owner, a claimed pool pod's run), that user's too, and pauses for the larger debt: a
+ * user holding many sessions and runs gets no more of the loop than one user may take, however
+ * many pods it has.
+ */
+export class PodReadCharge implements ReadCharge {
+  owner: ReadBudget | undefined;
+
+  constructor(readonly pod: ReadBudget) {}
+
+  charge(ms: number): { pauseMs: number; budget: ReadBudgetKind } {
+    const pod = this.pod.charge(ms);
+    const user = this.owner?.charge(ms) ?? 0;
+    return user > pod ? { pauseMs: user, budget: 'user' } : { pauseMs: pod, budget: 'pod' };
+  }
+}
+
+/** The reading budgets of one process: per pod, and per user across that user's pods. */
+export class ReadBudgets {
+  private readonly pods = new Map<string, PodReadCharge>();
+  private readonly users = new Map<string, ReadBudget>();
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  /**
+   * The pod's charge, made on first use. Making one forgets the full budgets of pods without a
+   * stream (`live`) and of users no kept pod charges: a full budget carries nothing.
+   */
+  pod(key: string, live: (key: string) => boolean): PodReadCharge {
+    let c = this.pods.get(key);
+    if (!c) {
+      for (const [k, other] of this.pods) if (!live(k) && other.pod.full) this.pods.delete(k);
+      c = new PodReadCharge(new ReadBudget(READ_BURST_MS, READ_MS_PER_SECOND, this.now));
+      this.pods.set(key, c);
+    }
+    return c;
+  }
+
+  /** From now on the pod's reading is charged to `user` as well (its code is that user's). */
+  chargeTo(key: string, user: string, live: (key: string) => boolean): void {
+    const c = this.pod(key, live);
+    let u = this.users.get(user);
+    if (!u) {
+      const charged = new Set([...this.pods.values()].map((p) => p.owner));
+      for (const [name, other] of this.users) if (!charged.has(other) && other.full) this.users.delete(name);
+      u = new ReadBudget(USER_READ_BURST_MS, USER_READ_MS_PER_SECOND, this.now);
+      this.users.set(user, u);
+    }
+    c.owner = u;
+  }
+
+  /** How many budgets are kept (pods, users): bounded by live streams plus those still owing. */
+  get size(): { pods: number; users: number } {
+    return { pods: this.pods.size, users: this.users.size };
+  }
+}
+
+/** The user a pod's reading is charged to: its owner's name; objects with no owner share one budget. */
+export function readingUser(owner: { user: string } | undefined): string {
+  return owner?.user ?? '';
 }

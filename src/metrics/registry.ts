@@ -14,6 +14,7 @@ import { serviceMetrics, type ServiceMetrics } from './service-metrics.js';
 import type { AuditResult } from '../audit/writer.js';
 import type { KubeApiMetrics } from '../kube/api-metrics.js';
 import { kubeApiMetrics } from './kube-api-metrics.js';
+import { READ_BUDGET_KINDS, type ReadBudgetKind } from '../exec/read-budget.js';
 import type { CodemodeMetrics } from '../codemode/broker.js';
 import { codemodeMetrics } from './codemode-metrics.js';
 import { AUTH_OUTCOMES, type AuthOutcome } from '../auth/identity.js';
@@ -47,7 +48,7 @@ export interface Metrics extends ControllerMetrics, ServiceMetrics {
   /** Tool calls to an UpstreamServer in flight and waiting for a place on this replica. */
   upstreamCalls(server: string, calls: { active: number; waiting: number }): void;
   /** A pod's kernel stream paused for its reading budget (src/exec/read-budget.ts), in ms. */
-  kernelStreamPaused(ms: number): void;
+  kernelStreamPaused(ms: number, budget: ReadBudgetKind): void;
 }
 
 export function createMetrics(): Metrics {
@@ -256,9 +257,11 @@ export function createMetrics(): Metrics {
   });
   const kernelStreamPauses = new Counter({
     name: 'codemode_kernel_stream_paused_seconds_total',
-    help: "Time kernel streams were paused because their pod's frames took more of the gateway's event loop than its budget (a burst of 250 ms, then 50 ms a second): sandbox code writing frames shaped to be slow to read. Honest kernels stay inside it.",
+    help: "Time kernel streams were paused because their frames took more of the gateway's event loop than a budget (budget: pod, a burst of 250 ms then 50 ms a second for each pod; user, 500 ms then 100 ms a second for all of one user's pods): sandbox code writing frames shaped to be slow to read. Honest kernels stay inside it.",
+    labelNames: ['budget'] as const,
     registers: [registry],
   });
+  for (const budget of READ_BUDGET_KINDS) kernelStreamPauses.inc({ budget }, 0);
   const service = serviceMetrics(registry);
 
   return {
@@ -297,7 +300,7 @@ export function createMetrics(): Metrics {
     replicaGone: (how): void => void replicasGone.inc({ how }),
     orphanEnded: (phase, reason, runtime): void => void runsTotal.inc({ phase, reason, runtime }),
     sessionCollected: (cause): void => void sessionsCollected.inc({ cause }),
-    kernelStreamPaused: (ms): void => void kernelStreamPauses.inc(ms / 1000),
+    kernelStreamPaused: (ms, budget): void => void kernelStreamPauses.inc({ budget }, ms / 1000),
     networkPolicy: {
       restored: (cause): void => void policyRestores.inc({ cause }),
       inPlace: (yes): void => void policyInPlace.set(yes ? 1 : 0),

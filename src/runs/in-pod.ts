@@ -12,6 +12,7 @@ import type { KernelResult } from '../exec/frames.js';
 import { untilOpened } from '../exec/open-wait.js';
 import { KernelConnectionError, type CallHandler, type KernelConnection, type KernelConnections } from '../exec/kernel.js';
 import { KernelProtocolError } from '../exec/kernel-stream.js';
+import { readingUser } from '../exec/read-budget.js';
 import { newNonce, parseTrailer, runnerCommand, stripTrailer, KILL_GRACE_SECONDS } from '../exec/runner.js';
 import type { KubeClients } from '../kube/clients.js';
 import { kernelRefusedNetwork, podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
@@ -165,7 +166,7 @@ export class InPodExecution {
     let sentAt: number | undefined;
     try {
       if (!this.kernels) throw new KernelConnectionError('no kernel connections in this process');
-      const conn = await this.openKernel(this.kernels, ns, podName);
+      const conn = await this.openKernel(this.kernels, ns, podName, run);
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
       const checked = this.d.policies.inPodCheck(ns, podName);
@@ -233,8 +234,8 @@ export class InPodExecution {
    * restart, an outage) need not end a run whose pod is ready. Nothing of the code has been sent
    * then, so trying again cannot run it twice.
    */
-  private openKernel(kernels: KernelConnections, ns: string, podName: string): Promise<KernelConnection> {
-    return this.untilReached(ns, podName, () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE));
+  private openKernel(kernels: KernelConnections, ns: string, podName: string, run: SandboxRun): Promise<KernelConnection> {
+    return this.untilReached(ns, podName, () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE, readingUser(run.spec.owner)));
   }
 
   /**
@@ -286,7 +287,7 @@ export class InPodExecution {
   private recallTarget(kernels: KernelConnections, run: SandboxRun, ns: string, podName: string, onCall?: CallHandler): RecallTarget {
     return {
       ...(onCall && { onCall }),
-      connect: () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE),
+      connect: () => kernels.get(ns, podName, SANDBOX_CONTAINER, POOL_LANGUAGE, readingUser(run.spec.owner)),
       key: run.metadata.name,
       capChars: this.d.outputCapChars,
       stopped: () => podStopped(this.d.pods.get(ns, podName)),

@@ -18,6 +18,7 @@ import {
 import { passedNetcheck } from '../exec/frames.js';
 import type { OutputListener } from '../exec/kernel-stream.js';
 import { untilOpened } from '../exec/open-wait.js';
+import { readingUser } from '../exec/read-budget.js';
 import { RECALL_AFTER_BREAK_GRACE_MS, recallAfterBreak, type RecallTarget, type StreamBreakOutcome } from '../exec/recall.js';
 import type { KubeClients } from '../kube/clients.js';
 import { OPEN_WAIT_MS } from '../sandbox/deadlines.js';
@@ -61,7 +62,7 @@ export class SessionKernel {
   async send(s: SandboxSession, pod: string, req: KernelRequest, openUntil: number, signal?: AbortSignal, onOutput?: OutputListener): Promise<KernelResult> {
     const ns = this.d.namespace;
     // Nothing of the call has been sent while its stream is opened, so waiting cannot run it twice.
-    const conn = await untilOpened(() => this.d.kernels.get(ns, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language)), {
+    const conn = await untilOpened(() => this.d.kernels.get(ns, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language), readingUser(s.spec.owner)), {
       maxMs: Math.min(OPEN_WAIT_MS, openUntil - Date.now()),
       retryable: (err) => err instanceof KernelUnreachableError && !signal?.aborted,
     });
@@ -143,7 +144,7 @@ export class SessionKernel {
   recallTarget(s: SandboxSession, pod: string, key: string, onCall?: CallHandler): RecallTarget {
     return {
       ...(onCall && { onCall }),
-      connect: () => this.d.kernels.get(this.d.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language)),
+      connect: () => this.d.kernels.get(this.d.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language), readingUser(s.spec.owner)),
       key,
       capChars: this.d.outputCapChars,
       stopped: async () => (await readPodState(this.d.clients, this.d.namespace, pod, 0)).stopped,
@@ -153,7 +154,7 @@ export class SessionKernel {
   /** After a broken stream: does a fresh one reach a kernel that answers? */
   private async probe(s: SandboxSession, pod: string): Promise<'alive' | 'unreachable' | 'gone'> {
     try {
-      await this.d.kernels.get(this.d.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language));
+      await this.d.kernels.get(this.d.namespace, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language), readingUser(s.spec.owner));
       return 'alive';
     } catch (err) {
       this.d.kernels.drop(this.d.namespace, pod);

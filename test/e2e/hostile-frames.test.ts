@@ -41,6 +41,12 @@ async function newSession(): Promise<string> {
   return String(sc(r).session);
 }
 
+/** Seconds this replica paused kernel streams for a `budget` (pod or user) reading budget. */
+async function pausedSeconds(budget: 'pod' | 'user'): Promise<number> {
+  const metrics = (await op.metrics?.registry.metrics()) ?? '';
+  return Number(new RegExp(`^codemode_kernel_stream_paused_seconds_total\\{budget="${budget}"\\} (\\S+)$`, 'm').exec(metrics)?.[1] ?? 0);
+}
+
 async function sessionStatus(name: string): Promise<{ phase?: string; message?: string }> {
   const s = (await op.clients.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name })) as {
     status?: { phase?: string; message?: string };
@@ -226,8 +232,7 @@ describe('hostile frames from session code', () => {
   it(
     "frames within every bound but slow to read: the pod's stream is paused for its reading budget, nothing fails",
     async () => {
-      const paused = async (): Promise<number> =>
-        Number(/^codemode_kernel_stream_paused_seconds_total (\S+)$/m.exec((await op.metrics?.registry.metrics()) ?? '')?.[1] ?? 0);
+      const paused = async (): Promise<number> => (await pausedSeconds('pod')) + (await pausedSeconds('user'));
       const before = await paused();
       const s = await newSession();
       // Display frames of ~0.9 MB each, well inside a call's display bounds, padded with a key the
@@ -246,6 +251,33 @@ print('done')`,
       expect(await paused()).toBeGreaterThan(before);
       const again = await mcp.callTool('execute_code', { session: s, code: '1 + 1' });
       expect(sc(again), text(again)).toMatchObject({ phase: 'Succeeded', result: '2' });
+    },
+    ATTACK_TIMEOUT_MS,
+  );
+
+  it(
+    "one user's sessions share a reading budget: three pods' slow frames are paused for the user's, nothing fails",
+    async () => {
+      // Auth mode none: every caller is the one anonymous user. Three frames per pod (~0.3-0.6 s of
+      // JSON.parse) are about one pod's burst; three pods together are well past the user's.
+      const before = await pausedSeconds('user');
+      const sessions = await Promise.all([newSession(), newSession(), newSession()]);
+      const results = await Promise.all(
+        sessions.map((s) =>
+          mcp.callTool('execute_code', {
+            session: s,
+            timeout_seconds: 200,
+            code: `${BLAST}
+n = 450000
+for _ in range(3):
+    body = ('{"id": "%s", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ' % call_id()).encode() + b'[' * n + b']' * n + b'}'
+    blast(b'%d\\n' % len(body) + body)
+print('done')`,
+          }),
+        ),
+      );
+      for (const r of results) expect(sc(r), text(r)).toMatchObject({ phase: 'Succeeded', stdout: 'done\n' });
+      expect(await pausedSeconds('user')).toBeGreaterThan(before);
     },
     ATTACK_TIMEOUT_MS,
   );

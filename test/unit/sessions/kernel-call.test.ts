@@ -52,3 +52,29 @@ describe('the in-pod network check of a session call', () => {
     expect(shown).toBe(true);
   });
 });
+
+describe("a session call's kernel stream", () => {
+  it.each<[string, SandboxSession['spec']['owner'], string]>([
+    ["is charged to the session owner's reading budget", { user: 'alice', groups: [] }, 'alice'],
+    ['of a session without an owner, to the budget those share', undefined, ''],
+  ])('%s', async (_name, owner, user) => {
+    const users: unknown[] = [];
+    const kernels = {
+      get: (...args: unknown[]) => {
+        users.push(args[4]);
+        return Promise.resolve({ exec: () => Promise.resolve(done) });
+      },
+    } as unknown as KernelConnections;
+    const sk = new SessionKernel({
+      clients: {} as never,
+      kernels,
+      namespace: 'ns',
+      outputCapChars: 100,
+      activity: {} as never,
+      log: pino({ level: 'silent' }),
+    });
+    const s = { metadata: { name: 's' }, spec: { language: 'python', ...(owner && { owner }) } } as SandboxSession;
+    await sk.send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
+    expect(users).toEqual([user]);
+  });
+});
