@@ -67,10 +67,19 @@ const loadClientSdk = (): Promise<typeof ClientSdk> => (clientSdk ??= import('@m
 /** How long closing a client waits for the server to end its MCP session. */
 const TERMINATE_TIMEOUT_MS = 2_000;
 
-/** Removes every secret value from `text` and bounds its length. */
+/** An Authorization-style value: a scheme, then the credentials (`Bearer <token>`). */
+const SCHEME = /^[A-Za-z][\w!#$%&'*+.^`|~-]*\s+(\S.*)$/s;
+
+/**
+ * Removes every secret value from `text` and bounds its length. A header value's credentials are
+ * removed without their scheme too: the bearer token is sent as `Bearer <token>`, and an upstream
+ * that quotes it in an error ("invalid token <token>") quotes the token alone.
+ */
 export function redact(text: string, secrets: Iterable<string>): string {
+  const values = [...secrets].flatMap((s) => [s, SCHEME.exec(s)?.[1] ?? '']).filter((s) => s.length >= 4);
   let out = text;
-  for (const s of secrets) if (s.length >= 4) out = out.split(s).join('[redacted]');
+  // Longest first: a value that holds another is removed whole.
+  for (const s of values.sort((a, b) => b.length - a.length)) out = out.split(s).join('[redacted]');
   return out.length <= MAX_UPSTREAM_ERROR_LENGTH ? out : `${out.slice(0, MAX_UPSTREAM_ERROR_LENGTH - 1)}…`;
 }
 

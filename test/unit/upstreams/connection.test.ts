@@ -7,6 +7,9 @@ describe('redact', () => {
     ['removes every occurrence', 'bad key s3cr3t-value (s3cr3t-value)', ['s3cr3t-value'], 'bad key [redacted] ([redacted])'],
     ['leaves text without secrets', 'fetch failed', ['s3cr3t-value'], 'fetch failed'],
     ['ignores values too short to be secrets', 'a b c', ['a'], 'a b c'],
+    ['removes a bearer token quoted without its scheme', 'invalid token: s3cr3t-value', ['Bearer s3cr3t-value'], 'invalid token: [redacted]'],
+    ['removes a bearer token quoted with it', 'got "Bearer s3cr3t-value"', ['Bearer s3cr3t-value'], 'got "[redacted]"'],
+    ['removes credentials after any scheme', 'user dXNlcjpwYXNz unknown', ['Basic dXNlcjpwYXNz'], 'user [redacted] unknown'],
   ])('%s', (_name, text, secrets, expected) => {
     expect(redact(text, secrets)).toBe(expected);
   });
