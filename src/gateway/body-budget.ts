@@ -33,6 +33,11 @@ export interface BodyHold {
   readonly limits: BodyBudgetLimits;
   /** Takes `bytes` more, or says which budget has no room for them (nothing is taken then). */
   take(bytes: number): BodyBudgetLimit | undefined;
+  /**
+   * Counts `bytes` more whatever the budget: what is made already (a run's result, to be sent).
+   * The user's later requests find the budget used by it until it has been sent.
+   */
+  add(bytes: number): void;
   /** Gives back everything taken; later takes are not counted. Idempotent. */
   release(): void;
 }
@@ -64,6 +69,12 @@ export class BodyBudget {
         this.byUser.set(user, theirs + bytes);
         return undefined;
       },
+      add: (bytes) => {
+        if (released || bytes <= 0) return;
+        mine += bytes;
+        this.used += bytes;
+        this.byUser.set(user, (this.byUser.get(user) ?? 0) + bytes);
+      },
       release: () => {
         if (released) return;
         released = true;
@@ -81,9 +92,10 @@ const holds = new WeakMap<Request, BodyHold>();
 
 /**
  * `req`'s hold, for what its tools keep until its response has ended: a read_file reply is the
- * file twice (text and structuredContent) as JSON, held while it is sent. Without it one user's
- * concurrent reads of a session's largest files (~20 MiB each at 8 MiB, as many as the user
- * sends) ended the replica, and every other user's calls with it.
+ * file twice (text and structuredContent) as JSON, an execute_code reply its output and images,
+ * held while they are sent. Without it one user's concurrent reads of a session's largest files
+ * (~20 MiB each at 8 MiB, as many as the user sends), or results with images read slowly (a slow
+ * reader is never cut: stall-guard.ts), ended the replica, and every other user's calls with it.
  */
 export function holdOf(req: Request | undefined): BodyHold | undefined {
   return req ? holds.get(req) : undefined;

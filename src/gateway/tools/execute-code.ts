@@ -9,6 +9,7 @@ import { RunRequestError } from '../../limits/refusal.js';
 import { AdmissionError } from '../../limits/admission.js';
 import type { RunOutcome } from '../../runs/types.js';
 import type { SessionWaitCause } from '../../sessions/service.js';
+import { holdOf } from '../body-budget.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps, GatewayOptions } from '../types.js';
@@ -156,6 +157,13 @@ export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
   };
 }
 
+/** About what a result holds until sent: its texts twice (the text and structuredContent) and its displays. */
+export function replyBytes(outcome: RunOutcome): number {
+  const texts = outcome.stdout.length + outcome.stderr.length + (outcome.result?.length ?? 0);
+  const display = (outcome.display ?? []).reduce((n, d) => n + (d.kind === 'image' ? d.data.length : d.text.length), 0);
+  return 2 * texts + display;
+}
+
 function errorResult(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
@@ -235,6 +243,10 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     );
     const failure = isRunError(outcome) ? failureText(outcome, timeoutSeconds, options) : undefined;
     await logLifecycle(ctx, outcome.phase === 'Succeeded' ? 'info' : 'warning', outcome, logger);
+    // The result is the caller's to hold until it has been sent (body-budget.ts): a client reading
+    // results with images slowly (never cut) would otherwise pile them up in the replica, call after
+    // call; past the user's share their next requests are refused until these have gone.
+    holdOf(ctx.http?.req)?.add(replyBytes(outcome));
     return {
       content: [{ type: 'text', text: formatRunText(outcome, failure) }, ...displayContent(outcome.display)],
       structuredContent: toStructured(outcome),

@@ -1,0 +1,111 @@
+// What one user's execute_code results may hold of the replica while they are sent: a client that
+// reads its results slowly is never cut (stall-guard.ts), so results with images, read slowly call
+// after call, piled up in the replica's memory until it ended, with every other user's calls. A
+// result counts against its user's share of the body budget (body-budget.ts) until it has been
+// sent: past the share, that user's next requests are refused (429); other users are served. Over
+// real HTTP with two token users.
+import { connect, type Socket } from 'node:net';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
+import { replyBytes } from '../../../src/gateway/tools/execute-code.js';
+import { outcome, sleep, startGateway, type Gateway } from './harness.js';
+
+const ALICE = 'tok-alice-aaaaaaaaaaaaaaaa';
+const BOB = 'tok-bob-bbbbbbbbbbbbbbbbbbbb';
+const MiB = 1024 * 1024;
+const image = Buffer.alloc(4 * MiB, 7).toString('base64');
+const call = (code: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'execute_code', arguments: { code } } });
+
+describe('replyBytes', () => {
+  it.each([
+    ['texts count twice (text and structuredContent)', outcome({ stdout: 'ab', stderr: 'c', result: 'd' }), 8],
+    [
+      'images count once, and display texts',
+      outcome({
+        display: [
+          { kind: 'image', mime: 'image/png', data: 'x'.repeat(100), bytes: 75 },
+          { kind: 'text', format: 'html', text: 'yy' },
+        ],
+      }),
+      102,
+    ],
+  ])('%s', (_n, o, bytes) => {
+    expect(replyBytes(o)).toBe(bytes);
+  });
+});
+
+describe('results held while they are sent, over HTTP', () => {
+  let gateway: Gateway;
+  const rejections: string[] = [];
+
+  beforeAll(async () => {
+    const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
+    tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
+    gateway = await startGateway(
+      {},
+      { authenticator: tokens },
+      { bodyBudget: { perUserBytes: 8 * MiB, totalBytes: 64 * MiB }, onAdmissionRejected: (limit) => void rejections.push(limit) },
+    );
+    gateway.setReady(true);
+    // Three 4 MiB images: a 16 MiB result, more than the sockets' buffers take at once.
+    gateway.service.behaviour = async (req) =>
+      outcome(
+        req.code === 'show()'
+          ? { display: [1, 2, 3].map(() => ({ kind: 'image' as const, mime: 'image/png', data: image, bytes: 4 * MiB })) }
+          : { stdout: 'ok' },
+      );
+  });
+  afterAll(async () => {
+    await gateway.close();
+  });
+
+  /** Alice's call whose result she does not read (yet): the connection stays open, paused. */
+  async function unreadResult(): Promise<Socket> {
+    const socket = connect(gateway.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    socket.pause();
+    const body = call('show()');
+    socket.write(
+      `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${gateway.port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n` +
+        `mcp-protocol-version: 2025-06-18\r\nauthorization: Bearer ${ALICE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await sleep(300);
+    return socket;
+  }
+
+  const post = (token: string): Promise<Response> =>
+    fetch(gateway.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-06-18',
+        authorization: `Bearer ${token}`,
+      },
+      body: call('print(1)'),
+    });
+
+  it.each([
+    ['the same user, while the result is unsent, is refused (429)', ALICE, 429, ['user_request_bytes']],
+    ['another user is served', BOB, 200, []],
+  ])('%s', async (_n, token, status, limits) => {
+    rejections.length = 0;
+    const socket = await unreadResult();
+    try {
+      const res = await post(token);
+      expect(res.status).toBe(status);
+      if (status === 429) expect(await res.text()).toMatch(/the most one user may/);
+      else await res.text();
+      expect(rejections).toEqual(limits);
+    } finally {
+      socket.destroy();
+    }
+    // Once the result's connection has ended, what it held is given back.
+    await sleep(100);
+    const again = await post(ALICE);
+    expect(again.status).toBe(200);
+    await again.text();
+  });
+});
