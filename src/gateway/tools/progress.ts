@@ -12,6 +12,7 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import type { OutputChunk } from '../../runs/types.js';
+import { holdOf } from '../body-budget.js';
 import type { GatewayOptions } from '../types.js';
 
 // Output chunks are coalesced per stream for PROGRESS_INTERVAL_MS: each tick sends at most one
@@ -131,9 +132,14 @@ export class ProgressReporter {
 export function progressReporter(ctx: ServerContext, options: GatewayOptions, logger: Logger): ProgressReporter | undefined {
   const progressToken = ctx.mcpReq._meta?.progressToken;
   if (progressToken === undefined) return undefined;
+  // What is sent waits in the replica until the client reads it: it counts against the caller's
+  // share of the body budget until the response has ended, like the result (body-budget.ts).
+  const hold = holdOf(ctx.http?.req);
   return new ProgressReporter(
-    (progress, message) =>
-      ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress, ...(message !== undefined && { message }) } }),
+    (progress, message) => {
+      hold?.add(PROGRESS_NOTIFICATION_COST_CHARS + (message?.length ?? 0));
+      return ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress, ...(message !== undefined && { message }) } });
+    },
     (err) => logger.debug({ err }, 'Stopped sending progress'),
     (options.progressHeartbeatSeconds ?? DEFAULT_PROGRESS_HEARTBEAT_SECONDS) * 1000,
   );

@@ -2,14 +2,18 @@
 // reads its results slowly is never cut (stall-guard.ts), so results with images, read slowly call
 // after call, piled up in the replica's memory until it ended, with every other user's calls. A
 // result counts against its user's share of the body budget (body-budget.ts) until it has been
-// sent: past the share, that user's next requests are refused (429); other users are served. Over
-// real HTTP with two token users.
+// sent, and so do its progress notifications: past the share, that user's next requests are
+// refused (429); other users are served. Over real HTTP with two token users.
 import { connect, type Socket } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
+import type { ServerContext } from '@modelcontextprotocol/server';
+import { BodyBudget, keepHold } from '../../../src/gateway/body-budget.js';
 import { replyBytes } from '../../../src/gateway/tools/execute-code.js';
-import { outcome, sleep, startGateway, type Gateway } from './harness.js';
+import { progressReporter } from '../../../src/gateway/tools/progress.js';
+import type { OutputChunk } from '../../../src/runs/types.js';
+import { TEST_OPTIONS, outcome, sleep, startGateway, type Gateway } from './harness.js';
 
 const ALICE = 'tok-alice-aaaaaaaaaaaaaaaa';
 const BOB = 'tok-bob-bbbbbbbbbbbbbbbbbbbb';
@@ -32,6 +36,29 @@ describe('replyBytes', () => {
     ],
   ])('%s', (_n, o, bytes) => {
     expect(replyBytes(o)).toBe(bytes);
+  });
+});
+
+describe('progress notifications count against the hold of their request as they are sent', () => {
+  it.each<[string, OutputChunk[], number]>([
+    ['one stdout chunk: its text and a notification envelope (64)', [{ stream: 'stdout', text: 'a'.repeat(1000) }], 64 + 1000],
+    [
+      'both streams: one notification each',
+      [
+        { stream: 'stdout', text: 'a'.repeat(1000) },
+        { stream: 'stderr', text: 'b'.repeat(500) },
+      ],
+      64 + 1000 + 64 + 'stderr: '.length + 500,
+    ],
+  ])('%s', async (_n, chunks, held) => {
+    const budget = new BodyBudget({ perUserBytes: MiB, totalBytes: MiB });
+    const req = new Request('http://127.0.0.1/mcp');
+    keepHold(req, budget.hold('alice'));
+    const ctx = { mcpReq: { _meta: { progressToken: 't' }, notify: async () => undefined }, http: { req } } as unknown as ServerContext;
+    const reporter = progressReporter(ctx, { ...TEST_OPTIONS, progressHeartbeatSeconds: 0 }, pino({ level: 'silent' }));
+    for (const c of chunks) reporter?.push(c);
+    await reporter?.close();
+    expect(budget.held('alice')).toBe(held);
   });
 });
 
