@@ -14,6 +14,7 @@ import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from 
 import { boundedFetch } from './bounded-fetch.js';
 import { gentleReconnects, keepNothing, limitServerRequests, validateNothing } from './client-limits.js';
 import { newHttpPool, type HttpPool } from './http-pool.js';
+import { headerSchema } from './param-headers.js';
 import { UpstreamError } from './types.js';
 
 /** Most tools kept of one upstream; a catalog beyond it is cut (and the cut logged). */
@@ -169,9 +170,10 @@ export class UpstreamConnection {
     // The definition is ours (the cut catalog) and carries no outputSchema: the SDK validates a
     // result only against the definition it is given or holds (it holds none, client-limits.ts),
     // and a definition it is given also keeps it from re-listing the whole catalog on a 2026-era
-    // header mismatch. The inputSchema is what it mirrors Mcp-Param-* headers from.
+    // header mismatch. Its inputSchema is what the SDK mirrors Mcp-Param-* headers from, walking
+    // all of it on every call: it gets only the part that walk reads (param-headers.ts).
     const listed = this.current.tools.find((t) => t.name === tool);
-    const toolDefinition: Tool = { name: tool, inputSchema: listed?.inputSchema ?? { type: 'object' } };
+    const toolDefinition: Tool = { name: tool, inputSchema: headerSchema(listed?.inputSchema) as Tool['inputSchema'] };
     try {
       return await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, toolDefinition, ...(signal && { signal }) });
     } catch (err) {
