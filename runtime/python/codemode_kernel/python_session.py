@@ -12,6 +12,7 @@
 """
 import ast
 import builtins
+import errno
 import io
 import linecache
 import os
@@ -165,8 +166,7 @@ class PythonSession:
         timeout_s = req["timeoutMs"] / 1000.0
         since = procs.now_ticks()
         # Undo what an earlier call may have done to the process-wide plumbing.
-        os.dup2(self._out_w, 1)
-        os.dup2(self._err_w, 2)
+        self._restore_stdio()
         sys.stdin = io.StringIO(req.get("stdin") or "")
         # An earlier call (or a library it used) may have replaced the handler the timeout needs.
         signal.signal(signal.SIGINT, self._on_sigint)
@@ -208,8 +208,10 @@ class PythonSession:
             self._interrupting = False
             if switch:
                 sys.setswitchinterval(switch[0])
+            # At once: no descriptor the kernel opens between calls (a relay's stream) may take
+            # the number of one the code closed, which the next call would put a pipe on.
+            self._restore_stdio()
             if stdin_file is not None:
-                _stdin_from_devnull()
                 stdin_file.close()
         self._sync_output()
         call.finish()
@@ -224,6 +226,12 @@ class PythonSession:
         if outcome.pop("resultTruncated", False):
             fields["truncated"] = True
         return dict(durationMs=_ms(started), **fields, **outcome)
+
+    def _restore_stdio(self):
+        """fds 0, 1 and 2 as the kernel keeps them: /dev/null and the capture pipes."""
+        _stdin_from_devnull()
+        _dup2(self._out_w, 1)
+        _dup2(self._err_w, 2)
 
     def _child_stdin(self, text):
         """Child processes read the call's `stdin` from fd 0 too (otherwise /dev/null)."""
@@ -346,8 +354,26 @@ class PythonSession:
 
 def _stdin_from_devnull():
     devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
+    if devnull == 0:  # the code closed fd 0: it is /dev/null now, and children must inherit it
+        os.set_inheritable(0, True)
+        return
+    try:
+        _dup2(devnull, 0)
+    finally:
+        os.close(devnull)
+
+
+def _dup2(fd, target):
+    """os.dup2, waiting out EBUSY: Linux answers it while another thread's accept() or recvmsg()
+    is installing a descriptor at `target` (a number the code closed)."""
+    for _ in range(100):
+        try:
+            return os.dup2(fd, target)
+        except OSError as err:
+            if err.errno != errno.EBUSY:
+                raise
+            time.sleep(0.001)
+    return os.dup2(fd, target)
 
 
 def _ms(started):

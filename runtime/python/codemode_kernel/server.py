@@ -20,7 +20,7 @@ import time
 from . import display
 from .bounds import bounded
 from .framing import FrameReader, ProtocolError, encode
-from .hardening import make_undumpable
+from .hardening import above_stdio, accept_above_stdio, make_undumpable
 from .oneshot import OneShot, check_run
 from .tools import HELD_GRACE_MS, ToolCalls
 
@@ -54,9 +54,10 @@ def _receive_attach(sock):
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[:len(payload) - len(payload) % fd_size])
     if data == ATTACH and len(fds) == 2:
-        for fd in fds:
+        pipes = (above_stdio(fds[0]), above_stdio(fds[1]))
+        for fd in pipes:
             os.set_blocking(fd, True)
-        return b"", (fds[0], fds[1])
+        return b"", pipes
     for fd in fds:  # fds nobody asked for
         os.close(fd)
     return data, None
@@ -298,7 +299,7 @@ class KernelServer:
 
     def _accept(self, listener):
         while True:
-            sock, _ = listener.accept()
+            sock = accept_above_stdio(listener)
             threading.Thread(target=self._serve, args=(Connection(sock),), name="codemode-conn", daemon=True).start()
 
     def _serve(self, conn):

@@ -16,6 +16,7 @@ import socket
 import threading
 
 from .framing import FrameReader, ProtocolError, encode
+from .hardening import accept_above_stdio
 
 MAX_REQUEST_BYTES = 1024 * 1024 - 4096  # the gateway accepts call frames up to 1 MiB, with the fields added here
 MAX_PENDING = 32  # the gateway answers more than 32 waiting calls of one request with an error
@@ -217,7 +218,7 @@ class ToolCalls:
     def _accept(self, listener):
         while True:
             try:
-                sock, _ = listener.accept()
+                sock = accept_above_stdio(listener)
             except OSError:
                 continue
             threading.Thread(target=self._serve, args=(sock,), name="codemode-tool", daemon=True).start()

@@ -331,6 +331,34 @@ describe('python kernel reset', () => {
   });
 });
 
+describe('python kernel whose code closed fds 0, 1 and 2', () => {
+  // The kernel's own descriptors (a relay's stream, a socket) must never take those numbers: the
+  // next call puts the capture pipes and stdin back on them.
+  it.each([
+    ['at once', 'import os\nos.close(0)\nos.close(1)\nos.close(2)'],
+    ['and the code keeps running', 'import os, time\nos.close(0)\nos.close(1)\nos.close(2)\ntime.sleep(0.5)'],
+  ])('keeps serving calls and new relays: %s', async (_name, code) => {
+    const { kernel, client, stop } = await startSession('python');
+    try {
+      const closing = client.exec(code);
+      const other = await kernel.connect();
+      expect((await closing).frame).toMatchObject({ status: 'ok' });
+      for (const c of [client, other, client]) {
+        expect((await c.exec('import sys\nprint("out")\nprint("err", file=sys.stderr)\ninput()', { stdin: 'in\n' })).frame).toMatchObject({
+          status: 'ok',
+          stdout: 'out\n',
+          stderr: 'err\n',
+          result: "'in'",
+        });
+        expect((await c.exec('import subprocess\nsubprocess.run(["cat"]).returncode')).frame).toMatchObject({ status: 'ok', result: '0' });
+      }
+      await other.close();
+    } finally {
+      await stop();
+    }
+  });
+});
+
 describe('python kernel that cannot interrupt a call', () => {
   it('replies lost and exits when the code ignores the interrupt', async () => {
     const { kernel, client, stop } = await startSession('python');
