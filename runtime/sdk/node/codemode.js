@@ -163,6 +163,12 @@ function jsonType(v) {
   return typeof v;
 }
 
+/** The first 20 argument names, as the gateway lists them after an unknown one. */
+function expectedNames(props) {
+  const keys = Object.keys(props);
+  return keys.length === 0 ? 'none' : keys.slice(0, 20).join(', ') + (keys.length > 20 ? ', …' : '');
+}
+
 /** The same checks as the gateway's (src/codemode/args.ts). */
 function checkArgs(schema, args) {
   if (!schema || typeof schema !== 'object') return [];
@@ -171,7 +177,7 @@ function checkArgs(schema, args) {
   for (const [k, v] of Object.entries(args)) {
     const p = Object.hasOwn(props, k) ? props[k] : undefined;
     if (p === undefined) {
-      if (schema.additionalProperties === false) problems.push(`unknown argument "${k}" (expected: ${Object.keys(props).join(', ') || 'none'})`);
+      if (schema.additionalProperties === false) problems.push(`unknown argument "${k}" (expected: ${expectedNames(props)})`);
       continue;
     }
     const types = Array.isArray(p.type) ? p.type : typeof p.type === 'string' ? [p.type] : undefined;

@@ -38,6 +38,11 @@ const CASES: Array<[string, Record<string, unknown>, Record<string, unknown>]> =
   ['unknown key, forbidden', schema, { title: 't', zzz: 1 }],
   ['unknown key, allowed', open, { zzz: 1, a: false }],
   ['no schema properties', {}, { anything: 1 }],
+  [
+    'unknown key, many expected',
+    { properties: Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`p${i}`, {}])), additionalProperties: false },
+    { zzz: 1 },
+  ],
 ];
 
 function python(cases: typeof CASES): string[][] {

@@ -45,3 +45,32 @@ describe('checkArgs on hostile arguments', () => {
     expect(checkArgs(withEnum, { state })).toEqual(fits ? [] : [expect.stringMatching(/^argument "state" must be one of /)]);
   });
 });
+
+// The schema is an upstream's: any number of parameters, and a refused call counts against no
+// run's limit (only the stream's ~1,000 a second), so each one's work stays small.
+describe('checkArgs against a hostile schema', () => {
+  const names = (n: number, prefix = 'p'): string[] => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+
+  it('reads no further than five missing required arguments', () => {
+    let reads = 0;
+    const required = new Proxy(names(100_000), { get: (target, key) => (typeof key === 'string' && /^\d+$/.test(key) && reads++, Reflect.get(target, key)) });
+    expect(checkArgs({ type: 'object', required }, {})).toEqual(names(5).map((n) => `missing required argument "${n}"`));
+    expect(reads).toBeLessThanOrEqual(6);
+  });
+
+  it.each<[string, number, string]>([
+    ['all of a few', 3, 'p0, p1, p2'],
+    [`the first ${20} of many`, 100_000, `${names(20).join(', ')}, …`],
+  ])('lists %s expected names, listing the parameters once', (_name, n, listed) => {
+    let listings = 0;
+    const properties = new Proxy(Object.fromEntries(names(n).map((k) => [k, { type: 'string' }])), {
+      ownKeys: (target) => (listings++, Reflect.ownKeys(target)),
+    });
+    const schema = { type: 'object', properties, additionalProperties: false };
+    for (let i = 0; i < 3; i++)
+      expect(checkArgs(schema, Object.fromEntries(names(5, 'x').map((k) => [k, 1])))).toEqual(
+        names(5, 'x').map((k) => `unknown argument "${k}" (expected: ${listed})`),
+      );
+    expect(listings).toBe(1);
+  });
+});

@@ -205,7 +205,9 @@ def check_args(schema, args):
         prop = props.get(key)
         if prop is None:
             if schema.get("additionalProperties") is False:
-                problems.append('unknown argument "%s" (expected: %s)' % (key, ", ".join(props) or "none"))
+                names = list(props)
+                expected = ", ".join(names[:20]) + (", …" if len(names) > 20 else "")
+                problems.append('unknown argument "%s" (expected: %s)' % (key, expected or "none"))
             continue
         if not isinstance(prop, dict):
             continue
