@@ -10,6 +10,7 @@
   relative order line by line.
 - Timeout: see watchdog.py and interrupt() below.
 """
+import _signal
 import ast
 import builtins
 import errno
@@ -201,6 +202,7 @@ class PythonSession:
         try:
             outcome = self._run(req["code"], "<cell-%d>" % self._calls, req["capChars"])
             self._flush_streams()
+            self._guard_handlers()
             if os.getpid() != self._pid:
                 _end_forked_child(0 if outcome["status"] == "ok" else 1)
         finally:
@@ -242,6 +244,18 @@ class PythonSession:
         f.seek(0)
         os.dup2(f.fileno(), 0)
         return f
+
+    def _guard_handlers(self):
+        """A signal handler the code installed also runs between calls (an alarm it left set) and
+        in the kernel's own code around a call: what it raises there is dropped, so that it can
+        neither end the kernel nor cut a reply short. Inside the code it raises as before."""
+        for sig in _HANDLED_SIGNALS:
+            handler = _signal.getsignal(sig)  # the C function: signal.getsignal costs 13 times as much
+            if callable(handler) and type(handler) is not _Guarded:
+                try:
+                    signal.signal(sig, _Guarded(handler, self))
+                except (OSError, ValueError):
+                    pass
 
     def _flush_streams(self):
         """Flushes sys.stdout and sys.stderr as the code's: they may be objects of its own, whose
@@ -350,6 +364,26 @@ class PythonSession:
                     loop.run_until_complete(task)
                 except BaseException:
                     pass
+
+
+# Every signal a handler can be set for, except SIGINT (the timeout's, the kernel's own).
+_HANDLED_SIGNALS = [int(s) for s in signal.valid_signals() if s not in (signal.SIGINT, signal.SIGKILL, signal.SIGSTOP)]
+
+
+class _Guarded:
+    """A handler of the code's that raises only into the code (PythonSession._guard_handlers)."""
+
+    def __init__(self, handler, session):
+        self.handler = handler
+        self._session = session
+
+    def __call__(self, signum, frame):
+        if self._session._in_user_code:
+            return self.handler(signum, frame)
+        try:
+            self.handler(signum, frame)
+        except BaseException:  # noqa: B036 - nothing of the code's to raise into
+            pass
 
 
 def _stdin_from_devnull():

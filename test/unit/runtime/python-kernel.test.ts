@@ -164,6 +164,20 @@ describe('python kernel', () => {
     expect((await client.exec('sys.stdout = sys.__stdout__\nprint("back")')).frame).toMatchObject({ status: 'ok', stdout: 'back\n' });
   });
 
+  // A handler the code installed raises into the code only: an alarm left set that fires
+  // between calls (or in the kernel's own code around one) can no longer end the kernel.
+  it.each([
+    ['between calls', 'None', 'ok', undefined],
+    ['during the call', 'time.sleep(1)', 'error', 'ZeroDivisionError'],
+  ])('survives a signal handler that raises %s', async (_name, tail, status, ename) => {
+    const code = `import signal, time\nsignal.signal(signal.SIGALRM, lambda *a: 1 / 0)\nsignal.setitimer(signal.ITIMER_REAL, 0.2)\n${tail}`;
+    const { frame } = await client.exec(code);
+    expect(frame).toMatchObject({ status });
+    expect(frame.error?.ename).toBe(ename);
+    await sleep(400);
+    expect((await client.exec('1 + 1')).frame.result).toBe('2');
+  });
+
   it('supports top-level await on a persistent event loop', async () => {
     expect((await client.exec('import asyncio\nawait asyncio.sleep(0.01)\n5')).frame).toMatchObject({ status: 'ok', result: '5' });
     expect((await client.exec('async def get():\n    return 6\nawait get()')).frame.result).toBe('6');
