@@ -14,11 +14,12 @@ import {
   SANDBOXRUN_KIND,
   SANDBOXRUN_PLURAL,
   VERSION,
+  buildSandboxRunCrd,
   isTerminalPhase,
   normalizeLanguage,
   parseSandboxRun,
 } from '../../src/api/v1alpha1/index.js';
-import type { Language, RunPhase } from '../../src/api/v1alpha1/index.js';
+import type { JsonSchema, Language, RunPhase } from '../../src/api/v1alpha1/index.js';
 
 function run(spec: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -154,6 +155,32 @@ describe('parseSandboxRun', () => {
     const result = parseSandboxRun(obj);
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.message).toContain(expected);
+  });
+
+  // The kubelet reads a limit of 0 as none (no memory limit, no CPU quota): "at most the maximum"
+  // alone would let a run ask for 0 and get an unbounded sandbox.
+  const runResources = (buildSandboxRunCrd().spec.versions[0]!.schema.openAPIV3Schema.properties as Record<string, JsonSchema>).spec!;
+  const crdPattern = (field: 'cpu' | 'memory'): RegExp =>
+    new RegExp(String(((runResources.properties as Record<string, JsonSchema>).resources!.properties as Record<string, JsonSchema>)[field]!.pattern));
+  it.each<[string, 'cpu' | 'memory']>([
+    ['0', 'memory'],
+    ['0', 'cpu'],
+    ['0Mi', 'memory'],
+    ['0m', 'cpu'],
+    ['0.0', 'memory'],
+    ['.0', 'cpu'],
+    ['000Gi', 'memory'],
+    ['0.000k', 'cpu'],
+  ])('rejects a zero quantity %s for %s, in zod and in the CRD', (q, field) => {
+    const result = parseSandboxRun(run({ code: 'x', resources: { [field]: q } }));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.message).toContain(`spec.resources.${field} must be a Kubernetes quantity above zero`);
+    expect(crdPattern(field).test(q)).toBe(false);
+  });
+
+  it.each(['1', '500m', '0.5', '.5', '0.001', '1.0', '10', '256Mi', '0.5Gi', '100k', '01'])('accepts the positive quantity %s', (q) => {
+    expect(parseSandboxRun(run({ code: 'x', resources: { cpu: q, memory: q } })).ok).toBe(true);
+    expect(crdPattern('cpu').test(q) && crdPattern('memory').test(q)).toBe(true);
   });
 
   it('lists every bad field in one message', () => {

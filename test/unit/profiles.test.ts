@@ -28,6 +28,8 @@ describe('parseSandboxProfile', () => {
     ['a pool above the bound', { image: 'x:v1', warmPool: { min: 0, max: 51 } }, undefined, /warmPool\.max/],
     ['a module name with a space', { image: 'x:v1', preImport: ['numpy pandas'] }, undefined, /Python module name/],
     ['a bad quantity', { image: 'x:v1', resources: { memory: '1 GB' } }, undefined, /Kubernetes quantity/],
+    ['a zero default (the kubelet reads it as no limit)', { image: 'x:v1', resources: { memory: '0' } }, undefined, /quantity above zero/],
+    ['a zero maximum', { image: 'x:v1', maxResources: { cpu: '0m' } }, undefined, /quantity above zero/],
     ['a name too long for a label', { image: 'x:v1' }, 'p'.repeat(41), /at most 40 characters/],
     ['a node selector key with a space', { image: 'x:v1', nodeSelector: { 'sandbox pool': 'yes' } }, undefined, /label key/],
     ['a node selector value too long', { image: 'x:v1', nodeSelector: { pool: 'v'.repeat(64) } }, undefined, /nodeSelector/],

@@ -35,7 +35,13 @@ export const MAX_CONDITIONS = 8;
  * API server can enforce it too.
  */
 export const QUANTITY_PATTERN = /^([0-9]+(\.[0-9]+)?|\.[0-9]+)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$/;
-const QUANTITY_HINT = 'a Kubernetes quantity such as 500m, 1, 1.5, 512Mi or 2Gi';
+/**
+ * QUANTITY_PATTERN without zero (a non-zero digit before or after the point): the kubelet reads a
+ * limit of 0 as no limit at all (no memory cgroup limit, no CPU quota), so a run asking for
+ * `memory: "0"` would pass every "at most the maximum" check and get an unbounded sandbox.
+ */
+export const POSITIVE_QUANTITY_PATTERN = /^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]*\.[0-9]*[1-9][0-9]*)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$/;
+const QUANTITY_HINT = 'a Kubernetes quantity above zero such as 500m, 1, 1.5, 512Mi or 2Gi';
 
 export const LanguageSchema = z.enum(['python', 'bash', 'sh', 'node', 'javascript']);
 export type Language = z.infer<typeof LanguageSchema>;
@@ -77,7 +83,7 @@ function byteBoundedString(maxBytes: number) {
 export const QuantitySchema = z
   .string()
   .max(64)
-  .regex(QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
+  .regex(POSITIVE_QUANTITY_PATTERN, { error: `must be ${QUANTITY_HINT}` });
 
 export const RunResourcesSchema = z.object({
   cpu: QuantitySchema.optional().describe(
