@@ -25,14 +25,44 @@ const MAX_QUOTED_NAME = 64;
 
 const quoted = (name: string): string => `"${name.length > MAX_QUOTED_NAME ? `${name.slice(0, MAX_QUOTED_NAME)}…` : name}"`;
 
+/** An enum as the checks use it: its values' JSON, the longest one's length, and how a problem shows it. */
+interface EnumTexts {
+  texts: ReadonlySet<string>;
+  longest: number;
+  shown: string;
+}
+
+/**
+ * Per enum array of a schema, made once (catalogs are never changed in place): an upstream's enum
+ * may hold 500,000 values, serialising them took ~20-90 ms per checked argument, and spreading
+ * them into Math.max threw (no call of such a tool got past the check).
+ */
+const enums = new WeakMap<readonly unknown[], EnumTexts>();
+
+function enumTexts(values: readonly unknown[]): EnumTexts {
+  let e = enums.get(values);
+  if (e === undefined) {
+    const texts = new Set<string>();
+    let longest = 0;
+    for (const value of values) {
+      const text = JSON.stringify(value);
+      if (text === undefined) continue;
+      texts.add(text);
+      longest = Math.max(longest, text.length);
+    }
+    e = { texts, longest, shown: JSON.stringify(values).slice(0, 200) };
+    enums.set(values, e);
+  }
+  return e;
+}
+
 /** Whether `v` is one of `values` (JSON equality), serialising `v` once and only if it can match. */
 function inEnum(v: unknown, values: readonly unknown[]): boolean {
-  const texts = values.map((e) => JSON.stringify(e));
-  const longest = Math.max(0, ...texts.map((t) => t?.length ?? 0));
+  const { texts, longest } = enumTexts(values);
   // A string or container longer than every value cannot equal one: no need to serialise it.
   if (typeof v === 'string' && v.length > longest) return false;
   const text = JSON.stringify(v);
-  return text !== undefined && text.length <= longest && texts.includes(text);
+  return text !== undefined && text.length <= longest && texts.has(text);
 }
 
 /**
@@ -62,7 +92,7 @@ export function checkArgs(schema: Schema | undefined, args: Record<string, unkno
     if (typeof p !== 'object' || p === null) continue;
     const types = Array.isArray(p.type) ? p.type : p.type === undefined ? undefined : [p.type];
     if (types && !types.some((t) => matches(v, t))) problems.push(`argument ${quoted(k)} must be ${types.join(' or ')}, not ${jsonType(v)}`);
-    else if (Array.isArray(p.enum) && !inEnum(v, p.enum)) problems.push(`argument ${quoted(k)} must be one of ${JSON.stringify(p.enum).slice(0, 200)}`);
+    else if (Array.isArray(p.enum) && !inEnum(v, p.enum)) problems.push(`argument ${quoted(k)} must be one of ${enumTexts(p.enum).shown}`);
   }
   return problems.slice(0, MAX_PROBLEMS);
 }

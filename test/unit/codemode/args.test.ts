@@ -73,4 +73,18 @@ describe('checkArgs against a hostile schema', () => {
       );
     expect(listings).toBe(1);
   });
+  it.each<[string, unknown, boolean]>([
+    ['a value of it', 'value7', true],
+    ['another value', 'nope', false],
+    ['a longer string', 'v'.repeat(100), false],
+  ])('checks against an enum of 200,000 values, reading them once: %s', (_name, value, fits) => {
+    let reads = 0;
+    const values = new Proxy(names(200_000, 'value'), {
+      get: (target, key) => (typeof key === 'string' && /^\d+$/.test(key) && reads++, Reflect.get(target, key)),
+    });
+    const schema = { type: 'object', properties: { s: { enum: values } } };
+    for (let i = 0; i < 3; i++)
+      expect(checkArgs(schema, { s: value })).toEqual(fits ? [] : [expect.stringMatching(/^argument "s" must be one of \["value0","value1",/)]);
+    expect(reads).toBeLessThanOrEqual(2 * 200_000);
+  });
 });
