@@ -272,7 +272,8 @@ def _pump(proc, call, deadline, over_disk=lambda: False, on_exit=lambda: None):
     group_killed = False
     exited_at = None
     next_disk_check = time.monotonic() + WORKSPACE_CHECK_S
-    while open_streams:
+    # Until the program exits too: one that closed its stdout and stderr still has its deadline.
+    while open_streams or exited_at is None:
         now = time.monotonic()
         if not timed_out and not group_killed and now >= deadline:
             timed_out = True

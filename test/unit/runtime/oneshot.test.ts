@@ -133,6 +133,17 @@ describe('one-shot runs in the python kernel', () => {
     expect(processRunning(child)).toBe(false);
   });
 
+  // A program that closed its stdout and stderr keeps its deadline (the run used to wait for its exit, unbounded).
+  it.each([
+    ['bash', 'exec >&- 2>&-\nsleep 60'],
+    ['python', 'import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)'],
+  ])('stops a %s program that closed its output at the deadline', async (language, code) => {
+    const { client } = await start();
+    const { frame } = await client.run(language, code, { timeoutMs: 500 });
+    expect(frame).toMatchObject({ status: 'timeout', timedOut: true, exitCode: 124 });
+    expect(frame.durationMs).toBeLessThan(5000);
+  });
+
   it('ends the run when the program exits, killing what it left in the background', async () => {
     const { client } = await start();
     const t0 = performance.now();
