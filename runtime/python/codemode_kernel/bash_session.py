@@ -32,10 +32,17 @@ START_TIMEOUT_S = 10.0
 RESTART_NOTE = "\n[codemode] The shell %s, so a new shell was started: working directory, variables and functions were reset.\n"
 
 
+# The shell's own stdout and stderr pipes, kept on these fds at start: the markers go there, so
+# that code redirecting its stdout or stderr for the rest of the session (exec >/dev/null,
+# exec 2>&1) does not take the markers with it. High numbers, away from the low ones scripts pick
+# (exec 9>lock, 200 for flock) and from 255, bash's own.
+MARKER_FDS = (250, 251)
+
+
 def _printf_markers(token):
     # `builtin`: the code may have defined a function called printf.
-    return ("builtin printf '__CODEMODE_END_%s_%%d__' \"$?\"; builtin printf '__CODEMODE_END_%s___' >&2\n"
-            % (token, token)).encode("ascii")
+    return ("builtin printf '__CODEMODE_END_%s_%%d__' \"$?\" >&%d; builtin printf '__CODEMODE_END_%s___' >&%d\n"
+            % (token, MARKER_FDS[0], token, MARKER_FDS[1])).encode("ascii")
 
 
 class BashSession:
@@ -70,7 +77,8 @@ class BashSession:
         token = new_token()
         self._pump.expect(token)
         # The startup noise ("no job control in this shell", the first prompt) is dropped.
-        self._send(b"set +H +o history; unset HISTFILE PROMPT_COMMAND; PS1=''; PS2=''; PS0=''\n" + _printf_markers(token))
+        self._send(b"set +H +o history; unset HISTFILE PROMPT_COMMAND; PS1=''; PS2=''; PS0=''; exec %d>&1 %d>&2\n" % MARKER_FDS
+                   + _printf_markers(token))
         if self._pump.wait(token, START_TIMEOUT_S, self._alive) is None:
             raise RuntimeError("bash did not start")
 

@@ -68,6 +68,24 @@ describe('bash kernel', () => {
     expect((await client.exec('echo $GREETING')).frame.stdout).toBe('hello\n');
   });
 
+  // Redirecting the shell's own stdout or stderr for the rest of the session is the code's
+  // business: the kernel's end markers still arrive, so the call ends at once and the shell keeps its state.
+  it.each([
+    ['stdout to /dev/null', 'exec 3>&1 >/dev/null', 'echo hidden; echo shown >&3', 'shown\n', ''],
+    ['stderr to /dev/null', 'exec 2>/dev/null', 'echo out; echo hidden >&2', 'out\n', ''],
+    ['stdout to stderr', 'exec 3>&1 >&2', 'echo moved; echo direct >&3', 'direct\n', 'moved\n'],
+    ['stderr, closed', 'exec 2>&-', 'echo out', 'out\n', ''],
+  ])('keeps the shell when the code redirects %s', async (_name, redirect, code, stdout, stderr) => {
+    const { client: c, stop } = await startSession('bash');
+    try {
+      expect((await c.exec(`kept=yes; ${redirect}`, { timeoutMs: 3000 })).frame).toMatchObject({ status: 'ok', exitCode: 0 });
+      expect((await c.exec(code, { timeoutMs: 3000 })).frame).toMatchObject({ status: 'ok', stdout, stderr });
+      expect((await c.exec('[ "$kept" = yes ]', { timeoutMs: 3000 })).frame).toMatchObject({ status: 'ok', exitCode: 0 });
+    } finally {
+      await stop();
+    }
+  });
+
   it('starts a new shell when the code exits the shell, and says so', async () => {
     const { frame } = await client.exec('exit 3');
     expect(frame).toMatchObject({ status: 'ok', exitCode: 3 });
