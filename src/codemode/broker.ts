@@ -310,7 +310,9 @@ export class RunCalls {
     this.totals.calls++;
     if (failed) this.totals.errors++;
     const key = server === '' ? '(denied)' : server;
-    const s = (this.totals.servers[key] ??= { calls: 0, errors: 0 });
+    // Own keys only: a server may be named "constructor" (a Kubernetes name), whose ??= found
+    // Object and counted the server's calls on it.
+    const s = Object.hasOwn(this.totals.servers, key) ? this.totals.servers[key]! : (this.totals.servers[key] = { calls: 0, errors: 0 });
     s.calls++;
     if (failed) s.errors++;
     this.metrics?.upstreamCall(server, final, (performance.now() - started) / 1000);

@@ -52,6 +52,16 @@ describe('RunCalls', () => {
     expect(r.summary()).toMatchObject({ calls: 4, errors: 1, servers: { demo: { calls: 4, errors: 1 } } });
   });
 
+  // Server names are Kubernetes names: "constructor" is one, and a name of Object.prototype.
+  it.each(['constructor', 'demo'])('counts the calls of a server named %s as its own', async (name) => {
+    const up = fakeUpstream();
+    const b = new ToolBroker({ ...up, servers: () => [{ name, toolCount: 1 }], tools: (s) => (s === name ? up.tools('demo') : undefined) }, limits);
+    const r = b.forRun({});
+    expect(await r.handle(call('echo', { message: 'x' }, name))).toMatchObject({ ok: true });
+    expect(r.summary().servers).toEqual({ [name]: { calls: 1, errors: 0 } });
+    expect(Object.hasOwn(Object, 'calls')).toBe(false);
+  });
+
   it('cuts a large result and counts bytes against the run', async () => {
     const { b } = broker({ bytesPerRun: 900 });
     const r = b.forRun({});
