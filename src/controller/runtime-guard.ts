@@ -5,11 +5,12 @@
 // mounts is first marked unused, and deleted only after a grace period in which nobody ensured
 // it; ensuring it clears the mark, which also changes its resourceVersion, so a sweep that
 // decided on the old one fails its precondition.
+import type { V1ConfigMap } from '@kubernetes/client-node';
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
-import { buildRuntimeConfigMap, runtimeVolume, type RuntimeVolume } from '../sandbox/runtime-configmap.js';
+import { buildRuntimeConfigMap, isRuntimeConfigMap, runtimeVolume, type RuntimeVolume } from '../sandbox/runtime-configmap.js';
 
 /** Set by the sweep on a runtime ConfigMap that no pod mounts (RFC 3339 time). */
 export const ANNOTATION_UNUSED_SINCE = 'codemode.dev/unused-since';
@@ -57,9 +58,19 @@ export class RuntimeConfigMapGuard {
 
   private async ensureOnce(namespace: string): Promise<void> {
     const name = this.name;
+    let current: V1ConfigMap | undefined;
     try {
-      const current = await this.clients.core.readNamespacedConfigMap({ namespace, name });
-      if (current.metadata?.annotations?.[ANNOTATION_UNUSED_SINCE] === undefined) return;
+      current = await this.clients.core.readNamespacedConfigMap({ namespace, name });
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error(`Failed to read ConfigMap ${namespace}/${name}: ${apiErrorMessage(err)}`, { cause: err });
+    }
+    if (current && !isRuntimeConfigMap(current, this.files)) {
+      await this.deleteForeign(namespace, current);
+      current = undefined;
+    }
+    if (!current) return this.create(namespace);
+    if (current.metadata?.annotations?.[ANNOTATION_UNUSED_SINCE] === undefined) return;
+    try {
       await this.clients.core.patchNamespacedConfigMap(
         { namespace, name, body: { metadata: { resourceVersion: current.metadata.resourceVersion, annotations: { [ANNOTATION_UNUSED_SINCE]: null } } } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
@@ -68,13 +79,41 @@ export class RuntimeConfigMapGuard {
     } catch (err) {
       // Changed under us (the sweep is deciding on it): check again at the next pod.
       if (isConflict(err)) return void this.ensured.delete(namespace);
-      if (!isNotFound(err)) throw new Error(`Failed to read ConfigMap ${namespace}/${name}: ${apiErrorMessage(err)}`, { cause: err });
-      try {
-        await this.clients.core.createNamespacedConfigMap({ namespace, body: buildRuntimeConfigMap(namespace, this.files) });
-        this.log.info({ namespace, configmap: name }, 'Created ConfigMap');
-      } catch (e) {
-        if (statusOf(e) !== 409) throw new Error(`Failed to create ConfigMap ${namespace}/${name}: ${apiErrorMessage(e)}`, { cause: e });
-      }
+      if (!isNotFound(err)) throw new Error(`Failed to mark ConfigMap ${namespace}/${name} in use: ${apiErrorMessage(err)}`, { cause: err });
+      await this.create(namespace);
+    }
+  }
+
+  /** Creates the ConfigMap; one created meanwhile is used only if it is this version's runtime. */
+  private async create(namespace: string): Promise<void> {
+    const name = this.name;
+    try {
+      await this.clients.core.createNamespacedConfigMap({ namespace, body: buildRuntimeConfigMap(namespace, this.files) });
+      this.log.info({ namespace, configmap: name }, 'Created ConfigMap');
+    } catch (e) {
+      if (statusOf(e) !== 409) throw new Error(`Failed to create ConfigMap ${namespace}/${name}: ${apiErrorMessage(e)}`, { cause: e });
+      // Another replica of this version, or someone else: only the content tells.
+      const found = await this.clients.core.readNamespacedConfigMap({ namespace, name });
+      if (!isRuntimeConfigMap(found, this.files))
+        throw new Error(
+          `ConfigMap ${namespace}/${name} was created by someone else with content that is not this version's runtime, so no kernel pod is started with it. Only the operator may create ConfigMaps in namespace ${namespace}: remove that permission from whoever has it.`,
+        );
+    }
+  }
+
+  /**
+   * A ConfigMap under this version's name that is not this version's runtime (isRuntimeConfigMap:
+   * someone who may create ConfigMaps here put it there before the operator did). Kernel pods
+   * must never mount it: that object (by uid) is deleted, and the caller creates the real one.
+   */
+  private async deleteForeign(namespace: string, cm: V1ConfigMap): Promise<void> {
+    const name = this.name;
+    this.log.warn({ namespace, configmap: name }, "Deleting ConfigMap whose content is not this version's runtime");
+    try {
+      await this.clients.core.deleteNamespacedConfigMap({ namespace, name, body: { preconditions: { uid: cm.metadata?.uid } } });
+    } catch (err) {
+      // Gone or replaced already: the create that follows reads what is there.
+      if (!isNotFound(err) && !isConflict(err)) throw new Error(`Failed to delete ConfigMap ${namespace}/${name}: ${apiErrorMessage(err)}`, { cause: err });
     }
   }
 }

@@ -5,7 +5,7 @@
 // file gets a flat key and an `items` entry that puts it back at its path under the mount.
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/index.js';
-import { filesHash } from './template-hash.js';
+import { filesHash, stableStringify } from './template-hash.js';
 
 /** Name prefix of runtime ConfigMaps; the rest is the hash of their files. */
 export const RUNTIME_CONFIGMAP_PREFIX = 'codemode-runtime-';
@@ -50,4 +50,16 @@ export function buildRuntimeConfigMap(namespace: string, files: Readonly<Record<
     // Never updated in place (a new version gets a new name); the kubelet need not watch it.
     immutable: true,
   };
+}
+
+/**
+ * Whether `cm`, found under this version's runtime ConfigMap name, holds exactly these files and
+ * cannot change. The name is the hash of the files, so an operator never writes anything else
+ * under it: other content (or a mutable ConfigMap, which the kubelet would refresh in running
+ * pods) was put there by someone who may create ConfigMaps in the namespace, and would be the
+ * kernel of every sandbox pod, seeing every user's code, output and tool calls.
+ */
+export function isRuntimeConfigMap(cm: V1ConfigMap, files: Readonly<Record<string, string>>): boolean {
+  const want = buildRuntimeConfigMap(cm.metadata?.namespace ?? '', files);
+  return cm.immutable === true && Object.keys(cm.binaryData ?? {}).length === 0 && stableStringify(cm.data ?? {}) === stableStringify(want.data ?? {});
 }
