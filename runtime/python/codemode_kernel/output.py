@@ -186,13 +186,20 @@ class Pump(threading.Thread):
         self._call = None
         self._awaited = None
         self._seen = {}
+        self._start = None
+        self._begun = set()
         self.eof = set()
 
-    def attach(self, call):
+    def attach(self, call, start=None):
+        """Output goes to `call` from now on; with `start`, on each stream only what follows that
+        token's marker (the writer writes it after attaching: what was written before, by a
+        thread of an earlier call say, may still be in the pipe, and is not this call's)."""
         with self.cond:
             self._call = call
             self._awaited = None
             self._seen = {}
+            self._start = start
+            self._begun = set()
 
     def detach(self):
         with self.cond:
@@ -266,5 +273,7 @@ class Pump(threading.Thread):
                 if item[1] == self._awaited:
                     self._seen[name] = item[2]
                     self.cond.notify_all()
-            elif self._call and name not in self._seen:
+                elif item[1] == self._start:
+                    self._begun.add(name)
+            elif self._call and name not in self._seen and (self._start is None or name in self._begun):
                 self._call.feed(name, item[1])

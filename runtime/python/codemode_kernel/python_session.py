@@ -172,7 +172,17 @@ class PythonSession:
         # An earlier call (or a library it used) may have replaced the handler the timeout needs.
         signal.signal(signal.SIGINT, self._on_sigint)
         stdin_file = self._child_stdin(req.get("stdin"))
-        self._pump.attach(call)
+        # A thread of an earlier call may have left a partial line in the writers (print(x, end="")
+        # after its call ended): out now, before the start marker, so that it is not this call's.
+        for writer in self._writers:
+            try:
+                writer.flush()
+            except Exception:  # closed by the code
+                pass
+        start = new_token()
+        self._pump.attach(call, start)
+        os.write(self._out_w, marker(start))
+        os.write(self._err_w, marker(start))
         killed = []
         switch = []  # the switch interval to restore, once interrupt() shortened it
 

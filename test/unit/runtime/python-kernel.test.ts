@@ -50,6 +50,17 @@ describe('python kernel', () => {
     expect(second).toMatchObject({ stdout: 'two\n', stderr: '' });
   });
 
+  // What a thread writes after its call ended is nobody's, also a partial line the writers held.
+  it.each([
+    ['a line', 'print("late")'],
+    ['a partial line', 'print("late", end="")'],
+    ['a partial line on stderr', 'sys.stderr.write("late")'],
+  ])('gives the next call nothing of %s a thread wrote after its call', async (_name, write) => {
+    await client.exec(`import sys, threading\nthreading.Timer(0.05, lambda: ${write}).start()`);
+    await sleep(200);
+    expect((await client.exec('print("two")')).frame).toMatchObject({ stdout: 'two\n', stderr: '' });
+  });
+
   it('feeds stdin to input() and to child processes', async () => {
     expect((await client.exec('input()', { stdin: 'hello\n' })).frame.result).toBe("'hello'");
     expect((await client.exec('import subprocess\nsubprocess.run(["cat"]).returncode', { stdin: 'piped' })).frame.stdout).toBe('piped');
