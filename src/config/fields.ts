@@ -600,6 +600,16 @@ export const FIELDS = {
     },
     int(1, 600),
   ),
+  userRequestsPerSecond: field(
+    {
+      env: 'CODEMODE_USER_REQUESTS_PER_SECOND',
+      default: '0',
+      description:
+        'Requests to /mcp one user may send to one gateway replica a second in the long run, after a burst of twice as many (at least 10); a request beyond it is answered HTTP 429 with Retry-After before anything in it runs, and other users are served. Per replica: behind N replicas a user may send up to N times as many. Without authentication (CODEMODE_AUTH_MODE=none) every caller is the one anonymous user. 0: no limit.',
+      allowed: 'an integer from 0 to 100000',
+    },
+    int(0, 100000),
+  ),
   maxBatchSize: field(
     {
       env: 'CODEMODE_MAX_BATCH_SIZE',

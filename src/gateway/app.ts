@@ -11,6 +11,7 @@ import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandl
 import { checkBatch, type BodyRefusal } from './batch-limit.js';
 import { BodyBudget, bodyBudgetRefused, keepHold } from './body-budget.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
+import { RequestRate } from './request-rate.js';
 import { StallGuard } from './stall-guard.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
@@ -63,10 +64,17 @@ export function createApp(deps: GatewayDeps): Hono {
     logger.info({ waitingBytes }, 'Closed a connection whose client stopped reading its response'),
   );
   const listens = new ListenLimit();
+  const rate = deps.options.userRequestsPerSecond ? new RequestRate(deps.options.userRequestsPerSecond) : undefined;
   app.all('/mcp', async (c) => {
+    const user = identityOf(c.req.raw)?.user ?? '';
+    const tooMany = rate?.admit(user);
+    if (tooMany) {
+      deps.onAdmissionRejected?.('user_requests');
+      logger.info({ limit: 'user_requests' }, 'Refused an MCP request over a limit');
+      return tooMany;
+    }
     const outgoing = nodeResponse(c);
     if (outgoing) stalls.watch(outgoing);
-    const user = identityOf(c.req.raw)?.user ?? '';
     const hold = budget.hold(user);
     keepHold(c.req.raw, hold);
     const settled = [whenResponded(outgoing, hold.release)];

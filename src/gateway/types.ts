@@ -15,11 +15,11 @@ import type { BodyCheckLimit } from './batch-limit.js';
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
  * (DNS-rebinding protection), the timeout applied when the agent sends none and the largest it may
  * ask for, the largest code, the most messages in one JSON-RPC batch, how often a long call's
- * progress stream says it is alive, and the largest file read_file returns (what a read holds of
- * its user's share while it runs: body-budget.ts).
+ * progress stream says it is alive, the largest file read_file returns (what a read holds of
+ * its user's share while it runs: body-budget.ts), and the requests a user may send a second.
  */
 export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'> &
-  Partial<Pick<Config, 'resultFormat' | 'progressHeartbeatSeconds' | 'maxFileBytes'>>;
+  Partial<Pick<Config, 'resultFormat' | 'progressHeartbeatSeconds' | 'maxFileBytes' | 'userRequestsPerSecond'>>;
 
 /** The gateway's settings out of a loaded Config (or anything that has them). */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {
@@ -33,6 +33,7 @@ export function gatewayOptions(config: GatewayOptions): GatewayOptions {
     resultFormat,
     progressHeartbeatSeconds,
     maxFileBytes,
+    userRequestsPerSecond,
   } = config;
   return {
     allowedHosts,
@@ -44,6 +45,7 @@ export function gatewayOptions(config: GatewayOptions): GatewayOptions {
     ...(resultFormat && { resultFormat }),
     ...(progressHeartbeatSeconds !== undefined && { progressHeartbeatSeconds }),
     ...(maxFileBytes !== undefined && { maxFileBytes }),
+    ...(userRequestsPerSecond !== undefined && { userRequestsPerSecond }),
   };
 }
 
@@ -80,7 +82,7 @@ export interface GatewayDeps {
   /** How long a response may have bytes waiting for its client without sending any (stall-guard.ts; default 60 s). */
   stalledResponseMs?: number;
   /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */
-  onAdmissionRejected?(limit: Exclude<BodyCheckLimit, 'json_shape'>): void;
+  onAdmissionRejected?(limit: Exclude<BodyCheckLimit, 'json_shape'> | 'user_requests'): void;
   /**
    * Code mode: upstream MCP servers are configured, so execute_code takes `servers` and its
    * description explains the in-sandbox `codemode` API, with the per-run limits it states.

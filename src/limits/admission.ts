@@ -19,6 +19,7 @@ export const ADMISSION_LIMITS = [
   'user_runs',
   'user_sessions',
   'user_executions_per_minute',
+  'user_requests',
 ] as const;
 export type AdmissionLimit = (typeof ADMISSION_LIMITS)[number];
 

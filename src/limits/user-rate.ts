@@ -1,31 +1,28 @@
-// The API reads one user's session lookups may cause. A call naming a session this replica's
-// cache does not have (or still sees starting) reads it from the API server once: another
-// replica may have created it a moment ago. Names come from callers, so without a bound one
-// user's client naming made-up sessions made one GET per call (measured: 2,000 calls, 2,000
-// GETs), and the API server's flow control, which throttles the gateway's ServiceAccount as a
-// whole, slowed every user's requests with them. Each user gets a token bucket (the `limiter`
-// package); past it, the cache's answer stands. A user's calls to sessions that have just been
-// created elsewhere stay far below it.
+// A rate per user: a token bucket each (the `limiter` package), a burst then a steady rate.
+// Used for the API reads one user's session lookups may cause (src/sessions/service.ts: a call
+// naming a session this replica's cache does not have reads it from the API server once, since
+// another replica may have created it a moment ago; names come from callers, so without a bound
+// one user's client naming made-up sessions made one GET per call, and the API server's flow
+// control, which throttles the gateway's ServiceAccount as a whole, slowed every user's requests
+// with them), and for the requests one user may send to a replica (CODEMODE_USER_REQUESTS_PER_SECOND).
 import { TokenBucket } from 'limiter';
 
-export interface SessionReadLimits {
-  /** Reads one user may make at once after a quiet moment. */
+export interface UserRateLimits {
+  /** What one user may do at once after a quiet moment. */
   burst: number;
-  /** Reads a second one user may make in the long run. */
+  /** What one user may do a second in the long run. */
   perSecond: number;
 }
-
-export const SESSION_READ_LIMITS: SessionReadLimits = { burst: 20, perSecond: 10 };
 
 /** Users whose buckets are kept before the full ones (idle users) are let go. */
 const KEPT_USERS = 1000;
 
-export class SessionReads {
+export class UserRate {
   private readonly users = new Map<string, TokenBucket>();
 
-  constructor(private readonly limits: SessionReadLimits = SESSION_READ_LIMITS) {}
+  constructor(private readonly limits: UserRateLimits) {}
 
-  /** Whether `user` ('' without authentication) may make one more read now; takes it if so. */
+  /** Whether `user` ('' without authentication) may do one more now; takes it if so. */
   take(user: string): boolean {
     let bucket = this.users.get(user);
     if (bucket === undefined) {
@@ -35,6 +32,14 @@ export class SessionReads {
       this.users.set(user, bucket);
     }
     return bucket.tryRemoveTokens(1);
+  }
+
+  /** Seconds until `user` may do one more (0: now). */
+  waitSeconds(user: string): number {
+    const bucket = this.users.get(user);
+    if (bucket === undefined) return 0;
+    bucket.drip();
+    return bucket.content >= 1 ? 0 : (1 - bucket.content) / this.limits.perSecond;
   }
 
   /** Users with a bucket (tests). */

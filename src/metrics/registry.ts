@@ -202,7 +202,7 @@ export function createMetrics(): Metrics {
   for (const outcome of AUTH_OUTCOMES) authRequests.inc({ outcome }, 0);
   const admissionRejections = new Counter({
     name: 'codemode_admission_rejections_total',
-    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions, batch_size, request_bytes (request bodies the replica holds), or a per-user limit (user_runs, user_sessions, user_executions_per_minute, user_request_bytes).',
+    help: 'Calls refused for capacity, by the limit hit: replica_runs, namespace_runs, sessions, batch_size, request_bytes (request bodies the replica holds), or a per-user limit (user_runs, user_sessions, user_executions_per_minute, user_request_bytes, user_requests).',
     labelNames: ['limit'] as const,
     registers: [registry],
   });

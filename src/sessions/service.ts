@@ -34,7 +34,7 @@ import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
 import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, asSessionError, busyError } from './errors.js';
-import { SessionReads } from './session-reads.js';
+import { UserRate } from '../limits/user-rate.js';
 import { SessionStore } from './store.js';
 import { foreignPodMessage, readPod, sessionPod } from './session-pod.js';
 import { SessionActivity } from './activity.js';
@@ -131,8 +131,8 @@ export class SessionService {
   private readonly creating = new Set<string>();
   /** Calls waiting for a busy session, by pod. */
   private readonly turns = new SessionTurns(WAITING_CALLS_PER_SESSION);
-  /** API reads of sessions the cache does not show yet, per user (session-reads.ts). */
-  private readonly reads = new SessionReads();
+  /** API reads of sessions the cache does not show yet, per user: 20 at once, then 10 a second. */
+  private readonly reads = new UserRate({ burst: 20, perSecond: 10 });
 
   constructor(
     private readonly clients: KubeClients,
@@ -165,7 +165,7 @@ export class SessionService {
   private async current(name: string, caller: Owner | undefined): Promise<SandboxSession | undefined> {
     let s = this.store.get(name);
     const phase = s?.status?.phase;
-    // Past the caller's share of API reads (session-reads.ts), the cache's answer stands.
+    // Past the caller's share of API reads (this.reads), the cache's answer stands.
     if (phase !== 'Ready' && phase !== 'Lost' && phase !== 'Failed' && this.reads.take(caller?.user ?? '')) s = await this.store.read(name);
     // A session being deleted is gone for its users already.
     return s && !s.metadata.deletionTimestamp && canSee(s, caller, this.opts.adminGroups ?? []) ? s : undefined;

@@ -185,7 +185,7 @@ describe('sessions this replica has not seen', () => {
     }
     const seconds = (performance.now() - started) / 1000;
     const reads = (await notFoundReads()) - before;
-    // The caller's bucket (session-reads.ts): 20 at once, then 10 a second (and 5 for the
+    // The caller's bucket of session reads (src/sessions/service.ts): 20 at once, then 10 a second (and 5 for the
     // replica's other reads meanwhile).
     expect(reads).toBeLessThanOrEqual(20 + Math.ceil(10 * seconds) + 5);
     expect(reads).toBeLessThan(calls);

@@ -66,6 +66,7 @@ describe('loadConfig defaults', () => {
       runQueueLength: 32,
       runQueueTimeoutSeconds: 30,
       maxBatchSize: 10,
+      userRequestsPerSecond: 0,
       progressHeartbeatSeconds: 15,
       maxConnections: 4096,
       userMaxRuns: 0,
@@ -180,6 +181,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_RUN_QUEUE_LENGTH', '0', { runQueueLength: 0 }],
     ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '5', { runQueueTimeoutSeconds: 5 }],
     ['CODEMODE_MAX_BATCH_SIZE', '1', { maxBatchSize: 1 }],
+    ['CODEMODE_USER_REQUESTS_PER_SECOND', '20', { userRequestsPerSecond: 20 }],
     ['CODEMODE_PROGRESS_HEARTBEAT_SECONDS', '0', { progressHeartbeatSeconds: 0 }],
     ['CODEMODE_MAX_CONNECTIONS', '200', { maxConnections: 200 }],
   ])('%s=%s', (env, value, expected) => {
@@ -190,7 +192,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(96);
+    expect(envs).toHaveLength(97);
   });
 });
 
@@ -241,6 +243,7 @@ describe('loadConfig errors', () => {
     ['CODEMODE_MAX_SESSIONS', 'many', 'must be a whole number'],
     ['CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS', '601', 'must be at most 600'],
     ['CODEMODE_MAX_BATCH_SIZE', '101', 'must be at most 100'],
+    ['CODEMODE_USER_REQUESTS_PER_SECOND', '100001', 'must be at most 100000'],
     ['CODEMODE_PROGRESS_HEARTBEAT_SECONDS', '301', 'must be at most 300'],
     ['CODEMODE_MAX_CONNECTIONS', '15', 'must be at least 16'],
     ['CODEMODE_USERNAME_PREFIX', 'g w:', 'must not contain spaces, commas or control characters'],

@@ -116,6 +116,8 @@
   value: {{ include "codemode.envValue" .Values.config.runQueueLength }}
 - name: CODEMODE_RUN_QUEUE_TIMEOUT_SECONDS
   value: {{ include "codemode.envValue" .Values.config.runQueueTimeoutSeconds }}
+- name: CODEMODE_USER_REQUESTS_PER_SECOND
+  value: {{ include "codemode.envValue" .Values.config.userRequestsPerSecond }}
 - name: CODEMODE_MAX_BATCH_SIZE
   value: {{ include "codemode.envValue" .Values.config.maxBatchSize }}
 - name: CODEMODE_PROGRESS_HEARTBEAT_SECONDS
