@@ -199,4 +199,18 @@ describe('owner admission policy', () => {
     const alice = patchAs('alice', 'sbs', nameOf(created), { spec: { idleTimeoutSeconds: 60 } });
     expect(alice.ok, alice.out).toBe(true);
   });
+
+  // The session's pod was made from its profile, and installs follow the policy of the profile
+  // spec.profile names: switching it would install under another profile's policy (the CRD's rule).
+  it.each([
+    ['changed', { profile: 'locked' }, { profile: 'open' }],
+    ['removed', { profile: 'locked' }, { profile: null }],
+    ['added', {}, { profile: 'open' }],
+  ])("refuses a session's profile %s, its owner's edit too", (_n, before, patch) => {
+    const created = createAs('alice', ['dev'], { language: 'python', owner: { user: 'alice' }, ...before }, 'SandboxSession');
+    expect(created.ok, created.out).toBe(true);
+    const edit = patchAs('alice', 'sbs', nameOf(created), { spec: patch });
+    expect(edit.ok).toBe(false);
+    expect(edit.out).toMatch(/spec\.profile cannot be changed/);
+  });
 });

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { renderCrdYaml } from '../../src/api/v1alpha1/crd-yaml.js';
-import { CRD_FILE_HEADER, buildSandboxRunCrd, toStructural } from '../../src/api/v1alpha1/index.js';
+import { CRD_FILE_HEADER, buildSandboxRunCrd, buildSandboxSessionCrd, toStructural } from '../../src/api/v1alpha1/index.js';
 import type { JsonSchema } from '../../src/api/v1alpha1/index.js';
 
 const crd = buildSandboxRunCrd();
@@ -114,6 +114,27 @@ describe('SandboxRun CRD', () => {
       ['Session', 'string', '.spec.session'],
       ['Age', 'date', '.metadata.creationTimestamp'],
     ]);
+  });
+});
+
+// A session's pod is made from its profile, and install_packages reads the policy of the
+// profile spec.profile names at that moment: an owner (who may edit the spec) switching it would
+// install into the pod under another profile's policy. The API server keeps it (a transition rule;
+// test/e2e/owner-policy.test.ts shows it refusing the edit).
+describe('SandboxSession CRD', () => {
+  const sessionSpec = (buildSandboxSessionCrd().spec.versions[0]!.schema.openAPIV3Schema.properties as Record<string, JsonSchema>).spec!;
+  const rules = (sessionSpec['x-kubernetes-validations'] ?? []) as Array<{ rule: string; message: string }>;
+
+  it.each([
+    ['changed', /self\.profile == oldSelf\.profile/],
+    ['added or removed', /has\(self\.profile\) == has\(oldSelf\.profile\)/],
+  ])('refuses spec.profile %s after creation', (_name, rule) => {
+    const found = rules.find((r) => rule.test(r.rule));
+    expect(found?.message).toMatch(/spec\.profile cannot be changed/);
+  });
+
+  it('leaves the rest of the spec editable (install_packages appends to spec.packages)', () => {
+    expect(rules.map((r) => r.rule).join(' ')).not.toMatch(/self == oldSelf|packages|language|idleTimeoutSeconds/);
   });
 });
 

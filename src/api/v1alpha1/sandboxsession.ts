@@ -27,26 +27,38 @@ export type SessionPhase = z.infer<typeof SessionPhaseSchema>;
 /** A session's idle timeout when its creator leaves it out (the gateway writes the administrator's maximum when lower). */
 export const DEFAULT_IDLE_TIMEOUT_SECONDS = 600;
 
-export const SandboxSessionSpecSchema = z.object({
-  owner: OwnerSchema.optional(),
-  profile: ProfileRefSchema.optional().describe(
-    "Name of a SandboxProfile in the same namespace: the kind of sandbox (image, resources, warm pool). Default: the administrator's default profile.",
-  ),
-  language: SessionLanguageSchema.default('python').describe('Language of the persistent interpreter: python, bash, node or javascript (an alias of node).'),
-  idleTimeoutSeconds: z
-    .int()
-    .min(10)
-    .max(MAX_IDLE_TIMEOUT_SECONDS_HARD)
-    .default(DEFAULT_IDLE_TIMEOUT_SECONDS)
-    .describe("The session is deleted after this many seconds without a call (10-86400). The administrator's maximum may be lower."),
-  maxLifetimeSeconds: z
-    .int()
-    .min(10)
-    .max(MAX_LIFETIME_SECONDS_HARD)
-    .optional()
-    .describe("The session is deleted this many seconds after creation, busy or not. Defaults to the administrator's setting."),
-  packages: PackageListSchema.optional(),
-});
+export const SandboxSessionSpecSchema = z
+  .object({
+    owner: OwnerSchema.optional(),
+    profile: ProfileRefSchema.optional().describe(
+      "Name of a SandboxProfile in the same namespace: the kind of sandbox (image, resources, warm pool). Default: the administrator's default profile.",
+    ),
+    language: SessionLanguageSchema.default('python').describe('Language of the persistent interpreter: python, bash, node or javascript (an alias of node).'),
+    idleTimeoutSeconds: z
+      .int()
+      .min(10)
+      .max(MAX_IDLE_TIMEOUT_SECONDS_HARD)
+      .default(DEFAULT_IDLE_TIMEOUT_SECONDS)
+      .describe("The session is deleted after this many seconds without a call (10-86400). The administrator's maximum may be lower."),
+    maxLifetimeSeconds: z
+      .int()
+      .min(10)
+      .max(MAX_LIFETIME_SECONDS_HARD)
+      .optional()
+      .describe("The session is deleted this many seconds after creation, busy or not. Defaults to the administrator's setting."),
+    packages: PackageListSchema.optional(),
+  })
+  // The profile made the session's pod (image, limits, placement), and it stays the session's
+  // after: which packages may be installed into that pod is read from spec.profile at each
+  // install, so an owner who could switch it would install under another profile's policy.
+  .meta({
+    'x-kubernetes-validations': [
+      {
+        rule: 'has(self.profile) == has(oldSelf.profile) && (!has(self.profile) || self.profile == oldSelf.profile)',
+        message: "spec.profile cannot be changed: the session's pod was made from it; create a new session with the other profile",
+      },
+    ],
+  });
 export type SandboxSessionSpec = z.infer<typeof SandboxSessionSpecSchema>;
 
 const timestamp = z.iso.datetime({ offset: true }).max(64);
