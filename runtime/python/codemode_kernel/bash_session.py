@@ -113,11 +113,13 @@ class BashSession:
         started = time.monotonic()
         call = CallOutput(req["id"], req["capChars"], send)
         since = procs.now_ticks()
-        with open(self._cell, "w", encoding="utf-8") as f:
+        # errors="surrogatepass": a lone surrogate (JSON allows "\ud800") is written as the bytes
+        # it names, for bash to take as they are, rather than failing the call as a KernelError.
+        with open(self._cell, "w", encoding="utf-8", errors="surrogatepass") as f:
             f.write(req["code"])
         stdin = "/dev/null"
         if req.get("stdin"):
-            with open(self._stdin, "w", encoding="utf-8") as f:
+            with open(self._stdin, "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write(req["stdin"])
             stdin = self._stdin
         token = new_token()

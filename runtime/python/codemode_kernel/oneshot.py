@@ -208,11 +208,11 @@ class OneShot:
     def run(self, req, send):
         started = time.monotonic()
         call = CallOutput(req["id"], req["capChars"], send)
-        code = req["code"].encode("utf-8", "surrogateescape")
+        code = _encode(req["code"])
         since = procs.now_ticks()
         watch = bounds.Watch()
         scratch = None
-        stdin = (req.get("stdin") or "").encode("utf-8", "surrogateescape")
+        stdin = _encode(req.get("stdin") or "")
         if req["language"] == "python" and self._ready is not None:
             pre, self._ready = self._ready, None
             proc = pre.proc
@@ -252,6 +252,16 @@ class OneShot:
         result.update(watch.report())
         result.update(call.result_fields())
         return result
+
+
+def _encode(text):
+    """A request's text as bytes: surrogate escapes as the bytes they stand for, any other lone
+    surrogate (JSON allows "\ud800") as the bytes it names, for the program to reject if it
+    must, rather than failing the run as a KernelError."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def _pump(proc, call, deadline, over_disk=lambda: False, on_exit=lambda: None):

@@ -250,7 +250,7 @@ class PythonSession:
         if not text:
             return None
         f = tempfile.TemporaryFile()
-        f.write(text.encode("utf-8"))
+        f.write(text.encode("utf-8", "surrogatepass"))  # a lone surrogate as the bytes it names (bash_session.py)
         f.seek(0)
         os.dup2(f.fileno(), 0)
         return f

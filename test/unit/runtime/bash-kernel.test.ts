@@ -41,6 +41,14 @@ describe('bash kernel', () => {
     expect((await client.exec('tr a-z A-Z', { stdin: 'shout\n' })).frame.stdout).toBe('SHOUT\n');
   });
 
+  // JSON may carry a lone surrogate: bash gets the bytes it names, not a KernelError.
+  it.each([
+    ['code', "echo 'a\ud800b'", {}],
+    ['stdin', 'cat', { stdin: 'a\ud800b\n' }],
+  ])('takes a lone surrogate in its %s', async (_name, code, options) => {
+    expect((await client.exec(code, options)).frame).toMatchObject({ status: 'ok', exitCode: 0, stdout: 'a\ufffd\ufffd\ufffdb\n' });
+  });
+
   it('caps kept output and counts every byte', async () => {
     const { frame } = await client.exec('head -c 100000 /dev/zero | tr "\\0" x', { capChars: 100 });
     expect(frame).toMatchObject({ stdout: 'x'.repeat(100), stdoutBytes: 100000, truncated: true });

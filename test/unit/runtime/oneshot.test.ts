@@ -123,6 +123,15 @@ describe('one-shot runs in the python kernel', () => {
     expect(outputs.map((o) => o.text).join('')).toBe('x'.repeat(1000));
   });
 
+  // JSON may carry a lone surrogate: the program gets the bytes it names (and may reject them), not a KernelError.
+  it.each([
+    ['in its code', 'python', "print('\ud800')", {}, { exitCode: 1, stderr: expect.stringMatching(/SyntaxError|UnicodeEncodeError/) }],
+    ['in its stdin', 'bash', 'cat', { stdin: 'a\ud800b' }, { exitCode: 0, stdout: 'a\ufffd\ufffd\ufffdb' }],
+  ])('runs a program with a lone surrogate %s', async (_name, language, code, options, expected) => {
+    const { client } = await start();
+    expect((await client.run(language, code, options)).frame).toMatchObject({ status: 'ok', ...expected });
+  });
+
   it('stops the program and everything it started at the deadline', async () => {
     const { client } = await start();
     const { frame } = await client.run('bash', 'sleep 60 & echo $!; sleep 60', { timeoutMs: 500 });

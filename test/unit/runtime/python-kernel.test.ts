@@ -61,6 +61,14 @@ describe('python kernel', () => {
     expect((await client.exec('print("two")')).frame).toMatchObject({ stdout: 'two\n', stderr: '' });
   });
 
+  // JSON may carry a lone surrogate: child processes get the bytes it names, not a KernelError.
+  it.each([
+    ['input()', 'input()', { status: 'ok', result: "'a\\ud800b'" }],
+    ['a child process', 'import subprocess\nsubprocess.run(["cat"]).returncode', { status: 'ok', stdout: 'a\ufffd\ufffd\ufffdb\n' }],
+  ])('feeds stdin with a lone surrogate to %s', async (_name, code, expected) => {
+    expect((await client.exec(code, { stdin: 'a\ud800b\n' })).frame).toMatchObject(expected);
+  });
+
   it('feeds stdin to input() and to child processes', async () => {
     expect((await client.exec('input()', { stdin: 'hello\n' })).frame.result).toBe("'hello'");
     expect((await client.exec('import subprocess\nsubprocess.run(["cat"]).returncode', { stdin: 'piped' })).frame.stdout).toBe('piped');
