@@ -60,6 +60,8 @@ export function boundedEvents(
   onOversize: () => { replacement: string; end: boolean },
   /** Called once when the stream is over: ended, cut off, cancelled or failed. */
   onDone: () => void = () => undefined,
+  /** Given the function that ends the stream from outside (after the events passed on so far). */
+  onEnd?: (end: () => void) => void,
 ): TransformStream<Uint8Array, Uint8Array> {
   // The bytes not yet passed on: the event being read (and, within one chunk, the events after it).
   // One growing buffer, compacted only after an event ended: an event in many small chunks costs
@@ -71,6 +73,14 @@ export function boundedEvents(
   let skipping = false;
   let ended = false;
   return new TransformStream({
+    start(controller) {
+      onEnd?.(() => {
+        if (ended) return;
+        ended = true;
+        controller.terminate();
+        onDone();
+      });
+    },
     transform(chunk, controller) {
       if (ended) return;
       pending.append(chunk);
@@ -161,7 +171,41 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): 
 
 const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
 
-export function boundedFetch(maxBytes: number, onDropped: (kind: 'json' | 'event' | 'stream-event') => void, base: FetchLike = fetch): FetchLike {
+/**
+ * The event streams that carry the answers to POSTed requests, by request id, so each can be ended
+ * once its answer was read (answered()). The SDK reads such a stream to its end, and an upstream
+ * that kept it open after the answer kept its connection and this stream's state for every call
+ * (one per call, for as long as the upstream liked: the spec says it SHOULD close it).
+ */
+export class AnswerStreams {
+  private readonly open = new Map<string | number, () => void>();
+
+  add(id: string | number, end: () => void): void {
+    this.open.set(id, end);
+  }
+
+  /** The stream of `id` is over (ended here or by the upstream). */
+  delete(id: string | number, end: () => void): void {
+    if (this.open.get(id) === end) this.open.delete(id);
+  }
+
+  /** The answer to request `id` was read: its stream has nothing more to carry. */
+  answered(id: string | number): void {
+    this.open.get(id)?.();
+  }
+
+  get size(): number {
+    return this.open.size;
+  }
+}
+
+export function boundedFetch(
+  maxBytes: number,
+  onDropped: (kind: 'json' | 'event' | 'stream-event') => void,
+  base: FetchLike = fetch,
+  /** Where a POST's event stream is registered, to be ended once its answer was read. */
+  answers?: AnswerStreams,
+): FetchLike {
   return async (url, init) => {
     const link = linkedSignal(init?.signal);
     // An SSE body hands the release over to its stream; every other outcome releases here.
@@ -173,6 +217,7 @@ export function boundedFetch(maxBytes: number, onDropped: (kind: 'json' | 'event
       const id = post ? requestId(init?.body) : null;
       const type = res.headers.get('content-type') ?? '';
       if (type.includes('text/event-stream')) {
+        let end: (() => void) | undefined;
         const body = res.body.pipeThrough(
           boundedEvents(
             maxBytes,
@@ -181,9 +226,14 @@ export function boundedFetch(maxBytes: number, onDropped: (kind: 'json' | 'event
               // A call's stream: its answer is gone, so the error takes its place and the stream ends.
               return post ? { replacement: `event: message\ndata: ${errorMessage(id, maxBytes)}\n\n`, end: true } : { replacement: '', end: false };
             },
-            link.release,
+            () => {
+              if (id !== null && end) answers?.delete(id, end);
+              link.release();
+            },
+            (e) => (end = e),
           ),
         );
+        if (id !== null && end) answers?.add(id, end);
         streaming = true;
         return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
       }

@@ -89,7 +89,13 @@ const isResponse = (m: JSONRPCMessage): boolean => !('method' in m) && 'id' in m
  * The SDK sets the transport's onmessage itself (on connect), so the bound wraps whatever it
  * sets; an answer stops counting as in flight when its POST settles.
  */
-export function limitServerRequests(transport: Transport, onDrop: (method: string) => void, now: () => number = Date.now): void {
+export function limitServerRequests(
+  transport: Transport,
+  onDrop: (method: string) => void,
+  now: () => number = Date.now,
+  /** Told of each answer the upstream sent to a request of ours, after the SDK took it. */
+  onAnswer?: (id: string | number) => void,
+): void {
   let inFlight = 0;
   let windowStart = -Infinity;
   let admitted = 0;
@@ -124,6 +130,7 @@ export function limitServerRequests(transport: Transport, onDrop: (method: strin
             counted.add(message);
           }
           h(message, extra);
+          if (onAnswer && isResponse(message)) onAnswer((message as { id: string | number }).id);
         }) as NonNullable<Transport['onmessage']>);
     },
   });

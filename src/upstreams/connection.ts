@@ -11,7 +11,7 @@ import type { CallToolResult, Client, StreamableHTTPClientTransport, Tool } from
 import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from '../api/v1alpha1/index.js';
-import { boundedFetch } from './bounded-fetch.js';
+import { AnswerStreams, boundedFetch } from './bounded-fetch.js';
 import { gentleReconnects, keepNothing, limitServerRequests, validateNothing } from './client-limits.js';
 import { newHttpPool, type HttpPool } from './http-pool.js';
 import { headerSchema } from './param-headers.js';
@@ -233,19 +233,25 @@ export class UpstreamConnection {
     const listing = { epoch, again: false };
     this.listing = listing;
     try {
+      // A call's event stream ends once its answer was read, whether the upstream ends it or not.
+      const answers = new AnswerStreams();
       const fetch = boundedFetch(
         this.opts.messageMaxBytes,
         (kind) =>
           this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
         pool.fetch,
+        answers,
       );
       transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), {
         requestInit: { headers: { ...this.target.headers } },
         fetch,
         reconnectionScheduler: gentleReconnects(),
       });
-      limitServerRequests(transport, (method) =>
-        this.opts.log.warn({ upstream: this.name, method }, 'Dropped requests from an upstream beyond the bound on them'),
+      limitServerRequests(
+        transport,
+        (method) => this.opts.log.warn({ upstream: this.name, method }, 'Dropped requests from an upstream beyond the bound on them'),
+        Date.now,
+        (id) => answers.answered(id),
       );
       this.transport = transport;
       await client.connect(transport, { timeout: this.opts.requestTimeoutMs });

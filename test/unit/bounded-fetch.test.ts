@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { RESPONSE_TOO_LARGE_CODE, boundedEvents, boundedFetch, eventEnd, requestId } from '../../src/upstreams/bounded-fetch.js';
+import { AnswerStreams, RESPONSE_TOO_LARGE_CODE, boundedEvents, boundedFetch, eventEnd, requestId } from '../../src/upstreams/bounded-fetch.js';
 
 describe('eventEnd (the blank line that ends an SSE event)', () => {
   it.each<[string, { at: number; length: number } | undefined]>([
@@ -181,5 +181,38 @@ describe('boundedFetch', () => {
       () => Promise.resolve(new Response(null, { status: 204 })),
     )('http://u/mcp', post);
     expect(none.status).toBe(204);
+  });
+});
+
+describe('AnswerStreams (a call’s event stream, ended once its answer was read)', () => {
+  const call = { method: 'POST', body: '{"jsonrpc":"2.0","id":7,"method":"tools/call"}' };
+  /** An event stream that sends the answer and stays open until cancelled; `cancelled` says whether it was. */
+  function openStream(): { base: () => Promise<Response>; cancelled: () => boolean } {
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      start: (c) => c.enqueue(new TextEncoder().encode('event: message\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\n\n')),
+      cancel: () => void (cancelled = true),
+    });
+    return { base: () => Promise.resolve(new Response(body, { headers: { 'content-type': 'text/event-stream' } })), cancelled: () => cancelled };
+  }
+
+  it.each<[string, number | string, boolean]>([
+    ['its own answer', 7, true],
+    ['another request’s answer', 8, false],
+  ])('ends the stream, and cancels the upstream’s body, on %s', async (_name, id, ends) => {
+    const answers = new AnswerStreams();
+    const up = openStream();
+    const res = await boundedFetch(1024, () => undefined, up.base, answers)('http://u/mcp', call);
+    const reader = res.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('"id":7');
+    expect(answers.size).toBe(1);
+    answers.answered(id);
+    const next = await Promise.race([reader.read(), new Promise((resolve) => setTimeout(() => resolve('open'), 50))]);
+    expect(next).toEqual(ends ? { done: true, value: undefined } : 'open');
+    expect(answers.size).toBe(ends ? 0 : 1);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(up.cancelled()).toBe(ends);
+    await reader.cancel();
+    expect(answers.size).toBe(0);
   });
 });

@@ -175,3 +175,30 @@ describe('the event stream', () => {
     expect(conn.state.ready).toBe(true);
   });
 });
+
+describe('a call answered on an event stream', () => {
+  // The spec says the upstream SHOULD close it after the answer; one that did not kept a
+  // connection and a stream in the gateway per call for as long as it liked.
+  it.each<[string, (res: ServerResponse) => void]>([
+    ['keeps it open, silent', () => undefined],
+    ['keeps it open, writing comments', (res) => void res.write(': still here\n\n')],
+    ['ends it', (res) => void res.end()],
+  ])('whose upstream %s: the stream is ended once the answer was read', async (_name, after) => {
+    let open = 0;
+    const up = await upstream({
+      toolsCall: (msg, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(event({ method: 'notifications/message', params: { level: 'info', data: 'working' } }));
+        res.write(event({ id: msg.id, result: { content: [{ type: 'text', text: 'ok' }] } }));
+        open++;
+        res.on('close', () => open--);
+        after(res);
+      },
+    });
+    const { conn } = await ready(up.url);
+    for (let i = 0; i < 5; i++) expect(await conn.call('echo', {}, 5_000)).toMatchObject({ content: [{ type: 'text', text: 'ok' }] });
+    await until(() => open === 0);
+    expect(up.counts['tools/call']).toBe(5);
+    expect(conn.state.ready).toBe(true);
+  });
+});
