@@ -72,7 +72,8 @@ class Figures:
         try:
             os.makedirs(self._dir, exist_ok=True)
             if self._next is None:
-                nums = [int(n.split(".")[0]) for n in os.listdir(self._dir) if n.split(".")[0].isdigit()]
+                # ASCII digits only: "²".isdigit() too, and int() of it raised, losing every image after.
+                nums = [int(n.split(".")[0]) for n in os.listdir(self._dir) if n.split(".")[0].isascii() and n.split(".")[0].isdigit()]
                 self._next = max(nums, default=0) + 1
             path = os.path.join(self._dir, "%d%s" % (self._next, ext))
             self._next += 1

@@ -35,6 +35,19 @@ describe('display items in the python kernel', () => {
     expect((await session.client.exec('1')).displays).toEqual([]);
   });
 
+  // Numbered on from what the figures directory holds, whatever else it holds.
+  it.each([
+    ['nothing', '', '1.png'],
+    ['2.png and notes.txt', 'open(f + "/2.png", "wb").close()\nopen(f + "/notes.txt", "w").close()', '3.png'],
+    ['a file named with a superscript digit', 'open(f + "/\u00b2.png", "wb").close()', '1.png'],
+  ])('saves an image after a figures directory holding %s', async (_name, write, saved) => {
+    session = await startSession('python');
+    const f = JSON.stringify(session.kernel.figuresDir);
+    const { frame, displays } = await session.client.exec(`import os\nf = ${f}\nos.makedirs(f, exist_ok=True)\n${write}\ndisplay(${PNG})`);
+    expect(frame).toMatchObject({ status: 'ok' });
+    expect(displays).toEqual([expect.objectContaining({ kind: 'image', path: join(session.kernel.figuresDir, saved) })]);
+  });
+
   it.each([
     ['a GIF named .png', 'open(d + "/a.png", "wb").write(b"GIF89a")', 'not a PNG'],
     ['an image over the cap', 'open(d + "/a.png", "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(200))', 'over the cap of 100 bytes per image'],
