@@ -92,6 +92,13 @@ export class SessionKernel {
       r = again;
     }
     if (passedNetcheck(r)) checked?.();
+    // Only a call sent with netcheck can have been refused for the network. Session code runs in
+    // the kernel (or answers a recall through a socket of its own) and could otherwise have a call
+    // it ran reported as never started; unasked, the answer is the call's own error result.
+    if (r.notIsolated && !checked) {
+      const { notIsolated: _unasked, ...own } = r;
+      r = own;
+    }
     return r;
   }
 

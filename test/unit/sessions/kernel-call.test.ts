@@ -78,3 +78,29 @@ describe("a session call's kernel stream", () => {
     expect(users).toEqual([user]);
   });
 });
+
+// Session code runs in the kernel (or answers a recall through a socket it bound in the kernel's
+// place): a refusal for the network it forges for a call sent without the check must not have the
+// call reported as never started.
+describe('a refusal for the network', () => {
+  it.each<[string, boolean, boolean]>([
+    ['answering a call sent with the check is believed', true, true],
+    ['answering a call sent without it is the call’s own error, not "did not run"', false, false],
+  ])('%s', async (_name, due, believed) => {
+    const kernels = { get: () => Promise.resolve({ exec: () => Promise.resolve(notIsolated) }) } as unknown as KernelConnections;
+    const networkGate = { ensure: () => Promise.resolve(), inPodCheck: () => (due ? () => undefined : undefined) };
+    const sk = new SessionKernel({
+      clients: {} as never,
+      kernels,
+      namespace: 'ns',
+      outputCapChars: 100,
+      activity: {} as never,
+      log: pino({ level: 'silent' }),
+      networkGate,
+    });
+    const s = { metadata: { name: 's' }, spec: { language: 'python' } } as SandboxSession;
+    const r = await sk.send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
+    expect(r.notIsolated === true).toBe(believed);
+    expect(r).toMatchObject({ status: 'error', error: { ename: 'NotIsolated' } });
+  });
+});
