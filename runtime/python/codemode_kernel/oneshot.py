@@ -256,7 +256,7 @@ class OneShot:
 
 def _encode(text):
     """A request's text as bytes: surrogate escapes as the bytes they stand for, any other lone
-    surrogate (JSON allows "\ud800") as the bytes it names, for the program to reject if it
+    surrogate (JSON allows "\\ud800") as the bytes it names, for the program to reject if it
     must, rather than failing the run as a KernelError."""
     try:
         return text.encode("utf-8", "surrogateescape")
