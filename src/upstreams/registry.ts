@@ -6,7 +6,7 @@ import type { CallToolResult } from '@modelcontextprotocol/client';
 import type { UpstreamServerSpec } from '../api/v1alpha1/index.js';
 import { CallGate, type CallGateLimits } from './call-gate.js';
 import { mayUse, type ToolFilter } from './policy.js';
-import { DEFAULT_SEARCH_LIMIT, ToolSearch } from './search.js';
+import { DEFAULT_SEARCH_LIMIT, indexedChars, ToolSearch } from './search.js';
 import { describeTool } from './signature.js';
 import {
   UpstreamError,
@@ -44,6 +44,17 @@ export const DEFAULT_CALL_LIMITS: CallGateLimits = { perServer: 64, perUser: 16 
 /** How long past its timeout a call that never settled keeps its place. */
 const RELEASE_GRACE_MS = 1_000;
 
+/**
+ * Tool text (indexedChars) the search index may be built from per second on average, after a first
+ * INDEX_BURST_CHARS. Building takes ~0.5 µs a character on the gateway's thread (2,000 tools of
+ * 1 KiB: ~1 s, every server's tools are indexed together), and an upstream may change its catalog
+ * every second (list_changed): each search after a change rebuilt it, so one upstream's churn held
+ * the thread most of the time. Past the budget a search uses the index built last, without the
+ * tools that are gone since, until the budget allows a new one (~10% of the thread at most).
+ */
+export const INDEX_CHARS_PER_SECOND = 200_000;
+export const INDEX_BURST_CHARS = 4_000_000;
+
 /** What a caller allowed to use a server may read of its catalog, and that catalog's version. */
 interface Catalog {
   ready: boolean;
@@ -61,11 +72,23 @@ export class Upstreams implements UpstreamRegistry {
   private nextVersion = 1;
   /** Over the ready catalogs; built by the first search after one of them changed. */
   private index: ToolSearch | undefined;
+  /** The index built last, while a new one waits for the budget (INDEX_CHARS_PER_SECOND). */
+  private stale: ToolSearch | undefined;
+  private indexBudget = INDEX_BURST_CHARS;
+  private budgetAt: number;
   private readonly gate: CallGate;
 
-  /** `onCalls`: told a server's calls in flight and waiting after each change (for the gauges). */
-  constructor(callLimits: CallGateLimits = DEFAULT_CALL_LIMITS, onCalls?: (server: string, calls: { active: number; waiting: number }) => void) {
+  /**
+   * `onCalls`: told a server's calls in flight and waiting after each change (for the gauges);
+   * `now`: the clock the index budget is measured with.
+   */
+  constructor(
+    callLimits: CallGateLimits = DEFAULT_CALL_LIMITS,
+    onCalls?: (server: string, calls: { active: number; waiting: number }) => void,
+    private readonly now: () => number = Date.now,
+  ) {
     this.gate = new CallGate(callLimits, onCalls);
+    this.budgetAt = now();
   }
 
   /**
@@ -82,7 +105,7 @@ export class Upstreams implements UpstreamRegistry {
       this.nextVersion++;
       this.entries.set(entry.name, entry);
       this.catalogs.set(entry.name, next);
-      this.index = undefined;
+      this.invalidate();
     }
     this.changed();
   }
@@ -90,7 +113,7 @@ export class Upstreams implements UpstreamRegistry {
   delete(name: string): void {
     if (!this.entries.delete(name)) return;
     this.catalogs.delete(name);
-    this.index = undefined;
+    this.invalidate();
     this.changed();
   }
 
@@ -135,8 +158,34 @@ export class Upstreams implements UpstreamRegistry {
         .map((e) => e.name),
     );
     if (allowed.size === 0) return [];
-    this.index ??= new ToolSearch([...this.catalogs.values()].filter((c) => c.ready).flatMap((c) => c.tools));
-    return this.index.search(query, allowed, options.limit ?? DEFAULT_SEARCH_LIMIT);
+    const limit = options.limit ?? DEFAULT_SEARCH_LIMIT;
+    const index = this.currentIndex();
+    if (index) return index.search(query, allowed, limit);
+    // The last index, over budget for a new one: without the tools (or servers) gone since.
+    const held = new Set([...this.catalogs].filter(([name]) => allowed.has(name)).flatMap(([name, c]) => c.tools.map((t) => `${name}\u0000${t.name}`)));
+    return this.stale!.search(query, allowed, limit).filter((h) => held.has(`${h.server}\u0000${h.name}`));
+  }
+
+  /** The index of the ready catalogs, built if the budget allows (or none was ever built); undefined: use `stale`. */
+  private currentIndex(): ToolSearch | undefined {
+    if (this.index) return this.index;
+    const tools = [...this.catalogs.values()].filter((c) => c.ready).flatMap((c) => c.tools);
+    const t = this.now();
+    this.indexBudget = Math.min(INDEX_BURST_CHARS, this.indexBudget + (INDEX_CHARS_PER_SECOND * Math.max(0, t - this.budgetAt)) / 1000);
+    this.budgetAt = t;
+    const cost = tools.reduce((n, tool) => n + indexedChars(tool), 0);
+    // A full budget builds whatever it costs: an index larger than the burst is built too, less often.
+    if (this.stale && cost > this.indexBudget && this.indexBudget < INDEX_BURST_CHARS) return undefined;
+    this.indexBudget -= cost;
+    this.index = new ToolSearch(tools);
+    this.stale = undefined;
+    return this.index;
+  }
+
+  /** A catalog changed: the next search builds the index again (or keeps the last one, over budget). */
+  private invalidate(): void {
+    this.stale = this.index ?? this.stale;
+    this.index = undefined;
   }
 
   describe(caller: Caller | undefined, server: string, tool: string, level: DetailLevel): ToolDescription {

@@ -72,6 +72,12 @@ function indexed(id: string, t: UpstreamTool): Doc {
   return { id, server: t.server, name, title, description };
 }
 
+/** Characters of `t` the index holds (what indexed() keeps): the measure of its cost to build. */
+export function indexedChars(t: UpstreamTool): number {
+  const title = Math.min(MAX_INDEXED_TITLE_CHARS, t.title?.length ?? 0);
+  return Math.min(MAX_INDEXED_CHARS, t.name.length + title + (t.description?.length ?? 0));
+}
+
 export class ToolSearch {
   private readonly index: MiniSearch<Doc>;
   private readonly byId = new Map<string, UpstreamTool>();

@@ -3,7 +3,7 @@
 // holds at most MAX_INDEXED_CHARS of each tool's text. Builds are counted, not timed.
 import { describe, expect, it, vi } from 'vitest';
 import { ToolFilter } from '../../../src/upstreams/policy.js';
-import { Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
+import { INDEX_BURST_CHARS, INDEX_CHARS_PER_SECOND, Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
 import type * as SearchModule from '../../../src/upstreams/search.js';
 import type { UpstreamTool } from '../../../src/upstreams/types.js';
 
@@ -117,5 +117,46 @@ describe('the registry’s search index', () => {
     expect(names(r, 'platypus')).toEqual(['docs.write_page']);
     expect(names(r, 'zebulon')).toEqual([]);
     expect(names(r, 'wombat')).toEqual([]);
+  });
+
+  it('is built from at most INDEX_CHARS_PER_SECOND characters a second: meanwhile the last one answers, without what is gone', () => {
+    let now = 0;
+    const r = new Upstreams(undefined, undefined, () => now);
+    // 2,000 tools of 1 KiB each: one build takes more than half the burst.
+    const filler = 'lorem '.repeat(200);
+    const big = (extra: string): UpstreamTool[] => [tool('churn', extra), ...Array.from({ length: 1_999 }, (_, i) => tool('churn', `tool_${i}`, filler))];
+    expect(2_000 * 1024).toBeGreaterThan(INDEX_BURST_CHARS / 2);
+    r.set(entry('churn', { tools: big('quokka_first') }));
+    r.set(entry('steady'));
+    builds.n = 0;
+    expect(names(r, 'quokka')).toEqual(['churn.quokka_first']);
+    expect(builds.n).toBe(1);
+
+    r.set(entry('churn', { tools: big('quokka_second') }));
+    for (let i = 0; i < 3; i++) expect(names(r, 'quokka')).toEqual([]);
+    expect(names(r, 'create issue')).toEqual(['steady.create_issue']);
+    expect(builds.n).toBe(1);
+
+    now += Math.ceil((2_000 * 1024 * 1000) / INDEX_CHARS_PER_SECOND);
+    expect(names(r, 'quokka')).toEqual(['churn.quokka_second']);
+    expect(builds.n).toBe(2);
+  });
+
+  it('builds an index larger than the burst once the budget is full again', () => {
+    let now = 0;
+    const r = new Upstreams(undefined, undefined, () => now);
+    const filler = 'lorem '.repeat(200);
+    const huge = (extra: string): UpstreamTool[] => [tool('huge', extra), ...Array.from({ length: 4_999 }, (_, i) => tool('huge', `tool_${i}`, filler))];
+    expect(5_000 * 1024).toBeGreaterThan(INDEX_BURST_CHARS);
+    r.set(entry('huge', { tools: huge('quokka_first') }));
+    builds.n = 0;
+    expect(names(r, 'quokka')).toEqual(['huge.quokka_first']);
+    r.set(entry('huge', { tools: huge('quokka_second') }));
+    now += Math.ceil((INDEX_BURST_CHARS * 1000) / INDEX_CHARS_PER_SECOND);
+    expect(names(r, 'quokka')).toEqual([]);
+    expect(builds.n).toBe(1);
+    now += Math.ceil((5_000 * 1024 * 1000) / INDEX_CHARS_PER_SECOND);
+    expect(names(r, 'quokka')).toEqual(['huge.quokka_second']);
+    expect(builds.n).toBe(2);
   });
 });
