@@ -71,6 +71,7 @@ beforeAll(async () => {
     subjects: [
       { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'alice' },
       { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'bob' },
+      { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'gw:mallory' },
       { kind: 'ServiceAccount', name: 'gw', namespace: ns },
     ],
   } as KubernetesObject);
@@ -86,6 +87,11 @@ beforeAll(async () => {
     'serviceAccount.name=gw',
     '--set',
     'sandboxNamespace.separate=false',
+    // The gateway's users and groups carry these; cluster users may not take them.
+    '--set',
+    'config.usernamePrefix=gw:',
+    '--set',
+    'config.groupsPrefix=gwg:',
     '--show-only',
     'templates/owner-policy.yaml',
   );
@@ -117,6 +123,27 @@ describe('owner admission policy', () => {
     ['a group she is not in', run({ user: 'alice', groups: ['admins'] }), /only groups you are in/],
   ])('refuses %s', (_n, spec, message) => {
     const r = createAs('alice', ['dev'], spec);
+    expect(r.ok).toBe(false);
+    expect(r.out).toMatch(message);
+  });
+
+  it.each<[string, string, string[], Record<string, unknown>, RegExp]>([
+    [
+      "a cluster user whose name carries the gateway users' prefix",
+      'gw:mallory',
+      ['dev'],
+      run({ user: 'gw:mallory' }),
+      /user names starting with gw: belong to the gateway's users/,
+    ],
+    [
+      "a group carrying the gateway groups' prefix, even one she is in",
+      'alice',
+      ['dev', 'gwg:team'],
+      run({ user: 'alice', groups: ['gwg:team'] }),
+      /may not list groups starting with gwg:/,
+    ],
+  ])('refuses %s', (_n, user, groups, spec, message) => {
+    const r = createAs(user, groups, spec);
     expect(r.ok).toBe(false);
     expect(r.out).toMatch(message);
   });
