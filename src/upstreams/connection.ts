@@ -77,11 +77,17 @@ const SCHEME = /^[A-Za-z][\w!#$%&'*+.^`|~-]*\s+(\S.*)$/s;
  * that quotes it in an error ("invalid token <token>") quotes the token alone.
  */
 export function redact(text: string, secrets: Iterable<string>): string {
+  const out = removeSecrets(text, secrets);
+  return out.length <= MAX_UPSTREAM_ERROR_LENGTH ? out : `${out.slice(0, MAX_UPSTREAM_ERROR_LENGTH - 1)}…`;
+}
+
+/** Removes every secret value from `text`, as redact() does, at any length. */
+export function removeSecrets(text: string, secrets: Iterable<string>): string {
   const values = [...secrets].flatMap((s) => [s, SCHEME.exec(s)?.[1] ?? '']).filter((s) => s.length >= 4);
   let out = text;
   // Longest first: a value that holds another is removed whole.
   for (const s of values.sort((a, b) => b.length - a.length)) out = out.split(s).join('[redacted]');
-  return out.length <= MAX_UPSTREAM_ERROR_LENGTH ? out : `${out.slice(0, MAX_UPSTREAM_ERROR_LENGTH - 1)}…`;
+  return out;
 }
 
 /** A reason and a readable sentence for a failure to connect, list or ping. */
@@ -175,7 +181,10 @@ export class UpstreamConnection {
     const listed = this.current.tools.find((t) => t.name === tool);
     const toolDefinition: Tool = { name: tool, inputSchema: headerSchema(listed?.inputSchema) as Tool['inputSchema'] };
     try {
-      return await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, toolDefinition, ...(signal && { signal }) });
+      const result = await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, toolDefinition, ...(signal && { signal }) });
+      // A tool's failure is an error text the program reads (its ToolError's message): one that
+      // quotes the credentials the gateway sent ("invalid token …") has them removed, as ours do.
+      return result.isError === true ? this.withoutSecrets(result) : result;
     } catch (err) {
       if (signal?.aborted) throw new UpstreamError('aborted', `The call of ${this.name}.${tool} was cancelled.`, { cause: err });
       if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
@@ -185,6 +194,15 @@ export class UpstreamConnection {
       if (!(err instanceof SdkError && err.code === SdkErrorCode.InvalidResult)) this.checkSoon();
       throw new UpstreamError('upstream_failed', `${this.name}.${tool} failed: ${this.redact(classify(err).message)}`, { cause: err });
     }
+  }
+
+  private withoutSecrets(result: CallToolResult): CallToolResult {
+    const secrets = Object.values(this.target.headers);
+    if (!Array.isArray(result.content) || secrets.length === 0) return result;
+    return {
+      ...result,
+      content: result.content.map((c) => (c.type === 'text' && typeof c.text === 'string' ? { ...c, text: removeSecrets(c.text, secrets) } : c)),
+    };
   }
 
   private redact(text: string): string {

@@ -2,9 +2,10 @@
 // run, hold or send: each case plays one against a real client over HTTP on 127.0.0.1, and
 // asserts by counting what reached the upstream or came back, never by timing.
 import type { ServerResponse } from 'node:http';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SERVER_REQUESTS_IN_FLIGHT, SERVER_REQUESTS_PER_SECOND } from '../../../src/upstreams/client-limits.js';
-import type { UpstreamConnection } from '../../../src/upstreams/connection.js';
+import { UpstreamConnection } from '../../../src/upstreams/connection.js';
 import { connect, event, result, sleep, startUpstream, until, type Upstream } from './hostile-upstream.js';
 
 const cleanup: Array<() => Promise<void>> = [];
@@ -200,5 +201,40 @@ describe('a call answered on an event stream', () => {
     await until(() => open === 0);
     expect(up.counts['tools/call']).toBe(5);
     expect(conn.state.ready).toBe(true);
+  });
+});
+
+describe('a tool error quoting the credentials sent', () => {
+  const token = 's3cr3t-token-value';
+  it.each<[string, Record<string, string>, string, string]>([
+    ['the bearer token alone', { Authorization: `Bearer ${token}` }, `invalid token ${token}`, 'invalid token [redacted]'],
+    ['a header value', { 'X-Api-Key': token }, `key "${token}" revoked`, 'key "[redacted]" revoked'],
+    ['nothing secret', { 'X-Api-Key': token }, 'no such issue', 'no such issue'],
+  ])('has %s removed from its text', async (_name, headers, text, expected) => {
+    const up = await upstream({
+      toolsCall: (msg, res) =>
+        result(res, msg.id, {
+          isError: true,
+          content: [
+            { type: 'text', text },
+            { type: 'image', data: 'AAAA', mimeType: 'image/png' },
+          ],
+        }),
+    });
+    const conn = new UpstreamConnection(
+      'hostile',
+      { url: up.url, headers },
+      { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
+    );
+    cleanup.push(() => conn.stop());
+    conn.start();
+    await until(() => conn.state.ready);
+    expect(await conn.call('echo', {}, 5_000)).toMatchObject({
+      isError: true,
+      content: [
+        { type: 'text', text: expected },
+        { type: 'image', data: 'AAAA' },
+      ],
+    });
   });
 });
