@@ -2,6 +2,9 @@
 // measured quietly in the same run (issue 14: goal ≤ 1.5× at p95). The benign client calls
 // print(1) in its own python session; the hostile client loops over the attacks of the hostile
 // e2e suite in its own sandboxes. Attacks are expected to fail; only the benign figures count.
+// They are two users of the gateway (static tokens, HOSTILE_USERS), as neighbours on a team's
+// endpoint are: what the gateway bounds per user (reading budgets, queues) tells them apart.
+import { randomBytes } from 'node:crypto';
 import { connect, type TestClient } from '../test/e2e/helpers/operator.js';
 import { log } from './context.js';
 import type { Summary } from './stats.js';
@@ -64,6 +67,18 @@ export interface HostileResult {
   p95Ratio: number | null;
 }
 
+/** The two users' tokens: a tokens file (CODEMODE_AUTH_TOKENS_SECRET) holds `tokensCsv()`. */
+export const HOSTILE_USERS = { benign: `t-${randomBytes(16).toString('hex')}`, mallory: `t-${randomBytes(16).toString('hex')}` };
+
+/** The tokens file of HOSTILE_USERS (token,user,uid lines). */
+export function tokensCsv(): string {
+  return `${Object.entries(HOSTILE_USERS)
+    .map(([user, token], i) => `${token},${user},${String(i + 1)}`)
+    .join('\n')}\n`;
+}
+
+const bearer = (user: keyof typeof HOSTILE_USERS): Record<string, string> => ({ authorization: `Bearer ${HOSTILE_USERS[user]}` });
+
 async function sessionOf(client: TestClient): Promise<string> {
   const r = await client.callTool('create_session', { language: 'python' });
   const s = r.structuredContent?.session;
@@ -117,7 +132,7 @@ function startAttacker(url: string, attacks: typeof ATTACKS): { stop(): Promise<
   let cycles = 0;
   const spans: Array<Span & { name: string }> = [];
   const loop = (async (): Promise<void> => {
-    const client = await connect(url, 'current');
+    const client = await connect(url, 'current', bearer('mallory'));
     let session: string | undefined;
     try {
       while (!stopping) {
@@ -155,7 +170,7 @@ export const QUIET_MS_PER_SAMPLE = 100;
 const ratio = (a: number, b: number): number | null => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? Math.round((a / b) * 100) / 100 : null);
 
 export async function hostileNeighbour(url: string, n: number): Promise<HostileResult> {
-  const client = await connect(url, 'current');
+  const client = await connect(url, 'current', bearer('benign'));
   try {
     const session = await sessionOf(client);
     await benignBatch(client, session, 5);

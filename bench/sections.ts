@@ -17,7 +17,7 @@ import { scaled } from './env.js';
 import { PRINT_1, PodFloorBatch, TRUE, rawExecLatency, rawPodFloor, type PodFloorResult } from './floor.js';
 import { untilRelistPhase } from './relist-phase.js';
 import { freePort, startGateway, stopGateway } from '../test/e2e/faults/helpers/gateway-process.js';
-import { hostileNeighbour } from './hostile.js';
+import { hostileNeighbour, tokensCsv } from './hostile.js';
 import { executeCodeLatency, mcpRoundTrip, type LatencyOptions, type McpLatency } from './mcp.js';
 import {
   COLD_MARKS,
@@ -413,7 +413,10 @@ export async function hostileSection(ctx: BenchContext): Promise<void> {
     // The gateway in a process of its own, as deployed: the attacker's and the benign client's MCP
     // clients (this process) are not the gateway's event loop.
     const limit = deployedLimit('hostile');
-    const gateway = await startGateway(gatewayEnv(ns), await freePort(), undefined, limit?.wrap);
+    // The benign client and the attacker are two users (static tokens), as neighbours are.
+    await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'bench-tokens' }, stringData: { 'tokens.csv': tokensCsv() } } });
+    const env = { ...gatewayEnv(ns), CODEMODE_AUTH_MODE: 'tokens', CODEMODE_AUTH_TOKENS_SECRET: 'bench-tokens' };
+    const gateway = await startGateway(env, await freePort(), undefined, limit?.wrap);
     ctx.stops.push(() => stopGateway(gateway));
     r.hostile = { ...(await hostileNeighbour(gateway.url, scaled(s, s.hostileSamples, 10))), ...(limit && { memoryLimit: limit.quantity }) };
   } catch (err) {
