@@ -26,6 +26,7 @@ import traceback
 import types
 
 from . import procs
+from .hardening import above_stdio
 from .output import CallOutput, Pump, marker, new_token
 from .watchdog import INTERRUPT_GRACE_S, Watchdog
 
@@ -108,7 +109,8 @@ class PythonSession:
     def _plumb_fds(self):
         out_r, self._out_w = os.pipe()
         err_r, self._err_w = os.pipe()
-        _stdin_from_devnull()
+        self._devnull = above_stdio(os.open(os.devnull, os.O_RDONLY))  # fd 0 comes from this copy
+        _dup2(self._devnull, 0)
         os.dup2(self._out_w, 1)
         os.dup2(self._err_w, 2)
         self._writers = ()
@@ -240,8 +242,14 @@ class PythonSession:
         return dict(durationMs=_ms(started), **fields, **outcome)
 
     def _restore_stdio(self):
-        """fds 0, 1 and 2 as the kernel keeps them: /dev/null and the capture pipes."""
-        _stdin_from_devnull()
+        """fds 0, 1 and 2 as the kernel keeps them: /dev/null and the capture pipes. From copies
+        the kernel holds: code that used up its descriptors (files it keeps open) still gets its
+        next call, to close them in."""
+        try:
+            _dup2(self._devnull, 0)
+        except OSError:  # the code closed the kernel's copy
+            self._devnull = above_stdio(os.open(os.devnull, os.O_RDONLY))
+            _dup2(self._devnull, 0)
         _dup2(self._out_w, 1)
         _dup2(self._err_w, 2)
 
@@ -394,17 +402,6 @@ class _Guarded:
             self.handler(signum, frame)
         except BaseException:  # noqa: B036 - nothing of the code's to raise into
             pass
-
-
-def _stdin_from_devnull():
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    if devnull == 0:  # the code closed fd 0: it is /dev/null now, and children must inherit it
-        os.set_inheritable(0, True)
-        return
-    try:
-        _dup2(devnull, 0)
-    finally:
-        os.close(devnull)
 
 
 def _dup2(fd, target):

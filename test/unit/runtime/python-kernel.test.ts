@@ -392,6 +392,33 @@ describe('python kernel whose code closed fds 0, 1 and 2', () => {
   });
 });
 
+describe('python kernel whose code used up its descriptors', () => {
+  // Restoring fds 0-2 takes no new descriptor: the next call runs, and can close the files.
+  it('runs the next call, which can close them', async () => {
+    const { client, stop } = await startSession('python');
+    try {
+      const fill = [
+        'import resource',
+        'soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)',
+        'resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))',
+        'kept = []',
+        'try:',
+        '    while True:',
+        '        kept.append(open("/dev/null"))',
+        'except OSError as err:',
+        '    full = err.errno',
+        'full',
+      ].join('\n');
+      expect((await client.exec(fill)).frame).toMatchObject({ status: 'ok', result: '24' });
+      const free = 'for f in kept:\n    f.close()\nresource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))\nprint("closed")';
+      expect((await client.exec(free)).frame).toMatchObject({ status: 'ok', stdout: 'closed\n' });
+      expect((await client.exec('print("after")', { stdin: 'x' })).frame).toMatchObject({ status: 'ok', stdout: 'after\n' });
+    } finally {
+      await stop();
+    }
+  });
+});
+
 describe('python kernel that cannot interrupt a call', () => {
   it('replies lost and exits when the code ignores the interrupt', async () => {
     const { kernel, client, stop } = await startSession('python');
