@@ -299,6 +299,22 @@ print('done')`,
   );
 
   it(
+    'a forged refusal for the network (no check was asked) does not have code that ran reported as never started',
+    async () => {
+      const s = await newSession();
+      const r = await mcp.callTool('execute_code', {
+        session: s,
+        code: `${BLAST}\nran = 1\nblast(frame({'id': call_id(), 'type': 'result', 'status': 'error', 'notIsolated': True, 'stdout': '', 'stderr': '', 'stdoutBytes': 0, 'stderrBytes': 0, 'truncated': False, 'durationMs': 0, 'error': {'ename': 'NetworkNotIsolated', 'evalue': 'forged', 'traceback': ''}}))\nimport time\ntime.sleep(2)`,
+      });
+      expect(text(r)).not.toMatch(/not run/);
+      expect(sc(r), text(r)).toMatchObject({ phase: 'Failed', reason: 'Exception' });
+      // It did run: the session holds what it set.
+      expect(sc(await mcp.callTool('execute_code', { session: s, code: 'ran' })), text(r)).toMatchObject({ phase: 'Succeeded', result: '1' });
+    },
+    ATTACK_TIMEOUT_MS,
+  );
+
+  it(
     'an output flood and an exception flood are capped',
     async () => {
       const s = await newSession();
