@@ -13,14 +13,11 @@ export function registryCaller(registry: UpstreamRegistry): UpstreamCaller {
         .servers(owner)
         .filter((s) => s.ready)
         .map((s) => ({ name: s.name, toolCount: s.toolCount })),
-    tools(server: string, owner?: Owner): ToolInfo[] | undefined {
+    tools(server: string, owner?: Owner): readonly ToolInfo[] | undefined {
       try {
-        return registry.catalog(owner, server).map((t) => ({
-          name: t.name,
-          ...(t.description !== undefined && { description: t.description }),
-          inputSchema: t.inputSchema,
-          ...(t.outputSchema !== undefined && { outputSchema: t.outputSchema }),
-        }));
+        // The registry's own array (never changed in place), not a copy: copying 2,000 tools took
+        // ~0.2 ms of every call a program makes, refused ones too (a stream answers ~1,000 a second).
+        return registry.catalog(owner, server);
       } catch (err) {
         // Unknown, not usable by this owner, or not ready: the same "no such server" to the program.
         if (err instanceof UpstreamError) return undefined;

@@ -38,8 +38,11 @@ export interface UpstreamResult {
 export interface UpstreamCaller {
   /** The ready upstreams `owner` may use (all of them without an owner). */
   servers(owner?: Owner): ServerInfo[];
-  /** The tools of one server, or undefined when there is no such server (for this owner). */
-  tools(server: string, owner?: Owner): ToolInfo[] | undefined;
+  /**
+   * The tools of one server, or undefined when there is no such server (for this owner). An array
+   * once answered is never changed in place (the broker indexes it by name).
+   */
+  tools(server: string, owner?: Owner): readonly ToolInfo[] | undefined;
   /**
    * A token that changes whenever tools(server, owner) would answer differently, and that two
    * owners share only if their answers are equal; undefined when there is no such server (for

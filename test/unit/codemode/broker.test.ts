@@ -62,6 +62,35 @@ describe('RunCalls', () => {
     expect(Object.hasOwn(Object, 'calls')).toBe(false);
   });
 
+  // Every call a program makes finds its tool, refused ones too (a stream answers ~1,000 a second).
+  it.each<[string, CallFrame]>([
+    ['an unknown tool', call('nope')],
+    ['bad arguments', call('tool_1999', { n: 'x' })],
+    ['describe(server, tool) of an unknown tool', { id: '1', type: 'call', callId: 'c', op: 'describe', server: 'demo', tool: 'nope', detail: 'full' }],
+  ])('finds the tool of %s without reading the catalog again', async (_name, frame) => {
+    let reads = 0;
+    const catalog = Array.from({ length: 2_000 }, (_, i) => ({ name: `tool_${i}`, inputSchema: { type: 'object', properties: { n: { type: 'integer' } } } }));
+    const tools = new Proxy(catalog, { get: (target, key) => (typeof key === 'string' && /^\d+$/.test(key) && reads++, Reflect.get(target, key)) });
+    const b = new ToolBroker({ ...fakeUpstream(), tools: (s) => (s === 'demo' ? tools : undefined) }, { ...limits, maxCalls: 1_000 });
+    const r = b.forRun({});
+    for (let i = 0; i < 100; i++) expect(await r.handle(frame)).toMatchObject({ ok: false });
+    expect(reads).toBeLessThanOrEqual(2_000);
+  });
+
+  it('gets the registry’s own catalog array, not a copy', () => {
+    const registry = new Upstreams();
+    registry.set({
+      name: 'demo',
+      access: undefined,
+      filter: new ToolFilter({}),
+      callTimeoutMs: 1_000,
+      ready: true,
+      reason: 'CatalogLoaded',
+      tools: [{ server: 'demo', ...DEMO_TOOLS[0]! }],
+    });
+    expect(registryCaller(registry).tools('demo')).toBe(registry.catalog(undefined, 'demo'));
+  });
+
   it('cuts a large result and counts bytes against the run', async () => {
     const { b } = broker({ bytesPerRun: 900 });
     const r = b.forRun({});
