@@ -51,7 +51,7 @@ export interface RunCallOptions {
   deadline?: number;
   /** Told of a denied call (at most MAX_DENIED_EVENTS_PER_RUN per run), for an Event. */
   onDenied?: (message: string) => void;
-  /** The clock the search rate is measured with (tests). */
+  /** The clock (ms) the search rate and the searches' time are measured with (tests). */
   now?: () => number;
 }
 
@@ -66,6 +66,14 @@ export const MAX_DISCOVERY_PER_RUN = 1000;
  */
 export const SEARCH_BURST = 100;
 export const SEARCHES_PER_SECOND = 20;
+/**
+ * Time on the gateway's thread one run's searches may take, in ms: SEARCH_BURST_MS, then
+ * SEARCH_MS_PER_SECOND of each second of its life. The counts above assume ~5 ms a search, but a
+ * search costs with the tools that match: against 10,000 tools (five servers of 2,000) one took
+ * 30-50 ms, so 20 a second held most of the thread. A search's own time is counted too.
+ */
+export const SEARCH_BURST_MS = 500;
+export const SEARCH_MS_PER_SECOND = 100;
 const MAX_ERROR_CHARS = 500;
 
 export class ToolBroker {
@@ -104,6 +112,8 @@ export class RunCalls {
   private calls = 0;
   private discovery = 0;
   private searches = 0;
+  /** Time the run's searches took (the clock's units: ms). */
+  private searchMs = 0;
   private readonly startedAt: number;
   private bytes = 0;
   private active = 0;
@@ -118,7 +128,12 @@ export class RunCalls {
     private readonly metrics?: CodemodeMetrics,
     private readonly described = new DescribedCatalogs(),
   ) {
-    this.startedAt = (opts.now ?? Date.now)();
+    this.startedAt = this.clock();
+  }
+
+  /** Now, in ms: the run's own clock (tests), or the process's. */
+  private clock(): number {
+    return this.opts.now ? this.opts.now() : performance.now();
   }
 
   /** The servers this run may call: the owner's, narrowed to `servers` when given. */
@@ -135,20 +150,30 @@ export class RunCalls {
       if (this.bytes >= this.limits.bytesPerRun) return this.spent();
       if (frame.op === 'servers') return this.answer(this.servers());
       if (frame.op === 'search') {
-        const elapsed = (this.opts.now ?? Date.now)() - this.startedAt;
-        if (this.searches >= SEARCH_BURST + Math.floor((SEARCHES_PER_SECOND * Math.max(0, elapsed)) / 1000))
+        const started = this.clock();
+        const elapsed = Math.max(0, started - this.startedAt);
+        if (this.searches >= SEARCH_BURST + Math.floor((SEARCHES_PER_SECOND * elapsed) / 1000))
           return failure(
             'limit',
             `this run searched faster than ${SEARCHES_PER_SECOND} times a second (after ${SEARCH_BURST}); search less often, or ask for more results at once`,
           );
+        if (this.searchMs > SEARCH_BURST_MS + (SEARCH_MS_PER_SECOND * elapsed) / 1000)
+          return failure(
+            'limit',
+            `this run's searches took ${Math.round(this.searchMs)} ms of the gateway's time, more than ${SEARCH_MS_PER_SECOND} ms a second (after ${SEARCH_BURST_MS}); search less often, or ask for more results at once`,
+          );
         this.searches++;
-        const hits = searchTools(this.up, this.allowed(), frame.query, frame.limit, this.opts.owner);
-        return this.give(
-          joined(
-            hits.map((h) => this.describeOne(h.server, h.tool, frame.detail)),
-            this.limits.resultMaxBytes,
-          ),
-        );
+        try {
+          const hits = searchTools(this.up, this.allowed(), frame.query, frame.limit, this.opts.owner);
+          return this.give(
+            joined(
+              hits.map((h) => this.describeOne(h.server, h.tool, frame.detail)),
+              this.limits.resultMaxBytes,
+            ),
+          );
+        } finally {
+          this.searchMs += Math.max(0, this.clock() - started);
+        }
       }
       const denied = this.deny(frame.server);
       if (denied) return denied;

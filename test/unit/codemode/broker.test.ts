@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SEARCHES_PER_SECOND, SEARCH_BURST, ToolBroker, type CallOutcome } from '../../../src/codemode/broker.js';
+import { SEARCHES_PER_SECOND, SEARCH_BURST, SEARCH_BURST_MS, SEARCH_MS_PER_SECOND, ToolBroker, type CallOutcome } from '../../../src/codemode/broker.js';
 import { rankTools } from '../../../src/codemode/discovery.js';
 import type { CallFrame } from '../../../src/codemode/frames.js';
 import { registryCaller } from '../../../src/codemode/registry-caller.js';
@@ -205,5 +205,26 @@ describe('a run’s searches', () => {
     expect((await kinds(SEARCHES_PER_SECOND + 1)).filter((k) => k === 'ok')).toHaveLength(SEARCHES_PER_SECOND);
     const refused = await r.handle(search('add'));
     expect(refused).toMatchObject({ ok: false, error: { kind: 'limit', message: expect.stringMatching(/searched faster than/) } });
+  });
+
+  it('are answered while the time they took fits the burst and the rate', async () => {
+    let t = 0;
+    // Each search takes 50 ms (a catalog of 10,000 tools that all match).
+    const up = { ...fakeUpstream(), search: () => ((t += 50), []) };
+    const r = new ToolBroker(up, { ...limits, bytesPerRun: 10_000_000 }).forRun({ now: () => t });
+    const answered = async (n: number): Promise<number> => {
+      let ok = 0;
+      for (let i = 0; i < n; i++) if ((await r.handle(search('add'))).ok) ok++;
+      return ok;
+    };
+    // n searches fit while 50n <= SEARCH_BURST_MS + SEARCH_MS_PER_SECOND * 50n / 1000.
+    const fit = Math.floor(SEARCH_BURST_MS / (50 - (50 * SEARCH_MS_PER_SECOND) / 1000)) + 1;
+    expect(await answered(SEARCH_BURST)).toBe(fit);
+    expect(await r.handle(search('add'))).toMatchObject({ ok: false, error: { kind: 'limit', message: expect.stringMatching(/ms of the gateway's time/) } });
+    t += 10_000; // ten seconds on: ten seconds' time more
+    const more = await answered(SEARCH_BURST);
+    expect(more).toBeGreaterThanOrEqual((10 * SEARCH_MS_PER_SECOND) / 50);
+    // At most one search past what the burst and the rate allow, however many were asked.
+    expect(50 * (fit + more)).toBeLessThanOrEqual(SEARCH_BURST_MS + (SEARCH_MS_PER_SECOND * t) / 1000 + 50);
   });
 });
