@@ -189,7 +189,7 @@ export class AnswerStreams {
     if (this.open.get(id) === end) this.open.delete(id);
   }
 
-  /** The answer to request `id` was read: its stream has nothing more to carry. */
+  /** The answer to request `id` was read (or the request was given up): its stream has nothing more to carry. */
   answered(id: string | number): void {
     this.open.get(id)?.();
   }

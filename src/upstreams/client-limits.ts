@@ -93,8 +93,11 @@ export function limitServerRequests(
   transport: Transport,
   onDrop: (method: string) => void,
   now: () => number = Date.now,
-  /** Told of each answer the upstream sent to a request of ours, after the SDK took it. */
-  onAnswer?: (id: string | number) => void,
+  /**
+   * Told of each request of ours that is over: answered by the upstream (after the SDK took the
+   * answer), or given up by the SDK (it sends notifications/cancelled on a timeout or an abort).
+   */
+  onOver?: (id: string | number) => void,
 ): void {
   let inFlight = 0;
   let windowStart = -Infinity;
@@ -130,12 +133,14 @@ export function limitServerRequests(
             counted.add(message);
           }
           h(message, extra);
-          if (onAnswer && isResponse(message)) onAnswer((message as { id: string | number }).id);
+          if (onOver && isResponse(message)) onOver((message as { id: string | number }).id);
         }) as NonNullable<Transport['onmessage']>);
     },
   });
   const send = transport.send.bind(transport);
   transport.send = async (message, options) => {
+    const cancelled = cancelledId(message);
+    if (cancelled !== undefined) onOver?.(cancelled);
     if (!isResponse(message)) return send(message, options);
     try {
       return await send(message, options);
@@ -143,4 +148,11 @@ export function limitServerRequests(
       inFlight = Math.max(0, inFlight - 1);
     }
   };
+}
+
+/** The request a notifications/cancelled of ours gives up, if `message` is one. */
+function cancelledId(message: JSONRPCMessage): string | number | undefined {
+  if (!('method' in message) || message.method !== 'notifications/cancelled') return undefined;
+  const id = (message as { params?: { requestId?: unknown } }).params?.requestId;
+  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
 }

@@ -251,7 +251,8 @@ export class UpstreamConnection {
     const listing = { epoch, again: false };
     this.listing = listing;
     try {
-      // A call's event stream ends once its answer was read, whether the upstream ends it or not.
+      // A call's event stream ends once its answer was read (or the call was given up), whether
+      // the upstream ends it or not.
       const answers = new AnswerStreams();
       const fetch = boundedFetch(
         this.opts.messageMaxBytes,

@@ -204,6 +204,29 @@ describe('a call answered on an event stream', () => {
   });
 });
 
+describe('a call whose upstream never answers on its event stream', () => {
+  // The SDK gives the call up (a timeout, or the run ended) with notifications/cancelled, and
+  // leaves the stream to the upstream: one that kept it open held one per call given up.
+  it.each<[string, (conn: UpstreamConnection) => Promise<unknown>]>([
+    ['times out', (conn) => conn.call('echo', {}, 200)],
+    ['is aborted', (conn) => conn.call('echo', {}, 5_000, AbortSignal.timeout(200))],
+  ])('and %s: the stream is ended', async (_name, callIt) => {
+    let open = 0;
+    const up = await upstream({
+      toolsCall: (_msg, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(': working\n\n');
+        open++;
+        res.on('close', () => open--);
+      },
+    });
+    const { conn } = await ready(up.url);
+    for (let i = 0; i < 3; i++) await expect(callIt(conn)).rejects.toMatchObject({ code: expect.stringMatching(/^(timeout|aborted)$/) });
+    await until(() => open === 0);
+    expect(up.counts['notifications/cancelled']).toBe(3);
+  });
+});
+
 describe('a tool error quoting the credentials sent', () => {
   const token = 's3cr3t-token-value';
   it.each<[string, Record<string, string>, string, string]>([
