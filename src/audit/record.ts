@@ -170,7 +170,9 @@ export function auditCallStatus(e: AuditEntry): AuditCallStatus {
 /** Pure: the nested-call counts of several calls as one status.toolCalls (servers summed by name). */
 function sumToolCalls(all: readonly ToolCallsStatus[]): ToolCallsStatus | undefined {
   if (all.length === 0) return undefined;
-  const servers: ToolCallCounts['servers'] = {};
+  // No prototype: a server may be named "constructor" (a Kubernetes name), for which ??= on a
+  // plain object found Object and added the server's calls to it.
+  const servers = Object.create(null) as ToolCallCounts['servers'];
   for (const t of all)
     for (const s of t.servers ?? []) {
       const v = (servers[s.name] ??= { calls: 0, errors: 0 });

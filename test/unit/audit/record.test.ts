@@ -114,6 +114,17 @@ describe('audit records of session calls', () => {
     for (const secret of ['printed secret', 'secret-value', 'trace', 'aGk=']) expect(JSON.stringify(status)).not.toContain(secret);
   });
 
+  it.each(['constructor', 'toString', '__proto__'])('a record sums the calls of a server named %s as any other', (server) => {
+    const at = (i: number): ReturnType<typeof auditEntry> =>
+      auditEntry({
+        ...call(`x = ${i}`),
+        name: `run-${i}`,
+        outcome: { ...outcome, toolCalls: { calls: 2, errors: 1, upstreamWaitMs: 5, servers: { [server]: { calls: 2, errors: 1 } } } },
+      });
+    expect(auditBatchStatus([at(0), at(1)]).toolCalls?.servers).toEqual([{ name: server, calls: 4, errors: 2 }]);
+    expect((Object as unknown as Record<string, unknown>).calls).toBeUndefined();
+  });
+
   // A session call's duration and byte counts are its kernel's word (session code can forge its
   // frames): the duration is kept within what the gateway saw, the sums of a record exact integers.
   it.each([
