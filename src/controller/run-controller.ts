@@ -21,6 +21,7 @@ import {
   normalizeLanguage,
   setCondition,
   parseSandboxRun,
+  recallProofOf,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
 import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
@@ -187,9 +188,13 @@ export class SandboxRunController {
     return this.d.pods.list(run.metadata.namespace).some((p) => p.metadata?.ownerReferences?.some((o) => o.uid === uid));
   }
 
-  /** The live pods that may carry a run whose executor is gone (podsThatMayCarry). */
+  /**
+   * The live pods that may carry a run whose executor is gone (podsThatMayCarry): its executor's
+   * reserved pods only for a run with a recall proof, the only answers from them that are believed.
+   */
   private markerPods(run: Pick<SandboxRun, 'metadata'>, executor: string | undefined): string[] {
-    return podsThatMayCarry(this.d.pods.list(run.metadata.namespace), run.metadata.uid, executor === undefined ? undefined : reservationMark(executor));
+    const reservedBy = executor === undefined || recallProofOf(run) === undefined ? undefined : reservationMark(executor);
+    return podsThatMayCarry(this.d.pods.list(run.metadata.namespace), run.metadata.uid, reservedBy);
   }
 
   /** The whole run (with its code), read once when it is about to execute. */

@@ -150,6 +150,7 @@ export const ResultFrameSchema = z.object({
   busy: optional(z.boolean()),
   notIsolated: optional(z.boolean()),
   notFound: optional(z.boolean()),
+  proof: optional(z.string().max(64)),
 });
 
 /** The kernel says a request of ours was not a frame (a gateway bug, or a forged frame). */
@@ -210,6 +211,8 @@ export interface KernelResult {
    * knows nothing of that run. Only on an "error" result.
    */
   notFound?: true;
+  /** In an answer to a recall: the proof the call was sent with (KernelExecRequest.proof), which the kernel kept. */
+  proof?: string;
 }
 
 /**
@@ -260,6 +263,7 @@ export function sanitizeResult(f: ResultFrame, capChars: number): KernelResult {
   if (isBusyAnswer(f)) out.busy = true;
   if (f.notIsolated === true && f.status === 'error') out.notIsolated = true;
   if (f.notFound === true && f.status === 'error') out.notFound = true;
+  if (f.proof != null) out.proof = f.proof;
   out.truncated = f.truncated || cut;
   return out;
 }

@@ -53,6 +53,8 @@ export interface KernelExecRequest {
   netcheck?: boolean;
   /** The call's key (a run's name, a session call's id): the kernel keeps its result under it for a later `recall` (recall()). */
   key?: string;
+  /** Kept with the keyed result and shown only in recall answers: they are believed only with it (ANNOTATION_RECALL_PROOF). */
+  proof?: string;
 }
 
 /** A one-shot run (op "run"): the code as a fresh program, for a transient run in a pool pod. */

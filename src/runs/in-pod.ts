@@ -3,7 +3,7 @@
 // (or a cold pod started with a kernel, for code-mode calls) runs it through its kernel. Everything read from the pod is untrusted and already bounded by the
 // exec and kernel layers; a broken stream or a pod that died becomes facts, never an exception.
 import type { V1Pod } from '@kubernetes/client-node';
-import type { SandboxRun } from '../api/v1alpha1/index.js';
+import { recallBelieved, recallProofOf, type SandboxRun } from '../api/v1alpha1/index.js';
 import type { Runtime } from '../api/v1alpha1/index.js';
 import { execInPod, type ExecResult } from '../exec/exec.js';
 import type { DisplayItem } from '../exec/display.js';
@@ -177,6 +177,7 @@ export class InPodExecution {
           // The kernel keeps the result under the run's name: a replica that finds this one gone
           // reads it back (RunExecutor.recover) instead of recording the outcome as unknown.
           key: run.metadata.name,
+          ...(recallProofOf(run) !== undefined && { proof: recallProofOf(run) }),
           code: run.spec.code,
           timeoutMs: run.spec.timeoutSeconds * 1000,
           capChars: this.d.outputCapChars,
@@ -263,7 +264,9 @@ export class InPodExecution {
     if (!this.kernels) return undefined;
     try {
       const r = await recallOnce(this.recallTarget(this.kernels, run, ns, podName), timeoutMs);
-      return 'result' in r ? await this.fromKernel(r.result, ns, podName) : undefined;
+      // Another run's code in a pod that may carry this one could answer for it: only an answer
+      // with this run's proof is its kernel's (ANNOTATION_RECALL_PROOF).
+      return 'result' in r && recallBelieved(run, r.result.proof) ? await this.fromKernel(r.result, ns, podName) : undefined;
     } finally {
       setImmediate(() => this.kernels?.drop(ns, podName));
     }

@@ -1,6 +1,7 @@
 // RunService on Kubernetes: each execute_code call becomes a SandboxRun object (the record that
 // survives restarts and is visible with kubectl), executed by this process's RunExecutor so the
 // output can stream back while it runs.
+import { randomBytes } from 'node:crypto';
 import {
   API_VERSION,
   GROUP,
@@ -12,7 +13,7 @@ import {
   parseSandboxRun,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import { ANNOTATION_EXECUTOR, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
+import { ANNOTATION_EXECUTOR, ANNOTATION_RECALL_PROOF, LABEL_MANAGED_BY, MANAGED_BY_VALUE } from '../api/v1alpha1/labels.js';
 import type { RunExecutor } from './executor.js';
 import { apiErrorMessage, statusOf, type KubeClients } from '../kube/clients.js';
 import { isQuotaConflict } from '../kube/api-client.js';
@@ -124,7 +125,7 @@ export class KubeRunService implements RunService {
         name,
         namespace: this.opts.namespace,
         labels: { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, ...(req.owner && { [LABEL_OWNER]: ownerLabelValue(req.owner.user) }) },
-        annotations: { [ANNOTATION_EXECUTOR]: this.opts.identity },
+        annotations: { [ANNOTATION_EXECUTOR]: this.opts.identity, [ANNOTATION_RECALL_PROOF]: randomBytes(16).toString('hex') },
       },
       spec: {
         ...(req.owner && { owner: req.owner }),

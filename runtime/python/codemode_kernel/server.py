@@ -259,7 +259,7 @@ class KernelServer:
             items = self._displayed(msg)
             final = cap_error(result, msg.get("capChars", DEFAULT_CAP_CHARS))
             # Kept before the kernel is free: a recall never finds the next call running instead.
-            answer_recalls = self._outcomes.finished(msg.get("key"), final)
+            answer_recalls = self._outcomes.finished(msg.get("key"), final, msg.get("proof"))
             # Free the kernel before replying, so a client's next request never sees it busy.
             self._busy.release()
             answer_recalls()
@@ -408,9 +408,13 @@ class Outcomes:
         with self._lock:
             self._running = key
 
-    def finished(self, key, result):
+    def finished(self, key, result, proof=None):
         """Keeps the call's result; returns a function that answers the recalls waiting for it,
-        to be called once the kernel is free (a recaller's next call must not find it busy)."""
+        to be called once the kernel is free (a recaller's next call must not find it busy). The
+        call's `proof` is kept with it and shown in recall answers only: a gateway believes an
+        answer about a run only with the proof it sent that run, which no other pod has."""
+        if isinstance(proof, str) and 0 < len(proof) <= MAX_PROOF_CHARS:
+            result = dict(result, proof=proof)
         with self._lock:
             self._running = None
             if key is None:
@@ -459,6 +463,7 @@ class Outcomes:
 
 
 MAX_RECALL_WAITERS = 16
+MAX_PROOF_CHARS = 64
 KEPT_RESULTS = 16
 KEPT_CHARS = 2_000_000
 

@@ -37,6 +37,32 @@ export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';
 export const ANNOTATION_CLAIMED_AT = 'codemode.dev/claimed-at';
 
 /**
+ * A secret the gateway writes on a run it creates and sends with the run's code; the kernel keeps
+ * it with the result and shows it only in answers to a recall. A replica recovering the outcome of
+ * a run whose executor stopped asks the pool pods that executor had reserved (a warm run's code
+ * starts in one before the pod is the run's), and another run's code in one of them could answer
+ * for this run: an answer is believed only with this run's secret, which no other pod was sent.
+ * Runs without it (created with kubectl: claimed, never started early) are recovered only from the
+ * pods they own (src/controller/run-decision.ts, podsThatMayCarry).
+ */
+export const ANNOTATION_RECALL_PROOF = 'codemode.dev/recall-proof';
+
+/** The recall proof of `run` (ANNOTATION_RECALL_PROOF), when it is a proof the gateway could have made. */
+export function recallProofOf(run: { metadata: { annotations?: Record<string, string> | undefined } }): string | undefined {
+  const p = run.metadata.annotations?.[ANNOTATION_RECALL_PROOF];
+  return p !== undefined && /^[0-9a-f]{32}$/.test(p) ? p : undefined;
+}
+
+/**
+ * Whether a recall answer carrying `answerProof` is the kernel's that was sent `run`: with the run's
+ * proof when it has one. One without is asked only of pods it owns (podsThatMayCarry).
+ */
+export function recallBelieved(run: { metadata: { annotations?: Record<string, string> | undefined } }, answerProof: string | undefined): boolean {
+  const proof = recallProofOf(run);
+  return proof === undefined || answerProof === proof;
+}
+
+/**
  * The executor value of an audit record: a SandboxRun that records a call already made in a
  * session (src/audit). No replica identity looks like it (identities have no '/'), so no replica —
  * not even one from before audit records existed — executes or claims it: it is history, not work.

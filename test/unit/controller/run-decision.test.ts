@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
-import { AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
+import { ANNOTATION_RECALL_PROOF, AUDIT_EXECUTOR, recallBelieved, recallProofOf } from '../../../src/api/v1alpha1/labels.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import {
   AUDIT_INCOMPLETE_MESSAGE,
@@ -181,5 +181,34 @@ describe('a run\u2019s time budget starts at its creation, or at its claim when 
     const queuedOnly = { metadata: meta(), spec: { timeoutSeconds: 30 } };
     expect(lostAfterMs(queuedOnly, 60, now)).toBeLessThan(0);
     expect(lostAfterMs(run, 60, now)).toBeGreaterThan(60_000);
+  });
+});
+
+// A recovery may ask pool pods that carry another run (podsThatMayCarry's reservations), whose code
+// could answer for this one: an answer is believed only with the run's recall proof, and a run
+// without one is asked only of pods it owns (RunController.markerPods).
+describe('recall answers believed for a run', () => {
+  const withProof = (proof?: string): Pick<SandboxRun, 'metadata'> => ({
+    metadata: { name: 'r', ...(proof !== undefined && { annotations: { [ANNOTATION_RECALL_PROOF]: proof } }) },
+  });
+  const PROOF = '0123456789abcdef0123456789abcdef';
+
+  it.each<[string, string | undefined, string | undefined, boolean]>([
+    ["the run's own proof", PROOF, PROOF, true],
+    ['no proof in the answer (another pod, or a forger)', PROOF, undefined, false],
+    ['another proof', PROOF, 'f'.repeat(32), false],
+    ['a run without a proof (asked only of its own pods): any answer', undefined, undefined, true],
+    ['a proof the gateway never makes counts as none', 'not-hex', undefined, true],
+  ])('%s', (_name, runProof, answerProof, believed) => {
+    expect(recallBelieved(withProof(runProof), answerProof)).toBe(believed);
+  });
+
+  it.each<[string | undefined, string | undefined]>([
+    [PROOF, PROOF],
+    [undefined, undefined],
+    ['ABCDEF0123456789ABCDEF0123456789', undefined],
+    [`${PROOF}0`, undefined],
+  ])('recallProofOf(%j) is %j', (proof, want) => {
+    expect(recallProofOf(withProof(proof))).toBe(want);
   });
 });

@@ -75,6 +75,8 @@ export interface ExecOptions {
   netcheck?: unknown;
   /** A run's key: the kernel keeps its result for a `recall` (runtime/PROTOCOL.md). */
   key?: unknown;
+  /** Kept with the keyed result, shown in recall answers only (runtime/PROTOCOL.md, "Recall"). */
+  proof?: unknown;
 }
 
 // The interpreters the kernels run on: python3 from PATH, and this Node unless

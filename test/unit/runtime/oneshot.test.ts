@@ -232,6 +232,22 @@ describe('recalling a run in the python kernel', () => {
     expect((await client.request({ op: 'recall', key: 'run-b' })).frame).toMatchObject({ status: 'ok', stdout: 'hi\n' });
   });
 
+  it.each<[string, unknown, string | undefined]>([
+    ['a proof', 'p'.repeat(32), 'p'.repeat(32)],
+    ['no proof', undefined, undefined],
+    ['a proof that is not a string', 7, undefined],
+    ['an over-long proof', 'p'.repeat(65), undefined],
+  ])("keeps a run's result with %s, shown only in recall answers", async (_name, proof, shown) => {
+    session = await startSession('python', ['--prestart']);
+    const { client } = session;
+    const { frame: ran } = await client.run('python', 'print("hi")', { key: 'run-p', ...(proof !== undefined && { proof }) });
+    expect(ran).toMatchObject({ status: 'ok', stdout: 'hi\n' });
+    expect(ran).not.toHaveProperty('proof');
+    const { frame: recalled } = await client.request({ op: 'recall', key: 'run-p' });
+    expect(recalled).toMatchObject({ status: 'ok', stdout: 'hi\n' });
+    expect((recalled as { proof?: string }).proof).toBe(shown);
+  });
+
   it('lets at most 16 recalls wait for a running run; one more is answered busy at once', async () => {
     session = await startSession('python', ['--prestart']);
     const { client } = session;
