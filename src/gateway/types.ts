@@ -11,6 +11,9 @@ import type { UpstreamRegistry } from '../upstreams/types.js';
 import type { BodyBudgetLimits } from './body-budget.js';
 import type { BodyCheckLimit } from './batch-limit.js';
 
+const REQUIRED_OPTIONS = ['allowedHosts', 'allowedOrigins', 'defaultTimeoutSeconds', 'maxTimeoutSeconds', 'maxCodeBytes', 'maxBatchSize'] as const;
+const OPTIONAL_OPTIONS = ['resultFormat', 'progressHeartbeatSeconds', 'maxFileBytes', 'userRequestsPerSecond'] as const;
+
 /**
  * The gateway's settings (src/config/fields.ts documents each): allowed Host and Origin headers
  * (DNS-rebinding protection), the timeout applied when the agent sends none and the largest it may
@@ -18,35 +21,14 @@ import type { BodyCheckLimit } from './batch-limit.js';
  * progress stream says it is alive, the largest file read_file returns (what a read holds of
  * its user's share while it runs: body-budget.ts), and the requests a user may send a second.
  */
-export type GatewayOptions = Pick<Config, 'allowedHosts' | 'allowedOrigins' | 'defaultTimeoutSeconds' | 'maxTimeoutSeconds' | 'maxCodeBytes' | 'maxBatchSize'> &
-  Partial<Pick<Config, 'resultFormat' | 'progressHeartbeatSeconds' | 'maxFileBytes' | 'userRequestsPerSecond'>>;
+export type GatewayOptions = Pick<Config, (typeof REQUIRED_OPTIONS)[number]> & Partial<Pick<Config, (typeof OPTIONAL_OPTIONS)[number]>>;
 
-/** The gateway's settings out of a loaded Config (or anything that has them). */
+/** The gateway's settings out of a loaded Config (or anything that has them): the required ones, and the optional ones that are set. */
 export function gatewayOptions(config: GatewayOptions): GatewayOptions {
-  const {
-    allowedHosts,
-    allowedOrigins,
-    defaultTimeoutSeconds,
-    maxTimeoutSeconds,
-    maxCodeBytes,
-    maxBatchSize,
-    resultFormat,
-    progressHeartbeatSeconds,
-    maxFileBytes,
-    userRequestsPerSecond,
-  } = config;
-  return {
-    allowedHosts,
-    allowedOrigins,
-    defaultTimeoutSeconds,
-    maxTimeoutSeconds,
-    maxCodeBytes,
-    maxBatchSize,
-    ...(resultFormat && { resultFormat }),
-    ...(progressHeartbeatSeconds !== undefined && { progressHeartbeatSeconds }),
-    ...(maxFileBytes !== undefined && { maxFileBytes }),
-    ...(userRequestsPerSecond !== undefined && { userRequestsPerSecond }),
-  };
+  const out: Record<string, unknown> = {};
+  for (const k of REQUIRED_OPTIONS) out[k] = config[k];
+  for (const k of OPTIONAL_OPTIONS) if (config[k] !== undefined) out[k] = config[k];
+  return out as GatewayOptions;
 }
 
 export interface GatewayDeps {

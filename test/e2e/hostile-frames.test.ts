@@ -48,6 +48,18 @@ async function newSession(): Promise<string> {
   return String(sc(r).session);
 }
 
+/**
+ * Python for session code: `frames` display frames of ~0.9 MB each, well inside a call's display
+ * bounds, padded with a key the schema drops that holds arrays nested 450,000 deep (each ~100-200
+ * ms of JSON.parse), then 'done'.
+ */
+const slowFrames = (frames: number): string => `${BLAST}
+n = 450000
+for _ in range(${String(frames)}):
+    body = ('{"id": "%s", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ' % call_id()).encode() + b'[' * n + b']' * n + b'}'
+    blast(b'%d\\n' % len(body) + body)
+print('done')`;
+
 /** Seconds this replica paused kernel streams for a `budget` (pod or user) reading budget. */
 async function pausedSeconds(budget: 'pod' | 'user'): Promise<number> {
   const metrics = (await op.metrics?.registry.metrics()) ?? '';
@@ -242,17 +254,10 @@ describe('hostile frames from session code', () => {
       const paused = async (): Promise<number> => (await pausedSeconds('pod')) + (await pausedSeconds('user'));
       const before = await paused();
       const s = await newSession();
-      // Display frames of ~0.9 MB each, well inside a call's display bounds, padded with a key the
-      // schema drops that holds arrays nested 450,000 deep: each is ~100-200 ms of JSON.parse.
       const r = await mcp.callTool('execute_code', {
         session: s,
         timeout_seconds: 200,
-        code: `${BLAST}
-n = 450000
-for _ in range(8):
-    body = ('{"id": "%s", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ' % call_id()).encode() + b'[' * n + b']' * n + b'}'
-    blast(b'%d\\n' % len(body) + body)
-print('done')`,
+        code: slowFrames(8),
       });
       expect(sc(r), text(r)).toMatchObject({ phase: 'Succeeded', stdout: 'done\n' });
       expect(await paused()).toBeGreaterThan(before);
@@ -274,12 +279,7 @@ print('done')`,
           mcp.callTool('execute_code', {
             session: s,
             timeout_seconds: 200,
-            code: `${BLAST}
-n = 450000
-for _ in range(3):
-    body = ('{"id": "%s", "type": "display", "kind": "text", "format": "note", "text": "n", "pad": ' % call_id()).encode() + b'[' * n + b']' * n + b'}'
-    blast(b'%d\\n' % len(body) + body)
-print('done')`,
+            code: slowFrames(3),
           }),
         ),
       );

@@ -11,6 +11,19 @@ const done = { status: 'ok', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes
 const busy = { ...done, status: 'error', busy: true, error: { ename: 'KernelBusy', evalue: 'another call is running', traceback: '' } } as KernelResult;
 const notIsolated = { ...done, status: 'error', notIsolated: true, error: { ename: 'NotIsolated', evalue: 'network', traceback: '' } } as KernelResult;
 
+/** A SessionKernel on `kernels`, as the session service makes it. */
+function sessionKernel(kernels: KernelConnections, networkGate?: ConstructorParameters<typeof SessionKernel>[0]['networkGate']): SessionKernel {
+  return new SessionKernel({
+    clients: {} as never,
+    kernels,
+    namespace: 'ns',
+    outputCapChars: 100,
+    activity: {} as never,
+    log: pino({ level: 'silent' }),
+    ...(networkGate && { networkGate }),
+  });
+}
+
 /** Two calls in turn, answered `first` then `done`; what each carried and whether the pod was marked checked. */
 async function twoCalls(first: KernelResult): Promise<{ netchecks: boolean[]; shown: boolean }> {
   const answers = [first, done];
@@ -27,15 +40,7 @@ async function twoCalls(first: KernelResult): Promise<{ netchecks: boolean[]; sh
   // As NetworkPolicyGuard.inPodCheck within a minute of a restore: due until the check is confirmed.
   let shown = false;
   const networkGate = { ensure: () => Promise.resolve(), inPodCheck: () => (shown ? undefined : () => void (shown = true)) };
-  const sk = new SessionKernel({
-    clients: {} as never,
-    kernels,
-    namespace: 'ns',
-    outputCapChars: 100,
-    activity: {} as never,
-    log: pino({ level: 'silent' }),
-    networkGate,
-  });
+  const sk = sessionKernel(kernels, networkGate);
   const s = { metadata: { name: 's' }, spec: { language: 'python' } } as SandboxSession;
   for (let i = 0; i < 2; i++) await sk.send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
   return { netchecks, shown };
@@ -65,14 +70,7 @@ describe("a session call's kernel stream", () => {
         return Promise.resolve({ exec: () => Promise.resolve(done) });
       },
     } as unknown as KernelConnections;
-    const sk = new SessionKernel({
-      clients: {} as never,
-      kernels,
-      namespace: 'ns',
-      outputCapChars: 100,
-      activity: {} as never,
-      log: pino({ level: 'silent' }),
-    });
+    const sk = sessionKernel(kernels);
     const s = { metadata: { name: 's' }, spec: { language: 'python', ...(owner && { owner }) } } as SandboxSession;
     await sk.send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
     expect(users).toEqual([user]);
