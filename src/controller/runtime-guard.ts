@@ -110,7 +110,11 @@ export class RuntimeConfigMapGuard {
     const name = this.name;
     this.log.warn({ namespace, configmap: name }, "Deleting ConfigMap whose content is not this version's runtime");
     try {
-      await this.clients.core.deleteNamespacedConfigMap({ namespace, name, body: { preconditions: { uid: cm.metadata?.uid } } });
+      await this.clients.core.deleteNamespacedConfigMap({
+        namespace,
+        name,
+        body: { preconditions: { uid: cm.metadata?.uid, resourceVersion: cm.metadata?.resourceVersion } },
+      });
     } catch (err) {
       // Gone or replaced already: the create that follows reads what is there.
       if (!isNotFound(err) && !isConflict(err)) throw new Error(`Failed to delete ConfigMap ${namespace}/${name}: ${apiErrorMessage(err)}`, { cause: err });

@@ -12,7 +12,7 @@ import { BUILTIN_PROFILE } from '../../src/api/v1alpha1/index.js';
 import { ANNOTATION_UNUSED_SINCE } from '../../src/controller/runtime-guard.js';
 import { SWEEP_GRACE_MS } from '../../src/controller/runtime-sweep.js';
 import { LABEL_POOL, LABEL_POOL_HASH, POOL_LANGUAGE } from '../../src/sandbox/pod.js';
-import { LABEL_RUNTIME_HASH, runtimeVolume } from '../../src/sandbox/runtime-configmap.js';
+import { LABEL_RUNTIME_HASH, buildRuntimeConfigMap, runtimeVolume } from '../../src/sandbox/runtime-configmap.js';
 import { filesHash } from '../../src/sandbox/template-hash.js';
 import { runLabelValue } from '../../src/sandbox/names.js';
 import { RUNTIME_FILES, currentPoolPod, poolRig, type PoolRigHooks } from './helpers/pool-rig.js';
@@ -52,6 +52,13 @@ const created = {
 };
 const RUNTIME_LABELS = { [LABEL_MANAGED_BY]: MANAGED_BY_VALUE, [LABEL_RUNTIME_HASH]: filesHash(RUNTIME_FILES) };
 const runtimeCm = (): unknown => ({ metadata: { labels: RUNTIME_LABELS } });
+/** This version's runtime ConfigMap as the operator makes it, to seed a world with. */
+const runtimeCmSeed = (): { name: string; labels: Record<string, string>; data: Record<string, string>; immutable: true } => ({
+  name: RUNTIME_CM,
+  labels: RUNTIME_LABELS,
+  data: buildRuntimeConfigMap('', RUNTIME_FILES).data ?? {},
+  immutable: true,
+});
 
 /** What a refill that creates `n` pods adds: the pods and this version's runtime ConfigMap. */
 function refilled(n: number): (w: World) => World {
@@ -222,8 +229,18 @@ const rows: Array<Row & { hooks?: PoolRigHooks }> = [
     name: "this version's runtime ConfigMap, marked unused while it had no pods, is cleared when the refill mounts it again",
     env: { CODEMODE_WARM_POOL_MIN: '1' },
     world: ({ at }) => ({
-      configMaps: [{ name: RUNTIME_CM, labels: RUNTIME_LABELS, annotations: { [ANNOTATION_UNUSED_SINCE]: at(-60) } }],
+      configMaps: [{ ...runtimeCmSeed(), annotations: { [ANNOTATION_UNUSED_SINCE]: at(-60) } }],
     }),
+    key: 'pool',
+    expected: (w) => refilled(1)({ ...w, [`ConfigMap/${RUNTIME_CM}`]: runtimeCm() }),
+    requeued: true,
+  },
+  {
+    // Its name is public (the hash of the released files): someone who may create ConfigMaps could
+    // have put other content there first. Deleted (with preconditions) and made again; never mounted.
+    name: "a ConfigMap under this version's runtime name with other content is replaced by the runtime",
+    env: { CODEMODE_WARM_POOL_MIN: '1' },
+    world: () => ({ configMaps: [{ name: RUNTIME_CM, labels: RUNTIME_LABELS, data: { 'kernel.py': 'print("not the kernel")' } }] }),
     key: 'pool',
     expected: (w) => refilled(1)({ ...w, [`ConfigMap/${RUNTIME_CM}`]: runtimeCm() }),
     requeued: true,

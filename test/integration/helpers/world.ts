@@ -33,7 +33,13 @@ export interface WorldSpec {
   /** Create the pods a second apart, so their creationTimestamps (whole seconds) order them. */
   podsSecondsApart?: boolean;
   leases?: Array<{ name: string; holder: string; renewTime: string; durationSeconds: number }>;
-  configMaps?: Array<{ name: string; labels?: Record<string, string>; annotations?: Record<string, string> }>;
+  configMaps?: Array<{
+    name: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    data?: Record<string, string>;
+    immutable?: boolean;
+  }>;
 }
 
 export interface MarkerSpec {
@@ -76,7 +82,8 @@ export async function buildWorld(c: KubeClients, namespace: string, w: WorldSpec
     if (s.status) await patchStatus(c, sessionApi, namespace, s.name, s.status);
   }
   for (const cm of w.configMaps ?? []) {
-    await c.core.createNamespacedConfigMap({ namespace, body: { metadata: { name: cm.name, labels: cm.labels, annotations: cm.annotations }, data: {} } });
+    const body = { metadata: { name: cm.name, labels: cm.labels, annotations: cm.annotations }, data: cm.data ?? {}, ...(cm.immutable && { immutable: true }) };
+    await c.core.createNamespacedConfigMap({ namespace, body });
   }
   for (const [i, p] of (w.pods ?? []).entries()) {
     if (w.podsSecondsApart && i > 0) await new Promise((r) => setTimeout(r, 1100));
