@@ -109,7 +109,9 @@ export class SandboxSessionController {
     const { opts } = this.d;
     const exp = sessionExpiry(session, opts.sessionMaxLifetimeSeconds, now);
     if (exp.remainingMs <= 0) {
-      await this.collect(session, exp.cause);
+      // The copy judged expired is the cache's: one changed since (activity another replica wrote
+      // a moment ago, not in this cache yet) is judged again from the new copy.
+      if (!(await this.collect(session, exp.cause))) return { requeueAfterMs: 100 };
       return;
     }
     // The session's pod: the one its status names once recorded, else one it owns (a claimed pool
@@ -278,13 +280,26 @@ export class SandboxSessionController {
     }
   }
 
-  private async collect(session: SandboxSession, cause: 'idle' | 'lifetime'): Promise<void> {
+  /**
+   * Deletes the expired session: only the copy that was judged (uid and resourceVersion
+   * preconditions), so a session used meanwhile — its lastActivityTime written through another
+   * replica after this cache's copy — is not deleted under its user. False when it had changed.
+   */
+  private async collect(session: SandboxSession, cause: 'idle' | 'lifetime'): Promise<boolean> {
     const ns = session.metadata.namespace ?? '';
     const name = session.metadata.name;
     try {
-      await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name });
+      await this.d.clients.custom.deleteNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXSESSION_PLURAL,
+        name,
+        body: { preconditions: { uid: session.metadata.uid, resourceVersion: session.metadata.resourceVersion } },
+      });
     } catch (err) {
-      if (isNotFound(err)) return;
+      if (isNotFound(err)) return true;
+      if (isConflict(err)) return false;
       throw err;
     }
     const reason = cause === 'idle' ? SessionReasons.IdleTimeout : SessionReasons.LifetimeExceeded;
@@ -298,6 +313,7 @@ export class SandboxSessionController {
     );
     this.d.metrics?.sessionCollected(cause);
     this.d.log.info({ sandboxsession: `${ns}/${name}`, cause }, 'Deleted idle SandboxSession');
+    return true;
   }
 
   /**

@@ -2,11 +2,13 @@
 // twice each (helpers/table.ts). A session's pod is a marker pod that can never be scheduled; no
 // row makes the controller create a real kernel pod.
 import { describe, expect, it } from 'vitest';
-import { Reasons, SANDBOXSESSION_KIND, SessionReasons } from '../../src/api/v1alpha1/index.js';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { GROUP, Reasons, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, SessionReasons, VERSION } from '../../src/api/v1alpha1/index.js';
 import { KERNEL_LOST_NOTE } from '../../src/controller/session-controller.js';
-import { sessionRig } from './helpers/rig.js';
-import { changed, clients, runRow, without, type Row } from './helpers/table.js';
-import { TIME, type World } from './helpers/world.js';
+import { deleteNamespace } from '../e2e/helpers/kube.js';
+import { sessionRig, type SessionRig } from './helpers/rig.js';
+import { changed, clients, createNamespace, k, runRow, without, type Row } from './helpers/table.js';
+import { TIME, buildWorld, snapshot, type World } from './helpers/world.js';
 
 const key = (name: string): string => `${SANDBOXSESSION_KIND}/${name}`;
 const marker = (session: string): { name: string; owner: { kind: typeof SANDBOXSESSION_KIND; name: string } } => ({
@@ -154,4 +156,35 @@ const rows: Row[] = [
 describe('SandboxSession reconcile against the real API server', () => {
   // A loop rather than it.each: the rows' names are sentences, and it.each would cut them short.
   for (const row of rows) it(row.name, () => runRow(row, 'int-session', (ns, now, env) => sessionRig(clients, ns, now, env)));
+});
+
+describe('SandboxSession collection against a cache behind the API server', () => {
+  it('does not delete a session whose activity another replica recorded after the copy judged idle', async () => {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    try {
+      const start = Date.now();
+      const at = (s: number): string => new Date(start + s * 1000).toISOString();
+      await buildWorld(clients, ns, { sessions: [{ name: 's', spec, status: ready(at) }] });
+      // The controller's clock an hour on: the cached copy (last used 5 s before the start) is idle.
+      r = await sessionRig(clients, ns, new Date(start + 3600_000));
+      await r.settle();
+      await r.freezeSessionCache();
+      // A call through another replica, recorded before this cache hears of it.
+      await clients.custom.patchNamespacedCustomObjectStatus(
+        { group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL, namespace: ns, name: 's', body: { status: { lastActivityTime: at(3600) } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      const next = await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      const after = await snapshot(clients, ns);
+      expect(after[key('s')], 'the session used a moment ago was deleted').toBeDefined();
+      expect(after.Events).toBeUndefined();
+      // Judged again soon, from the copy the cache will have by then.
+      expect(next?.requeueAfterMs).toBeGreaterThan(0);
+    } finally {
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
 });

@@ -50,6 +50,8 @@ export interface RunRig extends Rig {
 
 export interface SessionRig extends Rig {
   controller: SandboxSessionController;
+  /** Stops the session informer's watch, its cache kept as it is (see RunRig.freezeRunCache). */
+  freezeSessionCache(): Promise<void>;
 }
 
 /** `env`: CODEMODE_* settings of this row (the namespace and a pool of 0 are set here). */
@@ -124,14 +126,16 @@ export async function sessionRig(clients: KubeClients, namespace: string, now: D
   });
   await sessions.start();
   await pods.start();
-  const caches = [
-    cacheOf(sessions, () => listSessions(clients, namespace)),
-    cacheOf(pods, () => clients.core.listNamespacedPod({ namespace, labelSelector: podSelector() })),
-  ];
+  const podCache = cacheOf(pods, () => clients.core.listNamespacedPod({ namespace, labelSelector: podSelector() }));
+  let caches = [cacheOf(sessions, () => listSessions(clients, namespace)), podCache];
   return {
     config,
     controller,
     settle: () => settle(calls, caches, async () => undefined),
+    async freezeSessionCache(): Promise<void> {
+      caches = [podCache];
+      await sessions.stop();
+    },
     async stop(): Promise<void> {
       await sessions.stop();
       await pods.stop();
