@@ -11,6 +11,7 @@ import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandl
 import { checkBatch, type BodyRefusal } from './batch-limit.js';
 import { BodyBudget, bodyBudgetRefused, keepHold } from './body-budget.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
+import { oversizedId, oversizedIdRefused } from './message-ids.js';
 import { RequestRate } from './request-rate.js';
 import { StallGuard } from './stall-guard.js';
 import { hostValidation } from './host-validation.js';
@@ -89,6 +90,11 @@ export function createApp(deps: GatewayDeps): Hono {
         if (batch.limit !== undefined && batch.limit !== 'json_shape') deps.onAdmissionRejected?.(batch.limit);
         logger.info({ limit: batch.limit }, 'Refused an MCP request over a limit');
         return batch.refused;
+      }
+      const longId = oversizedId(batch.parsedBody);
+      if (longId) {
+        logger.info({ limit: `${longId}_length` }, 'Refused an MCP request over a limit');
+        return oversizedIdRefused(longId);
       }
       const listen = listenId(batch.parsedBody);
       if (listen !== undefined) {
