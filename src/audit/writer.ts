@@ -10,7 +10,8 @@
 //
 // What is dropped — counted (codemode_audit_records_total{result="dropped"}) and logged as counts
 // and an HTTP status or error class only, never a record's fields or an error's message (either may
-// quote sandbox output):
+// quote sandbox output); at most a line a minute, the drops of that minute in the next, and on stop
+// those not logged yet with the calls still being written (the metrics go with the process):
 // - The queue is bounded (`capacity`) and shared, so drops fall on the user holding the most of it
 //   (AuditQueue): once it is full, a call takes the place of the largest holder's newest, or is
 //   dropped itself if its user is (or ties with) the largest holder; over the bound after a retry
@@ -81,8 +82,14 @@ export class AuditWriter {
   private lingerTimer: NodeJS.Timeout | undefined;
   /** When lingerTimer fires (performance.now()); Infinity when none is set. */
   private lingerDue = Infinity;
+  /** Drops not yet in a log line, and the reason of the last of them. */
   private dropped = 0;
+  private lastDropWhy = '';
   private lastDropLog = 0;
+  /** Logs the drops counted since the last line, once DROP_LOG_INTERVAL_MS has passed since it. */
+  private dropLogTimer: NodeJS.Timeout | undefined;
+  /** Calls whose write is in flight. */
+  private writingCalls = 0;
   private readonly idle = new Set<() => void>();
   /** Stopping: lingering calls are written now. */
   private flushing = false;
@@ -138,6 +145,11 @@ export class AuditWriter {
     this.lingerDue = Infinity;
     const left = this.queue.clear();
     for (let i = 0; i < left; i++) this.drop('the operator stopped before it was written');
+    // The last line: the drops not yet logged (the process is about to exit, and its metrics with
+    // it), and the writes still in flight, whose records may or may not be written.
+    clearTimeout(this.dropLogTimer);
+    this.dropLogTimer = undefined;
+    if (this.dropped > 0 || this.writingCalls > 0) this.logDrops(Date.now());
   }
 
   private pump(): void {
@@ -183,6 +195,7 @@ export class AuditWriter {
 
   private async write(key: string, batch: Queued[]): Promise<void> {
     const entries = batch.map((q) => q.entry);
+    this.writingCalls += entries.length;
     try {
       // Named after its first call: a retry after a lost answer finds the record it created.
       await this.create(entries[0] as AuditEntry);
@@ -196,6 +209,8 @@ export class AuditWriter {
       }
       // The status or class only: the API server's message may quote the record's fields.
       for (const _ of entries) this.drop(`a write failed with ${failureOf(err)}, which is not retried`);
+    } finally {
+      this.writingCalls -= entries.length;
     }
   }
 
@@ -254,12 +269,31 @@ export class AuditWriter {
     }
   }
 
+  /**
+   * Counts a dropped call; logs the drops at most every DROP_LOG_INTERVAL_MS, and the ones counted
+   * meanwhile once it has passed (a timer), so that no drop goes unlogged after a burst.
+   */
   private drop(why: string): void {
     this.dropped++;
+    this.lastDropWhy = why;
     this.opts.onResult?.('dropped');
     const now = Date.now();
-    if (now - this.lastDropLog < DROP_LOG_INTERVAL_MS) return;
-    this.log.warn({ dropped: this.dropped, queued: this.queue.length, why }, 'Dropped audit records of session calls');
+    if (now - this.lastDropLog >= DROP_LOG_INTERVAL_MS) return this.logDrops(now);
+    if (this.dropLogTimer !== undefined) return;
+    this.dropLogTimer = setTimeout(
+      () => {
+        this.dropLogTimer = undefined;
+        if (this.dropped > 0) this.logDrops(Date.now());
+      },
+      this.lastDropLog + DROP_LOG_INTERVAL_MS - now,
+    );
+    this.dropLogTimer.unref();
+  }
+
+  private logDrops(now: number): void {
+    const fields = { dropped: this.dropped, queued: this.queue.length, ...(this.writingCalls > 0 && { writing: this.writingCalls }) };
+    if (this.dropped > 0) this.log.warn({ ...fields, why: this.lastDropWhy }, 'Dropped audit records of session calls');
+    else this.log.warn(fields, 'Stopped with audit records of session calls still being written');
     this.lastDropLog = now;
     this.dropped = 0;
   }

@@ -156,3 +156,54 @@ describe('AuditWriter: a full queue drops the calls of the user holding the most
     expect(count(h.results, 'written')).toBe(4);
   });
 });
+
+describe('AuditWriter: every dropped call reaches the log, however the drops bunch', () => {
+  /** The calls the log lines report dropped, and the calls they report still being written. */
+  const logged = (logs: string[]): { dropped: number; writing: number } => {
+    const sum = { dropped: 0, writing: 0 };
+    for (const l of logs.map((line) => JSON.parse(line) as { dropped?: number; writing?: number })) {
+      sum.dropped += l.dropped ?? 0;
+      sum.writing += l.writing ?? 0;
+    }
+    return sum;
+  };
+  /** alice's five calls in a queue of one that writes nothing before stop: four are dropped at once. */
+  const burst = (h: ReturnType<typeof harness>): void => {
+    for (let i = 0; i < 5; i++) h.writer.record(entry('alice', 's1', `a${i}`));
+    expect(count(h.results, 'dropped')).toBe(4);
+  };
+
+  it('logs the drops after the first line once the interval has passed, though no drop follows', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const h = harness({ capacity: 1, lingerMs: 3_600_000 });
+      burst(h);
+      expect(logged(h.logs).dropped).toBe(1);
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(logged(h.logs).dropped).toBe(4);
+      vi.useRealTimers();
+      await h.writer.stop(1000);
+      expect(logged(h.logs).dropped).toBe(4);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('logs the drops not yet logged when it stops (the process exits, its metrics with it)', async () => {
+    const h = harness({ capacity: 1, lingerMs: 3_600_000 });
+    burst(h);
+    await h.writer.stop(1000);
+    expect(h.written).toEqual(['a0']);
+    expect(logged(h.logs).dropped).toBe(4);
+    expect(h.logs.join('')).not.toContain('secret');
+  });
+
+  it('says on stop how many calls are still being written when its time is up', async () => {
+    const h = harness({ lingerMs: 0 }, () => new Promise(() => undefined));
+    h.writer.record(entry('alice', 's1', 'a0'));
+    h.writer.record(entry('bob', 's2', 'b0'));
+    await vi.waitFor(() => expect(h.attempts.size).toBe(2), { timeout: 300, interval: 5 });
+    await h.writer.stop(50);
+    expect(logged(h.logs)).toEqual({ dropped: 0, writing: 2 });
+  });
+});
