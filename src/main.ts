@@ -44,7 +44,13 @@ async function main(): Promise<void> {
   let stopping = false;
   let draining = false;
 
-  const app = replicaApp(operator, config, log, metrics, { isReady: () => ready, isDraining: () => draining, auth: auth.http });
+  const shuttingDown = new AbortController();
+  const app = replicaApp(operator, config, log, metrics, {
+    isReady: () => ready,
+    isDraining: () => draining,
+    shutdown: shuttingDown.signal,
+    auth: auth.http,
+  });
 
   await auth.start();
   await operator.start();
@@ -75,6 +81,9 @@ async function main(): Promise<void> {
     // refused or closed under a client, so no call fails. Then the operator stops (waiting for the
     // runs in flight) and the process exits.
     draining = true;
+    // Listen streams are not calls and never end on their own: ended now, their clients listen
+    // again on a replica that stays, and server.close() below is not held open by them.
+    shuttingDown.abort();
     void traffic
       .settled({ minMs: ENDPOINT_DRAIN_MS, quietMs: QUIET_MS })
       .then(() => auth.stop())

@@ -79,7 +79,7 @@ export function gatewayDeps(
   operator: Operator,
   config: Config,
   logger: Logger,
-  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>,
+  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'shutdown' | 'onToolCall' | 'onAdmissionRejected' | 'auth'>,
 ): GatewayDeps {
   return {
     runService: operator.runService,
@@ -102,7 +102,7 @@ export function replicaApp(
   config: Config,
   logger: Logger,
   metrics: Metrics,
-  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'auth'>,
+  process: Pick<GatewayDeps, 'isReady' | 'isDraining' | 'shutdown' | 'auth'>,
 ): Hono {
   const app = createApp(
     gatewayDeps(operator, config, logger, {

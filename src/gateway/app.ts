@@ -105,11 +105,12 @@ export function createApp(deps: GatewayDeps): Hono {
         }
         settled.push(whenResponded(outgoing, release));
       }
-      if (batch.request) {
-        carryIdentity(c.req.raw, batch.request);
-        keepHold(batch.request, hold);
+      const request = listen !== undefined && deps.shutdown ? endedAt(deps.shutdown, c.req.raw) : batch.request;
+      if (request) {
+        carryIdentity(c.req.raw, request);
+        keepHold(request, hold);
       }
-      return await mcp.fetch(batch.request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
+      return await mcp.fetch(request ?? c.req.raw, batch.parsedBody === undefined ? undefined : { parsedBody: batch.parsedBody });
     } finally {
       for (const done of settled) done();
     }
@@ -129,6 +130,14 @@ function whenResponded(outgoing: ServerResponse | undefined, release: () => void
   if (outgoing.closed) release();
   else outgoing.once('close', release);
   return () => undefined;
+}
+
+/**
+ * `req` (a listen, whose body was read and parsed) with a signal that also aborts at `shutdown`: the
+ * SDK ends a listen's stream when its request's signal aborts (the client went away).
+ */
+function endedAt(shutdown: AbortSignal, req: Request): Request {
+  return new Request(req.url, { method: req.method, headers: req.headers, signal: AbortSignal.any([req.signal, shutdown]) });
 }
 
 /** The Node response of a request served by @hono/node-server (undefined elsewhere, e.g. app.request). */

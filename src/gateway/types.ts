@@ -50,6 +50,13 @@ export interface GatewayDeps {
    * request opens a new one through the Service, which no longer routes here.
    */
   isDraining?(): boolean;
+  /**
+   * Aborted when the process begins shutting down. A `subscriptions/listen` stream stays open as
+   * long as its client likes, and the HTTP server cannot close while one is: open ones are ended
+   * then (their clients listen again through the Service, on a replica that stays), and one opened
+   * later is ended after its acknowledgement.
+   */
+  shutdown?: AbortSignal;
   /** The team's upstream MCP servers (code mode): search_tools and the capability resource. */
   upstreams?: UpstreamRegistry;
   /** Authentication of /mcp (src/auth); without it every caller is anonymous (tests of tools). */

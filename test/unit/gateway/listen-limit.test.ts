@@ -71,3 +71,39 @@ describe('subscriptions/listen over HTTP', () => {
     await bob.close();
   });
 });
+
+describe('subscriptions/listen at shutdown', () => {
+  // A listen stays open as long as its client likes, and Node's server.close() waits for every
+  // connection with a response under way: one open listen kept a stopping replica up for its
+  // whole grace period (455 s) and made it exit 1. The shutdown signal ends them.
+  let gateway: Gateway;
+  const shutdown = new AbortController();
+  beforeAll(async () => {
+    gateway = await startGateway({}, undefined, { shutdown: shutdown.signal });
+  });
+  afterAll(async () => {
+    await gateway.close();
+  });
+
+  async function client(): Promise<Client> {
+    const c = new Client({ name: 'listen-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    await c.connect(new StreamableHTTPClientTransport(new URL(gateway.url)));
+    return c;
+  }
+
+  const within = <T>(p: Promise<T>, ms: number): Promise<T | 'still open'> =>
+    Promise.race([p, new Promise<'still open'>((r) => setTimeout(() => r('still open'), ms))]);
+
+  it('ends open listens when shutdown begins, and a listen opened later after its acknowledgement', async () => {
+    const c = await client();
+    const open = await c.listen({ toolsListChanged: true });
+    expect(await within(open.closed, 300)).toBe('still open');
+    shutdown.abort();
+    // 'remote': ended without a graceful response, so the client listens again (through the
+    // Service, on a replica that stays).
+    expect(await within(open.closed, 2000)).toBe('remote');
+    const late = await c.listen({ toolsListChanged: true });
+    expect(await within(late.closed, 2000)).toBe('remote');
+    await c.close();
+  });
+});
