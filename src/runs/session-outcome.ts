@@ -20,7 +20,10 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
     stdout: r.stdout,
     stderr: stderr.text,
     stdoutBytes: r.stdoutBytes,
-    stderrBytes: r.stderrBytes + Buffer.byteLength(traceback),
+    // The kernel's count is its word (up to 2^53 - 1): the sum stays an exact integer, or the
+    // records that keep it (a session call's audit record, a SandboxRun's status) would not match
+    // their own schema (z.int()).
+    stderrBytes: Math.min(Number.MAX_SAFE_INTEGER, r.stderrBytes + Buffer.byteLength(traceback)),
     truncated: r.truncated || stderr.cut,
     durationMs: r.durationMs,
     ...(r.result !== undefined && { result: r.result }),

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSandboxRun } from '../../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
 import { AUDIT_CODE_MAX_BYTES, auditBatchStatus, auditEntry, auditRunBody, auditStatus, type AuditCall } from '../../../src/audit/record.js';
+import { sessionOutcome } from '../../../src/runs/session-outcome.js';
 import type { RunOutcome } from '../../../src/runs/types.js';
 
 const outcome: RunOutcome = {
@@ -146,5 +147,31 @@ describe('audit records of session calls', () => {
     expect(status).toMatchObject({ durationMs: 100 * 1000, stdoutBytes: huge, stderrBytes: huge });
     const parsed = parseSandboxRun({ ...(auditRunBody(entries[0] as never, 600) as object), status });
     expect(parsed.ok, parsed.ok ? '' : parsed.message).toBe(true);
+  });
+
+  it('a record of a session call whose kernel claims 2^53 bytes of stderr besides a traceback is still a valid SandboxRun', () => {
+    // The traceback joins stderr and its bytes are added to the kernel's count (session-outcome.ts).
+    const forged = sessionOutcome(
+      {
+        status: 'error',
+        error: { ename: 'ValueError', evalue: 'x', traceback: 'Traceback: not in stderr' },
+        stdout: '',
+        stderr: '',
+        stdoutBytes: Number.MAX_SAFE_INTEGER,
+        stderrBytes: Number.MAX_SAFE_INTEGER,
+        truncated: false,
+        durationMs: 1,
+        session: 's1',
+        capChars: 50_000,
+      },
+      'n',
+      30,
+    );
+    const one = auditEntry({ ...call('x = 1'), outcome: forged });
+    const two = [one, auditEntry({ ...call('x = 2'), name: 'run-def', outcome: forged })];
+    for (const status of [auditStatus(one), auditBatchStatus(two)]) {
+      const parsed = parseSandboxRun({ ...(auditRunBody(one, 600) as object), status });
+      expect(parsed.ok, parsed.ok ? '' : parsed.message).toBe(true);
+    }
   });
 });
