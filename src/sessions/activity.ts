@@ -24,6 +24,17 @@ export function lostMessage(why: string): string {
 /** Writes at most one activity update per session per this interval. */
 export const ACTIVITY_WRITE_INTERVAL_MS = 1000;
 
+/** The longest pause between activity writes while a call runs (keepAlive). */
+export const KEEPALIVE_MAX_MS = 60_000;
+
+/**
+ * Pure: how often a call in progress renews its session's lastActivityTime — four times per idle
+ * timeout (the writes go through the API server and may be late), at most KEEPALIVE_MAX_MS apart.
+ */
+export function keepAliveMs(idleTimeoutSeconds: number): number {
+  return Math.max(ACTIVITY_WRITE_INTERVAL_MS, Math.min(KEEPALIVE_MAX_MS, (idleTimeoutSeconds * 1000) / 4));
+}
+
 export class SessionActivity {
   private readonly pending = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
 
@@ -45,6 +56,18 @@ export class SessionActivity {
     const wait = Math.max(0, a.lastWrite + ACTIVITY_WRITE_INTERVAL_MS - Date.now());
     a.timer = setTimeout(() => void this.flush(name), wait);
     a.timer.unref();
+  }
+
+  /**
+   * Renews the session's activity while a call runs there, until the returned function is called.
+   * Idle collection reads only lastActivityTime (the controller cannot see calls in progress), so
+   * a call longer than the session's idle timeout would otherwise have its session, and its pod,
+   * deleted under it.
+   */
+  keepAlive(name: string, idleTimeoutSeconds: number): () => void {
+    const timer = setInterval(() => this.note(name, 0), keepAliveMs(idleTimeoutSeconds));
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */

@@ -321,11 +321,14 @@ export class SessionService {
     const s = await this.readySession(name, caller);
     this.checkPackages(s.spec.profile, s.spec.language, packages);
     this.activity.note(s.metadata.name, 0);
+    const stopKeepAlive = this.activity.keepAlive(s.metadata.name, s.spec.idleTimeoutSeconds);
     let r: InstallResult;
     try {
       r = await (this.opts.packages as Pick<SessionPackages, 'install'>).install(s, s.status?.podName as string, packages);
     } catch (err) {
       throw asSessionError(err);
+    } finally {
+      stopKeepAlive();
     }
     this.activity.note(s.metadata.name, 0);
     await this.store
@@ -378,12 +381,16 @@ export class SessionService {
       ...(call.onCall && { onCall: toolCallsFor(s, caller, call.onCall) }),
     };
     let turn: TurnResult<KernelResult>;
+    // Waiting for its turn and running: a session in use is not idle, however long the call.
+    const stopKeepAlive = this.activity.keepAlive(s.metadata.name, s.spec.idleTimeoutSeconds);
     try {
       const onWait = call.onWait && ((): void => call.onWait?.(secondsLeft(), 'busy'));
       turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, () => this.kernel.send(s, pod, req, until, call.signal, onOutput));
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       return this.kernel.failed(s, pod, err);
+    } finally {
+      stopKeepAlive();
     }
     if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
     if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000));

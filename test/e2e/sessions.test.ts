@@ -138,6 +138,16 @@ describe('sessions', () => {
 });
 
 describe('idle garbage collection', () => {
+  it('keeps a session whose call runs longer than its idle timeout', async () => {
+    const s = await newSession('python', { idle_timeout_seconds: 10 });
+    // The controller sees no call, only lastActivityTime: the call renews it while it runs.
+    const r = await run(s, 'import time\ntime.sleep(25)\n6 * 7', { timeout_seconds: 60 });
+    expect(r.isError ?? false, JSON.stringify(r.content)).toBe(false);
+    expect(sc(r), JSON.stringify(r.content)).toMatchObject({ result: '42' });
+    const again = await run(s, '1 + 1');
+    expect(sc(again), JSON.stringify(again.content)).toMatchObject({ result: '2' });
+  });
+
   it('collects an idle session and its pod, even across a gateway restart', async () => {
     const s = await newSession('python', { idle_timeout_seconds: 12 });
     await run(s, 'y = 1');

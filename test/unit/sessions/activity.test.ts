@@ -4,7 +4,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
 import { SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
-import { SessionActivity } from '../../../src/sessions/activity.js';
+import { SessionActivity, keepAliveMs } from '../../../src/sessions/activity.js';
 import type { SessionStore } from '../../../src/sessions/store.js';
 
 const session = { metadata: { name: 's' } } as SandboxSession;
@@ -36,5 +36,18 @@ describe('SessionActivity.markLost', () => {
     const kernelLost = await written(why);
     check(kernelLost.message);
     expect(SandboxSessionStatusSchema.safeParse({ kernelLost }).success).toBe(true);
+  });
+});
+
+describe('keepAliveMs: how often a call in progress renews its session', () => {
+  it.each([
+    [10, 2500],
+    [2, 1000],
+    [600, 60_000],
+    [86400, 60_000],
+  ])('idle timeout %i s: every %i ms', (idle, ms) => {
+    expect(keepAliveMs(idle)).toBe(ms);
+    // Well within the timeout, so that a write the API server answers late still lands in time.
+    expect(ms).toBeLessThanOrEqual(Math.max(1000, (idle * 1000) / 4));
   });
 });
