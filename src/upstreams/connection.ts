@@ -90,6 +90,37 @@ export function removeSecrets(text: string, secrets: Iterable<string>): string {
   return out;
 }
 
+/**
+ * The credentials an upstream's URL may carry: its user name and password, and its query's values
+ * (`?api_key=…`), as written and decoded. fetch refuses a URL with a user or password and quotes
+ * it whole in its error ("…a URL that includes credentials: https://user:pass@…"), which reached
+ * the log, the UpstreamServer's status and a call's error.
+ */
+export function urlSecrets(url: string): string[] {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return [];
+  }
+  const decode = (v: string): string => {
+    try {
+      return decodeURIComponent(v.replace(/\+/g, ' '));
+    } catch {
+      return v;
+    }
+  };
+  const raw = [
+    u.username,
+    u.password,
+    ...u.search
+      .slice(1)
+      .split('&')
+      .map((p) => (p.includes('=') ? p.slice(p.indexOf('=') + 1) : '')),
+  ];
+  return [...new Set(raw.flatMap((v) => [v, decode(v)]))].filter((v) => v !== '');
+}
+
 /** A reason and a readable sentence for a failure to connect, list or ping. */
 export function classify(err: unknown): { reason: UpstreamReason; message: string } {
   if (err instanceof SdkHttpError && (err.status === 401 || err.status === 403)) {
@@ -196,8 +227,13 @@ export class UpstreamConnection {
     }
   }
 
+  /** What the gateway sends the upstream that a text must never quote: header values and the URL's credentials. */
+  private secrets(): string[] {
+    return [...Object.values(this.target.headers), ...urlSecrets(this.target.url)];
+  }
+
   private withoutSecrets(result: CallToolResult): CallToolResult {
-    const secrets = Object.values(this.target.headers);
+    const secrets = this.secrets();
     if (!Array.isArray(result.content) || secrets.length === 0) return result;
     return {
       ...result,
@@ -206,7 +242,7 @@ export class UpstreamConnection {
   }
 
   private redact(text: string): string {
-    return redact(text, Object.values(this.target.headers));
+    return redact(text, this.secrets());
   }
 
   private setState(next: ConnectionState): void {

@@ -229,11 +229,12 @@ describe('a call whose upstream never answers on its event stream', () => {
 
 describe('a tool error quoting the credentials sent', () => {
   const token = 's3cr3t-token-value';
-  it.each<[string, Record<string, string>, string, string]>([
+  it.each<[string, Record<string, string>, string, string, string?]>([
     ['the bearer token alone', { Authorization: `Bearer ${token}` }, `invalid token ${token}`, 'invalid token [redacted]'],
     ['a header value', { 'X-Api-Key': token }, `key "${token}" revoked`, 'key "[redacted]" revoked'],
     ['nothing secret', { 'X-Api-Key': token }, 'no such issue', 'no such issue'],
-  ])('has %s removed from its text', async (_name, headers, text, expected) => {
+    ['a key in the URL’s query', {}, `key "${token}" revoked`, 'key "[redacted]" revoked', `?api_key=${token}`],
+  ])('has %s removed from its text', async (_name, headers, text, expected, query = '') => {
     const up = await upstream({
       toolsCall: (msg, res) =>
         result(res, msg.id, {
@@ -246,7 +247,7 @@ describe('a tool error quoting the credentials sent', () => {
     });
     const conn = new UpstreamConnection(
       'hostile',
-      { url: up.url, headers },
+      { url: `${up.url}${query}`, headers },
       { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
     );
     cleanup.push(() => conn.stop());

@@ -1,6 +1,8 @@
 import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { classify, redact } from '../../../src/upstreams/connection.js';
+import { UpstreamConnection, classify, redact, urlSecrets } from '../../../src/upstreams/connection.js';
+import { until } from './hostile-upstream.js';
 
 describe('redact', () => {
   it.each([
@@ -16,6 +18,48 @@ describe('redact', () => {
 
   it('bounds the length', () => {
     expect(redact('x'.repeat(5000), []).length).toBe(1024);
+  });
+});
+
+describe('urlSecrets', () => {
+  it.each<[string, string, string[]]>([
+    ['none in a plain URL', 'http://github-mcp.tools.svc:8080/mcp', []],
+    ['user and password', 'https://bot:p%40ss@mcp.example.com/mcp', ['bot', 'p%40ss', 'p@ss']],
+    ['a token as the user name', 'https://ghp_token123@mcp.example.com/mcp', ['ghp_token123']],
+    ['query values, written and decoded', 'https://mcp.example.com/mcp?api_key=k%2Fey&flag&x=a+b', ['k%2Fey', 'k/ey', 'a+b', 'a b']],
+    ['nothing from a URL that does not parse', 'not a url', []],
+  ])('%s', (_name, url, expected) => {
+    expect(urlSecrets(url).sort()).toEqual(expected.sort());
+  });
+
+  it('keeps the credentials of an upstream URL out of the log, the status and a call’s error', async () => {
+    const lines: string[] = [];
+    const conn = new UpstreamConnection(
+      'creds',
+      // fetch refuses a URL with credentials, quoting it whole: nothing needs to listen there.
+      { url: 'http://bot:s3cretpw@127.0.0.1:9/mcp?api_key=QUERYKEY', headers: {} },
+      {
+        healthIntervalMs: 60_000,
+        requestTimeoutMs: 5_000,
+        messageMaxBytes: 16 << 20,
+        onState: () => undefined,
+        log: pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) }),
+      },
+    );
+    try {
+      conn.start();
+      await until(() => conn.state.error !== undefined);
+      const called = await conn.call('echo', {}, 1000).then(
+        () => '',
+        (err: unknown) => String(err),
+      );
+      const seen = [lines.join(''), conn.state.error ?? '', called];
+      expect(seen[0]).toContain('Upstream MCP server not reachable');
+      expect(seen[1]).toContain('127.0.0.1:9/mcp');
+      for (const text of seen) for (const secret of ['s3cretpw', 'QUERYKEY']) expect(text).not.toContain(secret);
+    } finally {
+      await conn.stop();
+    }
   });
 });
 
