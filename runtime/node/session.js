@@ -138,19 +138,40 @@ class NodeSession {
       if (compiled.isAsync) value = await withDeadline(Promise.race([value, exited]), deadline - Date.now());
       if (this.exit) return exitOutcome(this.exit);
       if (value === undefined) return { status: 'ok' };
-      const text = util.inspect(value);
+      // The value's own code (a custom inspect, a Proxy's traps) runs here: as the code's.
+      const text = this.asCode(() => util.inspect(value), deadline);
       const result = capChars(text, cap);
       return { status: 'ok', result, resultTruncated: result.length < text.length };
     } catch (err) {
-      if (read(err, 'code') === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { status: 'timeout', error: timeoutError(timeoutMs) };
-      if (err === TIMED_OUT) return { status: 'timeout', error: timeoutError(timeoutMs) };
+      if (isScriptTimeout(err) || err === TIMED_OUT) return { status: 'timeout', error: timeoutError(timeoutMs) };
       if (this.exit) return exitOutcome(this.exit);
-      if (isExitRequest(err)) return exitOutcome(err);
-      return { status: 'error', error: describeError(err, code, filename) };
+      // Reading what was thrown runs its getters, traps and toString: as the code's too.
+      try {
+        return this.asCode(() => (isExitRequest(err) ? exitOutcome(err) : { status: 'error', error: describeError(err, code, filename) }), deadline);
+      } catch (again) {
+        if (isScriptTimeout(again)) return { status: 'timeout', error: timeoutError(timeoutMs) };
+        return { status: 'error', error: { ename: 'Error', evalue: 'the thrown value could not be read', traceback: '' } };
+      }
     } finally {
       this.running = false;
       // The exit code a call set is its own, not the next call's.
       process.exitCode = undefined;
+    }
+  }
+
+  /**
+   * fn() under vm's timeout for what is left of the call until `deadline` (at least 1 ms): code of
+   * the session's (a custom inspect, a getter or Proxy trap of a thrown value, a toString) that
+   * loops is interrupted at the call's timeout, as the code itself is, instead of running on until
+   * the watchdog gives the kernel up. Throws what fn throws, ERR_SCRIPT_EXECUTION_TIMEOUT included.
+   */
+  asCode(fn, deadline) {
+    const global = vm.runInContext('globalThis', this.context);
+    Object.defineProperty(global, AS_CODE, { value: fn, configurable: true, enumerable: false, writable: false });
+    try {
+      return AS_CODE_SCRIPT.runInContext(this.context, { timeout: Math.max(1, deadline - Date.now()), displayErrors: false });
+    } finally {
+      Reflect.deleteProperty(global, AS_CODE);
     }
   }
 
@@ -232,6 +253,16 @@ function* returnLastVariants(code, info) {
 }
 
 const TIMED_OUT = Symbol('timed out');
+// The name under which asCode() hands its function to the context for one run of AS_CODE_SCRIPT.
+const AS_CODE = `__codemode_as_code_${process.pid}`;
+const AS_CODE_SCRIPT = new vm.Script(`globalThis[${JSON.stringify(AS_CODE)}]()`, { filename: 'codemode' });
+
+/** vm's timeout error (a native error whose own `code` says so): read without running code of the session's. */
+function isScriptTimeout(err) {
+  if (!util.types.isNativeError(err)) return false;
+  const code = Object.getOwnPropertyDescriptor(err, 'code');
+  return code !== undefined && 'value' in code && code.value === 'ERR_SCRIPT_EXECUTION_TIMEOUT';
+}
 
 function withDeadline(promise, ms) {
   let timer;

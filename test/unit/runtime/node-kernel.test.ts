@@ -305,6 +305,37 @@ describe('node kernel with two relays', () => {
   });
 });
 
+describe('node kernel running code of the session after the cell', () => {
+  let session: Awaited<ReturnType<typeof startSession>>;
+  beforeAll(async () => {
+    session = await startSession('node');
+  });
+  afterAll(() => session.stop());
+
+  // A result's custom inspect, or a getter, Proxy trap or toString of what was thrown, is the
+  // session's code too: interrupted at the call's timeout like the cell, not left to the watchdog,
+  // which gives the kernel (and the session's state) up.
+  it.each([
+    ['a looping custom inspect', "({ [Symbol.for('nodejs.util.inspect.custom')]() { while (true) {} } })"],
+    ['a looping custom inspect after an await', "await null;\n({ [Symbol.for('nodejs.util.inspect.custom')]() { while (true) {} } })"],
+    ['a thrown value whose stack getter loops', 'throw { get stack() { while (true) {} } }'],
+    ['a thrown Proxy whose getPrototypeOf trap loops', 'throw new Proxy({}, { getPrototypeOf() { while (true) {} } })'],
+    [
+      'a thrown error whose message converts forever',
+      "const e1 = new Error('x'); Object.defineProperty(e1, 'message', { get: () => ({ toString() { while (true) {} } }) }); throw e1",
+    ],
+  ])(
+    'interrupts %s at the timeout and keeps the session',
+    async (_name, code) => {
+      const { client } = session;
+      await client.exec('kept = 7');
+      expect((await client.exec(code, { timeoutMs: 300 })).frame).toMatchObject({ status: 'timeout', error: { ename: 'Timeout' } });
+      expect((await client.exec('kept')).frame).toMatchObject({ status: 'ok', result: '7' });
+    },
+    20_000,
+  );
+});
+
 describe('node kernel that cannot interrupt a call', () => {
   it('replies lost and exits when a loop runs after an await', async () => {
     const { kernel, client, stop } = await startSession('node');
