@@ -17,6 +17,7 @@ import { isApiUnavailable } from '../../util/network-error.js';
 import { ProfileArg, ServersArg, ToolCallsOutput, codeModeDescription, toolCallsOutput } from './code-mode.js';
 import { DisplayOutput, displayContent, displaySummary } from './display-content.js';
 import { progressReporter } from './progress.js';
+import { holdResult } from './result-hold.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -157,13 +158,6 @@ export function toStructured(outcome: RunOutcome): ExecuteCodeOutput {
   };
 }
 
-/** About what a result holds until sent: its texts twice (the text and structuredContent) and its displays. */
-export function replyBytes(outcome: RunOutcome): number {
-  const texts = outcome.stdout.length + outcome.stderr.length + (outcome.result?.length ?? 0);
-  const display = (outcome.display ?? []).reduce((n, d) => n + (d.kind === 'image' ? d.data.length : d.text.length), 0);
-  return 2 * texts + display;
-}
-
 function errorResult(text: string): CallToolResult {
   return { content: [{ type: 'text', text }], isError: true };
 }
@@ -243,13 +237,12 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
     );
     const failure = isRunError(outcome) ? failureText(outcome, timeoutSeconds, options) : undefined;
     await logLifecycle(ctx, outcome.phase === 'Succeeded' ? 'info' : 'warning', outcome, logger);
-    // The result is the caller's to hold until it has been sent (body-budget.ts): a client reading
-    // results with images slowly (never cut) would otherwise pile them up in the replica, call after
-    // call; past the user's share their next requests are refused until these have gone.
-    holdOf(ctx.http?.req)?.add(replyBytes(outcome));
+    // The result is the caller's to hold until it has been sent (result-hold.ts): its images only
+    // as far as the caller's share has room for them.
+    const sent = holdResult(outcome, holdOf(ctx.http?.req));
     return {
-      content: [{ type: 'text', text: formatRunText(outcome, failure) }, ...displayContent(outcome.display)],
-      structuredContent: toStructured(outcome),
+      content: [{ type: 'text', text: formatRunText(sent, failure) }, ...displayContent(sent.display)],
+      structuredContent: toStructured(sent),
       ...(failure !== undefined && { isError: true }),
     };
   } catch (err) {

@@ -1,16 +1,18 @@
 // What one user's execute_code results may hold of the replica while they are sent: a client that
-// reads its results slowly is never cut (stall-guard.ts), so results with images, read slowly call
-// after call, piled up in the replica's memory until it ended, with every other user's calls. A
-// result counts against its user's share of the body budget (body-budget.ts) until it has been
-// sent, and so do its progress notifications: past the share, that user's next requests are
-// refused (429); other users are served. Over real HTTP with two token users.
+// reads its results slowly is never cut (stall-guard.ts), and a run's slot is freed when it ends, so
+// results with images, read slowly or finishing many at once, piled up in the replica's memory until
+// it ended, with every other user's calls. A result's images are taken from its user's share of the
+// body budget (body-budget.ts) before its reply is made, and one without room is left out with a
+// note (result-hold.ts); its texts and progress notifications count too until sent. Over real HTTP
+// with two token users.
 import { connect, type Socket } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
 import type { ServerContext } from '@modelcontextprotocol/server';
+import type { DisplayItem } from '../../../src/exec/display.js';
 import { BodyBudget, keepHold } from '../../../src/gateway/body-budget.js';
-import { replyBytes } from '../../../src/gateway/tools/execute-code.js';
+import { holdResult, replyBytes } from '../../../src/gateway/tools/result-hold.js';
 import { progressReporter } from '../../../src/gateway/tools/progress.js';
 import type { OutputChunk } from '../../../src/runs/types.js';
 import { TEST_OPTIONS, outcome, sleep, startGateway, type Gateway } from './harness.js';
@@ -36,6 +38,34 @@ describe('replyBytes', () => {
     ],
   ])('%s', (_n, o, bytes) => {
     expect(replyBytes(o)).toBe(bytes);
+  });
+});
+
+describe('holdResult', () => {
+  const img = (n: number): DisplayItem => ({ kind: 'image', mime: 'image/png', data: 'x'.repeat(n), bytes: (n * 3) / 4 });
+  const shown = outcome({ stdout: 'ab', display: [img(40), { kind: 'text', format: 'html', text: 'hh' }, img(40)] });
+  it.each<[string, [string, number][], string[], number]>([
+    ['room for both images: the result is sent whole', [], ['image', 'text', 'image'], 4 + 2 + 80],
+    ['room for one: the second is a note', [['alice', 40]], ['image', 'text', 'note:user'], 40 + 4 + 2 + 40],
+    ["the user's share is full: notes that say so", [['alice', 94]], ['note:user', 'text', 'note:user'], 94 + 4 + 2],
+    ["the replica's total is full: notes that say so", [['bob', 100]], ['note:total', 'text', 'note:total'], 4 + 2],
+  ])('%s', (_name, before, kinds, aliceHolds) => {
+    const budget = new BodyBudget({ perUserBytes: 100, totalBytes: 140 });
+    for (const [user, bytes] of before) budget.hold(user).add(bytes);
+    const sent = holdResult(shown, budget.hold('alice'));
+    const kind = (d: DisplayItem): string =>
+      d.kind === 'image'
+        ? 'image'
+        : d.format !== 'note'
+          ? 'text'
+          : /one user may/.test(d.text)
+            ? 'note:user'
+            : /its limit/.test(d.text)
+              ? 'note:total'
+              : d.format;
+    expect(sent.display?.map(kind)).toEqual(kinds);
+    expect(budget.held('alice')).toBe(aliceHolds);
+    expect(sent.stdout).toBe('ab');
   });
 });
 
@@ -72,7 +102,7 @@ describe('results held while they are sent, over HTTP', () => {
     gateway = await startGateway(
       {},
       { authenticator: tokens },
-      { bodyBudget: { perUserBytes: 8 * MiB, totalBytes: 64 * MiB }, onAdmissionRejected: (limit) => void rejections.push(limit) },
+      { bodyBudget: { perUserBytes: 20 * MiB, totalBytes: 64 * MiB }, onAdmissionRejected: (limit) => void rejections.push(limit) },
     );
     gateway.setReady(true);
     // Three 4 MiB images: a 16 MiB result, more than the sockets' buffers take at once.
@@ -102,7 +132,7 @@ describe('results held while they are sent, over HTTP', () => {
     return socket;
   }
 
-  const post = (token: string): Promise<Response> =>
+  const post = (token: string, code: string): Promise<Response> =>
     fetch(gateway.url, {
       method: 'POST',
       headers: {
@@ -111,28 +141,42 @@ describe('results held while they are sent, over HTTP', () => {
         'mcp-protocol-version': '2025-06-18',
         authorization: `Bearer ${token}`,
       },
-      body: call('print(1)'),
+      body: call(code),
     });
 
+  /** The content types of a result's reply, images and the notes that replaced them. */
+  async function shown(res: Response): Promise<string[]> {
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    const json = text.startsWith('{') ? text : (text.split('\n').find((l) => l.startsWith('data: {"result"')) ?? '').slice(6);
+    const result = (JSON.parse(json) as { result: { content: Array<{ type: string; text?: string }> } }).result;
+    return result.content
+      .filter((c) => c.type === 'image' || /\[note\]/.test(c.text ?? ''))
+      .map((c) => (c.type === 'image' ? 'image' : /the most one user may/.test(c.text ?? '') ? 'note: user share' : 'note'));
+  }
+
   it.each([
-    ['the same user, while the result is unsent, is refused (429)', ALICE, 429, ['user_request_bytes']],
-    ['another user is served', BOB, 200, []],
-  ])('%s', async (_n, token, status, limits) => {
+    [
+      "the same user's next result, while one is unsent: its images are left out, with a note",
+      ALICE,
+      ['note: user share', 'note: user share', 'note: user share'],
+    ],
+    ["another user's is sent whole", BOB, ['image', 'image', 'image']],
+  ])('%s', async (_n, token, kinds) => {
     rejections.length = 0;
     const socket = await unreadResult();
     try {
-      const res = await post(token);
-      expect(res.status).toBe(status);
-      if (status === 429) expect(await res.text()).toMatch(/the most one user may/);
-      else await res.text();
-      expect(rejections).toEqual(limits);
+      // A request without images is served: the unread result holds no more than its images.
+      const small = await post(token, 'print(1)');
+      expect(small.status).toBe(200);
+      await small.text();
+      expect(await shown(await post(token, 'show()'))).toEqual(kinds);
+      expect(rejections).toEqual([]);
     } finally {
       socket.destroy();
     }
     // Once the result's connection has ended, what it held is given back.
     await sleep(100);
-    const again = await post(ALICE);
-    expect(again.status).toBe(200);
-    await again.text();
+    expect(await shown(await post(ALICE, 'show()'))).toEqual(['image', 'image', 'image']);
   });
 });
