@@ -14,6 +14,7 @@ import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
 import { oversizedId, oversizedIdRefused } from './message-ids.js';
 import { RequestRate } from './request-rate.js';
 import { StallGuard } from './stall-guard.js';
+import { errorHead } from '../log/error-head.js';
 import { hostValidation } from './host-validation.js';
 import { mcpServerFactory } from './server.js';
 import type { GatewayDeps } from './types.js';
@@ -35,8 +36,9 @@ export function createApp(deps: GatewayDeps): Hono {
     // The SDK's 4 MiB default would refuse valid requests.
     maxRequestBodySize: MAX_MCP_BODY_BYTES,
     // Called for requests the SDK refused (bad content type, unknown protocol version, ...):
-    // client mistakes, so debug level; the client already got the error.
-    onerror: (err) => logger.debug({ err: err.message }, 'Rejected MCP request'),
+    // client mistakes, so debug level; the client already got the error. Its message can quote the
+    // request (a header's value, the body's tool name, of any size): only its head is logged.
+    onerror: (err) => logger.debug({ err: errorHead(err) }, 'Rejected MCP request'),
   });
 
   const app = new Hono();

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_NAME, SERVER_VERSION } from '../../../src/gateway/server.js';
-import { connectClient, startGateway } from './harness.js';
+import { MCP_POST_HEADERS, connectClient, rawRequest, startGateway } from './harness.js';
 import type { Gateway } from './harness.js';
 
 describe('gateway app', () => {
@@ -84,5 +84,28 @@ describe('gateway app', () => {
   it('answers 2025-era session operations with 405: there are no sessions to resume', async () => {
     const res = await fetch(gateway.url, { method: 'GET', headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(405);
+  });
+
+  // The SDK reports the requests it refuses (debug level) with messages that quote the request:
+  // the line keeps the library's words, never the client's, and stays short whatever it sent.
+  it('logs a refused MCP request without what the client sent', async () => {
+    const before = gateway.logLines.length;
+    const name = `execute_code${'S'.repeat(1_000_000)}`;
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': {},
+      'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
+    };
+    const res = await rawRequest(gateway.port, '/mcp', {
+      method: 'POST',
+      headers: { ...MCP_POST_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'HEADERSECRET' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { code: 'x' }, _meta: meta } }),
+    });
+    expect(res.status).toBe(400);
+    const lines = gateway.logLines.slice(before).filter((l) => l.includes('Rejected MCP request'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('Rejected inbound request (name-header-mismatch)');
+    expect(lines[0]).not.toMatch(/HEADERSECRET|SSSS/);
+    expect(lines[0]?.length).toBeLessThan(1000);
   });
 });
