@@ -11,6 +11,12 @@ const DEFAULTS = { displayMaxImageBytes: 2 * 1024 * 1024, displayMaxBytes: 5 * 1
 const IMAGES = { '.png': ['image/png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])], '.jpg': ['image/jpeg', Buffer.from([0xff, 0xd8, 0xff])] };
 const TEXTS = { '.html': 'html', '.table': 'table', '.txt': 'text' };
 const FIGURES_DIR = process.env.CODEMODE_FIGURES_DIR || '/workspace/figures';
+// A figure's number: the gateway takes a path of 1 to 9 digits only (src/exec/display.ts), so the
+// numbering goes on only from names like that (a file named by a timestamp in ms, 1e21.png or
+// 0x10.png would have made every later path one it refuses, losing every image after), and an
+// image past the last such number is returned unsaved.
+const FIGURE_NUMBER = /^[0-9]{1,9}$/;
+const MAX_FIGURE = 999_999_999;
 
 function limitsOf(msg) {
   const out = {};
@@ -54,7 +60,14 @@ let nextFigure;
 function saveFigure(data, ext) {
   try {
     fs.mkdirSync(FIGURES_DIR, { recursive: true });
-    if (nextFigure === undefined) nextFigure = Math.max(0, ...fs.readdirSync(FIGURES_DIR).map((n) => Number(n.split('.')[0])).filter(Number.isInteger)) + 1;
+    if (nextFigure === undefined) {
+      nextFigure = 1;
+      for (const n of fs.readdirSync(FIGURES_DIR)) {
+        const stem = n.split('.')[0];
+        if (FIGURE_NUMBER.test(stem)) nextFigure = Math.max(nextFigure, Number(stem) + 1);
+      }
+    }
+    if (nextFigure > MAX_FIGURE) return undefined;
     const file = path.join(FIGURES_DIR, `${nextFigure++}${ext}`);
     fs.writeFileSync(file, data);
     return file;

@@ -60,6 +60,10 @@ def _read(path, size_cap):
         os.close(fd)
 
 
+# The largest figure number: the gateway takes a path of 1 to 9 digits only.
+MAX_FIGURE = 999_999_999
+
+
 class Figures:
     """Saves a session's images in /workspace/figures/<n>.<ext>, numbered on from what is there."""
 
@@ -72,9 +76,13 @@ class Figures:
         try:
             os.makedirs(self._dir, exist_ok=True)
             if self._next is None:
-                # ASCII digits only: "²".isdigit() too, and int() of it raised, losing every image after.
-                nums = [int(n.split(".")[0]) for n in os.listdir(self._dir) if n.split(".")[0].isascii() and n.split(".")[0].isdigit()]
+                # 1 to 9 ASCII digits only: "²".isdigit() too, and int() of it raised; and the
+                # gateway takes a path of at most 9 digits (src/exec/display.ts), so numbering on
+                # from a longer name (a timestamp in ms) would lose every image after it.
+                nums = [int(s) for s in (n.split(".")[0] for n in os.listdir(self._dir)) if 0 < len(s) <= 9 and s.isascii() and s.isdigit()]
                 self._next = max(nums, default=0) + 1
+            if self._next > MAX_FIGURE:
+                return None  # past the last number the gateway takes: the image goes back unsaved
             path = os.path.join(self._dir, "%d%s" % (self._next, ext))
             self._next += 1
             with open(path, "wb") as f:

@@ -40,12 +40,16 @@ describe('display items in the python kernel', () => {
     ['nothing', '', '1.png'],
     ['2.png and notes.txt', 'open(f + "/2.png", "wb").close()\nopen(f + "/notes.txt", "w").close()', '3.png'],
     ['a file named with a superscript digit', 'open(f + "/\u00b2.png", "wb").close()', '1.png'],
+    // The gateway takes a path of at most 9 digits: a longer number would refuse every image after.
+    ['a file named by a timestamp in ms', 'open(f + "/1733456789012.png", "wb").close()', '1.png'],
+    ['the last number the gateway takes', 'open(f + "/999999999.png", "wb").close()', undefined],
   ])('saves an image after a figures directory holding %s', async (_name, write, saved) => {
     session = await startSession('python');
     const f = JSON.stringify(session.kernel.figuresDir);
     const { frame, displays } = await session.client.exec(`import os\nf = ${f}\nos.makedirs(f, exist_ok=True)\n${write}\ndisplay(${PNG})`);
     expect(frame).toMatchObject({ status: 'ok' });
-    expect(displays).toEqual([expect.objectContaining({ kind: 'image', path: join(session.kernel.figuresDir, saved) })]);
+    expect(displays).toEqual([expect.objectContaining({ kind: 'image' })]);
+    expect(displays[0]?.path).toBe(saved && join(session.kernel.figuresDir, saved));
   });
 
   it.each([
@@ -121,6 +125,25 @@ require('fs').writeFileSync(process.env.CODEMODE_DISPLAY_DIR + '/z.png', 'GIF89a
       expect.objectContaining({ kind: 'text', format: 'note', text: expect.stringContaining('not a PNG') }),
     ]);
     expect(readFileSync(join(session.kernel.figuresDir, '1.png')).length).toBe(11);
+  });
+
+  // Numbered on only from names the gateway takes (1 to 9 digits): a longer number, or one
+  // Number() reads from another form, would make every later path one it refuses.
+  it.each([
+    ['2.png and notes.txt', "w('2.png'); w('notes.txt')", '3.png'],
+    ['a file named by a timestamp in ms', "w('1733456789012.png')", '1.png'],
+    ['files named 1e21, 0x10 and Infinity', "w('1e21.png'); w('0x10.png'); w('Infinity.png')", '1.png'],
+    ['the last number the gateway takes', "w('999999999.png')", undefined],
+  ])('saves an image after a figures directory holding %s', async (_name, write, saved) => {
+    session = await startSession('node');
+    const f = JSON.stringify(session.kernel.figuresDir);
+    const code = `const fs = require('fs'); fs.mkdirSync(${f}, { recursive: true }); const w = (n) => fs.writeFileSync(${f} + '/' + n, '');
+${write}
+display(new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3])); 1`;
+    const { frame, displays } = await session.client.exec(code);
+    expect(frame).toMatchObject({ status: 'ok' });
+    expect(displays).toEqual([expect.objectContaining({ kind: 'image' })]);
+    expect(displays[0]?.path).toBe(saved && join(session.kernel.figuresDir, saved));
   });
 
   it('lets the texts of one call share its cap', async () => {
