@@ -678,7 +678,7 @@ export const FIELDS = {
       env: 'CODEMODE_USER_MAX_SESSIONS',
       default: '0',
       description:
-        'Live SandboxSessions one user may own across all gateway replicas; create_session beyond it is refused. Applies to the admin groups too. 0: no per-user limit.',
+        'Live SandboxSessions one user may own across all gateway replicas; create_session beyond it is refused, and a SandboxSession applied with kubectl beyond it fails (reason UserSessionLimit) without a pod. Applies to the admin groups too. 0: no per-user limit.',
       allowed: 'an integer from 0 to 10000',
     },
     int(0, 10000),

@@ -16,6 +16,7 @@ export type ControllerOptions = RunEngineOptions &
     | 'warmPoolMin'
     | 'warmPoolMax'
     | 'packagesTimeoutSeconds'
+    | 'userMaxSessions'
   > & {
     /** Unique per process: recorded on the runs this process executes. */
     readonly identity: string;

@@ -35,8 +35,9 @@ import type { SandboxGate } from '../selfcheck/checker.js';
 import type { ControllerOptions } from './options.js';
 import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
+import { userSessionCapRefusal } from './session-cap.js';
 import { controls, foreignPodMessage, readPod, sessionPod } from '../sessions/session-pod.js';
-import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from './session-status.js';
+import { computeSessionStatus, controllerOwned, failedStatus, sessionStatusChanged } from './session-status.js';
 import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
@@ -139,26 +140,33 @@ export class SandboxSessionController {
       else if (found.kind === 'foreign') return this.foreignPod(session, podName, exp.remainingMs, now);
     }
     const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
+    let overCap: string | undefined;
     if (!pod && !terminal && session.status?.phase !== 'Ready') {
       const refused = await this.d.gate?.refusal();
       if (refused !== undefined) {
         await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.SandboxNotEnforced, message: refused });
         return { requeueAfterMs: exp.remainingMs };
       }
-      const profile = this.d.profiles?.resolve(session.spec.profile) ?? builtinProfile(this.d.opts);
-      if (isRefusal(profile)) {
-        await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: `${profile.message} ${profile.hint}` });
-        return { requeueAfterMs: exp.remainingMs };
+      // Once, before the session first gets a phase (a limit lowered later ends no session). A
+      // session refused goes on below with no pod, to its Failed status and Event.
+      overCap = session.status?.phase === undefined ? userSessionCapRefusal(session, this.d.sessions.list(ns), opts.userMaxSessions) : undefined;
+      if (overCap === undefined) {
+        const profile = this.d.profiles?.resolve(session.spec.profile) ?? builtinProfile(this.d.opts);
+        if (isRefusal(profile)) {
+          await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: `${profile.message} ${profile.hint}` });
+          return { requeueAfterMs: exp.remainingMs };
+        }
+        pod = await this.claimWarm(session, profile.name);
+        if (pod?.metadata?.name) podName = pod.metadata.name;
+        else pod = await this.createPod(session, podName, profile);
       }
-      pod = await this.claimWarm(session, profile.name);
-      if (pod?.metadata?.name) podName = pod.metadata.name;
-      else pod = await this.createPod(session, podName, profile);
     }
 
     const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
     let next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
-    if (next.phase === 'Ready' && session.status?.phase !== 'Ready' && (session.spec.packages?.length ?? 0) > 0) {
+    if (overCap !== undefined) next = failedStatus(next, SessionReasons.UserSessionLimit, overCap, session.metadata.generation, now);
+    else if (next.phase === 'Ready' && session.status?.phase !== 'Ready' && (session.spec.packages?.length ?? 0) > 0) {
       next = await this.installPackages(session, podName, next, now);
     }
     if (sessionStatusChanged(session.status, next)) {
@@ -204,7 +212,7 @@ export class SandboxSessionController {
   private async installPackages(session: SandboxSession, podName: string, next: SandboxSessionStatus, now: Date): Promise<SandboxSessionStatus> {
     const packages = session.spec.packages ?? [];
     const generation = session.metadata.generation;
-    if (!this.d.packages) return packagesFailedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now);
+    if (!this.d.packages) return failedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now);
     try {
       const r = await this.d.packages.install(session, podName, packages);
       this.d.events.record(
@@ -218,7 +226,7 @@ export class SandboxSessionController {
     } catch (err) {
       if (!(err instanceof PackageError)) throw err;
       const reason = err.kind === 'refused' ? SessionReasons.PackagesRefused : SessionReasons.PackagesFailed;
-      return packagesFailedStatus(next, reason, `${err.message} ${err.hint}`, generation, now);
+      return failedStatus(next, reason, `${err.message} ${err.hint}`, generation, now);
     }
   }
 

@@ -75,16 +75,11 @@ function unbounded(
 }
 
 /**
- * A session whose spec.packages could not be installed never becomes Ready: Failed, with the
- * installer's sentence (which package and why). Pure, like computeSessionStatus.
+ * A session that never becomes Ready — its spec.packages could not be installed (the installer's
+ * sentence says which package and why), or its owner was at the session limit: Failed, with the
+ * reason. Pure, like computeSessionStatus.
  */
-export function packagesFailedStatus(
-  next: SandboxSessionStatus,
-  reason: string,
-  message: string,
-  generation: number | undefined,
-  now: Date,
-): SandboxSessionStatus {
+export function failedStatus(next: SandboxSessionStatus, reason: string, message: string, generation: number | undefined, now: Date): SandboxSessionStatus {
   return boundMessages({
     ...next,
     phase: 'Failed',

@@ -5,7 +5,7 @@
 // admitting in the same instant (before either's object reaches the other's cache, typically
 // well under a second) may pass a limit by one each. The decisions are pure (table-tested).
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { Owner } from '../api/v1alpha1/index.js';
+import { SessionReasons, type Owner } from '../api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { AdmissionError } from './admission.js';
 
@@ -45,7 +45,7 @@ export interface LocalUse {
 
 type Obj = KubernetesObject & {
   spec?: { owner?: { user?: unknown }; session?: unknown; timeoutSeconds?: unknown };
-  status?: { phase?: unknown; startTime?: unknown; expiresAt?: unknown; calls?: unknown };
+  status?: { phase?: unknown; reason?: unknown; startTime?: unknown; expiresAt?: unknown; calls?: unknown };
 };
 
 /** The calls an audit record covers (status.calls) as name and start, or undefined for a record of one. */
@@ -96,7 +96,9 @@ export function userUsage(
   const live = new Set<string>();
   const expiries: number[] = [];
   for (const s of sessions as readonly Obj[]) {
-    if (!owns(s, user)) continue;
+    // One the controller refused for this limit never started (a SandboxSession applied with
+    // kubectl beyond it): it holds nothing, and the controller does not count it either.
+    if (!owns(s, user) || (s.status?.phase === 'Failed' && s.status.reason === SessionReasons.UserSessionLimit)) continue;
     live.add(s.metadata?.name ?? '');
     const exp = Date.parse(String(s.status?.expiresAt ?? ''));
     if (!Number.isNaN(exp)) expiries.push(exp);

@@ -38,6 +38,8 @@ const condition = (status: 'True' | 'False', reason: string, message: unknown): 
 const event = (type: string, reason: string, action: string, note: unknown): World => ({ Events: [{ type, reason, action, note, regarding: key('s') }] });
 
 const GONE = "The session's pod is gone, and its state with it. Create a new session.";
+const OVER_CAP =
+  'User alice already has 1 live session; the limit is 1 per user (CODEMODE_USER_MAX_SESSIONS), whether a session is made with create_session or kubectl. Delete a session you no longer need, then create this one again.';
 
 /** The session failed InvalidSpec with `message` (its status only; no pod, no Event). */
 const invalidSpec = (message: string): Row['expected'] =>
@@ -141,6 +143,53 @@ const rows: Row[] = [
     key: 's',
     expected: invalidSpec(
       'Invalid SandboxSession: spec.idleTimeoutSeconds=600 is above the maximum 300 (600 is its default when left out): set it to at most 300.',
+    ),
+    requeued: true,
+  },
+  {
+    name: "a session beyond its owner's session limit (applied with kubectl): Failed UserSessionLimit, an Event, no pod",
+    env: { CODEMODE_USER_MAX_SESSIONS: '1' },
+    world: ({ at }) => ({
+      sessions: [
+        { name: 'a', spec: { ...spec, owner: { user: 'alice' } }, status: ready(at) },
+        { name: 'b', spec: { ...spec, owner: { user: 'bob' } }, status: ready(at) },
+        { name: 's', spec: { ...spec, owner: { user: 'alice' } } },
+      ],
+    }),
+    key: 's',
+    expected: withStatus(
+      's',
+      {
+        phase: 'Failed',
+        podName: expect.any(String),
+        reason: SessionReasons.UserSessionLimit,
+        message: OVER_CAP,
+        conditions: condition('False', SessionReasons.UserSessionLimit, OVER_CAP),
+      },
+      event('Warning', SessionReasons.UserSessionLimit, 'Start', OVER_CAP),
+    ),
+    requeued: true,
+  },
+  {
+    name: 'two sessions of one owner applied together at the limit: the later one fails, whichever is reconciled first',
+    env: { CODEMODE_USER_MAX_SESSIONS: '1' },
+    world: () => ({
+      sessions: [
+        { name: 'a', spec: { ...spec, owner: { user: 'alice' } } },
+        { name: 's', spec: { ...spec, owner: { user: 'alice' } } },
+      ],
+    }),
+    key: 's',
+    expected: withStatus(
+      's',
+      {
+        phase: 'Failed',
+        podName: expect.any(String),
+        reason: SessionReasons.UserSessionLimit,
+        message: OVER_CAP,
+        conditions: condition('False', SessionReasons.UserSessionLimit, OVER_CAP),
+      },
+      event('Warning', SessionReasons.UserSessionLimit, 'Start', OVER_CAP),
     ),
     requeued: true,
   },

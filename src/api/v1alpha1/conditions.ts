@@ -123,6 +123,8 @@ export const SessionReasons = {
   PackagesRefused: 'PackagesRefused',
   /** spec.packages could not be installed (not found, no wheel for the sandbox, the index unreachable); the message says which and why. */
   PackagesFailed: 'PackagesFailed',
+  /** Its owner already had CODEMODE_USER_MAX_SESSIONS sessions when it was to start (one applied with kubectl, say): it never starts. */
+  UserSessionLimit: 'UserSessionLimit',
 } as const;
 
 /** Reasons of Events that are not transitions of a phase. */

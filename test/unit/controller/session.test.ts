@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import { MAX_MESSAGE_LENGTH, SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { sessionExpiry } from '../../../src/controller/session-gc.js';
-import { computeSessionStatus, controllerOwned, packagesFailedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
+import { computeSessionStatus, controllerOwned, failedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 
@@ -134,7 +134,7 @@ describe('computeSessionStatus', () => {
         ),
       'Failed',
     ],
-    ['packages that failed with a long sentence', () => packagesFailedStatus({ phase: 'Pending' }, 'PackagesFailed', long, 1, now), 'Failed'],
+    ['packages that failed with a long sentence', () => failedStatus({ phase: 'Pending' }, 'PackagesFailed', long, 1, now), 'Failed'],
   ])('bounds the messages: %s', (_n, compute, phase) => {
     const s = compute();
     expect(s.phase).toBe(phase);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { LABEL_OWNER } from '../../../src/api/v1alpha1/index.js';
+import { LABEL_OWNER, SessionReasons } from '../../../src/api/v1alpha1/index.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
 import { UserLimits, userRefusal, userUsage, type LocalUse, type UserCaps, type UserUsage } from '../../../src/limits/user-limits.js';
 import { AdmissionError } from '../../../src/limits/admission.js';
@@ -81,6 +81,13 @@ describe('userUsage (what every replica sees, plus what this one started)', () =
         ['c', { user: 'alice', running: false, executedAtMs: NOW - 2000 }],
       ],
       { runs: 2, executions: 3 },
+    ],
+    [
+      'a session the controller refused for the limit (applied with kubectl) does not count',
+      [],
+      [session('s1', 'alice'), { ...session('s2', 'alice'), status: { phase: 'Failed', reason: SessionReasons.UserSessionLimit } } as KubernetesObject],
+      [],
+      { sessions: 1 },
     ],
     ['a session being created counts', [], [session('s1', 'alice')], [['s2', { user: 'alice', running: false, creatingSession: true }]], { sessions: 2 }],
   ])('%s', (_n, runs, sessions, local, expected) => {
