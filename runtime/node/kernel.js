@@ -15,6 +15,7 @@ const { NodeSession, ExitRequest, safeText, thrownText, isExitRequest } = requir
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
 const display = require('./display.js');
 const { Outcomes, checkKey } = require('./outcomes.js');
+const { Watch } = require('./bounds.js');
 
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
@@ -143,6 +144,7 @@ async function execute(conn, req) {
   const started = Date.now();
   const call = new CallOutput(req.id, req.capChars, conn.send);
   const sinceTicks = nowTicks();
+  const watch = new Watch();
   current = call;
   callStdin = { text: req.stdin || '', stream: null };
   Atomics.store(active, 0, ++seq);
@@ -169,11 +171,14 @@ async function execute(conn, req) {
     watchdog.postMessage({ op: 'end' });
     current = null;
   }
-  if (outcome.status === 'timeout') killStartedSince(process.pid, sinceTicks);
+  // The bounds the call met (bounds.js). Processes a call leaves running normally outlive it, but
+  // a fork bomb's must not hold the session's process cap (and its CPU) for the rest of its life.
+  const bounds = watch.report();
+  if (outcome.status === 'timeout' || bounds.processLimit) killStartedSince(process.pid, sinceTicks);
   call.finish();
   const { resultTruncated, ...rest } = outcome;
   const fields = call.resultFields();
-  return { ...rest, ...fields, truncated: fields.truncated || Boolean(resultTruncated), durationMs: Date.now() - started };
+  return { ...rest, ...fields, ...bounds, truncated: fields.truncated || Boolean(resultTruncated), durationMs: Date.now() - started };
 }
 
 function errorResult(ename, evalue) {

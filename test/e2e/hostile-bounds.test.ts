@@ -220,6 +220,38 @@ describe('resource bounds in a session', () => {
   );
 
   it(
+    'a fork bomb a node session call leaves running ends it as ProcessLimit, and the session lives on without it',
+    async () => {
+      const session = await newSession('node');
+      // Started apart from the call, which ends on its own before its timeout: only the process
+      // cap met during the call says what it left behind.
+      const r = await client.callTool('execute_code', {
+        session,
+        code: "require('child_process').spawn('bash', ['-c', 'f(){ f & f; }; f'], { stdio: 'ignore', detached: true }).unref()\nawait new Promise((r) => setTimeout(r, 3000))",
+        timeout_seconds: 20,
+      });
+      expect(r.structuredContent?.reason, text(r)).toBe('ProcessLimit');
+      expect(text(r)).toMatch(/more processes than the sandbox allows/);
+      // Everything the bomb started was killed with the call: the next call can start a process again.
+      const next = await client.callTool('execute_code', { session, code: "require('child_process').execFileSync('true').length" });
+      expect(next.structuredContent, text(next)).toMatchObject({ phase: 'Succeeded', result: '0' });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a full /tmp ends a node session call as DiskFull, naming /tmp',
+    async () => {
+      const session = await newSession('node');
+      const code = "const fs = require('fs')\nconst fd = fs.openSync('/tmp/fill', 'w')\nconst mb = Buffer.alloc(1 << 20)\nwhile (true) fs.writeSync(fd, mb)";
+      const r = await client.callTool('execute_code', { session, code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(text(r)).toMatch(/\/tmp reached its size limit/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'a full /tmp ends the call as DiskFull, naming /tmp',
     async () => {
       const session = await newSession('python');
