@@ -13,8 +13,14 @@ import { configureHttpServer } from './gateway/http-server.js';
 
 /** A replica that got SIGTERM serves at least this long (endpoints update meanwhile)… */
 const ENDPOINT_DRAIN_MS = 5_000;
-/** …and until no request has arrived for this long (clients have moved to other replicas). */
+/** …and until no request has arrived for this long (clients have moved to other replicas)… */
 const QUIET_MS = 2_000;
+/**
+ * …or this long at most (with the chart's preStop sleep, endpoints have had 15 s to drop the
+ * replica): later MCP requests are refused (503 + Retry-After), so a client calling the replica
+ * directly cannot hold it, and a run admitted by then still ends within the grace period.
+ */
+const MAX_DRAIN_MS = 10_000;
 /** Beyond the longest run: final status writes and closing streams. */
 const SHUTDOWN_MARGIN_S = 15;
 
@@ -63,9 +69,10 @@ async function main(): Promise<void> {
   ready = true;
 
   // SIGTERM: readiness fails at once, so the Service stops sending new requests here; requests
-  // already routed here during the endpoint update are still served for ENDPOINT_DRAIN_MS, then new
-  // MCP requests get 503 + Retry-After. Runs in flight get the whole time they were promised (the
-  // longest run: pod start-up plus the maximum timeout); the Lease is released first.
+  // already routed here during the endpoint update are still served until they stop coming (at
+  // least ENDPOINT_DRAIN_MS, at most MAX_DRAIN_MS), then new MCP requests get 503 + Retry-After.
+  // Runs in flight get the whole time they were promised (the longest run: pod start-up plus the
+  // maximum timeout); the Lease is released first.
   const shutdown = (signal: string): void => {
     if (stopping) return;
     stopping = true;
@@ -85,7 +92,7 @@ async function main(): Promise<void> {
     // again on a replica that stays, and server.close() below is not held open by them.
     shuttingDown.abort();
     void traffic
-      .settled({ minMs: ENDPOINT_DRAIN_MS, quietMs: QUIET_MS })
+      .settled({ minMs: ENDPOINT_DRAIN_MS, quietMs: QUIET_MS, maxMs: MAX_DRAIN_MS })
       .then(() => auth.stop())
       .then(() => operator.stop())
       .then(() => new Promise<void>((r) => server.close(() => r())))

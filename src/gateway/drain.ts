@@ -10,13 +10,21 @@
 // the second-replica fault test (not reproduced). A connection left idle needs no closing to move
 // its client: its next request is answered here with `Connection: close`. server.close() closes the idle ones at the end, once none has been
 // used for the quiet period.
+//
+// The wait for quiet is bounded (`maxMs`): a client that keeps calling the replica directly (its
+// pod address, or a proxy that still routes to it) would otherwise hold it, and every run it
+// started late would be cut when the shutdown's grace period ran out (exit 1). Past it, MCP
+// requests are refused with 503 and Retry-After, which tells the client to call again (through
+// the Service, elsewhere), and the drain ends once those in flight have been answered.
 
 /** When a draining replica may stop. */
 export interface DrainTimes {
   /** Serve at least this long after the drain began (endpoints update meanwhile). */
   minMs: number;
-  /** …and until no MCP request has arrived for this long. */
+  /** …and until no MCP request has arrived for this long… */
   quietMs: number;
+  /** …or until this long after the drain began: later MCP requests are refused (503). Absent: no bound. */
+  maxMs?: number;
 }
 
 export interface TrafficState {
@@ -27,7 +35,22 @@ export interface TrafficState {
 
 /** Pure: whether a replica draining since `startedAt` may stop at `now`. */
 export function drainSettled(s: TrafficState, startedAt: number, now: number, t: DrainTimes): boolean {
-  return now - startedAt >= t.minMs && s.inFlight === 0 && now - s.lastArrival >= t.quietMs;
+  return now - startedAt >= t.minMs && s.inFlight === 0 && (now - s.lastArrival >= t.quietMs || drainRefusing(startedAt, now, t));
+}
+
+/** Pure: whether a replica draining since `startedAt` refuses MCP requests at `now`. */
+export function drainRefusing(startedAt: number, now: number, t: DrainTimes): boolean {
+  return t.maxMs !== undefined && now - startedAt >= t.maxMs;
+}
+
+/** The answer to an MCP request that reached a replica too late in its drain. */
+export function drainRefused(): Response {
+  const message =
+    'This gateway replica is shutting down and takes no more requests. Nothing in this request was run. Retry: a new connection reaches a replica that stays.';
+  return Response.json(
+    { jsonrpc: '2.0', error: { code: -32000, message, data: { limit: 'shutting_down' } }, id: null },
+    { status: 503, headers: { 'Retry-After': '1', Connection: 'close' } },
+  );
 }
 
 type Fetch = (req: Request, env: unknown) => Response | Promise<Response>;
@@ -37,12 +60,16 @@ const POLL_MS = 100;
 /** Counts the MCP requests arriving and in flight through a server's fetch handler. */
 export class McpTraffic {
   private readonly state: TrafficState = { inFlight: 0, lastArrival: 0 };
+  /** Date.now() from which MCP requests are refused (the drain's maxMs). */
+  private refuseFrom = Infinity;
 
   constructor(private readonly inner: Fetch) {}
 
   /** The handler to serve: probes and scrapes keep coming to a stopping pod, so only /mcp counts. */
   readonly fetch = async (req: Request, env: unknown): Promise<Response> => {
     if (!new URL(req.url).pathname.startsWith('/mcp')) return this.inner(req, env);
+    // Not counted: a refused request holds nothing, and must not keep the drain from ending.
+    if (Date.now() >= this.refuseFrom) return drainRefused();
     this.state.inFlight++;
     this.state.lastArrival = Date.now();
     try {
@@ -52,9 +79,10 @@ export class McpTraffic {
     }
   };
 
-  /** Resolves once the drain that begins now may end (drainSettled), polling every 100 ms. */
+  /** Resolves once the drain that begins now may end (drainSettled), polling every 100 ms; refuses MCP requests from maxMs on. */
   settled(times: DrainTimes): Promise<void> {
     const startedAt = Date.now();
+    if (times.maxMs !== undefined) this.refuseFrom = startedAt + times.maxMs;
     return new Promise((resolve) => {
       const timer = setInterval(() => {
         if (!drainSettled(this.state, startedAt, Date.now(), times)) return;

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
-import { drainSettled, McpTraffic } from '../../../src/gateway/drain.js';
+import { drainRefusing, drainSettled, McpTraffic } from '../../../src/gateway/drain.js';
 
 const T = { minMs: 5000, quietMs: 2000 };
 
@@ -15,6 +15,16 @@ describe('drainSettled', () => {
     ['no call ever, at the minimum', { inFlight: 0, lastArrival: 0 }, 1000, 6000, true],
   ])('%s', (_name, state, startedAt, now, expected) => {
     expect(drainSettled(state, startedAt, now, T)).toBe(expected);
+  });
+
+  const bounded = { ...T, maxMs: 10_000 };
+  it.each([
+    ['calls still arriving, before the bound', { inFlight: 0, lastArrival: 9_900 }, 0, 9_999, false, false],
+    ['calls still arriving, at the bound: later ones are refused', { inFlight: 0, lastArrival: 9_900 }, 0, 10_000, true, true],
+    ['at the bound, a call in flight is still answered first', { inFlight: 1, lastArrival: 9_900 }, 0, 10_000, true, false],
+  ])('with a bound: %s', (_name, state, startedAt, now, refusing, expected) => {
+    expect(drainRefusing(startedAt, now, bounded)).toBe(refusing);
+    expect(drainSettled(state, startedAt, now, bounded)).toBe(expected);
   });
 });
 
@@ -95,5 +105,35 @@ describe('McpTraffic', () => {
     ]);
     clearInterval(probes);
     expect(outcome).toBe('settled');
+  });
+
+  it('ends the drain at its bound though a client keeps calling, and refuses its later calls with 503 and Retry-After', async () => {
+    const { url, traffic } = await serveApp(() => true);
+    const statuses: number[] = [];
+    let stop = false;
+    // A client calling the replica directly, never quiet for the quiet period.
+    const caller = (async () => {
+      while (!stop) {
+        const r = await fetch(`${url}/mcp`, { method: 'POST', body: 'x' }).catch(() => undefined);
+        if (r) {
+          statuses.push(r.status);
+          if (r.status === 503) expect(r.headers.get('retry-after')).toBe('1');
+          await r.text();
+        }
+        await new Promise((res) => setTimeout(res, 50));
+      }
+    })();
+    const outcome = await Promise.race([
+      traffic.settled({ minMs: 0, quietMs: 300, maxMs: 600 }).then(() => 'settled'),
+      new Promise((r) => setTimeout(() => r('still draining'), 3000)),
+    ]);
+    await new Promise((r) => setTimeout(r, 200));
+    stop = true;
+    await caller;
+    expect(outcome).toBe('settled');
+    // Served until the bound, refused after it.
+    expect(statuses[0]).toBe(200);
+    expect(statuses.at(-1)).toBe(503);
+    expect(statuses.slice(statuses.indexOf(503))).toEqual(statuses.slice(statuses.indexOf(503)).map(() => 503));
   });
 });
