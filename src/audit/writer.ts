@@ -16,7 +16,8 @@
 //   (AuditQueue): once it is full, a call takes the place of the largest holder's newest, or is
 //   dropped itself if its user is (or ties with) the largest holder; over the bound after a retry
 //   puts calls back, the largest holders' newest go.
-// - A failed write is retried only when it may succeed later (`retryable`: 429, 5xx, no answer);
+// - A failed write is retried only when it may succeed later (`retryable`: 429, 5xx, no answer;
+//   and a 403 of a full ResourceQuota, which frees up as records reach their TTL);
 //   then all writers pause with back-off (500 ms..30 s). A call whose writes have failed for
 //   `retryForMs` (10 min) is dropped, so no record blocks the others for ever. Any other failure
 //   (a 4xx, an error thrown before the request left) is dropped at once.
@@ -24,7 +25,8 @@ import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
 import { GROUP, MAX_AUDIT_CALLS, SANDBOXRUN_PLURAL, VERSION } from '../api/v1alpha1/index.js';
-import { httpStatus, isNotFound, retryable, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, httpStatus, isNotFound, retryable, statusOf, type KubeClients } from '../kube/clients.js';
+import { quotaExceeded } from '../limits/run-slots.js';
 import { AuditQueue, type Queued } from './queue.js';
 import { auditBatchStatus, auditRunBody, type AuditEntry } from './record.js';
 
@@ -62,6 +64,9 @@ const DROP_LOG_INTERVAL_MS = 60_000;
 
 /** The start of a drop's reason when the queue holds `capacity` calls. */
 const queueFull = (capacity: number): string => `the queue is full (CODEMODE_AUDIT_QUEUE_LENGTH=${capacity})`;
+
+/** The namespace's ResourceQuota refused the record (403 "exceeded quota"). */
+const overQuota = (err: unknown): boolean => quotaExceeded(statusOf(err), apiErrorMessage(err)) !== undefined;
 
 /** What a log line may say of a failed write: its HTTP status or its error class, never its message. */
 function failureOf(err: unknown): string {
@@ -203,7 +208,9 @@ export class AuditWriter {
       this.backoffMs = 0;
       for (const _ of entries) this.opts.onResult?.('written');
     } catch (err) {
-      if (retryable(err) && !this.stopped) {
+      // A full ResourceQuota (count/sandboxruns) frees up as records and runs reach their TTL:
+      // dropped at once, every user's calls would go while it is full — whoever filled it.
+      if ((retryable(err) || overQuota(err)) && !this.stopped) {
         this.retry(key, batch, err);
         return;
       }

@@ -12,6 +12,14 @@ import { finishedCall } from './entries.js';
 const entry = finishedCall;
 
 const apiErr = (code: number): Error => Object.assign(new Error(`HTTP-Code: ${code}`), { code, body: '{"message":"secret = 1"}' });
+const quotaErr = (): Error =>
+  Object.assign(new Error('HTTP-Code: 403'), {
+    code: 403,
+    body: JSON.stringify({
+      message:
+        'sandboxruns.codemode.dev "run-x" is forbidden: exceeded quota: codemode-sandboxes, requested: count/sandboxruns.codemode.dev=1, used: count/sandboxruns.codemode.dev=2000, limited: count/sandboxruns.codemode.dev=2000',
+    }),
+  });
 const refused = (): Error =>
   new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }) });
 
@@ -67,6 +75,7 @@ describe('AuditWriter: which failed writes are retried, and for how long', () =>
     ['a TypeError building or sending the body', new TypeError('Cannot convert "secret = 1" to a string')],
     ['a RangeError', new RangeError('Invalid string length: secret = 1')],
     ['a 422 the API server answered', apiErr(422)],
+    ['a 403 that is not a quota (RBAC)', apiErr(403)],
   ])('%s is dropped at once and does not stall the next session’s record', async (_what, err) => {
     const h = harness({ lingerMs: 0, concurrency: 1 }, (name) => (name === 'bad' ? err : undefined));
     h.writer.record(entry('alice', 's1', 'bad'));
@@ -87,6 +96,8 @@ describe('AuditWriter: which failed writes are retried, and for how long', () =>
     ['refused (fetch failed, ECONNREFUSED)', refused],
     ['a request timeout', () => new DOMException('The operation was aborted due to timeout', 'TimeoutError')],
     ['503 while the API server starts', () => apiErr(503)],
+    // Filled by whoever calls most (or by runs): it frees up as records and runs reach their TTL.
+    ['403 of a full ResourceQuota', () => quotaErr()],
   ])('%s is retried and written once the API server answers', async (_what, err) => {
     const h = harness({ lingerMs: 0 }, (_name, attempt) => (attempt <= 2 ? err() : undefined));
     h.writer.record(entry('alice', 's1', 'r0'));
