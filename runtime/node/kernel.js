@@ -58,6 +58,9 @@ if (!socketPath) {
 }
 // The `codemode` module (tool calls, runtime/sdk) for cells and the programs they start.
 prepareEnvironment(socketPath);
+// The kernel's own display directory, taken now: session code may change process.env (for the
+// programs it starts), and the kernel empties this directory at each call.
+const DISPLAY_DIR = process.env.CODEMODE_DISPLAY_DIR;
 // --held-grace-ms N: how long a call's tool requests wait for a recall after its stream went (tools.js).
 const graceArg = process.argv.indexOf('--held-grace-ms');
 const heldGraceMs = graceArg >= 0 ? Number(process.argv[graceArg + 1]) : undefined;
@@ -160,7 +163,7 @@ async function execute(conn, req) {
     fd: handle && handle.fd >= 0 ? handle.fd : undefined,
   });
   let outcome;
-  display.clear(process.env.CODEMODE_DISPLAY_DIR);
+  display.clear(DISPLAY_DIR);
   try {
     outcome = await session.run(req.code, `cell-${seq}`, req.timeoutMs, req.capChars);
   } catch (err) {
@@ -287,7 +290,7 @@ function dispatch(conn, msg) {
 /** The call's images, HTML and tables (display.js), saved in the workspace's figures too. */
 function displayed(req) {
   try {
-    return display.collect(process.env.CODEMODE_DISPLAY_DIR, display.limitsOf(req), req.capChars);
+    return display.collect(DISPLAY_DIR, display.limitsOf(req), req.capChars);
   } catch (err) {
     log('Failed to collect display items', { error: String(err) });
     return [];
@@ -326,7 +329,7 @@ function serve(sock) {
 
 function listen(socketPath) {
   fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
-  fs.mkdirSync(process.env.CODEMODE_DISPLAY_DIR, { recursive: true, mode: 0o700 });
+  fs.mkdirSync(DISPLAY_DIR, { recursive: true, mode: 0o700 });
   try {
     fs.unlinkSync(socketPath);
   } catch {

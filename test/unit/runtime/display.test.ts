@@ -2,7 +2,8 @@
 // codemode.display): what a call's code displays comes back as `display` frames before its
 // result, checked and capped in the kernel; hostile files in the display directory become notes.
 // Matplotlib and pandas are not on the test machine: the e2e (rich-outputs) covers them.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSession } from './harness.js';
@@ -144,6 +145,21 @@ display(new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]
     expect(frame).toMatchObject({ status: 'ok' });
     expect(displays).toEqual([expect.objectContaining({ kind: 'image' })]);
     expect(displays[0]?.path).toBe(saved && join(session.kernel.figuresDir, saved));
+  });
+
+  // The kernel empties its display directory at each call: the one it made, not one the code names.
+  it('keeps to its own display directory when the code points CODEMODE_DISPLAY_DIR elsewhere', async () => {
+    session = await startSession('node');
+    const elsewhere = mkdtempSync(join(tmpdir(), 'codemode-elsewhere-'));
+    try {
+      writeFileSync(join(elsewhere, 'keep.txt'), 'mine');
+      const first = await session.client.exec(`process.env.CODEMODE_DISPLAY_DIR = ${JSON.stringify(elsewhere)}; 1`);
+      const second = await session.client.exec('2');
+      expect([first.displays, second.displays]).toEqual([[], []]);
+      expect(readFileSync(join(elsewhere, 'keep.txt'), 'utf8')).toBe('mine');
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 
   it('lets the texts of one call share its cap', async () => {
