@@ -27,6 +27,7 @@ const PROGRESS_TOTAL_MAX_CHARS = 1024 * 1024;
 /**
  * What a notification costs the budget besides its text (its envelope): with at most two a tick,
  * a 5-minute run printing on both streams every tick still fits; a flood of tiny ones does not.
+ * The progress token, which every notification repeats, is charged on top (message-ids.ts bounds it).
  */
 const PROGRESS_NOTIFICATION_COST_CHARS = 64;
 
@@ -56,6 +57,8 @@ export class ProgressReporter {
     private readonly send: SendProgress,
     private readonly onSendError: (err: unknown) => void,
     private readonly heartbeatMs = 0,
+    /** What each notification costs the budget besides its text: its envelope and progress token. */
+    private readonly notificationChars = PROGRESS_NOTIFICATION_COST_CHARS,
   ) {
     this.armHeartbeat();
   }
@@ -95,7 +98,7 @@ export class ProgressReporter {
     if (message.length > PROGRESS_MESSAGE_MAX_CHARS) {
       message = `${message.slice(0, PROGRESS_MESSAGE_MAX_CHARS)}… (more output in the result)`;
     }
-    this.budget -= message.length + PROGRESS_NOTIFICATION_COST_CHARS;
+    this.budget -= message.length + this.notificationChars;
     this.enqueue(message);
   }
 
@@ -135,13 +138,15 @@ export function progressReporter(ctx: ServerContext, options: GatewayOptions, lo
   // What is sent waits in the replica until the client reads it: it counts against the caller's
   // share of the body budget until the response has ended, like the result (body-budget.ts).
   const hold = holdOf(ctx.http?.req);
+  const notificationChars = PROGRESS_NOTIFICATION_COST_CHARS + String(progressToken).length;
   return new ProgressReporter(
     (progress, message) => {
-      hold?.add(PROGRESS_NOTIFICATION_COST_CHARS + (message?.length ?? 0));
+      hold?.add(notificationChars + (message?.length ?? 0));
       return ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress, ...(message !== undefined && { message }) } });
     },
     (err) => logger.debug({ err }, 'Stopped sending progress'),
     (options.progressHeartbeatSeconds ?? DEFAULT_PROGRESS_HEARTBEAT_SECONDS) * 1000,
+    notificationChars,
   );
 }
 

@@ -134,6 +134,23 @@ describe('ProgressReporter per tick', () => {
     expect(sent.slice(before)).toEqual([undefined]);
     await reporter.close();
   });
+
+  it('charges the progress token each notification repeats, so a long one cannot multiply what the budget allows', async () => {
+    const token = 256;
+    const sent: Array<string | undefined> = [];
+    const reporter = new ProgressReporter(
+      async (_p, m) => void sent.push(m),
+      () => undefined,
+      0,
+      COST_PER_NOTIFICATION + token,
+    );
+    for (let i = 0; i < 20_000; i++) {
+      reporter.push(out('x'));
+      await vi.advanceTimersByTimeAsync(TICK_MS);
+    }
+    await reporter.close();
+    expect(sent).toHaveLength(Math.ceil(TOTAL_CHARS / (COST_PER_NOTIFICATION + token + 1)));
+  });
 });
 
 describe('ProgressReporter heartbeat', () => {

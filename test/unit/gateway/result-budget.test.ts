@@ -70,21 +70,22 @@ describe('holdResult', () => {
 });
 
 describe('progress notifications count against the hold of their request as they are sent', () => {
-  it.each<[string, OutputChunk[], number]>([
-    ['one stdout chunk: its text and a notification envelope (64)', [{ stream: 'stdout', text: 'a'.repeat(1000) }], 64 + 1000],
+  it.each<[string, OutputChunk[], number, string?]>([
+    ['one stdout chunk: its text, a notification envelope (64) and the token', [{ stream: 'stdout', text: 'a'.repeat(1000) }], 64 + 1 + 1000],
     [
       'both streams: one notification each',
       [
         { stream: 'stdout', text: 'a'.repeat(1000) },
         { stream: 'stderr', text: 'b'.repeat(500) },
       ],
-      64 + 1000 + 64 + 'stderr: '.length + 500,
+      64 + 1 + 1000 + 64 + 1 + 'stderr: '.length + 500,
     ],
-  ])('%s', async (_n, chunks, held) => {
+    ['a token of 200 characters: repeated in each', [{ stream: 'stdout', text: 'a'.repeat(1000) }], 64 + 200 + 1000, 'p'.repeat(200)],
+  ])('%s', async (_n, chunks, held, progressToken = 't') => {
     const budget = new BodyBudget({ perUserBytes: MiB, totalBytes: MiB });
     const req = new Request('http://127.0.0.1/mcp');
     keepHold(req, budget.hold('alice'));
-    const ctx = { mcpReq: { _meta: { progressToken: 't' }, notify: async () => undefined }, http: { req } } as unknown as ServerContext;
+    const ctx = { mcpReq: { _meta: { progressToken }, notify: async () => undefined }, http: { req } } as unknown as ServerContext;
     const reporter = progressReporter(ctx, { ...TEST_OPTIONS, progressHeartbeatSeconds: 0 }, pino({ level: 'silent' }));
     for (const c of chunks) reporter?.push(c);
     await reporter?.close();
