@@ -173,13 +173,18 @@ function expectedNames(props) {
 function checkArgs(schema, args) {
   if (!schema || typeof schema !== 'object') return [];
   const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
-  const problems = (Array.isArray(schema.required) ? schema.required : []).filter((r) => !(r in args)).map((r) => `missing required argument "${r}"`);
+  // The schema is the upstream's, any JSON: names that are not strings and property schemas that
+  // are not objects are skipped, as the gateway does.
+  const problems = (Array.isArray(schema.required) ? schema.required : [])
+    .filter((r) => typeof r === 'string' && !(r in args))
+    .map((r) => `missing required argument "${r}"`);
   for (const [k, v] of Object.entries(args)) {
     const p = Object.hasOwn(props, k) ? props[k] : undefined;
     if (p === undefined) {
       if (schema.additionalProperties === false) problems.push(`unknown argument "${k}" (expected: ${expectedNames(props)})`);
       continue;
     }
+    if (p === null || typeof p !== 'object') continue;
     const types = Array.isArray(p.type) ? p.type : typeof p.type === 'string' ? [p.type] : undefined;
     const t = jsonType(v);
     if (types && !types.some((x) => x === t || (x === 'number' && t === 'integer'))) problems.push(`argument "${k}" must be ${types.join(' or ')}, not ${t}`);

@@ -38,6 +38,9 @@ const CASES: Array<[string, Record<string, unknown>, Record<string, unknown>]> =
   ['unknown key, forbidden', schema, { title: 't', zzz: 1 }],
   ['unknown key, allowed', open, { zzz: 1, a: false }],
   ['no schema properties', {}, { anything: 1 }],
+  // An upstream's schema is any JSON: what is not a schema is skipped by all three, never thrown on.
+  ['a property schema that is null', { properties: { a: null, b: { type: 'string' } } }, { a: 1, b: 2 }],
+  ['required names that are not strings', { properties: {}, required: [null, 1, { a: 1 }, 'z'] }, {}],
   [
     'unknown key, many expected',
     { properties: Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`p${i}`, {}])), additionalProperties: false },
