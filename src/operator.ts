@@ -36,6 +36,7 @@ import { PackageInstaller } from './packages/installer.js';
 import { SessionPackages } from './packages/session-packages.js';
 import { ProfileCatalog } from './profiles/catalog.js';
 import type { SandboxShape } from './profiles/profile.js';
+import { keepActivityStamp } from './controller/session-gc.js';
 import { SANDBOXSESSION_PLURAL } from './api/v1alpha1/index.js';
 import { runCanary } from './selfcheck/canary-run.js';
 import { PolicyChangeWatch } from './selfcheck/policy-changes.js';
@@ -234,7 +235,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
   );
   const controller = new SandboxRunController({ clients, opts, log: log.child({ controller: 'sandboxrun' }), executor, runs, pods, metrics, slots, liveness });
 
-  const sessions = customResourceInformer(clients, ns, SANDBOXSESSION_PLURAL, log);
+  // Cached with the API server's stamp of the gateway's activity writes (idle GC, session-gc.ts).
+  const sessions = customResourceInformer(clients, ns, SANDBOXSESSION_PLURAL, log, { transform: keepActivityStamp });
   const runtimeFiles = options.runtimeFiles ?? (runtimeDir ? readRuntimeFiles(runtimeDir) : {});
   const hasKernels = Object.keys(runtimeFiles).length > 0;
   if (!hasKernels) log.warn('runtime/ (the session kernels) was not found next to the code: sessions cannot start');

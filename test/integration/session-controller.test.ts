@@ -3,7 +3,16 @@
 // row makes the controller create a real kernel pod.
 import { describe, expect, it } from 'vitest';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { GROUP, Reasons, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, SessionReasons, VERSION } from '../../src/api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GATEWAY_FIELD_MANAGER,
+  GROUP,
+  Reasons,
+  SANDBOXSESSION_KIND,
+  SANDBOXSESSION_PLURAL,
+  SessionReasons,
+  VERSION,
+} from '../../src/api/v1alpha1/index.js';
 import { KERNEL_LOST_NOTE } from '../../src/controller/session-controller.js';
 import { deleteNamespace } from '../e2e/helpers/kube.js';
 import { sessionRig, type SessionRig } from './helpers/rig.js';
@@ -205,6 +214,53 @@ const rows: Row[] = [
 describe('SandboxSession reconcile against the real API server', () => {
   // A loop rather than it.each: the rows' names are sentences, and it.each would cut them short.
   for (const row of rows) it(row.name, () => runRow(row, 'int-session', (ns, now, env) => sessionRig(clients, ns, now, env)));
+});
+
+describe('SandboxSession collection with a gateway clock behind the controller', () => {
+  it("counts activity from when the API server stored it, not from the gateway replica's clock", { timeout: 60_000 }, async () => {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    try {
+      // Older than its idle timeout (a creationTimestamp cannot be set: the row waits it out).
+      await buildWorld(clients, ns, { sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 10 } }], pods: [marker('s')] });
+      await new Promise((done) => setTimeout(done, 12_000));
+      // A call just now, stamped by a replica whose clock is an hour behind.
+      const stamped = new Date(Date.now() - 3600_000).toISOString();
+      await clients.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: SANDBOXSESSION_PLURAL,
+          namespace: ns,
+          name: 's',
+          body: {
+            apiVersion: API_VERSION,
+            kind: SANDBOXSESSION_KIND,
+            metadata: { name: 's', namespace: ns },
+            status: { lastActivityTime: stamped, runCount: 1 },
+          },
+          fieldManager: GATEWAY_FIELD_MANAGER,
+          force: true,
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+      );
+      const now = Date.now();
+      r = await sessionRig(clients, ns, new Date(now));
+      await r.settle();
+      const next = await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      const after = (await clients.custom
+        .getNamespacedCustomObject({ group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL, namespace: ns, name: 's' })
+        .catch(() => undefined)) as { status?: { expiresAt?: string } } | undefined;
+      expect(after, 'the session used a moment ago was deleted as idle for an hour').toBeDefined();
+      // Idle from the stored write (whole seconds, less one): 8-10 s from now.
+      expect(Date.parse(after?.status?.expiresAt ?? '')).toBeGreaterThan(now + 7_000);
+      expect(next?.requeueAfterMs).toBeGreaterThan(0);
+    } finally {
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
 });
 
 describe('SandboxSession collection against a cache behind the API server', () => {

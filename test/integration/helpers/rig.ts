@@ -16,6 +16,7 @@ import { NetworkPolicyGuard } from '../../../src/controller/network-policy.js';
 import { SandboxRunController, podSelector } from '../../../src/controller/run-controller.js';
 import { RuntimeConfigMapGuard } from '../../../src/controller/runtime-guard.js';
 import { SandboxSessionController } from '../../../src/controller/session-controller.js';
+import { keepActivityStamp } from '../../../src/controller/session-gc.js';
 import type { KubeClients } from '../../../src/kube/clients.js';
 import { EventRecorder } from '../../../src/kube/events.js';
 import { LIST_PAGE_SIZE, ResilientInformer } from '../../../src/kube/informer.js';
@@ -111,6 +112,7 @@ export async function sessionRig(clients: KubeClients, namespace: string, now: D
     `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${SANDBOXSESSION_PLURAL}`,
     (cont) => listSessions(clients, namespace, cont),
     log,
+    { transform: keepActivityStamp },
   );
   const pods = podInformer(clients, namespace);
   const controller = new SandboxSessionController({

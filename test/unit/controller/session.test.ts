@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { V1Pod } from '@kubernetes/client-node';
-import { MAX_MESSAGE_LENGTH, SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
-import { sessionExpiry } from '../../../src/controller/session-gc.js';
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import { GATEWAY_FIELD_MANAGER, MAX_MESSAGE_LENGTH, SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
+import { activityStoredAt, keepActivityStamp, sessionExpiry } from '../../../src/controller/session-gc.js';
 import { computeSessionStatus, controllerOwned, failedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
@@ -42,6 +42,52 @@ describe('sessionExpiry (idle GC time math)', () => {
   ])('%s', (_n, status, spec, defaultLifetime, expiresAt, cause, remaining) => {
     const e = sessionExpiry(session(status, spec), defaultLifetime, now);
     expect(e).toEqual({ expiresAt: new Date(expiresAt), cause, remainingMs: remaining });
+  });
+
+  const stamp = (time: string, manager = GATEWAY_FIELD_MANAGER, subresource = 'status'): unknown => ({ manager, operation: 'Apply', subresource, time });
+  it.each<[string, string, unknown[], string]>([
+    // The writing replica's clock 5 minutes behind: the API server stored the write 12:00:00.
+    ['gateway clock behind: the stored time counts (less a second)', '2026-11-22T11:55:00.000Z', [stamp('2026-11-22T12:00:00Z')], '2026-11-22T12:09:59.000Z'],
+    ['clocks agree: lastActivityTime counts', '2026-11-22T11:59:59.400Z', [stamp('2026-11-22T12:00:00Z')], '2026-11-22T12:09:59.400Z'],
+    ['gateway clock ahead: lastActivityTime counts', '2026-11-22T11:59:30.000Z', [stamp('2026-11-22T11:59:00Z')], '2026-11-22T12:09:30.000Z'],
+    ['a stored time in the future counts as now', '2026-11-22T11:50:00.000Z', [stamp('2027-01-01T00:00:00Z')], '2026-11-22T12:10:00.000Z'],
+    ["another manager's entry is not activity", '2026-11-22T11:55:00.000Z', [stamp('2026-11-22T12:00:00Z', 'kubectl-edit')], '2026-11-22T12:05:00.000Z'],
+    [
+      'an entry of the main resource is not activity',
+      '2026-11-22T11:55:00.000Z',
+      [stamp('2026-11-22T12:00:00Z', GATEWAY_FIELD_MANAGER, '')],
+      '2026-11-22T12:05:00.000Z',
+    ],
+    ['an unreadable time is ignored', '2026-11-22T11:55:00.000Z', [stamp('soon'), { manager: 7 }, null], '2026-11-22T12:05:00.000Z'],
+  ])('%s', (_n, lastActivityTime, managedFields, expiresAt) => {
+    const s = session({ lastActivityTime }, {}, '2026-11-22T11:40:00.000Z');
+    const e = sessionExpiry({ ...s, metadata: { ...s.metadata, managedFields } }, 86400, now);
+    expect(e.expiresAt).toEqual(new Date(expiresAt));
+  });
+
+  it('the informer keeps only the stamp it reads: the gateway status entry, without its field set', () => {
+    const obj: KubernetesObject = {
+      metadata: {
+        name: 's',
+        managedFields: [
+          { manager: 'kubectl', operation: 'Update', time: new Date('2026-11-22T11:00:00Z'), fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } },
+          {
+            manager: GATEWAY_FIELD_MANAGER,
+            operation: 'Apply',
+            subresource: 'status',
+            time: new Date('2026-11-22T12:00:00Z'),
+            fieldsType: 'FieldsV1',
+            fieldsV1: { 'f:status': {} },
+          },
+        ],
+      },
+    };
+    const kept = keepActivityStamp(obj);
+    expect(kept.metadata?.managedFields).toEqual([
+      { manager: GATEWAY_FIELD_MANAGER, operation: 'Apply', subresource: 'status', time: new Date('2026-11-22T12:00:00Z') },
+    ]);
+    expect(activityStoredAt(kept as unknown as { metadata: Record<string, unknown> })).toBe(Date.parse('2026-11-22T12:00:00Z'));
+    expect(keepActivityStamp({ metadata: { name: 's', managedFields: [obj.metadata?.managedFields?.[0] ?? {}] } }).metadata).toEqual({ name: 's' });
   });
 });
 
