@@ -336,6 +336,22 @@ describe('node kernel running code of the session after the cell', () => {
   );
 });
 
+describe('node kernel compiling a large cell', () => {
+  // The let/const rewrite happens before vm's timeout starts: it must stay linear in the code
+  // (splicing per declaration took 10 s for this cell, and the watchdog gave the kernel up).
+  it('runs a cell of 20,000 top-level declarations well within its timeout', async () => {
+    const { client, stop } = await startSession('node');
+    try {
+      const lines = Array.from({ length: 20_000 }, (_, i) => (i % 2 ? `let a${i} = ${i}` : `const a${i} = ${i}`));
+      const { frame } = await client.exec(`${lines.join('\n')}\na1 + a19999`, { timeoutMs: 2000 });
+      expect(frame).toMatchObject({ status: 'ok', result: '20000' });
+      expect((await client.exec('const a1 = 5; a1')).frame).toMatchObject({ status: 'ok', result: '5' });
+    } finally {
+      await stop();
+    }
+  }, 20_000);
+});
+
 describe('node kernel that cannot interrupt a call', () => {
   it('replies lost and exits when a loop runs after an await', async () => {
     const { kernel, client, stop } = await startSession('node');
