@@ -13,7 +13,7 @@ import { TokenBucket } from 'limiter';
 import type { Registry } from 'prom-client';
 
 /** Renderings of the registry a second, at most (after a burst of as many). */
-export const METRICS_RENDERS_PER_SECOND = 5;
+export const METRICS_RENDERS_PER_SECOND = 10;
 
 export function serveMetrics(app: Hono, registry: Registry): void {
   const renders = new TokenBucket({ bucketSize: METRICS_RENDERS_PER_SECOND, tokensPerInterval: METRICS_RENDERS_PER_SECOND, interval: 'second' });
