@@ -109,6 +109,7 @@ class NodeSession {
 
   reset() {
     this.context = makeContext(this.io);
+    this.global = vm.runInContext('globalThis', this.context);
   }
 
   /**
@@ -166,7 +167,7 @@ class NodeSession {
    * the watchdog gives the kernel up. Throws what fn throws, ERR_SCRIPT_EXECUTION_TIMEOUT included.
    */
   asCode(fn, deadline) {
-    const global = vm.runInContext('globalThis', this.context);
+    const global = this.global;
     Object.defineProperty(global, AS_CODE, { value: fn, configurable: true, enumerable: false, writable: false });
     try {
       return AS_CODE_SCRIPT.runInContext(this.context, { timeout: Math.max(1, deadline - Date.now()), displayErrors: false });
