@@ -48,6 +48,21 @@ export const WORKSPACE_LIMIT_ENV = 'CODEMODE_WORKSPACE_LIMIT_BYTES';
  * up to 1.4 s measured on a quiet node, more under load); code must not start in that window.
  */
 export const NETWORK_CHECK_ENV = 'CODEMODE_NETWORK_CHECK';
+/**
+ * Env var with the largest file a sandbox process may write, in bytes: the larger of /workspace's
+ * and /tmp's limits, for no file may legitimately be larger. The container's main process
+ * (mainCommand) and the runner set it as RLIMIT_FSIZE, a hard limit that code cannot raise.
+ */
+export const FILE_LIMIT_ENV = 'CODEMODE_FILE_LIMIT_BYTES';
+/**
+ * Where the kubelet mounts the container's termination-message file. It keeps that file in the
+ * pod's directory on the node's disk, writable by everyone (0666) and counted in no
+ * ephemeral-storage limit: at /dev/termination-log, code wrote 600 MB to it in a second and the
+ * pod was never evicted. Inside /root (0700, root's, in the sandbox image and Debian, Alpine and
+ * distroless ones) the sandbox user cannot open it; in an image whose /root is open the file limit
+ * (FILE_LIMIT_ENV) still bounds it. Nothing here reads termination messages.
+ */
+export const TERMINATION_MESSAGE_PATH = '/root/codemode-termination-log';
 /** Small on purpose: scheduling should not reserve disk a run rarely uses. */
 export const EPHEMERAL_STORAGE_REQUEST = '64Mi';
 
@@ -164,13 +179,35 @@ export function podSecurityContext(): V1PodSecurityContext {
 /** Keeps a run pod alive; each piece of code is started later with exec. */
 const IDLE_COMMAND = ['sleep', 'infinity'];
 
+/**
+ * The container's command: `command` under the file limit (FILE_LIMIT_ENV) it and every process it
+ * starts keep. `quiet` (the idle `sleep`): its stdout and stderr are /dev/null, not the container
+ * log, which any process of the pod's user could otherwise write through /proc/<pid>/fd/1 (code
+ * wrote ~200 MB/s there, to the node's disk until the kubelet evicted the pod).
+ */
+export function mainCommand(command: readonly string[], quiet: boolean): string[] {
+  return [
+    '/bin/sh',
+    '-c',
+    `l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; exec "$@"${quiet ? ' >/dev/null 2>&1' : ''}`,
+    'codemode-main',
+    ...command,
+  ];
+}
+
+/** The largest file a sandbox process may write (FILE_LIMIT_ENV). */
+export function fileLimitBytes(opts: Pick<PodBuildOptions, 'workspaceSizeLimit' | 'tmpSizeLimit'>): number {
+  return Math.floor(Math.max(parseQuantity(opts.workspaceSizeLimit), parseQuantity(opts.tmpSizeLimit)));
+}
+
 function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts: V1VolumeMount[]): V1Container {
   return {
     name: SANDBOX_CONTAINER,
     image: opts.image,
     imagePullPolicy: opts.imagePullPolicy,
-    command,
+    command: mainCommand(command, command === IDLE_COMMAND),
     workingDir: WORKSPACE_DIR,
+    terminationMessagePath: TERMINATION_MESSAGE_PATH,
     env: [
       { name: 'HOME', value: WORKSPACE_DIR },
       { name: 'TMPDIR', value: TMP_DIR },
@@ -178,6 +215,7 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
       { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
       // The runner and the kernel stop a program whose /workspace grows past this (see volumes).
       { name: WORKSPACE_LIMIT_ENV, value: String(parseQuantity(opts.workspaceSizeLimit)) },
+      { name: FILE_LIMIT_ENV, value: String(fileLimitBytes(opts)) },
       ...(opts.networkCheck === false ? [] : [{ name: NETWORK_CHECK_ENV, value: '1' }]),
     ],
     securityContext: containerSecurityContext(),

@@ -12,7 +12,9 @@ let mcp: TestClient;
 
 beforeAll(async () => {
   ns = await createNamespace(k, 'security');
-  op = await startOperator(ns);
+  // sh runs in another image, so its cold runs take the runner script (a pod that sleeps) rather
+  // than a kernel: both ways code starts are seen.
+  op = await startOperator(ns, { CODEMODE_IMAGE_SH: 'codemode.local/datascience:v1' });
   mcp = await connect(op.url, 'current');
 });
 afterAll(async () => {
@@ -83,3 +85,96 @@ describe('inside a sandbox', () => {
     expect(api.stdout).toMatch(/^FAILED/);
   });
 });
+
+// The node's disk outside every limit: the kubelet keeps a container's termination-message file
+// (0666, in no ephemeral-storage limit) and its log (through /proc/<pid>/fd/1 of the container's
+// main process) there. Each way code starts: a cold run's runner, and the kernels of sessions (a
+// pool pod's kernel is started the same way).
+const LIMIT = 512 * 1024 * 1024; // the larger of /workspace (512Mi) and /tmp (128Mi), the defaults
+const SHELL_PROBE = [
+  'echo "$(ulimit -S -f) $(ulimit -H -f)"',
+  'attempt() { if eval "$1" 2>/dev/null; then echo ok; else echo failed; fi; }',
+  `echo "$(attempt 'head -c 1 /dev/zero | dd of=/workspace/sparse bs=1 seek=${LIMIT - 1} status=none') $(attempt 'head -c 1 /dev/zero | dd of=/workspace/sparse bs=1 seek=${LIMIT} status=none')"`,
+  '(ulimit -f unlimited 2>/dev/null) && echo raised || echo refused',
+  'echo "$(attempt "true >> /root/codemode-termination-log") $(attempt "true >> /dev/termination-log")"',
+  'rm -f /workspace/sparse',
+].join('\n');
+const PROBES = {
+  python: [
+    'import errno, os, resource',
+    'def attempt(f):',
+    '    try:',
+    '        f(); return "ok"',
+    '    except OSError as e:',
+    '        return errno.errorcode[e.errno]',
+    '    except ValueError:',
+    '        return "refused"',
+    'def write_at(offset):',
+    '    fd = os.open("/workspace/sparse", os.O_WRONLY | os.O_CREAT)',
+    '    try:',
+    '        os.pwrite(fd, b"x", offset)',
+    '    finally:',
+    '        os.close(fd)',
+    'print(*resource.getrlimit(resource.RLIMIT_FSIZE))',
+    `print(attempt(lambda: write_at(${LIMIT - 1})), attempt(lambda: write_at(${LIMIT})))`,
+    'print(attempt(lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))))',
+    'print(attempt(lambda: open("/root/codemode-termination-log", "a")), attempt(lambda: open("/dev/termination-log", "a")))',
+    'os.remove("/workspace/sparse")',
+  ].join('\n'),
+  node: [
+    "const fs = require('fs');",
+    "const attempt = (f) => { try { f(); return 'ok'; } catch (e) { return e.code; } };",
+    "const writeAt = (offset) => { const fd = fs.openSync('/workspace/sparse', 'w'); try { fs.writeSync(fd, 'x', offset); } finally { fs.closeSync(fd); } };",
+    "const limits = fs.readFileSync('/proc/self/limits', 'utf8').split('\\n').find((l) => l.startsWith('Max file size')).split(/\\s+/);",
+    'console.log(limits[3], limits[4]);',
+    `console.log(attempt(() => writeAt(${LIMIT - 1})), attempt(() => writeAt(${LIMIT})));`,
+    // Node cannot set limits; a shell it starts tries (it inherits them).
+    "console.log(require('child_process').execSync('(ulimit -f unlimited) 2>/dev/null && echo raised || echo refused').toString().trim());",
+    "console.log(attempt(() => fs.openSync('/root/codemode-termination-log', 'a')), attempt(() => fs.openSync('/dev/termination-log', 'a')));",
+    "fs.rmSync('/workspace/sparse');",
+  ].join('\n'),
+  bash: SHELL_PROBE,
+  sh: SHELL_PROBE,
+};
+const EXPECTED = {
+  python: [`${LIMIT} ${LIMIT}`, 'ok EFBIG', 'refused', 'EACCES EACCES'],
+  node: [`${LIMIT} ${LIMIT}`, 'ok EFBIG', 'refused', 'EACCES EACCES'],
+  // bash counts in 1024-byte blocks; dd is killed by SIGXFSZ (failed)
+  bash: [`${LIMIT / 1024} ${LIMIT / 1024}`, 'ok failed', 'refused', 'failed failed'],
+  // dash counts in 512-byte blocks
+  sh: [`${LIMIT / 512} ${LIMIT / 512}`, 'ok failed', 'refused', 'failed failed'],
+};
+
+const PRINT_ONE = { python: 'print(1)', node: 'console.log(1)', bash: 'echo 1', sh: 'echo 1' };
+
+describe("the node's disk, outside the sandbox's limits", () => {
+  it.each(['cold run', 'session'] as const)('a %s: no file past the file limit, which code cannot raise; no termination-message file', async (how) => {
+    for (const language of how === 'session' ? (['python', 'node', 'bash'] as const) : (['python', 'node', 'bash', 'sh'] as const)) {
+      const session = how === 'session' ? await newSession(language) : undefined;
+      const r = await mcp.callTool('execute_code', { code: PROBES[language], language, timeout_seconds: 20, ...(session && { session }) });
+      const s = r.structuredContent as { phase: string; stdout?: string; stderr?: string };
+      expect(s.phase, `${language}: ${s.stderr}`).toBe('Succeeded');
+      expect(s.stdout?.trim().split('\n'), language).toEqual(EXPECTED[language]);
+      if (session) {
+        // The session lives on: a write past the limit did not end its kernel.
+        const again = await mcp.callTool('execute_code', { code: PRINT_ONE[language], session });
+        expect((again.structuredContent as { stdout?: string }).stdout?.trim(), language).toBe('1');
+      }
+    }
+  });
+
+  it("a cold run's pod that sleeps (the runner's) has its output on /dev/null, not the container log", async () => {
+    const r = await mcp.callTool('execute_code', {
+      language: 'sh',
+      code: 'for p in /proc/[0-9]*; do [ "$(tr "\\0" " " < $p/cmdline 2>/dev/null)" = "sleep infinity " ] && echo "$(readlink $p/fd/1) $(readlink $p/fd/2)"; done',
+    });
+    expect((r.structuredContent as { stdout?: string }).stdout).toBe('/dev/null /dev/null\n');
+  });
+});
+
+async function newSession(language: string): Promise<string> {
+  const r = await mcp.callTool('create_session', { language });
+  const s = r.structuredContent as { session?: string; phase?: string };
+  expect(s.phase, JSON.stringify(r.content)).toBe('Ready');
+  return String(s.session);
+}

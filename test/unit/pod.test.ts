@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import type { SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { buildRunPod, sandboxPodOptions } from '../../src/sandbox/pod.js';
+import { buildRunPod, fileLimitBytes, mainCommand, sandboxPodOptions } from '../../src/sandbox/pod.js';
 import type { PodBuildOptions } from '../../src/sandbox/pod.js';
 
 const SECRET_CODE = 'print("CODE-7f3a9c-must-not-leak")';
@@ -82,9 +84,12 @@ describe('buildRunPod', () => {
     ['spec.containers[0].name', 'sandbox'],
     ['spec.containers[0].image', 'codemode.local/sandbox:v1'],
     ['spec.containers[0].imagePullPolicy', 'IfNotPresent'],
-    ['spec.containers[0].command', ['sleep', 'infinity']],
+    // sleep under the file limit, its stdout and stderr /dev/null (not the container log)
+    ['spec.containers[0].command', mainCommand(['sleep', 'infinity'], true)],
     ['spec.containers[0].args', undefined],
     ['spec.containers[0].workingDir', '/workspace'],
+    // out of the sandbox user's reach (the node's disk, counted in no limit)
+    ['spec.containers[0].terminationMessagePath', '/root/codemode-termination-log'],
     [
       'spec.containers[0].env',
       [
@@ -93,6 +98,8 @@ describe('buildRunPod', () => {
         { name: 'PYTHONUNBUFFERED', value: '1' },
         { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
         { name: 'CODEMODE_WORKSPACE_LIMIT_BYTES', value: String(512 * 1024 * 1024) },
+        // No file may be larger than the larger of /workspace and /tmp (RLIMIT_FSIZE).
+        { name: 'CODEMODE_FILE_LIMIT_BYTES', value: String(512 * 1024 * 1024) },
         // Code starts only once the pod has no network (runner, kernels).
         { name: 'CODEMODE_NETWORK_CHECK', value: '1' },
       ],
@@ -179,7 +186,7 @@ describe('buildRunPod', () => {
       runtime: { configMap: 'codemode-runtime-abc', items: [{ key: 'k', path: 'p' }] },
     };
     const built = buildRunPod(run, opts, kernel);
-    expect(built.spec?.containers[0]?.command).toEqual(kernel.command);
+    expect(built.spec?.containers[0]?.command).toEqual(mainCommand(kernel.command, false));
     expect(built.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap).toEqual({
       name: 'codemode-runtime-abc',
       defaultMode: 0o444,
@@ -249,5 +256,32 @@ describe('sandboxPodOptions (one mapping from the settings for every sandbox pod
     expect(buildRunPod(run, o).spec).toMatchObject(placement);
     expect(sandboxPodOptions(settings, { image: 'i', activeDeadlineSeconds: 1 })).not.toHaveProperty('nodeSelector');
     expect(buildRunPod(run, opts).spec).not.toHaveProperty('tolerations');
+  });
+});
+
+describe('the file limit of sandbox processes', () => {
+  it.each([
+    ['512Mi', '128Mi', 512 * 1024 * 1024],
+    ['16Mi', '64Mi', 64 * 1024 * 1024],
+    ['1G', '1Mi', 1e9],
+  ])('/workspace %s and /tmp %s: no file larger than %i bytes', (workspaceSizeLimit, tmpSizeLimit, bytes) => {
+    expect(fileLimitBytes({ workspaceSizeLimit, tmpSizeLimit })).toBe(bytes);
+  });
+
+  // The container's command run by this machine's /bin/sh: the limit is a hard one, and a quiet
+  // command's output reaches nobody (in the pod: not the container log).
+  it.each([
+    [false, `${(64 * 1024 * 1024) / 512}\n${(64 * 1024 * 1024) / 512}\n`],
+    [true, ''],
+  ])('quiet %s: the command runs under the limit as a hard one', async (quiet, stdout) => {
+    const [file, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f'], quiet);
+    const out = await promisify(execFile)(file!, args, { env: { PATH: process.env.PATH, CODEMODE_FILE_LIMIT_BYTES: String(64 * 1024 * 1024) } });
+    expect(out.stdout).toBe(stdout);
+  });
+
+  it('refuses to start the command without the limit', async () => {
+    const [file, ...args] = mainCommand(['echo', 'started'], false);
+    const err = await promisify(execFile)(file!, args, { env: { PATH: process.env.PATH } }).catch((e: unknown) => e as { code: number; stdout: string });
+    expect(err).toMatchObject({ code: 125, stdout: '' });
   });
 });
