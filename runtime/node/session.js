@@ -109,7 +109,6 @@ class NodeSession {
 
   reset() {
     this.context = makeContext(this.io);
-    this.global = vm.runInContext('globalThis', this.context);
   }
 
   /**
@@ -167,12 +166,11 @@ class NodeSession {
    * the watchdog gives the kernel up. Throws what fn throws, ERR_SCRIPT_EXECUTION_TIMEOUT included.
    */
   asCode(fn, deadline) {
-    const global = this.global;
-    Object.defineProperty(global, AS_CODE, { value: fn, configurable: true, enumerable: false, writable: false });
+    AS_CODE.fn = fn;
     try {
-      return AS_CODE_SCRIPT.runInContext(this.context, { timeout: Math.max(1, deadline - Date.now()), displayErrors: false });
+      return AS_CODE_SCRIPT.runInContext(AS_CODE, { timeout: Math.max(1, deadline - Date.now()), displayErrors: false });
     } finally {
-      Reflect.deleteProperty(global, AS_CODE);
+      AS_CODE.fn = null;
     }
   }
 
@@ -265,9 +263,10 @@ function* returnLastVariants(code, info) {
 }
 
 const TIMED_OUT = Symbol('timed out');
-// The name under which asCode() hands its function to the context for one run of AS_CODE_SCRIPT.
-const AS_CODE = `__codemode_as_code_${process.pid}`;
-const AS_CODE_SCRIPT = new vm.Script(`globalThis[${JSON.stringify(AS_CODE)}]()`, { filename: 'codemode' });
+// asCode()'s own context, which no session code can reach (or freeze): vm's timeout covers all
+// the code a script runs, whatever context that code belongs to.
+const AS_CODE = vm.createContext({ fn: null });
+const AS_CODE_SCRIPT = new vm.Script('fn()', { filename: 'codemode' });
 
 /** vm's timeout error (a native error whose own `code` says so): read without running code of the session's. */
 function isScriptTimeout(err) {
