@@ -11,6 +11,7 @@ import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandl
 import { checkBatch, type BodyRefusal } from './batch-limit.js';
 import { BodyBudget, bodyBudgetRefused, keepHold } from './body-budget.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
+import { markListen } from './drain.js';
 import { oversizedId, oversizedIdRefused } from './message-ids.js';
 import { RequestRate } from './request-rate.js';
 import { StallGuard } from './stall-guard.js';
@@ -106,6 +107,7 @@ export function createApp(deps: GatewayDeps): Hono {
           return listenRefused(listen, listens.max);
         }
         settled.push(whenResponded(outgoing, release));
+        markListen(c.req.raw);
       }
       const request = listen !== undefined && deps.shutdown ? endedAt(deps.shutdown, c.req.raw) : batch.request;
       if (request) {

@@ -15,7 +15,9 @@
 // pod address, or a proxy that still routes to it) would otherwise hold it, and every run it
 // started late would be cut when the shutdown's grace period ran out (exit 1). Past it, MCP
 // requests are refused with 503 and Retry-After, which tells the client to call again (through
-// the Service, elsewhere), and the drain ends once those in flight have been answered.
+// the Service, elsewhere), and the drain ends once those in flight have been answered — their
+// responses ended, not only returned (see McpTraffic.fetch).
+import type { ServerResponse } from 'node:http';
 
 /** When a draining replica may stop. */
 export interface DrainTimes {
@@ -55,6 +57,17 @@ export function drainRefused(): Response {
 
 type Fetch = (req: Request, env: unknown) => Response | Promise<Response>;
 
+/** Requests answered with a stream that lasts as long as its client listens (subscriptions/listen). */
+const listens = new WeakSet<Request>();
+
+/**
+ * Marks `req` (as McpTraffic's handler got it) as a listen: not a call, so no drain waits for its
+ * stream to end (main.ts ends listen streams when the shutdown begins).
+ */
+export function markListen(req: Request): void {
+  listens.add(req);
+}
+
 const POLL_MS = 100;
 
 /** Counts the MCP requests arriving and in flight through a server's fetch handler. */
@@ -65,17 +78,35 @@ export class McpTraffic {
 
   constructor(private readonly inner: Fetch) {}
 
-  /** The handler to serve: probes and scrapes keep coming to a stopping pod, so only /mcp counts. */
+  /**
+   * The handler to serve: probes and scrapes keep coming to a stopping pod, so only /mcp counts. A
+   * request is in flight until its response has ended, not only until the handler returns it: a
+   * tool call answers on a streamed (SSE) response returned before the call has even started, so
+   * the drain ended under every call in flight — sessions' calls were cut off by the operator's
+   * stop and their audit records dropped.
+   */
   readonly fetch = async (req: Request, env: unknown): Promise<Response> => {
     if (!new URL(req.url).pathname.startsWith('/mcp')) return this.inner(req, env);
     // Not counted: a refused request holds nothing, and must not keep the drain from ending.
     if (Date.now() >= this.refuseFrom) return drainRefused();
     this.state.inFlight++;
     this.state.lastArrival = Date.now();
+    let counted = true;
+    const end = (): void => {
+      if (counted) this.state.inFlight--;
+      counted = false;
+    };
     try {
-      return await this.inner(req, env);
-    } finally {
-      this.state.inFlight--;
+      const res = await this.inner(req, env);
+      // On the Node server, the response's `close` (also when the client goes away); without one
+      // (app.request in tests) the response has ended when it is returned.
+      const outgoing = (env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+      if (outgoing === undefined || typeof outgoing.once !== 'function' || outgoing.closed || listens.has(req)) end();
+      else outgoing.once('close', end);
+      return res;
+    } catch (err) {
+      end();
+      throw err;
     }
   };
 

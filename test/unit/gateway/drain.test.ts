@@ -2,7 +2,11 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
-import { drainRefusing, drainSettled, McpTraffic } from '../../../src/gateway/drain.js';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { pino } from 'pino';
+import { createApp } from '../../../src/gateway/app.js';
+import { drainRefusing, drainSettled, markListen, McpTraffic } from '../../../src/gateway/drain.js';
+import { InTestRunService, TEST_OPTIONS, connectClient, outcome, sleep } from './harness.js';
 
 const T = { minMs: 5000, quietMs: 2000 };
 
@@ -135,5 +139,94 @@ describe('McpTraffic', () => {
     expect(statuses[0]).toBe(200);
     expect(statuses.at(-1)).toBe(503);
     expect(statuses.slice(statuses.indexOf(503))).toEqual(statuses.slice(statuses.indexOf(503)).map(() => 503));
+  });
+
+  /** A server whose /mcp answers with a stream of `ms`, marked a listen when asked. */
+  async function serveStream(ms: number, listen: boolean): Promise<{ url: string; traffic: McpTraffic }> {
+    const app = new Hono();
+    app.post('/mcp', (c) => {
+      if (listen) markListen(c.req.raw);
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(': open\n\n'));
+          if (Number.isFinite(ms)) setTimeout(() => controller.close(), ms);
+        },
+      });
+      return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+    });
+    const traffic = new McpTraffic(app.fetch);
+    server = await new Promise<ServerType>((resolve) => {
+      const s = serve({ fetch: traffic.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+    });
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, traffic };
+  }
+
+  it('counts a request in flight until its streamed response has ended, not until the handler returned it', async () => {
+    const { url, traffic } = await serveStream(1500, false);
+    const res = await fetch(`${url}/mcp`, { method: 'POST', body: '{}' });
+    const read = res.text().then(() => performance.now());
+    const settled = await traffic.settled({ minMs: 0, quietMs: 100 }).then(() => performance.now());
+    expect(settled).toBeGreaterThanOrEqual(await read);
+  });
+
+  it('does not wait for a listen’s stream, which lasts as long as its client listens', async () => {
+    const { url, traffic } = await serveStream(Infinity, true);
+    const controller = new AbortController();
+    const res = await fetch(`${url}/mcp`, { method: 'POST', body: '{}', signal: controller.signal });
+    expect(res.status).toBe(200);
+    const outcome = await Promise.race([
+      traffic.settled({ minMs: 0, quietMs: 100 }).then(() => 'settled'),
+      new Promise((r) => setTimeout(() => r('still draining'), 3000)),
+    ]);
+    controller.abort();
+    expect(outcome).toBe('settled');
+  });
+
+  it.each(['v1 (2025-era)', 'v2 (2026-07-28)'] as const)('waits for an execute_code call of a %s client to be answered', async (kind) => {
+    const service = new InTestRunService();
+    let answered = false;
+    service.behaviour = async () => {
+      await sleep(1500);
+      return outcome({ stdout: 'ok' });
+    };
+    const app = createApp({ runService: service, options: TEST_OPTIONS, logger: pino({ level: 'silent' }), isReady: () => true });
+    const traffic = new McpTraffic(app.fetch);
+    server = await new Promise<ServerType>((resolve) => {
+      const s = serve({ fetch: traffic.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+    });
+    const client = await connectClient(kind, new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`));
+    try {
+      const call = client.callTool({ code: 'x' }).then((r) => (answered = true) && r);
+      await sleep(300);
+      await traffic.settled({ minMs: 0, quietMs: 200 });
+      expect(answered).toBe(true);
+      const r = await call;
+      expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
+    } finally {
+      await client.close();
+      (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+    }
+  });
+
+  it('does not wait for an open subscriptions/listen of a 2026-07-28 client', async () => {
+    const app = createApp({ runService: new InTestRunService(), options: TEST_OPTIONS, logger: pino({ level: 'silent' }), isReady: () => true });
+    const traffic = new McpTraffic(app.fetch);
+    server = await new Promise<ServerType>((resolve) => {
+      const s = serve({ fetch: traffic.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+    });
+    const client = new Client({ name: 'drain-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)));
+    const open = await client.listen({ toolsListChanged: true });
+    try {
+      const outcome = await Promise.race([
+        traffic.settled({ minMs: 0, quietMs: 100 }).then(() => 'settled'),
+        new Promise((r) => setTimeout(() => r('still draining'), 3000)),
+      ]);
+      expect(outcome).toBe('settled');
+    } finally {
+      await open.close();
+      await client.close();
+      (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+    }
   });
 });
