@@ -38,8 +38,16 @@ export interface BodyHold {
    * The user's later requests find the budget used by it until it has been sent.
    */
   add(bytes: number): void;
-  /** Gives back everything taken; later takes are not counted. Idempotent. */
+  /**
+   * Gives back everything taken, now or, while the hold is retained, once the last retainer is
+   * done; takes after that are not counted. Idempotent.
+   */
   release(): void;
+  /**
+   * Keeps everything held, past release(), until the returned function is called (once): a tool
+   * still running keeps its request's parsed arguments after the client went away.
+   */
+  retain(): () => void;
 }
 
 export class BodyBudget {
@@ -57,6 +65,17 @@ export class BodyBudget {
   hold(user: string): BodyHold {
     let mine = 0;
     let released = false;
+    let ended = false;
+    let retainers = 0;
+    const free = (): void => {
+      if (released) return;
+      released = true;
+      if (mine === 0) return;
+      this.used -= mine;
+      const left = (this.byUser.get(user) ?? 0) - mine;
+      if (left > 0) this.byUser.set(user, left);
+      else this.byUser.delete(user);
+    };
     return {
       limits: this.limits,
       take: (bytes) => {
@@ -76,13 +95,19 @@ export class BodyBudget {
         this.byUser.set(user, (this.byUser.get(user) ?? 0) + bytes);
       },
       release: () => {
-        if (released) return;
-        released = true;
-        if (mine === 0) return;
-        this.used -= mine;
-        const left = (this.byUser.get(user) ?? 0) - mine;
-        if (left > 0) this.byUser.set(user, left);
-        else this.byUser.delete(user);
+        ended = true;
+        if (retainers === 0) free();
+      },
+      retain: () => {
+        if (released) return () => undefined;
+        retainers++;
+        let done = false;
+        return () => {
+          if (done) return;
+          done = true;
+          retainers--;
+          if (ended && retainers === 0) free();
+        };
       },
     };
   }

@@ -2,8 +2,9 @@
 // app.ts) and holds no state between requests. What is the same for every request is made once
 // per gateway by mcpServerFactory: the tools' zod schemas (≈1 ms of CPU to build for all tools),
 // their JSON Schema conversions (the SDK converts per McpServer instance) and the instructions.
-import { McpServer, type CallToolResult } from '@modelcontextprotocol/server';
+import { McpServer, type CallToolResult, type ServerContext } from '@modelcontextprotocol/server';
 import { deepFreeze } from '../util/deep-freeze.js';
+import { holdOf } from './body-budget.js';
 import { registerExecuteCode } from './tools/execute-code.js';
 import { registerFileTools } from './tools/files.js';
 import { registerSessionTools } from './tools/sessions.js';
@@ -75,7 +76,8 @@ function defineTools(deps: GatewayDeps): ToolDefinition[] {
     registerTool(name: string, config: ToolDefinition['config'], handler: ToolHandler): void {
       cacheJsonSchema(config.inputSchema);
       cacheJsonSchema(config.outputSchema);
-      tools.push({ name, config, handler: deps.onToolCall ? timed(name, handler, deps.onToolCall) : handler });
+      const held = heldWhileRunning(handler);
+      tools.push({ name, config, handler: deps.onToolCall ? timed(name, held, deps.onToolCall) : held });
     },
   } as unknown as ToolRegistry;
   registerExecuteCode(registry, deps);
@@ -83,6 +85,23 @@ function defineTools(deps: GatewayDeps): ToolDefinition[] {
   registerFileTools(registry, deps);
   registerSearchTools(registry, deps);
   return tools;
+}
+
+/**
+ * A tool call keeps its request's share of the body budget (body-budget.ts) until it returns, even
+ * after its response has ended: a client that sent a large call and went away at once freed its
+ * share while the call, waiting for its session, still held the parsed arguments, so it could send
+ * another and leave again, without bound. The handler's last argument is its context.
+ */
+function heldWhileRunning(handler: ToolHandler): ToolHandler {
+  return async (...args) => {
+    const done = holdOf((args.at(-1) as Partial<ServerContext> | undefined)?.http?.req)?.retain();
+    try {
+      return await handler(...args);
+    } finally {
+      done?.();
+    }
+  };
 }
 
 /**
