@@ -37,15 +37,19 @@ import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
 import { userSessionCapRefusal } from './session-cap.js';
 import { controls, foreignPodMessage, readPod, sessionPod } from '../sessions/session-pod.js';
-import { computeSessionStatus, controllerOwned, failedStatus, sessionStatusChanged } from './session-status.js';
+import { computeSessionStatus, controllerOwned, failedStatus, installingStatus, sessionStatusChanged } from './session-status.js';
 import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
 import { describeInstall, type SessionPackages } from '../packages/session-packages.js';
+import type { InstallResult } from '../packages/installer.js';
+import { SessionInstalls } from './session-installs.js';
 import { sessionPodSeconds } from '../sandbox/deadlines.js';
 
 const CONTROLLER = 'sandboxsession';
+/** How often a session whose install runs is looked at anyway (its end queues it at once). */
+const INSTALL_RECHECK_MS = 30_000;
 /** The Event of a session whose interpreter died: why is in its status, which only its readers see. */
 export const KERNEL_LOST_NOTE = 'The interpreter is gone; status.message says why. Create a new session.';
 
@@ -73,6 +77,7 @@ export interface SessionControllerDeps {
 export class SandboxSessionController {
   private readonly loop: ObjectLoop;
   private readonly now: () => Date;
+  private readonly installs: SessionInstalls;
 
   constructor(private readonly d: SessionControllerDeps) {
     this.now = d.now ?? (() => new Date());
@@ -89,6 +94,10 @@ export class SandboxSessionController {
       },
       (key) => this.reconcile(key),
     );
+    this.installs = new SessionInstalls(
+      (session, pod, packages) => (this.d.packages ? this.d.packages.install(session, pod, packages) : Promise.reject(new Error('No package installer'))),
+      (key) => this.loop.queue.add(key),
+    );
   }
 
   start(): void {
@@ -102,7 +111,10 @@ export class SandboxSessionController {
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
     const [ns = '', name = ''] = key.split('/');
     const obj = this.d.sessions.get(name, ns);
-    if (!obj || obj.metadata?.deletionTimestamp) return;
+    if (!obj || obj.metadata?.deletionTimestamp) {
+      this.installs.forget(key);
+      return;
+    }
     const parsed = parseSandboxSession(obj);
     if (!parsed.ok) return this.invalid(obj, parsed.message);
     const session = parsed.session;
@@ -166,14 +178,30 @@ export class SandboxSessionController {
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
     let next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
     if (overCap !== undefined) next = failedStatus(next, SessionReasons.UserSessionLimit, overCap, session.metadata.generation, now);
-    else if (next.phase === 'Ready' && session.status?.phase !== 'Ready' && (session.spec.packages?.length ?? 0) > 0) {
-      next = await this.installPackages(session, podName, next, now);
+    let installed: InstallResult | undefined;
+    let installing = false;
+    if (overCap === undefined && next.phase === 'Ready' && session.status?.phase !== 'Ready' && (session.spec.packages?.length ?? 0) > 0) {
+      const r = this.installPackages(key, session, podName, next, now);
+      // Installing: Pending until the install ends (which queues the key).
+      installing = r === undefined;
+      if (r === undefined) next = installingStatus(next, session.metadata.generation, now);
+      else ({ next, installed } = r);
     }
     if (sessionStatusChanged(session.status, next)) {
       // Guarded by resourceVersion: the gateway marks a session Lost (with its reason) while this
       // runs, and a status computed from an older copy must not overwrite that. On a conflict a
       // newer copy exists: reconcile again from it.
       if (!(await this.patchStatus(ns, name, next, session.metadata.resourceVersion))) return { requeueAfterMs: 100 };
+      // The install's outcome is in the status now (Ready, or Failed with its reason).
+      if (next.phase !== 'Pending') this.installs.forget(key);
+      if (installed)
+        this.d.events.record(
+          { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
+          'Normal',
+          SessionReasons.PackagesInstalled,
+          'Install',
+          describeInstall(installed, session.spec.packages ?? []),
+        );
       // Events tell transitions: a later write to a session already Lost or Failed (a spec edit, a
       // status from an older version) must not report the failure again.
       if ((next.phase === 'Lost' || next.phase === 'Failed') && session.status?.phase !== next.phase) {
@@ -200,6 +228,7 @@ export class SandboxSessionController {
       }
     }
     if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, podName);
+    if (installing) return { requeueAfterMs: Math.min(INSTALL_RECHECK_MS, exp.remainingMs) };
     const wake = next.phase === 'Pending' && startupLeft > 0 ? Math.min(startupLeft, exp.remainingMs) : exp.remainingMs;
     return { requeueAfterMs: wake };
   }
@@ -207,27 +236,29 @@ export class SandboxSessionController {
   /**
    * spec.packages, once the interpreter is up and before the session is Ready (Ready is the
    * record that they are in: a replica that takes over mid-install installs again, which only
-   * rewrites the same files). A refusal or failure fails the session with the installer's reason.
+   * rewrites the same files). The install runs beside the workers (session-installs.ts):
+   * undefined while it does. A refusal or failure fails the session with the installer's reason.
    */
-  private async installPackages(session: SandboxSession, podName: string, next: SandboxSessionStatus, now: Date): Promise<SandboxSessionStatus> {
-    const packages = session.spec.packages ?? [];
+  private installPackages(
+    key: string,
+    session: SandboxSession,
+    podName: string,
+    next: SandboxSessionStatus,
+    now: Date,
+  ): { next: SandboxSessionStatus; installed?: InstallResult } | undefined {
     const generation = session.metadata.generation;
-    if (!this.d.packages) return failedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now);
-    try {
-      const r = await this.d.packages.install(session, podName, packages);
-      this.d.events.record(
-        { name: session.metadata.name, namespace: session.metadata.namespace ?? '', uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
-        'Normal',
-        SessionReasons.PackagesInstalled,
-        'Install',
-        describeInstall(r, packages),
-      );
-      return next;
-    } catch (err) {
-      if (!(err instanceof PackageError)) throw err;
-      const reason = err.kind === 'refused' ? SessionReasons.PackagesRefused : SessionReasons.PackagesFailed;
-      return failedStatus(next, reason, `${err.message} ${err.hint}`, generation, now);
+    if (!this.d.packages) return { next: failedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now) };
+    const done = this.installs.poll(key, session, podName);
+    if (done === undefined) return undefined;
+    if (done.ok) return { next, installed: done.result };
+    const err = done.error;
+    if (!(err instanceof PackageError)) {
+      // Retried with the work queue's backoff, as any reconcile that threw: a new install then.
+      this.installs.forget(key);
+      throw err;
     }
+    const reason = err.kind === 'refused' ? SessionReasons.PackagesRefused : SessionReasons.PackagesFailed;
+    return { next: failedStatus(next, reason, `${err.message} ${err.hint}`, generation, now) };
   }
 
   private checkLimits(s: SandboxSession): string | undefined {

@@ -93,6 +93,23 @@ export function failedStatus(next: SandboxSessionStatus, reason: string, message
   });
 }
 
+/** A session whose interpreter is up while its spec.packages are being installed: still Pending. Pure. */
+export function installingStatus(next: SandboxSessionStatus, generation: number | undefined, now: Date): SandboxSessionStatus {
+  const message = "Installing the session's packages (spec.packages).";
+  const reason = SessionReasons.PackagesInstalling;
+  return {
+    ...next,
+    phase: 'Pending',
+    reason,
+    message,
+    conditions: setCondition(
+      next.conditions,
+      { type: CONDITION_READY, status: 'False', reason, message, ...(generation !== undefined && { observedGeneration: generation }) },
+      now,
+    ),
+  };
+}
+
 /** Status fields the gateway writes (field manager GATEWAY_FIELD_MANAGER); the controller never does. */
 export const GATEWAY_OWNED_FIELDS = ['lastActivityTime', 'runCount', 'kernelLost'] as const;
 

@@ -14,6 +14,7 @@ import {
   VERSION,
 } from '../../src/api/v1alpha1/index.js';
 import { KERNEL_LOST_NOTE } from '../../src/controller/session-controller.js';
+import type { InstallResult } from '../../src/packages/installer.js';
 import { deleteNamespace } from '../e2e/helpers/kube.js';
 import { sessionRig, type SessionRig } from './helpers/rig.js';
 import { changed, clients, createNamespace, k, runRow, without, type Row } from './helpers/table.js';
@@ -214,6 +215,58 @@ const rows: Row[] = [
 describe('SandboxSession reconcile against the real API server', () => {
   // A loop rather than it.each: the rows' names are sentences, and it.each would cut them short.
   for (const row of rows) it(row.name, () => runRow(row, 'int-session', (ns, now, env) => sessionRig(clients, ns, now, env)));
+});
+
+describe('SandboxSession packages installed beside the workers', () => {
+  it('reconciles a session whose install is slow without waiting for it: Pending while it runs, Ready once it ended', async () => {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    let finish: (r: InstallResult) => void = () => undefined;
+    const installs: string[][] = [];
+    const install = (_s: unknown, _pod: string, packages: readonly string[]): Promise<InstallResult> => {
+      installs.push([...packages]);
+      return new Promise((done) => (finish = done));
+    };
+    try {
+      const start = Date.now();
+      const at = (s: number): string => new Date(start + s * 1000).toISOString();
+      await buildWorld(clients, ns, {
+        sessions: [{ name: 's', spec: { ...spec, packages: ['tabulate'] }, status: { phase: 'Pending', podName: 'sess-s', lastActivityTime: at(-1) } }],
+        pods: [{ ...marker('s'), phase: 'Ready' }],
+      });
+      r = await sessionRig(clients, ns, new Date(start), {}, { packages: { install } });
+      await r.settle();
+      // Four workers serve every session of the namespace: one must not wait out an install.
+      const first = await Promise.race([r.controller.reconcile(`${ns}/s`), new Promise<'blocked'>((done) => setTimeout(() => done('blocked'), 5000))]);
+      expect(first, 'the reconcile waited for the install').not.toBe('blocked');
+      await r.settle();
+      expect(installs).toEqual([['tabulate']]);
+      const installing = (await snapshot(clients, ns))[key('s')] as { status: Record<string, unknown> };
+      expect(installing.status).toMatchObject({ phase: 'Pending', reason: SessionReasons.PackagesInstalling });
+      // Looked at again while it runs: the same install, nothing written.
+      await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      expect(installs).toHaveLength(1);
+
+      finish({ ecosystem: 'pypi', installed: [], bytes: 0 });
+      await new Promise((done) => setTimeout(done, 10));
+      await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      const after = await snapshot(clients, ns);
+      expect((after[key('s')] as { status: Record<string, unknown> }).status).toMatchObject({ phase: 'Ready', reason: SessionReasons.KernelReady });
+      expect(after.Events).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ reason: SessionReasons.PackagesInstalled }),
+          expect.objectContaining({ reason: SessionReasons.KernelReady }),
+        ]),
+      );
+      expect(installs).toHaveLength(1);
+    } finally {
+      finish({ ecosystem: 'pypi', installed: [], bytes: 0 });
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
 });
 
 describe('SandboxSession collection with a gateway clock behind the controller', () => {

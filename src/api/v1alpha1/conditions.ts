@@ -117,6 +117,8 @@ export const SessionReasons = {
   IdleTimeout: 'IdleTimeout',
   /** Deleted after maxLifetimeSeconds. */
   LifetimeExceeded: 'LifetimeExceeded',
+  /** The interpreter is up and spec.packages are being installed (phase Pending). */
+  PackagesInstalling: 'PackagesInstalling',
   /** spec.packages are in the session (an Event: the message lists what was installed). */
   PackagesInstalled: 'PackagesInstalled',
   /** A package of spec.packages may not be installed (the profile's policy, a size limit); the message says which and why. */

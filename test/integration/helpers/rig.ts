@@ -15,7 +15,7 @@ import { stripRun } from '../../../src/controller/cached-run.js';
 import { NetworkPolicyGuard } from '../../../src/controller/network-policy.js';
 import { SandboxRunController, podSelector } from '../../../src/controller/run-controller.js';
 import { RuntimeConfigMapGuard } from '../../../src/controller/runtime-guard.js';
-import { SandboxSessionController } from '../../../src/controller/session-controller.js';
+import { SandboxSessionController, type SessionControllerDeps } from '../../../src/controller/session-controller.js';
 import { keepActivityStamp } from '../../../src/controller/session-gc.js';
 import type { KubeClients } from '../../../src/kube/clients.js';
 import { EventRecorder } from '../../../src/kube/events.js';
@@ -102,7 +102,14 @@ export async function runRig(clients: KubeClients, namespace: string, now: Date,
   };
 }
 
-export async function sessionRig(clients: KubeClients, namespace: string, now: Date, env: Record<string, string> = {}): Promise<SessionRig> {
+export async function sessionRig(
+  clients: KubeClients,
+  namespace: string,
+  now: Date,
+  env: Record<string, string> = {},
+  /** What the operator wires besides (the package installer, say). */
+  extra: Pick<SessionControllerDeps, 'packages'> = {},
+): Promise<SessionRig> {
   const config = rigConfig(namespace, env);
   const opts = controllerOptions(config, IDENTITY);
   const calls = new InFlight();
@@ -125,6 +132,7 @@ export async function sessionRig(clients: KubeClients, namespace: string, now: D
     runtime: new RuntimeConfigMapGuard(api, {}, log),
     events: new EventRecorder(api.events, IDENTITY, log),
     now: () => now,
+    ...extra,
   });
   await sessions.start();
   await pods.start();
