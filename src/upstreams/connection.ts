@@ -90,6 +90,28 @@ export function removeSecrets(text: string, secrets: Iterable<string>): string {
   return out;
 }
 
+type ContentBlock = CallToolResult['content'][number];
+
+/** A content block with `clean` applied to its text: a text block's, an embedded resource's. */
+function withoutSecretsIn(c: ContentBlock, clean: (text: string) => string): ContentBlock {
+  if (c.type === 'text' && typeof c.text === 'string') return { ...c, text: clean(c.text) };
+  if (c.type === 'resource' && typeof c.resource === 'object' && c.resource !== null && 'text' in c.resource && typeof c.resource.text === 'string') {
+    return { ...c, resource: { ...c.resource, text: clean(c.resource.text) } };
+  }
+  return c;
+}
+
+/** `value` (parsed JSON) with `fn` applied to every string in it, keys included. */
+function mapStrings(value: unknown, fn: (s: string) => string): unknown {
+  if (typeof value === 'string') return fn(value);
+  if (Array.isArray(value)) return value.map((v) => mapStrings(v, fn));
+  if (typeof value === 'object' && value !== null) {
+    // fromEntries defines each key as its own property: a "__proto__" key stays a key.
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [fn(k), mapStrings(v, fn)]));
+  }
+  return value;
+}
+
 /**
  * The credentials an upstream's URL may carry: its user name and password, and its query's values
  * (`?api_key=…`), as written and decoded. fetch refuses a URL with a user or password and quotes
@@ -213,9 +235,10 @@ export class UpstreamConnection {
     const toolDefinition: Tool = { name: tool, inputSchema: headerSchema(listed?.inputSchema) as Tool['inputSchema'] };
     try {
       const result = await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, toolDefinition, ...(signal && { signal }) });
-      // A tool's failure is an error text the program reads (its ToolError's message): one that
-      // quotes the credentials the gateway sent ("invalid token …") has them removed, as ours do.
-      return result.isError === true ? this.withoutSecrets(result) : result;
+      // The credentials the gateway sent never reach the program: a tool's error that quotes them
+      // ("invalid token …"), or a result that does (a tool echoing its request's headers), has
+      // them removed, as the gateway's own errors do.
+      return this.withoutSecrets(result);
     } catch (err) {
       if (signal?.aborted) throw new UpstreamError('aborted', `The call of ${this.name}.${tool} was cancelled.`, { cause: err });
       if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
@@ -229,16 +252,25 @@ export class UpstreamConnection {
 
   /** What the gateway sends the upstream that a text must never quote: header values and the URL's credentials. */
   private secrets(): string[] {
-    return [...Object.values(this.target.headers), ...urlSecrets(this.target.url)];
+    // Once: every result is cleaned of them (the target never changes; a new one is a new connection).
+    return (this.secretList ??= [...Object.values(this.target.headers), ...urlSecrets(this.target.url)]);
   }
 
+  private secretList: string[] | undefined;
+
+  /**
+   * `result` with the credentials removed from every text it carries: text content, embedded
+   * resources' text, and every string of its structured content (a nesting deeper than the stack
+   * allows throws, and the call fails: nothing is returned unredacted).
+   */
   private withoutSecrets(result: CallToolResult): CallToolResult {
     const secrets = this.secrets();
-    if (!Array.isArray(result.content) || secrets.length === 0) return result;
-    return {
-      ...result,
-      content: result.content.map((c) => (c.type === 'text' && typeof c.text === 'string' ? { ...c, text: removeSecrets(c.text, secrets) } : c)),
-    };
+    if (secrets.length === 0) return result;
+    const clean = (text: string): string => removeSecrets(text, secrets);
+    const out: CallToolResult = { ...result };
+    if (Array.isArray(result.content)) out.content = result.content.map((c) => withoutSecretsIn(c, clean));
+    if (result.structuredContent !== undefined) out.structuredContent = mapStrings(result.structuredContent, clean) as CallToolResult['structuredContent'];
+    return out;
   }
 
   private redact(text: string): string {

@@ -262,3 +262,56 @@ describe('a tool error quoting the credentials sent', () => {
     });
   });
 });
+
+describe('a successful result quoting the credentials sent', () => {
+  // A tool that echoes its request (headers included) hands the program the team's credentials.
+  const token = 's3cr3t-token-value';
+  it.each<[string, Record<string, string>, string]>([
+    ['the bearer token', { Authorization: `Bearer ${token}` }, ''],
+    ['a header value', { 'X-Api-Key': token }, ''],
+    ['a key in the URL’s query', {}, `?api_key=${token}`],
+  ])('has %s removed from its text, embedded resources and structured content', async (_name, headers, query) => {
+    const up = await upstream({
+      toolsCall: (msg, res) =>
+        result(res, msg.id, {
+          content: [
+            { type: 'text', text: `token: ${token}` },
+            { type: 'resource', resource: { uri: 'echo://request', text: `x-api-key: ${token}` } },
+            { type: 'image', data: 'AAAA', mimeType: 'image/png' },
+          ],
+          structuredContent: JSON.parse(`{"request": {"headers": [["x", "${token}"]], "${token}": 1, "n": 2}, "__proto__": {"k": "${token}"}}`) as object,
+        }),
+    });
+    const conn = new UpstreamConnection(
+      'hostile',
+      { url: `${up.url}${query}`, headers },
+      { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
+    );
+    cleanup.push(() => conn.stop());
+    conn.start();
+    await until(() => conn.state.ready);
+    const got = await conn.call('echo', {}, 5_000);
+    expect(JSON.stringify(got)).not.toContain(token);
+    expect(got.content).toEqual([
+      { type: 'text', text: 'token: [redacted]' },
+      { type: 'resource', resource: { uri: 'echo://request', text: 'x-api-key: [redacted]' } },
+      { type: 'image', data: 'AAAA', mimeType: 'image/png' },
+    ]);
+    // (the SDK's result schema drops the "__proto__" key before the connection sees it)
+    expect(JSON.stringify(got.structuredContent)).toBe('{"request":{"headers":[["x","[redacted]"]],"[redacted]":1,"n":2}}');
+  });
+
+  it('is returned as it came when it quotes nothing secret', async () => {
+    const sent = { content: [{ type: 'text', text: 'plain' }], structuredContent: { a: ['b', 1, null, true] } };
+    const up = await upstream({ toolsCall: (msg, res) => result(res, msg.id, sent) });
+    const conn = new UpstreamConnection(
+      'hostile',
+      { url: up.url, headers: { Authorization: `Bearer ${token}` } },
+      { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
+    );
+    cleanup.push(() => conn.stop());
+    conn.start();
+    await until(() => conn.state.ready);
+    expect(await conn.call('echo', {}, 5_000)).toMatchObject(sent);
+  });
+});
