@@ -22,6 +22,7 @@ const EXTRA: Record<string, Schema> = {
   'podDisruptionBudget.maxUnavailable': { type: ['integer', 'string'] },
   'ingress.hosts': { items: { type: 'string' } },
   'httpRoute.hostnames': { items: { type: 'string' } },
+  'ownerPolicy.adminGroups': { items: { type: 'string', minLength: 1 } },
   'networkPolicy.apiServer.cidrs': { items: { type: 'string' } },
   'networkPolicy.apiServer.ports': { items: { type: 'integer', minimum: 1, maximum: 65535 } },
   extraEnv: {

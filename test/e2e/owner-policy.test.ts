@@ -23,6 +23,12 @@ function patchAs(user: string, resource: string, name: string, patch: unknown, s
   return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
 }
 
+/** kubectl delete (or label) as `user` in `groups`; the API server's answer. */
+function kubectlAs(user: string, groups: string[], ...args: string[]): { ok: boolean; out: string } {
+  const r = spawnSync(KUBECTL, [...args, '-n', ns, '--as', user, ...groups.flatMap((g) => ['--as-group', g])], { env: process.env, encoding: 'utf8' });
+  return { ok: r.status === 0, out: `${r.stdout}${r.stderr}` };
+}
+
 /** The name kubectl create -o name printed. */
 const nameOf = (r: { out: string }): string => r.out.trim().split('/').pop() ?? '';
 
@@ -59,7 +65,7 @@ beforeAll(async () => {
       {
         apiGroups: ['codemode.dev'],
         resources: ['sandboxruns', 'sandboxsessions', 'sandboxruns/status', 'sandboxsessions/status'],
-        verbs: ['create', 'get', 'list', 'patch'],
+        verbs: ['create', 'get', 'list', 'patch', 'delete'],
       },
     ],
   } as KubernetesObject);
@@ -72,6 +78,7 @@ beforeAll(async () => {
       { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'alice' },
       { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'bob' },
       { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'gw:mallory' },
+      { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'carol' },
       { kind: 'ServiceAccount', name: 'gw', namespace: ns },
     ],
   } as KubernetesObject);
@@ -92,6 +99,9 @@ beforeAll(async () => {
     'config.usernamePrefix=gw:',
     '--set',
     'config.groupsPrefix=gwg:',
+    // carol, in group ops, administers the namespace's runs and sessions.
+    '--set',
+    'ownerPolicy.adminGroups={ops}',
     '--show-only',
     'templates/owner-policy.yaml',
   );
@@ -222,7 +232,7 @@ describe('owner admission policy', () => {
     expect(created.ok, created.out).toBe(true);
     const bob = patchAs('bob', 'sbs', nameOf(created), { spec: { idleTimeoutSeconds: 60 } });
     expect(bob.ok).toBe(false);
-    expect(bob.out).toMatch(/can be changed by its owner only/);
+    expect(bob.out).toMatch(/can be changed or deleted by its owner only \(spec.owner.user alice\)/);
     const alice = patchAs('alice', 'sbs', nameOf(created), { spec: { idleTimeoutSeconds: 60 } });
     expect(alice.ok, alice.out).toBe(true);
   });
@@ -239,5 +249,45 @@ describe('owner admission policy', () => {
     const edit = patchAs('alice', 'sbs', nameOf(created), { spec: patch });
     expect(edit.ok).toBe(false);
     expect(edit.out).toMatch(/spec\.profile cannot be changed/);
+  });
+
+  // RBAC cannot tell one user's objects from another's: whoever may delete SandboxSessions (to
+  // clean up their own) could end everyone's.
+  it.each([
+    ['run', 'SandboxRun', 'sbr', run({ user: 'alice' })],
+    ['session', 'SandboxSession', 'sbs', { language: 'python', owner: { user: 'alice' } }],
+  ])('lets only its owner or an administrator delete or relabel a %s', (_n, kind, resource, spec) => {
+    const made = (): string => {
+      const created = createAs('alice', ['dev'], spec, kind);
+      expect(created.ok, created.out).toBe(true);
+      return nameOf(created);
+    };
+    const name = made();
+    for (const args of [
+      ['delete', resource, name, '--wait=false'],
+      ['label', resource, name, 'x=y'],
+      ['annotate', resource, name, 'x=y'],
+    ]) {
+      const bob = kubectlAs('bob', ['dev'], ...args);
+      expect(bob.ok, args.join(' ')).toBe(false);
+      expect(bob.out).toMatch(/can be changed or deleted by its owner only \(spec.owner.user alice\) or a member of ownerPolicy.adminGroups/);
+    }
+    expect(kubectlAs('alice', ['dev'], 'label', resource, name, 'x=y')).toMatchObject({ ok: true });
+    expect(kubectlAs('alice', ['dev'], 'delete', resource, name, '--wait=false')).toMatchObject({ ok: true });
+    const other = made();
+    expect(kubectlAs('carol', ['ops'], 'label', resource, other, 'x=y')).toMatchObject({ ok: true });
+    expect(kubectlAs('carol', ['ops'], 'delete', resource, other, '--wait=false')).toMatchObject({ ok: true });
+  });
+
+  it("lets the cluster's garbage collector delete what an owner's deleted object owned", async () => {
+    const session = createAs('alice', ['dev'], { language: 'python', owner: { user: 'alice' } }, 'SandboxSession');
+    expect(session.ok, session.out).toBe(true);
+    const got = spawnSync(KUBECTL, ['get', 'sbs', nameOf(session), '-n', ns, '-o', 'jsonpath={.metadata.uid}'], { env: process.env, encoding: 'utf8' });
+    const owned = createAs('alice', ['dev'], run({ user: 'alice' }));
+    expect(owned.ok, owned.out).toBe(true);
+    const ref = [{ apiVersion: 'codemode.dev/v1alpha1', kind: 'SandboxSession', name: nameOf(session), uid: got.stdout }];
+    expect(patchAs('alice', 'sbr', nameOf(owned), { metadata: { ownerReferences: ref } })).toMatchObject({ ok: true });
+    expect(kubectlAs('alice', ['dev'], 'delete', 'sbs', nameOf(session), '--wait=false')).toMatchObject({ ok: true });
+    await until(() => /NotFound/.test(kubectlAs('alice', ['dev'], 'get', 'sbr', nameOf(owned)).out), 60_000, 'the owned run to be collected');
   });
 });
