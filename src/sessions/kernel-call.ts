@@ -9,9 +9,11 @@ import type { Logger } from 'pino';
 import { kernelLanguage, type SandboxSession } from '../api/v1alpha1/index.js';
 import {
   KernelConnectionError,
+  KernelNoAnswerError,
   KernelProtocolError,
   KernelUnreachableError,
   type CallHandler,
+  type KernelConnection,
   type KernelConnections,
   type KernelResult,
 } from '../exec/kernel.js';
@@ -49,7 +51,34 @@ export interface SessionKernelDeps {
   networkGate?: { ensure(namespace: string): Promise<void>; inPodCheck(namespace: string, pod: string): (() => void) | undefined } | undefined;
   /** Told when a call's stream broke after its code was sent, and whether its outcome was read back (metrics). */
   onStreamBroke?: ((outcome: StreamBreakOutcome) => void) | undefined;
+  /**
+   * Whether the session `s` no longer exists as the API server has it (deleted, being deleted, or
+   * another object of its name): its pod went with it. Rejects when that cannot be read.
+   */
+  sessionDeleted?: ((s: SandboxSession) => Promise<boolean>) | undefined;
 }
+
+/**
+ * Whether `err`, from opening a stream to session `s`'s kernel, is the silence of a Node kernel
+ * running synchronous code: it reads its socket only between such stretches (runtime/PROTOCOL.md,
+ * `ping`), so a ping that waited out its time says the kernel is busy, not that it is gone.
+ */
+function busySilence(s: SandboxSession, err: unknown): boolean {
+  return err instanceof KernelNoAnswerError && kernelLanguage(s.spec.language) === 'node';
+}
+
+/** A busy answer for a call whose stream could not open because the Node kernel is busy (busySilence): the turn waits and asks again. */
+const NOT_ANSWERING_BUSY: KernelResult = {
+  status: 'error',
+  stdout: '',
+  stderr: '',
+  stdoutBytes: 0,
+  stderrBytes: 0,
+  truncated: false,
+  durationMs: 0,
+  error: { ename: 'KernelBusy', evalue: 'the kernel did not answer: it is running synchronous code', traceback: '' },
+  busy: true,
+};
 
 export class SessionKernel {
   constructor(private readonly d: SessionKernelDeps) {}
@@ -62,10 +91,18 @@ export class SessionKernel {
   async send(s: SandboxSession, pod: string, req: KernelRequest, openUntil: number, signal?: AbortSignal, onOutput?: OutputListener): Promise<KernelResult> {
     const ns = this.d.namespace;
     // Nothing of the call has been sent while its stream is opened, so waiting cannot run it twice.
-    const conn = await untilOpened(() => this.d.kernels.get(ns, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language), readingUser(s.spec.owner)), {
-      maxMs: Math.min(OPEN_WAIT_MS, openUntil - Date.now()),
-      retryable: (err) => err instanceof KernelUnreachableError && !signal?.aborted,
-    });
+    let conn: KernelConnection;
+    try {
+      conn = await untilOpened(() => this.d.kernels.get(ns, pod, SANDBOX_CONTAINER, kernelLanguage(s.spec.language), readingUser(s.spec.owner)), {
+        maxMs: Math.min(OPEN_WAIT_MS, openUntil - Date.now()),
+        retryable: (err) => err instanceof KernelUnreachableError && !signal?.aborted,
+      });
+    } catch (err) {
+      // A Node kernel running synchronous code (another replica's call) does not even answer the
+      // ping that opens a stream: nothing of this call was sent, and the session is busy, not gone.
+      if (busySilence(s, err)) return NOT_ANSWERING_BUSY;
+      throw err;
+    }
     // As late as possible: no session code starts while the sandbox NetworkPolicy is missing.
     await this.d.networkGate?.ensure(ns).catch((err: unknown) => {
       throw new SessionError((err as Error).message, 'The session is intact; call again in a moment.');
@@ -133,6 +170,15 @@ export class SessionKernel {
         );
       }
     }
+    // Closed (close_session, kubectl) or collected at its maximum lifetime during the call: its
+    // pod was deleted with it, which is not an interpreter that died. Nothing to mark: it is gone.
+    if (!breach && !verdict && (await this.d.sessionDeleted?.(s).catch(() => false))) {
+      throw new SessionError(
+        `Session ${name} was deleted during this call (closed with close_session or kubectl, or past its maximum lifetime), and its pod with it: its state is gone, and whether this call ran to its end is unknown.`,
+        'Create a new session with create_session and run the setup again.',
+        { mayHaveRun: true },
+      );
+    }
     await this.d.activity.markLost(s, breach ? `the session was stopped because ${err.message}` : verdict ? verdict.detail.replace(/\.$/, '') : err.message);
     if (verdict) return lostTo(verdict, name, this.d.outputCapChars);
     throw new SessionError(
@@ -165,7 +211,7 @@ export class SessionKernel {
       return 'alive';
     } catch (err) {
       this.d.kernels.drop(this.d.namespace, pod);
-      return err instanceof KernelUnreachableError || isNetworkError(err) ? 'unreachable' : 'gone';
+      return err instanceof KernelUnreachableError || isNetworkError(err) || busySilence(s, err) ? 'unreachable' : 'gone';
     }
   }
 }

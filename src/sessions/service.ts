@@ -154,6 +154,10 @@ export class SessionService {
       log,
       networkGate,
       onStreamBroke: (outcome) => opts.onStreamBroke?.(outcome),
+      sessionDeleted: async (s) => {
+        const now = await this.store.read(s.metadata.name);
+        return now === undefined || now.metadata.deletionTimestamp !== undefined || now.metadata.uid !== s.metadata.uid;
+      },
     });
   }
 

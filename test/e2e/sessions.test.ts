@@ -135,6 +135,22 @@ describe('sessions', () => {
     expect(r.isError).toBe(true);
     expect(r.content[0]?.text).toMatch(/no session|create_session/);
   });
+
+  it('tells a call whose session was closed under it that the session was deleted, not that its interpreter died', async () => {
+    const s = await newSession();
+    const call = run(s, 'import time\ntime.sleep(30)', { timeout_seconds: 60 });
+    // The call is running (its activity is recorded) before another client closes the session.
+    await new Promise((r) => setTimeout(r, 3000));
+    const other = await connect(op.url, 'current');
+    try {
+      expect(sc(await other.callTool('close_session', { session: s }))).toMatchObject({ closed: true });
+    } finally {
+      await other.close();
+    }
+    const r = await call;
+    expect(r.isError).toBe(true);
+    expect(r.content[0]?.text).toMatch(new RegExp(`^Session ${s} was deleted during this call`));
+  });
 });
 
 describe('idle garbage collection', () => {
