@@ -47,7 +47,18 @@ export async function createNamespace(k: TestKube, prefix: string): Promise<stri
 }
 
 export async function deleteNamespace(k: TestKube, name: string): Promise<void> {
-  await k.core.deleteNamespace({ name, gracePeriodSeconds: 0 }).catch(() => undefined);
+  // Retried for a while: a fault test beside this one may have the API server down just now, and
+  // a namespace left behind keeps its pods on a developer's cluster for good.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await k.core.deleteNamespace({ name, gracePeriodSeconds: 0 });
+      return;
+    } catch (err) {
+      if ((err as { code?: number }).code === 404 || Date.now() > deadline) return;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
 }
 
 /** Polls `check` until it returns true (eventual consistency in tests, not a timing assertion). */
