@@ -75,6 +75,18 @@ export class KernelUnreachableError extends KernelConnectionError {
   }
 }
 
+/**
+ * The kernel did not answer a request within its time (the stream is then closed). For a Node
+ * kernel this is also what a busy one looks like: it reads nothing, not even a ping, while
+ * synchronous code runs.
+ */
+export class KernelNoAnswerError extends KernelConnectionError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'KernelNoAnswerError';
+  }
+}
+
 /** The pod sent something the protocol does not allow; its stream was closed. */
 export class KernelProtocolError extends KernelConnectionError {
   constructor(readonly breach: string) {
@@ -169,7 +181,7 @@ export class KernelStream {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new KernelConnectionError(`The session kernel did not answer within ${timeoutMs} ms`));
+        reject(new KernelNoAnswerError(`The session kernel did not answer within ${timeoutMs} ms`));
         // A kernel that misses its own deadline is stuck; this stream can't be trusted any more.
         this.fail('a call did not answer in time');
       }, timeoutMs);

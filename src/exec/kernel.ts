@@ -11,7 +11,7 @@ import { KernelConnectionError, KernelStream, KernelUnreachableError, type CallH
 import { DEFAULT_DISPLAY_LIMITS, type DisplayLimits } from './display.js';
 import { PodReadCharge, READ_MS_PER_MESSAGE, ReadBudget, ReadBudgets, type ReadBudgetKind, type ReadCharge } from './read-budget.js';
 
-export { KernelConnectionError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
+export { KernelConnectionError, KernelNoAnswerError, KernelProtocolError, KernelUnreachableError } from './kernel-stream.js';
 export type { KernelResult } from './frames.js';
 export type { CallHandler } from './kernel-stream.js';
 

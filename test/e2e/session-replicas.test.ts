@@ -73,3 +73,27 @@ describe('sessions across replicas', () => {
     );
   }, 600_000);
 });
+
+describe('a node session busy in synchronous code', () => {
+  // A Node kernel answers nothing, not even the ping that opens a stream, while synchronous code
+  // runs. The other replica's call finds the session busy: it must wait for it (or give up as
+  // busy), never take the silence for a dead kernel and mark the session lost.
+  it('is waited for through the other replica, and keeps its state', async () => {
+    const created = await viaA.callTool('create_session', { language: 'node' });
+    expect(created.isError ?? false, text(created)).toBe(false);
+    const s = String(sc(created).session);
+    expect(sc(await viaA.callTool('execute_code', { session: s, code: 'kept = 7' })), 'set').toMatchObject({ phase: 'Succeeded' });
+    const long = viaA.callTool('execute_code', {
+      session: s,
+      code: "const t0 = Date.now(); while (Date.now() - t0 < 45_000) {} 'done'",
+      timeout_seconds: 90,
+    });
+    await new Promise((r) => setTimeout(r, 2000));
+    const other = await viaB.callTool('execute_code', { session: s, code: 'kept + 1', timeout_seconds: 10 });
+    // It waited for its turn (the long call ended), then ran.
+    expect(sc(other), text(other)).toMatchObject({ phase: 'Succeeded', result: '8' });
+    expect(sc(await long), 'the long call').toMatchObject({ phase: 'Succeeded', result: "'done'" });
+    const after = await viaB.callTool('execute_code', { session: s, code: 'kept' });
+    expect(sc(after), text(after)).toMatchObject({ phase: 'Succeeded', result: '7' });
+  }, 300_000);
+});
