@@ -28,7 +28,9 @@ import { GROUP, MAX_AUDIT_CALLS, SANDBOXRUN_PLURAL, VERSION } from '../api/v1alp
 import { apiErrorMessage, httpStatus, isNotFound, retryable, statusOf, type KubeClients } from '../kube/clients.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { AuditQueue, type Queued } from './queue.js';
-import { auditBatchStatus, auditRunBody, type AuditEntry } from './record.js';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { generateRunName } from '../sandbox/names.js';
+import { ANNOTATION_CODE_SHA256, auditBatchStatus, auditRunBody, type AuditEntry } from './record.js';
 
 export { chooseDue, type DueChoice } from './queue.js';
 
@@ -199,14 +201,13 @@ export class AuditWriter {
   }
 
   private async write(key: string, batch: Queued[]): Promise<void> {
-    const entries = batch.map((q) => q.entry);
-    this.writingCalls += entries.length;
+    const calls = batch.length;
+    this.writingCalls += calls;
     try {
-      // Named after its first call: a retry after a lost answer finds the record it created.
-      await this.create(entries[0] as AuditEntry);
-      await this.patchStatus(entries);
+      await this.create(batch);
+      await this.patchStatus(batch.map((q) => q.entry));
       this.backoffMs = 0;
-      for (const _ of entries) this.opts.onResult?.('written');
+      for (let i = 0; i < calls; i++) this.opts.onResult?.('written');
     } catch (err) {
       // A full ResourceQuota (count/sandboxruns) frees up as records and runs reach their TTL:
       // dropped at once, every user's calls would go while it is full — whoever filled it.
@@ -215,9 +216,9 @@ export class AuditWriter {
         return;
       }
       // The status or class only: the API server's message may quote the record's fields.
-      for (const _ of entries) this.drop(`a write failed with ${failureOf(err)}, which is not retried`);
+      for (let i = 0; i < calls; i++) this.drop(`a write failed with ${failureOf(err)}, which is not retried`);
     } finally {
-      this.writingCalls -= entries.length;
+      this.writingCalls -= calls;
     }
   }
 
@@ -248,19 +249,47 @@ export class AuditWriter {
     this.retryTimer.unref();
   }
 
-  private async create(e: AuditEntry): Promise<void> {
-    try {
-      await this.clients.custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: e.namespace,
-        plural: SANDBOXRUN_PLURAL,
-        body: auditRunBody(e, this.opts.ttlSecondsAfterFinished),
-      });
-    } catch (err) {
-      // Created by an earlier attempt whose answer was lost: the name is the record's own.
-      if (statusOf(err) !== 409) throw err;
+  /**
+   * Creates the record of `batch`, named after its first call: a retry after a lost answer finds
+   * the record it created (409, and the object is this record). A name taken by anything else — a
+   * SandboxRun its user created under it with kubectl: session code can read the call's name from
+   * its kernel, and the record waits a second or more — is not written into (the record would be
+   * the user's object, its code theirs to choose): the first call is renamed and created again.
+   */
+  private async create(batch: Queued[]): Promise<void> {
+    const first = batch[0] as Queued;
+    for (let renamed = false; ; renamed = true) {
+      const e = first.entry;
+      try {
+        await this.clients.custom.createNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: e.namespace,
+          plural: SANDBOXRUN_PLURAL,
+          body: auditRunBody(e, this.opts.ttlSecondsAfterFinished),
+        });
+        return;
+      } catch (err) {
+        if (statusOf(err) !== 409) throw err;
+        if (await this.isRecordOf(e)) return;
+        if (renamed) throw err;
+        // Kept in the queued call: a retry of this write creates (or finds) the renamed record.
+        first.entry = { ...e, name: generateRunName() };
+      }
     }
+  }
+
+  /** Whether the SandboxRun named `e.name` is the record of `e`: only the gateway can mark one (admission policy). */
+  private async isRecordOf(e: AuditEntry): Promise<boolean> {
+    const found = (await this.clients.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: e.namespace,
+      plural: SANDBOXRUN_PLURAL,
+      name: e.name,
+    })) as { metadata?: { annotations?: Record<string, string> } };
+    const a = found.metadata?.annotations ?? {};
+    return a[ANNOTATION_EXECUTOR] === AUDIT_EXECUTOR && a[ANNOTATION_CODE_SHA256] === e.codeSha256;
   }
 
   private async patchStatus(entries: readonly AuditEntry[]): Promise<void> {

@@ -123,4 +123,58 @@ describe('the audit writer', () => {
       ['Succeeded', 2],
     ]);
   }, 60_000);
+
+  // Session code can read its call's name from its kernel (the key of the call), and the record
+  // waits a second or more: its user could create a SandboxRun under that name first. The writer
+  // took the 409 for its own earlier attempt and wrote the call's status into the user's object.
+  it('does not write a call into a SandboxRun created under its name by someone else, but into a record of its own', async () => {
+    const tag = Date.now().toString(36);
+    const session = `sq-${tag}`;
+    const name = `squat-${tag}`;
+    // As a user would with kubectl: their own code, no executor annotation (the admission policy
+    // lets only the gateway set one); a session that does not exist, so no replica runs it.
+    await k.custom.createNamespacedCustomObject({
+      ...api,
+      namespace: ns,
+      body: {
+        apiVersion: API_VERSION,
+        kind: SANDBOXRUN_KIND,
+        metadata: { name },
+        spec: { owner: { user: 'alice' }, language: 'python', code: 'print("harmless")', timeoutSeconds: 1, session: `gone-${tag}` },
+      },
+    });
+    const entry = auditEntry({
+      name,
+      namespace: ns,
+      session,
+      owner: { user: 'alice' },
+      language: 'python',
+      timeoutSeconds: 30,
+      code: 'steal()',
+      startedMs: Date.now(),
+      endedMs: Date.now() + 1,
+      outcome: { phase: 'Succeeded', truncated: false, stdoutBytes: 4242, stderrBytes: 0, durationMs: 1 },
+    });
+    const results: AuditResult[] = [];
+    const writer = new AuditWriter(op.clients, { capacity: 10, lingerMs: 0, onResult: (r) => results.push(r) }, pino({ level: 'silent' }));
+    expect(writer.record(entry)).toBe(true);
+    await until(async () => results.length === 1, 30_000, 'the call written');
+    await writer.stop(1000);
+    expect(results).toEqual(['written']);
+
+    const squatted = (await k.custom.getNamespacedCustomObject({ ...api, namespace: ns, name })) as SandboxRun;
+    expect(squatted.spec.code).toBe('print("harmless")');
+    expect(squatted.status?.stdoutBytes).not.toBe(4242);
+    const records = (
+      (await k.custom.listNamespacedCustomObject({ ...api, namespace: ns, labelSelector: `${LABEL_SESSION}=${runLabelValue(session)}` })) as {
+        items: SandboxRun[];
+      }
+    ).items;
+    expect(records).toHaveLength(1);
+    const [record] = records;
+    expect(record?.metadata.name).not.toBe(name);
+    expect(record?.metadata.annotations?.[ANNOTATION_EXECUTOR]).toBe(AUDIT_EXECUTOR);
+    expect(record?.spec.code).toBe('steal()');
+    expect(record?.status).toMatchObject({ phase: 'Succeeded', stdoutBytes: 4242 });
+  }, 60_000);
 });
