@@ -25,7 +25,7 @@ import type { ResilientInformer } from '../kube/informer.js';
 import { KernelConnectionError, type CallHandler, type KernelConnections, type KernelResult } from '../exec/kernel.js';
 import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { recallOnce, type StreamBreakOutcome } from '../exec/recall.js';
-import { apiErrorMessage, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
+import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateSessionName } from '../sandbox/names.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type Listing } from './files.js';
 import { workspacePath } from './paths.js';
@@ -352,9 +352,12 @@ export class SessionService {
         namespace: this.opts.namespace,
         plural: SANDBOXSESSION_PLURAL,
         name,
+        // The session the caller may close, not whatever holds its name now: the cache's copy
+        // can be of one deleted a moment ago, its name since taken by another user's session.
+        body: { preconditions: { uid: s.metadata.uid } },
       });
     } catch (err) {
-      if (isNotFound(err)) return false;
+      if (isNotFound(err) || isConflict(err)) return false;
       throw err;
     }
     if (s?.status?.podName) this.kernels.drop(this.opts.namespace, s.status.podName);

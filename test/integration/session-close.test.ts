@@ -1,0 +1,80 @@
+// close_session against the real API server with a session cache behind it: the session the
+// caller may close is deleted, never another user's session that took its name meanwhile.
+import { PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { API_VERSION, GROUP, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
+import type { KernelConnections } from '../../src/exec/kernel.js';
+import { customResourceInformer } from '../../src/kube/informer.js';
+import { SessionService } from '../../src/sessions/service.js';
+import { deleteNamespace, until } from '../e2e/helpers/kube.js';
+import { log } from './helpers/rig.js';
+import { clients, createNamespace, k } from './helpers/table.js';
+
+const api = { group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL };
+const alice = { user: 'alice' };
+
+function session(namespace: string, user: string): Record<string, unknown> {
+  return {
+    apiVersion: API_VERSION,
+    kind: SANDBOXSESSION_KIND,
+    metadata: { name: 'x', namespace },
+    spec: { owner: { user }, language: 'python', idleTimeoutSeconds: 600 },
+  };
+}
+
+describe('SessionService.close with a cache behind the API server', () => {
+  it("does not delete another user's session that took the name of the caller's deleted one", async () => {
+    const ns = await createNamespace('int-close');
+    const informer = customResourceInformer(clients, ns, SANDBOXSESSION_PLURAL, log);
+    try {
+      await clients.custom.createNamespacedCustomObject({ ...api, namespace: ns, body: session(ns, 'alice') });
+      // Ready in the cache: the service then takes the cache's word without reading the API.
+      await clients.custom.patchNamespacedCustomObjectStatus(
+        { ...api, namespace: ns, name: 'x', body: { status: { phase: 'Ready', podName: 'p' } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      await informer.start();
+      await until(
+        async () => (informer.get('x', ns) as { status?: { phase?: string } } | undefined)?.status?.phase === 'Ready',
+        10_000,
+        "alice's Ready session in the cache",
+      );
+      // The cache stops here (a watch that has not delivered yet): alice's session is deleted,
+      // and bob's of the same name created.
+      await informer.stop();
+      await clients.custom.deleteNamespacedCustomObject({ ...api, namespace: ns, name: 'x' });
+      await until(
+        async () =>
+          await clients.custom.getNamespacedCustomObject({ ...api, namespace: ns, name: 'x' }).then(
+            () => false,
+            () => true,
+          ),
+        10_000,
+        "alice's session to be gone",
+      );
+      const bobs = (await clients.custom.createNamespacedCustomObject({ ...api, namespace: ns, body: session(ns, 'bob') })) as KubernetesObject;
+
+      const kernels = { drop: () => undefined } as unknown as KernelConnections;
+      const service = new SessionService(
+        clients,
+        informer,
+        kernels,
+        {
+          namespace: ns,
+          outputCapChars: 1000,
+          maxFileBytes: 1000,
+          sessionMaxIdleTimeoutSeconds: 3600,
+          sessionMaxLifetimeSeconds: 86400,
+          startupTimeoutSeconds: 5,
+        },
+        log,
+      );
+      expect(await service.close('x', alice)).toBe(false);
+      const left = (await clients.custom.getNamespacedCustomObject({ ...api, namespace: ns, name: 'x' })) as KubernetesObject;
+      expect(left.metadata?.uid, "bob's session was deleted by alice's close_session").toBe(bobs.metadata?.uid);
+    } finally {
+      await informer.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
