@@ -3,7 +3,7 @@
 // server.py), so the call that runs after it must carry the check again.
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { KernelConnections, KernelResult } from '../../../src/exec/kernel.js';
+import { KernelNoAnswerError, type KernelConnections, type KernelResult } from '../../../src/exec/kernel.js';
 import { SessionKernel } from '../../../src/sessions/kernel-call.js';
 import type { SandboxSession } from '../../../src/api/v1alpha1/index.js';
 
@@ -100,5 +100,20 @@ describe('a refusal for the network', () => {
     const r = await sk.send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
     expect(r.notIsolated === true).toBe(believed);
     expect(r).toMatchObject({ status: 'error', error: { ename: 'NotIsolated' } });
+  });
+});
+
+describe('a session kernel that does not answer the ping opening its stream', () => {
+  // A Node kernel reads nothing while synchronous code runs: busy (the turn asks again), nothing sent.
+  // A Python kernel answers pings from a thread of its own: its silence is a failure.
+  it.each<[string, 'node' | 'python', 'busy' | 'throws']>([
+    ['node: busy', 'node', 'busy'],
+    ['python: a failure', 'python', 'throws'],
+  ])('%s', async (_name, language, want) => {
+    const kernels = { get: () => Promise.reject(new KernelNoAnswerError('The session kernel did not answer within 15000 ms')) } as unknown as KernelConnections;
+    const s = { metadata: { name: 's' }, spec: { language } } as SandboxSession;
+    const sent = sessionKernel(kernels).send(s, 'pod', { code: 'x', timeoutMs: 1000 }, Date.now() + 1000);
+    if (want === 'busy') expect(await sent).toMatchObject({ busy: true, status: 'error' });
+    else await expect(sent).rejects.toBeInstanceOf(KernelNoAnswerError);
   });
 });
