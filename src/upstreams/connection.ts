@@ -143,6 +143,9 @@ export function urlSecrets(url: string): string[] {
   return [...new Set(raw.flatMap((v) => [v, decode(v)]))].filter((v) => v !== '');
 }
 
+/** A JSON-RPC method name as MCP's are (`ping`, `sampling/createMessage`): what a log line may name. */
+const LOGGED_METHOD = /^[A-Za-z0-9_./-]{1,64}$/;
+
 /** A reason and a readable sentence for a failure to connect, list or ping. */
 export function classify(err: unknown): { reason: UpstreamReason; message: string } {
   if (err instanceof SdkHttpError && (err.status === 401 || err.status === 403)) {
@@ -336,7 +339,12 @@ export class UpstreamConnection {
       });
       limitServerRequests(
         transport,
-        (method) => this.opts.log.warn({ upstream: this.name, method }, 'Dropped requests from an upstream beyond the bound on them'),
+        // The method is the upstream's text, of any length: named only when it looks like one.
+        (method) =>
+          this.opts.log.warn(
+            { upstream: this.name, method: LOGGED_METHOD.test(method) ? method : '(another)' },
+            'Dropped requests from an upstream beyond the bound on them',
+          ),
         Date.now,
         (id) => answers.answered(id),
       );

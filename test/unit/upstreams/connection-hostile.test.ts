@@ -161,6 +161,39 @@ describe('requests from the upstream', () => {
   });
 });
 
+describe('a log line of requests from the upstream dropped over the bound', () => {
+  it('names a method the upstream made up only when it looks like one, and stays short', async () => {
+    const sse = stream();
+    const held: ServerResponse[] = [];
+    const up = await upstream({ get: sse.get, answer: (_msg, res) => void held.push(res) });
+    cleanup.push(async () => {
+      for (const res of held) res.writeHead(202).end();
+    });
+    const lines: string[] = [];
+    const conn = new UpstreamConnection(
+      'hostile',
+      { url: up.url, headers: {} },
+      {
+        healthIntervalMs: 60_000,
+        requestTimeoutMs: 5_000,
+        messageMaxBytes: 16 << 20,
+        onState: () => undefined,
+        log: pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) }),
+      },
+    );
+    cleanup.push(() => conn.stop());
+    conn.start();
+    await until(() => conn.state.ready);
+    await until(sse.opened);
+    const method = `${'m'.repeat(100_000)} UPSTREAM-TEXT`;
+    sse.write(Array.from({ length: SERVER_REQUESTS_IN_FLIGHT + 1 }, (_, i) => event({ id: i, method })).join(''));
+    await until(() => lines.some((l) => l.includes('Dropped requests from an upstream')));
+    const line = lines.find((l) => l.includes('Dropped requests from an upstream')) ?? '';
+    expect(line).not.toContain('UPSTREAM-TEXT');
+    expect(line.length).toBeLessThan(1000);
+  });
+});
+
 describe('the event stream', () => {
   it('is reopened no sooner than a second after it ended, whatever its retry: says', async () => {
     const up = await upstream({
