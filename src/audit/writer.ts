@@ -135,6 +135,10 @@ export class AuditWriter {
   /** Writes what is queued, for at most `timeoutMs`; what is left then is dropped (shutdown). */
   async stop(timeoutMs: number): Promise<void> {
     this.flushing = true;
+    // Backing off (up to 30 s) would outlast the time to stop, and the API server may answer again
+    // by now: what is queued is tried at once (a failure backs off again).
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     this.pump();
     await new Promise<void>((resolve) => {
       const done = (): void => {

@@ -218,3 +218,15 @@ describe('AuditWriter: every dropped call reaches the log, however the drops bun
     expect(logged(h.logs)).toEqual({ dropped: 0, writing: 2 });
   });
 });
+
+describe('AuditWriter: stopping while it backs off', () => {
+  it('tries the queued calls at once rather than sit out a back-off longer than its time to stop', async () => {
+    // Three 503s: back-off 500 ms, 1 s, then 2 s — longer than the second stop() has.
+    const h = harness({ lingerMs: 0 }, (_name, attempt) => (attempt <= 3 ? apiErr(503) : undefined));
+    h.writer.record(entry('alice', 's1', 'r0'));
+    await vi.waitFor(() => expect(h.attempts.get('r0')).toBe(3), { timeout: 3000, interval: 10 });
+    await h.writer.stop(1000);
+    expect(h.results).toEqual(['written']);
+    expect(h.written).toEqual(['r0']);
+  });
+});
