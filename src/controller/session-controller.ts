@@ -140,6 +140,9 @@ export class SandboxSessionController {
     const invalid = this.checkLimits(session);
     if (invalid) {
       if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: invalid });
+      // A session that started before its spec was edited past the limits: a Failed session has no
+      // pod (no call reaches it), and one left would hold its node's resources to the session's end.
+      for (const p of ownedPods) if (!p.metadata?.deletionTimestamp) this.deletePod(ns, p.metadata?.name ?? '');
       return { requeueAfterMs: exp.remainingMs };
     }
     let pod = owned;

@@ -147,6 +147,25 @@ const rows: Row[] = [
     requeued: true,
   },
   {
+    name: "a Ready session whose spec was edited past the administrator's limits: Failed InvalidSpec, and its pod deleted",
+    env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '1200' },
+    world: ({ at }) => ({ sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 1800 }, status: ready(at) }], pods: [marker('s')] }),
+    key: 's',
+    expected: (w) =>
+      without('Pod/sess-s')(
+        changed(key('s'), (s) => ({
+          ...s,
+          status: {
+            ...(s.status as object),
+            phase: 'Failed',
+            reason: Reasons.InvalidSpec,
+            message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200: set it to at most 1200.',
+          },
+        }))(w),
+      ),
+    requeued: true,
+  },
+  {
     name: "a session left at the default idle timeout above the administrator's lower maximum: the message says where 600 came from",
     env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '300' },
     world: () => ({ sessions: [{ name: 's', spec: { language: 'python' } }] }),
