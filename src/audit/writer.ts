@@ -209,9 +209,12 @@ export class AuditWriter {
     this.writingCalls += calls;
     try {
       await this.create(batch);
-      await this.patchStatus(batch.map((q) => q.entry));
+      const recorded = await this.patchStatus(batch.map((q) => q.entry));
       this.backoffMs = 0;
-      for (let i = 0; i < calls; i++) this.opts.onResult?.('written');
+      for (let i = 0; i < calls; i++) {
+        if (recorded) this.opts.onResult?.('written');
+        else this.drop('its record was deleted before its status was written');
+      }
     } catch (err) {
       // A full ResourceQuota (count/sandboxruns) frees up as records and runs reach their TTL:
       // dropped at once, every user's calls would go while it is full — whoever filled it.
@@ -296,16 +299,18 @@ export class AuditWriter {
     return a[ANNOTATION_EXECUTOR] === AUDIT_EXECUTOR && a[ANNOTATION_CODE_SHA256] === e.codeSha256;
   }
 
-  private async patchStatus(entries: readonly AuditEntry[]): Promise<void> {
+  /** false: the record was deleted meanwhile (its namespace went away, or someone deleted it): nothing is recorded. */
+  private async patchStatus(entries: readonly AuditEntry[]): Promise<boolean> {
     const e = entries[0] as AuditEntry;
     try {
       await this.clients.custom.patchNamespacedCustomObjectStatus(
         { group: GROUP, version: VERSION, namespace: e.namespace, plural: SANDBOXRUN_PLURAL, name: e.name, body: { status: auditBatchStatus(entries) } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
+      return true;
     } catch (err) {
-      // Deleted meanwhile (its namespace went away): nothing left to record into.
       if (!isNotFound(err)) throw err;
+      return false;
     }
   }
 

@@ -38,6 +38,8 @@ function harness(
   attempts: Map<string, number>;
   logs: string[];
   queueLengths: number[];
+  /** The two API calls the writer makes (a test may replace one). */
+  custom: object;
 } {
   const results: AuditResult[] = [];
   const written: string[] = [];
@@ -64,7 +66,7 @@ function harness(
     { capacity: 100, onResult: (r) => results.push(r), onQueue: (n) => queueLengths.push(n), ...opts },
     log,
   );
-  return { writer, results, written, attempts, logs, queueLengths };
+  return { writer, results, written, attempts, logs, queueLengths, custom };
 }
 
 const count = (results: AuditResult[], r: AuditResult): number => results.filter((x) => x === r).length;
@@ -228,5 +230,15 @@ describe('AuditWriter: stopping while it backs off', () => {
     await h.writer.stop(1000);
     expect(h.results).toEqual(['written']);
     expect(h.written).toEqual(['r0']);
+  });
+});
+
+describe('AuditWriter: a record deleted before its status was written', () => {
+  it('counts its calls dropped, not written: nothing of them was recorded', async () => {
+    const h = harness({ lingerMs: 0 });
+    (h.custom as { patchNamespacedCustomObjectStatus: () => Promise<object> }).patchNamespacedCustomObjectStatus = () => Promise.reject(apiErr(404));
+    h.writer.record(entry('alice', 's1', 'r0'));
+    await vi.waitFor(() => expect(h.results).toEqual(['dropped']), { timeout: 1000, interval: 10 });
+    await h.writer.stop(100);
   });
 });
