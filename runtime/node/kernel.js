@@ -126,8 +126,15 @@ const uncaught = (err) => {
     log('Failed to report an uncaught error', { error: safeText(e) });
   }
 };
-process.on('uncaughtException', uncaught);
-process.on('unhandledRejection', uncaught);
+/**
+ * The kernel's listeners for uncaught errors, put back when the code removed them
+ * (`process.removeAllListeners()`): without one, the next error a timer of the code throws would
+ * end the kernel and the session with it. Checked before each call.
+ */
+function keepUncaughtListeners() {
+  for (const event of ['uncaughtException', 'unhandledRejection']) if (!process.listeners(event).includes(uncaught)) process.on(event, uncaught);
+}
+keepUncaughtListeners();
 
 // The streams each context's console writes to (a reset makes a new console: session.js).
 const io = { stdout: process.stdout, stderr: process.stderr };
@@ -148,6 +155,7 @@ async function execute(conn, req) {
   const call = new CallOutput(req.id, req.capChars, conn.send);
   const sinceTicks = nowTicks();
   const watch = new Watch();
+  keepUncaughtListeners();
   current = call;
   callStdin = { text: req.stdin || '', stream: null };
   Atomics.store(active, 0, ++seq);

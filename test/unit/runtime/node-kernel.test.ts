@@ -336,6 +336,22 @@ describe('node kernel running code of the session after the cell', () => {
   );
 });
 
+describe('node kernel whose code removed its listeners', () => {
+  // process.removeAllListeners() takes the kernel's uncaught-error listeners too: the next error a
+  // timer throws would end the kernel (and the session's state) instead of going to stderr.
+  it('puts them back before the next call', async () => {
+    const { client, kernel, stop } = await startSession('node');
+    try {
+      expect((await client.exec('kept = 7; process.removeAllListeners(); 1')).frame).toMatchObject({ status: 'ok', result: '1' });
+      const late = "setTimeout(() => { throw new Error('late') }, 10); await new Promise((r) => setTimeout(r, 100)); kept";
+      expect((await client.exec(late)).frame).toMatchObject({ status: 'ok', result: '7', stderr: expect.stringContaining('Uncaught Error: late') });
+      expect(kernel.proc.exitCode).toBeNull();
+    } finally {
+      await stop();
+    }
+  });
+});
+
 describe('node kernel compiling a large cell', () => {
   // The let/const rewrite happens before vm's timeout starts: it must stay linear in the code
   // (splicing per declaration took 10 s for this cell, and the watchdog gave the kernel up).
