@@ -120,7 +120,7 @@ export class SessionRuns {
   async recover(run: SandboxRun, session: string, waitMs: number, log: Logger): Promise<Classification | undefined> {
     const uid = run.metadata.uid;
     if (!this.sessions || uid === undefined) return undefined;
-    const r = await this.sessions.recall(session, uid, waitMs).catch((err: unknown) => {
+    const r = await this.sessions.recall(session, uid, waitMs, run.spec.owner).catch((err: unknown) => {
       log.warn({ err: apiErrorMessage(err) }, 'Failed to read back the call of a SandboxRun in a session');
       return undefined;
     });

@@ -420,13 +420,15 @@ export class SessionService {
    * replica that sent it stopped (RunExecutor.recover): answered once that call ends, within
    * `timeoutMs`. Undefined when the session cannot tell: it or its pod is gone, its kernel cannot
    * be reached, or it keeps no result under the key (the call never arrived, or so many later keyed
-   * calls came that its result was let go: runtime/PROTOCOL.md, "Recall"). Never starts code; the
-   * caller's access was checked when the call was made.
+   * calls came that its result was let go: runtime/PROTOCOL.md, "Recall"). Never starts code.
+   * `caller`: whom the call was made for (the run's owner). The session of that name must still
+   * be one they may use: one deleted since, its name taken by another user's session, would have
+   * that user's kernel answer for the call with any outcome it likes.
    */
-  async recall(name: string, key: string, timeoutMs: number): Promise<SessionCallResult | undefined> {
+  async recall(name: string, key: string, timeoutMs: number, caller?: Owner): Promise<SessionCallResult | undefined> {
     const s = this.store.get(name) ?? (await this.store.read(name).catch(() => undefined));
     const pod = s?.status?.podName;
-    if (!s || !pod) return undefined;
+    if (!s || !pod || !canSee(s, caller, this.opts.adminGroups ?? [])) return undefined;
     if (
       !(await this.checkPod(s).then(
         () => true,
