@@ -9,7 +9,7 @@ import { createLogger } from './log/logger.js';
 import { createMetrics } from './metrics/registry.js';
 import { createOperator, replicaApp } from './operator.js';
 import { McpTraffic } from './gateway/drain.js';
-import { configureHttpServer } from './gateway/http-server.js';
+import { closeServer, configureHttpServer } from './gateway/http-server.js';
 
 /** A replica that got SIGTERM serves at least this long (endpoints update meanwhile)… */
 const ENDPOINT_DRAIN_MS = 5_000;
@@ -95,7 +95,7 @@ async function main(): Promise<void> {
       .settled({ minMs: ENDPOINT_DRAIN_MS, quietMs: QUIET_MS, maxMs: MAX_DRAIN_MS })
       .then(() => auth.stop())
       .then(() => operator.stop())
-      .then(() => new Promise<void>((r) => server.close(() => r())))
+      .then(() => closeServer(server as Server))
       // A request that reached the server after the operator's drain (its connection outlived the
       // endpoint update) ran a run whose status write may still be on its way: none is cut off.
       .then(() => operator.executor.drain())

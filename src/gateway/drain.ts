@@ -68,6 +68,36 @@ export function markListen(req: Request): void {
   listens.add(req);
 }
 
+/**
+ * `res` with `done` called once its handler has streamed all of its body (or failed to), however
+ * slowly its client reads it: the body is read on into a queue without a bound, which holds what
+ * the handler's own stream would have (that one does not bound its queue either).
+ */
+function whenStreamed(res: Response, done: () => void): Response {
+  // A whole body (JSON) is handed to the socket at once: its `prefinish` tells.
+  if (res.body === null || !res.headers.get('content-type')?.startsWith('text/event-stream')) return res;
+  const source = res.body.getReader();
+  const pump = async (controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> => {
+    try {
+      for (;;) {
+        const chunk = await source.read();
+        if (chunk.done) break;
+        controller.enqueue(chunk.value);
+      }
+      controller.close();
+    } catch (err) {
+      controller.error(err);
+    } finally {
+      done();
+    }
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start: (controller) => void pump(controller),
+    cancel: (reason) => source.cancel(reason),
+  });
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
+
 const POLL_MS = 100;
 
 /** Counts the MCP requests arriving and in flight through a server's fetch handler. */
@@ -98,12 +128,20 @@ export class McpTraffic {
     };
     try {
       const res = await this.inner(req, env);
-      // On the Node server, the response's `close` (also when the client goes away); without one
+      // On the Node server, until the response's `close` (also when the client goes away), its
+      // `prefinish` (ended: its last bytes are handed to the socket) or, for a streamed one, the
+      // end of what the handler streams into it, whichever is first: the bytes of a client that
+      // reads its result slowly (never cut: stall-guard.ts) wait in the stream, and that client
+      // must not hold a stopping replica until the end of its grace period. Without one
       // (app.request in tests) the response has ended when it is returned.
       const outgoing = (env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-      if (outgoing === undefined || typeof outgoing.once !== 'function' || outgoing.closed || listens.has(req)) end();
-      else outgoing.once('close', end);
-      return res;
+      if (outgoing === undefined || typeof outgoing.once !== 'function' || outgoing.closed || outgoing.writableEnded || listens.has(req)) {
+        end();
+        return res;
+      }
+      outgoing.once('close', end);
+      outgoing.once('prefinish', end);
+      return whenStreamed(res, end);
     } catch (err) {
       end();
       throw err;

@@ -26,3 +26,24 @@ export function configureHttpServer(server: Pick<Server, 'keepAliveTimeout' | 'h
   // before an idle connection would time out is not cut by the headers timer instead.
   server.headersTimeout = Math.max(server.headersTimeout, KEEP_ALIVE_TIMEOUT_MS + 1_000);
 }
+
+/** How long closing the server waits for responses still being sent before it closes their connections. */
+export const CLOSE_GRACE_MS = 10_000;
+
+/**
+ * Closes `server`: no new connections, idle ones closed at once, and those with a response still
+ * being sent given `graceMs`, then closed. Node's server.close() waits for them however long it
+ * takes: a client reading its result slowly (never cut: stall-guard.ts) held a stopping replica
+ * until the end of its grace period, which then exited 1 without its last steps (the audit flush,
+ * releasing its Lease).
+ */
+export function closeServer(server: Pick<Server, 'close' | 'closeAllConnections'>, graceMs = CLOSE_GRACE_MS): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+    timer.unref();
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}

@@ -1,4 +1,4 @@
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,6 +43,23 @@ describe('McpTraffic', () => {
       if (draining()) c.header('Connection', 'close');
     });
     app.post('/mcp', async (c) => c.text(await c.req.text()));
+    // A large result, more than the sockets' buffers take at once: whole, or streamed as a tool
+    // call's (SSE) is.
+    app.post('/mcp/large', (c) => c.text('r'.repeat(32 * 1024 * 1024)));
+    const chunk = new TextEncoder().encode('r'.repeat(1024 * 1024));
+    app.post(
+      '/mcp/large-stream',
+      () =>
+        new Response(
+          new ReadableStream({
+            start(controller) {
+              for (let i = 0; i < 32; i++) controller.enqueue(chunk);
+              controller.close();
+            },
+          }),
+          { headers: { 'content-type': 'text/event-stream' } },
+        ),
+    );
     app.get('/healthz', (c) => c.text('ok'));
     const traffic = new McpTraffic(app.fetch);
     server = await new Promise<ServerType>((resolve) => {
@@ -228,5 +245,23 @@ describe('McpTraffic', () => {
       await client.close();
       (server as { closeAllConnections?: () => void }).closeAllConnections?.();
     }
+  });
+
+  it.each(['/mcp/large', '/mcp/large-stream'])('does not wait for a client reading its result slowly once it has all been made (%s)', async (path) => {
+    const { url, traffic } = await serveApp(() => true);
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname);
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    // Never reads: the result waits in the replica's socket buffer.
+    socket.pause();
+    socket.write(`POST ${path} HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-length: 0\r\n\r\n`);
+    await new Promise((r) => setTimeout(r, 300));
+    const outcome = await Promise.race([
+      traffic.settled({ minMs: 0, quietMs: 100 }).then(() => 'settled'),
+      new Promise((r) => setTimeout(() => r('still draining'), 2000)),
+    ]);
+    socket.destroy();
+    expect(outcome).toBe('settled');
   });
 });

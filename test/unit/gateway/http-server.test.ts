@@ -7,7 +7,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
-import { configureHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/gateway/http-server.js';
+import { closeServer, configureHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/gateway/http-server.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -92,4 +92,40 @@ describe('the gateway HTTP server', () => {
     expect(r.keepAlive).toBe('timeout=5');
     expect(r.connections).toBe(2);
   }, 20_000);
+});
+
+describe('closeServer', () => {
+  it('closes a connection whose client reads its streamed response slowly after the grace, and resolves', async () => {
+    // A streamed (SSE) response, as a tool call's: written as its client takes it.
+    const chunk = new TextEncoder().encode('r'.repeat(1024 * 1024));
+    const app = new Hono().get(
+      '/large',
+      () =>
+        new Response(
+          new ReadableStream({
+            start(controller) {
+              for (let i = 0; i < 32; i++) controller.enqueue(chunk);
+              controller.close();
+            },
+          }),
+          { headers: { 'content-type': 'text/event-stream' } },
+        ),
+    );
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
+    });
+    const { port } = server.address() as AddressInfo;
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    // Never reads: the response stays under way.
+    socket.pause();
+    socket.write(`GET /large HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`);
+    await new Promise((r) => setTimeout(r, 300));
+    const started = performance.now();
+    const outcome = await Promise.race([closeServer(server, 300).then(() => 'closed'), new Promise((r) => setTimeout(() => r('still open'), 3000))]);
+    socket.destroy();
+    expect(outcome).toBe('closed');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+  });
 });
