@@ -28,6 +28,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { KernelLanguage, SandboxRun, SandboxSession, Toleration } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
+import { createHash, randomUUID } from 'node:crypto';
 import { podNameForRun, podNameForSession, runLabelValue } from './names.js';
 import type { RuntimeVolume } from './runtime-configmap.js';
 import { podTemplateHash } from './template-hash.js';
@@ -37,8 +38,26 @@ export const WORKSPACE_DIR = '/workspace';
 export const TMP_DIR = '/tmp';
 /** Where the runtime ConfigMap (session kernels) is mounted, read-only. */
 export const RUNTIME_DIR = '/codemode/runtime';
-/** `nobody`: exists in every base image and owns nothing. */
+/**
+ * `nobody`: exists in every base image and owns nothing. The group of every sandbox process and
+ * the user of the pods that run no one's code (the package fetcher, the self-check's echo pod).
+ */
 export const SANDBOX_UID = 65534;
+/**
+ * Sandbox pods each run as a user of their own, from this range (2^30 to 2^31 - 1, above any
+ * user an image or a node defines). The kernel counts some resources per user across the whole
+ * node, not per pod: inotify instances (128), POSIX message queue bytes, pipe buffer pages. As
+ * one shared user, a sandbox holding its 128 inotify instances made inotify_init fail in every
+ * other sandbox on the node, and in any other workload running as `nobody` (measured on the
+ * test cluster). The user has no /etc/passwd entry: USER and LOGNAME are set instead, as
+ * platforms that assign arbitrary users do.
+ */
+export const SANDBOX_UID_BASE = 2 ** 30;
+
+/** The user of the sandbox pod `seed` names (a run's or session's uid; random for a pool pod). */
+export function sandboxUid(seed: string): number {
+  return SANDBOX_UID_BASE + (createHash('sha256').update(seed).digest().readUInt32BE(0) % SANDBOX_UID_BASE);
+}
 /** Env var with /workspace's size limit in bytes, read inside the pod (runner and kernel). */
 export const WORKSPACE_LIMIT_ENV = 'CODEMODE_WORKSPACE_LIMIT_BYTES';
 /**
@@ -150,24 +169,24 @@ function atMost(request: string, limit: string): string {
   return parseQuantity(request) > parseQuantity(limit) ? limit : request;
 }
 
-/** The container hardening of every sandbox pod (and of the package fetcher, src/packages). */
-export function containerSecurityContext(): V1SecurityContext {
+/** The container hardening of every sandbox pod, as `uid` (and of the package fetcher, src/packages). */
+export function containerSecurityContext(uid = SANDBOX_UID): V1SecurityContext {
   return {
     readOnlyRootFilesystem: true,
     allowPrivilegeEscalation: false,
     privileged: false,
     capabilities: { drop: ['ALL'] },
     runAsNonRoot: true,
-    runAsUser: SANDBOX_UID,
+    runAsUser: uid,
     runAsGroup: SANDBOX_UID,
     seccompProfile: { type: 'RuntimeDefault' },
   };
 }
 
-/** The pod-level hardening of every sandbox pod (and of the package fetcher, src/packages). */
-export function podSecurityContext(): V1PodSecurityContext {
+/** The pod-level hardening of every sandbox pod, as `uid` (and of the package fetcher, src/packages). */
+export function podSecurityContext(uid = SANDBOX_UID): V1PodSecurityContext {
   return {
-    runAsUser: SANDBOX_UID,
+    runAsUser: uid,
     runAsGroup: SANDBOX_UID,
     // Makes the emptyDir volumes writable by the non-root user.
     fsGroup: SANDBOX_UID,
@@ -200,7 +219,7 @@ export function fileLimitBytes(opts: Pick<PodBuildOptions, 'workspaceSizeLimit' 
   return Math.floor(Math.max(parseQuantity(opts.workspaceSizeLimit), parseQuantity(opts.tmpSizeLimit)));
 }
 
-function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts: V1VolumeMount[]): V1Container {
+function sandboxContainer(opts: PodBuildOptions, uid: number, command: string[], extraMounts: V1VolumeMount[]): V1Container {
   return {
     name: SANDBOX_CONTAINER,
     image: opts.image,
@@ -210,6 +229,9 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
     terminationMessagePath: TERMINATION_MESSAGE_PATH,
     env: [
       { name: 'HOME', value: WORKSPACE_DIR },
+      // The pod's user has no /etc/passwd entry (sandboxUid): getpass.getuser() and the like read these.
+      { name: 'USER', value: 'sandbox' },
+      { name: 'LOGNAME', value: 'sandbox' },
       { name: 'TMPDIR', value: TMP_DIR },
       { name: 'PYTHONUNBUFFERED', value: '1' },
       { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
@@ -218,7 +240,7 @@ function sandboxContainer(opts: PodBuildOptions, command: string[], extraMounts:
       { name: FILE_LIMIT_ENV, value: String(fileLimitBytes(opts)) },
       ...(opts.networkCheck === false ? [] : [{ name: NETWORK_CHECK_ENV, value: '1' }]),
     ],
-    securityContext: containerSecurityContext(),
+    securityContext: containerSecurityContext(uid),
     resources: {
       requests: {
         cpu: atMost(opts.cpuRequest, opts.cpuLimit),
@@ -242,6 +264,8 @@ interface SandboxPodParts {
   labels: Record<string, string>;
   owner?: V1OwnerReference;
   command: string[];
+  /** The pod's own user (sandboxUid). */
+  uid: number;
   activeDeadlineSeconds?: number;
   extraVolumes?: V1Volume[];
   extraMounts?: V1VolumeMount[];
@@ -280,8 +304,8 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       ...(parts.activeDeadlineSeconds !== undefined && { activeDeadlineSeconds: parts.activeDeadlineSeconds }),
       ...(opts.runtimeClassName === undefined ? {} : { runtimeClassName: opts.runtimeClassName }),
       ...placementSpec(opts),
-      securityContext: podSecurityContext(),
-      containers: [sandboxContainer(opts, parts.command, parts.extraMounts ?? [])],
+      securityContext: podSecurityContext(parts.uid),
+      containers: [sandboxContainer(opts, parts.uid, parts.command, parts.extraMounts ?? [])],
       // /tmp is a tmpfs with a hard size: a write past it fails at once with ENOSPC (the run
       // reports DiskFull), where a disk-backed emptyDir's sizeLimit is enforced only by the
       // kubelet evicting the whole pod a while later. Its pages count against the container's
@@ -325,6 +349,7 @@ export function buildRunPod(run: SandboxRun, opts: PodBuildOptions, kernel?: Run
       namespace,
       labels: { [LABEL_RUN]: runLabelValue(name), [LABEL_RUNTIME]: normalizeLanguage(run.spec.language) },
       owner: { apiVersion: API_VERSION, kind: SANDBOXRUN_KIND, name, uid, controller: true, blockOwnerDeletion: true },
+      uid: sandboxUid(uid),
       command: kernel?.command ?? IDLE_COMMAND,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
       ...(kernel && runtimeMount(kernel.runtime)),
@@ -353,6 +378,7 @@ export function buildSessionPod(session: SandboxSession, opts: PodBuildOptions, 
       namespace,
       labels: { [LABEL_SESSION]: runLabelValue(name), [LABEL_RUNTIME]: kernelLanguage(session.spec.language) },
       owner: { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name, uid, controller: true, blockOwnerDeletion: true },
+      uid: sandboxUid(uid),
       command: kernelCommand,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
       ...runtimeMount(runtime),
@@ -392,6 +418,8 @@ export function buildPoolPod(
       namespace,
       labels: { [LABEL_POOL]: 'warm', [LABEL_RUNTIME]: language },
       ...(owner && { owner }),
+      // Its own (no part of its shape: podTemplateHash leaves the user out).
+      uid: sandboxUid(randomUUID()),
       command: kernelCommand,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
       ...runtimeMount(runtime),
@@ -416,6 +444,7 @@ export function buildCanaryPod(namespace: string, opts: PodBuildOptions): V1Pod 
       generateName: 'codemode-canary-',
       namespace,
       labels: { [LABEL_SELFCHECK]: 'canary', [LABEL_RUNTIME]: 'python' },
+      uid: sandboxUid(randomUUID()),
       command: IDLE_COMMAND,
       activeDeadlineSeconds: opts.activeDeadlineSeconds,
     },

@@ -46,7 +46,7 @@ describe('inside a sandbox', () => {
     expect(stdout.trim().split(' ')).toEqual([expect.stringMatching(/Error/), expect.stringMatching(/Error/), 'ok', 'ok', '/workspace']);
   });
 
-  it('runs as uid 65534 with no capabilities, no privilege escalation and no token', async () => {
+  it('runs as a user of its own (group 65534) with no capabilities, no privilege escalation and no token', async () => {
     const { stdout } = await py(
       [
         'import os',
@@ -57,7 +57,9 @@ describe('inside a sandbox', () => {
       ].join('\n'),
     );
     const [ids, token, services] = stdout.trim().split('\n');
-    expect(ids).toBe('65534 65534 0000000000000000 1 2');
+    const [uid, ...rest] = (ids ?? '').split(' ');
+    expect(Number(uid)).toBeGreaterThanOrEqual(2 ** 30);
+    expect(rest.join(' ')).toBe('65534 0000000000000000 1 2');
     expect(token).toBe('False');
     // Kubernetes always injects the API server's address (enableServiceLinks=false removes the
     // rest); the egress policy makes it unreachable, see below.
@@ -178,3 +180,29 @@ async function newSession(language: string): Promise<string> {
   expect(s.phase, JSON.stringify(r.content)).toBe('Ready');
   return String(s.session);
 }
+
+describe('what the kernel counts per user across the node', () => {
+  // inotify instances (128 per user), message queue bytes and pipe pages are counted per user,
+  // node-wide: with one user for every sandbox, one sandbox holding its 128 inotify instances
+  // made inotify_init fail in all the others.
+  it("one session holding every inotify instance its user may have leaves another session's alone", async () => {
+    const hog = await newSession('python');
+    const other = await newSession('python');
+    const init = 'import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n';
+    const held = await mcp.callTool('execute_code', {
+      session: hog,
+      code: `${init}fds = []\nwhile len(fds) < 1000:\n    fd = libc.inotify_init()\n    if fd < 0:\n        break\n    fds.append(fd)\nprint(len(fds), os.getuid())`,
+    });
+    const [count, hogUid] = String((held.structuredContent as { stdout?: string }).stdout)
+      .trim()
+      .split(' ');
+    expect(Number(count)).toBeGreaterThan(0);
+    expect(Number(count)).toBeLessThan(1000); // the per-user limit was met
+    const probe = await mcp.callTool('execute_code', { session: other, code: `${init}fd = libc.inotify_init()\nprint(fd >= 0, os.getuid())` });
+    const [ok, otherUid] = String((probe.structuredContent as { stdout?: string }).stdout)
+      .trim()
+      .split(' ');
+    expect(otherUid).not.toBe(hogUid);
+    expect(ok).toBe('True');
+  });
+});

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { buildRunPod, fileLimitBytes, mainCommand, sandboxPodOptions } from '../../src/sandbox/pod.js';
+import { SANDBOX_UID_BASE, buildRunPod, fileLimitBytes, mainCommand, sandboxPodOptions, sandboxUid } from '../../src/sandbox/pod.js';
 import type { PodBuildOptions } from '../../src/sandbox/pod.js';
 
 const SECRET_CODE = 'print("CODE-7f3a9c-must-not-leak")';
@@ -78,7 +78,11 @@ describe('buildRunPod', () => {
     ['spec.activeDeadlineSeconds', 150],
     ['spec.dnsPolicy', undefined],
     ['spec.runtimeClassName', undefined],
-    ['spec.securityContext', { runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }],
+    // its own user (the run's), group nogroup
+    [
+      'spec.securityContext',
+      { runAsUser: sandboxUid('uid-1'), runAsGroup: 65534, fsGroup: 65534, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+    ],
     // the one container
     ['spec.containers.length', 1],
     ['spec.containers[0].name', 'sandbox'],
@@ -94,6 +98,8 @@ describe('buildRunPod', () => {
       'spec.containers[0].env',
       [
         { name: 'HOME', value: '/workspace' },
+        { name: 'USER', value: 'sandbox' },
+        { name: 'LOGNAME', value: 'sandbox' },
         { name: 'TMPDIR', value: '/tmp' },
         { name: 'PYTHONUNBUFFERED', value: '1' },
         { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
@@ -109,7 +115,7 @@ describe('buildRunPod', () => {
     ['spec.containers[0].securityContext.privileged', false],
     ['spec.containers[0].securityContext.capabilities', { drop: ['ALL'] }],
     ['spec.containers[0].securityContext.runAsNonRoot', true],
-    ['spec.containers[0].securityContext.runAsUser', 65534],
+    ['spec.containers[0].securityContext.runAsUser', sandboxUid('uid-1')],
     ['spec.containers[0].securityContext.seccompProfile', { type: 'RuntimeDefault' }],
     ['spec.containers[0].stdin', undefined],
     ['spec.containers[0].tty', undefined],
@@ -283,5 +289,20 @@ describe('the file limit of sandbox processes', () => {
     const [file, ...args] = mainCommand(['echo', 'started'], false);
     const err = await promisify(execFile)(file!, args, { env: { PATH: process.env.PATH } }).catch((e: unknown) => e as { code: number; stdout: string });
     expect(err).toMatchObject({ code: 125, stdout: '' });
+  });
+});
+
+describe('the user of a sandbox pod', () => {
+  // Its own: the kernel counts inotify instances, message queue bytes and pipe pages per user
+  // across the node, so a shared user let one sandbox exhaust them for all.
+  it.each([['uid-1'], ['a-session-uid'], [''], ['ffffffff-ffff-ffff-ffff-ffffffffffff']])('is one of the range for %j, the same every time', (seed) => {
+    const uid = sandboxUid(seed);
+    expect(Number.isInteger(uid) && uid >= SANDBOX_UID_BASE && uid <= 2 ** 31 - 1).toBe(true);
+    expect(sandboxUid(seed)).toBe(uid);
+  });
+
+  it('differs between pods', () => {
+    const uids = new Set(Array.from({ length: 1000 }, (_, i) => sandboxUid(`run-${i}`)));
+    expect(uids.size).toBe(1000);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
-import { buildCanaryPod, buildRunPod, type PodBuildOptions } from '../../../src/sandbox/pod.js';
+import { SANDBOX_UID_BASE, buildCanaryPod, buildRunPod, type PodBuildOptions } from '../../../src/sandbox/pod.js';
+import { withoutUser } from '../../../src/sandbox/template-hash.js';
 import { buildSandboxNetworkPolicy } from '../../../src/sandbox/networkpolicy.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxShape } from '../../../src/profiles/profile.js';
@@ -33,8 +34,11 @@ const selectedByPolicy = (labels: Record<string, string> | undefined): boolean =
 
 describe('buildCanaryPod', () => {
   it('is a run pod in everything that isolates it: same spec, only identity differs', () => {
-    // The canary proves what run pods get only if it IS one: compare the whole spec.
-    expect(canary.spec).toEqual(runPod.spec);
+    // The canary proves what run pods get only if it IS one: compare the whole spec, but for the
+    // user, which is each sandbox pod's own (sandboxUid).
+    expect(withoutUser(canary.spec)).toEqual(withoutUser(runPod.spec));
+    expect(canary.spec?.securityContext?.runAsUser).toBeGreaterThanOrEqual(SANDBOX_UID_BASE);
+    expect(canary.spec?.securityContext?.runAsUser).not.toBe(runPod.spec?.securityContext?.runAsUser);
   });
 
   it.each<[string, unknown]>([
@@ -70,7 +74,8 @@ describe('buildEchoPod', () => {
 
   it('runs a fixed program with the restricted hardening of sandboxes', () => {
     expect(c?.command).toEqual(['python3', '-c', ECHO_PROGRAM]);
-    expect(c?.securityContext).toEqual(runPod.spec?.containers[0]?.securityContext);
+    // (as nobody: it runs no one's code)
+    expect(c?.securityContext).toEqual({ ...runPod.spec?.containers[0]?.securityContext, runAsUser: 65534 });
     expect(c?.resources?.limits).toEqual({ cpu: '200m', memory: '64Mi' });
   });
 });
