@@ -313,6 +313,8 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     events,
     metrics,
     ...(sandboxCheck !== undefined && { gate: sandboxCheck }),
+    // One replica installs a session's spec.packages: the leader (the pool's election).
+    installsHere: () => poolController.isLeader,
   });
   // Per-user limits, counted from the caches every replica shares (runs/user-limits.ts).
   const userLimits = new UserLimits({

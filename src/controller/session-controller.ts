@@ -72,6 +72,13 @@ export interface SessionControllerDeps {
   gate?: Pick<SandboxGate, 'refusal'>;
   /** Installs spec.packages before a session is Ready (src/packages); without it such sessions fail. */
   packages?: Pick<SessionPackages, 'install'>;
+  /**
+   * Whether this replica starts spec.packages installs (the leader's does): every replica
+   * reconciles every session, and two installs delivering into one session at once race on its
+   * files. The others keep the session Pending until its status says how the install went.
+   * Without it: this replica installs.
+   */
+  installsHere?: () => boolean;
 }
 
 export class SandboxSessionController {
@@ -251,7 +258,7 @@ export class SandboxSessionController {
   ): { next: SandboxSessionStatus; installed?: InstallResult } | undefined {
     const generation = session.metadata.generation;
     if (!this.d.packages) return { next: failedStatus(next, SessionReasons.PackagesFailed, 'This gateway cannot install packages.', generation, now) };
-    const done = this.installs.poll(key, session, podName);
+    const done = this.installs.poll(key, session, podName, this.d.installsHere?.() ?? true);
     if (done === undefined) return undefined;
     if (done.ok) return { next, installed: done.result };
     const err = done.error;

@@ -20,10 +20,14 @@ export class SessionInstalls {
     private readonly wake: (key: string) => void,
   ) {}
 
-  /** The outcome of the session's install, started now if none is known: undefined while it runs. */
-  poll(key: string, session: SandboxSession, pod: string): InstallDone | undefined {
+  /**
+   * The outcome of the session's install, started now if none is known and `start` allows:
+   * undefined while it runs (or, not started, while another replica's does).
+   */
+  poll(key: string, session: SandboxSession, pod: string, start = true): InstallDone | undefined {
     const known = this.byKey.get(key);
     if (known && known.uid === session.metadata.uid) return known.done;
+    if (!start) return undefined;
     const entry: { uid: string | undefined; done?: InstallDone } = { uid: session.metadata.uid };
     this.byKey.set(key, entry);
     const started = Promise.resolve().then(() => this.install(session, pod, session.spec.packages ?? []));

@@ -288,6 +288,46 @@ describe('SandboxSession packages installed beside the workers', () => {
   });
 });
 
+describe('SandboxSession packages installed by one replica', () => {
+  it('a replica that does not install (not the leader) keeps the session Pending and starts no install', async () => {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    let leader = false;
+    const installs: string[][] = [];
+    const install = async (_s: unknown, _pod: string, packages: readonly string[]): Promise<InstallResult> => {
+      installs.push([...packages]);
+      return { ecosystem: 'pypi', installed: [], bytes: 0 };
+    };
+    try {
+      const start = Date.now();
+      await buildWorld(clients, ns, {
+        sessions: [{ name: 's', spec: { ...spec, packages: ['tabulate'] }, status: { phase: 'Pending', podName: 'sess-s' } }],
+        pods: [{ ...marker('s'), phase: 'Ready' }],
+      });
+      r = await sessionRig(clients, ns, new Date(start), {}, { packages: { install }, installsHere: () => leader });
+      await r.settle();
+      await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      // Every replica reconciles the session; two installs into it at once would race on its files.
+      expect(installs).toEqual([]);
+      expect(((await snapshot(clients, ns))[key('s')] as { status: Record<string, unknown> }).status).toMatchObject({
+        phase: 'Pending',
+        reason: SessionReasons.PackagesInstalling,
+      });
+      leader = true;
+      await r.controller.reconcile(`${ns}/s`);
+      await new Promise((done) => setTimeout(done, 10));
+      await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      expect(installs).toEqual([['tabulate']]);
+      expect(((await snapshot(clients, ns))[key('s')] as { status: Record<string, unknown> }).status).toMatchObject({ phase: 'Ready' });
+    } finally {
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
 describe('SandboxSession collection with a gateway clock behind the controller', () => {
   it("counts activity from when the API server stored it, not from the gateway replica's clock", { timeout: 60_000 }, async () => {
     const ns = await createNamespace('int-session');

@@ -108,7 +108,7 @@ export async function sessionRig(
   now: Date,
   env: Record<string, string> = {},
   /** What the operator wires besides (the package installer, say). */
-  extra: Pick<SessionControllerDeps, 'packages'> = {},
+  extra: Pick<SessionControllerDeps, 'packages' | 'installsHere'> = {},
 ): Promise<SessionRig> {
   const config = rigConfig(namespace, env);
   const opts = controllerOptions(config, IDENTITY);
