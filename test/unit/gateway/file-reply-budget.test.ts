@@ -23,6 +23,8 @@ describe('read_file replies count against the body budget', () => {
   let gateway: Gateway;
   let release: () => void = () => undefined;
   let gate = Promise.resolve();
+  /** Reads that reached the session service (and wait at the gate). */
+  let arrived = 0;
   const rejections: string[] = [];
   // The file of each path: its size in bytes.
   const sizes: Record<string, number> = { 'small.txt': 1000, 'big.txt': 1 * MiB };
@@ -32,6 +34,7 @@ describe('read_file replies count against the body budget', () => {
     tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
     const sessions = {
       readFile: async (_session: string, path: string): Promise<Buffer> => {
+        arrived++;
         await gate;
         return Buffer.alloc(sizes[path] ?? 0, 0x61);
       },
@@ -66,9 +69,14 @@ describe('read_file replies count against the body budget', () => {
   /** Sends `reads` (token, path) at once while the pod does not answer, then lets it answer. */
   async function atOnce(reads: Array<[string, string]>): Promise<Answer[]> {
     gate = new Promise<void>((r) => (release = r));
+    arrived = 0;
     const answers = reads.map(([token, path]) => read(token, path));
-    // Every read has reached the tool (and taken its share) before the files come back.
-    await new Promise((r) => setTimeout(r, 200));
+    // Every read has reached the tool (and taken its share, or been refused) before the files
+    // come back: counted, not waited for (a fixed wait was too short on a busy machine).
+    for (let i = 0; arrived + rejections.length < reads.length; i++) {
+      if (i > 2000) throw new Error(`only ${arrived} reads arrived and ${rejections.length} were refused of ${reads.length}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
     release();
     return Promise.all(answers);
   }
