@@ -231,7 +231,7 @@ describe('a call answered on an event stream', () => {
     });
     const { conn } = await ready(up.url);
     for (let i = 0; i < 5; i++) expect(await conn.call('echo', {}, 5_000)).toMatchObject({ content: [{ type: 'text', text: 'ok' }] });
-    await until(() => open === 0);
+    await until(() => open === 0, 15_000);
     expect(up.counts['tools/call']).toBe(5);
     expect(conn.state.ready).toBe(true);
   });
@@ -255,7 +255,8 @@ describe('a call whose upstream never answers on its event stream', () => {
     });
     const { conn } = await ready(up.url);
     for (let i = 0; i < 3; i++) await expect(callIt(conn)).rejects.toMatchObject({ code: expect.stringMatching(/^(timeout|aborted)$/) });
-    await until(() => open === 0);
+    // (the last cancellation may arrive after its stream closed: both are waited for)
+    await until(() => open === 0 && (up.counts['notifications/cancelled'] ?? 0) >= 3, 15_000);
     expect(up.counts['notifications/cancelled']).toBe(3);
   });
 });
