@@ -19,8 +19,8 @@ async function upstream(hooks: Parameters<typeof startUpstream>[0]): Promise<Ups
   return up;
 }
 
-async function ready(url: string): Promise<ReturnType<typeof connect>> {
-  const c = connect(url);
+async function ready(url: string, headers: Record<string, string> = {}): Promise<ReturnType<typeof connect>> {
+  const c = connect(url, headers);
   cleanup.push(() => c.conn.stop());
   await until(() => c.conn.state.ready);
   return c;
@@ -279,14 +279,7 @@ describe('a tool error quoting the credentials sent', () => {
           ],
         }),
     });
-    const conn = new UpstreamConnection(
-      'hostile',
-      { url: `${up.url}${query}`, headers },
-      { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
-    );
-    cleanup.push(() => conn.stop());
-    conn.start();
-    await until(() => conn.state.ready);
+    const { conn } = await ready(`${up.url}${query}`, headers);
     expect(await conn.call('echo', {}, 5_000)).toMatchObject({
       isError: true,
       content: [
@@ -316,14 +309,7 @@ describe('a successful result quoting the credentials sent', () => {
           structuredContent: JSON.parse(`{"request": {"headers": [["x", "${token}"]], "${token}": 1, "n": 2}, "__proto__": {"k": "${token}"}}`) as object,
         }),
     });
-    const conn = new UpstreamConnection(
-      'hostile',
-      { url: `${up.url}${query}`, headers },
-      { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
-    );
-    cleanup.push(() => conn.stop());
-    conn.start();
-    await until(() => conn.state.ready);
+    const { conn } = await ready(`${up.url}${query}`, headers);
     const got = await conn.call('echo', {}, 5_000);
     expect(JSON.stringify(got)).not.toContain(token);
     expect(got.content).toEqual([
@@ -338,14 +324,7 @@ describe('a successful result quoting the credentials sent', () => {
   it('is returned as it came when it quotes nothing secret', async () => {
     const sent = { content: [{ type: 'text', text: 'plain' }], structuredContent: { a: ['b', 1, null, true] } };
     const up = await upstream({ toolsCall: (msg, res) => result(res, msg.id, sent) });
-    const conn = new UpstreamConnection(
-      'hostile',
-      { url: up.url, headers: { Authorization: `Bearer ${token}` } },
-      { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: () => undefined, log: pino({ level: 'silent' }) },
-    );
-    cleanup.push(() => conn.stop());
-    conn.start();
-    await until(() => conn.state.ready);
+    const { conn } = await ready(up.url, { Authorization: `Bearer ${token}` });
     expect(await conn.call('echo', {}, 5_000)).toMatchObject(sent);
   });
 });

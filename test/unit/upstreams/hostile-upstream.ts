@@ -100,11 +100,11 @@ export async function until(cond: () => boolean, ms = 5000): Promise<void> {
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A connection to `url` and every state it reported. */
-export function connect(url: string): { conn: UpstreamConnection; states: ConnectionState[] } {
+export function connect(url: string, headers: Record<string, string> = {}): { conn: UpstreamConnection; states: ConnectionState[] } {
   const states: ConnectionState[] = [];
   const conn = new UpstreamConnection(
     'hostile',
-    { url, headers: {} },
+    { url, headers },
     { healthIntervalMs: 60_000, requestTimeoutMs: 5_000, messageMaxBytes: 16 << 20, onState: (s) => states.push(s), log: pino({ level: 'silent' }) },
   );
   conn.start();
