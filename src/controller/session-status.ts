@@ -80,26 +80,21 @@ function unbounded(
  * reason. Pure, like computeSessionStatus.
  */
 export function failedStatus(next: SandboxSessionStatus, reason: string, message: string, generation: number | undefined, now: Date): SandboxSessionStatus {
-  return boundMessages({
-    ...next,
-    phase: 'Failed',
-    reason,
-    message,
-    conditions: setCondition(
-      next.conditions,
-      { type: CONDITION_READY, status: 'False', reason, message, ...(generation !== undefined && { observedGeneration: generation }) },
-      now,
-    ),
-  });
+  return boundMessages(notReady(next, 'Failed', reason, message, generation, now));
 }
 
-/** A session whose interpreter is up while its spec.packages are being installed: still Pending. Pure. */
-export function installingStatus(next: SandboxSessionStatus, generation: number | undefined, now: Date): SandboxSessionStatus {
-  const message = "Installing the session's packages (spec.packages).";
-  const reason = SessionReasons.PackagesInstalling;
+/** `next` in `phase` for `reason`, its Ready condition False with the same reason and message. */
+function notReady(
+  next: SandboxSessionStatus,
+  phase: 'Failed' | 'Pending',
+  reason: string,
+  message: string,
+  generation: number | undefined,
+  now: Date,
+): SandboxSessionStatus {
   return {
     ...next,
-    phase: 'Pending',
+    phase,
     reason,
     message,
     conditions: setCondition(
@@ -108,6 +103,11 @@ export function installingStatus(next: SandboxSessionStatus, generation: number 
       now,
     ),
   };
+}
+
+/** A session whose interpreter is up while its spec.packages are being installed: still Pending. Pure. */
+export function installingStatus(next: SandboxSessionStatus, generation: number | undefined, now: Date): SandboxSessionStatus {
+  return notReady(next, 'Pending', SessionReasons.PackagesInstalling, "Installing the session's packages (spec.packages).", generation, now);
 }
 
 /** Status fields the gateway writes (field manager GATEWAY_FIELD_MANAGER); the controller never does. */
