@@ -6,7 +6,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { pino } from 'pino';
 import { createApp } from '../../../src/gateway/app.js';
 import { drainRefusing, drainSettled, markListen, McpTraffic } from '../../../src/gateway/drain.js';
-import { InTestRunService, TEST_OPTIONS, connectClient, outcome, sleep } from './harness.js';
+import { InTestRunService, TEST_OPTIONS, connectClient, largeEventStream, outcome, sleep } from './harness.js';
 
 const T = { minMs: 5000, quietMs: 2000 };
 
@@ -46,20 +46,7 @@ describe('McpTraffic', () => {
     // A large result, more than the sockets' buffers take at once: whole, or streamed as a tool
     // call's (SSE) is.
     app.post('/mcp/large', (c) => c.text('r'.repeat(32 * 1024 * 1024)));
-    const chunk = new TextEncoder().encode('r'.repeat(1024 * 1024));
-    app.post(
-      '/mcp/large-stream',
-      () =>
-        new Response(
-          new ReadableStream({
-            start(controller) {
-              for (let i = 0; i < 32; i++) controller.enqueue(chunk);
-              controller.close();
-            },
-          }),
-          { headers: { 'content-type': 'text/event-stream' } },
-        ),
-    );
+    app.post('/mcp/large-stream', () => largeEventStream());
     app.get('/healthz', (c) => c.text('ok'));
     const traffic = new McpTraffic(app.fetch);
     server = await new Promise<ServerType>((resolve) => {

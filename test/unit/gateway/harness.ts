@@ -222,3 +222,17 @@ export const MCP_POST_HEADERS = {
   'content-type': 'application/json',
   accept: 'application/json, text/event-stream',
 };
+
+/** A streamed (SSE) response of 32 MiB, as a large tool call's: more than the sockets' buffers take at once. */
+export function largeEventStream(): Response {
+  const chunk = new TextEncoder().encode('r'.repeat(1024 * 1024));
+  return new Response(
+    new ReadableStream({
+      start(controller) {
+        for (let i = 0; i < 32; i++) controller.enqueue(chunk);
+        controller.close();
+      },
+    }),
+    { headers: { 'content-type': 'text/event-stream' } },
+  );
+}

@@ -8,6 +8,7 @@ import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeServer, configureHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/gateway/http-server.js';
+import { largeEventStream } from './harness.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -97,20 +98,7 @@ describe('the gateway HTTP server', () => {
 describe('closeServer', () => {
   it('closes a connection whose client reads its streamed response slowly after the grace, and resolves', async () => {
     // A streamed (SSE) response, as a tool call's: written as its client takes it.
-    const chunk = new TextEncoder().encode('r'.repeat(1024 * 1024));
-    const app = new Hono().get(
-      '/large',
-      () =>
-        new Response(
-          new ReadableStream({
-            start(controller) {
-              for (let i = 0; i < 32; i++) controller.enqueue(chunk);
-              controller.close();
-            },
-          }),
-          { headers: { 'content-type': 'text/event-stream' } },
-        ),
-    );
+    const app = new Hono().get('/large', () => largeEventStream());
     const server = await new Promise<Server>((resolve) => {
       const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
     });
