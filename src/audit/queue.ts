@@ -9,6 +9,7 @@
 //   shed() drops the largest holders' newest calls.
 // Each call the queue drops itself is reported through `onDrop` as it goes (the queue's length
 // already without it), so the writer counts and logs drops exactly where they happen.
+import type { Owner } from '../api/v1alpha1/index.js';
 import type { AuditEntry } from './record.js';
 
 /** A call waiting to be written. */
@@ -65,8 +66,12 @@ export class AuditQueue {
   private readonly pending = new Map<string, Pending>();
   /** Calls queued (in `pending`). */
   private queued = 0;
-  /** By user: calls queued and the sessions (keys of `pending`) holding them; users with none are absent. */
-  private readonly users = new Map<string, { calls: number; sessions: Set<string> }>();
+  /**
+   * By user: calls queued, the sessions (keys of `pending`) holding them, and the owner their
+   * calls share (an owner's groups, up to 64 × 256 characters, held once rather than per call);
+   * users with none are absent.
+   */
+  private readonly users = new Map<string, { calls: number; sessions: Set<string>; owner?: Owner }>();
   private seq = 0;
 
   constructor(
@@ -97,7 +102,7 @@ export class AuditQueue {
     const user = userOf(entry);
     if (this.queued >= this.capacity && !this.evictFor(user)) return false;
     const key = sessionKey(entry);
-    const q: Queued = { entry, seq: this.seq++ };
+    const q: Queued = { entry: this.shareOwner(user, entry), seq: this.seq++ };
     const p = this.pending.get(key);
     if (p) p.entries.push(q);
     else this.open(key, { user, entries: [q], since: now });
@@ -199,7 +204,17 @@ export class AuditQueue {
     this.pending.set(key, p);
     const u = this.users.get(p.user);
     if (u) u.sessions.add(key);
-    else this.users.set(p.user, { calls: 0, sessions: new Set([key]) });
+    else this.users.set(p.user, { calls: 0, sessions: new Set([key]), ...(p.entries[0]?.entry.owner && { owner: p.entries[0].entry.owner }) });
+  }
+
+  /** `entry` with the owner its user's queued calls share, when it is the same (user and groups). */
+  private shareOwner(user: string, entry: AuditEntry): AuditEntry {
+    const u = this.users.get(user);
+    const owner = entry.owner;
+    if (!u || !owner) return entry;
+    if (u.owner && sameOwner(u.owner, owner)) return u.owner === owner ? entry : { ...entry, owner: u.owner };
+    u.owner = owner;
+    return entry;
   }
 
   /** A session holds no queued calls any more (removed from `pending`, its calls counted off). */
@@ -214,4 +229,11 @@ export class AuditQueue {
     const u = this.users.get(user);
     if (u) u.calls += n;
   }
+}
+
+function sameOwner(a: Owner, b: Owner): boolean {
+  if (a.user !== b.user) return false;
+  const ga = a.groups ?? [];
+  const gb = b.groups ?? [];
+  return ga.length === gb.length && ga.every((g, i) => g === gb[i]) && (a.groups === undefined) === (b.groups === undefined);
 }

@@ -204,3 +204,56 @@ describe('AuditQueue.takeDue: the calls of the first due session', () => {
     expect(h.drops).toEqual([]);
   });
 });
+
+describe("a user's owner, held once", () => {
+  // An owner may carry 64 groups of 256 characters (~16 KiB): each queued call holding its own
+  // copy made the queue's bound (capacity × an entry) many times what the README states.
+  const groups = (tag: string): string[] => Array.from({ length: 64 }, (_, i) => `${tag}-${i}`.padEnd(256, 'g'));
+  const owned = (spec: string, g: string[]): AuditEntry => ({ ...call(spec), owner: { user: spec.split(' ')[0] as string, groups: [...g] } });
+  const owners = (q: AuditQueue): Set<unknown> => new Set([...q.sessions.values()].flatMap((p) => p.entries.map((e) => e.entry.owner)));
+
+  it.each<[string, Array<[string, string]>, number]>([
+    [
+      'calls of one session',
+      [
+        ['alice s1 a0', 'x'],
+        ['alice s1 a1', 'x'],
+        ['alice s1 a2', 'x'],
+      ],
+      1,
+    ],
+    [
+      'calls of two sessions of one user',
+      [
+        ['alice s1 a0', 'x'],
+        ['alice s2 a1', 'x'],
+      ],
+      1,
+    ],
+    [
+      'two users',
+      [
+        ['alice s1 a0', 'x'],
+        ['bob s2 b0', 'x'],
+        ['alice s1 a1', 'x'],
+      ],
+      2,
+    ],
+    [
+      'one user whose groups changed',
+      [
+        ['alice s1 a0', 'x'],
+        ['alice s1 a1', 'y'],
+        ['alice s1 a2', 'y'],
+      ],
+      2,
+    ],
+  ])('%s: as many owner objects in the queue as distinct owners', (_what, calls, expected) => {
+    const h = queueOf(10);
+    for (const [spec, tag] of calls) h.q.add(owned(spec, groups(tag)), 0);
+    expectConsistent(h.q);
+    expect(owners(h.q).size).toBe(expected);
+    // Each call still carries its own owner's value.
+    for (const p of h.q.sessions.values()) for (const e of p.entries) expect(e.entry.owner?.user).toBe(p.user);
+  });
+});
