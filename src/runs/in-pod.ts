@@ -170,6 +170,7 @@ export class InPodExecution {
       const blocked = await this.policyGate(ns, podName);
       if (blocked) return blocked;
       const checked = this.d.policies.inPodCheck(ns, podName);
+      const proof = recallProofOf(run);
       sentAt = performance.now();
       const r = await conn.run(
         {
@@ -177,7 +178,7 @@ export class InPodExecution {
           // The kernel keeps the result under the run's name: a replica that finds this one gone
           // reads it back (RunExecutor.recover) instead of recording the outcome as unknown.
           key: run.metadata.name,
-          ...(recallProofOf(run) !== undefined && { proof: recallProofOf(run) }),
+          ...(proof !== undefined && { proof }),
           code: run.spec.code,
           timeoutMs: run.spec.timeoutSeconds * 1000,
           capChars: this.d.outputCapChars,
