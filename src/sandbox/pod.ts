@@ -68,9 +68,10 @@ export const WORKSPACE_LIMIT_ENV = 'CODEMODE_WORKSPACE_LIMIT_BYTES';
  */
 export const NETWORK_CHECK_ENV = 'CODEMODE_NETWORK_CHECK';
 /**
- * Env var with the largest file a sandbox process may write, in bytes: the larger of /workspace's
- * and /tmp's limits, for no file may legitimately be larger. The container's main process
- * (mainCommand) and the runner set it as RLIMIT_FSIZE, a hard limit that code cannot raise.
+ * Env var with the largest file a sandbox process may write, in bytes: a MiB past the larger of
+ * /workspace's and /tmp's limits, for no file may legitimately be larger (fileLimitBytes). The
+ * container's main process (mainCommand) and the runner set it as RLIMIT_FSIZE, a hard limit
+ * that code cannot raise.
  */
 export const FILE_LIMIT_ENV = 'CODEMODE_FILE_LIMIT_BYTES';
 /**
@@ -214,10 +215,17 @@ export function mainCommand(command: readonly string[], quiet: boolean): string[
   ];
 }
 
-/** The largest file a sandbox process may write (FILE_LIMIT_ENV). */
+/**
+ * The largest file a sandbox process may write (FILE_LIMIT_ENV): a MiB past the larger of the
+ * /workspace and /tmp limits, so that a program filling /workspace still passes its limit and
+ * ends DiskFull, as the runner and the kernel report it (at exactly the limit it ended with a
+ * write error of its own, and the workspace was not over).
+ */
 export function fileLimitBytes(opts: Pick<PodBuildOptions, 'workspaceSizeLimit' | 'tmpSizeLimit'>): number {
-  return Math.floor(Math.max(parseQuantity(opts.workspaceSizeLimit), parseQuantity(opts.tmpSizeLimit)));
+  return Math.floor(Math.max(parseQuantity(opts.workspaceSizeLimit), parseQuantity(opts.tmpSizeLimit))) + FILE_LIMIT_SLACK_BYTES;
 }
+
+const FILE_LIMIT_SLACK_BYTES = 1024 * 1024;
 
 function sandboxContainer(opts: PodBuildOptions, uid: number, command: string[], extraMounts: V1VolumeMount[]): V1Container {
   return {

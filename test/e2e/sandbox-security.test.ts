@@ -92,7 +92,7 @@ describe('inside a sandbox', () => {
 // (0666, in no ephemeral-storage limit) and its log (through /proc/<pid>/fd/1 of the container's
 // main process) there. Each way code starts: a cold run's runner, and the kernels of sessions (a
 // pool pod's kernel is started the same way).
-const LIMIT = 512 * 1024 * 1024; // the larger of /workspace (512Mi) and /tmp (128Mi), the defaults
+const LIMIT = 513 * 1024 * 1024; // a MiB past the larger of /workspace (512Mi) and /tmp (128Mi), the defaults
 const SHELL_PROBE = [
   'echo "$(ulimit -S -f) $(ulimit -H -f)"',
   'attempt() { if eval "$1" 2>/dev/null; then echo ok; else echo failed; fi; }',

@@ -104,8 +104,8 @@ describe('buildRunPod', () => {
         { name: 'PYTHONUNBUFFERED', value: '1' },
         { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
         { name: 'CODEMODE_WORKSPACE_LIMIT_BYTES', value: String(512 * 1024 * 1024) },
-        // No file may be larger than the larger of /workspace and /tmp (RLIMIT_FSIZE).
-        { name: 'CODEMODE_FILE_LIMIT_BYTES', value: String(512 * 1024 * 1024) },
+        // No file may be larger than the larger of /workspace and /tmp, and a MiB (RLIMIT_FSIZE).
+        { name: 'CODEMODE_FILE_LIMIT_BYTES', value: String(513 * 1024 * 1024) },
         // Code starts only once the pod has no network (runner, kernels).
         { name: 'CODEMODE_NETWORK_CHECK', value: '1' },
       ],
@@ -267,9 +267,9 @@ describe('sandboxPodOptions (one mapping from the settings for every sandbox pod
 
 describe('the file limit of sandbox processes', () => {
   it.each([
-    ['512Mi', '128Mi', 512 * 1024 * 1024],
-    ['16Mi', '64Mi', 64 * 1024 * 1024],
-    ['1G', '1Mi', 1e9],
+    ['512Mi', '128Mi', 513 * 1024 * 1024],
+    ['16Mi', '64Mi', 65 * 1024 * 1024],
+    ['1G', '1Mi', 1e9 + 1024 * 1024],
   ])('/workspace %s and /tmp %s: no file larger than %i bytes', (workspaceSizeLimit, tmpSizeLimit, bytes) => {
     expect(fileLimitBytes({ workspaceSizeLimit, tmpSizeLimit })).toBe(bytes);
   });
