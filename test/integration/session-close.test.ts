@@ -1,6 +1,6 @@
 // close_session against the real API server with a session cache behind it: the session the
 // caller may close is deleted, never another user's session that took its name meanwhile.
-import { PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
 import type { KernelConnections } from '../../src/exec/kernel.js';
@@ -8,7 +8,7 @@ import { customResourceInformer } from '../../src/kube/informer.js';
 import { SessionService } from '../../src/sessions/service.js';
 import { deleteNamespace, until } from '../e2e/helpers/kube.js';
 import { log } from './helpers/rig.js';
-import { clients, createNamespace, k } from './helpers/table.js';
+import { clients, createNamespace, k, readyInCache } from './helpers/table.js';
 
 const api = { group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL };
 const alice = { user: 'alice' };
@@ -29,16 +29,7 @@ describe('SessionService.close with a cache behind the API server', () => {
     try {
       await clients.custom.createNamespacedCustomObject({ ...api, namespace: ns, body: session(ns, 'alice') });
       // Ready in the cache: the service then takes the cache's word without reading the API.
-      await clients.custom.patchNamespacedCustomObjectStatus(
-        { ...api, namespace: ns, name: 'x', body: { status: { phase: 'Ready', podName: 'p' } } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
-      await informer.start();
-      await until(
-        async () => (informer.get('x', ns) as { status?: { phase?: string } } | undefined)?.status?.phase === 'Ready',
-        10_000,
-        "alice's Ready session in the cache",
-      );
+      await readyInCache(informer, ns, 'x');
       // The cache stops here (a watch that has not delivered yet): alice's session is deleted,
       // and bob's of the same name created.
       await informer.stop();

@@ -51,6 +51,20 @@ const GONE = "The session's pod is gone, and its state with it. Create a new ses
 const OVER_CAP =
   'User alice already has 1 live session; the limit is 1 per user (CODEMODE_USER_MAX_SESSIONS), whether a session is made with create_session or kubectl. Delete a session you no longer need, then create this one again.';
 
+/** Session s failed for its owner's session limit: its status and the Warning Event. */
+const overCap = (): ReturnType<typeof withStatus> =>
+  withStatus(
+    's',
+    {
+      phase: 'Failed',
+      podName: expect.any(String),
+      reason: SessionReasons.UserSessionLimit,
+      message: OVER_CAP,
+      conditions: condition('False', SessionReasons.UserSessionLimit, OVER_CAP),
+    },
+    event('Warning', SessionReasons.UserSessionLimit, 'Start', OVER_CAP),
+  );
+
 /** The session failed InvalidSpec with `message` (its status only; no pod, no Event). */
 const invalidSpec = (message: string): Row['expected'] =>
   changed(key('s'), (s) => ({ ...s, status: { phase: 'Failed', reason: Reasons.InvalidSpec, message } }));
@@ -186,17 +200,7 @@ const rows: Row[] = [
       ],
     }),
     key: 's',
-    expected: withStatus(
-      's',
-      {
-        phase: 'Failed',
-        podName: expect.any(String),
-        reason: SessionReasons.UserSessionLimit,
-        message: OVER_CAP,
-        conditions: condition('False', SessionReasons.UserSessionLimit, OVER_CAP),
-      },
-      event('Warning', SessionReasons.UserSessionLimit, 'Start', OVER_CAP),
-    ),
+    expected: overCap(),
     requeued: true,
   },
   {
@@ -209,17 +213,7 @@ const rows: Row[] = [
       ],
     }),
     key: 's',
-    expected: withStatus(
-      's',
-      {
-        phase: 'Failed',
-        podName: expect.any(String),
-        reason: SessionReasons.UserSessionLimit,
-        message: OVER_CAP,
-        conditions: condition('False', SessionReasons.UserSessionLimit, OVER_CAP),
-      },
-      event('Warning', SessionReasons.UserSessionLimit, 'Start', OVER_CAP),
-    ),
+    expected: overCap(),
     requeued: true,
   },
   {

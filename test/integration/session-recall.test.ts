@@ -1,15 +1,14 @@
 // Reading back the call of a SandboxRun in a session whose executor stopped (recovery), against
 // the real API server: only a session the run's owner may use is asked, never another user's
 // session that took the name since (its kernel could answer for the run with any outcome).
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, SANDBOXSESSION_KIND, SANDBOXSESSION_PLURAL, VERSION } from '../../src/api/v1alpha1/index.js';
 import type { KernelConnections } from '../../src/exec/kernel.js';
 import { customResourceInformer } from '../../src/kube/informer.js';
 import { SessionService } from '../../src/sessions/service.js';
-import { deleteNamespace, until } from '../e2e/helpers/kube.js';
+import { deleteNamespace } from '../e2e/helpers/kube.js';
 import { log } from './helpers/rig.js';
-import { clients, createNamespace, k } from './helpers/table.js';
+import { clients, createNamespace, k, readyInCache } from './helpers/table.js';
 
 const api = { group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL };
 
@@ -24,16 +23,7 @@ describe('SessionService.recall', () => {
     try {
       const body = { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, metadata: { name: 'x' }, spec: { owner: { user: 'bob' }, language: 'python' } };
       await clients.custom.createNamespacedCustomObject({ ...api, namespace: ns, body });
-      await clients.custom.patchNamespacedCustomObjectStatus(
-        { ...api, namespace: ns, name: 'x', body: { status: { phase: 'Ready', podName: 'p' } } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
-      await informer.start();
-      await until(
-        async () => (informer.get('x', ns) as { status?: { phase?: string } } | undefined)?.status?.phase === 'Ready',
-        10_000,
-        'the session in the cache',
-      );
+      await readyInCache(informer, ns, 'x');
       const asks: string[] = [];
       const kernels = {
         get: async (_ns: string, pod: string) => {

@@ -2,10 +2,12 @@
 // namespace, start the controller's informers, reconcile the object once and compare the whole
 // namespace with the world the row expects, then reconcile again and assert that nothing at all
 // was written (level-based and idempotent: same resourceVersions, same world).
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'vitest';
+import { GROUP, SANDBOXSESSION_PLURAL, VERSION } from '../../../src/api/v1alpha1/index.js';
 import { makeClients, statusOf } from '../../../src/kube/clients.js';
 import { randomBytes } from 'node:crypto';
-import { deleteNamespace, testKube } from '../../e2e/helpers/kube.js';
+import { deleteNamespace, testKube, until } from '../../e2e/helpers/kube.js';
 import type { Rig } from './rig.js';
 import { buildWorld, snapshot, versions, type World, type WorldSpec } from './world.js';
 
@@ -103,4 +105,21 @@ export async function createNamespace(prefix: string): Promise<string> {
     }
   }
   return name;
+}
+
+/**
+ * Marks session `name` Ready (podName p) in the API and starts `informer`, returning once its cache
+ * shows it Ready: from then on a service reading the cache takes its word without the API.
+ */
+export async function readyInCache(informer: { start(): Promise<void>; get(name: string, ns: string): unknown }, ns: string, name: string): Promise<void> {
+  await clients.custom.patchNamespacedCustomObjectStatus(
+    { group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL, namespace: ns, name, body: { status: { phase: 'Ready', podName: 'p' } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  await informer.start();
+  await until(
+    async () => (informer.get(name, ns) as { status?: { phase?: string } } | undefined)?.status?.phase === 'Ready',
+    10_000,
+    `session ${name} Ready in the cache`,
+  );
 }
