@@ -28,7 +28,7 @@ import { SANDBOX_CONTAINER } from '../sandbox/pod.js';
 import { isNetworkError } from '../util/network-error.js';
 import type { SessionActivity } from './activity.js';
 import { SessionError } from './errors.js';
-import { lostTo, readPodState } from './verdict.js';
+import { NO_OUTPUT, lostTo, readPodState } from './verdict.js';
 
 /** What the kernel is sent. */
 export interface KernelRequest {
@@ -70,12 +70,7 @@ function busySilence(s: SandboxSession, err: unknown): boolean {
 /** A busy answer for a call whose stream could not open because the Node kernel is busy (busySilence): the turn waits and asks again. */
 const NOT_ANSWERING_BUSY: KernelResult = {
   status: 'error',
-  stdout: '',
-  stderr: '',
-  stdoutBytes: 0,
-  stderrBytes: 0,
-  truncated: false,
-  durationMs: 0,
+  ...NO_OUTPUT,
   error: { ename: 'KernelBusy', evalue: 'the kernel did not answer: it is running synchronous code', traceback: '' },
   busy: true,
 };

@@ -39,18 +39,16 @@ export async function readPodState(
   }
 }
 
+/** The output part of a result the gateway makes for a call the kernel never answered. */
+export const NO_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 0 } as const;
+
 /** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
 export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number } {
   const evalue =
     verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
   return {
     status: 'lost',
-    stdout: '',
-    stderr: '',
-    stdoutBytes: 0,
-    stderrBytes: 0,
-    truncated: false,
-    durationMs: 0,
+    ...NO_OUTPUT,
     error: { ename: verdict.reason, evalue, traceback: '' },
     session,
     capChars,
