@@ -384,7 +384,12 @@ async function networkIsolated(limitMs = NETWORK_CHECK_MS) {
   }
 }
 
-networkIsolated().then((isolated) => {
+// libuv starts its thread pool (asynchronous fs, dns, crypto and zlib calls) at its first use, and
+// aborts the process when it cannot create a thread then: code that held the pod's process cap
+// (a fork bomb) at the session's first asynchronous file read took the kernel down with it
+// (SIGABRT, measured: 1 in 8 node fork bombs). Started here, before any code runs.
+const threadPool = fs.promises.access('/');
+Promise.all([networkIsolated(), threadPool]).then(([isolated]) => {
   if (isolated) return listen(socketPath);
   log('Refused to start: the pod could still reach the network (its NetworkPolicy is not enforced)', {});
   exitKernel(3);
