@@ -46,8 +46,14 @@ function capError(result, cap) {
 }
 
 function log(msg, fields = {}) {
-  // Diagnostics go to the container log (fd 2 directly: process.stderr is captured). Never code or output.
-  fs.writeSync(2, `${JSON.stringify({ msg, ...fields })}\n`);
+  // Diagnostics go to fd 2 directly (process.stderr is captured): in a sandbox pod a file in /tmp,
+  // which its size limit and the file limit bound (a write may fail: a log line is not worth a
+  // call). Never code or output.
+  try {
+    fs.writeSync(2, `${JSON.stringify({ msg, ...fields })}\n`);
+  } catch {
+    // /tmp full or the file at its limit
+  }
 }
 
 const socketArg = process.argv.indexOf('--socket');

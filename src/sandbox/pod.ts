@@ -200,16 +200,28 @@ export function podSecurityContext(uid = SANDBOX_UID): V1PodSecurityContext {
 const IDLE_COMMAND = ['sleep', 'infinity'];
 
 /**
- * The container's command: `command` under the file limit (FILE_LIMIT_ENV) it and every process it
- * starts keep. `quiet` (the idle `sleep`): its stdout and stderr are /dev/null, not the container
- * log, which any process of the pod's user could otherwise write through /proc/<pid>/fd/1 (code
- * wrote ~200 MB/s there, to the node's disk until the kubelet evicted the pod).
+ * Where a sandbox container's stdout and stderr go (the kernel's log lines, an interpreter's last
+ * words): a file in the pod's /tmp, not the container log. The container log is written by the
+ * container runtime to the node's disk, with CPU outside the pod's limits, and any process holding
+ * it (code in a session kernel's own process finds the kernel's log descriptor) wrote ~200 MB/s
+ * there until the kubelet evicted the pod ~10 s later; this file is bounded by /tmp's size (memory
+ * the pod's limit holds) and the file limit. Read it with `kubectl exec <pod> -- cat <path>`.
  */
-export function mainCommand(command: readonly string[], quiet: boolean): string[] {
+export const SANDBOX_LOG_PATH = '/tmp/.codemode/kernel.log';
+
+/**
+ * The container's command: `command` under the file limit (FILE_LIMIT_ENV) it and every process it
+ * starts keep, with its stdout and stderr appended to `output` (SANDBOX_LOG_PATH; /dev/null for the
+ * runner pod's idle `sleep`, which any process of the pod's user could otherwise write through
+ * /proc/<pid>/fd/1). Only the wrapper's own refusal reaches the container log.
+ */
+export function mainCommand(command: readonly string[], output: string): string[] {
+  const dir = output.slice(0, output.lastIndexOf('/'));
+  const open = output === '/dev/null' ? '' : `mkdir -p -m 700 '${dir}' && `;
   return [
     '/bin/sh',
     '-c',
-    `l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; exec "$@"${quiet ? ' >/dev/null 2>&1' : ''}`,
+    `l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; ${open}exec "$@" >>'${output}' 2>&1`,
     'codemode-main',
     ...command,
   ];
@@ -232,7 +244,7 @@ function sandboxContainer(opts: PodBuildOptions, uid: number, command: string[],
     name: SANDBOX_CONTAINER,
     image: opts.image,
     imagePullPolicy: opts.imagePullPolicy,
-    command: mainCommand(command, command === IDLE_COMMAND),
+    command: mainCommand(command, command === IDLE_COMMAND ? '/dev/null' : SANDBOX_LOG_PATH),
     workingDir: WORKSPACE_DIR,
     terminationMessagePath: TERMINATION_MESSAGE_PATH,
     env: [

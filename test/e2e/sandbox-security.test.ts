@@ -172,6 +172,37 @@ describe("the node's disk, outside the sandbox's limits", () => {
     });
     expect((r.structuredContent as { stdout?: string }).stdout).toBe('/dev/null /dev/null\n');
   });
+
+  // Code in a session kernel's own process holds the kernel's log descriptor (Python: the kernel's
+  // LOG_FD; Node: fd 2). The container log it was is written by the container runtime to the
+  // node's disk, outside the pod's limits: ~200 MB/s until the kubelet evicted the pod.
+  it.each([
+    [
+      'python',
+      "import sys, os\nfd = next(m for m in list(sys.modules.values()) if hasattr(m, 'LOG_FD')).LOG_FD\nfor _ in range(8):\n    os.write(fd, b'x' * (1 << 20))\nprint(os.readlink(f'/proc/self/fd/{fd}'))",
+    ],
+    ['node', "const fs = require('fs')\nfor (let i = 0; i < 8; i++) fs.writeSync(2, 'x'.repeat(1 << 20))\nconsole.log(fs.readlinkSync('/proc/self/fd/2'))"],
+  ])("a %s session kernel's log descriptor is a file in the pod's /tmp, not the container log", async (language, code) => {
+    const session = await newSession(language);
+    const r = await mcp.callTool('execute_code', { session, code, timeout_seconds: 30 });
+    const s = r.structuredContent as { phase: string; stdout?: string; stderr?: string };
+    expect(s.phase, s.stderr).toBe('Succeeded');
+    expect(s.stdout?.trim()).toBe('/tmp/.codemode/kernel.log');
+    const pods = await k.core.listNamespacedPod({ namespace: ns, labelSelector: `codemode.dev/session=${session}` });
+    const pod = pods.items[0]?.metadata?.name ?? '';
+    const containerLog = await k.core.readNamespacedPodLog({ name: pod, namespace: ns, container: 'sandbox' });
+    expect(containerLog.length).toBeLessThan(1024);
+    // The kernel's own lines are in the file, with what the code wrote.
+    const again = await mcp.callTool('execute_code', {
+      session,
+      language,
+      code:
+        language === 'python'
+          ? "print(os.path.getsize('/tmp/.codemode/kernel.log') > 8 << 20, 'Started kernel' in open('/tmp/.codemode/kernel.log', errors='replace').read(4096))"
+          : "const t = fs.readFileSync('/tmp/.codemode/kernel.log', 'latin1')\nconsole.log(t.length > 8 << 20, t.slice(0, 4096).includes('Started kernel'))",
+    });
+    expect((again.structuredContent as { stdout?: string }).stdout?.trim()).toMatch(/^(True True|true true)$/);
+  });
 });
 
 async function newSession(language: string): Promise<string> {

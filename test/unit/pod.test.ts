@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { SANDBOX_UID_BASE, buildRunPod, fileLimitBytes, mainCommand, sandboxPodOptions, sandboxUid } from '../../src/sandbox/pod.js';
+import { SANDBOX_LOG_PATH, SANDBOX_UID_BASE, buildRunPod, fileLimitBytes, mainCommand, sandboxPodOptions, sandboxUid } from '../../src/sandbox/pod.js';
 import type { PodBuildOptions } from '../../src/sandbox/pod.js';
 
 const SECRET_CODE = 'print("CODE-7f3a9c-must-not-leak")';
@@ -89,7 +92,7 @@ describe('buildRunPod', () => {
     ['spec.containers[0].image', 'codemode.local/sandbox:v1'],
     ['spec.containers[0].imagePullPolicy', 'IfNotPresent'],
     // sleep under the file limit, its stdout and stderr /dev/null (not the container log)
-    ['spec.containers[0].command', mainCommand(['sleep', 'infinity'], true)],
+    ['spec.containers[0].command', mainCommand(['sleep', 'infinity'], '/dev/null')],
     ['spec.containers[0].args', undefined],
     ['spec.containers[0].workingDir', '/workspace'],
     // out of the sandbox user's reach (the node's disk, counted in no limit)
@@ -192,7 +195,7 @@ describe('buildRunPod', () => {
       runtime: { configMap: 'codemode-runtime-abc', items: [{ key: 'k', path: 'p' }] },
     };
     const built = buildRunPod(run, opts, kernel);
-    expect(built.spec?.containers[0]?.command).toEqual(mainCommand(kernel.command, false));
+    expect(built.spec?.containers[0]?.command).toEqual(mainCommand(kernel.command, SANDBOX_LOG_PATH));
     expect(built.spec?.volumes?.find((v) => v.name === 'runtime')?.configMap).toEqual({
       name: 'codemode-runtime-abc',
       defaultMode: 0o444,
@@ -274,19 +277,25 @@ describe('the file limit of sandbox processes', () => {
     expect(fileLimitBytes({ workspaceSizeLimit, tmpSizeLimit })).toBe(bytes);
   });
 
-  // The container's command run by this machine's /bin/sh: the limit is a hard one, and a quiet
-  // command's output reaches nobody (in the pod: not the container log).
-  it.each([
-    [false, `${(64 * 1024 * 1024) / 512}\n${(64 * 1024 * 1024) / 512}\n`],
-    [true, ''],
-  ])('quiet %s: the command runs under the limit as a hard one', async (quiet, stdout) => {
-    const [file, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f'], quiet);
-    const out = await promisify(execFile)(file!, args, { env: { PATH: process.env.PATH, CODEMODE_FILE_LIMIT_BYTES: String(64 * 1024 * 1024) } });
-    expect(out.stdout).toBe(stdout);
+  // The container's command run by this machine's /bin/sh: the limit is a hard one, and the
+  // command's output goes to the file (in the pod: not the container log), in a directory it
+  // makes 0700; /dev/null reaches nobody.
+  it.each([['a file'], ['/dev/null']])('output to %s: the command runs under the limit as a hard one, its output in the file only', async (to) => {
+    const dir = await mkdtemp(join(tmpdir(), 'main-command-'));
+    const file = to === 'a file' ? join(dir, 'log', 'kernel.log') : '/dev/null';
+    const [sh, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f >&2'], file);
+    const out = await promisify(execFile)(sh!, args, { env: { PATH: process.env.PATH, CODEMODE_FILE_LIMIT_BYTES: String(64 * 1024 * 1024) } });
+    expect(out).toMatchObject({ stdout: '', stderr: '' });
+    if (to === 'a file') {
+      const blocks = (64 * 1024 * 1024) / 512;
+      expect(await readFile(file, 'utf8')).toBe(`${blocks}\n${blocks}\n`);
+      expect((await stat(join(dir, 'log'))).mode & 0o777).toBe(0o700);
+    }
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('refuses to start the command without the limit', async () => {
-    const [file, ...args] = mainCommand(['echo', 'started'], false);
+    const [file, ...args] = mainCommand(['echo', 'started'], '/dev/null');
     const err = await promisify(execFile)(file!, args, { env: { PATH: process.env.PATH } }).catch((e: unknown) => e as { code: number; stdout: string });
     expect(err).toMatchObject({ code: 125, stdout: '' });
   });

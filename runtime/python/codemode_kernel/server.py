@@ -32,8 +32,13 @@ EMPTY_OUTPUT = {"stdout": "", "stderr": "", "stdoutBytes": 0, "stderrBytes": 0, 
 
 
 def log(message, **fields):
-    # Kernel diagnostics go to the container log (the original stderr). Never code or output.
-    os.write(LOG_FD, (json.dumps(dict(msg=message, **fields)) + "\n").encode("utf-8"))
+    # Kernel diagnostics go to the original stderr: in a sandbox pod a file in /tmp (its size limit
+    # and the file limit bound it: a write may fail, and a log line is not worth a call). Never
+    # code or output.
+    try:
+        os.write(LOG_FD, (json.dumps(dict(msg=message, **fields)) + "\n").encode("utf-8"))
+    except OSError:
+        pass
 
 
 LOG_FD = 2
