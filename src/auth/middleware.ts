@@ -75,6 +75,9 @@ export function authMiddleware(o: AuthHttpOptions): MiddlewareHandler {
     if (!result.ok) {
       o.onResult?.(result.failure.error === 'invalid_request' ? 'no_token' : 'invalid_token');
       c.header('WWW-Authenticate', wwwAuthenticate(`${baseUrl(c, o.publicUrl)}${METADATA_PATH}/mcp`, result.failure));
+      // Not kept alive: a client that never authenticates must not hold one of the replica's
+      // connections (CODEMODE_MAX_CONNECTIONS) for the keep-alive timeout (gateway/http-server.ts).
+      c.header('Connection', 'close');
       return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Unauthorized: ${result.failure.description}` } }, 401);
     }
     // A valid token whose identity cannot be recorded as an owner exactly: refused, not retried.
@@ -82,7 +85,10 @@ export function authMiddleware(o: AuthHttpOptions): MiddlewareHandler {
     // "anonymous" in group system:unauthenticated would pass for the unauthenticated caller.
     const problem = identityProblem(result.identity, o.authenticator.mode === 'kubernetes' ? 'cluster' : 'gateway');
     o.onResult?.(problem ? 'forbidden' : 'accepted');
-    if (problem) return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Forbidden: ${problem}` } }, 403);
+    if (problem) {
+      c.header('Connection', 'close');
+      return c.json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `Forbidden: ${problem}` } }, 403);
+    }
     identities.set(c.req.raw, result.identity);
     return next();
   };

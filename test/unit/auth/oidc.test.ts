@@ -66,6 +66,8 @@ describe('OIDC resource server', () => {
   ])('answers %s with 401 and a WWW-Authenticate header pointing to the metadata', async (_n, auth, error, description) => {
     const res = await post(await auth());
     expect(res.status).toBe(401);
+    // Not kept alive: a client that never authenticates holds no connection of the replica's.
+    expect(res.headers.get('connection')).toBe('close');
     const header = res.headers.get('www-authenticate') ?? '';
     expect(header).toMatch(new RegExp(`^Bearer resource_metadata="http://127\\.0\\.0\\.1:\\d+/\\.well-known/oauth-protected-resource/mcp", error="${error}"`));
     expect(header).toMatch(description);

@@ -16,12 +16,12 @@ afterEach(async () => {
 });
 
 /** A server answering `ok`, with the gateway's settings (at most `maxConnections`) or Node's defaults; its port. */
-async function listen(maxConnections: number | undefined): Promise<number> {
+async function listen(maxConnections: number | undefined, firstRequestTimeoutMs?: number): Promise<number> {
   const app = new Hono().get('/', (c) => c.text('ok'));
   const server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
   });
-  if (maxConnections !== undefined) configureHttpServer(server, maxConnections);
+  if (maxConnections !== undefined) configureHttpServer(server, maxConnections, firstRequestTimeoutMs);
   servers.push(server);
   return (server.address() as AddressInfo).port;
 }
@@ -80,6 +80,39 @@ describe('the gateway HTTP server', () => {
     expect(await request(fourth)).toMatch(/^HTTP\/1\.1 200/);
     expect(await request(held[1] as Socket)).toMatch(/^HTTP\/1\.1 200/);
     for (const s of [third, fourth, ...held]) s.destroy();
+  });
+
+  // Before anyone is authenticated a connection counts against the limit: one that sends nothing,
+  // or its headers a byte at a time, is closed after the first-request timeout; one that made a
+  // request is kept alive as before.
+  it('closes a connection whose first request does not arrive in time, and keeps one that made a request', async () => {
+    const port = await listen(4096, 300);
+    const open = async (): Promise<{ socket: Socket; closed: Promise<number>; text: () => string }> => {
+      const socket = connect(port, '127.0.0.1');
+      let text = '';
+      socket.on('data', (d: Buffer) => (text += d.toString()));
+      const opened = performance.now();
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now() - opened)));
+      await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      return { socket, closed, text: () => text };
+    };
+    const silent = await open();
+    const trickle = await open();
+    trickle.socket.write('GET / HTTP/1.1\r\n');
+    const drip = setInterval(() => trickle.socket.writable && trickle.socket.write('x'), 50);
+    const served = await open();
+    served.socket.write(`GET / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`);
+    const after = await Promise.all([silent.closed, trickle.closed]);
+    clearInterval(drip);
+    for (const ms of after) expect(ms).toBeGreaterThanOrEqual(250);
+    expect(silent.text() + trickle.text()).toBe('');
+    // The served connection is open past the timeout, and serves its next request.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(served.socket.destroyed).toBe(false);
+    served.socket.write(`GET / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(served.text().match(/HTTP\/1\.1 200/g)).toHaveLength(2);
+    served.socket.destroy();
   });
 
   it('announces its keep-alive timeout and keeps an idle connection for a call 6 s later', async () => {
