@@ -37,7 +37,7 @@ import type { RuntimeConfigMapGuard } from './runtime-guard.js';
 import { sessionExpiry } from './session-gc.js';
 import { userSessionCapRefusal } from './session-cap.js';
 import { controls, foreignPodMessage, readPod, sessionPod } from '../sessions/session-pod.js';
-import { computeSessionStatus, controllerOwned, failedStatus, installingStatus, sessionStatusChanged } from './session-status.js';
+import { computeSessionStatus, controllerOwned, failedStatus, installingStatus, refusedStatus, sessionStatusChanged } from './session-status.js';
 import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
@@ -146,7 +146,7 @@ export class SandboxSessionController {
     }
     const invalid = this.checkLimits(session);
     if (invalid) {
-      if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: invalid });
+      if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, refusedStatus(session, exp.expiresAt, Reasons.InvalidSpec, invalid, now));
       // A session that started before its spec was edited past the limits: a Failed session has no
       // pod (no call reaches it), and one left would hold its node's resources to the session's end.
       for (const p of ownedPods) if (!p.metadata?.deletionTimestamp) this.deletePod(ns, p.metadata?.name ?? '');
@@ -159,14 +159,14 @@ export class SandboxSessionController {
       // someone else's under the name (sessionPod): read again before using it, never delete it.
       const found = await sessionPod(session.metadata.uid, named, () => readPod(this.d.clients.core, ns, podName));
       if (found.kind === 'own') pod = found.pod;
-      else if (found.kind === 'foreign') return this.foreignPod(session, podName, exp.remainingMs, now);
+      else if (found.kind === 'foreign') return this.foreignPod(session, podName, exp, now);
     }
     const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
     let overCap: string | undefined;
     if (!pod && !terminal && session.status?.phase !== 'Ready') {
       const refused = await this.d.gate?.refusal();
       if (refused !== undefined) {
-        await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.SandboxNotEnforced, message: refused });
+        await this.patchStatus(ns, name, refusedStatus(session, exp.expiresAt, Reasons.SandboxNotEnforced, refused, now));
         return { requeueAfterMs: exp.remainingMs };
       }
       // Once, before the session first gets a phase (a limit lowered later ends no session). A
@@ -175,7 +175,7 @@ export class SandboxSessionController {
       if (overCap === undefined) {
         const profile = this.d.profiles?.resolve(session.spec.profile) ?? builtinProfile(this.d.opts);
         if (isRefusal(profile)) {
-          await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.InvalidSpec, message: `${profile.message} ${profile.hint}` });
+          await this.patchStatus(ns, name, refusedStatus(session, exp.expiresAt, Reasons.InvalidSpec, `${profile.message} ${profile.hint}`, now));
           return { requeueAfterMs: exp.remainingMs };
         }
         pod = await this.claimWarm(session, profile.name);
@@ -396,7 +396,12 @@ export class SandboxSessionController {
    * a moment ago, whose pod is not collected yet; or any pod so named): wait for it to go, up to
    * the startup timeout.
    */
-  private async foreignPod(session: SandboxSession, podName: string, remainingMs: number, now: Date): Promise<{ requeueAfterMs: number }> {
+  private async foreignPod(
+    session: SandboxSession,
+    podName: string,
+    { expiresAt, remainingMs }: { expiresAt: Date; remainingMs: number },
+    now: Date,
+  ): Promise<{ requeueAfterMs: number }> {
     const ns = session.metadata.namespace ?? '';
     const name = session.metadata.name;
     const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
@@ -407,7 +412,7 @@ export class SandboxSessionController {
       ? `Session ${name}: ${foreignPodMessage(podName)}.`
       : `Session ${name} could not start: pod ${podName}, the name of its pod, is taken by a pod it does not own.`;
     if (session.status?.phase !== 'Failed' || session.status.message !== message) {
-      await this.patchStatus(ns, name, { phase: 'Failed', reason: Reasons.ForeignPod, message }, session.metadata.resourceVersion);
+      await this.patchStatus(ns, name, refusedStatus(session, expiresAt, Reasons.ForeignPod, message, now), session.metadata.resourceVersion);
     }
     return { requeueAfterMs: remainingMs };
   }

@@ -75,6 +75,19 @@ function unbounded(
 }
 
 /**
+ * A session refused by the controller itself — beyond the administrator's limits, its profile
+ * refused, no NetworkPolicy in force, its pod's name taken: Failed with the reason, its Ready
+ * condition False, and what its status said kept (its pod's name, when it expires), as in every
+ * other failure. The status is applied whole (server-side apply): a field left out of it was
+ * removed. Pure.
+ */
+export function refusedStatus(session: SandboxSession, expiresAt: Date, reason: string, message: string, now: Date): SandboxSessionStatus {
+  const generation = session.metadata.generation;
+  const base = { ...(session.status ?? {}), observedGeneration: generation, expiresAt: expiresAt.toISOString() };
+  return failedStatus(base, reason, message, generation, now);
+}
+
+/**
  * A session that never becomes Ready — its spec.packages could not be installed (the installer's
  * sentence says which package and why), or its owner was at the session limit: Failed, with the
  * reason. Pure, like computeSessionStatus.

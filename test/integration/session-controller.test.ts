@@ -47,6 +47,7 @@ const condition = (status: 'True' | 'False', reason: string, message: unknown): 
 ];
 const event = (type: string, reason: string, action: string, note: unknown): World => ({ Events: [{ type, reason, action, note, regarding: key('s') }] });
 
+const EDITED_PAST_LIMITS = 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200: set it to at most 1200.';
 const GONE = "The session's pod is gone, and its state with it. Create a new session.";
 const OVER_CAP =
   'User alice already has 1 live session; the limit is 1 per user (CODEMODE_USER_MAX_SESSIONS), whether a session is made with create_session or kubectl. Delete a session you no longer need, then create this one again.';
@@ -65,9 +66,12 @@ const overCap = (): ReturnType<typeof withStatus> =>
     event('Warning', SessionReasons.UserSessionLimit, 'Start', OVER_CAP),
   );
 
-/** The session failed InvalidSpec with `message` (its status only; no pod, no Event). */
+/**
+ * The session failed InvalidSpec with `message`: its status (its Ready condition False, when it
+ * expires, as every failure says), no pod, no Event.
+ */
 const invalidSpec = (message: string): Row['expected'] =>
-  changed(key('s'), (s) => ({ ...s, status: { phase: 'Failed', reason: Reasons.InvalidSpec, message } }));
+  withStatus('s', { phase: 'Failed', reason: Reasons.InvalidSpec, message, conditions: condition('False', Reasons.InvalidSpec, message) });
 
 const rows: Row[] = [
   {
@@ -167,15 +171,12 @@ const rows: Row[] = [
     key: 's',
     expected: (w) =>
       without('Pod/sess-s')(
-        changed(key('s'), (s) => ({
-          ...s,
-          status: {
-            ...(s.status as object),
-            phase: 'Failed',
-            reason: Reasons.InvalidSpec,
-            message: 'Invalid SandboxSession: spec.idleTimeoutSeconds=1800 is above the maximum 1200: set it to at most 1200.',
-          },
-        }))(w),
+        withStatus('s', {
+          phase: 'Failed',
+          reason: Reasons.InvalidSpec,
+          message: EDITED_PAST_LIMITS,
+          conditions: condition('False', Reasons.InvalidSpec, EDITED_PAST_LIMITS),
+        })(w),
       ),
     requeued: true,
   },

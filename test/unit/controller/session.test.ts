@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { GATEWAY_FIELD_MANAGER, MAX_MESSAGE_LENGTH, SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { activityStoredAt, keepActivityStamp, sessionExpiry } from '../../../src/controller/session-gc.js';
-import { computeSessionStatus, controllerOwned, failedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
+import { computeSessionStatus, controllerOwned, failedStatus, refusedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 
@@ -134,6 +134,19 @@ describe('computeSessionStatus', () => {
     expect(s.podName).toBe('p');
   });
 
+  // The controller's own refusals (limits, profile, NetworkPolicy, a pod of someone else's under
+  // the name) apply the whole status like every other: what it said before stays, and the status
+  // says when the session goes and why it is not Ready.
+  it.each([
+    ['a new session', undefined],
+    ['a Ready session', { phase: 'Ready' as const, podName: 'p', reason: 'KernelReady', lastActivityTime: '2026-11-22T11:59:00Z' }],
+  ])('refusedStatus: %s is Failed, keeps its pod and says when it expires', (_n, status) => {
+    const s = refusedStatus(session(status), exp, 'InvalidSpec', 'beyond the limits', now);
+    expect(s).toMatchObject({ ...status, phase: 'Failed', reason: 'InvalidSpec', message: 'beyond the limits', expiresAt: exp.toISOString() });
+    expect(s.conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'InvalidSpec', message: 'beyond the limits' })]);
+    expect(SandboxSessionStatusSchema.safeParse(s).success).toBe(true);
+  });
+
   it('writes nothing when nothing changed', () => {
     const first = computeSessionStatus(session(), readyPod, 'p', exp, false, now);
     const again = computeSessionStatus(session(first), readyPod, 'p', exp, false, new Date(now.getTime() + 5000));
@@ -181,6 +194,7 @@ describe('computeSessionStatus', () => {
       'Failed',
     ],
     ['packages that failed with a long sentence', () => failedStatus({ phase: 'Pending' }, 'PackagesFailed', long, 1, now), 'Failed'],
+    ['a refusal with a long sentence', () => refusedStatus(session(), exp, 'InvalidSpec', long, now), 'Failed'],
   ])('bounds the messages: %s', (_n, compute, phase) => {
     const s = compute();
     expect(s.phase).toBe(phase);
