@@ -35,8 +35,16 @@ export function keepAliveMs(idleTimeoutSeconds: number): number {
   return Math.max(ACTIVITY_WRITE_INTERVAL_MS, Math.min(KEEPALIVE_MAX_MS, (idleTimeoutSeconds * 1000) / 4));
 }
 
+/** The session a write is for: its name, and its uid (a session of the same name made later is another). */
+interface SessionRef {
+  metadata: { name: string; uid?: string };
+}
+
+/** Tries of a kernelLost write whose cached copy was older than the stored one, 50 ms apart. */
+const LOST_ATTEMPTS = 20;
+
 export class SessionActivity {
-  private readonly pending = new Map<string, { calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
+  private readonly pending = new Map<string, { uid: string | undefined; calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
 
   constructor(
     private readonly store: SessionStore,
@@ -46,11 +54,15 @@ export class SessionActivity {
   /**
    * Records activity in status.lastActivityTime (and `calls` more in runCount), at most once per
    * interval per session and never on the call's critical path. Conflicting writers retry on the
-   * latest copy.
+   * latest copy. Only on the session `s` is: a session deleted and made again under its name (by
+   * another replica or kubectl) within the interval is another session, and gets none of it.
    */
-  note(name: string, calls: number): void {
+  note(s: SessionRef, calls: number): void {
+    const name = s.metadata.name;
+    const uid = s.metadata.uid;
     let a = this.pending.get(name);
-    if (!a) this.pending.set(name, (a = { calls: 0, writing: false, lastWrite: 0 }));
+    if (!a) this.pending.set(name, (a = { uid, calls: 0, writing: false, lastWrite: 0 }));
+    else if (a.uid !== uid) Object.assign(a, { uid, calls: 0 });
     a.calls += calls;
     if (a.timer || a.writing) return;
     const wait = Math.max(0, a.lastWrite + ACTIVITY_WRITE_INTERVAL_MS - Date.now());
@@ -64,18 +76,37 @@ export class SessionActivity {
    * a call longer than the session's idle timeout would otherwise have its session, and its pod,
    * deleted under it.
    */
-  keepAlive(name: string, idleTimeoutSeconds: number): () => void {
-    const timer = setInterval(() => this.note(name, 0), keepAliveMs(idleTimeoutSeconds));
+  keepAlive(s: SessionRef & { spec: Pick<SandboxSession['spec'], 'idleTimeoutSeconds'> }): () => void {
+    const timer = setInterval(() => this.note(s, 0), keepAliveMs(s.spec.idleTimeoutSeconds));
     timer.unref();
     return () => clearInterval(timer);
   }
 
-  /** Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. */
-  async markLost(s: SandboxSession, why: string): Promise<void> {
+  /**
+   * Reports the dead interpreter (kernelLost); the controller turns it into phase Lost. Written on
+   * the copy of `s` in the cache, guarded by its resourceVersion: never on a session made again
+   * under the name since (another interpreter, alive), which the status subresource would not
+   * tell apart by uid.
+   */
+  async markLost(s: SessionRef, why: string): Promise<void> {
     const kernelLost = { message: lostMessage(why), time: new Date().toISOString() };
-    await this.store
-      .applyStatus(s.metadata.name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost })
-      .catch((err: unknown) => this.log.warn({ err: apiErrorMessage(err), sandboxsession: s.metadata.name }, 'Failed to mark session lost'));
+    const name = s.metadata.name;
+    try {
+      for (let attempt = 0; attempt < LOST_ATTEMPTS; attempt++) {
+        const cur = this.store.get(name);
+        if (!cur || cur.metadata.uid !== s.metadata.uid) return;
+        try {
+          await this.store.applyStatus(name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost }, cur.metadata.resourceVersion);
+          return;
+        } catch (err) {
+          if (!isConflict(err)) throw err;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      this.log.warn({ sandboxsession: name }, 'Failed to mark session lost: its status kept changing');
+    } catch (err) {
+      if (!isNotFound(err)) this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to mark session lost');
+    }
   }
 
   private async flush(name: string): Promise<void> {
@@ -83,7 +114,7 @@ export class SessionActivity {
     if (!a) return;
     a.timer = undefined;
     a.writing = true;
-    const calls = a.calls;
+    const { uid, calls } = a;
     a.calls = 0;
     // Calls not yet added to runCount: they go back to the pending count unless written (or the
     // session is gone), so a write that kept conflicting or failed never loses them — the next
@@ -92,7 +123,8 @@ export class SessionActivity {
     try {
       for (let attempt = 0; attempt < 3 && unwritten; attempt++) {
         const s = this.store.get(name);
-        if (!s) {
+        if (!s || s.metadata.uid !== uid) {
+          // Gone, or made again under the name: the calls were another session's.
           unwritten = false;
           break;
         }
@@ -117,10 +149,10 @@ export class SessionActivity {
       if (isNotFound(err)) unwritten = false;
       else this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
     } finally {
-      if (unwritten) a.calls += calls;
+      if (unwritten && a.uid === uid) a.calls += calls;
       a.writing = false;
       a.lastWrite = Date.now();
-      if (a.calls > 0) this.note(name, 0);
+      if (a.calls > 0) this.note({ metadata: { name, uid: a.uid } }, 0);
       else this.pending.delete(name);
     }
   }

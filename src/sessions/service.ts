@@ -324,8 +324,8 @@ export class SessionService {
   async installPackages(name: string, packages: readonly string[], caller?: Owner): Promise<InstallResult & { session: string }> {
     const s = await this.readySession(name, caller);
     this.checkPackages(s.spec.profile, s.spec.language, packages);
-    this.activity.note(s.metadata.name, 0);
-    const stopKeepAlive = this.activity.keepAlive(s.metadata.name, s.spec.idleTimeoutSeconds);
+    this.activity.note(s, 0);
+    const stopKeepAlive = this.activity.keepAlive(s);
     let r: InstallResult;
     try {
       r = await (this.opts.packages as Pick<SessionPackages, 'install'>).install(s, s.status?.podName as string, packages);
@@ -334,7 +334,7 @@ export class SessionService {
     } finally {
       stopKeepAlive();
     }
-    this.activity.note(s.metadata.name, 0);
+    this.activity.note(s, 0);
     await this.store
       .appendPackages(name, packages)
       .catch((err: unknown) => this.log.warn({ sandboxsession: name, err: apiErrorMessage(err) }, 'Installed packages not recorded in spec.packages'));
@@ -379,7 +379,7 @@ export class SessionService {
       onWait: call.onWait && ((waitUntil) => call.onWait?.(Math.max(0, Math.round((waitUntil - Date.now()) / 1000)), 'starting')),
     });
     const pod = s.status?.podName as string;
-    this.activity.note(s.metadata.name, 0);
+    this.activity.note(s, 0);
     const req = {
       code: call.code,
       timeoutMs: call.timeoutSeconds * 1000,
@@ -389,7 +389,7 @@ export class SessionService {
     };
     let turn: TurnResult<KernelResult>;
     // Waiting for its turn and running: a session in use is not idle, however long the call.
-    const stopKeepAlive = this.activity.keepAlive(s.metadata.name, s.spec.idleTimeoutSeconds);
+    const stopKeepAlive = this.activity.keepAlive(s);
     try {
       const onWait = call.onWait && ((): void => call.onWait?.(secondsLeft(), 'busy'));
       turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, () => this.kernel.send(s, pod, req, until, call.signal, onOutput));
@@ -411,7 +411,7 @@ export class SessionService {
       this.kernels.drop(this.opts.namespace, pod);
       await this.activity.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');
     }
-    this.activity.note(s.metadata.name, 1);
+    this.activity.note(s, 1);
     return { ...result, session: name, capChars: this.opts.outputCapChars };
   }
 
@@ -442,7 +442,7 @@ export class SessionService {
 
   async readFile(name: string, path: string, caller?: Owner): Promise<Buffer> {
     const s = await this.readySession(name, caller);
-    this.activity.note(s.metadata.name, 0);
+    this.activity.note(s, 0);
     return readFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), this.opts.maxFileBytes);
   }
 
@@ -454,13 +454,13 @@ export class SessionService {
       );
     }
     const s = await this.readySession(name, caller);
-    this.activity.note(s.metadata.name, 0);
+    this.activity.note(s, 0);
     return writeFileInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), content);
   }
 
   async listFiles(name: string, path: string, caller?: Owner): Promise<Listing> {
     const s = await this.readySession(name, caller);
-    this.activity.note(s.metadata.name, 0);
+    this.activity.note(s, 0);
     return listFilesInPod(this.clients.exec, this.opts.namespace, s.status?.podName as string, workspacePath(path), 1000);
   }
 

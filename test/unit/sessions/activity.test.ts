@@ -7,11 +7,15 @@ import { SandboxSessionStatusSchema, type SandboxSession } from '../../../src/ap
 import { SessionActivity, keepAliveMs } from '../../../src/sessions/activity.js';
 import type { SessionStore } from '../../../src/sessions/store.js';
 
-const session = { metadata: { name: 's' } } as SandboxSession;
+const session = { metadata: { name: 's', uid: 'uid-1', resourceVersion: '7' }, spec: { idleTimeoutSeconds: 600 } } as SandboxSession;
+/** The same name, made again: another session. */
+const again = { metadata: { name: 's', uid: 'uid-2', resourceVersion: '9' }, spec: { idleTimeoutSeconds: 600 } } as SandboxSession;
+const quiet = pino({ level: 'silent' });
+const conflict = Object.assign(new Error('conflict'), { code: 409 });
 
 async function written(why: string): Promise<{ message: string; time: string }> {
   const applyStatus = vi.fn().mockResolvedValue(undefined);
-  const activity = new SessionActivity({ applyStatus } as unknown as SessionStore, pino({ level: 'silent' }));
+  const activity = new SessionActivity({ applyStatus, get: () => session } as unknown as SessionStore, quiet);
   await activity.markLost(session, why);
   expect(applyStatus).toHaveBeenCalledTimes(1);
   return (applyStatus.mock.calls[0]?.[2] as { kernelLost: { message: string; time: string } }).kernelLost;
@@ -36,6 +40,42 @@ describe('SessionActivity.markLost', () => {
     const kernelLost = await written(why);
     check(kernelLost.message);
     expect(SandboxSessionStatusSchema.safeParse({ kernelLost }).success).toBe(true);
+  });
+});
+
+// The gateway writes by name; a session deleted and made again under its name (kubectl, another
+// replica) within a moment is another session, with another interpreter. The status subresource
+// ignores a uid in the applied object, so the write is guarded by the resourceVersion of the copy
+// whose uid is the call's.
+describe('writes only on the session the call was in', () => {
+  it('markLost: nothing when the cache holds a session made again under the name', async () => {
+    const applyStatus = vi.fn().mockResolvedValue(undefined);
+    await new SessionActivity({ applyStatus, get: () => again } as unknown as SessionStore, quiet).markLost(session, 'gone');
+    expect(applyStatus).not.toHaveBeenCalled();
+  });
+
+  it("markLost: on the cached copy's resourceVersion, again on a newer copy after a conflict, never on another session", async () => {
+    const copies = [session, { ...session, metadata: { ...session.metadata, resourceVersion: '8' } }, again];
+    let read = 0;
+    const applyStatus = vi.fn().mockRejectedValueOnce(conflict).mockRejectedValueOnce(conflict).mockResolvedValue(undefined);
+    const get = (): SandboxSession | undefined => copies[Math.min(read++, copies.length - 1)];
+    await new SessionActivity({ applyStatus, get } as unknown as SessionStore, quiet).markLost(session, 'gone');
+    // Two tries on the session's own copies; the third read found the other session and stopped.
+    expect(applyStatus.mock.calls.map((c) => c[3])).toEqual(['7', '8']);
+  });
+
+  it('note: calls noted for a session are not added to one made again under its name', async () => {
+    const applyStatus = vi.fn().mockResolvedValue(undefined);
+    const activity = new SessionActivity({ applyStatus, get: () => again } as unknown as SessionStore, quiet);
+    activity.note(session, 3);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(applyStatus).not.toHaveBeenCalled();
+    // The new session's own calls are written, without the old ones.
+    await new Promise((r) => setTimeout(r, 1100));
+    activity.note(again, 1);
+    await vi.waitFor(() => expect(applyStatus).toHaveBeenCalledTimes(1), { timeout: 2000 });
+    expect(applyStatus.mock.calls[0]?.[2]).toMatchObject({ runCount: 1 });
+    expect(applyStatus.mock.calls[0]?.[3]).toBe('9');
   });
 });
 
