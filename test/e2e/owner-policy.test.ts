@@ -279,6 +279,34 @@ describe('owner admission policy', () => {
     expect(kubectlAs('carol', ['ops'], 'delete', resource, other, '--wait=false')).toMatchObject({ ok: true });
   });
 
+  // An audit record of session calls is what its owner ran: the gateway writes it as theirs (its
+  // spec.owner), and its TTL, not its owner, ends it.
+  it("refuses an audit record's owner its deletion and any change; an administrator and the gateway may", () => {
+    const record = (): string => {
+      const created = createAs(GW(), [], { ...run({ user: 'alice' }), session: 's' }, 'SandboxRun', { 'codemode.dev/executor': 'codemode.dev/audit-record' });
+      expect(created.ok, created.out).toBe(true);
+      return nameOf(created);
+    };
+    const name = record();
+    for (const args of [
+      ['delete', 'sbr', name, '--wait=false'],
+      ['label', 'sbr', name, 'x=y'],
+      ['annotate', 'sbr', name, 'x=y'],
+    ]) {
+      const alice = kubectlAs('alice', ['dev'], ...args);
+      expect(alice.ok, args.join(' ')).toBe(false);
+      expect(alice.out).toMatch(/an audit record of session calls is kept until its TTL ends/);
+    }
+    const finalizer = patchAs('alice', 'sbr', name, { metadata: { finalizers: ['example.com/keep'] } });
+    expect(finalizer.ok).toBe(false);
+    expect(kubectlAs('carol', ['ops'], 'label', 'sbr', name, 'x=y')).toMatchObject({ ok: true });
+    expect(kubectlAs('carol', ['ops'], 'delete', 'sbr', name, '--wait=false')).toMatchObject({ ok: true });
+    expect(kubectlAs(GW(), [], 'delete', 'sbr', record(), '--wait=false')).toMatchObject({ ok: true });
+    // A run of hers that is not a record stays hers to delete.
+    const own = createAs('alice', ['dev'], run({ user: 'alice' }));
+    expect(kubectlAs('alice', ['dev'], 'delete', 'sbr', nameOf(own), '--wait=false')).toMatchObject({ ok: true });
+  });
+
   it("lets the cluster's garbage collector delete what an owner's deleted object owned", async () => {
     const session = createAs('alice', ['dev'], { language: 'python', owner: { user: 'alice' } }, 'SandboxSession');
     expect(session.ok, session.out).toBe(true);
