@@ -75,6 +75,11 @@ const NOT_ANSWERING_BUSY: KernelResult = {
   busy: true,
 };
 
+/** Whether `r` is the busy answer of a Node kernel that did not answer at all (NOT_ANSWERING_BUSY). */
+export function notAnswering(r: KernelResult): boolean {
+  return r === NOT_ANSWERING_BUSY;
+}
+
 export class SessionKernel {
   constructor(private readonly d: SessionKernelDeps) {}
 

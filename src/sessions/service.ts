@@ -38,7 +38,7 @@ import { UserRate } from '../limits/user-rate.js';
 import { SessionStore } from './store.js';
 import { foreignPodMessage, readPod, sessionPod } from './session-pod.js';
 import { SessionActivity } from './activity.js';
-import { SessionKernel, type SessionKernelDeps } from './kernel-call.js';
+import { SessionKernel, notAnswering, type SessionKernelDeps } from './kernel-call.js';
 import { sessionState, startingUntil } from './state.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import type { ResolvedProfile } from '../profiles/profile.js';
@@ -388,11 +388,17 @@ export class SessionService {
       ...(call.onCall && { onCall: toolCallsFor(s, caller, call.onCall) }),
     };
     let turn: TurnResult<KernelResult>;
+    // Whether the last busy answer was a Node kernel's silence (busyError says what that means).
+    let silent = false;
     // Waiting for its turn and running: a session in use is not idle, however long the call.
     const stopKeepAlive = this.activity.keepAlive(s);
     try {
       const onWait = call.onWait && ((): void => call.onWait?.(secondsLeft(), 'busy'));
-      turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, () => this.kernel.send(s, pod, req, until, call.signal, onOutput));
+      turn = await this.turns.take(pod, { until, signal: call.signal, onWait }, async () => {
+        const r = await this.kernel.send(s, pod, req, until, call.signal, onOutput);
+        silent = notAnswering(r);
+        return r;
+      });
     } catch (err) {
       if (!(err instanceof KernelConnectionError)) throw err;
       return this.kernel.failed(s, pod, err);
@@ -400,7 +406,7 @@ export class SessionService {
       stopKeepAlive();
     }
     if (turn.waitedMs !== undefined) this.opts.onWaited?.('gaveUp' in turn ? turn.gaveUp : 'ran', turn.waitedMs / 1000);
-    if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000));
+    if ('gaveUp' in turn) throw busyError(name, turn.gaveUp, Math.round((until - asked) / 1000), silent);
     const result = turn.ran;
     if (result.notIsolated)
       throw new SessionError(

@@ -162,6 +162,34 @@ describe('a busy session', () => {
   }, 300_000);
 });
 
+describe('a node session held by code an earlier call left running', () => {
+  // A Node kernel reads its socket only between stretches of synchronous code: a timer an earlier
+  // call armed can hold it with no call running, and a replica opening a stream gets no answer at
+  // all. The caller is told that, and what to do, not that another call was running.
+  it('ends a call that waited for it with SessionBusy saying so, and serves calls once the code is done', async () => {
+    const created = await viaA.callTool('create_session', { language: 'node' });
+    expect(created.isError ?? false, text(created)).toBe(false);
+    const s = String(sc(created).session);
+    const armed = await viaA.callTool('execute_code', {
+      session: s,
+      code: "setTimeout(() => { const end = Date.now() + 25000; while (Date.now() < end); }, 300)\n'armed'",
+    });
+    expect(sc(armed), text(armed)).toMatchObject({ phase: 'Succeeded', result: "'armed'" });
+    const started = Date.now();
+    await new Promise((r) => setTimeout(r, 1000));
+    const held = await viaB.callTool('execute_code', { session: s, code: '1 + 1' });
+    expect(held.isError, text(held)).toBe(true);
+    expect(text(held)).toMatch(
+      new RegExp(
+        `Session ${s} did not answer for all of the ${WAIT_SECONDS} s this call could wait: .*code an earlier call left running.*this call did not run`,
+      ),
+    );
+    expect(text(held)).toMatch(/close the session \(close_session\)/);
+    await new Promise((r) => setTimeout(r, Math.max(0, started + 27_000 - Date.now())));
+    expect(sc(await viaB.callTool('execute_code', { session: s, code: '1 + 1' }))).toMatchObject({ phase: 'Succeeded', result: '2' });
+  }, 300_000);
+});
+
 describe('sessions this replica has not seen', () => {
   /** Session reads the API server refused as not found, by replica A's own clients. */
   async function notFoundReads(): Promise<number> {

@@ -1,0 +1,37 @@
+// What a call that gave up waiting for a busy session is told: why it did not run, and what to do.
+import { describe, expect, it } from 'vitest';
+import { SessionBusyError, WAITING_CALLS_PER_SESSION, busyError } from '../../../src/sessions/errors.js';
+
+describe('busyError', () => {
+  it.each<[string, Parameters<typeof busyError>[1], boolean, RegExp, RegExp]>([
+    [
+      'a call running all along',
+      'deadline',
+      false,
+      /^Session s was running another call for all of the 15 s this call could wait; this call did not run\.$/,
+      /timeout_seconds bounds it/,
+    ],
+    // A Node kernel that never answered: no call need be running, and no timeout ends what holds it.
+    [
+      'a Node kernel that never answered',
+      'deadline',
+      true,
+      /^Session s did not answer for all of the 15 s this call could wait: .*code an earlier call left running \(a timer, a callback, a promise\); this call did not run\.$/,
+      /close the session \(close_session\)/,
+    ],
+    [
+      'too many waiting',
+      'full',
+      false,
+      new RegExp(`and ${WAITING_CALLS_PER_SESSION} more are waiting for it; this call did not run\\.$`),
+      /timeout_seconds bounds it/,
+    ],
+    ['too many waiting, silent', 'full', true, new RegExp(`and ${WAITING_CALLS_PER_SESSION} more are waiting for it`), /timeout_seconds bounds it/],
+    ['the caller went away', 'aborted', true, /^The call was cancelled while it waited for session s/, /^Call again if you still need it\.$/],
+  ])('%s', (_n, why, silent, message, hint) => {
+    const err = busyError('s', why, 15, silent);
+    expect(err).toBeInstanceOf(SessionBusyError);
+    expect(err.message).toMatch(message);
+    expect(err.hint).toMatch(hint);
+  });
+});
