@@ -4,8 +4,9 @@
 // transport, with HTTP 400 and a JSON-RPC error that states the limit. Anything else (not a
 // POST, not JSON, too large, unparseable) goes to the SDK as it was sent, which answers it as before.
 // Two more bounds apply here, where the body is read: its bytes are taken from the caller's share
-// of the replica's body budget before they are read (body-budget.ts), and a body of too many JSON
-// values is refused before it is parsed (json-shape.ts).
+// of the replica's body budget before they are kept (body-budget.ts; a short body's whole declared
+// length at once, a long one's as they arrive: RESERVED_AHEAD_MAX_BYTES), and a body of too many
+// JSON values is refused before it is parsed (json-shape.ts).
 import { jsonShapeProblem, jsonShapeRefused } from './json-shape.js';
 
 /** Which bound a refused request met (the log, and the metric's label for all but json_shape). */
@@ -65,7 +66,7 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, r
       const refusal = reserve(value.byteLength);
       if (refusal) {
         reader.cancel().catch(() => undefined);
-        return { chunks, refusal };
+        return { chunks, refusal: closing(refusal) };
       }
       chunks.push(value);
       received += value.byteLength;
@@ -75,6 +76,16 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, r
   } catch (error) {
     return { chunks, reader, failure: { error } };
   }
+}
+
+/**
+ * `refusal`, answered with `Connection: close`: the rest of its body is not read (the connection
+ * closes after the answer), which a client must know so as not to send its next request there.
+ */
+function closing(refusal: BodyRefusal): BodyRefusal {
+  const headers = new Headers(refusal.refused.headers);
+  headers.set('connection', 'close');
+  return { ...refusal, refused: new Response(refusal.refused.body, { status: refusal.refused.status, headers }) };
 }
 
 /**
@@ -124,12 +135,21 @@ function replay(request: Request, read: BodyRead): Request {
   return new Request(request, { body, duplex: 'half' } as RequestInit & { duplex: 'half' });
 }
 
+/**
+ * The longest body whose declared length is taken from the budget before its first byte (then read
+ * whole, the fast way: readDeclared). A longer one is taken as its bytes arrive: a client that
+ * declares 8 MiB and sends it a byte at a time (or never) holds what it sent, not 8 MiB for the
+ * request timeout (five minutes), which let four users' slow uploads hold a replica's whole budget.
+ * Calls are a few KiB; the largest code (256 KiB) and stdin, JSON-escaped, go the slower way.
+ */
+export const RESERVED_AHEAD_MAX_BYTES = 64 * 1024;
+
 export async function checkBatch(request: Request, maxBatchSize: number, maxBodyBytes: number, reserve: ReserveBytes = () => undefined): Promise<BatchCheck> {
   if (request.method.toUpperCase() !== 'POST' || !isJson(request.headers.get('content-type'))) return {};
   const declared = request.headers.get('content-length');
   if (Number(declared) > maxBodyBytes) return {};
   let read: BodyRead | undefined;
-  if (declared !== null && /^\d+$/.test(declared)) {
+  if (declared !== null && /^\d+$/.test(declared) && Number(declared) <= RESERVED_AHEAD_MAX_BYTES) {
     // The whole declared length is taken before the first byte is read.
     const refusal = reserve(Number(declared));
     if (refusal) return refusal;

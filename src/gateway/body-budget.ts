@@ -5,7 +5,9 @@
 // one user's client could hold enough to end the replica (measured: 40 bodies one byte short of
 // their declared 8 MiB held 320 MiB of a gateway whose container limit is 512 MiB), and every
 // other user's calls with it. Each user may hold `perUserBytes`, all users together `totalBytes`;
-// a request beyond either is refused before its body is read (the caller is told which and why).
+// a request beyond either is refused before its body is read (a body over 64 KiB is counted as it
+// arrives, and refused at the first bytes that do not fit: batch-limit.ts), and the caller is told
+// which and why.
 
 export interface BodyBudgetLimits {
   /** Bytes of request bodies one user's requests in flight may hold on this replica. */

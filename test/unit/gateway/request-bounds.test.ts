@@ -168,6 +168,17 @@ describe('request bounds over HTTP', () => {
     expect(await again.text()).toContain('print(5)');
   });
 
+  // A body over RESERVED_AHEAD_MAX_BYTES is counted as it arrives: declaring 3 MB and sending
+  // (almost) nothing held 3 MB of the user's share for the request timeout.
+  it('counts a long body that arrives slowly by what has arrived, not by its declared length', async () => {
+    const held = [await slowBody(ALICE, 3_000_000, 2_999_000), await slowBody(ALICE, 3_000_000, 2_999_000)];
+    await sleep(200);
+    const served = await post(ALICE, padded('print(9)', 300_000));
+    expect(served.status).toBe(200);
+    expect(await served.text()).toContain('print(9)');
+    for (const s of held) s.destroy();
+  });
+
   it('refuses everyone with 503 while the replica holds its total, and never more', async () => {
     await slowBody(ALICE, 6_000_000);
     await slowBody(BOB, 4_000_000);
