@@ -1,7 +1,7 @@
 import { connect, type AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { pino } from 'pino';
 import { createApp } from '../../../src/gateway/app.js';
@@ -189,7 +189,9 @@ describe('McpTraffic', () => {
   it.each(['v1 (2025-era)', 'v2 (2026-07-28)'] as const)('waits for an execute_code call of a %s client to be answered', async (kind) => {
     const service = new InTestRunService();
     let answered = false;
+    let started = false;
     service.behaviour = async () => {
+      started = true;
       await sleep(1500);
       return outcome({ stdout: 'ok' });
     };
@@ -201,7 +203,9 @@ describe('McpTraffic', () => {
     const client = await connectClient(kind, new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`));
     try {
       const call = client.callTool({ code: 'x' }).then((r) => (answered = true) && r);
-      await sleep(300);
+      // The call is in flight (a fixed pause was not enough on a busy machine: the request had not
+      // arrived, and nothing was in flight to wait for).
+      await vi.waitFor(() => expect(started).toBe(true), { timeout: 10_000 });
       await traffic.settled({ minMs: 0, quietMs: 200 });
       expect(answered).toBe(true);
       const r = await call;
