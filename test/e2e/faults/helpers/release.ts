@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 63). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 64). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '68c3832f60604fac931be919b16199ccc035d9d9';
+export const PREVIOUS_RELEASE = 'f1fa6ddff942e7168212902604cb26672bc25649';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
