@@ -4,12 +4,13 @@
 // traffic and, through its stateless legacy fallback, 2025-era clients (initialize handshake,
 // no session id). Both eras get a fresh McpServer per HTTP request, so no session lives in one
 // replica's memory and any replica can answer any request.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandler } from '../auth/middleware.js';
 import { checkBatch, type BodyRefusal } from './batch-limit.js';
 import { BodyBudget, bodyBudgetRefused, keepHold } from './body-budget.js';
+import { watchBodyProgress } from './body-progress.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
 import { markListen } from './drain.js';
 import { oversizedId, oversizedIdRefused } from './message-ids.js';
@@ -87,10 +88,12 @@ export function createApp(deps: GatewayDeps): Hono {
         const full = hold.take(bytes);
         return full && { refused: bodyBudgetRefused(full, budget.limits), limit: full === 'user' ? 'user_request_bytes' : 'request_bytes' };
       };
-      const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES, reserve);
+      const incoming = nodeRequest(c);
+      const stall = incoming && watchBodyProgress(incoming, deps.bodyProgressWindowMs);
+      const batch = await checkBatch(c.req.raw, deps.options.maxBatchSize, MAX_MCP_BODY_BYTES, reserve, stall);
       if (batch.refused) {
-        // A body too many JSON values make is bad input, not a capacity refusal.
-        if (batch.limit !== undefined && batch.limit !== 'json_shape') deps.onAdmissionRejected?.(batch.limit);
+        // A body too many JSON values make is bad input, and a stalled one a client's fault, not capacity refusals.
+        if (batch.limit !== undefined && batch.limit !== 'json_shape' && batch.limit !== 'body_progress') deps.onAdmissionRejected?.(batch.limit);
         logger.info({ limit: batch.limit }, 'Refused an MCP request over a limit');
         return batch.refused;
       }
@@ -145,6 +148,12 @@ function endedAt(shutdown: AbortSignal, req: Request): Request {
 }
 
 /** The Node response of a request served by @hono/node-server (undefined elsewhere, e.g. app.request). */
+/** The Node request under `c` (on the gateway's Node server; undefined where the app is called directly). */
+function nodeRequest(c: Context): IncomingMessage | undefined {
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  return incoming !== undefined && typeof incoming.once === 'function' ? incoming : undefined;
+}
+
 function nodeResponse(c: Context): ServerResponse | undefined {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
   return outgoing !== undefined && typeof outgoing.once === 'function' ? outgoing : undefined;

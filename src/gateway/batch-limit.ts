@@ -6,11 +6,13 @@
 // Two more bounds apply here, where the body is read: its bytes are taken from the caller's share
 // of the replica's body budget before they are kept (body-budget.ts; a short body's whole declared
 // length at once, a long one's as they arrive: RESERVED_AHEAD_MAX_BYTES), and a body of too many
-// JSON values is refused before it is parsed (json-shape.ts).
+// JSON values is refused before it is parsed (json-shape.ts), and a body that stops arriving is
+// answered 408 (body-progress.ts).
+import { bodyStalledRefused, type BodyStall } from './body-progress.js';
 import { jsonShapeProblem, jsonShapeRefused } from './json-shape.js';
 
 /** Which bound a refused request met (the log, and the metric's label for all but json_shape). */
-export type BodyCheckLimit = 'batch_size' | 'json_shape' | 'request_bytes' | 'user_request_bytes';
+export type BodyCheckLimit = 'batch_size' | 'body_progress' | 'json_shape' | 'request_bytes' | 'user_request_bytes';
 
 /** A request refused: the answer to send, and the bound it met. */
 export interface BodyRefusal {
@@ -52,8 +54,23 @@ interface BodyRead {
   refusal?: BodyRefusal;
 }
 
+/** The request refused for a body that stopped arriving (its bytes so far given back when its response ends). */
+function stalled(stall: BodyStall): BodyRead {
+  return { chunks: [], refusal: closing({ refused: bodyStalledRefused(stall), limit: 'body_progress' }) };
+}
+
+/**
+ * `reading`, or the stall `stall` reports first (the read is then left to fail when the
+ * connection closes). Without a watch, `reading` itself.
+ */
+function unlessStalled<T>(reading: Promise<T>, stall: Promise<BodyStall> | undefined): Promise<T | { stall: BodyStall }> {
+  if (!stall) return reading;
+  reading.catch(() => undefined);
+  return Promise.race([reading, stall.then((s) => ({ stall: s }))]);
+}
+
 /** Reads at most maxBytes of a body from the request itself (no clone: see {@link replay}). */
-async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, reserve: ReserveBytes): Promise<BodyRead> {
+async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, reserve: ReserveBytes, stall?: Promise<BodyStall>): Promise<BodyRead> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const chunks: Uint8Array[] = [];
@@ -61,7 +78,12 @@ async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number, r
   let text = '';
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const next = await unlessStalled(reader.read(), stall);
+      if ('stall' in next) {
+        reader.cancel().catch(() => undefined);
+        return stalled(next.stall);
+      }
+      const { done, value } = next;
       if (done) return { text: text + decoder.decode(), chunks, reader };
       const refusal = reserve(value.byteLength);
       if (refusal) {
@@ -94,9 +116,11 @@ function closing(refusal: BodyRefusal): BodyRefusal {
  * `Request` and a Web stream over it (~0.1 ms of CPU a call back to back, ~1 ms after an idle
  * pause). Node's HTTP parser ends the body at its declared length (checked against the limit).
  */
-async function readDeclared(request: Request, maxBytes: number): Promise<BodyRead> {
+async function readDeclared(request: Request, maxBytes: number, stall?: Promise<BodyStall>): Promise<BodyRead> {
   try {
-    const bytes = new Uint8Array(await request.arrayBuffer());
+    const read = await unlessStalled(request.arrayBuffer(), stall);
+    if ('stall' in read) return stalled(read.stall);
+    const bytes = new Uint8Array(read);
     return bytes.byteLength > maxBytes ? { chunks: [bytes] } : { text: new TextDecoder().decode(bytes), chunks: [bytes] };
   } catch (error) {
     return { chunks: [], failure: { error } };
@@ -144,7 +168,17 @@ function replay(request: Request, read: BodyRead): Request {
  */
 export const RESERVED_AHEAD_MAX_BYTES = 64 * 1024;
 
-export async function checkBatch(request: Request, maxBatchSize: number, maxBodyBytes: number, reserve: ReserveBytes = () => undefined): Promise<BatchCheck> {
+/**
+ * Checks the request's body against the bounds above. `stall`: resolves if the body stops
+ * arriving (body-progress.ts), which ends its reading with a 408.
+ */
+export async function checkBatch(
+  request: Request,
+  maxBatchSize: number,
+  maxBodyBytes: number,
+  reserve: ReserveBytes = () => undefined,
+  stall?: Promise<BodyStall>,
+): Promise<BatchCheck> {
   if (request.method.toUpperCase() !== 'POST' || !isJson(request.headers.get('content-type'))) return {};
   const declared = request.headers.get('content-length');
   if (Number(declared) > maxBodyBytes) return {};
@@ -153,8 +187,8 @@ export async function checkBatch(request: Request, maxBatchSize: number, maxBody
     // The whole declared length is taken before the first byte is read.
     const refusal = reserve(Number(declared));
     if (refusal) return refusal;
-    read = await readDeclared(request, maxBodyBytes);
-  } else if (request.body !== null) read = await readBounded(request.body, maxBodyBytes, reserve);
+    read = await readDeclared(request, maxBodyBytes, stall);
+  } else if (request.body !== null) read = await readBounded(request.body, maxBodyBytes, reserve, stall);
   if (!read) return {};
   if (read.refusal) return read.refusal;
   const shape = read.text === undefined ? undefined : jsonShapeProblem(read.text);

@@ -70,8 +70,10 @@ export interface GatewayDeps {
   bodyBudget?: BodyBudgetLimits;
   /** How long a response may have bytes waiting for its client without sending any (stall-guard.ts; default 60 s). */
   stalledResponseMs?: number;
+  /** The window in which a request's body must bring its share of new bytes (body-progress.ts; default 15 s). */
+  bodyProgressWindowMs?: number;
   /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */
-  onAdmissionRejected?(limit: Exclude<BodyCheckLimit, 'json_shape'> | 'user_requests'): void;
+  onAdmissionRejected?(limit: Exclude<BodyCheckLimit, 'json_shape' | 'body_progress'> | 'user_requests'): void;
   /**
    * Code mode: upstream MCP servers are configured, so execute_code takes `servers` and its
    * description explains the in-sandbox `codemode` API, with the per-run limits it states.

@@ -81,7 +81,7 @@ export interface Gateway {
 export async function startGateway(
   options: Partial<GatewayOptions> = {},
   auth?: GatewayDeps['auth'],
-  extra: Pick<GatewayDeps, 'codeMode' | 'sessions' | 'bodyBudget' | 'stalledResponseMs' | 'onAdmissionRejected' | 'shutdown'> = {},
+  extra: Pick<GatewayDeps, 'codeMode' | 'sessions' | 'bodyBudget' | 'stalledResponseMs' | 'bodyProgressWindowMs' | 'onAdmissionRejected' | 'shutdown'> = {},
 ): Promise<Gateway> {
   const service = new InTestRunService();
   const logLines: string[] = [];

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
 import { BodyBudget } from '../../../src/gateway/body-budget.js';
+import { bytesDue } from '../../../src/gateway/body-progress.js';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, jsonShapeProblem } from '../../../src/gateway/json-shape.js';
 import { sleep, startGateway, type Gateway } from './harness.js';
 
@@ -214,5 +215,129 @@ describe('request bounds over HTTP', () => {
     await (await running).text();
     await sleep(100);
     expect((await post(ALICE, padded('print(8)', 3_000_000))).status).toBe(200);
+  });
+});
+
+// A body's bytes are held from their arrival (body budget), and Node bounds a stalled body only by
+// its 5-minute request timeout: a body must bring, in every window, 1/32 of what it has brought
+// (body-progress.ts). A 1 s window here: the steady senders below send ten times in each, so a
+// test process held up a while under load does not look like a stalled client.
+describe('request bodies that stop arriving', () => {
+  const WINDOW_MS = 1_000;
+  let gateway: Gateway;
+  const sockets: Socket[] = [];
+  const rejections: string[] = [];
+
+  beforeAll(async () => {
+    const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
+    tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
+    gateway = await startGateway(
+      { maxCodeBytes: 262_144 },
+      { authenticator: tokens },
+      {
+        bodyBudget: { perUserBytes: 6 * 1024 * 1024, totalBytes: 10 * 1024 * 1024 },
+        bodyProgressWindowMs: WINDOW_MS,
+        onAdmissionRejected: (limit) => void rejections.push(limit),
+      },
+    );
+  });
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await sleep(100);
+  });
+  afterAll(async () => {
+    await gateway.close();
+  });
+
+  interface Sent {
+    /** Everything the server answered so far. */
+    text(): string;
+    /** Resolves with the ms from the request's start when the server closed the connection. */
+    closed: Promise<number>;
+    /** Stops sending. */
+    stop(): void;
+  }
+
+  /**
+   * POSTs `body` (declared whole) on a socket of its own: `first` bytes at once, then `step` bytes
+   * every `everyMs`, never past `sendAtMost` bytes.
+   */
+  async function send(body: string, first: number, step: number, everyMs: number, sendAtMost = body.length): Promise<Sent> {
+    const socket = connect(gateway.port, '127.0.0.1');
+    sockets.push(socket);
+    let text = '';
+    socket.on('data', (d: Buffer) => (text += d.toString()));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    const started = performance.now();
+    const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now() - started)));
+    const head = Object.entries({ ...HEADERS, host: `127.0.0.1:${gateway.port}`, authorization: `Bearer ${ALICE}`, 'content-length': String(body.length) })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    socket.write(`POST /mcp HTTP/1.1\r\n${head}\r\n${body.slice(0, first)}`);
+    let at = first;
+    const timer = setInterval(() => {
+      const end = Math.min(at + step, sendAtMost);
+      if (end > at && socket.writable) socket.write(body.slice(at, end));
+      at = end;
+    }, everyMs);
+    void closed.then(() => clearInterval(timer));
+    return { text: () => text, closed, stop: () => clearInterval(timer) };
+  }
+
+  it.each([
+    ['a long body (counted as it arrives) that stops after a fast start', padded('print(20)', 3_000_000), 2_999_000, 0],
+    ['a long body that drips a byte at a time after a fast start', padded('print(21)', 3_000_000), 2_000_000, 1],
+    ['a short body (taken whole) that stops half way', padded('print(22)', 20_000), 10_000, 0],
+  ])('answers 408 to %s, closes its connection and runs nothing', async (_name, body, first, drip) => {
+    const before = gateway.service.calls.length;
+    const sent = await send(body, first, drip, 50, body.length - 1);
+    const closedAfterMs = await sent.closed;
+    expect(closedAfterMs).toBeGreaterThanOrEqual(WINDOW_MS - 50);
+    expect(sent.text()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(sent.text()).toMatch(/connection: close/i);
+    expect(sent.text()).toMatch(/body stopped arriving .* Send the request again/);
+    expect(gateway.service.calls.length).toBe(before);
+    expect(rejections).not.toContain('body_progress');
+  });
+
+  it('gives back what a stalled body held: the user is served again', async () => {
+    const stalled = [await send(padded('print(23)', 3_000_000), 2_999_999, 0, 50), await send(padded('print(24)', 3_000_000), 2_999_999, 0, 50)];
+    await sleep(100);
+    // The user's share (6 MiB) is held now ...
+    const refused = await fetch(gateway.url, { method: 'POST', headers: { ...HEADERS, authorization: `Bearer ${ALICE}` }, body: padded('print(25)', 300_000) });
+    expect(refused.status).toBe(429);
+    await refused.text();
+    // ... and free once the stalled bodies were answered.
+    await Promise.all(stalled.map((s) => s.closed));
+    await sleep(100);
+    const served = await fetch(gateway.url, { method: 'POST', headers: { ...HEADERS, authorization: `Bearer ${ALICE}` }, body: padded('print(26)', 300_000) });
+    expect(served.status).toBe(200);
+    expect(await served.text()).toContain('print(26)');
+  });
+
+  it.each([
+    ['a long body', padded('print(27)', 600_000), 20_000],
+    ['a short body', padded('print(28)', 20_000), 600],
+  ])('serves %s sent slowly at a steady rate over several windows', async (_name, body, step) => {
+    const sent = await send(body, step, step, 100);
+    const deadline = performance.now() + 15_000;
+    while (!/print\(2[78]\)/.test(sent.text().split('\r\n\r\n').slice(1).join('')) && performance.now() < deadline) await sleep(50);
+    sent.stop();
+    expect(sent.text()).toMatch(/^HTTP\/1\.1 200 /);
+    // It took more than three windows, and its connection stays open for the next request.
+    expect(body.length / step).toBeGreaterThan(2.5 * (WINDOW_MS / 100));
+    expect(sockets.at(-1)?.destroyed).toBe(false);
+  });
+});
+
+describe('bytesDue', () => {
+  it.each([
+    [0, 1],
+    [31, 1],
+    [64, 2],
+    [32 * 1024 * 1024, 1024 * 1024],
+  ])('after %i bytes a window must bring %i', (received, due) => {
+    expect(bytesDue(received)).toBe(due);
   });
 });
