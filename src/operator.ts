@@ -43,6 +43,7 @@ import { PolicyChangeWatch } from './selfcheck/policy-changes.js';
 import { SandboxChecker } from './selfcheck/checker.js';
 import { UserLimits } from './limits/user-limits.js';
 import { AuditWriter } from './audit/writer.js';
+import { liveRecords } from './audit/live-records.js';
 import { ToolBroker, type BrokerLimits } from './codemode/broker.js';
 import type { UpstreamCaller } from './codemode/types.js';
 import { registryCaller } from './codemode/registry-caller.js';
@@ -330,6 +331,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     {
       capacity: config.auditQueueLength,
       ttlSecondsAfterFinished: config.auditTtlSeconds,
+      recordCaps: { caps: { total: config.auditMaxRecords, perUser: config.auditMaxRecordsPerUser }, live: () => liveRecords(runs.list(ns)) },
       onResult: (r) => metrics?.audit.result(r),
       onQueue: (n) => metrics?.audit.queue(n),
     },

@@ -35,24 +35,32 @@ export type QueueDrop = 'evicted' | 'shed';
 /** Which session's record to write now, or when to look again (undefined: nothing to wait for). */
 export type DueChoice = { take: string } | { wakeAt: number } | undefined;
 
+/** How soon a due session whose user may not have another record yet (`held`) is looked at again. */
+export const HELD_RECHECK_MS = 1000;
+
 /**
  * Pure: the first session (in `pending`'s order) none of whose records is being written and whose
  * record is due — its oldest call waited `lingerMs`, it has `max` calls, or the writer is stopping
- * (`flushing`) — else when the soonest of the others is due.
+ * (`flushing`) — and whose user `held` does not hold back (at their share of live records: its
+ * calls wait, gathering into one record, and are looked at again in HELD_RECHECK_MS); else when
+ * the soonest of the others is due.
  */
 export function chooseDue(
-  pending: ReadonlyMap<string, { entries: readonly unknown[]; since: number }>,
+  pending: ReadonlyMap<string, { user?: string; entries: readonly unknown[]; since: number }>,
   writing: ReadonlySet<string>,
   now: number,
   lingerMs: number,
   max: number,
   flushing: boolean,
+  held: (user: string) => boolean = () => false,
 ): DueChoice {
   let wakeAt = Infinity;
   for (const [key, p] of pending) {
     if (writing.has(key)) continue;
-    if (flushing || p.entries.length >= max || now - p.since >= lingerMs) return { take: key };
-    wakeAt = Math.min(wakeAt, p.since + lingerMs);
+    const due = flushing || p.entries.length >= max || now - p.since >= lingerMs;
+    if (!due) wakeAt = Math.min(wakeAt, p.since + lingerMs);
+    else if (held(p.user ?? '')) wakeAt = Math.min(wakeAt, now + HELD_RECHECK_MS);
+    else return { take: key };
   }
   return wakeAt === Infinity ? undefined : { wakeAt };
 }
@@ -111,7 +119,7 @@ export class AuditQueue {
   }
 
   /**
-   * Takes the calls of the first due session not in `writing` (chooseDue), at most `max`; the rest
+   * Takes the calls of the first due session not in `writing` and not `held` (chooseDue), at most `max`; the rest
    * start a record of their own, queued at `now` (behind the other sessions). Else when to look again.
    */
   takeDue(
@@ -120,8 +128,9 @@ export class AuditQueue {
     lingerMs: number,
     max: number,
     flushing: boolean,
+    held?: (user: string) => boolean,
   ): { key: string; entries: Queued[] } | { wakeAt: number } | undefined {
-    const choice = chooseDue(this.pending, writing, now, lingerMs, max, flushing);
+    const choice = chooseDue(this.pending, writing, now, lingerMs, max, flushing, held);
     if (choice === undefined || !('take' in choice)) return choice;
     const key = choice.take;
     const p = this.pending.get(key) as Pending;

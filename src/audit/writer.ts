@@ -27,7 +27,8 @@ import type { Logger } from 'pino';
 import { GROUP, MAX_AUDIT_CALLS, SANDBOXRUN_PLURAL, VERSION } from '../api/v1alpha1/index.js';
 import { apiErrorMessage, httpStatus, isNotFound, retryable, statusOf, type KubeClients } from '../kube/clients.js';
 import { quotaExceeded } from '../limits/run-slots.js';
-import { AuditQueue, type Queued } from './queue.js';
+import { atRecordCap, type LiveRecords, type RecordCaps } from './live-records.js';
+import { AuditQueue, HELD_RECHECK_MS, type Queued } from './queue.js';
 import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { generateRunName } from '../sandbox/names.js';
 import { ANNOTATION_CODE_SHA256, auditBatchStatus, auditRunBody, type AuditEntry } from './record.js';
@@ -55,6 +56,11 @@ export interface AuditWriterOptions {
   /** How long from its first failed write a call is retried before it is dropped (AUDIT_RETRY_FOR_MS). */
   retryForMs?: number;
   ttlSecondsAfterFinished?: number;
+  /**
+   * Caps on the audit records live in the namespace (live-records.ts), and how many there are now
+   * (from the SandboxRun cache); without them, records are not capped.
+   */
+  recordCaps?: { caps: RecordCaps; live(): LiveRecords };
   onResult?(result: AuditResult): void;
   onQueue?(length: number): void;
 }
@@ -101,6 +107,8 @@ export class AuditWriter {
   /** Stopping: lingering calls are written now. */
   private flushing = false;
   private stopped = false;
+  /** The live records as last counted (at most every HELD_RECHECK_MS), with the ones written here since. */
+  private live: { at: number; records: LiveRecords } | undefined;
 
   constructor(
     private readonly clients: KubeClients,
@@ -183,9 +191,17 @@ export class AuditWriter {
   private takeDue(): { key: string; entries: Queued[] } | undefined {
     const now = performance.now();
     const max = this.opts.maxCallsPerRecord ?? MAX_AUDIT_CALLS;
-    const choice = this.queue.takeDue(this.writing, now, this.opts.lingerMs ?? AUDIT_LINGER_MS, max, this.flushing);
+    const choice = this.queue.takeDue(this.writing, now, this.opts.lingerMs ?? AUDIT_LINGER_MS, max, this.flushing, (user) => this.held(user, now));
     if (choice !== undefined && 'key' in choice) {
       this.writing.add(choice.key);
+      // Counted from now until the next count (which sees it in the cache, or its write failed):
+      // the writes in flight at once cannot take a user past a cap together.
+      const live = this.live?.records;
+      if (live) {
+        const user = (choice.entries[0] as Queued).entry.owner?.user ?? '';
+        live.total++;
+        live.byUser.set(user, (live.byUser.get(user) ?? 0) + 1);
+      }
       return choice;
     }
     if (choice !== undefined && choice.wakeAt < this.lingerDue) {
@@ -202,6 +218,14 @@ export class AuditWriter {
       this.lingerTimer.unref();
     }
     return undefined;
+  }
+
+  /** Whether `user` may not have another record now (recordCaps); counted at most every HELD_RECHECK_MS. */
+  private held(user: string, now: number): boolean {
+    const capped = this.opts.recordCaps;
+    if (!capped) return false;
+    if (!this.live || now - this.live.at >= HELD_RECHECK_MS) this.live = { at: now, records: capped.live() };
+    return atRecordCap(this.live.records, capped.caps, user);
   }
 
   private async write(key: string, batch: Queued[]): Promise<void> {

@@ -708,10 +708,30 @@ export const FIELDS = {
       env: 'CODEMODE_AUDIT_TTL_SECONDS',
       default: '600',
       description:
-        "Seconds an audit record of session calls is kept in the API (its spec.ttlSecondsAfterFinished). Records count against the namespace's SandboxRun quota like runs do: a session making calls writes at most about one record a second (up to 100 calls each), a session calling now and then one per call, so with s sessions busy at once about s × this many records exist; keep that well below the quota's count/sandboxruns (the chart's default is 2000), or raise the quota. Ship the operator's logs for a longer history.",
+        "Seconds an audit record of session calls is kept in the API (its spec.ttlSecondsAfterFinished). Records count against the namespace's SandboxRun quota like runs do: a session making calls writes at most about one record a second (up to 100 calls each), a session calling now and then one per call; CODEMODE_AUDIT_MAX_RECORDS and CODEMODE_AUDIT_MAX_RECORDS_PER_USER bound how many live at once. Ship the operator's logs for a longer history.",
       allowed: `an integer from 60 to ${MAX_TTL_SECONDS_AFTER_FINISHED} (CODEMODE_MAX_TTL_SECONDS_AFTER_FINISHED shortens it, as for every run)`,
     },
     int(60, MAX_TTL_SECONDS_AFTER_FINISHED),
+  ),
+  auditMaxRecords: field(
+    {
+      env: 'CODEMODE_AUDIT_MAX_RECORDS',
+      default: '1000',
+      description:
+        "Audit records of session calls live in the namespace at once, all users together, counted from the SandboxRuns every replica watches. Records count against the namespace's SandboxRun quota (count/sandboxruns; the chart's default is 2000) with every run: keep this well below it, so that records never leave runs without room. At the cap, calls wait in the replica's audit queue (CODEMODE_AUDIT_QUEUE_LENGTH), gathering into one record of up to 100 calls, until a record reaches its TTL (CODEMODE_AUDIT_TTL_SECONDS); the session calls themselves are not held up. Soft across replicas by the records they write in the same second.",
+      allowed: 'an integer from 1 to 1000000',
+    },
+    int(1, 1_000_000),
+  ),
+  auditMaxRecordsPerUser: field(
+    {
+      env: 'CODEMODE_AUDIT_MAX_RECORDS_PER_USER',
+      default: '250',
+      description:
+        "Audit records of one user's session calls live at once (the authenticated owner; without authentication every caller is one user), so that one user's busy sessions cannot take all of CODEMODE_AUDIT_MAX_RECORDS: that user's calls wait, gathering into fewer records, while other users' are written.",
+      allowed: 'an integer from 1 to 1000000',
+    },
+    int(1, 1_000_000),
   ),
   // --- Code mode: nested tool calls from sandbox code, per run (issue 11; src/codemode) ---
   toolCallsPerRun: field(

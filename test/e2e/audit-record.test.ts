@@ -178,3 +178,59 @@ describe('the audit writer', () => {
     expect(record?.status).toMatchObject({ phase: 'Succeeded', stdoutBytes: 4242 });
   }, 60_000);
 });
+
+// Records count against the namespace's SandboxRun quota with every run: one user's busy sessions
+// filled it, and every user's execute_code was refused until the records expired. At a user's
+// cap of live records (here 2) their calls wait, gathering into one record, until one expires.
+describe('audit records at a cap', () => {
+  let capNs = '';
+  let capOp: RunningOperator | undefined;
+  let capClient: TestClient | undefined;
+  beforeAll(async () => {
+    capNs = await createNamespace(k, 'audit-cap');
+    capOp = await startOperator(capNs, { CODEMODE_CPU_REQUEST: '10m', CODEMODE_AUDIT_MAX_RECORDS_PER_USER: '2' });
+  });
+  afterAll(async () => {
+    await capClient?.close();
+    await capOp?.stop();
+    await deleteNamespace(k, capNs);
+  });
+
+  it("holds a user's calls at their cap of live records, and writes them together once one expires", async () => {
+    capClient = await connect((capOp as RunningOperator).url, 'current');
+    const created = await capClient.callTool('create_session', { language: 'python' });
+    expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
+    const session = String(created.structuredContent?.session);
+    // Each call more than the writer's linger (1 s) after the last: without a cap, a record each.
+    for (let i = 0; i < 4; i++) {
+      const r = await capClient.callTool('execute_code', { session, code: `x = ${i}` });
+      expect(r.isError ?? false, JSON.stringify(r.content)).toBe(false);
+      await new Promise((res) => setTimeout(res, 1_500));
+    }
+    const records = async (): Promise<SandboxRun[]> =>
+      (
+        (await k.custom.listNamespacedCustomObject({ ...api, namespace: capNs, labelSelector: `${LABEL_SESSION}=${runLabelValue(session)}` })) as {
+          items: SandboxRun[];
+        }
+      ).items
+        .filter((r) => r.status?.phase !== undefined)
+        .sort((x, y) => String(x.spec.code).localeCompare(String(y.spec.code)));
+    await until(async () => (await records()).length === 2, 20_000, 'two records');
+    // The calls after them wait (not dropped, not written) while the user holds 2.
+    await new Promise((res) => setTimeout(res, 3_000));
+    const held = await records();
+    // A record of one call has no status.calls.
+    expect(held.map((r) => [r.spec.code, r.status?.calls?.length ?? 1])).toEqual([
+      ['x = 0', 1],
+      ['x = 1', 1],
+    ]);
+    // One reaches its TTL (deleted, as the controller does then): the waiting calls are written, together.
+    await k.custom.deleteNamespacedCustomObject({ ...api, namespace: capNs, name: (held[0] as SandboxRun).metadata.name });
+    await until(async () => (await records()).some((r) => r.spec.code === 'x = 2'), 20_000, 'the held calls written');
+    const after = await records();
+    expect(after.map((r) => [r.spec.code, r.status?.calls?.length ?? 1])).toEqual([
+      ['x = 1', 1],
+      ['x = 2', 2],
+    ]);
+  }, 120_000);
+});

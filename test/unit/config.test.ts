@@ -74,6 +74,8 @@ describe('loadConfig defaults', () => {
       userMaxExecutionsPerMinute: 0,
       auditQueueLength: 1000,
       auditTtlSeconds: 600,
+      auditMaxRecords: 1000,
+      auditMaxRecordsPerUser: 250,
       toolCallsPerRun: 100,
       toolCallTimeoutSeconds: 30,
       toolResultMaxBytes: 65536,
@@ -153,6 +155,7 @@ describe('loadConfig overrides', () => {
     ['CODEMODE_ALLOWED_ORIGINS', 'https://App.example.com/,http://localhost:3000', { allowedOrigins: ['https://app.example.com', 'http://localhost:3000'] }],
     ['CODEMODE_WARM_POOL_REFILL_DEFER_MS', '0', { warmPoolRefillDeferMs: 0 }],
     ['CODEMODE_AUDIT_TTL_SECONDS', '60', { auditTtlSeconds: 60 }],
+    ['CODEMODE_AUDIT_MAX_RECORDS_PER_USER', '2', { auditMaxRecordsPerUser: 2 }],
     ['CODEMODE_TOOL_CALLS_PER_RUN', '3', { toolCallsPerRun: 3 }],
     ['CODEMODE_TOOL_RESULT_MAX_BYTES', '2048', { toolResultMaxBytes: 2048 }],
     ['CODEMODE_UPSTREAM_HEALTH_INTERVAL_SECONDS', '2', { upstreamHealthIntervalSeconds: 2 }],
@@ -192,7 +195,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(97);
+    expect(envs).toHaveLength(99);
   });
 });
 

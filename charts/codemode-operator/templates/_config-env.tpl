@@ -138,6 +138,10 @@
   value: {{ include "codemode.envValue" .Values.config.auditQueueLength }}
 - name: CODEMODE_AUDIT_TTL_SECONDS
   value: {{ include "codemode.envValue" .Values.config.auditTtlSeconds }}
+- name: CODEMODE_AUDIT_MAX_RECORDS
+  value: {{ include "codemode.envValue" .Values.config.auditMaxRecords }}
+- name: CODEMODE_AUDIT_MAX_RECORDS_PER_USER
+  value: {{ include "codemode.envValue" .Values.config.auditMaxRecordsPerUser }}
 - name: CODEMODE_TOOL_CALLS_PER_RUN
   value: {{ include "codemode.envValue" .Values.config.toolCallsPerRun }}
 - name: CODEMODE_TOOL_CALL_TIMEOUT_SECONDS

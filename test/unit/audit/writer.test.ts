@@ -5,6 +5,9 @@ import { createServer } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../../../src/api/v1alpha1/labels.js';
+import { atRecordCap, liveRecords } from '../../../src/audit/live-records.js';
+import { HELD_RECHECK_MS } from '../../../src/audit/queue.js';
 import { AuditWriter, chooseDue, type AuditResult, type DueChoice } from '../../../src/audit/writer.js';
 import { makeClients } from '../../../src/kube/clients.js';
 import { finishedCall } from './entries.js';
@@ -94,5 +97,92 @@ describe('chooseDue (which session to write now, or when to look again)', () => 
     ],
   ])('%s', (_n, pending, writing, flushing, expected) => {
     expect(chooseDue(new Map(pending), new Set(writing), 5000, 1000, 3, flushing)).toEqual(expected);
+  });
+
+  // A user at their cap of live records (held): their due calls wait and gather, looked at again
+  // in HELD_RECHECK_MS; other users' go.
+  const u = (user: string, size: number, since: number) => ({ user, entries: Array<number>(size).fill(0), since });
+  it.each<[string, Array<[string, { user: string; entries: number[]; since: number }]>, string[], boolean, DueChoice]>([
+    ['a held user’s due session waits, looked at again soon', [['a', u('alice', 1, 4000)]], ['alice'], false, { wakeAt: 5000 + HELD_RECHECK_MS }],
+    ['a held user’s full record waits too', [['a', u('alice', 3, 4999)]], ['alice'], false, { wakeAt: 5000 + HELD_RECHECK_MS }],
+    ['and when the writer is stopping', [['a', u('alice', 1, 4999)]], ['alice'], true, { wakeAt: 5000 + HELD_RECHECK_MS }],
+    [
+      'another user’s due session goes before it',
+      [
+        ['a', u('alice', 3, 0)],
+        ['b', u('bob', 1, 3000)],
+      ],
+      ['alice'],
+      false,
+      { take: 'b' },
+    ],
+    [
+      'a young session wakes before the recheck when it is due first',
+      [
+        ['a', u('alice', 1, 0)],
+        ['b', u('bob', 1, 4200)],
+      ],
+      ['alice'],
+      false,
+      { wakeAt: 5200 },
+    ],
+    ['a session not yet due is not looked at for its user', [['a', u('alice', 1, 4500)]], ['alice'], false, { wakeAt: 5500 }],
+    ['a user not held goes', [['a', u('bob', 1, 4000)]], ['alice'], false, { take: 'a' }],
+  ])('%s', (_n, pending, heldUsers, flushing, expected) => {
+    const asked: string[] = [];
+    const held = (user: string): boolean => {
+      asked.push(user);
+      return heldUsers.includes(user);
+    };
+    expect(chooseDue(new Map(pending), new Set(), 5000, 1000, 3, flushing, held)).toEqual(expected);
+    // Only due sessions' users are looked up (a count of the cache each time).
+    expect(asked.length).toBeLessThanOrEqual(pending.length);
+  });
+});
+
+describe('liveRecords and atRecordCap', () => {
+  const run = (name: string, opts: { audit?: boolean; user?: string; deleting?: boolean } = {}) => ({
+    metadata: {
+      name,
+      ...(opts.audit !== false && { annotations: { [ANNOTATION_EXECUTOR]: AUDIT_EXECUTOR } }),
+      ...(opts.deleting && { deletionTimestamp: new Date() }),
+    },
+    spec: { ...(opts.user !== undefined && { owner: { user: opts.user } }) },
+  });
+  it.each([
+    ['no runs', [], { total: 0, byUser: new Map() }],
+    [
+      'records by the user their spec names',
+      [run('a', { user: 'alice' }), run('b', { user: 'alice' }), run('c', { user: 'bob' })],
+      {
+        total: 3,
+        byUser: new Map([
+          ['alice', 2],
+          ['bob', 1],
+        ]),
+      },
+    ],
+    ['a record without an owner is the anonymous user’s', [run('a')], { total: 1, byUser: new Map([['', 1]]) }],
+    ['runs that are not records do not count', [run('a', { audit: false, user: 'alice' })], { total: 0, byUser: new Map() }],
+    ['records being deleted do not count', [run('a', { user: 'alice', deleting: true })], { total: 0, byUser: new Map() }],
+  ])('%s', (_n, runs, expected) => {
+    expect(liveRecords(runs)).toEqual(expected);
+  });
+
+  const live = {
+    total: 5,
+    byUser: new Map([
+      ['alice', 4],
+      ['bob', 1],
+    ]),
+  };
+  it.each([
+    ['a user under both caps', { total: 10, perUser: 5 }, 'alice', false],
+    ['a user at their own cap', { total: 10, perUser: 4 }, 'alice', true],
+    ['another user under it', { total: 10, perUser: 4 }, 'bob', false],
+    ['a user with none yet', { total: 10, perUser: 4 }, 'carol', false],
+    ['everyone at the total cap', { total: 5, perUser: 100 }, 'carol', true],
+  ])('%s', (_n, caps, user, held) => {
+    expect(atRecordCap(live, caps, user)).toBe(held);
   });
 });
