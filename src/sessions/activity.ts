@@ -92,18 +92,8 @@ export class SessionActivity {
     const kernelLost = { message: lostMessage(why), time: new Date().toISOString() };
     const name = s.metadata.name;
     try {
-      for (let attempt = 0; attempt < LOST_ATTEMPTS; attempt++) {
-        const cur = this.store.get(name);
-        if (!cur || cur.metadata.uid !== s.metadata.uid) return;
-        try {
-          await this.store.applyStatus(name, GATEWAY_LOST_FIELD_MANAGER, { kernelLost }, cur.metadata.resourceVersion);
-          return;
-        } catch (err) {
-          if (!isConflict(err)) throw err;
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
-      this.log.warn({ sandboxsession: name }, 'Failed to mark session lost: its status kept changing');
+      if ((await this.applyOnCached(name, s.metadata.uid, GATEWAY_LOST_FIELD_MANAGER, () => ({ kernelLost }), LOST_ATTEMPTS)) === 'conflicting')
+        this.log.warn({ sandboxsession: name }, 'Failed to mark session lost: its status kept changing');
     } catch (err) {
       if (!isNotFound(err)) this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to mark session lost');
     }
@@ -121,30 +111,14 @@ export class SessionActivity {
     // flush, an interval later, adds them.
     let unwritten = true;
     try {
-      for (let attempt = 0; attempt < 3 && unwritten; attempt++) {
-        const s = this.store.get(name);
-        if (!s || s.metadata.uid !== uid) {
-          // Gone, or made again under the name: the calls were another session's.
-          unwritten = false;
-          break;
-        }
-        const now = new Date();
-        try {
-          // The resourceVersion makes the increment conditional: two replicas cannot both add to
-          // the same runCount. expiresAt follows from lastActivityTime; the controller writes it.
-          await this.store.applyStatus(
-            name,
-            GATEWAY_FIELD_MANAGER,
-            { lastActivityTime: now.toISOString(), runCount: (s.status?.runCount ?? 0) + calls },
-            s.metadata.resourceVersion,
-          );
-          unwritten = false;
-        } catch (err) {
-          if (!isConflict(err)) throw err;
-          // The cached copy was older than the stored one: wait for the watch to bring the new one.
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
+      // The resourceVersion makes the increment conditional: two replicas cannot both add to the
+      // same runCount. expiresAt follows from lastActivityTime; the controller writes it. Gone, or
+      // made again under the name: the calls were another session's.
+      const status = (cur: SandboxSession): Record<string, unknown> => ({
+        lastActivityTime: new Date().toISOString(),
+        runCount: (cur.status?.runCount ?? 0) + calls,
+      });
+      unwritten = (await this.applyOnCached(name, uid, GATEWAY_FIELD_MANAGER, status, 3)) === 'conflicting';
     } catch (err) {
       if (isNotFound(err)) unwritten = false;
       else this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
@@ -155,5 +129,33 @@ export class SessionActivity {
       if (a.calls > 0) this.note({ metadata: { name, uid: a.uid } }, 0);
       else this.pending.delete(name);
     }
+  }
+
+  /**
+   * Applies `status(copy)` to session `name`'s status as `manager`, on the cached copy and only
+   * while it is the session of `uid`, guarded by the copy's resourceVersion. A conflict (the cache
+   * behind the store) waits 50 ms for the watch to bring the new copy, at most `attempts` times
+   * ('conflicting' then). 'gone': no such session, or another made under its name. Throws whatever
+   * else the API server answers.
+   */
+  private async applyOnCached(
+    name: string,
+    uid: string | undefined,
+    manager: string,
+    status: (copy: SandboxSession) => Record<string, unknown>,
+    attempts: number,
+  ): Promise<'written' | 'gone' | 'conflicting'> {
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      const cur = this.store.get(name);
+      if (!cur || cur.metadata.uid !== uid) return 'gone';
+      try {
+        await this.store.applyStatus(name, manager, status(cur), cur.metadata.resourceVersion);
+        return 'written';
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    return 'conflicting';
   }
 }
