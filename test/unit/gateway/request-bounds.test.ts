@@ -87,6 +87,13 @@ describe('BodyBudget', () => {
   });
 });
 
+/** A gateway whose callers are ALICE and BOB (static tokens), with `extra`. */
+async function twoUserGateway(extra: Parameters<typeof startGateway>[2]): Promise<Gateway> {
+  const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
+  tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
+  return startGateway({ maxCodeBytes: 262_144 }, { authenticator: tokens }, extra);
+}
+
 describe('request bounds over HTTP', () => {
   let gateway: Gateway;
   const sockets: Socket[] = [];
@@ -94,13 +101,7 @@ describe('request bounds over HTTP', () => {
   const rejections: string[] = [];
 
   beforeAll(async () => {
-    const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
-    tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
-    gateway = await startGateway(
-      { maxCodeBytes: 262_144 },
-      { authenticator: tokens },
-      { bodyBudget: budget, onAdmissionRejected: (limit) => void rejections.push(limit) },
-    );
+    gateway = await twoUserGateway({ bodyBudget: budget, onAdmissionRejected: (limit) => void rejections.push(limit) });
   });
   afterEach(async () => {
     for (const s of sockets.splice(0)) s.destroy();
@@ -229,17 +230,11 @@ describe('request bodies that stop arriving', () => {
   const rejections: string[] = [];
 
   beforeAll(async () => {
-    const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
-    tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
-    gateway = await startGateway(
-      { maxCodeBytes: 262_144 },
-      { authenticator: tokens },
-      {
-        bodyBudget: { perUserBytes: 6 * 1024 * 1024, totalBytes: 10 * 1024 * 1024 },
-        bodyProgressWindowMs: WINDOW_MS,
-        onAdmissionRejected: (limit) => void rejections.push(limit),
-      },
-    );
+    gateway = await twoUserGateway({
+      bodyBudget: { perUserBytes: 6 * 1024 * 1024, totalBytes: 10 * 1024 * 1024 },
+      bodyProgressWindowMs: WINDOW_MS,
+      onAdmissionRejected: (limit) => void rejections.push(limit),
+    });
   });
   afterEach(async () => {
     for (const s of sockets.splice(0)) s.destroy();
