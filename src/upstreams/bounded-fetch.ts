@@ -50,6 +50,42 @@ export function eventEnd(buf: Buffer, from: number): { at: number; length: numbe
   return undefined;
 }
 
+/** SSE events one upstream's streams may bring a second, all of them together, in the long run. */
+export const EVENTS_PER_SECOND = 200;
+/** ... after a burst of this many. */
+export const EVENTS_BURST = 1000;
+
+/**
+ * The pace of one upstream's events (a token bucket over all its streams): what the SDK does with
+ * each event (parse, validate, dispatch) is the gateway's CPU, on the event loop every user shares.
+ * An upstream writing notifications as fast as it could took it: a call to the same gateway went
+ * from 0.8 ms to 70 ms. Past the pace a stream is read no further until its events are due, so the
+ * upstream meets TCP back-pressure rather than the gateway doing the work. A call's answer is one
+ * event, and progress or log notifications come a few a second.
+ */
+export class EventPace {
+  private tokens: number;
+  private at: number;
+
+  constructor(
+    private readonly perSecond = EVENTS_PER_SECOND,
+    private readonly burst = EVENTS_BURST,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.tokens = burst;
+    this.at = now();
+  }
+
+  /** Takes `events`; how long (ms) to wait before reading more: 0 while within the pace. */
+  take(events: number): number {
+    const t = this.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((t - this.at) * this.perSecond) / 1000);
+    this.at = t;
+    this.tokens -= events;
+    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.perSecond);
+  }
+}
+
 /**
  * Splits an SSE byte stream into whole events of at most `maxBytes` each (blank line included).
  * `onOversize` is called for each event past the bound, which is skipped; it returns the text to
@@ -62,6 +98,8 @@ export function boundedEvents(
   onDone: () => void = () => undefined,
   /** Given the function that ends the stream from outside (after the events passed on so far). */
   onEnd?: (end: () => void) => void,
+  /** The pace of events: past it, the next chunk is read only once they are due (EventPace). */
+  pace?: { take(events: number): number; onPaced?(): void },
 ): TransformStream<Uint8Array, Uint8Array> {
   // The bytes not yet passed on: the event being read (and, within one chunk, the events after it).
   // One growing buffer, compacted only after an event ended: an event in many small chunks costs
@@ -87,6 +125,7 @@ export function boundedEvents(
       const buf = pending.view();
       /** Where the event being read starts in `buf`. */
       let start = 0;
+      let events = 0;
       for (;;) {
         const end = eventEnd(buf, Math.max(start, scanned - 3));
         // The event (or what has come of it) is past the bound: drop it, say so once.
@@ -108,6 +147,7 @@ export function boundedEvents(
         skipping = false;
         start = stop;
         scanned = stop;
+        events++;
       }
       // Keep what follows the last event's end; while skipping, only the last bytes (a blank line
       // may straddle two chunks).
@@ -117,6 +157,11 @@ export function boundedEvents(
         pending.append(buf.subarray(keepFrom));
       }
       scanned = pending.size;
+      const wait = events > 0 && pace ? pace.take(events) : 0;
+      if (wait <= 0) return;
+      pace?.onPaced?.();
+      // Returning a promise holds the pipe: the next chunk is not read from the upstream until then.
+      return new Promise<void>((resolve) => setTimeout(resolve, wait));
     },
     flush(controller) {
       if (!ended && !skipping && pending.size > 0) controller.enqueue(pending.take());
@@ -205,6 +250,8 @@ export function boundedFetch(
   base: FetchLike = fetch,
   /** Where a POST's event stream is registered, to be ended once its answer was read. */
   answers?: AnswerStreams,
+  /** The pace of events over all of this upstream's streams (EventPace). */
+  pace?: { take(events: number): number; onPaced?(): void },
 ): FetchLike {
   return async (url, init) => {
     const link = linkedSignal(init?.signal);
@@ -231,6 +278,7 @@ export function boundedFetch(
               link.release();
             },
             (e) => (end = e),
+            pace,
           ),
         );
         if (id !== null && end) answers?.add(id, end);

@@ -11,7 +11,7 @@ import type { CallToolResult, Client, StreamableHTTPClientTransport, Tool } from
 import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/server';
 import type { Logger } from 'pino';
 import { MAX_UPSTREAM_ERROR_LENGTH, UpstreamReasons, type UpstreamReason } from '../api/v1alpha1/index.js';
-import { AnswerStreams, boundedFetch } from './bounded-fetch.js';
+import { AnswerStreams, EVENTS_PER_SECOND, EventPace, boundedFetch } from './bounded-fetch.js';
 import { gentleReconnects, keepNothing, limitServerRequests, validateNothing } from './client-limits.js';
 import { newHttpPool, type HttpPool } from './http-pool.js';
 import { headerSchema } from './param-headers.js';
@@ -198,6 +198,10 @@ export class UpstreamConnection {
   private listing: { epoch: number; again: boolean } | undefined;
   /** When the last listing began (Date.now()). */
   private listedAt = -Infinity;
+  /** The pace of this upstream's events, across its reconnections (bounded-fetch.ts). */
+  private readonly pace = new EventPace();
+  /** When a paced stream was last logged (at most once a minute). */
+  private pacedLoggedAt = -Infinity;
 
   constructor(
     readonly name: string,
@@ -331,6 +335,18 @@ export class UpstreamConnection {
           this.opts.log.warn({ upstream: this.name, kind, maxBytes: this.opts.messageMaxBytes }, 'Dropped a message from an upstream larger than the bound'),
         pool.fetch,
         answers,
+        {
+          take: (events) => this.pace.take(events),
+          onPaced: () => {
+            const now = Date.now();
+            if (now - this.pacedLoggedAt < 60_000) return;
+            this.pacedLoggedAt = now;
+            this.opts.log.warn(
+              { upstream: this.name, eventsPerSecond: EVENTS_PER_SECOND },
+              'An upstream sends events faster than the gateway reads them; reading its streams at that pace',
+            );
+          },
+        },
       );
       transport = new sdk.StreamableHTTPClientTransport(new URL(this.target.url), {
         requestInit: { headers: { ...this.target.headers } },

@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { AnswerStreams, RESPONSE_TOO_LARGE_CODE, boundedEvents, boundedFetch, eventEnd, requestId } from '../../src/upstreams/bounded-fetch.js';
+import { AnswerStreams, EventPace, RESPONSE_TOO_LARGE_CODE, boundedEvents, boundedFetch, eventEnd, requestId } from '../../src/upstreams/bounded-fetch.js';
 
 describe('eventEnd (the blank line that ends an SSE event)', () => {
   it.each<[string, { at: number; length: number } | undefined]>([
@@ -214,5 +214,51 @@ describe('AnswerStreams (a call’s event stream, ended once its answer was read
     expect(up.cancelled()).toBe(ends);
     await reader.cancel();
     expect(answers.size).toBe(0);
+  });
+});
+
+describe('EventPace (one upstream’s events a second, after a burst)', () => {
+  // 100 a second after a burst of 10; each step takes `events` at time `at` (ms) and says how long to wait.
+  it.each<[string, Array<[at: number, events: number]>, number[]]>([
+    ['within the burst: no wait', [[0, 10]], [0]],
+    ['past the burst: the wait until the last is due', [[0, 15]], [50]],
+    [
+      'the bucket refills at the pace',
+      [
+        [0, 10],
+        [100, 10],
+      ],
+      [0, 0],
+    ],
+    [
+      'but never past the burst',
+      [
+        [0, 0],
+        [10_000, 11],
+      ],
+      [0, 10],
+    ],
+    [
+      'a debt is paid before more are due',
+      [
+        [0, 20],
+        [50, 5],
+      ],
+      [100, 100],
+    ],
+    [
+      'one event at a time at the pace never waits',
+      [
+        [0, 10],
+        [10, 1],
+        [20, 1],
+        [30, 1],
+      ],
+      [0, 0, 0, 0],
+    ],
+  ])('%s', (_name, steps, waits) => {
+    let now = 0;
+    const pace = new EventPace(100, 10, () => now);
+    expect(steps.map(([at, events]) => ((now = at), pace.take(events)))).toEqual(waits);
   });
 });

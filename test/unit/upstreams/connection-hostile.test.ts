@@ -5,6 +5,7 @@ import type { ServerResponse } from 'node:http';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SERVER_REQUESTS_IN_FLIGHT, SERVER_REQUESTS_PER_SECOND } from '../../../src/upstreams/client-limits.js';
+import { EVENTS_BURST, EVENTS_PER_SECOND } from '../../../src/upstreams/bounded-fetch.js';
 import { UpstreamConnection } from '../../../src/upstreams/connection.js';
 import { connect, event, result, sleep, startUpstream, until, type Upstream } from './hostile-upstream.js';
 
@@ -158,6 +159,41 @@ describe('requests from the upstream', () => {
     await sleep(200);
     expect(up.counts.answer).toBeGreaterThanOrEqual(1);
     expect(up.counts.answer).toBeLessThanOrEqual(SERVER_REQUESTS_PER_SECOND);
+  });
+});
+
+// What the SDK does with each event is the gateway's CPU on the event loop every user shares: an
+// upstream writing notifications as fast as it could took it (a call to the same gateway from 0.8
+// to 70 ms). Past EVENTS_PER_SECOND (after a burst of EVENTS_BURST) its streams are read no further
+// until their events are due: counted here as what the upstream could write before the gateway
+// stopped reading (TCP back-pressure), which without the pace is all it likes.
+describe('an upstream that floods its event stream', () => {
+  it(`is read at ${String(EVENTS_PER_SECOND)} events a second, and its calls are answered meanwhile`, async () => {
+    let written = 0;
+    let flooding = true;
+    const note = event({ method: 'notifications/message', params: { level: 'info', data: 'x'.repeat(2000) } });
+    const up = await upstream({
+      get: (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const pump = (): void => {
+          while (flooding && res.write(note)) written++;
+          if (flooding) res.once('drain', pump);
+        };
+        pump();
+      },
+    });
+    const { conn } = await ready(up.url);
+    await until(() => (up.counts.get ?? 0) >= 1);
+    await sleep(2000);
+    const read = written;
+    // A call to the flooding upstream is still answered.
+    const answer = await conn.call('echo', {}, 5_000);
+    flooding = false;
+    expect(answer.content).toEqual([{ type: 'text', text: 'ok' }]);
+    // What it could write in 2 s: the burst, 2 s at the pace, and what the sockets between hold
+    // (allowed 10 MiB; 3,300 events in all here). Read as it came, it was 36,000 here.
+    expect(read).toBeLessThan(EVENTS_BURST + 2 * EVENTS_PER_SECOND + (10 * 1024 * 1024) / note.length);
+    expect(read).toBeGreaterThan(EVENTS_BURST);
   });
 });
 
