@@ -60,8 +60,8 @@ export const EVENTS_BURST = 1000;
  * each event (parse, validate, dispatch) is the gateway's CPU, on the event loop every user shares.
  * An upstream writing notifications as fast as it could took it: a call to the same gateway went
  * from 0.8 ms to 70 ms. Past the pace a stream is read no further until its events are due, so the
- * upstream meets TCP back-pressure rather than the gateway doing the work. A call's answer is one
- * event, and progress or log notifications come a few a second.
+ * upstream meets TCP back-pressure rather than the gateway doing the work. A call's answer is not
+ * counted (answerFree), and progress or log notifications come a few a second.
  */
 export class EventPace {
   private tokens: number;
@@ -244,6 +244,23 @@ export class AnswerStreams {
   }
 }
 
+/**
+ * `pace` for a call's event stream: its first event (usually the answer, the only one) is not
+ * counted, so calls answered on event streams are not paced however many there are; the
+ * notifications a stream carries besides are.
+ */
+function answerFree(pace: { take(events: number): number; onPaced?(): void }): { take(events: number): number; onPaced?(): void } {
+  let free = 1;
+  return {
+    take: (events) => {
+      const counted = events - Math.min(free, events);
+      free = Math.max(0, free - events);
+      return counted > 0 ? pace.take(counted) : 0;
+    },
+    ...(pace.onPaced && { onPaced: () => pace.onPaced?.() }),
+  };
+}
+
 export function boundedFetch(
   maxBytes: number,
   onDropped: (kind: 'json' | 'event' | 'stream-event') => void,
@@ -278,7 +295,7 @@ export function boundedFetch(
               link.release();
             },
             (e) => (end = e),
-            pace,
+            pace && (post ? answerFree(pace) : pace),
           ),
         );
         if (id !== null && end) answers?.add(id, end);

@@ -262,3 +262,22 @@ describe('EventPace (one upstream’s events a second, after a burst)', () => {
     expect(steps.map(([at, events]) => ((now = at), pace.take(events)))).toEqual(waits);
   });
 });
+
+describe('boundedFetch with a pace', () => {
+  const ev = (id: number | null, method?: string): string =>
+    `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...(id !== null && { id }), ...(method ? { method } : { result: {} }) })}\n\n`;
+  const sse = (body: string) => () => Promise.resolve(new Response(body, { headers: { 'content-type': 'text/event-stream' } }));
+  const post = { method: 'POST', body: '{"jsonrpc":"2.0","id":1,"method":"tools/call"}' };
+  // What each stream counts against the upstream's pace: a call's first event (its answer) is free.
+  it.each<[string, string, RequestInit, number]>([
+    ['a call answered on its stream', ev(1), post, 0],
+    ['a call with two progress notifications before its answer', ev(null, 'notifications/progress').repeat(2) + ev(1), post, 2],
+    ['the event stream (GET): every event', ev(null, 'notifications/message').repeat(3), { method: 'GET' }, 3],
+  ])('%s', async (_name, body, init, counted) => {
+    const taken: number[] = [];
+    const pace = { take: (n: number) => (taken.push(n), 0) };
+    const res = await boundedFetch(1 << 20, () => undefined, sse(body), undefined, pace)('http://u/mcp', init);
+    expect(await res.text()).toBe(body);
+    expect(taken.reduce((a, b) => a + b, 0)).toBe(counted);
+  });
+});
