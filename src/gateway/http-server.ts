@@ -23,6 +23,15 @@ export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
  */
 export const FIRST_REQUEST_TIMEOUT_MS = 10_000;
 
+/**
+ * Connections from one address that may wait for their first request at once. Such a connection
+ * lasts milliseconds for any client (a proxy or ingress in front of the gateway sends its request
+ * as soon as it connects); one client opening sockets and sending nothing filled
+ * CODEMODE_MAX_CONNECTIONS at ~400 a second despite the first-request timeout, and every user was
+ * refused with it. Past this many, a new connection from that address is closed at once.
+ */
+export const WAITING_PER_ADDRESS = 64;
+
 type ConfigurableServer = Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | 'maxConnections' | 'on'>;
 
 /**
@@ -30,29 +39,47 @@ type ConfigurableServer = Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | '
  * (CODEMODE_MAX_CONNECTIONS): connections over it are closed as soon as they are accepted, so that
  * one client opening (and keeping idle) many sockets cannot take the process's descriptors and
  * memory; the requests of connections already open are served as before. A connection whose
- * first request's headers have not arrived within `firstRequestTimeoutMs` is closed; a refused
- * authentication closes its connection too (auth/middleware.ts), so a client that never
- * authenticates holds a connection for seconds, not for the keep-alive timeout.
+ * first request's headers have not arrived within `firstRequestTimeoutMs` is closed, and at most
+ * `waitingPerAddress` from one address wait at once; a refused authentication closes its
+ * connection too (auth/middleware.ts), so a client that never authenticates holds a connection
+ * for seconds, not for the keep-alive timeout.
  */
-export function configureHttpServer(server: ConfigurableServer, maxConnections: number, firstRequestTimeoutMs = FIRST_REQUEST_TIMEOUT_MS): void {
+export function configureHttpServer(
+  server: ConfigurableServer,
+  maxConnections: number,
+  firstRequestTimeoutMs = FIRST_REQUEST_TIMEOUT_MS,
+  waitingPerAddress = WAITING_PER_ADDRESS,
+): void {
   server.maxConnections = maxConnections;
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   // Node's guidance: the headers timeout above the keep-alive timeout, so a request that starts just
   // before an idle connection would time out is not cut by the headers timer instead.
   server.headersTimeout = Math.max(server.headersTimeout, KEEP_ALIVE_TIMEOUT_MS + 1_000);
-  const waiting = new WeakMap<Socket, NodeJS.Timeout>();
+  /** Connections waiting for their first request, by the address they come from. */
+  const byAddress = new Map<string, number>();
+  /** What ends a connection's wait: its timer, and its count by address. */
+  const waiting = new WeakMap<Socket, () => void>();
   server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const count = byAddress.get(address) ?? 0;
+    if (count >= waitingPerAddress) return void socket.destroy();
+    byAddress.set(address, count + 1);
     const timer = setTimeout(() => socket.destroy(), firstRequestTimeoutMs);
     timer.unref();
-    waiting.set(socket, timer);
-    socket.once('close', () => clearTimeout(timer));
+    let over = false;
+    const done = (): void => {
+      if (over) return;
+      over = true;
+      clearTimeout(timer);
+      waiting.delete(socket);
+      const left = (byAddress.get(address) ?? 1) - 1;
+      if (left > 0) byAddress.set(address, left);
+      else byAddress.delete(address);
+    };
+    waiting.set(socket, done);
+    socket.once('close', done);
   });
-  server.on('request', (req: IncomingMessage) => {
-    const timer = waiting.get(req.socket);
-    if (timer === undefined) return;
-    clearTimeout(timer);
-    waiting.delete(req.socket);
-  });
+  server.on('request', (req: IncomingMessage) => waiting.get(req.socket)?.());
 }
 
 /** How long closing the server waits for responses still being sent before it closes their connections. */

@@ -16,12 +16,12 @@ afterEach(async () => {
 });
 
 /** A server answering `ok`, with the gateway's settings (at most `maxConnections`) or Node's defaults; its port. */
-async function listen(maxConnections: number | undefined, firstRequestTimeoutMs?: number): Promise<number> {
+async function listen(maxConnections: number | undefined, firstRequestTimeoutMs?: number, waitingPerAddress?: number): Promise<number> {
   const app = new Hono().get('/', (c) => c.text('ok'));
   const server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s as Server)) as Server;
   });
-  if (maxConnections !== undefined) configureHttpServer(server, maxConnections, firstRequestTimeoutMs);
+  if (maxConnections !== undefined) configureHttpServer(server, maxConnections, firstRequestTimeoutMs, waitingPerAddress);
   servers.push(server);
   return (server.address() as AddressInfo).port;
 }
@@ -113,6 +113,48 @@ describe('the gateway HTTP server', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(served.text().match(/HTTP\/1\.1 200/g)).toHaveLength(2);
     served.socket.destroy();
+  });
+
+  // One client opening sockets and sending nothing filled CODEMODE_MAX_CONNECTIONS for everyone:
+  // at most WAITING_PER_ADDRESS (3 here) from one address wait for their first request at once;
+  // another address (127.0.0.2, also the loopback interface) is served meanwhile, and so is the
+  // first address once one of its connections has made its request.
+  it('closes a connection at once past the connections from its address waiting for their first request', async () => {
+    const port = await listen(4096, 10_000, 3);
+    const opened: Socket[] = [];
+    const open = async (from = '127.0.0.1'): Promise<{ socket: Socket; closed: () => boolean; text: () => string }> => {
+      const socket = connect({ port, host: '127.0.0.1', localAddress: from });
+      opened.push(socket);
+      let text = '';
+      let closed = false;
+      socket.on('data', (d: Buffer) => (text += d.toString()));
+      socket.on('close', () => (closed = true));
+      socket.on('error', () => undefined);
+      await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      return { socket, closed: () => closed, text: () => text };
+    };
+    const request = `GET / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`;
+    try {
+      const silent = [await open(), await open(), await open()];
+      const fourth = await open();
+      const elsewhere = await open('127.0.0.2');
+      await new Promise((r) => setTimeout(r, 200));
+      expect(silent.map((c) => c.closed())).toEqual([false, false, false]);
+      expect(fourth.closed()).toBe(true);
+      expect(fourth.text()).toBe('');
+      elsewhere.socket.write(request);
+      // One of the three makes its request: it no longer waits, so a new one is accepted.
+      silent[0]?.socket.write(request);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(elsewhere.text()).toMatch(/^HTTP\/1\.1 200/);
+      expect(silent[0]?.text()).toMatch(/^HTTP\/1\.1 200/);
+      const fifth = await open();
+      fifth.socket.write(request);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(fifth.text()).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      for (const s of opened) s.destroy();
+    }
   });
 
   it('announces its keep-alive timeout and keeps an idle connection for a call 6 s later', async () => {
