@@ -635,7 +635,7 @@ export const FIELDS = {
       env: 'CODEMODE_MAX_CONNECTIONS',
       default: '4096',
       description:
-        "Open client connections this replica's HTTP server accepts at once (idle kept-alive ones count: they stay open 65 s); a connection over the limit is closed as soon as it is accepted, unanswered, while the open ones are served. Bounds the descriptors and memory one client holding many sockets can take of the gateway. Before anyone is authenticated a connection counts too: one whose first request has not arrived within 10 s is closed, at most 64 from one address wait for their first request at once (past that a new one from there is closed at once; a proxy in front sends its request as it connects), and a connection whose authentication was refused (401/403) is closed, so a client that never authenticates holds connections for seconds, not for the keep-alive timeout.",
+        "Open client connections this replica's HTTP server accepts at once (idle kept-alive ones count: they stay open 65 s); a connection over the limit is closed as soon as it is accepted, unanswered, while the open ones are served. Bounds the descriptors and memory one client holding many sockets can take of the gateway. Before anyone is authenticated a connection counts too: one whose first request has not arrived within 10 s is closed, at most 256 from one address wait for their first request at once (past that a new one from there is closed at once; a proxy in front sends its request as it connects), and a connection whose authentication was refused (401/403) is closed, so a client that never authenticates holds connections for seconds, not for the keep-alive timeout.",
       allowed: 'an integer from 16 to 1000000',
     },
     int(16, 1_000_000),

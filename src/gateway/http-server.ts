@@ -25,12 +25,14 @@ export const FIRST_REQUEST_TIMEOUT_MS = 10_000;
 
 /**
  * Connections from one address that may wait for their first request at once. Such a connection
- * lasts milliseconds for any client (a proxy or ingress in front of the gateway sends its request
- * as soon as it connects); one client opening sockets and sending nothing filled
+ * waits milliseconds for any client (a proxy or ingress in front of the gateway sends its request
+ * as soon as it connects), though a burst accepted in one turn of the event loop all wait until
+ * their first bytes are read; one client opening sockets and sending nothing filled
  * CODEMODE_MAX_CONNECTIONS at ~400 a second despite the first-request timeout, and every user was
- * refused with it. Past this many, a new connection from that address is closed at once.
+ * refused with it. Past this many (a sixteenth of the default CODEMODE_MAX_CONNECTIONS), a new
+ * connection from that address is closed at once.
  */
-export const WAITING_PER_ADDRESS = 64;
+export const WAITING_PER_ADDRESS = 256;
 
 type ConfigurableServer = Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | 'maxConnections' | 'on'>;
 
