@@ -663,22 +663,27 @@ export const FIELDS = {
     int(0, 100),
   ),
   // --- Per-user limits and audit records (issue 9, audit part). 0 = unlimited. ---
-  userMaxRuns: field(
+  // Unset, the runs and sessions limits are a quarter of the namespace's (config/index.ts): on an
+  // endpoint a team shares, one user (or one prompt-injected agent) could otherwise take every
+  // session and run slot, and every other user was refused.
+  userMaxRuns: optionalField(
     {
       env: 'CODEMODE_USER_MAX_RUNS',
-      default: '0',
+      default: '',
+      docDefault: 'a quarter of CODEMODE_MAX_NAMESPACE_RUNS (16); 0 with CODEMODE_AUTH_MODE=none',
       description:
-        'Transient runs one user (the authenticated owner) may have executing at once across all gateway replicas, counted from the SandboxRuns every replica watches; a call beyond it is refused with the count and when to retry. Applies to the admin groups too. 0: no per-user limit.',
+        'Transient runs one user (the authenticated owner) may have executing at once across all gateway replicas, counted from the SandboxRuns every replica watches; a call beyond it is refused with the count and when to retry. Applies to the admin groups too. Unset: a quarter of CODEMODE_MAX_NAMESPACE_RUNS (at least 1), so that one user cannot take every run slot of a shared endpoint; without authentication (CODEMODE_AUTH_MODE=none) every caller is one user, and there is no per-user limit unless set. 0: no per-user limit.',
       allowed: 'an integer from 0 to 10000',
     },
     int(0, 10000),
   ),
-  userMaxSessions: field(
+  userMaxSessions: optionalField(
     {
       env: 'CODEMODE_USER_MAX_SESSIONS',
-      default: '0',
+      default: '',
+      docDefault: 'a quarter of CODEMODE_MAX_SESSIONS (8); 0 with CODEMODE_AUTH_MODE=none',
       description:
-        'Live SandboxSessions one user may own across all gateway replicas; create_session beyond it is refused, and a SandboxSession applied with kubectl beyond it fails (reason UserSessionLimit) without a pod. Applies to the admin groups too. 0: no per-user limit.',
+        'Live SandboxSessions one user may own across all gateway replicas; create_session beyond it is refused, and a SandboxSession applied with kubectl beyond it fails (reason UserSessionLimit) without a pod. Applies to the admin groups too. Unset: a quarter of CODEMODE_MAX_SESSIONS (at least 1), so that one user cannot take every session of a shared endpoint; without authentication (CODEMODE_AUTH_MODE=none) every caller is one user, and there is no per-user limit unless set. 0: no per-user limit.',
       allowed: 'an integer from 0 to 10000',
     },
     int(0, 10000),

@@ -149,8 +149,12 @@ function toConfig(c: ParsedEnv) {
     publicUrl,
     adminGroups,
     acceptUnenforced,
+    userMaxRuns,
+    userMaxSessions,
     ...rest
   } = c;
+  // Unset per-user limits: a quarter of the namespace's, with authentication (fields.ts).
+  const quarter = (n: number): number => (c.authMode === 'none' ? 0 : Math.max(1, Math.floor(n / 4)));
   const images: Record<Runtime, string> = {
     python: imagePython ?? c.sandboxImage,
     bash: imageBash ?? c.sandboxImage,
@@ -171,6 +175,10 @@ function toConfig(c: ParsedEnv) {
     acceptUnenforced: [...new Set(acceptUnenforced ?? [])],
     /** warmPoolMin: fewest pool pods kept; warmPoolMax: most under demand (0 disables and drains the pool). */
     ...warmPoolBounds({ warmPoolSize, warmPoolMin, warmPoolMax }),
+    /** Transient runs one user may have executing (0: no limit); unset, a quarter of maxNamespaceRuns with authentication. */
+    userMaxRuns: userMaxRuns ?? quarter(c.maxNamespaceRuns),
+    /** Live sessions one user may own (0: no limit); unset, a quarter of maxSessions with authentication. */
+    userMaxSessions: userMaxSessions ?? quarter(c.maxSessions),
   };
 }
 

@@ -307,6 +307,31 @@ describe('loadConfig errors', () => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
 
+  // Unset, the per-user runs and sessions limits are a quarter of the namespace's on an
+  // authenticated endpoint, and off without authentication (every caller is one user).
+  it.each<[string, NodeJS.ProcessEnv, Pick<Config, 'userMaxRuns' | 'userMaxSessions'>]>([
+    ['no authentication: none', {}, { userMaxRuns: 0, userMaxSessions: 0 }],
+    ['tokens: a quarter of the namespace caps', { CODEMODE_AUTH_MODE: 'tokens' }, { userMaxRuns: 16, userMaxSessions: 8 }],
+    [
+      'kubernetes, other caps',
+      { CODEMODE_AUTH_MODE: 'kubernetes', CODEMODE_MAX_CONCURRENT_RUNS: '10', CODEMODE_MAX_NAMESPACE_RUNS: '10', CODEMODE_MAX_SESSIONS: '2' },
+      { userMaxRuns: 2, userMaxSessions: 1 },
+    ],
+    [
+      'at least one',
+      { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_MAX_CONCURRENT_RUNS: '1', CODEMODE_MAX_NAMESPACE_RUNS: '1', CODEMODE_MAX_SESSIONS: '1' },
+      { userMaxRuns: 1, userMaxSessions: 1 },
+    ],
+    [
+      'set: as set, 0 turning the limit off',
+      { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_USER_MAX_RUNS: '0', CODEMODE_USER_MAX_SESSIONS: '30' },
+      { userMaxRuns: 0, userMaxSessions: 30 },
+    ],
+    ['set without authentication', { CODEMODE_USER_MAX_RUNS: '2', CODEMODE_USER_MAX_SESSIONS: '3' }, { userMaxRuns: 2, userMaxSessions: 3 }],
+  ])('per-user limits, %s', (_name, env, expected) => {
+    expect(loadConfig(env)).toMatchObject(expected);
+  });
+
   it('reports every bad variable at once', () => {
     const err = configError({ CODEMODE_PORT: 'x', CODEMODE_LOG_LEVEL: 'loud', CODEMODE_MAX_CPU: 'abc' });
     expect(err.message).toMatch(/^Invalid configuration \(3 problems\):/);
