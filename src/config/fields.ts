@@ -670,9 +670,9 @@ export const FIELDS = {
     {
       env: 'CODEMODE_USER_MAX_RUNS',
       default: '',
-      docDefault: 'a quarter of CODEMODE_MAX_NAMESPACE_RUNS (16); 0 with CODEMODE_AUTH_MODE=none',
+      docDefault: 'a quarter of CODEMODE_MAX_CONCURRENT_RUNS or CODEMODE_MAX_NAMESPACE_RUNS, the smaller (4); 0 with CODEMODE_AUTH_MODE=none',
       description:
-        'Transient runs one user (the authenticated owner) may have executing at once across all gateway replicas, counted from the SandboxRuns every replica watches; a call beyond it is refused with the count and when to retry. Applies to the admin groups too. Unset: a quarter of CODEMODE_MAX_NAMESPACE_RUNS (at least 1), so that one user cannot take every run slot of a shared endpoint; without authentication (CODEMODE_AUTH_MODE=none) every caller is one user, and there is no per-user limit unless set. 0: no per-user limit.',
+        'Transient runs one user (the authenticated owner) may have executing at once across all gateway replicas, counted from the SandboxRuns every replica watches; a call beyond it is refused with the count and when to retry. Applies to the admin groups too. Unset: a quarter of CODEMODE_MAX_CONCURRENT_RUNS or CODEMODE_MAX_NAMESPACE_RUNS, whichever is smaller (at least 1), so that one user cannot take every run slot of a replica (the calls of other users would wait in its queue, then be refused); without authentication (CODEMODE_AUTH_MODE=none) every caller is one user, and there is no per-user limit unless set. 0: no per-user limit.',
       allowed: 'an integer from 0 to 10000',
     },
     int(0, 10000),

@@ -175,8 +175,8 @@ function toConfig(c: ParsedEnv) {
     acceptUnenforced: [...new Set(acceptUnenforced ?? [])],
     /** warmPoolMin: fewest pool pods kept; warmPoolMax: most under demand (0 disables and drains the pool). */
     ...warmPoolBounds({ warmPoolSize, warmPoolMin, warmPoolMax }),
-    /** Transient runs one user may have executing (0: no limit); unset, a quarter of maxNamespaceRuns with authentication. */
-    userMaxRuns: userMaxRuns ?? quarter(c.maxNamespaceRuns),
+    /** Transient runs one user may have executing (0: no limit); unset, a quarter of the replica's or namespace's, with authentication. */
+    userMaxRuns: userMaxRuns ?? quarter(Math.min(c.maxConcurrentRuns, c.maxNamespaceRuns)),
     /** Live sessions one user may own (0: no limit); unset, a quarter of maxSessions with authentication. */
     userMaxSessions: userMaxSessions ?? quarter(c.maxSessions),
   };

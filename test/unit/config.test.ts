@@ -311,7 +311,7 @@ describe('loadConfig errors', () => {
   // authenticated endpoint, and off without authentication (every caller is one user).
   it.each<[string, NodeJS.ProcessEnv, Pick<Config, 'userMaxRuns' | 'userMaxSessions'>]>([
     ['no authentication: none', {}, { userMaxRuns: 0, userMaxSessions: 0 }],
-    ['tokens: a quarter of the namespace caps', { CODEMODE_AUTH_MODE: 'tokens' }, { userMaxRuns: 16, userMaxSessions: 8 }],
+    ['tokens: a quarter of the caps', { CODEMODE_AUTH_MODE: 'tokens' }, { userMaxRuns: 4, userMaxSessions: 8 }],
     [
       'kubernetes, other caps',
       { CODEMODE_AUTH_MODE: 'kubernetes', CODEMODE_MAX_CONCURRENT_RUNS: '10', CODEMODE_MAX_NAMESPACE_RUNS: '10', CODEMODE_MAX_SESSIONS: '2' },
