@@ -145,9 +145,15 @@ keepUncaughtListeners();
 // The streams each context's console writes to (a reset makes a new console: session.js).
 const io = { stdout: process.stdout, stderr: process.stderr };
 const session = new NodeSession(io);
-const shared = new SharedArrayBuffer(4);
+// [sequence number of the running call (0: none), the main thread's last heartbeat (1/10 s since start)]
+const shared = new SharedArrayBuffer(8);
 const active = new Int32Array(shared);
-const watchdog = new Worker(path.join(__dirname, 'watchdog.js'), { workerData: { shared } });
+const startedAt = Date.now();
+const beat = () => Atomics.store(active, 1, Math.floor((Date.now() - startedAt) / 100));
+beat();
+// The watchdog reads it to tell code left running between calls that holds the thread (watchdog.js).
+setInterval(beat, 1000).unref();
+const watchdog = new Worker(path.join(__dirname, 'watchdog.js'), { workerData: { shared, startedAt, graceMs: GRACE_MS } });
 watchdog.unref();
 let busy = false;
 let seq = 0;
@@ -184,6 +190,9 @@ async function execute(conn, req) {
     log('Failed to run a call', { error: safeText(err) });
     outcome = { status: 'error', error: { ename: 'KernelError', evalue: safeText(err), traceback: '' } };
   } finally {
+    // A fresh heartbeat before the call is marked over: the watchdog never counts the call's own
+    // time (bounded by its timeout) as code holding the thread between calls.
+    beat();
     Atomics.store(active, 0, 0);
     watchdog.postMessage({ op: 'end' });
     current = null;

@@ -5,18 +5,34 @@
 //   At deadline + grace, if the call is still running: write a `lost` result straight to the
 //   client's socket fd and SIGKILL the kernel. The main thread marks the end of a call in shared
 //   memory, which is checked right before acting, so a finished call is never reported lost.
+//   Between calls: code a call left running (a timer, a callback) that holds the main thread for
+//   longer than the longest call so far may run (its timeout + grace) is stopped the only way
+//   there is, with the kernel: SIGKILL. The session is then lost (its pod stops), where before its
+//   calls waited out their time, unanswered, while the code took the pod's CPU for the session's life.
 const fs = require('node:fs');
 const { parentPort, workerData } = require('node:worker_threads');
 const { encode } = require('./framing.js');
 const { killStartedSince } = require('./procs.js');
 
-const active = new Int32Array(workerData.shared); // [sequence number of the running call, 0 if none]
+// [sequence number of the running call (0: none), the main thread's last heartbeat (1/10 s since startedAt)]
+const active = new Int32Array(workerData.shared);
 let timers = [];
+// The longest call timeout so far: no code may hold the thread longer between calls than a call may.
+let longestMs = 0;
+const HELD_CHECK_MS = 1000;
+
+setInterval(() => {
+  if (longestMs === 0 || Atomics.load(active, 0) !== 0) return;
+  const heldMs = Date.now() - workerData.startedAt - Atomics.load(active, 1) * 100;
+  // A heartbeat is due every second: held past two seconds more than the bound.
+  if (heldMs > longestMs + workerData.graceMs + 2000 && Atomics.load(active, 0) === 0) process.kill(process.pid, 'SIGKILL');
+}, HELD_CHECK_MS);
 
 parentPort.on('message', (call) => {
   timers.forEach(clearTimeout);
   timers = [];
   if (call.op !== 'start') return;
+  longestMs = Math.max(longestMs, call.timeoutMs);
   const running = () => Atomics.load(active, 0) === call.seq;
   timers.push(setTimeout(() => running() && killStartedSince(call.pid, call.sinceTicks), call.timeoutMs));
   timers.push(

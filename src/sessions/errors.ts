@@ -53,7 +53,8 @@ export const WAITING_CALLS_PER_SESSION = 16;
  * Why a call that waited for a busy session did not run, and what to do. `silent`: the last busy
  * answer was a Node kernel that did not answer at all (it reads its socket only between stretches
  * of synchronous code): then no call need be running — code an earlier call left behind (a timer,
- * a callback) can hold the interpreter, and no timeout ends that.
+ * a callback) can hold the interpreter, until the kernel's watchdog stops it (and the session with
+ * it) past the longest call's timeout (runtime/node/watchdog.js).
  */
 export function busyError(session: string, why: GaveUp, waitedSeconds: number, silent = false): SessionBusyError {
   const hint = 'Call again once the running call has finished (its timeout_seconds bounds it), or run this code in another session.';
@@ -62,7 +63,7 @@ export function busyError(session: string, why: GaveUp, waitedSeconds: number, s
       if (silent)
         return new SessionBusyError(
           `Session ${session} did not answer for all of the ${waitedSeconds} s this call could wait: its interpreter is running synchronous JavaScript, another call's or code an earlier call left running (a timer, a callback, a promise); this call did not run.`,
-          'Call again later. If it stays busy while no call of yours is running, close the session (close_session) and create a new one: code left running between calls is stopped by nothing else.',
+          'Call again later. Code left running between calls may hold the interpreter for as long as the longest call so far could run (its timeout_seconds and a 2-second grace); then the interpreter is stopped, and the session is lost with its state. Close the session (close_session) and create a new one if you cannot wait.',
         );
       return new SessionBusyError(
         `Session ${session} was running another call for all of the ${waitedSeconds} s this call could wait; this call did not run.`,

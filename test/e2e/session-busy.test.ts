@@ -3,7 +3,17 @@
 // still waiting when its allowance (CODEMODE_POD_STARTUP_TIMEOUT_SECONDS) is over ends with
 // SessionBusy and never runs. Before, each of them failed at once with a KernelBusy "exception".
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, isTerminalPhase, type SandboxRun } from '../../src/api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  SANDBOXRUN_KIND,
+  SANDBOXRUN_PLURAL,
+  SANDBOXSESSION_PLURAL,
+  VERSION,
+  isTerminalPhase,
+  type SandboxRun,
+  type SandboxSession,
+} from '../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -184,10 +194,28 @@ describe('a node session held by code an earlier call left running', () => {
         `Session ${s} did not answer for all of the ${WAIT_SECONDS} s this call could wait: .*code an earlier call left running.*this call did not run`,
       ),
     );
-    expect(text(held)).toMatch(/close the session \(close_session\)/);
+    expect(text(held)).toMatch(/Close the session \(close_session\)/);
     await new Promise((r) => setTimeout(r, Math.max(0, started + 27_000 - Date.now())));
     expect(sc(await viaB.callTool('execute_code', { session: s, code: '1 + 1' }))).toMatchObject({ phase: 'Succeeded', result: '2' });
   }, 300_000);
+
+  // Held for longer than the longest call so far may run (its timeout, 2 s here, + the 2 s grace),
+  // the kernel's watchdog stops it the only way there is, with the interpreter: the session is
+  // lost, and says so, where before it stayed held (and took its CPU) until the code gave up.
+  it('is lost once the code holds it longer than its longest call may run', async () => {
+    const created = await viaA.callTool('create_session', { language: 'node' });
+    expect(created.isError ?? false, text(created)).toBe(false);
+    const s = String(sc(created).session);
+    const armed = await viaA.callTool('execute_code', { session: s, timeout_seconds: 2, code: "setTimeout(() => { for (;;); }, 300)\n'armed'" });
+    expect(sc(armed), text(armed)).toMatchObject({ phase: 'Succeeded', result: "'armed'" });
+    const phase = async (): Promise<string | undefined> =>
+      ((await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: s })) as SandboxSession)
+        .status?.phase;
+    await until(async () => (await phase()) === 'Lost', 60_000, 'the held session lost');
+    const after = await viaB.callTool('execute_code', { session: s, code: '1 + 1' });
+    expect(after.isError, text(after)).toBe(true);
+    expect(text(after)).toMatch(/Create a new session/);
+  }, 120_000);
 });
 
 describe('sessions this replica has not seen', () => {

@@ -11,13 +11,13 @@ describe('busyError', () => {
       /^Session s was running another call for all of the 15 s this call could wait; this call did not run\.$/,
       /timeout_seconds bounds it/,
     ],
-    // A Node kernel that never answered: no call need be running, and no timeout ends what holds it.
+    // A Node kernel that never answered: no call need be running; what holds it is stopped, with the session, past the longest call.
     [
       'a Node kernel that never answered',
       'deadline',
       true,
       /^Session s did not answer for all of the 15 s this call could wait: .*code an earlier call left running \(a timer, a callback, a promise\); this call did not run\.$/,
-      /close the session \(close_session\)/,
+      /the interpreter is stopped, and the session is lost.*Close the session \(close_session\)/,
     ],
     [
       'too many waiting',
