@@ -19,6 +19,20 @@ export function computeSessionStatus(...args: Parameters<typeof unbounded>): San
   return boundMessages(unbounded(...args));
 }
 
+/**
+ * What a Ready session's pod stopped by a SIGKILL of its interpreter (exit code 137, not the
+ * kernel's OOM kill) says. A call that could not be interrupted is reported by the gateway first
+ * (kernelLost); what is left is the Node kernel's watchdog ending code left running between calls
+ * (runtime/node/watchdog.js), or code in the session that killed its own interpreter.
+ */
+export const KILLED_INTERPRETER_MESSAGE =
+  "The session's interpreter was killed (SIGKILL), and its state with it: code left running between calls held a Node interpreter for longer than the longest call may run (its watchdog then stops it), or code in the session killed the interpreter. Create a new session.";
+
+function killedInterpreter(pod: V1Pod): boolean {
+  const term = pod.status?.containerStatuses?.[0]?.state?.terminated;
+  return term?.exitCode === 137 && term.reason !== 'OOMKilled' && !pod.metadata?.deletionTimestamp && pod.status?.reason !== 'DeadlineExceeded';
+}
+
 function unbounded(
   session: SandboxSession,
   pod: V1Pod | undefined,
@@ -58,7 +72,8 @@ function unbounded(
   }
   if (s.kind === 'failed') {
     const phase = prev.phase === 'Ready' ? 'Lost' : 'Failed';
-    return { ...base, phase, reason: s.reason, message: s.message, conditions: cond('False', s.reason, s.message) };
+    const message = phase === 'Lost' && killedInterpreter(pod) ? KILLED_INTERPRETER_MESSAGE : s.message;
+    return { ...base, phase, reason: s.reason, message, conditions: cond('False', s.reason, message) };
   }
   if (prev.phase === 'Ready') {
     // A Ready session's pod never starts again (restartPolicy Never): no longer ready means its

@@ -14,6 +14,7 @@ import {
   type SandboxRun,
   type SandboxSession,
 } from '../../src/api/v1alpha1/index.js';
+import { KILLED_INTERPRETER_MESSAGE } from '../../src/controller/session-status.js';
 import { createNamespace, deleteNamespace, readyPoolPods, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator, type TestClient, type ToolResult } from './helpers/operator.js';
 
@@ -208,10 +209,11 @@ describe('a node session held by code an earlier call left running', () => {
     const s = String(sc(created).session);
     const armed = await viaA.callTool('execute_code', { session: s, timeout_seconds: 2, code: "setTimeout(() => { for (;;); }, 300)\n'armed'" });
     expect(sc(armed), text(armed)).toMatchObject({ phase: 'Succeeded', result: "'armed'" });
-    const phase = async (): Promise<string | undefined> =>
+    const status = async (): Promise<SandboxSession['status']> =>
       ((await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name: s })) as SandboxSession)
-        .status?.phase;
-    await until(async () => (await phase()) === 'Lost', 60_000, 'the held session lost');
+        .status;
+    await until(async () => (await status())?.phase === 'Lost', 60_000, 'the held session lost');
+    expect((await status())?.message).toBe(KILLED_INTERPRETER_MESSAGE);
     const after = await viaB.callTool('execute_code', { session: s, code: '1 + 1' });
     expect(after.isError, text(after)).toBe(true);
     expect(text(after)).toMatch(/Create a new session/);

@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { GATEWAY_FIELD_MANAGER, MAX_MESSAGE_LENGTH, SandboxSessionStatusSchema, type SandboxSession } from '../../../src/api/v1alpha1/index.js';
 import { activityStoredAt, keepActivityStamp, sessionExpiry } from '../../../src/controller/session-gc.js';
-import { computeSessionStatus, controllerOwned, failedStatus, refusedStatus, sessionStatusChanged } from '../../../src/controller/session-status.js';
+import {
+  KILLED_INTERPRETER_MESSAGE,
+  computeSessionStatus,
+  controllerOwned,
+  failedStatus,
+  refusedStatus,
+  sessionStatusChanged,
+} from '../../../src/controller/session-status.js';
 
 const now = new Date('2026-11-22T12:00:00.000Z');
 
@@ -132,6 +139,30 @@ describe('computeSessionStatus', () => {
     expect(s.phase).toBe(phase);
     expect(s.expiresAt).toBe(exp.toISOString());
     expect(s.podName).toBe('p');
+  });
+
+  // A Ready session whose interpreter was SIGKILLed (137) with no call to report it (the Node
+  // kernel's watchdog ending code left running between calls) says so; other ends say what the pod says.
+  const killed = (terminated: { exitCode: number; reason?: string }, extra: Partial<V1Pod['status']> = {}): V1Pod => ({
+    ...failedAfterStop,
+    status: {
+      ...failedAfterStop.status,
+      ...extra,
+      containerStatuses: [
+        { ...failedAfterStop.status?.containerStatuses?.[0], name: 'sandbox', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated } },
+      ],
+    },
+  });
+  it.each<[string, V1Pod, { phase: 'Ready' } | undefined, boolean]>([
+    ['killed after ready', killed({ exitCode: 137 }), { phase: 'Ready' }, true],
+    ['killed for its memory', killed({ exitCode: 137, reason: 'OOMKilled' }), { phase: 'Ready' }, false],
+    ['ended at its active deadline', killed({ exitCode: 137 }, { reason: 'DeadlineExceeded' }), { phase: 'Ready' }, false],
+    ['exited on its own', killed({ exitCode: 3, reason: 'Error' }), { phase: 'Ready' }, false],
+    ['killed before it was ever ready', killed({ exitCode: 137 }), undefined, false],
+  ])('a session whose interpreter was %s', (_n, pod, status, saysKilled) => {
+    const s = computeSessionStatus(session(status), pod, 'p', exp, false, now);
+    expect(s.message === KILLED_INTERPRETER_MESSAGE).toBe(saysKilled);
+    expect(SandboxSessionStatusSchema.safeParse(s).success).toBe(true);
   });
 
   // The controller's own refusals (limits, profile, NetworkPolicy, a pod of someone else's under
