@@ -7,10 +7,9 @@
 // so the pod's writes block) until the debt is repaid. Honest kernels stay far inside it (a call
 // displaying ten 2 MiB images costs ~200 ms, streaming output at the kernel's highest rate ~15 ms
 // a second), and a paused pod only waits: nothing fails for it.
-//
-// Hand-written rather than the `limiter` package's TokenBucket: the cost of a chunk is known only
-// after it was read, so the budget is charged after the fact and may go into debt, which a bucket
-// that refuses to hand out what it lacks does not model.
+// The budget is a DebtBucket (src/util/debt-bucket.ts): charged after the fact, it may go into debt.
+
+import { DebtBucket } from '../util/debt-bucket.js';
 
 /** Time a pod's stream may take at once (ms). */
 export const READ_BURST_MS = 250;
@@ -37,36 +36,10 @@ export interface ReadCharge {
   charge(ms: number): { pauseMs: number; budget: ReadBudgetKind };
 }
 
-export class ReadBudget {
-  private tokens: number;
-  private at: number;
-
-  constructor(
-    private readonly burstMs = READ_BURST_MS,
-    private readonly perSecondMs = READ_MS_PER_SECOND,
-    private readonly now: () => number = () => performance.now(),
-  ) {
-    this.tokens = burstMs;
-    this.at = now();
-  }
-
-  /** Charges `ms` of reading; returns how long reading must pause to repay any debt (0: none). */
-  charge(ms: number): number {
-    this.refill();
-    this.tokens -= Math.max(0, ms);
-    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.perSecondMs);
-  }
-
-  /** Full again: nothing owed or spent, so forgetting this budget loses nothing. */
-  get full(): boolean {
-    this.refill();
-    return this.tokens >= this.burstMs;
-  }
-
-  private refill(): void {
-    const t = this.now();
-    this.tokens = Math.min(this.burstMs, this.tokens + ((t - this.at) * this.perSecondMs) / 1000);
-    this.at = t;
+/** A pod's (or a user's) reading time: READ_BURST_MS at once, READ_MS_PER_SECOND over time. */
+export class ReadBudget extends DebtBucket {
+  constructor(burstMs = READ_BURST_MS, perSecondMs = READ_MS_PER_SECOND, now?: () => number) {
+    super(burstMs, perSecondMs, now);
   }
 }
 

@@ -13,6 +13,7 @@
 // What an upstream sends is never logged; `onDropped` says only which kind of message was cut.
 
 import { ByteAccumulator } from '../util/byte-accumulator.js';
+import { DebtBucket } from '../util/debt-bucket.js';
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -63,26 +64,14 @@ export const EVENTS_BURST = 1000;
  * upstream meets TCP back-pressure rather than the gateway doing the work. A call's answer is not
  * counted (answerFree), and progress or log notifications come a few a second.
  */
-export class EventPace {
-  private tokens: number;
-  private at: number;
-
-  constructor(
-    private readonly perSecond = EVENTS_PER_SECOND,
-    private readonly burst = EVENTS_BURST,
-    private readonly now: () => number = () => performance.now(),
-  ) {
-    this.tokens = burst;
-    this.at = now();
+export class EventPace extends DebtBucket {
+  constructor(perSecond = EVENTS_PER_SECOND, burst = EVENTS_BURST, now?: () => number) {
+    super(burst, perSecond, now);
   }
 
   /** Takes `events`; how long (ms) to wait before reading more: 0 while within the pace. */
   take(events: number): number {
-    const t = this.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((t - this.at) * this.perSecond) / 1000);
-    this.at = t;
-    this.tokens -= events;
-    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.perSecond);
+    return this.charge(events);
   }
 }
 
