@@ -64,6 +64,9 @@ export const EVENTS_BURST = 1000;
  * upstream meets TCP back-pressure rather than the gateway doing the work. A call's answer is not
  * counted (answerFree), and progress or log notifications come a few a second.
  */
+/** What a stream charges its events to (an EventPace), and who hears that it waits. */
+export type Pace = { take(events: number): number; onPaced?(): void };
+
 export class EventPace extends DebtBucket {
   constructor(perSecond = EVENTS_PER_SECOND, burst = EVENTS_BURST, now?: () => number) {
     super(burst, perSecond, now);
@@ -88,7 +91,7 @@ export function boundedEvents(
   /** Given the function that ends the stream from outside (after the events passed on so far). */
   onEnd?: (end: () => void) => void,
   /** The pace of events: past it, the next chunk is read only once they are due (EventPace). */
-  pace?: { take(events: number): number; onPaced?(): void },
+  pace?: Pace,
 ): TransformStream<Uint8Array, Uint8Array> {
   // The bytes not yet passed on: the event being read (and, within one chunk, the events after it).
   // One growing buffer, compacted only after an event ended: an event in many small chunks costs
@@ -238,7 +241,7 @@ export class AnswerStreams {
  * counted, so calls answered on event streams are not paced however many there are; the
  * notifications a stream carries besides are.
  */
-function answerFree(pace: { take(events: number): number; onPaced?(): void }): { take(events: number): number; onPaced?(): void } {
+function answerFree(pace: Pace): Pace {
   let free = 1;
   return {
     take: (events) => {
@@ -257,7 +260,7 @@ export function boundedFetch(
   /** Where a POST's event stream is registered, to be ended once its answer was read. */
   answers?: AnswerStreams,
   /** The pace of events over all of this upstream's streams (EventPace). */
-  pace?: { take(events: number): number; onPaced?(): void },
+  pace?: Pace,
 ): FetchLike {
   return async (url, init) => {
     const link = linkedSignal(init?.signal);
