@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { SANDBOXRUN_PLURAL } from './api/v1alpha1/index.js';
 import type { Config } from './config/index.js';
 import { gatewayOptions, type GatewayDeps } from './gateway/types.js';
+import { connectionsPerUser } from './gateway/connection-owners.js';
 import { createApp } from './gateway/app.js';
 import { serveMetrics } from './metrics/route.js';
 import type { Hono } from 'hono';
@@ -91,6 +92,8 @@ export function gatewayDeps(
     ...(operator.sandboxCheck !== undefined && { sandboxGate: operator.sandboxCheck }),
     ...(operator.codeMode && { codeMode: operator.codeMode }),
     upstreams: operator.upstreams,
+    // One user among many only with authentication: without it every caller is the same one.
+    ...(config.authMode !== 'none' && { connectionsPerUser: connectionsPerUser(config.maxConnections) }),
     ...process,
   };
 }

@@ -9,6 +9,7 @@ import { Hono, type Context } from 'hono';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { METADATA_PATH, authMiddleware, carryIdentity, identityOf, metadataHandler } from '../auth/middleware.js';
 import { checkBatch, type BodyRefusal } from './batch-limit.js';
+import { ConnectionOwners } from './connection-owners.js';
 import { BodyBudget, bodyBudgetRefused, keepHold } from './body-budget.js';
 import { watchBodyProgress } from './body-progress.js';
 import { ListenLimit, listenId, listenRefused } from './listen-limit.js';
@@ -44,6 +45,11 @@ export function createApp(deps: GatewayDeps): Hono {
   });
 
   const app = new Hono();
+  const owners = deps.connectionsPerUser ? new ConnectionOwners(deps.connectionsPerUser) : undefined;
+  app.use('*', async (c, next) => {
+    await next();
+    if (!keepsConnection(c, deps, owners)) c.header('Connection', 'close');
+  });
   app.get('/healthz', (c) => c.text('ok'));
   app.get('/readyz', (c) => {
     if (!deps.isReady()) return c.text('not ready: the operator is starting (caches not synced yet) or shutting down', 503);
@@ -51,12 +57,6 @@ export function createApp(deps: GatewayDeps): Hono {
     return sandbox === undefined ? c.text('ok') : c.text(`not ready: ${sandbox}`, 503);
   });
   app.use('/mcp', hostValidation(deps.options));
-  app.use('/mcp', async (c, next) => {
-    await next();
-    // Shutting down: serve, but close the kept-alive connection so the client's next request goes
-    // through the Service to a replica that is still ready (a refusal would fail the call).
-    if (deps.isDraining?.()) c.header('Connection', 'close');
-  });
   if (deps.auth && deps.auth.authenticator.mode !== 'none') {
     // OAuth protected-resource metadata (RFC 9728), where 401 answers point clients.
     const metadata = metadataHandler(deps.auth);
@@ -126,6 +126,25 @@ export function createApp(deps: GatewayDeps): Hono {
 }
 
 /**
+ * Whether the connection of the request `c` answered stays open for the client's next request.
+ * Only an MCP request of an authenticated user within their share of connections keeps it
+ * (connection-owners.ts). Probes, /metrics and the OAuth metadata are fetched now and then (the
+ * kubelet's probes open a connection each time anyway), and a request refused before anyone was
+ * authenticated (a wrong Host, a missing token) names no user: kept alive, such connections were
+ * held by whoever sent them, against CODEMODE_MAX_CONNECTIONS, for the keep-alive timeout. And
+ * while shutting down, none: the client's next request goes through the Service to a replica that
+ * is still ready (a refusal would fail the call).
+ */
+function keepsConnection(c: Context, deps: GatewayDeps, owners: ConnectionOwners | undefined): boolean {
+  if (deps.isDraining?.() || c.req.path !== '/mcp') return false;
+  if (!deps.auth) return true;
+  const user = identityOf(c.req.raw)?.user;
+  if (user === undefined) return false;
+  const socket = nodeRequest(c)?.socket;
+  return owners === undefined || socket === undefined || !owners.claim(socket, user);
+}
+
+/**
  * Calls `release` when the request's response has ended (a request's body and a listen's place are
  * held till then: a streamed response (SSE) ends when the call does, and the call holds its parsed
  * arguments meanwhile). On the Node server that is the response's `close` (also when the client
@@ -147,13 +166,13 @@ function endedAt(shutdown: AbortSignal, req: Request): Request {
   return new Request(req.url, { method: req.method, headers: req.headers, signal: AbortSignal.any([req.signal, shutdown]) });
 }
 
-/** The Node response of a request served by @hono/node-server (undefined elsewhere, e.g. app.request). */
 /** The Node request under `c` (on the gateway's Node server; undefined where the app is called directly). */
 function nodeRequest(c: Context): IncomingMessage | undefined {
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   return incoming !== undefined && typeof incoming.once === 'function' ? incoming : undefined;
 }
 
+/** The Node response of a request served by @hono/node-server (undefined elsewhere, e.g. app.request). */
 function nodeResponse(c: Context): ServerResponse | undefined {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
   return outgoing !== undefined && typeof outgoing.once === 'function' ? outgoing : undefined;

@@ -70,6 +70,11 @@ export interface GatewayDeps {
   bodyBudget?: BodyBudgetLimits;
   /** How long a response may have bytes waiting for its client without sending any (stall-guard.ts; default 60 s). */
   stalledResponseMs?: number;
+  /**
+   * Kept-alive connections one authenticated user may hold (connection-owners.ts); past it a
+   * response closes its connection. Unset or 0: no share (no authentication, or tests of tools).
+   */
+  connectionsPerUser?: number;
   /** The window in which a request's body must bring its share of new bytes (body-progress.ts; default 15 s). */
   bodyProgressWindowMs?: number;
   /** Told of each request refused for capacity at the gateway (codemode_admission_rejections_total). */

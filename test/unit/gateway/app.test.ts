@@ -29,11 +29,8 @@ describe('gateway app', () => {
   });
 
   it('keeps serving while draining, but closes every connection so the next request goes elsewhere', async () => {
-    const before = await fetch(new URL('/healthz', gateway.url));
-    expect(before.headers.get('connection')).not.toBe('close');
-    gateway.setDraining(true);
-    try {
-      const res = await fetch(gateway.url, {
+    const initialize = (): Promise<Response> =>
+      fetch(gateway.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
         body: JSON.stringify({
@@ -43,6 +40,12 @@ describe('gateway app', () => {
           params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
         }),
       });
+    const before = await initialize();
+    expect(before.headers.get('connection')).not.toBe('close');
+    await before.body?.cancel();
+    gateway.setDraining(true);
+    try {
+      const res = await initialize();
       expect(res.status).toBe(200);
       expect(res.headers.get('connection')).toBe('close');
       await res.body?.cancel();
@@ -52,6 +55,14 @@ describe('gateway app', () => {
     } finally {
       gateway.setDraining(false);
     }
+  });
+
+  // Probes are fetched now and then (the kubelet's open a connection each time): kept alive,
+  // anyone could hold connections with them against CODEMODE_MAX_CONNECTIONS.
+  it.each(['/healthz', '/readyz', '/nowhere'])('closes the connection of %s after answering', async (path) => {
+    const res = await fetch(new URL(path, gateway.url));
+    expect(res.headers.get('connection')).toBe('close');
+    await res.body?.cancel();
   });
 
   it('keeps SERVER_VERSION equal to package.json', () => {

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client';
+import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
 import { createApp } from '../../../src/gateway/app.js';
 import type { GatewayDeps, GatewayOptions } from '../../../src/gateway/types.js';
 import type { ExecuteOptions, ExecuteRequest, RunOutcome, RunService } from '../../../src/runs/types.js';
@@ -78,10 +79,24 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** The static tokens of twoUserGateway's two users, alice and bob. */
+export const ALICE = 'tok-alice-aaaaaaaaaaaaaaaa';
+export const BOB = 'tok-bob-bbbbbbbbbbbbbbbbbbbb';
+
+/** A gateway whose callers are ALICE and BOB (static tokens), with `extra`. */
+export async function twoUserGateway(extra: Parameters<typeof startGateway>[2]): Promise<Gateway> {
+  const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
+  tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
+  return startGateway({ maxCodeBytes: 262_144 }, { authenticator: tokens }, extra);
+}
+
 export async function startGateway(
   options: Partial<GatewayOptions> = {},
   auth?: GatewayDeps['auth'],
-  extra: Pick<GatewayDeps, 'codeMode' | 'sessions' | 'bodyBudget' | 'stalledResponseMs' | 'bodyProgressWindowMs' | 'onAdmissionRejected' | 'shutdown'> = {},
+  extra: Pick<
+    GatewayDeps,
+    'codeMode' | 'sessions' | 'bodyBudget' | 'stalledResponseMs' | 'bodyProgressWindowMs' | 'onAdmissionRejected' | 'shutdown' | 'connectionsPerUser'
+  > = {},
 ): Promise<Gateway> {
   const service = new InTestRunService();
   const logLines: string[] = [];

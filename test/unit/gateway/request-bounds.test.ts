@@ -4,16 +4,12 @@
 // (body-budget.ts: 40 bodies left one byte short of their 8 MiB held 320 MiB). Over real HTTP with
 // two token users, like the other gateway tests.
 import { connect, type Socket } from 'node:net';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
 import { BodyBudget } from '../../../src/gateway/body-budget.js';
 import { bytesDue } from '../../../src/gateway/body-progress.js';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, jsonShapeProblem } from '../../../src/gateway/json-shape.js';
-import { sleep, startGateway, type Gateway } from './harness.js';
+import { ALICE, BOB, sleep, twoUserGateway, type Gateway } from './harness.js';
 
-const ALICE = 'tok-alice-aaaaaaaaaaaaaaaa';
-const BOB = 'tok-bob-bbbbbbbbbbbbbbbbbbbb';
 const HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
 
 const members = (n: number): string => `{${Array.from({ length: n }, (_, i) => `"k${i}":1`).join(',')}}`;
@@ -86,13 +82,6 @@ describe('BodyBudget', () => {
     expect([budget.held(), budget.held('a')]).toEqual([0, 0]);
   });
 });
-
-/** A gateway whose callers are ALICE and BOB (static tokens), with `extra`. */
-async function twoUserGateway(extra: Parameters<typeof startGateway>[2]): Promise<Gateway> {
-  const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
-  tokens.load({ data: { [TOKENS_KEY]: Buffer.from(`${ALICE},alice,1\n${BOB},bob,2\n`).toString('base64') } });
-  return startGateway({ maxCodeBytes: 262_144 }, { authenticator: tokens }, extra);
-}
 
 describe('request bounds over HTTP', () => {
   let gateway: Gateway;
