@@ -600,12 +600,13 @@ export const FIELDS = {
     },
     int(1, 600),
   ),
-  userRequestsPerSecond: field(
+  userRequestsPerSecond: optionalField(
     {
       env: 'CODEMODE_USER_REQUESTS_PER_SECOND',
-      default: '0',
+      default: '',
+      docDefault: '200; 0 with CODEMODE_AUTH_MODE=none',
       description:
-        'Requests to /mcp one user may send to one gateway replica a second in the long run, after a burst of twice as many (at least 10); a request beyond it is answered HTTP 429 with Retry-After before anything in it runs, and other users are served. Per replica: behind N replicas a user may send up to N times as many. Without authentication (CODEMODE_AUTH_MODE=none) every caller is the one anonymous user. 0: no limit.',
+        'Requests to /mcp one user may send to one gateway replica a second in the long run, after a burst of twice as many (at least 10); a request beyond it is answered HTTP 429 with Retry-After before anything in it runs, and other users are served. Per replica: behind N replicas a user may send up to N times as many. Each request costs the replica about a millisecond of its one event loop, refused or not: unset, 200 (an agent sends a few a second, a script calling a session back to back up to ~100; a user flooding the replica takes at most about a fifth of it); without authentication (CODEMODE_AUTH_MODE=none) every caller is the one anonymous user, and there is no limit unless set. 0: no limit.',
       allowed: 'an integer from 0 to 100000',
     },
     int(0, 100000),

@@ -151,6 +151,7 @@ function toConfig(c: ParsedEnv) {
     acceptUnenforced,
     userMaxRuns,
     userMaxSessions,
+    userRequestsPerSecond,
     ...rest
   } = c;
   // Unset per-user limits: a quarter of the namespace's, with authentication (fields.ts).
@@ -179,8 +180,13 @@ function toConfig(c: ParsedEnv) {
     userMaxRuns: userMaxRuns ?? quarter(Math.min(c.maxConcurrentRuns, c.maxNamespaceRuns)),
     /** Live sessions one user may own (0: no limit); unset, a quarter of maxSessions with authentication. */
     userMaxSessions: userMaxSessions ?? quarter(c.maxSessions),
+    /** Requests one user may send this replica a second (0: no limit); unset, DEFAULT_USER_REQUESTS_PER_SECOND with authentication. */
+    userRequestsPerSecond: userRequestsPerSecond ?? (c.authMode === 'none' ? 0 : DEFAULT_USER_REQUESTS_PER_SECOND),
   };
 }
+
+/** CODEMODE_USER_REQUESTS_PER_SECOND when unset on an authenticated endpoint (fields.ts says why). */
+export const DEFAULT_USER_REQUESTS_PER_SECOND = 200;
 
 /** The loaded configuration: derived from the field schemas (src/config/fields.ts), deeply read-only. */
 export type Config = DeepReadonly<ReturnType<typeof toConfig>>;

@@ -308,10 +308,18 @@ describe('loadConfig errors', () => {
   });
 
   // Unset, the per-user runs and sessions limits are a quarter of the namespace's on an
-  // authenticated endpoint, and off without authentication (every caller is one user).
-  it.each<[string, NodeJS.ProcessEnv, Pick<Config, 'userMaxRuns' | 'userMaxSessions'>]>([
-    ['no authentication: none', {}, { userMaxRuns: 0, userMaxSessions: 0 }],
-    ['tokens: a quarter of the caps', { CODEMODE_AUTH_MODE: 'tokens' }, { userMaxRuns: 4, userMaxSessions: 8 }],
+  // authenticated endpoint, its request rate 200 a second, and all off without authentication
+  // (every caller is one user).
+  it.each<[string, NodeJS.ProcessEnv, Partial<Pick<Config, 'userMaxRuns' | 'userMaxSessions' | 'userRequestsPerSecond'>>]>([
+    ['no authentication: none', {}, { userMaxRuns: 0, userMaxSessions: 0, userRequestsPerSecond: 0 }],
+    ['tokens: a quarter of the caps', { CODEMODE_AUTH_MODE: 'tokens' }, { userMaxRuns: 4, userMaxSessions: 8, userRequestsPerSecond: 200 }],
+    [
+      'oidc: 200 requests a second',
+      { CODEMODE_AUTH_MODE: 'oidc', CODEMODE_OIDC_ISSUER: 'https://issuer.example', CODEMODE_OIDC_AUDIENCE: 'x' },
+      { userRequestsPerSecond: 200 },
+    ],
+    ['requests set: as set', { CODEMODE_AUTH_MODE: 'tokens', CODEMODE_USER_REQUESTS_PER_SECOND: '0' }, { userRequestsPerSecond: 0 }],
+    ['requests set without authentication', { CODEMODE_USER_REQUESTS_PER_SECOND: '7' }, { userRequestsPerSecond: 7 }],
     [
       'kubernetes, other caps',
       { CODEMODE_AUTH_MODE: 'kubernetes', CODEMODE_MAX_CONCURRENT_RUNS: '10', CODEMODE_MAX_NAMESPACE_RUNS: '10', CODEMODE_MAX_SESSIONS: '2' },
