@@ -49,10 +49,21 @@ export const SANDBOX_UID = 65534;
  * node, not per pod: inotify instances (128), POSIX message queue bytes, pipe buffer pages. As
  * one shared user, a sandbox holding its 128 inotify instances made inotify_init fail in every
  * other sandbox on the node, and in any other workload running as `nobody` (measured on the
- * test cluster). The user has no /etc/passwd entry: USER and LOGNAME are set instead, as
- * platforms that assign arbitrary users do.
+ * test cluster). Its passwd entry (`sandbox`, home /workspace) is written by the container's
+ * command (mainCommand) to SANDBOX_PASSWD_PATH; USER and LOGNAME are set too, for images that
+ * do not read that file.
  */
 export const SANDBOX_UID_BASE = 2 ** 30;
+
+/**
+ * The pod user's passwd line, in the pod's /tmp (the root file system is read-only). The sandbox
+ * images read it through libnss-extrausers (/var/lib/extrausers/passwd links here, passwd in
+ * /etc/nsswitch.conf lists extrausers), so whoami, getpwuid (Python's pwd and getpass, Node's
+ * os.userInfo) and `~` find the user; in an image without that link nothing reads it.
+ */
+export const SANDBOX_PASSWD_PATH = '/tmp/.codemode-passwd';
+/** The user name of every sandbox pod's own user (USER, LOGNAME and its passwd line). */
+const SANDBOX_USER_NAME = 'sandbox';
 
 /** The user of the sandbox pod `seed` names (a run's or session's uid; random for a pool pod). */
 export function sandboxUid(seed: string): number {
@@ -213,15 +224,22 @@ export const SANDBOX_LOG_PATH = '/tmp/.codemode/kernel.log';
  * The container's command: `command` under the file limit (FILE_LIMIT_ENV) it and every process it
  * starts keep, with its stdout and stderr appended to `output` (SANDBOX_LOG_PATH; /dev/null for the
  * runner pod's idle `sleep`, which any process of the pod's user could otherwise write through
- * /proc/<pid>/fd/1). Only the wrapper's own refusal reaches the container log.
+ * /proc/<pid>/fd/1), after writing its user's passwd line (SANDBOX_PASSWD_PATH). The user and
+ * group are read from /proc/self/status, not written into the command: a pool pod's spec, user
+ * aside, must be the same for every pod of one template (podTemplateHash). Shell builtins only (no
+ * process started), and a /tmp that cannot take the line stops nothing. Only the wrapper's own
+ * refusal reaches the container log.
  */
-export function mainCommand(command: readonly string[], output: string): string[] {
+export function mainCommand(command: readonly string[], output: string, passwdPath = SANDBOX_PASSWD_PATH): string[] {
   const dir = output.slice(0, output.lastIndexOf('/'));
   const open = output === '/dev/null' ? '' : `mkdir -p -m 700 '${dir}' && `;
+  const passwd =
+    `u=; g=; while read -r k v _; do case "$k" in Uid:) u="$v";; Gid:) g="$v"; break;; esac; done </proc/self/status; ` +
+    `[ -n "$u" ] && printf '${SANDBOX_USER_NAME}:x:%s:%s:${SANDBOX_USER_NAME}:${WORKSPACE_DIR}:/bin/sh\\n' "$u" "$g" 2>/dev/null >'${passwdPath}'; `;
   return [
     '/bin/sh',
     '-c',
-    `l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; ${open}exec "$@" >>'${output}' 2>&1`,
+    `${passwd}l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; ${open}exec "$@" >>'${output}' 2>&1`,
     'codemode-main',
     ...command,
   ];
@@ -249,9 +267,9 @@ function sandboxContainer(opts: PodBuildOptions, uid: number, command: string[],
     terminationMessagePath: TERMINATION_MESSAGE_PATH,
     env: [
       { name: 'HOME', value: WORKSPACE_DIR },
-      // The pod's user has no /etc/passwd entry (sandboxUid): getpass.getuser() and the like read these.
-      { name: 'USER', value: 'sandbox' },
-      { name: 'LOGNAME', value: 'sandbox' },
+      // The pod's user is in no image's /etc/passwd (SANDBOX_PASSWD_PATH): getpass.getuser() and the like read these first.
+      { name: 'USER', value: SANDBOX_USER_NAME },
+      { name: 'LOGNAME', value: SANDBOX_USER_NAME },
       { name: 'TMPDIR', value: TMP_DIR },
       { name: 'PYTHONUNBUFFERED', value: '1' },
       { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },

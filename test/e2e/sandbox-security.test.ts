@@ -148,21 +148,37 @@ const EXPECTED = {
 };
 
 const PRINT_ONE = { python: 'print(1)', node: 'console.log(1)', bash: 'echo 1', sh: 'echo 1' };
+type ProbeLanguage = keyof typeof PRINT_ONE;
+
+/**
+ * Runs `code[language]` as a cold run (every language: sh's runs in another image, in a pod that
+ * sleeps) or in a new session of each language that has one, each expected to succeed; then
+ * `check(language, stdout, session)`.
+ */
+async function inEachLanguage(
+  how: 'cold run' | 'session',
+  code: Record<ProbeLanguage, string>,
+  check: (language: ProbeLanguage, stdout: string, session: string | undefined) => Promise<void> | void,
+): Promise<void> {
+  for (const language of how === 'session' ? (['python', 'node', 'bash'] as const) : (['python', 'node', 'bash', 'sh'] as const)) {
+    const session = how === 'session' ? await newSession(language) : undefined;
+    const r = await mcp.callTool('execute_code', { code: code[language], language, timeout_seconds: 20, ...(session && { session }) });
+    const s = r.structuredContent as { phase: string; stdout?: string; stderr?: string };
+    expect(s.phase, `${language}: ${s.stderr}`).toBe('Succeeded');
+    await check(language, s.stdout ?? '', session);
+  }
+}
 
 describe("the node's disk, outside the sandbox's limits", () => {
   it.each(['cold run', 'session'] as const)('a %s: no file past the file limit, which code cannot raise; no termination-message file', async (how) => {
-    for (const language of how === 'session' ? (['python', 'node', 'bash'] as const) : (['python', 'node', 'bash', 'sh'] as const)) {
-      const session = how === 'session' ? await newSession(language) : undefined;
-      const r = await mcp.callTool('execute_code', { code: PROBES[language], language, timeout_seconds: 20, ...(session && { session }) });
-      const s = r.structuredContent as { phase: string; stdout?: string; stderr?: string };
-      expect(s.phase, `${language}: ${s.stderr}`).toBe('Succeeded');
-      expect(s.stdout?.trim().split('\n'), language).toEqual(EXPECTED[language]);
+    await inEachLanguage(how, PROBES, async (language, stdout, session) => {
+      expect(stdout.trim().split('\n'), language).toEqual(EXPECTED[language]);
       if (session) {
         // The session lives on: a write past the limit did not end its kernel.
         const again = await mcp.callTool('execute_code', { code: PRINT_ONE[language], session });
         expect((again.structuredContent as { stdout?: string }).stdout?.trim(), language).toBe('1');
       }
-    }
+    });
   });
 
   it("a cold run's pod that sleeps (the runner's) has its output on /dev/null, not the container log", async () => {
@@ -211,6 +227,26 @@ async function newSession(language: string): Promise<string> {
   expect(s.phase, JSON.stringify(r.content)).toBe('Ready');
   return String(s.session);
 }
+
+// The pod's own user (its uid is in no image's /etc/passwd) is looked up by name: the container's
+// command writes its passwd line in /tmp and the images read it (libnss-extrausers). Without it
+// whoami, Python's pwd and Node's os.userInfo() fail ("no such user"). sh runs in the
+// data-science image here, the others in the sandbox image.
+const WHO_AM_I = {
+  python:
+    "import os, pwd, getpass\np = pwd.getpwuid(os.getuid())\nprint(p.pw_name, p.pw_uid == os.getuid(), p.pw_dir, getpass.getuser(), os.path.expanduser('~sandbox'))",
+  node: "const os = require('os')\nconst u = os.userInfo()\nconsole.log(u.username, u.uid === process.getuid(), u.homedir, process.env.USER, require('child_process').execFileSync('whoami').toString().trim())",
+  bash: 'echo "$(whoami) $([ "$(id -u)" = "$(getent passwd sandbox | cut -d: -f3)" ] && echo True) $(getent passwd "$(id -u)" | cut -d: -f6) $(id -un) $(echo ~sandbox)"',
+  sh: 'echo "$(whoami) $([ "$(id -u)" = "$(getent passwd sandbox | cut -d: -f3)" ] && echo True) $(getent passwd "$(id -u)" | cut -d: -f6) $(id -un) $(echo ~sandbox)"',
+};
+
+describe("the sandbox's user by name", () => {
+  it.each(['cold run', 'session'] as const)('a %s: whoami, getpwuid and ~ find it', async (how) => {
+    await inEachLanguage(how, WHO_AM_I, (language, stdout) => {
+      expect(stdout.trim(), language).toBe(language === 'node' ? 'sandbox true /workspace sandbox sandbox' : 'sandbox True /workspace sandbox /workspace');
+    });
+  });
+});
 
 describe('what the kernel counts per user across the node', () => {
   // inotify instances (128 per user), message queue bytes and pipe pages are counted per user,

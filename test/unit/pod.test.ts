@@ -283,9 +283,12 @@ describe('the file limit of sandbox processes', () => {
   it.each([['a file'], ['/dev/null']])('output to %s: the command runs under the limit as a hard one, its output in the file only', async (to) => {
     const dir = await mkdtemp(join(tmpdir(), 'main-command-'));
     const file = to === 'a file' ? join(dir, 'log', 'kernel.log') : '/dev/null';
-    const [sh, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f >&2'], file);
+    const passwd = join(dir, 'passwd');
+    const [sh, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f >&2'], file, passwd);
     const out = await promisify(execFile)(sh!, args, { env: { PATH: process.env.PATH, CODEMODE_FILE_LIMIT_BYTES: String(64 * 1024 * 1024) } });
     expect(out).toMatchObject({ stdout: '', stderr: '' });
+    // The user's passwd line (SANDBOX_PASSWD_PATH in the pod), with the uid and gid it runs as.
+    expect(await readFile(passwd, 'utf8')).toBe(`sandbox:x:${process.getuid?.()}:${process.getgid?.()}:sandbox:/workspace:/bin/sh\n`);
     if (to === 'a file') {
       const blocks = (64 * 1024 * 1024) / 512;
       expect(await readFile(file, 'utf8')).toBe(`${blocks}\n${blocks}\n`);
@@ -294,8 +297,17 @@ describe('the file limit of sandbox processes', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('starts the command when its passwd line cannot be written', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'main-command-'));
+    const [sh, ...args] = mainCommand(['echo', 'started'], join(dir, 'out'), join(dir, 'missing', 'passwd'));
+    const out = await promisify(execFile)(sh!, args, { env: { PATH: process.env.PATH, CODEMODE_FILE_LIMIT_BYTES: '1048576' } });
+    expect(out).toMatchObject({ stdout: '', stderr: '' });
+    expect(await readFile(join(dir, 'out'), 'utf8')).toBe('started\n');
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('refuses to start the command without the limit', async () => {
-    const [file, ...args] = mainCommand(['echo', 'started'], '/dev/null');
+    const [file, ...args] = mainCommand(['echo', 'started'], '/dev/null', '/dev/null');
     const err = await promisify(execFile)(file!, args, { env: { PATH: process.env.PATH } }).catch((e: unknown) => e as { code: number; stdout: string });
     expect(err).toMatchObject({ code: 125, stdout: '' });
   });

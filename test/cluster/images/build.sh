@@ -30,7 +30,7 @@ SUITE=bookworm
 MIRROR="${CODEMODE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # Bump when clean_rootfs changes what a cached rootfs holds (it is part of the rootfs key).
 ROOTFS_RECIPE=1
-SANDBOX_PACKAGES=(bash coreutils nodejs procps python3)
+SANDBOX_PACKAGES=(bash coreutils libnss-extrausers nodejs procps python3)
 # Node 22 from npm's `node` package is a glibc binary that needs libstdc++ (libgcc_s is in minbase).
 GATEWAY_PACKAGES=(ca-certificates libstdc++6)
 
@@ -173,6 +173,23 @@ build_pause() {
     '{"User":"65535:65535","Env":["'"$PATH_ENV"'"],"Entrypoint":["/pause"],"WorkingDir":"/"}' "$start"
 }
 
+# sandbox_user_lookup ROOTFS: a sandbox pod runs as a user of its own (src/sandbox/pod.ts), not in
+# /etc/passwd; the container's command writes that user's line to /tmp/.codemode-passwd (the root
+# file system is read-only) and glibc reads it through libnss-extrausers (whoami, getpwuid, Node's
+# os.userInfo). Same lines as the Dockerfiles' (test/unit/images checks).
+sandbox_user_lookup() {
+  local r="$1"
+  mkdir -p "$r/var/lib/extrausers"
+  ln -sfn /tmp/.codemode-passwd "$r/var/lib/extrausers/passwd"
+  sed -i 's/^passwd:.*$/& extrausers/' "$r/etc/nsswitch.conf"
+  grep -q '^passwd:.* extrausers$' "$r/etc/nsswitch.conf" || fail "No passwd line in the rootfs's /etc/nsswitch.conf."
+  printf 'sandbox:x:1234567890:65534:sandbox:/workspace:/bin/sh\n' >"$r/tmp/.codemode-passwd"
+  [[ "$(chroot "$r" /usr/bin/env -i "$PATH_ENV" getent passwd 1234567890)" == sandbox:* ]] \
+    || fail "The rootfs does not find the sandbox user through libnss-extrausers."
+  rm -f "$r/tmp/.codemode-passwd"
+  touch -h -d "$FIXED_MTIME" "$r/var/lib/extrausers" "$r/var/lib/extrausers/passwd" "$r/etc/nsswitch.conf"
+}
+
 build_sandbox() {
   local start=$SECONDS key rootfs="$WORK/sandbox-rootfs"
   rootfs_tar sandbox "${SANDBOX_PACKAGES[@]}"
@@ -180,6 +197,7 @@ build_sandbox() {
   cached sandbox codemode.local/sandbox:v1 "$key" && return 0
   say "sandbox: assembling image"
   unpack_rootfs "$ROOTFS_TAR" "$rootfs"
+  sandbox_user_lookup "$rootfs"
   # emptyDirs are mounted on these; the root file system itself is read-only in the pod.
   mkdir -p "$rootfs/workspace" "$rootfs/tmp"
   # 0777 so a tmpfs that runc mounts there (it copies the mountpoint's mode) is writable too.
@@ -276,6 +294,7 @@ build_datascience() {
   say "datascience: wheels ready in $wheels ($(du -sh "$wheels" | cut -f1), $(( SECONDS - t0 ))s)"
   say "datascience: assembling image"
   unpack_rootfs "$ROOTFS_TAR" "$rootfs"
+  sandbox_user_lookup "$rootfs"
   site="$rootfs/$DATASCIENCE_SITE"
   # --no-compile: .pyc files are compiled below by the image's own python3, with the paths it sees.
   env -u PIP_FIND_LINKS python3 -m pip install --no-index --find-links "$wheels" --no-deps --require-hashes \

@@ -3,6 +3,7 @@
 // gateway the same Node version. Both sides are parsed; neither is copied here.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { SANDBOX_PASSWD_PATH } from '../../../src/sandbox/pod.js';
 import { aptPackages, instructions, parseBuilder, parseDockerfile, shellAssignments } from './parse.js';
 
 const builder = readFileSync('test/cluster/images/build.sh', 'utf8');
@@ -32,6 +33,22 @@ describe.each([
     expect(docker.final.cmd).toEqual(built.cmd);
   });
 });
+
+// A sandbox pod's user is its own (sandboxUid) and in no /etc/passwd: the container's command
+// writes its line to SANDBOX_PASSWD_PATH, which the images read through libnss-extrausers.
+describe.each([['images/sandbox/Dockerfile'], ['images/datascience/Dockerfile'], ['test/cluster/images/build.sh']])(
+  '%s: the sandbox user is looked up',
+  (file) => {
+    const text = readFileSync(file, 'utf8');
+    it.each([
+      ['links libnss-extrausers passwd file to the one the pod writes', `ln -sfn ${SANDBOX_PASSWD_PATH} `],
+      ['lists extrausers for passwd in nsswitch.conf', `sed -i 's/^passwd:.*$/& extrausers/' `],
+      ['installs libnss-extrausers', 'libnss-extrausers'],
+    ])('%s', (_, line) => {
+      expect(text).toContain(line);
+    });
+  },
+);
 
 describe('gateway Node', () => {
   const docker = parseDockerfile(readFileSync('Dockerfile', 'utf8'));
