@@ -142,6 +142,7 @@ fi
 // $CODEMODE_WORKSPACE_LIMIT_BYTES (pod env) is the /workspace limit the runner enforces itself.
 // $CODEMODE_FILE_LIMIT_BYTES (pod env, FILE_LIMIT_ENV) is the largest file the program may write:
 // a hard RLIMIT_FSIZE it cannot raise (an exec'd process does not inherit the container's own).
+// RLIMIT_CORE is 0, hard too (CORE_LIMIT in sandbox/pod.ts says why).
 // The trailer is the last thing written to stderr:
 //   "\x1e<nonce> <rc> <timedOut> <oomKills> <forkFailures> <fullVolume|-> <leftovers>\n"
 // where leftovers counts the program's processes still running when it ended (then killed).
@@ -165,6 +166,7 @@ export const RUNNER_SCRIPT = `
 rt="$1"; t="$2"; n="$3"; nonce="$4"; sn="\${5:-0}"
 fl="\${CODEMODE_FILE_LIMIT_BYTES:-0}"
 [ "$fl" -gt 0 ] && { ulimit -f "$((fl / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; }
+ulimit -c 0 || { echo "codemode: cannot turn core dumps off (ulimit -c)" >&2; exit 125; }
 d="$(mktemp -d /tmp/.codemode.XXXXXX)" || { echo "codemode: cannot create a directory in /tmp" >&2; exit 125; }
 case "$rt" in python) f="$d/main.py";; node) f="$d/main.js";; *) f="$d/main.sh";; esac
 if [ "$n" -gt 0 ]; then dd of="$f" bs="$n" count=1 iflag=fullblock status=none || exit 125; else : > "$f"; fi

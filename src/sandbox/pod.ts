@@ -221,8 +221,17 @@ const IDLE_COMMAND = ['sleep', 'infinity'];
 export const SANDBOX_LOG_PATH = '/tmp/.codemode/kernel.log';
 
 /**
- * The container's command: `command` under the file limit (FILE_LIMIT_ENV) it and every process it
- * starts keep, with its stdout and stderr appended to `output` (SANDBOX_LOG_PATH; /dev/null for the
+ * `ulimit -c 0` (soft and hard: code cannot raise it), in the container's command and the runner:
+ * no core dumps. A crash's dump goes where the node's core_pattern says; where that is a program
+ * (systemd-coredump, apport, common on cloud nodes) it runs as root on the node, outside the pod's
+ * CPU, memory and disk limits, and keeps the sandbox's memory on the node's disk. Those programs
+ * store nothing for a process whose limit is 0; a file pattern writes nothing at all.
+ */
+export const CORE_LIMIT = 'ulimit -c 0';
+
+/**
+ * The container's command: `command` under the file limit (FILE_LIMIT_ENV) and the core limit
+ * (CORE_LIMIT) it and every process it starts keep, with its stdout and stderr appended to `output` (SANDBOX_LOG_PATH; /dev/null for the
  * runner pod's idle `sleep`, which any process of the pod's user could otherwise write through
  * /proc/<pid>/fd/1), after writing its user's passwd line (SANDBOX_PASSWD_PATH). The user and
  * group are read from /proc/self/status, not written into the command: a pool pod's spec, user
@@ -239,7 +248,7 @@ export function mainCommand(command: readonly string[], output: string, passwdPa
   return [
     '/bin/sh',
     '-c',
-    `${passwd}l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; ${open}exec "$@" >>'${output}' 2>&1`,
+    `${passwd}l="$${FILE_LIMIT_ENV}"; case "$l" in ''|*[!0-9]*) l=;; esac; [ -n "$l" ] && ulimit -f "$((l / 512))" || { echo "codemode: cannot set the file size limit (ulimit -f)" >&2; exit 125; }; ${CORE_LIMIT} || exit 125; ${open}exec "$@" >>'${output}' 2>&1`,
     'codemode-main',
     ...command,
   ];

@@ -147,6 +147,25 @@ const EXPECTED = {
   sh: [`${LIMIT / 512} ${LIMIT / 512}`, 'ok failed', 'refused', 'failed failed'],
 };
 
+// The core-dump limit (soft, hard) and whether code can raise it.
+const CORE_SHELL = 'echo "$(ulimit -S -c) $(ulimit -H -c) $( (ulimit -c unlimited) 2>/dev/null && echo raised || echo refused)"';
+const CORE_PROBE = {
+  python: [
+    'import resource',
+    'try:',
+    '    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)); r = "raised"',
+    'except ValueError:',
+    '    r = "refused"',
+    'print(*resource.getrlimit(resource.RLIMIT_CORE), r)',
+  ].join('\n'),
+  node: [
+    "const limits = require('fs').readFileSync('/proc/self/limits', 'utf8').split('\\n').find((l) => l.startsWith('Max core file size')).split(/\\s+/);",
+    "console.log(limits[4], limits[5], require('child_process').execSync('(ulimit -c unlimited) 2>/dev/null && echo raised || echo refused').toString().trim());",
+  ].join('\n'),
+  bash: CORE_SHELL,
+  sh: CORE_SHELL,
+};
+
 const PRINT_ONE = { python: 'print(1)', node: 'console.log(1)', bash: 'echo 1', sh: 'echo 1' };
 type ProbeLanguage = keyof typeof PRINT_ONE;
 
@@ -178,6 +197,14 @@ describe("the node's disk, outside the sandbox's limits", () => {
         const again = await mcp.callTool('execute_code', { code: PRINT_ONE[language], session });
         expect((again.structuredContent as { stdout?: string }).stdout?.trim(), language).toBe('1');
       }
+    });
+  });
+
+  // A crash's core dump: with a program in the node's core_pattern (systemd-coredump, apport) it
+  // is written by a root process of the node, outside the pod's limits, with the sandbox's memory.
+  it.each(['cold run', 'session'] as const)('a %s: no core dumps, and code cannot turn them on', async (how) => {
+    await inEachLanguage(how, CORE_PROBE, (language, stdout) => {
+      expect(stdout.trim(), language).toBe('0 0 refused');
     });
   });
 

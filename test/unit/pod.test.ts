@@ -284,14 +284,15 @@ describe('the file limit of sandbox processes', () => {
     const dir = await mkdtemp(join(tmpdir(), 'main-command-'));
     const file = to === 'a file' ? join(dir, 'log', 'kernel.log') : '/dev/null';
     const passwd = join(dir, 'passwd');
-    const [sh, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f >&2'], file, passwd);
+    const [sh, ...args] = mainCommand(['sh', '-c', 'ulimit -S -f; ulimit -H -f >&2; ulimit -S -c; ulimit -H -c'], file, passwd);
     const out = await promisify(execFile)(sh!, args, { env: { PATH: process.env.PATH, CODEMODE_FILE_LIMIT_BYTES: String(64 * 1024 * 1024) } });
     expect(out).toMatchObject({ stdout: '', stderr: '' });
     // The user's passwd line (SANDBOX_PASSWD_PATH in the pod), with the uid and gid it runs as.
     expect(await readFile(passwd, 'utf8')).toBe(`sandbox:x:${process.getuid?.()}:${process.getgid?.()}:sandbox:/workspace:/bin/sh\n`);
     if (to === 'a file') {
       const blocks = (64 * 1024 * 1024) / 512;
-      expect(await readFile(file, 'utf8')).toBe(`${blocks}\n${blocks}\n`);
+      // and no core dumps, hard too.
+      expect(await readFile(file, 'utf8')).toBe(`${blocks}\n${blocks}\n0\n0\n`);
       expect((await stat(join(dir, 'log'))).mode & 0o777).toBe(0o700);
     }
     await rm(dir, { recursive: true, force: true });
