@@ -39,7 +39,7 @@ export class ConnectionOwners {
     return (this.held.get(user) ?? 0) > this.perUser;
   }
 
-  /** Connections `user` holds now (tests, metrics). */
+  /** Connections `user` holds now (tests). */
   holding(user: string): number {
     return this.held.get(user) ?? 0;
   }

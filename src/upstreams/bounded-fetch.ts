@@ -56,6 +56,9 @@ export const EVENTS_PER_SECOND = 200;
 /** ... after a burst of this many. */
 export const EVENTS_BURST = 1000;
 
+/** What a stream charges its events to (an EventPace), and who hears that it waits. */
+export type Pace = { take(events: number): number; onPaced?(): void };
+
 /**
  * The pace of one upstream's events (a token bucket over all its streams): what the SDK does with
  * each event (parse, validate, dispatch) is the gateway's CPU, on the event loop every user shares.
@@ -64,9 +67,6 @@ export const EVENTS_BURST = 1000;
  * upstream meets TCP back-pressure rather than the gateway doing the work. A call's answer is not
  * counted (answerFree), and progress or log notifications come a few a second.
  */
-/** What a stream charges its events to (an EventPace), and who hears that it waits. */
-export type Pace = { take(events: number): number; onPaced?(): void };
-
 export class EventPace extends DebtBucket {
   constructor(perSecond = EVENTS_PER_SECOND, burst = EVENTS_BURST, now?: () => number) {
     super(burst, perSecond, now);
