@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 65). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 66). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = 'e977cf287e9e4b5de1057cc267a4cea70e6db3fb';
+export const PREVIOUS_RELEASE = 'af0836721d070330ff534b3234b2842e64abd409';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
