@@ -11,6 +11,7 @@ import {
   SANDBOX_CHECKS,
   ECOSYSTEMS,
   POLICY_ENTRY,
+  WorkspaceMediumSchema,
   type Ecosystem,
 } from '../api/v1alpha1/index.js';
 import { parseQuantity } from './quantity.js';
@@ -225,7 +226,17 @@ export const FIELDS = {
   workspaceSizeLimit: quantityField(
     'CODEMODE_WORKSPACE_SIZE_LIMIT',
     '512Mi',
-    'Size limit of the /workspace emptyDir (checked five times a second from inside the sandbox during a run; the kubelet evicts past it).',
+    'Size limit of the /workspace emptyDir. On disk: checked five times a second from inside the sandbox during a run, and the kubelet evicts past it; in memory (CODEMODE_WORKSPACE_MEDIUM=Memory): the size of the tmpfs, a hard limit.',
+  ),
+  workspaceMedium: field(
+    {
+      env: 'CODEMODE_WORKSPACE_MEDIUM',
+      default: 'Disk',
+      description:
+        "Where /workspace lives. Disk: an emptyDir on the node's disk, which may hold more than the memory limit; nothing bounds its files (inodes) or its disk bandwidth, which etcd and every pod on that disk share. Memory: a tmpfs with a hard size (a write past it fails at once, DiskFull), its files and their inodes counted against the sandbox's memory limit, and no disk writes at all: for nodes whose disk is shared with etcd or latency-bound work. A SandboxProfile may set its own (spec.workspace.medium).",
+      allowed: 'Disk or Memory',
+    },
+    WorkspaceMediumSchema,
   ),
   tmpSizeLimit: quantityField(
     'CODEMODE_TMP_SIZE_LIMIT',

@@ -150,9 +150,10 @@ fi
 // Bounds (why each is measured here, in the pod): the process cap is the pod cgroup's pids.max
 // (kubelet podPidsLimit); a fork refused by it increments the "max" counter of pids.events in the
 // container's own cgroup, which the container can read. /tmp is a tmpfs with a hard size, so a
-// write past it fails at once with ENOSPC and df shows it full. /workspace is on the node's disk,
-// where the kubelet enforces sizeLimit only by evicting the pod a while later: the runner measures
-// it every WORKSPACE_CHECK_SECONDS (du) and stops the program when it is over its limit.
+// write past it fails at once with ENOSPC and df shows it full. /workspace is on the node's disk by
+// default, where the kubelet enforces sizeLimit only by evicting the pod a while later: the runner
+// measures it every WORKSPACE_CHECK_SECONDS (du) and stops the program when it is over its limit.
+// Where it is a tmpfs (workspaceMedium Memory, CODEMODE_WORKSPACE_LIMIT_BYTES 0) it is full as /tmp is.
 //
 // After the program (or its deadline), every process left in the pod is killed before anything
 // else forks: a fork bomb's survivors would otherwise hold every PID the runner needs, and a
@@ -212,6 +213,7 @@ rm -rf "$d"
 full=-
 if [ "$ws" -eq 3 ]; then full=workspace
 elif [ "$wl" -gt 0 ] && u=$(wskib) && [ "\${u:-0}" -gt "$wl" ]; then full=workspace
+elif set -- $(df -Pk /workspace 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ]; then full=workspace
 else set -- $(df -Pk /tmp 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ] && full=tmp; fi
 printf '\\036%s %s %s %s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" "$((f1 - f0))" "$full" "$left" >&2
 exit "$rc"

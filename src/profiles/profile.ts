@@ -7,7 +7,11 @@ import { parseQuantity } from '../config/quantity.js';
 import type { SandboxPlacement } from '../sandbox/pod.js';
 
 /** The settings a profile decides; the rest of the run engine's settings stay the gateway's. */
-export type SandboxShape = Pick<Config, 'images' | 'defaultCpu' | 'defaultMemory' | 'maxCpu' | 'maxMemory' | 'runtimeClassName'> & SandboxPlacement;
+export type SandboxShape = Pick<
+  Config,
+  'images' | 'defaultCpu' | 'defaultMemory' | 'maxCpu' | 'maxMemory' | 'runtimeClassName' | 'workspaceMedium' | 'workspaceSizeLimit'
+> &
+  SandboxPlacement;
 
 /** The gateway's own settings a profile starts from. */
 export type ProfileDefaults = SandboxShape & Pick<Config, 'warmPoolMin' | 'warmPoolMax'>;
@@ -48,6 +52,8 @@ export function resolveProfile(p: SandboxProfile, d: ProfileDefaults): ResolvedP
     defaultMemory: s.resources?.memory ?? d.defaultMemory,
     maxCpu: s.maxResources?.cpu ?? d.maxCpu,
     maxMemory: s.maxResources?.memory ?? d.maxMemory,
+    workspaceMedium: s.workspace?.medium ?? d.workspaceMedium,
+    workspaceSizeLimit: s.workspace?.sizeLimit ?? d.workspaceSizeLimit,
     ...((s.runtimeClassName ?? d.runtimeClassName) !== undefined && { runtimeClassName: s.runtimeClassName ?? d.runtimeClassName }),
     // Placement is the profile's alone: the gateway has no node settings of its own.
     ...(s.nodeSelector !== undefined && Object.keys(s.nodeSelector).length > 0 && { nodeSelector: s.nodeSelector }),

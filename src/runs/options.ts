@@ -20,6 +20,7 @@ export type RunEngineOptions = Pick<
   | 'memoryRequest'
   | 'ephemeralStorageLimit'
   | 'workspaceSizeLimit'
+  | 'workspaceMedium'
   | 'tmpSizeLimit'
   | 'podStartupTimeoutSeconds'
   | 'runtimeClassName'

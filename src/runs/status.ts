@@ -9,6 +9,7 @@ import {
   type RunPhase,
   type SandboxRun,
   type SandboxRunStatus,
+  type WorkspaceMedium,
 } from '../api/v1alpha1/index.js';
 import { diskFull, evicted, leftoverNote, processLimit, type FullVolume } from './bounds.js';
 import type { PodFailure } from '../sandbox/pod-failure.js';
@@ -21,6 +22,8 @@ export interface Limits {
   /** The sandbox's process cap (the kubelet's podPidsLimit), when the operator knows it. */
   maxProcesses?: number;
   workspaceSizeLimit: string;
+  /** Memory: /workspace's files count against the memory limit (as /tmp's always do). */
+  workspaceMedium?: WorkspaceMedium;
   tmpSizeLimit: string;
 }
 
@@ -102,7 +105,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     phase: 'Failed',
     reason: Reasons.OOMKilled,
     exitCode,
-    message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed. Use less memory or request more with resources.memory (maximum ${limits.maxMemory}).`,
+    message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed; files in ${limits.workspaceMedium === 'Memory' ? '/workspace and /tmp count' : '/tmp count'} as memory. Use less memory (or delete files) or request more with resources.memory (maximum ${limits.maxMemory}).`,
   });
   if (f.runnerReported) {
     // A bound the program ran into explains a failure (or a timeout: a fork bomb runs until it

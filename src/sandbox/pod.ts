@@ -26,7 +26,7 @@ import {
   kernelLanguage,
   normalizeLanguage,
 } from '../api/v1alpha1/index.js';
-import type { KernelLanguage, SandboxRun, SandboxSession, Toleration } from '../api/v1alpha1/index.js';
+import type { KernelLanguage, SandboxRun, SandboxSession, Toleration, WorkspaceMedium } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { podNameForRun, podNameForSession, runLabelValue } from './names.js';
@@ -107,6 +107,8 @@ export interface PodBuildOptions extends SandboxPlacement {
   memoryRequest: string;
   ephemeralStorageLimit: string;
   workspaceSizeLimit: string;
+  /** Memory: /workspace is a tmpfs (see the volumes); absent or Disk: on the node's disk. */
+  workspaceMedium?: WorkspaceMedium;
   tmpSizeLimit: string;
   activeDeadlineSeconds: number;
   runtimeClassName?: string;
@@ -142,6 +144,7 @@ export interface SandboxPodSettings extends SandboxPlacement {
   memoryRequest: string;
   ephemeralStorageLimit: string;
   workspaceSizeLimit: string;
+  workspaceMedium?: WorkspaceMedium;
   tmpSizeLimit: string;
   runtimeClassName?: string;
   acceptUnenforced?: readonly string[];
@@ -165,6 +168,8 @@ export function sandboxPodOptions(
     memoryRequest: c.memoryRequest,
     ephemeralStorageLimit: c.ephemeralStorageLimit,
     workspaceSizeLimit: c.workspaceSizeLimit,
+    // Only Memory is written: a Disk pod stays the object it was before the setting existed (same template hash).
+    ...(c.workspaceMedium === 'Memory' && { workspaceMedium: 'Memory' as const }),
     tmpSizeLimit: c.tmpSizeLimit,
     activeDeadlineSeconds: o.activeDeadlineSeconds,
     ...(c.runtimeClassName !== undefined && { runtimeClassName: c.runtimeClassName }),
@@ -283,8 +288,9 @@ function sandboxContainer(opts: PodBuildOptions, uid: number, command: string[],
       { name: 'TMPDIR', value: TMP_DIR },
       { name: 'PYTHONUNBUFFERED', value: '1' },
       { name: 'PYTHONDONTWRITEBYTECODE', value: '1' },
-      // The runner and the kernel stop a program whose /workspace grows past this (see volumes).
-      { name: WORKSPACE_LIMIT_ENV, value: String(parseQuantity(opts.workspaceSizeLimit)) },
+      // The runner and the kernel stop a program whose /workspace grows past this (see volumes);
+      // 0 for a tmpfs, whose size is itself the limit (nothing to walk).
+      { name: WORKSPACE_LIMIT_ENV, value: opts.workspaceMedium === 'Memory' ? '0' : String(parseQuantity(opts.workspaceSizeLimit)) },
       { name: FILE_LIMIT_ENV, value: String(fileLimitBytes(opts)) },
       ...(opts.networkCheck === false ? [] : [{ name: NETWORK_CHECK_ENV, value: '1' }]),
     ],
@@ -357,11 +363,16 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       // /tmp is a tmpfs with a hard size: a write past it fails at once with ENOSPC (the run
       // reports DiskFull), where a disk-backed emptyDir's sizeLimit is enforced only by the
       // kubelet evicting the whole pod a while later. Its pages count against the container's
-      // memory limit, which is why it stays small. /workspace stays on disk (it may hold more
-      // than the memory limit): its limit is checked from inside by the runner and the kernel
-      // five times a second, with the kubelet's eviction as the backstop.
+      // memory limit, which is why it stays small. /workspace is on disk by default (it may hold
+      // more than the memory limit): its limit is checked from inside by the runner and the kernel
+      // five times a second, with the kubelet's eviction as the backstop; nothing bounds its
+      // inodes or its disk bandwidth there. With workspaceMedium Memory it is a tmpfs like /tmp:
+      // a hard size, its files and their inodes charged to the memory limit, no disk writes.
       volumes: [
-        { name: 'workspace', emptyDir: { sizeLimit: opts.workspaceSizeLimit } },
+        {
+          name: 'workspace',
+          emptyDir: opts.workspaceMedium === 'Memory' ? { medium: 'Memory', sizeLimit: opts.workspaceSizeLimit } : { sizeLimit: opts.workspaceSizeLimit },
+        },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: opts.tmpSizeLimit } },
         ...(parts.extraVolumes ?? []),
       ],

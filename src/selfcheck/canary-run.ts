@@ -42,7 +42,6 @@ export type CanaryConfig = Pick<
   | 'cpuRequest'
   | 'memoryRequest'
   | 'ephemeralStorageLimit'
-  | 'workspaceSizeLimit'
   | 'tmpSizeLimit'
   | 'podStartupTimeoutSeconds'
   | 'maxProcesses'

@@ -368,6 +368,74 @@ describe('a container-level OOM kill on the warm path', () => {
   );
 });
 
+// CODEMODE_WORKSPACE_MEDIUM=Memory: /workspace is a tmpfs of its size limit, so a write past it
+// fails at once (DiskFull, in every path that reports it: a run's kernel, the runner of an image
+// without our kernel, a session), and files and their inodes are charged to the memory limit
+// instead of the node's disk: an empty-file loop ends at the memory limit, not at the node's
+// inodes (on disk nothing bounds it: README *Install in a cluster*).
+describe('a /workspace in memory', () => {
+  const own = ownOperator('bounds-memws', {
+    ...LIMITS,
+    CODEMODE_WORKSPACE_MEDIUM: 'Memory',
+    CODEMODE_WARM_POOL_SIZE: '0',
+    // sh runs in an image without our kernel: the runner reports how they ended.
+    CODEMODE_IMAGE_SH: 'codemode.local/datascience:v1',
+  });
+
+  it(
+    'is a tmpfs of the size limit',
+    async () => {
+      const r = await own.client.callTool('execute_code', { language: 'bash', code: 'stat -f -c %T /workspace; df -k /workspace | tail -n 1' });
+      expect(r.structuredContent?.phase, text(r)).toBe('Succeeded');
+      const [fs, df] = String(r.structuredContent?.stdout).trim().split('\n');
+      expect(fs).toBe('tmpfs');
+      expect(Number(df?.trim().split(/\s+/)[1])).toBe(64 * 1024);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it.each([
+    ['a python run (its kernel reports)', { ...ATTACKS.workspaceFill }],
+    [
+      'an sh run in an image without our kernel (the runner reports)',
+      { language: 'sh', code: 'exec dd if=/dev/zero of=/workspace/fill bs=1M', timeout_seconds: 30 },
+    ],
+  ])(
+    'ends %s that fills it as DiskFull, naming /workspace',
+    async (_n, { language, code, timeout_seconds }) => {
+      const r = await own.client.callTool('execute_code', { language, code, timeout_seconds });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(text(r)).toMatch(/\/workspace reached its size limit \(64Mi\)/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'ends a session call that fills it as DiskFull, naming /workspace, and the session lives on',
+    async () => {
+      const created = await own.client.callTool('create_session', { language: 'python' });
+      const session = String(created.structuredContent?.session);
+      const r = await own.client.callTool('execute_code', { session, code: ATTACKS.workspaceFill.code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(text(r)).toMatch(/\/workspace reached its size limit/);
+      const next = await own.client.callTool('execute_code', { session, code: 'import os\nos.remove("/workspace/fill")\n6 * 7' });
+      expect(next.structuredContent, text(next)).toMatchObject({ phase: 'Succeeded', result: '42' });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'charges empty files to the memory limit: a loop creating them ends OOMKilled',
+    async () => {
+      const code = 'import os\nn = 0\nwhile True:\n    os.close(os.open("/workspace/f%d" % n, os.O_CREAT | os.O_WRONLY))\n    n += 1';
+      const r = await own.client.callTool('execute_code', { code, timeout_seconds: 60 });
+      expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
+      expect(String(r.structuredContent?.message)).toMatch(/files in \/workspace and \/tmp count as memory/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
 // The runner path (an image without our kernel) reports how the program ended in a trailer on
 // stderr, told apart by a nonce. The program runs as the runner's user and can read that nonce
 // (the runner's command line) and print a trailer of its own, then kill the runner so the real

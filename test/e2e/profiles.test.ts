@@ -44,6 +44,7 @@ beforeAll(async () => {
     maxResources: { memory: '256Mi' },
     warmPool: { min: 1, max: 1 },
     preImport: ['sqlite3'],
+    workspace: { medium: 'Memory', sizeLimit: '32Mi' },
   });
   // A description at its bound in astral characters (1,024 UTF-16 units): the API server counts
   // 512 characters, and so must the gateway that reads it back.
@@ -81,20 +82,27 @@ describe('SandboxProfiles', () => {
     expect(r.content[0]?.text).toMatch(/Profile broken cannot be used/);
   });
 
-  it('runs a transient run in its profile’s warm pod, with the modules pre-imported and its limits', async () => {
+  it('runs a transient run in its profile’s warm pod, with the modules pre-imported, its limits and its /workspace', async () => {
     // cgroup v2, or v1 on older nodes.
     const limit =
       'import os\ndef limit():\n    for p in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):\n        if os.path.exists(p):\n            return open(p).read().strip()\n';
     const r = await mcp.callTool('execute_code', {
-      code: limit + 'import socket, sys\nprint(socket.gethostname().split("-")[2], "sqlite3" in sys.modules, limit())',
+      code:
+        limit +
+        'import socket, sys, subprocess\nws = subprocess.run(["df", "-k", "--output=fstype,size", "/workspace"], capture_output=True, text=True).stdout.split()[-2:]\n' +
+        'print(socket.gethostname().split("-")[2], "sqlite3" in sys.modules, limit(), *ws)',
       profile: 'slim',
       timeout_seconds: 60,
     });
     expect(sc(r).phase, JSON.stringify(r.content)).toBe('Succeeded');
-    expect(sc(r).stdout).toBe(`slim True ${192 * 1024 * 1024}\n`);
-    // The built-in profile imports nothing ahead.
-    const plain = await mcp.callTool('execute_code', { code: 'import sys\nprint("sqlite3" in sys.modules)', timeout_seconds: 60 });
-    expect(sc(plain).stdout).toBe('False\n');
+    expect(sc(r).stdout).toBe(`slim True ${192 * 1024 * 1024} tmpfs ${32 * 1024}\n`);
+    // The built-in profile imports nothing ahead, and its /workspace is the gateway's, on disk.
+    const plain = await mcp.callTool('execute_code', {
+      code: 'import sys, subprocess\nprint("sqlite3" in sys.modules, subprocess.run(["stat", "-f", "-c", "%T", "/workspace"], capture_output=True, text=True).stdout.strip())',
+      timeout_seconds: 60,
+    });
+    expect(sc(plain).stdout).not.toMatch(/tmpfs/);
+    expect(sc(plain).stdout).toMatch(/^False \S+\n$/);
   });
 
   it('starts a session of a profile from its pool, with the modules loaded', async () => {

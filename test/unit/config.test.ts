@@ -33,6 +33,7 @@ describe('loadConfig defaults', () => {
       memoryRequest: '128Mi',
       ephemeralStorageLimit: '1Gi',
       workspaceSizeLimit: '512Mi',
+      workspaceMedium: 'Disk',
       tmpSizeLimit: '128Mi',
       ttlSecondsAfterFinished: 3600,
       podStartupTimeoutSeconds: 120,
@@ -195,7 +196,7 @@ describe('loadConfig overrides', () => {
     const envs = CONFIG_DOCS.map((d) => d.env);
     expect(new Set(envs).size).toBe(envs.length);
     for (const env of envs) expect(env).toMatch(/^CODEMODE_[A-Z_]+$/);
-    expect(envs).toHaveLength(99);
+    expect(envs).toHaveLength(100);
   });
 });
 

@@ -268,6 +268,34 @@ describe('sandboxPodOptions (one mapping from the settings for every sandbox pod
   });
 });
 
+describe("/workspace's medium", () => {
+  const settings = {
+    imagePullPolicy: 'Never' as const,
+    defaultCpu: '1',
+    defaultMemory: '512Mi',
+    cpuRequest: '100m',
+    memoryRequest: '128Mi',
+    ephemeralStorageLimit: '1Gi',
+    workspaceSizeLimit: '256Mi',
+    tmpSizeLimit: '128Mi',
+  };
+  const workspaceOf = (p: ReturnType<typeof buildRunPod>) => p.spec?.volumes?.find((v) => v.name === 'workspace');
+  const limitEnv = (p: ReturnType<typeof buildRunPod>) => p.spec?.containers[0]?.env?.find((e) => e.name === 'CODEMODE_WORKSPACE_LIMIT_BYTES')?.value;
+  it.each<[string, 'Disk' | 'Memory' | undefined, object, string]>([
+    // On disk the runner and the kernel measure it; the pod is the object it was before the setting existed.
+    ['unset: on the node’s disk', undefined, { sizeLimit: '256Mi' }, String(256 * 1024 * 1024)],
+    ['Disk', 'Disk', { sizeLimit: '256Mi' }, String(256 * 1024 * 1024)],
+    // A tmpfs is its own hard limit: nothing to walk.
+    ['Memory: a tmpfs of the size limit', 'Memory', { medium: 'Memory', sizeLimit: '256Mi' }, '0'],
+  ])('%s', (_n, workspaceMedium, emptyDir, env) => {
+    const o = sandboxPodOptions({ ...settings, ...(workspaceMedium !== undefined && { workspaceMedium }) }, { image: 'i', activeDeadlineSeconds: 1 });
+    const p = buildRunPod(run, o);
+    expect(workspaceOf(p)).toEqual({ name: 'workspace', emptyDir });
+    expect(limitEnv(p)).toBe(env);
+    if (workspaceMedium !== 'Memory') expect(o).not.toHaveProperty('workspaceMedium');
+  });
+});
+
 describe('the file limit of sandbox processes', () => {
   it.each([
     ['512Mi', '128Mi', 513 * 1024 * 1024],

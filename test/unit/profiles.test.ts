@@ -47,6 +47,8 @@ describe('parseSandboxProfile', () => {
       /Exists takes no value/,
     ],
     ['a toleration without key that is not Exists', { image: 'x:v1', tolerations: [{ value: 'yes' }] }, undefined, /without key needs operator Exists/],
+    ['a workspace medium other than Disk or Memory', { image: 'x:v1', workspace: { medium: 'Ssd' } }, undefined, /workspace\.medium/],
+    ['a workspace size that is no quantity', { image: 'x:v1', workspace: { sizeLimit: '2 GB' } }, undefined, /workspace\.sizeLimit/],
     ['17 tolerations', { image: 'x:v1', tolerations: Array.from({ length: 17 }, (_, i) => ({ key: `k${i}`, operator: 'Exists' })) }, undefined, /tolerations/],
   ])('refuses %s', (_n, spec, name, message) => {
     const r = parseSandboxProfile(profile(spec, name));
@@ -79,6 +81,17 @@ describe('resolveProfile', () => {
       { defaultCpu: '2', defaultMemory: '2Gi', maxCpu: '4', maxMemory: '8Gi', pool: { min: 1, max: 4 }, preImport: ['numpy', 'pandas'] },
     ],
     ['a RuntimeClass', { image: 'ds:v1', runtimeClassName: 'gvisor' }, { runtimeClassName: 'gvisor' }],
+    ["no workspace: the gateway's", { image: 'ds:v1' }, { workspaceMedium: 'Disk', workspaceSizeLimit: config.workspaceSizeLimit }],
+    [
+      'a workspace in memory, its size',
+      { image: 'ds:v1', workspace: { medium: 'Memory', sizeLimit: '1Gi' } },
+      { workspaceMedium: 'Memory', workspaceSizeLimit: '1Gi' },
+    ],
+    [
+      'only a medium: the gateway’s size',
+      { image: 'ds:v1', workspace: { medium: 'Memory' } },
+      { workspaceMedium: 'Memory', workspaceSizeLimit: config.workspaceSizeLimit },
+    ],
     [
       'where its pods run: node labels and tolerated taints',
       {
@@ -163,6 +176,18 @@ describe("a profile's pool pods", () => {
     const hash = (x: typeof p): string | undefined => x.metadata?.labels?.['codemode.dev/pool-hash'];
     expect(new Set([hash(p), hash(poolPodTemplate(opts, volume, moved)), hash(poolPodTemplate(opts, volume, plain))]).size).toBe(3);
     expect(poolPodTemplate(opts, volume, plain).spec).not.toHaveProperty('nodeSelector');
+  });
+
+  it("keep the profile's /workspace, and a change of its medium is a new template", () => {
+    const inMemory = resolveProfile(parsed({ image: 'ds:v1', workspace: { medium: 'Memory', sizeLimit: '1Gi' } }), config);
+    const onDisk = resolveProfile(parsed({ image: 'ds:v1', workspace: { sizeLimit: '1Gi' } }), config);
+    if ('invalid' in inMemory || 'invalid' in onDisk) throw new Error('invalid');
+    const m = poolPodTemplate(opts, volume, inMemory);
+    const d = poolPodTemplate(opts, volume, onDisk);
+    const workspace = (x: typeof m) => x.spec?.volumes?.find((v) => v.name === 'workspace')?.emptyDir;
+    expect(workspace(m)).toEqual({ medium: 'Memory', sizeLimit: '1Gi' });
+    expect(workspace(d)).toEqual({ sizeLimit: '1Gi' });
+    expect(m.metadata?.labels?.['codemode.dev/pool-hash']).not.toBe(d.metadata?.labels?.['codemode.dev/pool-hash']);
   });
 
   it("keep the built-in profile's pods as they were named, without an owner, and hash apart", () => {

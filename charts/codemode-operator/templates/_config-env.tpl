@@ -38,6 +38,8 @@
   value: {{ include "codemode.envValue" .Values.config.ephemeralStorageLimit }}
 - name: CODEMODE_WORKSPACE_SIZE_LIMIT
   value: {{ include "codemode.envValue" .Values.config.workspaceSizeLimit }}
+- name: CODEMODE_WORKSPACE_MEDIUM
+  value: {{ include "codemode.envValue" .Values.config.workspaceMedium }}
 - name: CODEMODE_TMP_SIZE_LIMIT
   value: {{ include "codemode.envValue" .Values.config.tmpSizeLimit }}
 - name: CODEMODE_TTL_SECONDS_AFTER_FINISHED

@@ -6,8 +6,9 @@
 - Memory: the memory cgroup's oom_kill counter.
 - /tmp: a memory-backed emptyDir, i.e. a tmpfs with a hard size: a write past it fails with
   ENOSPC at once, and statvfs shows it full.
-- /workspace: on the node's disk, where the kubelet enforces sizeLimit only by evicting the pod
-  later. Its usage is measured against CODEMODE_WORKSPACE_LIMIT_BYTES (pod env), bounded in cost.
+- /workspace: on the node's disk by default, where the kubelet enforces sizeLimit only by evicting
+  the pod later. Its usage is measured against CODEMODE_WORKSPACE_LIMIT_BYTES (pod env), bounded in
+  cost. With workspaceMedium Memory it is a tmpfs like /tmp (and that env is 0): full as /tmp is.
 
 Counters that cannot be read count as 0: outside a pod nothing is reported.
 """
@@ -70,12 +71,17 @@ def fork_failures():
     return _counter(("/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events"), b"max")
 
 
-def tmp_full():
+def volume_full(path):
+    """True when `path`'s filesystem has (nearly) no room left: one statvfs."""
     try:
-        st = os.statvfs(TMP)
+        st = os.statvfs(path)
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < TMP_FULL_BYTES
+
+
+def tmp_full():
+    return volume_full(TMP)
 
 
 def workspace_limit():
@@ -136,6 +142,8 @@ class Watch:
         full = self.disk_full
         if full is None and scan_workspace and workspace_over(workspace_limit()):
             full = "workspace"
+        if full is None and volume_full(WORKSPACE):
+            full = "workspace"
         if full is None and tmp_full():
             full = "tmp"
         fields = dict(oomKilled=oom_kills() > self._oom, processLimit=fork_failures() > self._forks)
@@ -148,7 +156,8 @@ def bounded(call, *args):
     """Runs a session call and adds the bounds it met to its result (`exec`). /workspace is not
     walked here: on disk a write past its limit does not fail, so it never explains a failed
     call, and a walk would cost every call time; the kubelet's eviction enforces it (the gateway
-    then reports Evicted)."""
+    then reports Evicted). A tmpfs /workspace (workspaceMedium Memory) that is full is seen with
+    one statvfs, as /tmp is."""
     watch = Watch()
     since = procs.now_ticks()
     result = call(*args)

@@ -29,6 +29,17 @@ const ResourcesSchema = z.object({
   memory: QuantitySchema.optional().describe('Memory, e.g. 512Mi or 4Gi.'),
 });
 
+/** Where a sandbox's /workspace lives (CODEMODE_WORKSPACE_MEDIUM, SandboxProfile spec.workspace.medium). */
+export const WorkspaceMediumSchema = z.enum(['Disk', 'Memory']);
+export type WorkspaceMedium = z.infer<typeof WorkspaceMediumSchema>;
+
+const WorkspaceSchema = z.object({
+  medium: WorkspaceMediumSchema.optional().describe(
+    "Disk: an emptyDir on the node's disk (may hold more than the memory limit; its inodes and disk bandwidth are not bounded). Memory: a tmpfs with a hard size whose files count against the memory limit, and no disk writes. Default: the gateway's (CODEMODE_WORKSPACE_MEDIUM).",
+  ),
+  sizeLimit: QuantitySchema.optional().describe("Size limit of /workspace, e.g. 2Gi (default: the gateway's, CODEMODE_WORKSPACE_SIZE_LIMIT)."),
+});
+
 const PYTHON_MODULE = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
 
 /** A label key as Kubernetes accepts it: an optional DNS-subdomain prefix and a name of 1–63 characters. */
@@ -67,6 +78,7 @@ export const SandboxProfileSpecSchema = z.object({
     .describe('Image of every sandbox of this profile (all languages): it must have python3 (the kernel), and node and bash for those languages.'),
   resources: ResourcesSchema.optional().describe("Limits a run or session of this profile gets when it asks for none (default: the gateway's)."),
   maxResources: ResourcesSchema.optional().describe("Most a run of this profile may ask for (default: the gateway's maxima)."),
+  workspace: WorkspaceSchema.optional().describe("Where this profile's /workspace lives and how large it may grow (default: the gateway's)."),
   runtimeClassName: z
     .string()
     .max(253)

@@ -111,6 +111,13 @@ describe('classifyExecution', () => {
   });
 
   it.each([
+    ['on disk', limits, /limit \(512Mi\) and was killed; files in \/tmp count as memory\. Use less memory \(or delete files\)/],
+    ['in memory', { ...limits, workspaceMedium: 'Memory' as const }, /limit \(512Mi\) and was killed; files in \/workspace and \/tmp count as memory/],
+  ])('an OOM kill says which files count as memory: /workspace %s', (_n, l, text) => {
+    expect(classifyExecution(facts({ exitCode: 137, oomKilled: true }), 10, l).message).toMatch(text);
+  });
+
+  it.each([
     ['tmp', /^\/tmp reached its size limit \(16Mi\)/],
     ['workspace', /^\/workspace reached its size limit \(64Mi\)/],
   ] as const)('names the full volume and its limit: %s', (volume, text) => {

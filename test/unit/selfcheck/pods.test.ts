@@ -100,7 +100,6 @@ describe('checkPods: the canary is a sandbox of the default profile', () => {
     cpuRequest: '100m',
     memoryRequest: '128Mi',
     ephemeralStorageLimit: '1Gi',
-    workspaceSizeLimit: '512Mi',
     tmpSizeLimit: '128Mi',
     podStartupTimeoutSeconds: 60,
     maxProcesses: 128,
@@ -108,7 +107,15 @@ describe('checkPods: the canary is a sandbox of the default profile', () => {
     port: 8080,
   };
   const img = (python: string): SandboxShape['images'] => ({ python, bash: 'b', sh: 's', node: 'n' });
-  const base: SandboxShape = { images: img('py:1'), defaultCpu: '1', defaultMemory: '512Mi', maxCpu: '2', maxMemory: '1Gi' };
+  const base: SandboxShape = {
+    images: img('py:1'),
+    defaultCpu: '1',
+    defaultMemory: '512Mi',
+    maxCpu: '2',
+    maxMemory: '1Gi',
+    workspaceMedium: 'Disk',
+    workspaceSizeLimit: '512Mi',
+  };
   const onSandboxNodes: SandboxShape = {
     ...base,
     images: img('py:2'),
