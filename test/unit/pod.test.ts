@@ -225,17 +225,20 @@ describe('buildRunPod', () => {
   });
 });
 
+/** The administrator's settings of sandboxPodOptions. */
+const SETTINGS = {
+  imagePullPolicy: 'Never' as const,
+  defaultCpu: '1',
+  defaultMemory: '512Mi',
+  cpuRequest: '100m',
+  memoryRequest: '128Mi',
+  ephemeralStorageLimit: '1Gi',
+  workspaceSizeLimit: '512Mi',
+  tmpSizeLimit: '128Mi',
+};
+
 describe('sandboxPodOptions (one mapping from the settings for every sandbox pod)', () => {
-  const settings = {
-    imagePullPolicy: 'Never' as const,
-    defaultCpu: '1',
-    defaultMemory: '512Mi',
-    cpuRequest: '100m',
-    memoryRequest: '128Mi',
-    ephemeralStorageLimit: '1Gi',
-    workspaceSizeLimit: '512Mi',
-    tmpSizeLimit: '128Mi',
-  };
+  const settings = SETTINGS;
   it.each([
     ['the defaults', {}, { cpuLimit: '1', memoryLimit: '512Mi' }],
     ["a run's own limits", { cpuLimit: '500m', memoryLimit: '64Mi' }, { cpuLimit: '500m', memoryLimit: '64Mi' }],
@@ -269,16 +272,7 @@ describe('sandboxPodOptions (one mapping from the settings for every sandbox pod
 });
 
 describe("/workspace's medium", () => {
-  const settings = {
-    imagePullPolicy: 'Never' as const,
-    defaultCpu: '1',
-    defaultMemory: '512Mi',
-    cpuRequest: '100m',
-    memoryRequest: '128Mi',
-    ephemeralStorageLimit: '1Gi',
-    workspaceSizeLimit: '256Mi',
-    tmpSizeLimit: '128Mi',
-  };
+  const settings = { ...SETTINGS, workspaceSizeLimit: '256Mi' };
   const workspaceOf = (p: ReturnType<typeof buildRunPod>) => p.spec?.volumes?.find((v) => v.name === 'workspace');
   const limitEnv = (p: ReturnType<typeof buildRunPod>) => p.spec?.containers[0]?.env?.find((e) => e.name === 'CODEMODE_WORKSPACE_LIMIT_BYTES')?.value;
   it.each<[string, 'Disk' | 'Memory' | undefined, object, string]>([
