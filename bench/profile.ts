@@ -24,6 +24,8 @@ interface TimedApiCall {
   name?: string;
   /** The SandboxRun the object is for: owner of a created or claimed pod, subject of an Event. */
   about?: string;
+  /** The pod a SandboxRun status patch names (status.podName). */
+  pod?: string;
   start: number;
   /** The response; for an exec, the moment its websocket is open. */
   end: number;
@@ -44,12 +46,17 @@ export interface KernelStream {
 
 interface CallParams {
   name?: unknown;
-  body?: { metadata?: { name?: unknown; ownerReferences?: Array<{ name?: unknown }> }; regarding?: { name?: unknown } };
+  body?: {
+    metadata?: { name?: unknown; ownerReferences?: Array<{ name?: unknown }> };
+    regarding?: { name?: unknown };
+    status?: { podName?: unknown };
+  };
 }
 
 const str = (x: unknown): string | undefined => (typeof x === 'string' ? x : undefined);
 const objectName = (p: CallParams | undefined): string | undefined => str(p?.name) ?? str(p?.body?.metadata?.name);
 const aboutRun = (p: CallParams | undefined): string | undefined => str(p?.body?.metadata?.ownerReferences?.[0]?.name) ?? str(p?.body?.regarding?.name);
+const statusPod = (p: CallParams | undefined): string | undefined => str(p?.body?.status?.podName);
 const isWriteKey = (key: string): boolean => WRITE_VERBS.has(key.split(' ')[0] ?? '');
 
 /** Patches `write` of one stream instance to timestamp every chunk (the stream is untouched otherwise). */
@@ -90,12 +97,12 @@ export class CallTimer {
     if (!original) return;
     target[method] = (...args: unknown[]): Promise<unknown> => {
       const p = args[0] as CallParams | undefined;
-      return this.timed({ key, name: objectName(p), about: aboutRun(p) }, performance.now(), () => original(...args));
+      return this.timed({ key, name: objectName(p), about: aboutRun(p), pod: statusPod(p) }, performance.now(), () => original(...args));
     };
   }
 
   /** Runs `call` and records its round trip, from `start`, and whether it succeeded. */
-  private async timed<T>(what: Pick<TimedApiCall, 'key' | 'name' | 'about'>, start: number, call: () => Promise<T>): Promise<T> {
+  private async timed<T>(what: Pick<TimedApiCall, 'key' | 'name' | 'about' | 'pod'>, start: number, call: () => Promise<T>): Promise<T> {
     let ok = false;
     try {
       const r = await call();
@@ -134,6 +141,14 @@ export class CallTimer {
   /** The pool pod a run claimed (its successful claim patch), if any. */
   claimedBy(run: string): TimedApiCall | undefined {
     return this.calls.find((c) => c.key === 'patch pods' && c.ok && c.about === run);
+  }
+
+  /**
+   * The pool pod a warm run executed in: the one it claimed, or else the one its status names (a
+   * run in this process's reserved pod patches no pod before its status; the pod is deleted after).
+   */
+  podOf(run: string): string | undefined {
+    return this.claimedBy(run)?.name ?? this.calls.find((c) => c.key === 'patch sandboxruns/status' && c.ok && c.name === run && c.pod !== undefined)?.pod;
   }
 }
 
@@ -182,7 +197,7 @@ export function writesBeforeReply(calls: readonly TimedCall[], timer: CallTimer)
   for (const call of calls) {
     const run = call.run;
     if (!run) continue;
-    const claimed = timer.claimedBy(run)?.name;
+    const claimed = timer.podOf(run);
     const pods = new Set([podNameForRun(run), ...(claimed ? [claimed] : [])]);
     const mine = timer.calls.filter(
       (c) =>
@@ -312,10 +327,10 @@ export function kernelSplit(calls: readonly TimedCall[], timer: CallTimer): Kern
   let onPath = 0;
   let overlapped = 0;
   for (const call of calls) {
-    const claim = call.run ? timer.claimedBy(call.run) : undefined;
+    const pod = call.run ? timer.podOf(call.run) : undefined;
     const created = timer.calls.find((c) => c.key === 'create sandboxruns' && c.ok && c.name === call.run && c.start >= call.start);
-    const s = claim?.name ? timer.streams.get(claim.name) : undefined;
-    if (!claim || !s || !created) continue;
+    const s = pod ? timer.streams.get(pod) : undefined;
+    if (!s || !created) continue;
     // The run frame is the last one written (a stream reopened on the path writes its ping first).
     // In a reserved pod it goes while the create is on its way (executeWhileCreating).
     const runSent = s.sent.filter((t) => t >= created.start && t <= call.end).at(-1);
