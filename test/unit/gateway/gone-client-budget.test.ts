@@ -4,10 +4,9 @@
 // twice) while it waited for its session. Counted only until the client left, one user's client
 // could send such calls and leave, again and again, and pile up the replica's memory uncounted.
 // Over real HTTP with a session service whose pod does not answer yet.
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BodyBudget } from '../../../src/gateway/body-budget.js';
-import { sleep, startGateway, type Gateway } from './harness.js';
+import { rawMcpPost, sleep, startGateway, type Gateway } from './harness.js';
 
 const MiB = 1024 * 1024;
 const write = (content: string): string =>
@@ -60,14 +59,7 @@ describe('a tool still running holds its request body after the client went away
 
   /** Sends a write_file of `bytes` and leaves once the tool has it (its socket destroyed). */
   async function sendAndLeave(bytes: number): Promise<void> {
-    const socket = connect(gateway.port, '127.0.0.1');
-    socket.on('error', () => undefined);
-    await new Promise<void>((resolve) => socket.once('connect', resolve));
-    const body = write('a'.repeat(bytes));
-    socket.write(
-      `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${gateway.port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n` +
-        `mcp-protocol-version: 2025-06-18\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
+    const socket = await rawMcpPost(gateway.port, write('a'.repeat(bytes)));
     await sleep(300);
     socket.destroy();
     await sleep(100);

@@ -1,7 +1,7 @@
 // Test harness: the real gateway on a real HTTP port, driven by real MCP clients of both protocol
 // eras. The RunService is an in-test implementation of our own boundary (src/runs/types.ts), not a
 // stand-in for Kubernetes: the Kubernetes-backed service is tested end to end elsewhere.
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { serve } from '@hono/node-server';
 import { pino } from 'pino';
@@ -237,6 +237,24 @@ export const MCP_POST_HEADERS = {
   'content-type': 'application/json',
   accept: 'application/json, text/event-stream',
 };
+
+/**
+ * A raw connection to the gateway on `port` that has sent one MCP POST of `body` with the headers
+ * a current client sends (and `token` as its bearer token), for tests that control how the answer
+ * is read: `paused`, nothing is read until the test resumes the socket. Socket errors are ignored.
+ */
+export async function rawMcpPost(port: number, body: string, options: { token?: string; paused?: boolean } = {}): Promise<Socket> {
+  const socket = connect(port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  await new Promise<void>((resolve) => socket.once('connect', resolve));
+  if (options.paused) socket.pause();
+  socket.write(
+    `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n` +
+      `mcp-protocol-version: 2025-06-18\r\n${options.token === undefined ? '' : `authorization: Bearer ${options.token}\r\n`}` +
+      `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  return socket;
+}
 
 /** A streamed (SSE) response of 32 MiB, as a large tool call's: more than the sockets' buffers take at once. */
 export function largeEventStream(): Response {

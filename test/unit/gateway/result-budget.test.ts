@@ -5,7 +5,7 @@
 // body budget (body-budget.ts) before its reply is made, and one without room is left out with a
 // note (result-hold.ts); its texts and progress notifications count too until sent. Over real HTTP
 // with two token users.
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
@@ -15,7 +15,7 @@ import { BodyBudget, keepHold } from '../../../src/gateway/body-budget.js';
 import { holdResult, replyBytes } from '../../../src/gateway/tools/result-hold.js';
 import { progressReporter } from '../../../src/gateway/tools/progress.js';
 import type { OutputChunk } from '../../../src/runs/types.js';
-import { TEST_OPTIONS, outcome, sleep, startGateway, type Gateway } from './harness.js';
+import { TEST_OPTIONS, outcome, rawMcpPost, sleep, startGateway, type Gateway } from './harness.js';
 
 const ALICE = 'tok-alice-aaaaaaaaaaaaaaaa';
 const BOB = 'tok-bob-bbbbbbbbbbbbbbbbbbbb';
@@ -120,15 +120,7 @@ describe('results held while they are sent, over HTTP', () => {
 
   /** Alice's call whose result she does not read (yet): the connection stays open, paused. */
   async function unreadResult(): Promise<Socket> {
-    const socket = connect(gateway.port, '127.0.0.1');
-    socket.on('error', () => undefined);
-    await new Promise<void>((resolve) => socket.once('connect', resolve));
-    socket.pause();
-    const body = call('show()');
-    socket.write(
-      `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${gateway.port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n` +
-        `mcp-protocol-version: 2025-06-18\r\nauthorization: Bearer ${ALICE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
+    const socket = await rawMcpPost(gateway.port, call('show()'), { token: ALICE, paused: true });
     await sleep(300);
     return socket;
   }

@@ -4,10 +4,10 @@
 // HTTP, with results as large as a call's images may be.
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StallGuard } from '../../../src/gateway/stall-guard.js';
-import { outcome, sleep, startGateway, type Gateway } from './harness.js';
+import { outcome, rawMcpPost, sleep, startGateway, type Gateway } from './harness.js';
 
 /** A response whose socket reports `waiting` bytes queued and `sent` bytes gone, as each look finds them. */
 function fakeResponse() {
@@ -115,17 +115,11 @@ describe('a client that stops reading its results, over HTTP', () => {
    * connection ('closed') or it was still open 2 s later ('open').
    */
   async function callAndRead(read: (socket: Socket) => void, readMs: number): Promise<{ got: number; end: 'closed' | 'open' }> {
-    const socket = connect(gateway.port, '127.0.0.1');
-    socket.on('error', () => undefined);
-    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    const socket = await rawMcpPost(gateway.port, BODY, { paused: true });
     let got = 0;
+    // Paused by hand: a data listener does not resume it.
     socket.on('data', (chunk: Buffer) => (got += chunk.length));
-    socket.pause();
     const closed = new Promise<'closed'>((resolve) => socket.once('close', () => resolve('closed')));
-    socket.write(
-      `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${gateway.port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n` +
-        `mcp-protocol-version: 2025-06-18\r\ncontent-length: ${Buffer.byteLength(BODY)}\r\n\r\n${BODY}`,
-    );
     read(socket);
     await sleep(readMs);
     socket.resume();
