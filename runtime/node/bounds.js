@@ -5,12 +5,14 @@
 //   increments the "max" counter in pids.events of the container's cgroup (v1 or v2 path).
 // - Memory: the memory cgroup's oom_kill counter.
 // - /tmp: a memory-backed emptyDir, a tmpfs with a hard size: statfs shows it full.
-// (/workspace is not measured for a session call, as in bounds.py's `bounded`: on disk a write
-// past its limit does not fail, and the kubelet's eviction enforces it.)
+// - /workspace is not measured for a session call, as in bounds.py's `bounded`: on disk a write
+//   past its limit does not fail, and the kubelet's eviction enforces it. A tmpfs /workspace
+//   (workspaceMedium Memory) is full as /tmp is.
 // Counters that cannot be read count as 0: outside a pod nothing is reported.
 const fs = require('node:fs');
 
 const TMP = '/tmp';
+const WORKSPACE = '/workspace';
 const TMP_FULL_BYTES = 256 * 1024;
 const OOM = ['/sys/fs/cgroup/memory/memory.oom_control', '/sys/fs/cgroup/memory.events'];
 const FORKS = ['/sys/fs/cgroup/pids/pids.events', '/sys/fs/cgroup/pids.events'];
@@ -55,10 +57,11 @@ function counter(paths, key) {
 const oomKills = () => counter(OOM, 'oom_kill');
 const forkFailures = () => counter(FORKS, 'max');
 
-function tmpFull() {
+/** Whether `path`'s filesystem has (nearly) no room left: one statfs. */
+function full(path) {
   if (typeof fs.statfsSync !== 'function') return false; // Node before 18.15
   try {
-    const s = fs.statfsSync(TMP);
+    const s = fs.statfsSync(path);
     return s.bavail * s.bsize < TMP_FULL_BYTES;
   } catch {
     return false;
@@ -76,7 +79,7 @@ class Watch {
     return {
       oomKilled: oomKills() > this.oom,
       processLimit: forkFailures() > this.forks,
-      ...(tmpFull() && { diskFull: 'tmp' }),
+      ...(full(WORKSPACE) ? { diskFull: 'workspace' } : full(TMP) && { diskFull: 'tmp' }),
     };
   }
 }

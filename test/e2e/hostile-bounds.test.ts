@@ -410,15 +410,22 @@ describe('a /workspace in memory', () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
-    'ends a session call that fills it as DiskFull, naming /workspace, and the session lives on',
-    async () => {
-      const created = await own.client.callTool('create_session', { language: 'python' });
+  it.each([
+    ['python', ATTACKS.workspaceFill.code, 'import os\nos.remove("/workspace/fill")\n6 * 7'],
+    [
+      'node',
+      "const fs = require('fs')\nconst fd = fs.openSync('/workspace/fill', 'w')\nconst mb = Buffer.alloc(1 << 20)\nwhile (true) fs.writeSync(fd, mb)",
+      "require('fs').unlinkSync('/workspace/fill')\n6 * 7",
+    ],
+  ])(
+    'ends a %s session call that fills it as DiskFull, naming /workspace, and the session lives on',
+    async (language, code, cleanUp) => {
+      const created = await own.client.callTool('create_session', { language });
       const session = String(created.structuredContent?.session);
-      const r = await own.client.callTool('execute_code', { session, code: ATTACKS.workspaceFill.code, timeout_seconds: 30 });
+      const r = await own.client.callTool('execute_code', { session, code, timeout_seconds: 30 });
       expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
       expect(text(r)).toMatch(/\/workspace reached its size limit/);
-      const next = await own.client.callTool('execute_code', { session, code: 'import os\nos.remove("/workspace/fill")\n6 * 7' });
+      const next = await own.client.callTool('execute_code', { session, code: cleanUp });
       expect(next.structuredContent, text(next)).toMatchObject({ phase: 'Succeeded', result: '42' });
     },
     TEST_TIMEOUT_MS,
