@@ -213,7 +213,7 @@ rm -rf "$d"
 full=-
 if [ "$ws" -eq 3 ]; then full=workspace
 elif [ "$wl" -gt 0 ] && u=$(wskib) && [ "\${u:-0}" -gt "$wl" ]; then full=workspace
-elif set -- $(df -Pk /workspace 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ]; then full=workspace
+elif [ "$wl" -eq 0 ] && set -- $(df -Pk /workspace 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ]; then full=workspace
 else set -- $(df -Pk /tmp 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ] && full=tmp; fi
 printf '\\036%s %s %s %s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" "$((f1 - f0))" "$full" "$left" >&2
 exit "$rc"

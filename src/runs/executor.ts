@@ -376,7 +376,7 @@ export class RunExecutor {
       memoryLimit: run.spec.resources?.memory ?? opts.defaultMemory,
       maxMemory: opts.maxMemory,
       workspaceSizeLimit: opts.workspaceSizeLimit,
-      ...(opts.workspaceMedium === 'Memory' && { workspaceMedium: opts.workspaceMedium }),
+      workspaceMedium: opts.workspaceMedium,
       tmpSizeLimit: opts.tmpSizeLimit,
     };
   }

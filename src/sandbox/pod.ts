@@ -239,11 +239,10 @@ export const CORE_LIMIT = 'ulimit -c 0';
  * (CORE_LIMIT) it and every process it starts keep, with its stdout and stderr appended to
  * `output` (SANDBOX_LOG_PATH; /dev/null for the runner pod's idle `sleep`, which any process of
  * the pod's user could otherwise write through /proc/<pid>/fd/1), after writing its user's passwd
- * line (SANDBOX_PASSWD_PATH). The user and
- * group are read from /proc/self/status, not written into the command: a pool pod's spec, user
- * aside, must be the same for every pod of one template (podTemplateHash). Shell builtins only (no
- * process started), and a /tmp that cannot take the line stops nothing. Only the wrapper's own
- * refusal reaches the container log.
+ * line (SANDBOX_PASSWD_PATH). The user and group are read from /proc/self/status, not written into
+ * the command: a pool pod's spec, user aside, must be the same for every pod of one template
+ * (podTemplateHash). Shell builtins only (no process started), and a /tmp that cannot take the
+ * line stops nothing. Only the wrapper's own refusal reaches the container log.
  */
 export function mainCommand(command: readonly string[], output: string, passwdPath = SANDBOX_PASSWD_PATH): string[] {
   const dir = output.slice(0, output.lastIndexOf('/'));
