@@ -1,6 +1,7 @@
 // A session call's kernel result as a RunOutcome (the shape execute_code and SandboxRun status use).
 import { Reasons } from '../api/v1alpha1/index.js';
 import { capText } from '../exec/frames.js';
+import { outOfMemory } from '../sandbox/pod-failure.js';
 import { diskFull, processLimit } from './bounds.js';
 import type { RunOutcome } from './types.js';
 import type { SessionCallResult } from '../sessions/service.js';
@@ -74,7 +75,7 @@ function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason'
     return {
       phase: 'Failed',
       reason: Reasons.OOMKilled,
-      message: `The session's interpreter used more memory than its limit and was killed. ${lost} Use less memory: process data in smaller pieces.`,
+      message: `The session's interpreter ${outOfMemory(r.memory)}. ${lost} Use less memory (or delete files): process data in smaller pieces.`,
     };
   }
   if (r.status === 'lost' && r.error?.ename === Reasons.Evicted) {

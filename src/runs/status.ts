@@ -12,7 +12,8 @@ import {
   type WorkspaceMedium,
 } from '../api/v1alpha1/index.js';
 import { diskFull, evicted, leftoverNote, processLimit, type FullVolume } from './bounds.js';
-import type { PodFailure } from '../sandbox/pod-failure.js';
+import { outOfMemory, type PodFailure } from '../sandbox/pod-failure.js';
+import { TMP_DIR, WORKSPACE_DIR } from '../sandbox/pod.js';
 import { withoutControls } from '../util/text.js';
 
 export interface Limits {
@@ -105,7 +106,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
     phase: 'Failed',
     reason: Reasons.OOMKilled,
     exitCode,
-    message: `The program used more memory than its limit (${limits.memoryLimit}) and was killed; files in ${limits.workspaceMedium === 'Memory' ? '/workspace and /tmp count' : '/tmp count'} as memory. Use less memory (or delete files) or request more with resources.memory (maximum ${limits.maxMemory}).`,
+    message: `The program ${outOfMemory({ limit: limits.memoryLimit, tmpfs: limits.workspaceMedium === 'Memory' ? [TMP_DIR, WORKSPACE_DIR] : [TMP_DIR] })}. Use less memory (or delete files) or request more with resources.memory (maximum ${limits.maxMemory}).`,
   });
   if (f.runnerReported) {
     // A bound the program ran into explains a failure (or a timeout: a fork bomb runs until it

@@ -8,6 +8,39 @@ export interface PodFailure {
   reason: typeof Reasons.OOMKilled | typeof Reasons.Evicted;
   /** The kubelet's own words (e.g. which volume exceeded which limit), already bounded. */
   detail: string;
+  /**
+   * An OOM kill: the killed container's memory limit and the directories whose files count against
+   * it (its volumes in memory: /tmp, and /workspace when a profile puts it there), from its spec.
+   */
+  memory?: MemoryCharge;
+}
+
+export interface MemoryCharge {
+  limit?: string;
+  tmpfs: readonly string[];
+}
+
+/** "files in /tmp and /workspace count as memory", or '' when no directory is in memory. */
+export function memoryFilesText(tmpfs: readonly string[]): string {
+  return tmpfs.length === 0 ? '' : `files in ${[...tmpfs].sort().join(' and ')} count as memory`;
+}
+
+/** "used more memory than its limit (512Mi) and was killed; files in /tmp count as memory". */
+export function outOfMemory(memory: MemoryCharge | undefined): string {
+  const files = memoryFilesText(memory?.tmpfs ?? []);
+  return `used more memory than its limit${memory?.limit !== undefined ? ` (${memory.limit})` : ''} and was killed${files ? `; ${files}` : ''}`;
+}
+
+/** The container's memory limit and its mount paths whose volume is an emptyDir in memory. */
+function memoryCharge(pod: V1Pod, container: string): MemoryCharge {
+  const c = pod.spec?.containers.find((x) => x.name === container);
+  const inMemory = new Set((pod.spec?.volumes ?? []).filter((v) => v.emptyDir?.medium === 'Memory').map((v) => v.name));
+  const tmpfs = (c?.volumeMounts ?? [])
+    .filter((m) => inMemory.has(m.name))
+    .map((m) => m.mountPath)
+    .sort();
+  const limit = c?.resources?.limits?.memory;
+  return { ...(limit !== undefined && { limit }), tmpfs };
 }
 
 /** Maximum length of the kubelet's text kept in a message (it comes from the pod's status). */
@@ -28,7 +61,11 @@ export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
   if (pod.status?.reason === 'Evicted') return { reason: Reasons.Evicted, detail: detail(pod.status.message, 'no details.') };
   for (const cs of pod.status?.containerStatuses ?? []) {
     const term = cs.state?.terminated ?? cs.lastState?.terminated;
-    if (term?.reason === 'OOMKilled') return { reason: Reasons.OOMKilled, detail: 'the container was OOM-killed.' };
+    if (term?.reason === 'OOMKilled') {
+      const memory = memoryCharge(pod, cs.name);
+      const files = memoryFilesText(memory.tmpfs);
+      return { reason: Reasons.OOMKilled, detail: `the container was OOM-killed${files ? `; ${files}` : ''}.`, memory };
+    }
   }
   return undefined;
 }

@@ -27,6 +27,7 @@ import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { recallOnce, type StreamBreakOutcome } from '../exec/recall.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateSessionName } from '../sandbox/names.js';
+import type { MemoryCharge } from '../sandbox/pod-failure.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type Listing } from './files.js';
 import { workspacePath } from './paths.js';
 import { canSee, toolCallsFor } from './access.js';
@@ -121,7 +122,8 @@ export interface SessionCall {
 export type SessionWaitCause = 'busy' | 'starting';
 
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
-export type SessionCallResult = KernelResult & { session: string; capChars: number };
+/** `memory`: when the interpreter was OOM-killed, its limit and the directories whose files count. */
+export type SessionCallResult = KernelResult & { session: string; capChars: number; memory?: MemoryCharge };
 
 export class SessionService {
   private readonly store: SessionStore;

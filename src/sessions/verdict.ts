@@ -2,7 +2,7 @@
 // or an eviction (e.g. /workspace past its limit). Read from the API with a short bounded poll,
 // since the kubelet reports the stopped container a second or two after the stream ends.
 import { Reasons } from '../api/v1alpha1/index.js';
-import { podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
+import { outOfMemory, podFailure, podStopped, type MemoryCharge, type PodFailure } from '../sandbox/pod-failure.js';
 import type { KernelResult } from '../exec/kernel.js';
 import { isNotFound, type KubeClients } from '../kube/clients.js';
 
@@ -43,14 +43,14 @@ export async function readPodState(
 export const NO_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 0 } as const;
 
 /** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
-export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number } {
-  const evalue =
-    verdict.reason === Reasons.OOMKilled ? 'the interpreter used more memory than its limit and was killed' : `the pod was evicted: ${verdict.detail}`;
+export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number; memory?: MemoryCharge } {
+  const evalue = verdict.reason === Reasons.OOMKilled ? `the interpreter ${outOfMemory(verdict.memory)}` : `the pod was evicted: ${verdict.detail}`;
   return {
     status: 'lost',
     ...NO_OUTPUT,
     error: { ename: verdict.reason, evalue, traceback: '' },
     session,
     capChars,
+    ...(verdict.memory && { memory: verdict.memory }),
   };
 }

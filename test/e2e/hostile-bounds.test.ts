@@ -308,7 +308,9 @@ describe('resource bounds in a session', () => {
       const session = await newSession('python');
       const r = await client.callTool('execute_code', { session, code: 'x = b"x" * (2 << 30)', timeout_seconds: 30 });
       expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
-      expect(String(r.structuredContent?.message)).toMatch(/interpreter used more memory than its limit.*create a new session/);
+      expect(String(r.structuredContent?.message)).toMatch(
+        /interpreter used more memory than its limit \(\d+[MG]i\) and was killed; files in \/tmp count as memory.*create a new session/,
+      );
       expect(text(r)).toMatch(/ran out of memory/);
     },
     TEST_TIMEOUT_MS,
@@ -431,13 +433,24 @@ describe('a /workspace in memory', () => {
     TEST_TIMEOUT_MS,
   );
 
-  it(
-    'charges empty files to the memory limit: a loop creating them ends OOMKilled',
-    async () => {
+  // A session's interpreter killed with its pod: the message is read from the pod (its limit, its
+  // volumes in memory), and the session is lost.
+  it.each([
+    ['a run', false, /^The program used more memory than its limit \(\d+[MG]i\) and was killed; files in \/tmp and \/workspace count as memory/],
+    [
+      'a session call',
+      true,
+      /^The session's interpreter used more memory than its limit \(\d+[MG]i\) and was killed; files in \/tmp and \/workspace count as memory\. The session is lost/,
+    ],
+  ])(
+    'charges empty files to the memory limit: a loop creating them ends %s OOMKilled',
+    async (_n, inSession, message) => {
       const code = 'import os\nn = 0\nwhile True:\n    os.close(os.open("/workspace/f%d" % n, os.O_CREAT | os.O_WRONLY))\n    n += 1';
-      const r = await own.client.callTool('execute_code', { code, timeout_seconds: 60 });
+      const session = inSession ? String((await own.client.callTool('create_session', { language: 'python' })).structuredContent?.session) : undefined;
+      const r = await own.client.callTool('execute_code', { code, timeout_seconds: 60, ...(session !== undefined && { session }) });
       expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
-      expect(String(r.structuredContent?.message)).toMatch(/files in \/workspace and \/tmp count as memory/);
+      expect(String(r.structuredContent?.message)).toMatch(message);
+      expect(text(r)).toMatch(/^The run was killed because it ran out of memory \(OOMKilled\)\. The (program|session's interpreter) used more memory/);
     },
     TEST_TIMEOUT_MS,
   );

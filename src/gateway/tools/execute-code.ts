@@ -108,9 +108,8 @@ function failureText(outcome: RunOutcome, timeoutSeconds: number, options: Gatew
     return `The run exceeded timeout_seconds=${timeoutSeconds}; make the code faster or raise ` + `timeout_seconds (max ${options.maxTimeoutSeconds}).`;
   }
   if (outcome.reason === Reasons.OOMKilled) {
-    return (
-      'The run was killed because it ran out of memory (OOMKilled). Use less memory: process ' + 'data in smaller pieces instead of loading it all at once.'
-    );
+    // The outcome's message says whose memory, its limit and which files count against it.
+    return `The run was killed because it ran out of memory (OOMKilled). ${outcome.message ?? 'Use less memory: process data in smaller pieces instead of loading it all at once.'}`;
   }
   const why = outcome.message ?? 'The sandbox could not complete the run; try again.';
   return `The run failed (${outcome.reason ?? 'unknown reason'}). ${why}`;

@@ -105,11 +105,18 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     expect(gateway.service.calls.at(-1)?.request.timeoutSeconds).toBe(5);
   });
 
-  it('reports an OOM kill as a tool error with a hint', async () => {
-    gateway.service.behaviour = async () => outcome({ phase: 'Failed', reason: 'OOMKilled', exitCode: 137 });
+  it.each([
+    ['no message', undefined, /^The run was killed because it ran out of memory \(OOMKilled\)\. Use less memory: process data in smaller pieces/],
+    [
+      "the outcome's message",
+      'The program used more memory than its limit (512Mi) and was killed; files in /tmp count as memory. Use less memory.',
+      /^The run was killed because it ran out of memory \(OOMKilled\)\. The program used more memory than its limit \(512Mi\) and was killed; files in \/tmp count/,
+    ],
+  ])('reports an OOM kill as a tool error with a hint: %s', async (_n, message, text) => {
+    gateway.service.behaviour = async () => outcome({ phase: 'Failed', reason: 'OOMKilled', exitCode: 137, ...(message !== undefined && { message }) });
     const result = await (await connect()).callTool({ code: 'x = "a" * 10**12' });
     expect(result.isError).toBe(true);
-    expect(textOf(result)).toMatch(/^The run was killed because it ran out of memory \(OOMKilled\)/);
+    expect(textOf(result)).toMatch(text);
   });
 
   it('reports every call to the metrics sink: ok for a result, error for a tool error', async () => {

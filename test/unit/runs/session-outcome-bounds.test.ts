@@ -45,7 +45,14 @@ describe('sessionOutcome', () => {
   it.each([
     [result({ status: 'timeout', processLimit: true }), /allows a limited number of processes.*stopped at its timeout; the session keeps its state/],
     [result({ status: 'error', error, diskFull: 'tmp' }), /^\/tmp reached its size limit and the program could not write more/],
-    [lostTo({ reason: 'OOMKilled', detail: 'x' }, 's1'), /more memory than its limit.*create a new session/],
+    [
+      lostTo({ reason: 'OOMKilled', detail: 'x' }, 's1'),
+      /^The session's interpreter used more memory than its limit and was killed\. The session is lost.*create a new session/,
+    ],
+    [
+      lostTo({ reason: 'OOMKilled', detail: 'x', memory: { limit: '256Mi', tmpfs: ['/workspace', '/tmp'] } }, 's1'),
+      /^The session's interpreter used more memory than its limit \(256Mi\) and was killed; files in \/tmp and \/workspace count as memory\. The session is lost/,
+    ],
     [
       lostTo({ reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' }, 's1'),
       /evicted.*"workspace" exceeds the limit "64Mi"/,

@@ -5,7 +5,8 @@ import { classifyExecution, completedStatus, failedStatus, runningStatus, type E
 import { setCondition } from '../../../src/api/v1alpha1/index.js';
 import { podState } from '../../../src/sandbox/pod-state.js';
 import { lostAfterMs, ttlRemainingMs } from '../../../src/controller/run-decision.js';
-import { KERNEL_NOT_ISOLATED_EXIT_CODE, kernelRefusedNetwork, podFailure, podStopped } from '../../../src/sandbox/pod-failure.js';
+import { KERNEL_NOT_ISOLATED_EXIT_CODE, kernelRefusedNetwork, outOfMemory, podFailure, podStopped } from '../../../src/sandbox/pod-failure.js';
+import { SANDBOX_CONTAINER, buildRunPod } from '../../../src/sandbox/pod.js';
 
 const limits = { maxTimeoutSeconds: 300, memoryLimit: '512Mi', maxMemory: '2Gi', workspaceSizeLimit: '512Mi', tmpSizeLimit: '128Mi' };
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -112,7 +113,7 @@ describe('classifyExecution', () => {
 
   it.each([
     ['on disk', limits, /limit \(512Mi\) and was killed; files in \/tmp count as memory\. Use less memory \(or delete files\)/],
-    ['in memory', { ...limits, workspaceMedium: 'Memory' as const }, /limit \(512Mi\) and was killed; files in \/workspace and \/tmp count as memory/],
+    ['in memory', { ...limits, workspaceMedium: 'Memory' as const }, /limit \(512Mi\) and was killed; files in \/tmp and \/workspace count as memory/],
   ])('an OOM kill says which files count as memory: /workspace %s', (_n, l, text) => {
     expect(classifyExecution(facts({ exitCode: 137, oomKilled: true }), 10, l).message).toMatch(text);
   });
@@ -334,6 +335,37 @@ describe('podFailure', () => {
     ['evicted', pod({ phase: 'Failed', reason: 'Evicted', message: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi". ' }), 'Evicted'],
   ])('%s', (_name, p, reason) => {
     expect(podFailure(p)?.reason).toBe(reason);
+  });
+
+  // The pod as the gateway builds it: its memory limit and its volumes in memory, read from its spec.
+  it.each([
+    ['Disk', ['/tmp'], 'the container was OOM-killed; files in /tmp count as memory.'],
+    ['Memory', ['/tmp', '/workspace'], 'the container was OOM-killed; files in /tmp and /workspace count as memory.'],
+  ] as const)('an OOM kill names the limit and the directories in memory: /workspace on %s', (workspaceMedium, tmpfs, detail) => {
+    const built = buildRunPod(run(), {
+      image: 'i',
+      imagePullPolicy: 'IfNotPresent',
+      cpuLimit: '1',
+      memoryLimit: '384Mi',
+      cpuRequest: '100m',
+      memoryRequest: '128Mi',
+      ephemeralStorageLimit: '1Gi',
+      workspaceSizeLimit: '64Mi',
+      tmpSizeLimit: '32Mi',
+      activeDeadlineSeconds: 60,
+      workspaceMedium,
+    });
+    const oomKilled = {
+      name: SANDBOX_CONTAINER,
+      image: 'i',
+      imageID: '',
+      ready: false,
+      restartCount: 0,
+      state: { terminated: { exitCode: 137, reason: 'OOMKilled' } },
+    };
+    const f = podFailure({ ...built, status: { phase: 'Failed', containerStatuses: [oomKilled] } });
+    expect(f).toEqual({ reason: 'OOMKilled', detail, memory: { limit: '384Mi', tmpfs } });
+    expect(outOfMemory(f?.memory)).toBe(`used more memory than its limit (384Mi) and was killed; ${detail.replace(/^.*; /, '').replace(/\.$/, '')}`);
   });
 
   it('bounds the kubelet message and ends it with a full stop', () => {
