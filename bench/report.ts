@@ -49,6 +49,8 @@ export interface Results {
   warmTransient: (Latency & { coldFallbacks: number; streamWaitTimeouts?: number }) | string;
   /** Warm calls made REST_MS after the pool had refilled (bench/warm.ts). */
   warmAtRest?: (Latency & { coldFallbacks: number; streamWaitTimeouts?: number; restMs: number }) | string;
+  /** The at-rest warm calls against a gateway in a process of its own, as deployed. */
+  warmAtRestDeployed?: (Latency & { coldFallbacks: number; restMs: number; memoryLimit?: string }) | string;
   session: (Latency & SessionExtras) | string;
   /** The same session calls against a gateway in a process of its own, as deployed (the client is not on its event loop). */
   sessionDeployed?: (Latency & SessionExtras & { memoryLimit?: string }) | string;
@@ -126,6 +128,7 @@ export function computeRatios(r: Results): Record<string, number | null> {
   return {
     warmVsRawExec: ratio(median(r.warmTransient), rawExec),
     warmAtRestVsRawExec: r.warmAtRest === undefined ? null : ratio(median(r.warmAtRest), rawExec),
+    warmAtRestDeployedVsRawExec: r.warmAtRestDeployed === undefined ? null : ratio(median(r.warmAtRestDeployed), rawExec),
     sessionVsRawExec: ratio(median(r.session), rawExec),
     sessionDeployedVsRawExec: r.sessionDeployed === undefined ? null : ratio(median(r.sessionDeployed), rawExec),
     coldVsPodFloor: coldVsPodFloor(r),
@@ -337,7 +340,8 @@ export const HEADER = ['figure (latency in ms)', 'median', 'p95', 'p99', 'n', 'r
 
 export function tableRows(r: Results): Cell[][] {
   const q = r.ratios;
-  const coldNote = (w: Results['warmTransient']): string => (typeof w !== 'string' && w.coldFallbacks ? ` (${w.coldFallbacks} went cold, excluded)` : '');
+  const coldNote = (w: Results['warmTransient'] | Results['warmAtRestDeployed']): string =>
+    w !== undefined && typeof w !== 'string' && w.coldFallbacks ? ` (${w.coldFallbacks} went cold, excluded)` : '';
   const warm = coldNote(r.warmTransient);
   return [
     latencyRow("raw exec python3 -c 'print(1)'", r.rawExecPrint1, undefined, 'floor'),
@@ -359,6 +363,17 @@ export function tableRows(r: Results): Cell[][] {
             q.warmAtRestVsRawExec,
             '≤ 0.5× raw exec',
             atMost(q.warmAtRestVsRawExec, 0.5),
+          ),
+        ]),
+    ...(r.warmAtRestDeployed === undefined
+      ? []
+      : [
+          latencyRow(
+            `warm transient execute_code at rest, gateway in its own process, ${deployedAs(typeof r.warmAtRestDeployed === 'string' ? undefined : r.warmAtRestDeployed.memoryLimit)}${coldNote(r.warmAtRestDeployed)}`,
+            r.warmAtRestDeployed,
+            q.warmAtRestDeployedVsRawExec,
+            '≤ 0.5× raw exec',
+            atMost(q.warmAtRestDeployedVsRawExec, 0.5),
           ),
         ]),
     latencyRow('session execute_code', r.session, q.sessionVsRawExec, '≤ 0.05× raw exec', atMost(q.sessionVsRawExec, 0.05)),

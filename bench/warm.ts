@@ -33,7 +33,13 @@ export interface WarmLatency extends McpLatency {
   streamWaitTimeouts: number;
 }
 
-export async function warmLatency(url: string, pods: PodTimeline, timer: CallTimer, n: number, opts: LatencyOptions = {}, restMs = 0): Promise<WarmLatency> {
+/**
+ * `timer`: the operator in this process, whose kernel streams and pod creations the bench sees.
+ * Without it (a gateway in a process of its own) the stream to a new pool pod is taken to be open
+ * `restMs` after the pool is full (it opens on Ready, in well under a second), and a call that went
+ * cold is one whose run has a pod of its own in the namespace's watch.
+ */
+export async function warmLatency(url: string, pods: PodTimeline, n: number, opts: LatencyOptions = {}, restMs = 0, timer?: CallTimer): Promise<WarmLatency> {
   let streamWaitTimeouts = 0;
   const full = async (): Promise<void> => {
     // The pool's own pods: a reservation (this operator's, for its next run) is an annotation on a
@@ -45,14 +51,15 @@ export async function warmLatency(url: string, pods: PodTimeline, timer: CallTim
     // refill after the previous claim) may still be opening, and a claim of that pod would wait.
     // The reserved pod's stream too: the next run uses it.
     // After a few timeouts the streams are taken to be broken: the calls go on (and show it).
-    if (streamWaitTimeouts >= 3) return;
-    const deadline = performance.now() + STREAM_TIMEOUT_MS;
-    while (!pods.readyNamesWith(LABEL_POOL, 'warm').every((p) => timer.streams.get(p)?.ready !== undefined)) {
-      if (performance.now() > deadline) {
-        streamWaitTimeouts++;
-        return;
+    if (timer && streamWaitTimeouts < 3) {
+      const deadline = performance.now() + STREAM_TIMEOUT_MS;
+      while (!pods.readyNamesWith(LABEL_POOL, 'warm').every((p) => timer.streams.get(p)?.ready !== undefined)) {
+        if (performance.now() > deadline) {
+          streamWaitTimeouts++;
+          return;
+        }
+        await sleep(20);
       }
-      await sleep(20);
     }
     if (restMs > 0) await sleep(restMs);
   };
@@ -63,8 +70,9 @@ export async function warmLatency(url: string, pods: PodTimeline, timer: CallTim
   const lat = await executeCodeLatency(url, n, { ...opts, afterWarmup, beforeEach: full });
   // A call that went cold created a pod of its own, named after its run. (Not "a call without a
   // pool pod's claim patch": a short run in the reserved pod patches no pod.)
-  const cold = new Set(timer.calls.filter((c) => c.key === 'create pods' && c.ok).map((c) => c.name));
-  const warm = lat.calls.map((c) => !cold.has(podNameForRun(c.run ?? '')));
+  const created = new Set(timer?.calls.filter((c) => c.key === 'create pods' && c.ok).map((c) => c.name));
+  const cold = (run: string): boolean => (timer ? created.has(podNameForRun(run)) : pods.timesOf(podNameForRun(run)).seen !== undefined);
+  const warm = lat.calls.map((c) => !cold(c.run ?? ''));
   return {
     ...lat,
     samples: lat.samples.filter((_, i) => warm[i]),
