@@ -108,8 +108,17 @@ function failureText(outcome: RunOutcome, timeoutSeconds: number, options: Gatew
     return `The run exceeded timeout_seconds=${timeoutSeconds}; make the code faster or raise ` + `timeout_seconds (max ${options.maxTimeoutSeconds}).`;
   }
   if (outcome.reason === Reasons.OOMKilled) {
-    // The outcome's message says whose memory, its limit and which files count against it.
-    return `The run was killed because it ran out of memory (OOMKilled). ${outcome.message ?? 'Use less memory: process data in smaller pieces instead of loading it all at once.'}`;
+    // The message's first sentence says whose memory, its limit and which files count against it.
+    // A session call's message goes on to say what became of the session; a run's, how to ask
+    // for more with resources.memory, a SandboxRun field this tool does not have.
+    const advice = 'Use less memory: process data in smaller pieces instead of loading it all at once.';
+    const why =
+      outcome.message === undefined
+        ? advice
+        : outcome.session !== undefined
+          ? outcome.message
+          : `${outcome.message.split('. ')[0]?.replace(/\.$/, '')}. ${advice}`;
+    return `The run was killed because it ran out of memory (OOMKilled). ${why}`;
   }
   const why = outcome.message ?? 'The sandbox could not complete the run; try again.';
   return `The run failed (${outcome.reason ?? 'unknown reason'}). ${why}`;
