@@ -126,7 +126,9 @@ describe('SandboxSession status writers', () => {
   it('uses no pod its status names that it does not own, fails, and leaves that pod alone', async () => {
     const victim = await newSession();
     const forger = await newSession();
-    await mcp.callTool('execute_code', { session: victim, code: 'secret = 42' });
+    // A value no generated name can hold (they are hex): '42' once matched a pod name's digits.
+    const SECRET = 'victim-secret-zq';
+    await mcp.callTool('execute_code', { session: victim, code: `secret = '${SECRET}'` });
     const victimPod = String((await read(victim)).status?.podName);
     const forgerPod = String((await read(forger)).status?.podName);
     await k.custom.patchNamespacedCustomObjectStatus(
@@ -137,7 +139,7 @@ describe('SandboxSession status writers', () => {
     await until(
       async () => {
         const r = await mcp.callTool('execute_code', { session: forger, code: 'print(secret)' });
-        expect(JSON.stringify(r.content)).not.toContain('42');
+        expect(JSON.stringify(r)).not.toContain(SECRET);
         return r.isError === true;
       },
       30_000,
@@ -149,12 +151,12 @@ describe('SandboxSession status writers', () => {
     expect(failed.status?.message).toContain(victimPod);
     const refused = await mcp.callTool('execute_code', { session: forger, code: 'print(secret)' });
     expect(refused.isError).toBe(true);
-    expect(JSON.stringify(refused.content)).not.toContain('42');
+    expect(JSON.stringify(refused)).not.toContain(SECRET);
     // The victim's pod and state are intact; the forger's own pod went with its session's failure.
     const pod = await k.core.readNamespacedPod({ namespace: ns, name: victimPod });
     expect(pod.metadata?.deletionTimestamp).toBeUndefined();
     const still = await mcp.callTool('execute_code', { session: victim, code: 'print(secret)' });
-    expect(still.structuredContent?.stdout).toBe('42\n');
+    expect(still.structuredContent?.stdout).toBe(`${SECRET}\n`);
     await until(
       async () =>
         k.core.readNamespacedPod({ namespace: ns, name: forgerPod }).then(
