@@ -2,8 +2,8 @@
 // or an eviction (e.g. /workspace past its limit). Read from the API with a short bounded poll,
 // since the kubelet reports the stopped container a second or two after the stream ends.
 import { Reasons } from '../api/v1alpha1/index.js';
-import { outOfMemory, podFailure, podStopped, type MemoryCharge, type PodFailure } from '../sandbox/pod-failure.js';
-import type { KernelResult } from '../exec/kernel.js';
+import { outOfMemory, podFailure, podStopped, type PodFailure } from '../sandbox/pod-failure.js';
+import type { SessionCallResult } from './service.js';
 import { isNotFound, type KubeClients } from '../kube/clients.js';
 
 const VERDICT_WAIT_MS = 8000;
@@ -43,7 +43,7 @@ export async function readPodState(
 export const NO_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 0 } as const;
 
 /** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
-export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): KernelResult & { session: string; capChars: number; memory?: MemoryCharge } {
+export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): SessionCallResult {
   const evalue = verdict.reason === Reasons.OOMKilled ? `the interpreter ${outOfMemory(verdict.memory)}` : `the pod was evicted: ${verdict.detail}`;
   return {
     status: 'lost',

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sessionOutcome } from '../../../src/runs/session-outcome.js';
 import type { SessionCallResult } from '../../../src/sessions/service.js';
 import { lostTo } from '../../../src/sessions/verdict.js';
+import { parseKernelFrame, sanitizeResult, type ResultFrame } from '../../../src/exec/frames.js';
 
 const result = (r: Partial<SessionCallResult>): SessionCallResult => ({
   status: 'ok',
@@ -59,5 +60,28 @@ describe('sessionOutcome', () => {
     ],
   ])('says what happened and what to do (%#)', (r, text) => {
     expect(sessionOutcome(r, 'ns', 10).message).toMatch(text);
+  });
+
+  // The memory charge comes from the pod the gateway reads, never from the kernel: a result frame
+  // that claims an OOM kill and carries its own charge is parsed without it.
+  it('takes no memory limit or directories from a kernel that forges a lost result', () => {
+    const forged = {
+      id: 'c1',
+      type: 'result',
+      status: 'lost',
+      stdout: '',
+      stderr: '',
+      stdoutBytes: 0,
+      stderrBytes: 0,
+      truncated: false,
+      durationMs: 1,
+      error: { ename: 'OOMKilled', evalue: 'x', traceback: '' },
+      memory: { limit: 'FORGED', tmpfs: ['/etc/FORGED'] },
+    };
+    const parsed = parseKernelFrame(forged);
+    if (!parsed.ok) throw new Error(parsed.why);
+    const r: SessionCallResult = { ...sanitizeResult(parsed.frame as ResultFrame, 50_000), session: 's1', capChars: 50_000 };
+    expect(r).not.toHaveProperty('memory');
+    expect(sessionOutcome(r, 'ns', 10).message).toMatch(/^The session's interpreter used more memory than its limit and was killed\. The session is lost/);
   });
 });
