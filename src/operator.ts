@@ -69,6 +69,8 @@ export interface Operator {
   poolController: PoolController;
   /** The warm pools of every profile (one per profile, replaced when it changes); tests inspect them. */
   pools: PoolSet;
+  /** The kinds of sandbox runs and sessions may ask for; the tools name the ones with more memory after an OOM kill. */
+  profiles: Pick<ProfileCatalog, 'resolve' | 'all'>;
   /** Code mode is on (upstream servers were given): the broker's per-run limits. */
   codeMode?: { maxCalls: number; callTimeoutSeconds: number };
   /** The team's upstream MCP servers (UpstreamServers of the namespace) for code mode. */
@@ -92,6 +94,7 @@ export function gatewayDeps(
     ...(operator.sandboxCheck !== undefined && { sandboxGate: operator.sandboxCheck }),
     ...(operator.codeMode && { codeMode: operator.codeMode }),
     upstreams: operator.upstreams,
+    profiles: operator.profiles,
     // One user among many only with authentication: without it every caller is the same one.
     ...(config.authMode !== 'none' && { connectionsPerUser: connectionsPerUser(config.maxConnections) }),
     ...process,
@@ -408,6 +411,7 @@ export function createOperator(config: Config, clients: KubeClients, log: Logger
     runCache: runs,
     poolController,
     pools,
+    profiles,
     codeMode: { maxCalls: config.toolCallsPerRun, callTimeoutSeconds: config.toolCallTimeoutSeconds },
     upstreams: upstreams.registry,
     async start(): Promise<void> {

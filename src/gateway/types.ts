@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
 import type { AuthHttpOptions } from '../auth/middleware.js';
 import type { RunService } from '../runs/types.js';
+import type { ProfileCatalog } from '../profiles/catalog.js';
 import type { SessionService } from '../sessions/service.js';
 import type { SandboxGate } from '../selfcheck/checker.js';
 import type { UpstreamRegistry } from '../upstreams/types.js';
@@ -57,6 +58,8 @@ export interface GatewayDeps {
    * later is ended after its acknowledgement.
    */
   shutdown?: AbortSignal;
+  /** The kinds of sandbox (SandboxProfiles): an OOM kill's advice names those with more memory. */
+  profiles?: Pick<ProfileCatalog, 'resolve' | 'all'>;
   /** The team's upstream MCP servers (code mode): search_tools and the capability resource. */
   upstreams?: UpstreamRegistry;
   /** Authentication of /mcp (src/auth); without it every caller is anonymous (tests of tools). */

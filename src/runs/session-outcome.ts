@@ -69,13 +69,14 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
  * classifyExecution), or a failed call during which a subprocess was OOM-killed or a volume was
  * full.
  */
-function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason' | 'message'> | undefined {
+function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason' | 'message' | 'memoryLimit'> | undefined {
   const lost = 'The session is lost with its state: create a new session.';
   if (r.status === 'lost' && r.error?.ename === Reasons.OOMKilled) {
     return {
       phase: 'Failed',
       reason: Reasons.OOMKilled,
       message: `The session's interpreter ${outOfMemory(r.memory)}. ${lost} Use less memory (or delete files): process data in smaller pieces.`,
+      ...(r.memory?.limit !== undefined && { memoryLimit: r.memory.limit }),
     };
   }
   if (r.status === 'lost' && r.error?.ename === Reasons.Evicted) {

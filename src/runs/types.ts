@@ -78,6 +78,8 @@ export interface RunOutcome {
   reason?: string;
   /** A sentence the user can act on, when not Succeeded. */
   message?: string;
+  /** OOMKilled in a session: the interpreter's memory limit, as its pod says (the tool names profiles with more). */
+  memoryLimit?: string;
   /** Nested tool calls the code made (code mode), when it made any. */
   toolCalls?: CallSummary;
   /**

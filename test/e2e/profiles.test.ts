@@ -136,6 +136,17 @@ describe('SandboxProfiles', () => {
     expect(after.items.length).toBe(before.items.length);
   });
 
+  // execute_code has no resources.memory: after an OOM kill it names the profiles with more memory.
+  it('names the profiles with more memory when a run of a smaller one is OOM-killed', async () => {
+    const r = await mcp.callTool('execute_code', { code: 'x = b"x" * (400 << 20)', profile: 'slim', timeout_seconds: 60 });
+    expect(sc(r).reason, r.content[0]?.text).toBe('OOMKilled');
+    const message = String(sc(r).message);
+    expect(message).toMatch(/^The program used more memory than its limit \(192Mi\) and was killed; files in \/tmp and \/workspace count as memory\./);
+    expect(message).toMatch(/ Or run it with a profile that has more: default \(\d+[MG]i\), other \(\d+[MG]i\)\.$/);
+    expect(message).not.toContain('resources.memory');
+    expect(r.content[0]?.text).toContain(message);
+  });
+
   it('fails a SandboxRun applied with an unknown profile, saying which exist', async () => {
     const run = (await k.custom.createNamespacedCustomObject({
       ...api,

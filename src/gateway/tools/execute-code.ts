@@ -8,6 +8,9 @@ import { LanguageSchema, MAX_STDIN_BYTES, Reasons } from '../../api/v1alpha1/ind
 import { RunRequestError } from '../../limits/refusal.js';
 import { AdmissionError } from '../../limits/admission.js';
 import type { RunOutcome } from '../../runs/types.js';
+import { parseQuantity } from '../../config/quantity.js';
+import { isRefusal } from '../../profiles/catalog.js';
+import type { ResolvedProfile } from '../../profiles/profile.js';
 import type { SessionWaitCause } from '../../sessions/service.js';
 import { holdOf } from '../body-budget.js';
 import { callerOf } from '../caller.js';
@@ -103,23 +106,58 @@ export function isRunError(outcome: RunOutcome): boolean {
   return outcome.phase === 'Failed' && outcome.reason !== Reasons.NonZeroExit && outcome.reason !== Reasons.Exception;
 }
 
+/**
+ * The profiles whose sandboxes get more memory than `limit` (the one an OOM-killed sandbox had),
+ * as a sentence for the caller: `profile` for a run, create_session's for a session. Empty when
+ * none has more or the limit is not known.
+ */
+export function moreMemoryAdvice(profiles: readonly ResolvedProfile[], limit: string | undefined, session: boolean): string {
+  const bytes = (q: string): number | undefined => {
+    try {
+      return parseQuantity(q);
+    } catch {
+      return undefined;
+    }
+  };
+  const had = limit === undefined ? undefined : bytes(limit);
+  if (had === undefined) return '';
+  const more = profiles
+    .map((p) => ({ name: p.name, memory: p.shape.defaultMemory, bytes: bytes(p.shape.defaultMemory) ?? 0 }))
+    .filter((p) => p.bytes > had)
+    .sort((a, b) => a.bytes - b.bytes || a.name.localeCompare(b.name))
+    .slice(0, 5);
+  if (more.length === 0) return '';
+  const list = more.map((p) => `${p.name} (${p.memory})`).join(', ');
+  const verb = session ? 'Or create the new session with a profile that has more' : 'Or run it with a profile that has more';
+  return ` ${verb}: ${list}.`;
+}
+
+/**
+ * What the caller is told of an OOM kill, for the text and structuredContent alike. The message's
+ * first sentence says whose memory, its limit and which files count against it. A session call's
+ * message goes on to say what became of the session; a run's, how to ask for more with
+ * resources.memory, a SandboxRun field this tool does not have: the profiles with more memory
+ * are named instead.
+ */
+function outOfMemoryMessage(outcome: RunOutcome, deps: Pick<GatewayDeps, 'profiles'>, profile: string | undefined): string {
+  const profiles = deps.profiles;
+  if (outcome.session !== undefined) {
+    const more = profiles ? moreMemoryAdvice(profiles.all(), outcome.memoryLimit, true) : '';
+    return `${outcome.message ?? "The session's interpreter ran out of memory and was killed; the session is lost with its state: create a new session."}${more}`;
+  }
+  const resolved = profiles?.resolve(profile);
+  const limit = resolved && !isRefusal(resolved) ? resolved.shape.defaultMemory : undefined;
+  const more = profiles ? moreMemoryAdvice(profiles.all(), limit, false) : '';
+  const advice = 'Use less memory: process data in smaller pieces instead of loading it all at once.';
+  const diagnosis = outcome.message?.split('. ')[0]?.replace(/\.$/, '');
+  return `${diagnosis === undefined ? '' : `${diagnosis}. `}${advice}${more}`;
+}
+
 function failureText(outcome: RunOutcome, timeoutSeconds: number, options: GatewayOptions): string {
   if (outcome.phase === 'TimedOut') {
     return `The run exceeded timeout_seconds=${timeoutSeconds}; make the code faster or raise ` + `timeout_seconds (max ${options.maxTimeoutSeconds}).`;
   }
-  if (outcome.reason === Reasons.OOMKilled) {
-    // The message's first sentence says whose memory, its limit and which files count against it.
-    // A session call's message goes on to say what became of the session; a run's, how to ask
-    // for more with resources.memory, a SandboxRun field this tool does not have.
-    const advice = 'Use less memory: process data in smaller pieces instead of loading it all at once.';
-    const why =
-      outcome.message === undefined
-        ? advice
-        : outcome.session !== undefined
-          ? outcome.message
-          : `${outcome.message.split('. ')[0]?.replace(/\.$/, '')}. ${advice}`;
-    return `The run was killed because it ran out of memory (OOMKilled). ${why}`;
-  }
+  if (outcome.reason === Reasons.OOMKilled) return `The run was killed because it ran out of memory (OOMKilled). ${outcome.message ?? ''}`.trimEnd();
   const why = outcome.message ?? 'The sandbox could not complete the run; try again.';
   return `The run failed (${outcome.reason ?? 'unknown reason'}). ${why}`;
 }
@@ -243,11 +281,13 @@ async function executeCode(deps: GatewayDeps, args: ExecuteCodeArgs, ctx: Server
       },
       'Completed run',
     );
-    const failure = isRunError(outcome) ? failureText(outcome, timeoutSeconds, options) : undefined;
+    // An OOM kill's message is the caller's (outOfMemoryMessage), in the text and structuredContent alike.
+    const told = outcome.reason === Reasons.OOMKilled ? { ...outcome, message: outOfMemoryMessage(outcome, deps, args.profile) } : outcome;
+    const failure = isRunError(told) ? failureText(told, timeoutSeconds, options) : undefined;
     await logLifecycle(ctx, outcome.phase === 'Succeeded' ? 'info' : 'warning', outcome, logger);
     // The result is the caller's to hold until it has been sent (result-hold.ts): its images only
     // as far as the caller's share has room for them.
-    const sent = holdResult(outcome, holdOf(ctx.http?.req));
+    const sent = holdResult(told, holdOf(ctx.http?.req));
     return {
       content: [{ type: 'text', text: formatRunText(sent, failure) }, ...displayContent(sent.display)],
       structuredContent: toStructured(sent),

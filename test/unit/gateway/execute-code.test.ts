@@ -1,7 +1,9 @@
 // execute_code through real MCP clients of both protocol eras against the real gateway over HTTP.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RunRequestError } from '../../../src/limits/refusal.js';
-import { ExecuteCodeOutputSchema } from '../../../src/gateway/tools/execute-code.js';
+import { ExecuteCodeOutputSchema, moreMemoryAdvice } from '../../../src/gateway/tools/execute-code.js';
+import { loadConfig } from '../../../src/config/index.js';
+import { builtinProfile, type ResolvedProfile } from '../../../src/profiles/profile.js';
 import { connectClient, outcome, sleep, startGateway, textOf } from './harness.js';
 import type { ClientKind, Gateway, TestClient } from './harness.js';
 
@@ -129,6 +131,10 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     const result = await (await connect()).callTool({ code: 'x = "a" * 10**12' });
     expect(result.isError).toBe(true);
     expect(textOf(result).split('\n')[0]).toBe(text);
+    // structuredContent says the same, never the SandboxRun field the tool does not have.
+    const told = ExecuteCodeOutputSchema.parse(result.structuredContent).message;
+    expect(`The run was killed because it ran out of memory (OOMKilled). ${told ?? ''}`.trimEnd()).toBe(text);
+    expect(told ?? '').not.toContain('resources.memory');
   });
 
   it('reports every call to the metrics sink: ok for a result, error for a tool error', async () => {
@@ -272,5 +278,93 @@ describe.each(CLIENTS)('execute_code with the %s client', (kind) => {
     await pending;
     await expect.poll(() => newLogs().some((l) => l.includes('the client went away'))).toBe(true);
     expect(newLogs().some((l) => l.includes('Failed to execute run'))).toBe(false);
+  });
+});
+
+describe('execute_code after an OOM kill, with profiles that have more memory', () => {
+  const config = loadConfig({});
+  const profile = (name: string, memory: string): ResolvedProfile => {
+    const p = builtinProfile(config);
+    return { ...p, name, builtin: false, shape: { ...p.shape, defaultMemory: memory } };
+  };
+  // The built-in profile has the gateway's default memory (512Mi); two have more, one less.
+  const all = [builtinProfile(config), profile('datascience', '2Gi'), profile('big', '1Gi'), profile('tiny', '128Mi')];
+  const profiles = {
+    all: () => all,
+    resolve: (name?: string) => all.find((p) => p.name === (name ?? config.defaultProfile)) ?? { message: `Unknown profile ${name}.`, hint: '' },
+  };
+  let gateway: Gateway;
+  let client: TestClient | undefined;
+  beforeAll(async () => {
+    gateway = await startGateway({}, undefined, { profiles });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await gateway.close();
+  });
+  const runMessage =
+    'The program used more memory than its limit (512Mi) and was killed; files in /tmp count as memory. Use less memory (or delete files) or request more with resources.memory (maximum 2Gi).';
+
+  it.each([
+    [
+      'a run of the default profile: the two with more, smallest first',
+      { message: runMessage },
+      {},
+      'The program used more memory than its limit (512Mi) and was killed; files in /tmp count as memory. Use less memory: process data in smaller pieces instead of loading it all at once. Or run it with a profile that has more: big (1Gi), datascience (2Gi).',
+    ],
+    [
+      'a run of the profile with the most: none named',
+      { message: runMessage.replace('512Mi', '2Gi') },
+      { profile: 'datascience' },
+      'The program used more memory than its limit (2Gi) and was killed; files in /tmp count as memory. Use less memory: process data in smaller pieces instead of loading it all at once.',
+    ],
+    [
+      "a session call at its pod's limit: the profiles for the new session",
+      {
+        session: 's1',
+        memoryLimit: '1Gi',
+        message: "The session's interpreter used more memory than its limit (1Gi) and was killed. The session is lost with its state: create a new session.",
+      },
+      { session: 's1' },
+      "The session's interpreter used more memory than its limit (1Gi) and was killed. The session is lost with its state: create a new session. Or create the new session with a profile that has more: datascience (2Gi).",
+    ],
+    [
+      'a session call whose limit is not known: none named',
+      {
+        session: 's1',
+        message: "The session's interpreter used more memory than its limit and was killed. The session is lost with its state: create a new session.",
+      },
+      { session: 's1' },
+      "The session's interpreter used more memory than its limit and was killed. The session is lost with its state: create a new session.",
+    ],
+  ])('%s', async (_n, extra, args, message) => {
+    gateway.service.behaviour = async () => outcome({ phase: 'Failed', reason: 'OOMKilled', exitCode: 137, ...extra });
+    client = await connectClient('v2 (2026-07-28)', gateway.url);
+    const result = await client.callTool({ code: 'x = "a" * 10**12', ...args });
+    expect(result.isError).toBe(true);
+    expect(textOf(result).split('\n')[0]).toBe(`The run was killed because it ran out of memory (OOMKilled). ${message}`);
+    expect(ExecuteCodeOutputSchema.parse(result.structuredContent).message).toBe(message);
+    await client.close();
+    client = undefined;
+  });
+});
+
+describe('moreMemoryAdvice', () => {
+  const config = loadConfig({});
+  const p = (name: string, memory: string): ResolvedProfile => {
+    const b = builtinProfile(config);
+    return { ...b, name, shape: { ...b.shape, defaultMemory: memory } };
+  };
+  const six = ['a', 'b', 'c', 'd', 'e', 'f'].map((n, i) => p(n, `${i + 1}Gi`));
+  it.each([
+    ['no limit known', [p('x', '2Gi')], undefined, false, ''],
+    ['a limit that is not a quantity', [p('x', '2Gi')], '1e', false, ''],
+    ['none with more', [p('x', '512Mi'), p('y', '256Mi')], '512Mi', false, ''],
+    ['equal is not more', [p('x', '536870912')], '512Mi', false, ''],
+    ['units compared, not text', [p('x', '1G'), p('y', '600Mi')], '512Mi', false, ' Or run it with a profile that has more: y (600Mi), x (1G).'],
+    ['a session', [p('x', '1Gi')], '512Mi', true, ' Or create the new session with a profile that has more: x (1Gi).'],
+    ['at most five, the smallest', six, '512Mi', false, ' Or run it with a profile that has more: a (1Gi), b (2Gi), c (3Gi), d (4Gi), e (5Gi).'],
+  ])('%s', (_n, profiles, limit, session, text) => {
+    expect(moreMemoryAdvice(profiles, limit, session)).toBe(text);
   });
 });

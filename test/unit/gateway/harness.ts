@@ -95,7 +95,15 @@ export async function startGateway(
   auth?: GatewayDeps['auth'],
   extra: Pick<
     GatewayDeps,
-    'codeMode' | 'sessions' | 'bodyBudget' | 'stalledResponseMs' | 'bodyProgressWindowMs' | 'onAdmissionRejected' | 'shutdown' | 'connectionsPerUser'
+    | 'codeMode'
+    | 'sessions'
+    | 'profiles'
+    | 'bodyBudget'
+    | 'stalledResponseMs'
+    | 'bodyProgressWindowMs'
+    | 'onAdmissionRejected'
+    | 'shutdown'
+    | 'connectionsPerUser'
   > = {},
 ): Promise<Gateway> {
   const service = new InTestRunService();

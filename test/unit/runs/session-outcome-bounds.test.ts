@@ -62,6 +62,15 @@ describe('sessionOutcome', () => {
     expect(sessionOutcome(r, 'ns', 10).message).toMatch(text);
   });
 
+  // The tool names profiles with more memory than the pod's limit (execute_code's moreMemoryAdvice).
+  it.each([
+    ['read from the pod', lostTo({ reason: 'OOMKilled', detail: 'x', memory: { limit: '256Mi', tmpfs: ['/tmp'] } }, 's1'), '256Mi'],
+    ['not known', lostTo({ reason: 'OOMKilled', detail: 'x' }, 's1'), undefined],
+    ['not an OOM kill', lostTo({ reason: 'Evicted', detail: 'x', memory: { limit: '256Mi', tmpfs: ['/tmp'] } }, 's1'), undefined],
+  ])("carries the interpreter's memory limit when %s", (_n, r, limit) => {
+    expect(sessionOutcome(r, 'ns', 10).memoryLimit).toBe(limit);
+  });
+
   // The memory charge comes from the pod the gateway reads, never from the kernel: a result frame
   // that claims an OOM kill and carries its own charge is parsed without it.
   it('takes no memory limit or directories from a kernel that forges a lost result', () => {
@@ -82,6 +91,7 @@ describe('sessionOutcome', () => {
     if (!parsed.ok) throw new Error(parsed.why);
     const r: SessionCallResult = { ...sanitizeResult(parsed.frame as ResultFrame, 50_000), session: 's1', capChars: 50_000 };
     expect(r).not.toHaveProperty('memory');
+    expect(sessionOutcome(r, 'ns', 10).memoryLimit).toBeUndefined();
     expect(sessionOutcome(r, 'ns', 10).message).toMatch(/^The session's interpreter used more memory than its limit and was killed\. The session is lost/);
   });
 });
