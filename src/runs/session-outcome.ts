@@ -12,7 +12,10 @@ const MESSAGE_MAX_CHARS = 1000;
 export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutSeconds: number): RunOutcome {
   // The traceback joins stderr: together they are cut to the cap again, as every stored text is,
   // and counted in stderrBytes (the size of the whole stderr, never less than the text kept).
-  const traceback = r.error && !r.stderr.includes(r.error.traceback) ? r.error.traceback : '';
+  // A kernel may have printed the traceback as the end of stderr already. Looked for at the end
+  // only: a search anywhere in stderr (includes) costs stderr × traceback for a forged traceback
+  // whose long tail repeats in stderr — seconds of the event loop at the output cap.
+  const traceback = r.error && !r.stderr.trimEnd().endsWith(r.error.traceback.trimEnd()) ? r.error.traceback : '';
   const stderr = capText(`${r.stderr}${traceback}`, r.capChars);
   const base = {
     runName: '',

@@ -35,6 +35,31 @@ describe('sessionOutcome', () => {
       { stderr: 'tb', stderrBytes: 2 },
     ],
     [
+      'a traceback that ends stderr, before a newline, is not repeated',
+      { ...base, status: 'error', stderr: 'out\ntb\n', stderrBytes: 7, error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
+      { stderr: 'out\ntb\n', stderrBytes: 7 },
+    ],
+    [
+      // Looked for at the end only: a search anywhere costs stderr × traceback for a forged one.
+      'a traceback inside stderr, not at its end, is joined again',
+      { ...base, status: 'error', stderr: 'tb after', stderrBytes: 8, error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
+      { stderr: 'tb aftertb', stderrBytes: 10 },
+    ],
+    [
+      // A kernel's forged result: stderr at the cap and a traceback whose long tail repeats in it
+      // (a needle V8's search takes stderr × traceback steps over) is cut with it, as any text.
+      'a forged traceback built to make a substring search slow',
+      {
+        ...base,
+        capChars: 50_000,
+        status: 'error',
+        stderr: 'a'.repeat(50_000),
+        stderrBytes: 50_000,
+        error: { ename: 'E', evalue: 'v', traceback: `${'a'.repeat(10)}b${'a'.repeat(15_000)}` },
+      },
+      { stderr: 'a'.repeat(49_999) + 'a', truncated: true, stderrBytes: 65_011 },
+    ],
+    [
       'a long exception message is summarised',
       { ...base, status: 'error', error: { ename: 'E', evalue: 'v'.repeat(5000), traceback: '' } },
       { message: `E: ${'v'.repeat(997)}` },
