@@ -36,7 +36,8 @@ import { ANNOTATION_CODE_SHA256, auditBatchStatus, auditRunBody, type AuditEntry
 export { chooseDue, type DueChoice } from './queue.js';
 
 /** What happened to a call's record; a closed set (metric label). Counted per call. */
-export type AuditResult = 'written' | 'dropped';
+export const AUDIT_RESULTS = ['written', 'dropped'] as const;
+export type AuditResult = (typeof AUDIT_RESULTS)[number];
 
 /** How long a call waits for the next calls of its session before its record is written. */
 export const AUDIT_LINGER_MS = 1000;

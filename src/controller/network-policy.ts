@@ -27,8 +27,12 @@ import { ResilientInformer } from '../kube/informer.js';
 import { gateState, inPodCheckDue, lastWrittenMs } from './policy-gate.js';
 import { WorkQueue, type QueueMetrics } from './workqueue.js';
 
+/** Why the sandbox NetworkPolicy was restored (a metric label). */
+export const POLICY_RESTORE_CAUSES = ['deleted', 'modified'] as const;
+export type PolicyRestoreCause = (typeof POLICY_RESTORE_CAUSES)[number];
+
 export interface NetworkPolicyMetrics {
-  restored(cause: 'deleted' | 'modified'): void;
+  restored(cause: PolicyRestoreCause): void;
   inPlace(yes: boolean): void;
   queue?: QueueMetrics;
 }
@@ -302,7 +306,7 @@ export class NetworkPolicyGuard {
     this.restoredLog(drift === 'missing' ? 'deleted' : 'modified');
   }
 
-  private restoredLog(cause: 'deleted' | 'modified'): void {
+  private restoredLog(cause: PolicyRestoreCause): void {
     this.metrics?.restored(cause);
     this.log.warn({ networkpolicy: this.ref(), cause }, 'Restored NetworkPolicy');
   }

@@ -5,13 +5,14 @@ import { ECOSYSTEMS, SANDBOX_CHECKS, type Ecosystem } from '../api/v1alpha1/inde
 import type { InstallOutcome } from '../packages/installer.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { REPLICA_GONE, type ControllerMetrics } from '../controller/metrics.js';
+import { LEADER_LEASE } from '../controller/pool-controller.js';
 import type { QueueMetrics } from '../controller/workqueue.js';
 import type { RunMetricsSink } from '../runs/types.js';
 import type { SandboxCheckMetrics } from '../selfcheck/checker.js';
-import type { NetworkPolicyMetrics } from '../controller/network-policy.js';
+import { POLICY_RESTORE_CAUSES, type NetworkPolicyMetrics } from '../controller/network-policy.js';
 import { ADMISSION_LIMITS, type AdmissionLimit, type RunLoad } from '../limits/admission.js';
 import { serviceMetrics, type ServiceMetrics } from './service-metrics.js';
-import type { AuditResult } from '../audit/writer.js';
+import { AUDIT_RESULTS, type AuditResult } from '../audit/writer.js';
 import type { KubeApiMetrics } from '../kube/api-metrics.js';
 import { kubeApiMetrics } from './kube-api-metrics.js';
 import { READ_BUDGET_KINDS, type ReadBudgetKind } from '../exec/read-budget.js';
@@ -178,6 +179,9 @@ export function createMetrics(): Metrics {
     labelNames: ['name'] as const,
     registers: [registry],
   });
+  // A backup from the start: with no replica ever leader (the Lease refused, say) the series is
+  // there at 0 for CodemodeNoLeader to see, not absent.
+  leaderStatus.set({ name: LEADER_LEASE }, 0);
 
   const sandboxCheck = sandboxCheckMetrics(registry);
   // Issue 14, point 4: the sandbox NetworkPolicy is watched and restored.
@@ -187,6 +191,7 @@ export function createMetrics(): Metrics {
     labelNames: ['cause'] as const,
     registers: [registry],
   });
+  for (const cause of POLICY_RESTORE_CAUSES) policyRestores.inc({ cause }, 0);
   const policyInPlace = new Gauge({
     name: 'codemode_network_policy_in_place',
     help: '1 when the informer shows the correct sandbox NetworkPolicy, 0 while it is missing or altered (no sandbox starts then).',
@@ -222,6 +227,7 @@ export function createMetrics(): Metrics {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  for (const result of AUDIT_RESULTS) auditRecords.inc({ result }, 0);
   const auditQueue = new Gauge({
     name: 'codemode_audit_queue_length',
     help: 'Session calls waiting for their audit record to be written on this replica (CODEMODE_AUDIT_QUEUE_LENGTH caps it).',
@@ -295,7 +301,7 @@ export function createMetrics(): Metrics {
     },
     poolClaim: (result): void => void poolClaims.inc({ result }),
     poolTarget: (pods): void => void poolTargetPods.set(pods),
-    leader: (isLeader): void => void leaderStatus.set({ name: 'codemode-operator-leader' }, isLeader ? 1 : 0),
+    leader: (isLeader): void => void leaderStatus.set({ name: LEADER_LEASE }, isLeader ? 1 : 0),
     replicasAlive: (count): void => void replicasAlive.set(count),
     replicaGone: (how): void => void replicasGone.inc({ how }),
     orphanEnded: (phase, reason, runtime): void => void runsTotal.inc({ phase, reason, runtime }),
@@ -371,6 +377,7 @@ function sandboxCheckMetrics(registry: Registry): SandboxCheckMetrics {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  for (const result of ['completed', 'failed'] as const) runs.inc({ result }, 0);
   for (const check of SANDBOX_CHECKS) {
     enforced.set({ check }, 0);
     accepted.set({ check }, 0);

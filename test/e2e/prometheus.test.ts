@@ -152,6 +152,7 @@ describe('the dashboard and the alerts on a real Prometheus', () => {
       'CodemodeNoLeader',
       'CodemodeReconcileErrors',
       'CodemodeReplicaLost',
+      'CodemodeSandboxCheckFailing',
       'CodemodeSandboxNotEnforced',
       'CodemodeWarmPoolEmpty',
     ]);

@@ -10,7 +10,8 @@ import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Reasons } from '../../src/api/v1alpha1/index.js';
 import { createMetrics } from '../../src/metrics/registry.js';
-import { ALERTS, ALERT_TESTS, alertRules, dashboard, metricNames, panelQueries } from '../e2e/helpers/chart-monitoring.js';
+import { ALERTS, ALERT_TESTS, alertRules, dashboard, metricNames, panelQueries, unitOf } from '../e2e/helpers/chart-monitoring.js';
+import { ADMISSION_LIMITS } from '../../src/limits/admission.js';
 import { ensurePrometheus, type PrometheusBins } from '../e2e/helpers/prometheus.js';
 
 const run = promisify(execFile);
@@ -67,6 +68,28 @@ describe('dashboard and alerts read metrics the gateway exports', () => {
       for (const n of names) expect(have, n).toContain(n);
     },
   );
+
+  // A query is drawn in its metric's unit: a latency quantile in seconds, memory in bytes, even in
+  // a panel whose other queries are rates.
+  it('draws every query in its unit', () => {
+    const wrong: string[] = [];
+    for (const p of dashboard().panels.flatMap((x) => [x, ...(x.panels ?? [])])) {
+      for (const t of p.targets ?? []) {
+        const want = /histogram_quantile\(.*_seconds_bucket/.test(t.expr)
+          ? 's'
+          : /histogram_quantile\(.*_bytes_bucket/.test(t.expr) || /process_resident_memory_bytes/.test(t.expr)
+            ? 'bytes'
+            : undefined;
+        if (want !== undefined && unitOf(p, t.refId) !== want) wrong.push(`${p.title} / ${t.refId}: ${unitOf(p, t.refId)} for ${want}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('names every capacity limit in the rejections panel', () => {
+    const p = dashboard().panels.find((x) => x.targets?.some((t) => t.expr.includes('codemode_admission_rejections_total')));
+    for (const limit of ADMISSION_LIMITS) expect(p?.description, limit).toMatch(new RegExp(`\\b${limit}\\b`));
+  });
 
   it('has unique panel ids, a datasource variable and a job filter on every query', () => {
     const d = dashboard();

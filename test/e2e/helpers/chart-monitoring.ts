@@ -7,12 +7,24 @@ export const DASHBOARD = 'charts/codemode-operator/dashboards/codemode.json';
 export const ALERTS = 'charts/codemode-operator/rules/alerts.yaml';
 export const ALERT_TESTS = 'charts/codemode-operator/rules/alerts.test.yaml';
 
-interface Panel {
+export interface Panel {
   type: string;
   title: string;
   id: number;
+  description?: string;
   targets?: Array<{ expr: string; refId: string }>;
+  fieldConfig?: {
+    defaults?: { unit?: string };
+    overrides?: Array<{ matcher: { id: string; options: string }; properties: Array<{ id: string; value: unknown }> }>;
+  };
   panels?: Panel[];
+}
+
+/** The unit a panel draws one of its queries in: an override for its refId, else the panel's. */
+export function unitOf(p: Panel, refId: string): string | undefined {
+  const o = p.fieldConfig?.overrides?.find((x) => x.matcher.id === 'byFrameRefID' && x.matcher.options === refId);
+  const unit = o?.properties.find((x) => x.id === 'unit')?.value;
+  return typeof unit === 'string' ? unit : p.fieldConfig?.defaults?.unit;
 }
 
 export interface Dashboard {

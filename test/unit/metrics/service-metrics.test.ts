@@ -30,6 +30,15 @@ describe('service metrics', () => {
       'codemode_kernel_stream_breaks_total{path="session",outcome="unknown"} 0',
       'codemode_gateway_replicas_gone_total{how="released"} 0',
       'codemode_gateway_replicas_gone_total{how="expired"} 0',
+      // The first dropped audit record, restored policy or failed self-check is an increase.
+      'codemode_audit_records_total{result="dropped"} 0',
+      'codemode_audit_records_total{result="written"} 0',
+      'codemode_network_policy_restores_total{cause="deleted"} 0',
+      'codemode_network_policy_restores_total{cause="modified"} 0',
+      'codemode_sandbox_check_runs_total{result="failed"} 0',
+      'codemode_sandbox_check_runs_total{result="completed"} 0',
+      // A backup until it leads: CodemodeNoLeader sees replicas none of which ever led.
+      'leader_election_master_status{name="codemode-operator-leader"} 0',
     ]) {
       expect(text).toContain(line);
     }
