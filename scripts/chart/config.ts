@@ -27,6 +27,19 @@ export const CHART_OWNED: Partial<Record<FieldKey, { template: string; why: stri
  */
 export const CHART_DEFAULTS: Partial<Record<FieldKey, string>> = { bindAddress: '0.0.0.0', authMode: 'tokens' };
 
+/**
+ * Values the chart's templates read themselves (the container port, the grace period, the RBAC
+ * rule for the tokens Secret, the listen address the probes reach): a blank one would render a
+ * broken manifest rather than the gateway's default, so the schema refuses it.
+ */
+export const CHART_READS: Partial<Record<FieldKey, { minimum?: number }>> = {
+  port: { minimum: 1 },
+  bindAddress: {},
+  authTokensSecret: {},
+  maxTimeoutSeconds: {},
+  podStartupTimeoutSeconds: {},
+};
+
 export type ConfigKind = 'string' | 'integer' | 'boolean' | 'list';
 
 export interface ChartConfigField {
@@ -53,15 +66,31 @@ export function kindOf(schema: z.ZodType): ConfigKind {
   return 'string';
 }
 
-/** Values accept what the env var accepts, plus the natural YAML form (numbers, lists). */
-export function valueSchema(schema: z.ZodType, kind: ConfigKind, description: string): Record<string, unknown> {
+/**
+ * Values accept what the env var accepts, plus the natural YAML form (numbers, lists). A number is
+ * checked against the field's own range, so `helm install` refuses what the gateway would refuse
+ * at start (as text, e.g. --set-string, only its digits are checked).
+ */
+export function valueSchema(
+  schema: z.ZodType,
+  kind: ConfigKind,
+  description: string,
+  read: { minimum?: number } | undefined = undefined,
+): Record<string, unknown> {
   const { $schema: _s, default: _d, ...input } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-  // Blank always means "the gateway's default" (Helm renders unset values as ""), whatever the kind.
-  const blank = { type: 'string', maxLength: 0 };
-  if (kind === 'integer') return { description, anyOf: [{ type: 'integer', minimum: 0 }, input, blank] };
-  if (kind === 'list') return { description, anyOf: [{ type: 'array', items: { type: 'string' } }, input, blank] };
-  if (kind === 'boolean') return { description, anyOf: [{ type: 'boolean' }, input, blank] };
-  return { description, anyOf: [input, blank] };
+  // Blank means "the gateway's default" (Helm renders unset values as ""), whatever the kind,
+  // except for the values the templates read themselves.
+  const blank = read === undefined ? [{ type: 'string', maxLength: 0 }] : [];
+  if (kind === 'integer') {
+    const out = z.toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as { minimum?: number; maximum?: number };
+    const minimum = Math.max(read?.minimum ?? 0, out.minimum ?? 0);
+    const number = { type: 'integer', minimum, ...(out.maximum !== undefined && { maximum: out.maximum }) };
+    return { description, anyOf: [number, input, ...blank] };
+  }
+  if (kind === 'list') return { description, anyOf: [{ type: 'array', items: { type: 'string' } }, input, ...blank] };
+  if (kind === 'boolean') return { description, anyOf: [{ type: 'boolean' }, input, ...blank] };
+  if (read !== undefined) return { description, allOf: [input, { type: 'string', minLength: 1 }] };
+  return { description, anyOf: [input, ...blank] };
 }
 
 function defaultOf(raw: string, kind: ConfigKind): string | number | boolean | string[] {
@@ -86,7 +115,7 @@ export function chartConfigFields(): ChartConfigField[] {
       allowed: f.doc.allowed,
       kind,
       default: defaultOf(raw, kind),
-      schema: valueSchema(f.schema as z.ZodType, kind, description),
+      schema: valueSchema(f.schema as z.ZodType, kind, description, CHART_READS[key]),
       inValues: owned?.inValues ?? true,
       ...(owned && { template: owned.template }),
     };

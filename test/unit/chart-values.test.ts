@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { FIELDS } from '../../src/config/fields.js';
 import { loadConfig } from '../../src/config/index.js';
-import { chartConfigFields, kindOf, renderEnvTemplate, valueSchema } from '../../scripts/chart/config.js';
+import { CHART_READS, chartConfigFields, kindOf, renderEnvTemplate, valueSchema } from '../../scripts/chart/config.js';
 import { analyseValues, describe as describeComment, valuesTableMarkdown } from '../../scripts/chart/values-schema.js';
 
 const CHART = 'charts/codemode-operator';
@@ -74,9 +74,22 @@ describe('chart config generated from src/config/fields.ts', () => {
     ['logLevel', 'loud', false],
     ['imagePython', '', true],
     ['imagePython', 'registry.example.com/py:1', true],
+    // A number in the field's own range, as the gateway checks it at start.
+    ['maxTimeoutSeconds', 3600, true],
+    ['maxTimeoutSeconds', 7200, false],
+    ['maxConcurrentRuns', 0, false],
+    ['maxConcurrentRuns', '', true],
+    // Values the templates read: never blank, and a port a container can have.
+    ['maxTimeoutSeconds', '', false],
+    ['port', 0, false],
+    ['port', '', false],
+    ['port', 8080, true],
+    ['bindAddress', '', false],
+    ['authTokensSecret', '', false],
+    ['authTokensSecret', 'team-tokens', true],
   ] as const)('the schema of config.%s accepts %j: %s', (key, value, ok) => {
     const f = FIELDS[key];
-    const schema = valueSchema(f.schema as z.ZodType, kindOf(f.schema as z.ZodType), 'd');
+    const schema = valueSchema(f.schema as z.ZodType, kindOf(f.schema as z.ZodType), 'd', CHART_READS[key]);
     expect(z.fromJSONSchema(schema).safeParse(value).success).toBe(ok);
   });
 });
