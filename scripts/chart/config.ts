@@ -19,6 +19,11 @@ export const CHART_OWNED: Partial<Record<FieldKey, { template: string; why: stri
     inValues: false,
   },
   stdioGatewayNamespace: { template: '.Release.Namespace', why: 'set to the release namespace', inValues: false },
+  publicUrl: {
+    template: 'include "codemode.publicUrl" .',
+    why: "empty: the Ingress's first host, https when it has TLS blocks",
+    inValues: true,
+  },
 };
 
 /**

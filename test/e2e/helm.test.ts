@@ -136,6 +136,139 @@ describe('charts/codemode-operator', () => {
     expect(await kubectl(['apply', '--dry-run=server', '-f', '-'], ownNs)).toMatch(/namespace\/.* created \(server dry run\)/);
   });
 
+  // The Role and, in auth mode kubernetes, the one ClusterRole, applied for real and asked through
+  // impersonation: what the gateway uses and nothing it does not (replacing a run, a session or a
+  // status; SubjectAccessReviews).
+  it('grants the gateway what it uses and no more (kubectl auth can-i)', async () => {
+    const rbac = await helm(
+      'template',
+      release,
+      CHART,
+      '-n',
+      dryNs,
+      '--set',
+      'sandboxNamespace.create=false',
+      '--set',
+      `sandboxNamespace.name=${dryNs}`,
+      '--set',
+      'config.authMode=kubernetes',
+      '--show-only',
+      'templates/rbac.yaml',
+    );
+    const clusterWide = [...rbac.matchAll(/kind: Cluster(?:Role|RoleBinding)\nmetadata:\n  name: (\S+)/g)].map((m) => m[1] ?? '');
+    expect(clusterWide).toEqual([`${dryNs}-cm-codemode-operator-tokenreview`, `${dryNs}-cm-codemode-operator-tokenreview`]);
+    await kubectl(['apply', '-f', '-'], rbac);
+    try {
+      const as = `system:serviceaccount:${dryNs}:cm-codemode-operator`;
+      const canI = (verb: string, resource: string, namespaced = true): Promise<string> =>
+        kubectl(['auth', 'can-i', verb, resource, '--as', as, ...(namespaced ? ['-n', dryNs] : [])]).then(
+          (out) => out.trim(),
+          (err: unknown) => (/\bno\b/.test(String(err)) ? 'no' : Promise.reject(err as Error)),
+        );
+      const answers = await Promise.all(
+        (
+          [
+            ['create', 'tokenreviews.authentication.k8s.io', false, 'yes'],
+            ['create', 'subjectaccessreviews.authorization.k8s.io', false, 'no'],
+            ['patch', 'sandboxruns.codemode.dev', true, 'yes'],
+            ['patch', 'sandboxruns.codemode.dev/status', true, 'yes'],
+            ['patch', 'sandboxsessions.codemode.dev/status', true, 'yes'],
+            ['update', 'sandboxruns.codemode.dev', true, 'no'],
+            ['update', 'sandboxsessions.codemode.dev/status', true, 'no'],
+            ['create', 'pods/exec', true, 'yes'],
+            ['list', 'secrets', true, 'no'],
+          ] as const
+        ).map(async ([verb, resource, namespaced, want]) => [`${verb} ${resource}`, await canI(verb, resource, namespaced), want]),
+      );
+      for (const [what, got, want] of answers) expect(got, what).toBe(want);
+    } finally {
+      await kubectl(['delete', 'clusterrole,clusterrolebinding', `${dryNs}-cm-codemode-operator-tokenreview`, '--ignore-not-found']);
+    }
+  });
+
+  // What publishing the endpoint and each auth mode render: the OAuth metadata routed beside /mcp,
+  // the public URL from the Ingress, egress to the OIDC issuer, and refusals of a route to nowhere.
+  const OIDC = ['--set', 'config.authMode=oidc', '--set', 'config.oidcAudience=mcp'];
+  it.each([
+    [
+      'an Ingress with TLS routes the OAuth metadata and names its host as the public URL',
+      [
+        '--set',
+        'ingress.enabled=true',
+        '--set',
+        'ingress.hosts={mcp.example.com}',
+        '--set',
+        'ingress.tls[0].hosts={mcp.example.com}',
+        '--set',
+        'ingress.tls[0].secretName=t',
+      ],
+      [/path: \/\.well-known\/oauth-protected-resource\n\s+pathType: Prefix/, /name: CODEMODE_PUBLIC_URL\n\s+value: "https:\/\/mcp\.example\.com"/],
+      [],
+    ],
+    [
+      'an explicit public URL wins',
+      ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts={mcp.example.com}', '--set', 'config.publicUrl=https://agents.example.com'],
+      [/name: CODEMODE_PUBLIC_URL\n\s+value: "https:\/\/agents\.example\.com"/],
+      [],
+    ],
+    [
+      'an HTTPRoute routes the OAuth metadata',
+      ['--set', 'httpRoute.enabled=true', '--set', 'httpRoute.parentRefs[0].name=gw'],
+      [/type: PathPrefix\n\s+value: \/\.well-known\/oauth-protected-resource/],
+      [],
+    ],
+    [
+      "oidc: egress to the issuer's and the JWKS URL's ports",
+      [...OIDC, '--set', 'config.oidcIssuer=http://kc.example:8080/realms/x', '--set', 'config.oidcJwksUrl=https://keys.example.com/jwks'],
+      [/- ports:\n\s+- port: 8080\n\s+protocol: TCP\n\s+- port: 443\n\s+protocol: TCP\n/],
+      [],
+    ],
+    [
+      'oidc: networkPolicy.oidcEgress instead',
+      [...OIDC, '--set', 'config.oidcIssuer=https://login.example.com', '--set', 'networkPolicy.oidcEgress[0].to[0].ipBlock.cidr=10.9.9.9/32'],
+      [/cidr: 10\.9\.9\.9\/32/],
+      [/issuer's discovery document/],
+    ],
+    [
+      'tokens: no egress beyond the API server, DNS and the stdio bridges',
+      [],
+      [],
+      [/issuer's discovery document/, /port: 443\n\s+protocol: TCP\n\s+- port: 6443\n[\s\S]*port: 443/],
+    ],
+  ] as const)('renders: %s', async (_what, args, present, absent) => {
+    const out = await helm(
+      'template',
+      release,
+      CHART,
+      '-n',
+      dryNs,
+      '--set',
+      'sandboxNamespace.create=false',
+      '--set',
+      `sandboxNamespace.name=${dryNs}`,
+      '--set',
+      'networkPolicy.apiServer.cidrs={10.0.0.1/32}',
+      ...args,
+    );
+    for (const re of present) expect(out).toMatch(re);
+    for (const re of absent) expect(out).not.toMatch(re);
+    // Whatever the values, the API server accepts what they render.
+    // (An HTTPRoute's CRD is not on this cluster: that document is left out.)
+    const known = out.split(/^---$/m).filter((doc) => !/^kind: HTTPRoute$/m.test(doc));
+    await kubectl(['apply', '--dry-run=server', '-f', '-'], known.join('---'));
+  });
+
+  it.each([
+    ['an Ingress without hosts', ['--set', 'ingress.enabled=true'], /ingress\.enabled needs ingress\.hosts/],
+    [
+      'an HTTPRoute without a Gateway',
+      ['--set', 'httpRoute.enabled=true', '--set', 'httpRoute.hostnames={a.example.com}'],
+      /httpRoute\.enabled needs httpRoute\.parentRefs/,
+    ],
+  ])('refuses %s, saying what to set', async (_what, args, message) => {
+    await expect(helm('template', release, CHART, '-n', dryNs, ...args)).rejects.toThrow(message);
+  });
+
   it.each([
     ['a CODEMODE_* variable (set from config)', 'extraEnv[0].name=CODEMODE_PORT', /extraEnv\[\]\.name CODEMODE_PORT: .*set the config value instead/],
     ['an entry without a name', 'extraEnv[0].value=x', /extraEnv\/0.*missing property 'name'/],

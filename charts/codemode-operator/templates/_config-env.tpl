@@ -95,7 +95,7 @@
 - name: CODEMODE_GROUPS_PREFIX
   value: {{ include "codemode.envValue" .Values.config.groupsPrefix }}
 - name: CODEMODE_PUBLIC_URL
-  value: {{ include "codemode.envValue" .Values.config.publicUrl }}
+  value: {{ include "codemode.publicUrl" . | quote }}
 - name: CODEMODE_ADMIN_GROUPS
   value: {{ include "codemode.envValue" .Values.config.adminGroups }}
 - name: CODEMODE_SANDBOX_CHECK_INTERVAL_SECONDS

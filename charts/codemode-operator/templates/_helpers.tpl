@@ -73,6 +73,33 @@ permission never covers the gateway's own pods.
 {{- $hosts | uniq | join "," -}}
 {{- end }}
 
+{{/*
+The public base URL in the OAuth metadata and WWW-Authenticate answers: config.publicUrl, else the
+Ingress's first host (https when the Ingress has TLS blocks), else empty (the gateway takes it
+from each request, which behind a TLS-terminating proxy says http).
+*/}}
+{{- define "codemode.publicUrl" -}}
+{{- if .Values.config.publicUrl }}{{ .Values.config.publicUrl }}
+{{- else if and .Values.ingress.enabled .Values.ingress.hosts }}{{ printf "%s://%s" (ternary "https" "http" (not (empty .Values.ingress.tls))) (first .Values.ingress.hosts) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ports of the OIDC issuer's URLs (its discovery document and its JWKS): the URL's own port, or
+443 for https and 80 for http.
+*/}}
+{{- define "codemode.oidcPorts" -}}
+{{- $ports := list -}}
+{{- range (list .Values.config.oidcIssuer .Values.config.oidcJwksUrl) }}
+{{- if . }}
+{{- $u := urlParse . -}}
+{{- $port := regexFind "[0-9]+$" (regexFind ":[0-9]+$" $u.host) -}}
+{{- $ports = append $ports (default (ternary "443" "80" (eq $u.scheme "https")) $port) -}}
+{{- end }}
+{{- end }}
+{{- $ports | uniq | join "," -}}
+{{- end }}
+
 {{/* A config value as an env string: lists joined with commas, null as empty (the gateway default). */}}
 {{- define "codemode.envValue" -}}
 {{- if kindIs "invalid" . }}{{ "" | quote }}
