@@ -1021,8 +1021,8 @@ export const FIELDS = {
       env: 'CODEMODE_PACKAGES_EGRESS_EXCEPT',
       default: '10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,100.64.0.0/10',
       description:
-        'Ranges inside CODEMODE_PACKAGES_EGRESS_CIDRS fetcher pods may not reach (default: private, link-local and carrier ranges, so a fetcher cannot reach the cluster or a cloud metadata service); set empty for an in-cluster mirror.',
-      allowed: 'comma-separated CIDRs, each inside one of CODEMODE_PACKAGES_EGRESS_CIDRS (or empty)',
+        'Ranges inside CODEMODE_PACKAGES_EGRESS_CIDRS fetcher pods may not reach (default: private, link-local and carrier ranges, so a fetcher cannot reach the cluster or a cloud metadata service). Only those inside an allowed range apply: for an in-cluster mirror, set CODEMODE_PACKAGES_EGRESS_CIDRS to its addresses (empty here means this default).',
+      allowed: 'comma-separated CIDRs',
     },
     commaList(cidr),
   ),
