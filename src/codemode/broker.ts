@@ -185,6 +185,8 @@ export class RunCalls {
       if (!t) return failure('denied', noTool(frame.server, frame.tool));
       return this.give(this.describeOne(frame.server, t, frame.detail, version));
     } catch (err) {
+      // The user's searches took their share of the gateway's thread (all their runs' together).
+      if ((err as { code?: unknown } | undefined)?.code === 'search_limit') return failure('limit', message(err));
       return failure('unavailable', `the gateway could not answer: ${message(err)}`);
     }
   }

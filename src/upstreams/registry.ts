@@ -8,6 +8,7 @@ import { CallGate, type CallGateLimits } from './call-gate.js';
 import { mayUse, type ToolFilter } from './policy.js';
 import { DEFAULT_SEARCH_LIMIT, indexedChars, ToolSearch } from './search.js';
 import { describeTool } from './signature.js';
+import { DebtBucket } from '../util/debt-bucket.js';
 import {
   UpstreamError,
   type CallOptions,
@@ -55,6 +56,16 @@ const RELEASE_GRACE_MS = 1_000;
 export const INDEX_CHARS_PER_SECOND = 200_000;
 export const INDEX_BURST_CHARS = 4_000_000;
 
+/**
+ * Time on the gateway's thread one user's searches may take, in ms: USER_SEARCH_BURST_MS, then
+ * USER_SEARCH_MS_PER_SECOND of each second — whether they come from search_tools or from sandbox
+ * code, and from however many runs and sessions. A search takes 2–10 ms over a few thousand tools
+ * on a slow machine, and one run's own budget (src/codemode/broker.ts) does not bound a user's
+ * many runs, nor search_tools at the request rate. A user over it is refused until it is repaid.
+ */
+export const USER_SEARCH_BURST_MS = 1_000;
+export const USER_SEARCH_MS_PER_SECOND = 100;
+
 /** What a caller allowed to use a server may read of its catalog, and that catalog's version. */
 interface Catalog {
   ready: boolean;
@@ -77,6 +88,8 @@ export class Upstreams implements UpstreamRegistry {
   private indexBudget = INDEX_BURST_CHARS;
   private budgetAt: number;
   private readonly gate: CallGate;
+  /** Per user: the thread time their searches took (USER_SEARCH_MS_PER_SECOND); full ones are forgotten. */
+  private readonly searchBudgets = new Map<string, DebtBucket>();
 
   /**
    * `onCalls`: told a server's calls in flight and waiting after each change (for the gauges);
@@ -152,14 +165,43 @@ export class Upstreams implements UpstreamRegistry {
   }
 
   search(caller: Caller | undefined, query: string, options: SearchOptions = {}): ToolSignature[] {
+    const budget = this.searchBudget(caller?.user ?? '');
+    const owed = budget.charge(0);
+    if (owed > 0)
+      throw new UpstreamError(
+        'search_limit',
+        `Your searches took more than ${USER_SEARCH_MS_PER_SECOND} ms of the gateway's time a second (after ${USER_SEARCH_BURST_MS} ms). Retry in ${Math.ceil(owed / 1000)} s; search less often, or ask for more results at once.`,
+      );
     const allowed = new Set(
       [...this.entries.values()]
         .filter((e) => e.ready && mayUse(e.access, caller) && (options.servers === undefined || options.servers.includes(e.name)))
         .map((e) => e.name),
     );
     if (allowed.size === 0) return [];
-    const limit = options.limit ?? DEFAULT_SEARCH_LIMIT;
+    // Building the index is everyone's work, bounded on its own (INDEX_CHARS_PER_SECOND): only the
+    // query is the caller's.
     const index = this.currentIndex();
+    const started = this.now();
+    try {
+      return this.query(index, allowed, query, options.limit ?? DEFAULT_SEARCH_LIMIT);
+    } finally {
+      budget.charge(this.now() - started);
+    }
+  }
+
+  /** The user's search budget, made on first use; making one forgets the full ones (they carry nothing). */
+  private searchBudget(user: string): DebtBucket {
+    let b = this.searchBudgets.get(user);
+    if (!b) {
+      for (const [name, other] of this.searchBudgets) if (other.full) this.searchBudgets.delete(name);
+      b = new DebtBucket(USER_SEARCH_BURST_MS, USER_SEARCH_MS_PER_SECOND, this.now);
+      this.searchBudgets.set(user, b);
+    }
+    return b;
+  }
+
+  /** `query` over `index`, or over the last one (undefined: over budget for a new one). */
+  private query(index: ToolSearch | undefined, allowed: ReadonlySet<string>, query: string, limit: number): ToolSignature[] {
     if (index) return index.search(query, allowed, limit);
     // The last index, over budget for a new one: without the tools (or servers) gone since.
     const held = new Set([...this.catalogs].filter(([name]) => allowed.has(name)).flatMap(([name, c]) => c.tools.map((t) => `${name}\u0000${t.name}`)));

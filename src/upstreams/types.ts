@@ -123,6 +123,8 @@ export type UpstreamErrorCode =
   | 'aborted'
   /** Too many of the caller's calls to this upstream wait already (call-gate.ts). */
   | 'busy'
+  /** The caller's searches took their share of the gateway's thread (USER_SEARCH_MS_PER_SECOND); retry later. */
+  | 'search_limit'
   /** The upstream failed at the protocol or transport level (not a tool error). */
   | 'upstream_failed';
 

@@ -4,12 +4,12 @@ import type { ReadResourceResult, ServerContext } from '@modelcontextprotocol/se
 import { z } from 'zod';
 import { signatureLine } from '../../upstreams/signature.js';
 import { MAX_SEARCH_LIMIT } from '../../upstreams/search.js';
-import type { UpstreamRegistry, UpstreamServerInfo } from '../../upstreams/types.js';
+import { UpstreamError, type UpstreamRegistry, type UpstreamServerInfo } from '../../upstreams/types.js';
 import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { RESULT_FORMATS } from '../../config/fields.js';
-import { okResult } from './result.js';
+import { errorResult, okResult } from './result.js';
 import { formatRows } from './result-format.js';
 
 export const CAPABILITIES_URI = 'codemode://upstreams';
@@ -75,7 +75,14 @@ export function registerSearchTools(server: ToolRegistry, deps: GatewayDeps): vo
     },
     (args, ctx) => {
       const caller = callerOf(ctx);
-      const results = upstreams.search(caller, args.query, { limit: args.limit, ...(args.servers && { servers: args.servers }) });
+      let results: ReturnType<UpstreamRegistry['search']>;
+      try {
+        results = upstreams.search(caller, args.query, { limit: args.limit, ...(args.servers && { servers: args.servers }) });
+      } catch (err) {
+        // The caller's searches took their share of the gateway's thread: a result saying when to retry.
+        if (err instanceof UpstreamError && err.code === 'search_limit') return errorResult(err.message);
+        throw err;
+      }
       const text =
         results.length === 0 ? noResults(upstreams, caller) : formatRows(results, args.format ?? defaultFormat, () => results.map(signatureLine).join('\n'));
       return okResult(text, { results });

@@ -3,6 +3,7 @@ import { SEARCHES_PER_SECOND, SEARCH_BURST, SEARCH_BURST_MS, SEARCH_MS_PER_SECON
 import { rankTools } from '../../../src/codemode/discovery.js';
 import type { CallFrame } from '../../../src/codemode/frames.js';
 import { registryCaller } from '../../../src/codemode/registry-caller.js';
+import { UpstreamError } from '../../../src/upstreams/types.js';
 import { ToolFilter } from '../../../src/upstreams/policy.js';
 import { Upstreams } from '../../../src/upstreams/registry.js';
 import { DEMO_TOOLS, fakeUpstream } from './fake-upstream.js';
@@ -205,6 +206,18 @@ describe('a run’s searches', () => {
     expect((await kinds(SEARCHES_PER_SECOND + 1)).filter((k) => k === 'ok')).toHaveLength(SEARCHES_PER_SECOND);
     const refused = await r.handle(search('add'));
     expect(refused).toMatchObject({ ok: false, error: { kind: 'limit', message: expect.stringMatching(/searched faster than/) } });
+  });
+
+  // The user's budget (all their runs' searches and search_tools together) is the registry's.
+  it("are refused as a limit when the user's searches took their share of the gateway's time", async () => {
+    const up = {
+      ...fakeUpstream(),
+      search: (): never => {
+        throw new UpstreamError('search_limit', "Your searches took more than 100 ms of the gateway's time a second (after 1000 ms). Retry in 1 s.");
+      },
+    };
+    const r = new ToolBroker(up, { ...limits, bytesPerRun: 10_000_000 }).forRun({});
+    expect(await r.handle(search('add'))).toMatchObject({ ok: false, error: { kind: 'limit', message: expect.stringMatching(/^Your searches took/) } });
   });
 
   it('are answered while the time they took fits the burst and the rate', async () => {

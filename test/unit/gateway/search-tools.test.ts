@@ -6,10 +6,11 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../../src/gateway/app.js';
 import { ToolFilter } from '../../../src/upstreams/policy.js';
 import { Upstreams } from '../../../src/upstreams/registry.js';
+import { UpstreamError } from '../../../src/upstreams/types.js';
 import { InTestRunService, TEST_OPTIONS } from './harness.js';
 
 const registry = new Upstreams();
@@ -116,6 +117,22 @@ describe.each(['v1', 'v2'] as const)('search_tools (%s client)', (kind) => {
       expect(r.isError).toBe(true);
       expect(r.content.map((p) => p.text).join(' ')).toMatch(message);
     } finally {
+      await c.close();
+    }
+  });
+
+  it("says when to retry once the caller's searches took their share of the gateway's time", async () => {
+    const c = await client(kind);
+    const spy = vi.spyOn(registry, 'search').mockImplementationOnce(() => {
+      throw new UpstreamError('search_limit', "Your searches took more than 100 ms of the gateway's time a second (after 1000 ms). Retry in 2 s.");
+    });
+    try {
+      const r = await c.call({ query: 'echo' });
+      expect(r.isError).toBe(true);
+      expect(r.content[0]?.text).toMatch(/^Your searches took more than 100 ms .*Retry in 2 s\.$/);
+      expect((await c.call({ query: 'echo' })).isError).toBeFalsy();
+    } finally {
+      spy.mockRestore();
       await c.close();
     }
   });

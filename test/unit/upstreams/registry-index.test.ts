@@ -1,13 +1,21 @@
 // The registry's search index: the watcher sets every server on each reconcile (status writes,
 // refreshes of any upstream), so the index is rebuilt only when a catalog really changed, and it
 // holds at most MAX_INDEXED_CHARS of each tool's text. Builds are counted, not timed.
-import { describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ToolFilter } from '../../../src/upstreams/policy.js';
-import { INDEX_BURST_CHARS, INDEX_CHARS_PER_SECOND, Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
+import {
+  INDEX_BURST_CHARS,
+  INDEX_CHARS_PER_SECOND,
+  USER_SEARCH_BURST_MS,
+  USER_SEARCH_MS_PER_SECOND,
+  Upstreams,
+  type UpstreamEntry,
+} from '../../../src/upstreams/registry.js';
+import { ToolSearch } from '../../../src/upstreams/search.js';
 import type * as SearchModule from '../../../src/upstreams/search.js';
 import type { UpstreamTool } from '../../../src/upstreams/types.js';
 
-const builds = vi.hoisted(() => ({ n: 0 }));
+const builds = vi.hoisted(() => ({ n: 0, clock: undefined as { t: number } | undefined, ms: 0 }));
 
 vi.mock('../../../src/upstreams/search.js', async (importOriginal) => {
   const m = await importOriginal<typeof SearchModule>();
@@ -15,6 +23,8 @@ vi.mock('../../../src/upstreams/search.js', async (importOriginal) => {
     constructor(tools: Iterable<UpstreamTool>) {
       super(tools);
       builds.n++;
+      // A build's time on the registry's clock, where a test gives one.
+      if (builds.clock) builds.clock.t += builds.ms;
     }
   }
   return { ...m, ToolSearch: CountedToolSearch };
@@ -158,5 +168,69 @@ describe('the registry’s search index', () => {
     now += Math.ceil((5_000 * 1024 * 1000) / INDEX_CHARS_PER_SECOND);
     expect(names(r, 'quokka')).toEqual(['huge.quokka_second']);
     expect(builds.n).toBe(2);
+  });
+});
+
+// One user's searches take at most their share of the gateway's thread, whether they come from
+// search_tools or from sandbox code, and from however many runs: a search's time is what the
+// registry's clock moved while it ran (here, a fixed cost the test's clock adds).
+describe('a user’s searches', () => {
+  afterEach(() => void vi.restoreAllMocks());
+  const COST_MS = 40;
+  function timed(): { r: Upstreams; clock: { t: number } } {
+    const clock = { t: 0 };
+    const r = new Upstreams(undefined, undefined, () => clock.t);
+    r.set(entry('github'));
+    // Every query moves the clock by COST_MS; building the index moves it by 5 s.
+    const search = ToolSearch.prototype.search;
+    vi.spyOn(ToolSearch.prototype, 'search').mockImplementation(function (this: ToolSearch, ...args) {
+      clock.t += COST_MS;
+      return search.apply(this, args);
+    });
+    return { r, clock };
+  }
+  const bob = { user: 'bob' };
+  const alice = { user: 'alice' };
+  const outcome = (r: Upstreams, caller: { user: string }): string => {
+    try {
+      r.search(caller, 'create issue');
+      return 'ok';
+    } catch (err) {
+      return (err as { code?: string }).code ?? String(err);
+    }
+  };
+
+  it('are answered while their time fits the burst, then refused until repaid, for that user only', () => {
+    const { r, clock } = timed();
+    // Time passes as they run (the budget refills meanwhile); the last one starts owing nothing.
+    const fit = Math.floor(USER_SEARCH_BURST_MS / (COST_MS - (COST_MS * USER_SEARCH_MS_PER_SECOND) / 1000)) + 1;
+    const answers = Array.from({ length: fit + 3 }, () => outcome(r, bob));
+    expect(answers.filter((a) => a === 'ok')).toHaveLength(fit);
+    expect(answers.slice(fit)).toEqual(['search_limit', 'search_limit', 'search_limit']);
+    expect(() => r.search(bob, 'x')).toThrow(/Your searches took more than 100 ms of the gateway's time a second \(after 1000 ms\)\. Retry in 1 s/);
+    // Another user is not charged for bob's.
+    expect(outcome(r, alice)).toBe('ok');
+    // Repaid at USER_SEARCH_MS_PER_SECOND: bob's debt of one search, then one more.
+    clock.t += ((2 * COST_MS) / USER_SEARCH_MS_PER_SECOND) * 1000;
+    expect(outcome(r, bob)).toBe('ok');
+  });
+
+  it('are not charged for building the index, which is everyone’s work', () => {
+    const { r, clock } = timed();
+    builds.clock = clock;
+    builds.ms = 5 * USER_SEARCH_BURST_MS;
+    try {
+      const before = builds.n;
+      // Each search after a catalog change builds the index (5 s on the clock); bob's searches stay answered.
+      for (let i = 0; i < 3; i++) {
+        r.set(entry('churn', { tools: [tool('churn', `quokka_${String(i)}`)] }));
+        clock.t += (INDEX_BURST_CHARS * 1000) / INDEX_CHARS_PER_SECOND; // the index budget full again
+        expect(outcome(r, bob)).toBe('ok');
+      }
+      expect(builds.n - before).toBe(3);
+      expect(outcome(r, bob)).toBe('ok');
+    } finally {
+      builds.clock = undefined;
+    }
   });
 });
