@@ -57,6 +57,13 @@ export const INDEX_CHARS_PER_SECOND = 200_000;
 export const INDEX_BURST_CHARS = 4_000_000;
 
 /**
+ * Search indexes kept at once, one per set of servers callers may use (access rules make a few:
+ * everyone, a team, admins). Their count is the administrator's doing, not a caller's: a caller
+ * narrowing a search to some servers searches its whole set's index.
+ */
+export const MAX_INDEXES = 8;
+
+/**
  * Time on the gateway's thread one user's searches may take, in ms: USER_SEARCH_BURST_MS, then
  * USER_SEARCH_MS_PER_SECOND of each second — whether they come from search_tools or from sandbox
  * code, and from however many runs and sessions. A search takes 2–10 ms over a few thousand tools
@@ -81,10 +88,15 @@ export class Upstreams implements UpstreamRegistry {
   /** Per server: kept while set() brings an equal catalog, so the version and the index stay. */
   private readonly catalogs = new Map<string, Catalog>();
   private nextVersion = 1;
-  /** Over the ready catalogs; built by the first search after one of them changed. */
-  private index: ToolSearch | undefined;
-  /** The index built last, while a new one waits for the budget (INDEX_CHARS_PER_SECOND). */
-  private stale: ToolSearch | undefined;
+  /**
+   * Per set of servers a caller may use (its key: their names), an index over their ready
+   * catalogs only, so that what a caller's search scores (a term's rarity, a field's length)
+   * never depends on a server it may not use. Built by the first search after a catalog changed;
+   * the least recently used beyond MAX_INDEXES are dropped.
+   */
+  private indexes = new Map<string, ToolSearch>();
+  /** The indexes built last, while new ones wait for the budget (INDEX_CHARS_PER_SECOND). */
+  private stale = new Map<string, ToolSearch>();
   private indexBudget = INDEX_BURST_CHARS;
   private budgetAt: number;
   private readonly gate: CallGate;
@@ -172,18 +184,19 @@ export class Upstreams implements UpstreamRegistry {
         'search_limit',
         `Your searches took more than ${USER_SEARCH_MS_PER_SECOND} ms of the gateway's time a second (after ${USER_SEARCH_BURST_MS} ms). Retry in ${Math.ceil(owed / 1000)} s; search less often, or ask for more results at once.`,
       );
-    const allowed = new Set(
-      [...this.entries.values()]
-        .filter((e) => e.ready && mayUse(e.access, caller) && (options.servers === undefined || options.servers.includes(e.name)))
-        .map((e) => e.name),
-    );
+    const visible = [...this.entries.values()]
+      .filter((e) => e.ready && mayUse(e.access, caller))
+      .map((e) => e.name)
+      .sort();
+    const allowed = new Set(visible.filter((name) => options.servers === undefined || options.servers.includes(name)));
     if (allowed.size === 0) return [];
     // Building the index is everyone's work, bounded on its own (INDEX_CHARS_PER_SECOND): only the
     // query is the caller's.
-    const index = this.currentIndex();
+    const key = visible.join('\u0000');
+    const index = this.currentIndex(key, visible);
     const started = this.now();
     try {
-      return this.query(index, allowed, query, options.limit ?? DEFAULT_SEARCH_LIMIT);
+      return this.query(index, key, allowed, query, options.limit ?? DEFAULT_SEARCH_LIMIT);
     } finally {
       budget.charge(this.now() - started);
     }
@@ -200,34 +213,64 @@ export class Upstreams implements UpstreamRegistry {
     return b;
   }
 
-  /** `query` over `index`, or over the last one (undefined: over budget for a new one). */
-  private query(index: ToolSearch | undefined, allowed: ReadonlySet<string>, query: string, limit: number): ToolSignature[] {
+  /** `query` over `index`, or over the last one of its set (undefined: over budget for a new one). */
+  private query(index: ToolSearch | undefined, key: string, allowed: ReadonlySet<string>, query: string, limit: number): ToolSignature[] {
     if (index) return index.search(query, allowed, limit);
     // The last index, over budget for a new one: without the tools (or servers) gone since.
     const held = new Set([...this.catalogs].filter(([name]) => allowed.has(name)).flatMap(([name, c]) => c.tools.map((t) => `${name}\u0000${t.name}`)));
-    return this.stale!.search(query, allowed, limit).filter((h) => held.has(`${h.server}\u0000${h.name}`));
+    return this.stale
+      .get(key)!
+      .search(query, allowed, limit)
+      .filter((h) => held.has(`${h.server}\u0000${h.name}`));
   }
 
-  /** The index of the ready catalogs, built if the budget allows (or none was ever built); undefined: use `stale`. */
-  private currentIndex(): ToolSearch | undefined {
-    if (this.index) return this.index;
-    const tools = [...this.catalogs.values()].filter((c) => c.ready).flatMap((c) => c.tools);
+  /**
+   * The index of the servers `visible` (their ready catalogs), built if the budget allows;
+   * undefined: use the stale one of this set. Over the budget with no stale one of this set (more
+   * sets in use than MAX_INDEXES while catalogs churn), the search is refused until the budget allows.
+   */
+  private currentIndex(key: string, visible: readonly string[]): ToolSearch | undefined {
+    const have = this.indexes.get(key);
+    if (have) {
+      // Most recently used last: the first is the one dropped.
+      this.indexes.delete(key);
+      this.indexes.set(key, have);
+      return have;
+    }
+    const tools = visible.flatMap((name) => {
+      const c = this.catalogs.get(name);
+      return c?.ready ? c.tools : [];
+    });
     const t = this.now();
     this.indexBudget = Math.min(INDEX_BURST_CHARS, this.indexBudget + (INDEX_CHARS_PER_SECOND * Math.max(0, t - this.budgetAt)) / 1000);
     this.budgetAt = t;
     const cost = tools.reduce((n, tool) => n + indexedChars(tool), 0);
     // A full budget builds whatever it costs: an index larger than the burst is built too, less often.
-    if (this.stale && cost > this.indexBudget && this.indexBudget < INDEX_BURST_CHARS) return undefined;
+    if (cost > this.indexBudget && this.indexBudget < INDEX_BURST_CHARS) {
+      if (this.stale.has(key)) return undefined;
+      const seconds = Math.ceil(((Math.min(cost, INDEX_BURST_CHARS) - this.indexBudget) * 1000) / INDEX_CHARS_PER_SECOND / 1000);
+      throw new UpstreamError('search_limit', `The gateway is rebuilding its tool search after catalog changes. Retry in ${Math.max(1, seconds)} s.`);
+    }
     this.indexBudget -= cost;
-    this.index = new ToolSearch(tools);
-    this.stale = undefined;
-    return this.index;
+    const index = new ToolSearch(tools);
+    this.indexes.set(key, index);
+    this.stale.delete(key);
+    for (const old of this.indexes.keys()) {
+      if (this.indexes.size <= MAX_INDEXES) break;
+      this.indexes.delete(old);
+    }
+    return index;
   }
 
-  /** A catalog changed: the next search builds the index again (or keeps the last one, over budget). */
+  /** A catalog changed: the next searches build their indexes again (or keep the last ones, over budget). */
   private invalidate(): void {
-    this.stale = this.index ?? this.stale;
-    this.index = undefined;
+    for (const [key, index] of this.indexes) this.stale.set(key, index);
+    this.indexes = new Map();
+    // As many stale ones kept as current ones would be: the most recently built.
+    for (const old of this.stale.keys()) {
+      if (this.stale.size <= MAX_INDEXES) break;
+      this.stale.delete(old);
+    }
   }
 
   describe(caller: Caller | undefined, server: string, tool: string, level: DetailLevel): ToolDescription {

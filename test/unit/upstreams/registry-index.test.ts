@@ -6,6 +6,7 @@ import { ToolFilter } from '../../../src/upstreams/policy.js';
 import {
   INDEX_BURST_CHARS,
   INDEX_CHARS_PER_SECOND,
+  MAX_INDEXES,
   USER_SEARCH_BURST_MS,
   USER_SEARCH_MS_PER_SECOND,
   Upstreams,
@@ -66,29 +67,30 @@ describe('the registry’s search index', () => {
         1,
         ['github.create_issue', 'jira.create_issue'],
       ],
+      // The caller now sees other servers: an index of its own (none scores what it may not use).
       [
         'equal copies, new status, new access',
         () => r.set(entry('jira', { reason: 'Refreshed', message: 'x', access: { users: ['someone'] } })),
-        1,
+        2,
         ['github.create_issue'],
       ],
-      ['access back (an equal copy)', () => r.set(entry('jira')), 1, ['github.create_issue', 'jira.create_issue']],
+      ['access back (an equal copy): the first index again', () => r.set(entry('jira')), 2, ['github.create_issue', 'jira.create_issue']],
       [
         'a description changed',
         () => r.set(entry('jira', { tools: [tool('jira', 'create_issue', 'make a ticket'), tool('jira', 'list_labels')] })),
-        2,
+        3,
         ['github.create_issue', 'jira.create_issue'],
       ],
       [
         'a tool added',
         () => r.set(entry('github', { tools: [...entry('github').tools, tool('github', 'close_issue')] })),
-        3,
+        4,
         ['github.close_issue', 'github.create_issue', 'jira.create_issue'],
       ],
-      ['not ready', () => r.set(entry('github', { ready: false, reason: 'Unreachable', tools: [] })), 4, ['jira.create_issue']],
-      ['still not ready (a new empty array)', () => r.set(entry('github', { ready: false, reason: 'Unreachable', tools: [] })), 4, ['jira.create_issue']],
-      ['ready again', () => r.set(entry('github')), 5, ['github.create_issue', 'jira.create_issue']],
-      ['a server deleted', () => r.delete('jira'), 6, ['github.create_issue']],
+      ['not ready', () => r.set(entry('github', { ready: false, reason: 'Unreachable', tools: [] })), 5, ['jira.create_issue']],
+      ['still not ready (a new empty array)', () => r.set(entry('github', { ready: false, reason: 'Unreachable', tools: [] })), 5, ['jira.create_issue']],
+      ['ready again', () => r.set(entry('github')), 6, ['github.create_issue', 'jira.create_issue']],
+      ['a server deleted', () => r.delete('jira'), 7, ['github.create_issue']],
     ];
     for (const [step, change, expected, hits] of steps) {
       change();
@@ -150,6 +152,23 @@ describe('the registry’s search index', () => {
     now += Math.ceil((2_000 * 1024 * 1000) / INDEX_CHARS_PER_SECOND);
     expect(names(r, 'quokka')).toEqual(['churn.quokka_second']);
     expect(builds.n).toBe(2);
+  });
+
+  it('refuses, saying when to retry, a search over budget whose set of servers has no index to fall back on', () => {
+    let now = 0;
+    const r = new Upstreams(undefined, undefined, () => now);
+    const filler = 'lorem '.repeat(200);
+    const big = (extra: string): UpstreamTool[] => [tool('churn', extra), ...Array.from({ length: 1_999 }, (_, i) => tool('churn', `tool_${i}`, filler))];
+    r.set(entry('churn', { tools: big('quokka_first') }));
+    expect(names(r, 'quokka')).toEqual(['churn.quokka_first']);
+    r.set(entry('churn', { tools: big('quokka_second') }));
+    expect(names(r, 'quokka')).toEqual([]); // over budget: the last index, without what is gone
+    // A server only carol may use: her set of servers has no index yet, and none stale.
+    r.set(entry('carols', { access: { users: ['carol'] } }));
+    expect(() => r.search({ user: 'carol' }, 'issue')).toThrow(/rebuilding its tool search after catalog changes\. Retry in \d+ s/);
+    expect(names(r, 'lorem').length).toBeGreaterThan(0); // the others' last index still answers
+    now += Math.ceil((INDEX_BURST_CHARS * 1000) / INDEX_CHARS_PER_SECOND);
+    expect(r.search({ user: 'carol' }, 'issue').map((h) => `${h.server}.${h.name}`)).toEqual(['carols.create_issue']);
   });
 
   it('builds an index larger than the burst once the budget is full again', () => {
@@ -232,5 +251,48 @@ describe('a user’s searches', () => {
     } finally {
       builds.clock = undefined;
     }
+  });
+});
+
+// What a caller's search scores (a term's rarity, a field's length) comes from the servers it may
+// use only: a server hidden from it changes neither its hits nor their scores.
+describe('a search’s scores', () => {
+  const bob = { user: 'bob' };
+  const mail = (): UpstreamEntry => entry('mail', { tools: [tool('mail', 'send_message', 'send an email message to a person'), tool('mail', 'list_folders')] });
+  const payroll = (tools: UpstreamTool[]): UpstreamEntry => entry('payroll', { access: { users: ['alice'] }, tools });
+  const scores = (hidden: UpstreamTool[] | undefined): Array<[string, number]> => {
+    const r = new Upstreams();
+    r.set(mail());
+    if (hidden) r.set(payroll(hidden));
+    return r.search(bob, 'send message to person', { limit: 10 }).map((h) => [`${h.server}.${h.name}`, h.score]);
+  };
+
+  it('do not depend on a server the caller may not use', () => {
+    const alone = scores(undefined);
+    expect(alone.map(([n]) => n)).toContain('mail.send_message');
+    expect(scores([tool('payroll', 'pay_person', 'send a payment message to a person')])).toEqual(alone);
+    expect(scores(Array.from({ length: 50 }, (_, i) => tool('payroll', `run_${String(i)}`, 'message person send')))).toEqual(alone);
+  });
+
+  it('come from one index per set of servers, at most MAX_INDEXES kept', () => {
+    const r = new Upstreams();
+    r.set(mail());
+    r.set(payroll([tool('payroll', 'pay_person')]));
+    builds.n = 0;
+    r.search(bob, 'send');
+    r.search({ user: 'alice' }, 'send');
+    r.search(bob, 'send');
+    r.search({ user: 'alice' }, 'pay');
+    expect(builds.n).toBe(2);
+    // More sets than kept: each server visible to one user alone.
+    for (let i = 0; i < MAX_INDEXES + 2; i++) r.set(entry(`own${String(i)}`, { access: { users: [`u${String(i)}`] } }));
+    builds.n = 0;
+    for (let i = 0; i < MAX_INDEXES + 2; i++) r.search({ user: `u${String(i)}` }, 'issue');
+    expect(builds.n).toBe(MAX_INDEXES + 2);
+    // The last MAX_INDEXES are kept; the first ones are built again.
+    r.search({ user: `u${String(MAX_INDEXES + 1)}` }, 'issue');
+    expect(builds.n).toBe(MAX_INDEXES + 2);
+    r.search({ user: 'u0' }, 'issue');
+    expect(builds.n).toBe(MAX_INDEXES + 3);
   });
 });
