@@ -24,7 +24,7 @@ import {
   recallProofOf,
   type SandboxRun,
 } from '../api/v1alpha1/index.js';
-import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
+import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR, ANNOTATION_RECOVERING_FROM, AUDIT_EXECUTOR } from '../api/v1alpha1/labels.js';
 import { parseCachedRun, type CachedRun } from './cached-run.js';
 import { apiErrorMessage, isConflict, isNotFound, type KubeClients } from '../kube/clients.js';
 import type { ControllerMetrics } from './metrics.js';
@@ -118,6 +118,7 @@ export class SandboxRunController {
       this.d.executor.forgetFinished(uid, lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds));
     const executor = run.metadata.annotations?.[ANNOTATION_EXECUTOR];
     const auditRecord = executor === AUDIT_EXECUTOR;
+    const recoveringFrom = run.metadata.annotations?.[ANNOTATION_RECOVERING_FROM];
     const decision = decideRun(run, {
       identity: this.d.opts.identity,
       executor,
@@ -130,6 +131,7 @@ export class SandboxRunController {
       // An audit record's call already ran: it waits for no session.
       lostAfterMs: lostAfterMs(run, this.d.opts.podStartupTimeoutSeconds, now, auditRecord ? 0 : this.d.opts.packagesTimeoutSeconds),
       executorGone: executor !== undefined && this.d.liveness?.liveness(executor) === 'gone',
+      ...(recoveringFrom !== undefined && { recoveringFrom }),
     });
     switch (decision.kind) {
       case 'delete':
@@ -160,16 +162,21 @@ export class SandboxRunController {
         // An audit record is never claimed (a claimed one would look executable): the
         // resourceVersion of the cached copy lets only one replica close it.
         if (auditRecord) return this.closeAuditRecord(run, decision.message, now);
-        // Claim first, so only one replica records the outcome.
+        // Claim first, so only one replica records the outcome; the claim says it was taken to fail
+        // the run, and from whom (kept from an earlier such claim): whatever happens to this
+        // process's answer or status write, no later look executes it.
         // No claim time: the run's budget (the recovery's wait) still counts from its first claim.
-        const claimed = await this.claim(run, false);
+        const from = recoveringFrom ?? (executor === this.d.opts.identity ? undefined : (executor ?? ''));
+        const claimed = await this.claim(run, false, from);
         if (!claimed) return;
         // The pod that carries the run may still know how it ended (its kernel keeps the result):
         // then that is recorded; otherwise the run ends Failed with the decision's message. In the
         // background: the code may still run for up to its timeout, and the run is busy here
         // meanwhile (the executor's settling), so no later look decides again.
         const budget = lostAfterMs(claimed, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds);
-        void this.d.executor.recover(claimed, this.markerPods(claimed, executor), decision.message, budget).then((ended) => {
+        // The first executor's reserved pods are the ones its early code may have started in.
+        const first = from === undefined || from === '' ? executor : from;
+        void this.d.executor.recover(claimed, this.markerPods(claimed, first), decision.message, budget).then((ended) => {
           if (ended) this.d.metrics?.orphanEnded(ended.phase, ended.reason, normalizeLanguage(claimed.spec.language));
         });
         return;
@@ -301,7 +308,7 @@ export class SandboxRunController {
    * Sets the executor annotation if nobody changed the run meanwhile; undefined if we lost. A claim
    * to execute also sets the claim time, from which the run's budget counts (lostAfterMs).
    */
-  private async claim(run: Pick<SandboxRun, 'metadata'>, toExecute = true): Promise<SandboxRun | undefined> {
+  private async claim(run: Pick<SandboxRun, 'metadata'>, toExecute = true, recoveringFrom?: string): Promise<SandboxRun | undefined> {
     try {
       const updated: unknown = await this.d.clients.custom.patchNamespacedCustomObject(
         {
@@ -313,7 +320,11 @@ export class SandboxRunController {
           body: {
             metadata: {
               resourceVersion: run.metadata.resourceVersion,
-              annotations: { [ANNOTATION_EXECUTOR]: this.d.opts.identity, ...(toExecute && { [ANNOTATION_CLAIMED_AT]: this.now().toISOString() }) },
+              annotations: {
+                [ANNOTATION_EXECUTOR]: this.d.opts.identity,
+                ...(toExecute && { [ANNOTATION_CLAIMED_AT]: this.now().toISOString() }),
+                ...(recoveringFrom !== undefined && { [ANNOTATION_RECOVERING_FROM]: recoveringFrom }),
+              },
             },
           },
         },

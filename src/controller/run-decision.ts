@@ -51,6 +51,11 @@ export interface RunFacts {
   auditRecord?: boolean;
   /** This process started the run already (RunLedger.startedAlready): whatever its status says now. */
   ranHere?: boolean;
+  /**
+   * The run was claimed to be failed (ANNOTATION_RECOVERING_FROM), by this process or another:
+   * the executor it was taken from ('' for none). Such a run is failed again, never executed.
+   */
+  recoveringFrom?: string;
 }
 
 /** A run ours with a marker whose outcome never arrived is looked at again after this long. */
@@ -89,6 +94,10 @@ export function decideRun(run: Pick<SandboxRun, 'status'>, f: RunFacts): RunDeci
   if (f.creatingHere) return { kind: 'wait', afterMs: CREATING_RECHECK_MS };
   // Unclaimed with a marker: someone removed the annotation of a run that may have started.
   if (f.executor === undefined) return f.started ? { kind: 'fail', message: VANISHED_MESSAGE } : { kind: 'claim' };
+  // Claimed to be failed (durably: a lost answer, a refused write or a status cleared by hand
+  // leaves the claim behind): failed again, whoever holds it now, never executed.
+  if (f.recoveringFrom !== undefined && (f.executor === f.identity || f.executorGone === true))
+    return { kind: 'fail', message: f.recoveringFrom === '' ? VANISHED_MESSAGE : EXECUTOR_GONE_MESSAGE };
   // Ours and no marker: executed, unless this process ran it already (its status was cleared by
   // hand since) or its budget is over (this process forgets what it ran once that budget is).
   if (f.executor === f.identity && !f.started) {

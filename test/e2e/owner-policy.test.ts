@@ -199,7 +199,9 @@ describe('owner admission policy', () => {
   it('refuses the executor annotation from anyone but the gateway, at create and later', () => {
     const annotated = createAs('alice', ['dev'], run({ user: 'alice' }), 'SandboxRun', { 'codemode.dev/executor': 'some-replica' });
     expect(annotated.ok).toBe(false);
-    expect(annotated.out).toMatch(/codemode\.dev\/executor and codemode\.dev\/claimed-at annotations are set by the gateway alone/);
+    expect(annotated.out).toMatch(
+      /codemode\.dev\/executor, codemode\.dev\/claimed-at and codemode\.dev\/recovering-from annotations are set by the gateway alone/,
+    );
     const plain = createAs('alice', ['dev'], run({ user: 'alice' }));
     expect(plain.ok, plain.out).toBe(true);
     const claimed = patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/executor': 'some-replica' } } });
@@ -208,6 +210,9 @@ describe('owner admission policy', () => {
     const timed = patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/claimed-at': '2099-01-01T00:00:00Z' } } });
     expect(timed.ok).toBe(false);
     expect(timed.out).toMatch(/set by the gateway alone/);
+    const recovering = patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { 'codemode.dev/recovering-from': 'some-replica' } } });
+    expect(recovering.ok).toBe(false);
+    expect(recovering.out).toMatch(/set by the gateway alone/);
     // Other annotations are hers to set; the gateway claims the run as it does.
     expect(patchAs('alice', 'sbr', nameOf(plain), { metadata: { annotations: { note: 'x' } } }).ok).toBe(true);
     expect(

@@ -4,9 +4,9 @@
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { GROUP, Reasons, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, VERSION, type SandboxRun } from '../../src/api/v1alpha1/index.js';
-import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR } from '../../src/api/v1alpha1/labels.js';
+import { ANNOTATION_CLAIMED_AT, ANNOTATION_EXECUTOR, ANNOTATION_RECOVERING_FROM } from '../../src/api/v1alpha1/labels.js';
 import { LEADER_LEASE } from '../../src/controller/pool-controller.js';
-import { VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
+import { EXECUTOR_GONE_MESSAGE, VANISHED_MESSAGE } from '../../src/controller/run-decision.js';
 import { IDENTITY, runRig } from './helpers/rig.js';
 import { changed, clients, createNamespace, k, runRow, without, type Row } from './helpers/table.js';
 import { deleteNamespace } from '../e2e/helpers/kube.js';
@@ -26,9 +26,10 @@ const marker = (run: string): { name: string; owner: { kind: typeof SANDBOXRUN_K
 /**
  * A run the controller failed: claimed by this replica, Failed with `reason` and `message`, and an
  * Event that says so. A run that had started keeps its startTime and gets no durationMs (how long
- * the code ran is unknown when its executor vanished).
+ * the code ran is unknown when its executor vanished). A run claimed from another executor (or from
+ * none) to be failed says from whom (ANNOTATION_RECOVERING_FROM): no later look executes it.
  */
-function failedBy(name: string, reason: string, message: string, claimedHere = false): (w: World) => World {
+function failedBy(name: string, reason: string, message: string, claimedHere = false, recoveringFrom?: string): (w: World) => World {
   return (w) => {
     const run = w[runKey(name)] as Record<string, unknown>;
     const meta = run.metadata as { annotations?: Record<string, string> };
@@ -41,7 +42,15 @@ function failedBy(name: string, reason: string, message: string, claimedHere = f
       ...w,
       [runKey(name)]: {
         ...run,
-        metadata: { ...meta, annotations: { ...meta.annotations, [ANNOTATION_EXECUTOR]: IDENTITY, ...(claimedHere && { [ANNOTATION_CLAIMED_AT]: TIME }) } },
+        metadata: {
+          ...meta,
+          annotations: {
+            ...meta.annotations,
+            [ANNOTATION_EXECUTOR]: IDENTITY,
+            ...(claimedHere && { [ANNOTATION_CLAIMED_AT]: TIME }),
+            ...(recoveringFrom !== undefined && { [ANNOTATION_RECOVERING_FROM]: recoveringFrom }),
+          },
+        },
         status: {
           ...status,
           phase: 'Failed',
@@ -106,7 +115,7 @@ const rows: Row[] = [
     clockAheadSeconds: HOUR,
     world: ({ at }) => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }], pods: [marker('r')] }),
     key: 'r',
-    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE, false, OTHER),
     requeued: true,
   },
   {
@@ -128,7 +137,7 @@ const rows: Row[] = [
     name: 'a run with a pod marker and no executor annotation (removed): Failed at once, never started again',
     world: () => ({ runs: [{ name: 'r', spec }], pods: [marker('r')] }),
     key: 'r',
-    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE, false, ''),
     requeued: true,
   },
   {
@@ -136,7 +145,7 @@ const rows: Row[] = [
     clockAheadSeconds: HOUR,
     world: ({ at }) => ({ runs: [{ name: 'r', spec, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: running(at) }] }),
     key: 'r',
-    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE, false, OTHER),
     requeued: true,
   },
   {
@@ -146,7 +155,7 @@ const rows: Row[] = [
       runs: [{ name: 'r', spec: { ...spec, session: 's' }, annotations: { [ANNOTATION_EXECUTOR]: OTHER }, status: { ...running(at), podName: undefined } }],
     }),
     key: 'r',
-    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE),
+    expected: failedBy('r', Reasons.ExecFailed, VANISHED_MESSAGE, false, OTHER),
     requeued: true,
   },
   {
@@ -174,6 +183,19 @@ const rows: Row[] = [
     world: () => ({ runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 }, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY } }] }),
     key: 'r',
     expected: failedBy('r', Reasons.InvalidSpec, LIMITS_MESSAGE),
+    requeued: true,
+  },
+  {
+    // Its first executor was judged gone and this replica claimed the run to fail it, but the claim's
+    // answer was lost (or its status write refused): "mine, no marker" must not execute it — its
+    // code may have started in that executor's reserved pod. Executed, the limits would refuse it.
+    name: 'a run this replica claimed to fail (its executor gone), no marker: Failed again, never executed',
+    env: { CODEMODE_MAX_TIMEOUT_SECONDS: '60' },
+    world: () => ({
+      runs: [{ name: 'r', spec: { ...spec, timeoutSeconds: 120 }, annotations: { [ANNOTATION_EXECUTOR]: IDENTITY, [ANNOTATION_RECOVERING_FROM]: OTHER } }],
+    }),
+    key: 'r',
+    expected: failedBy('r', Reasons.ExecFailed, EXECUTOR_GONE_MESSAGE),
     requeued: true,
   },
   {

@@ -37,6 +37,16 @@ export const ANNOTATION_EXECUTOR = 'codemode.dev/executor';
 export const ANNOTATION_CLAIMED_AT = 'codemode.dev/claimed-at';
 
 /**
+ * Written with ANNOTATION_EXECUTOR by a claim made to fail a run (its executor gone, or the run
+ * vanished with a marker), never by a claim to execute: the executor it was taken from ('' for
+ * none). The claim is what a lost answer, a refused status write or a status cleared by hand
+ * leaves behind, and a run claimed this way is only ever failed again (with the reserved pods of
+ * that first executor asked for its outcome), never executed: "executor is me, no marker" alone
+ * would have started its code a second time.
+ */
+export const ANNOTATION_RECOVERING_FROM = 'codemode.dev/recovering-from';
+
+/**
  * A secret the gateway writes on a run it creates and sends with the run's code; the kernel keeps
  * it with the result and shows it only in answers to a recall. A replica recovering the outcome of
  * a run whose executor stopped asks the pool pods that executor had reserved (a warm run's code

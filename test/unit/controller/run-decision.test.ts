@@ -7,6 +7,7 @@ import {
   EXECUTOR_GONE_MESSAGE,
   NOT_STARTED_MESSAGE,
   RAN_HERE_MESSAGE,
+  VANISHED_MESSAGE,
   budgetStart,
   decideRun,
   lostAfterMs,
@@ -80,6 +81,37 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
     ['terminal, executor gone', 'Succeeded', { executor: 'other', executorGone: true }, { kind: 'wait', afterMs: 1000 }, { ttlRemainingMs: 1000 }],
   ])('%s', (_n, phase, f, expected, extra) => {
     expect(decideRun(run(phase), facts({ ...f, ...extra }))).toMatchObject(expected);
+  });
+
+  // A claim taken to fail a run (its executor gone) whose answer was lost, or whose status write was
+  // refused or cleared: the claim (ANNOTATION_RECOVERING_FROM) says so, and the run, now "ours and
+  // never started", is failed again, never executed — its code may have started in the first
+  // executor's reserved pod, which carries no marker yet.
+  it.each([
+    ['ours, claimed to fail it, never started', undefined, { recoveringFrom: 'other' }, { kind: 'fail', message: EXECUTOR_GONE_MESSAGE }],
+    ['ours, claimed to fail it from no executor', undefined, { recoveringFrom: '' }, { kind: 'fail', message: VANISHED_MESSAGE }],
+    ['ours, claimed to fail it, with a marker', 'Running', { recoveringFrom: 'other', started: true }, { kind: 'fail', message: EXECUTOR_GONE_MESSAGE }],
+    ['ours, claimed to fail it, recovering here now', undefined, { recoveringFrom: 'other', busyHere: true }, { kind: 'wait' }],
+    ["another replica's recovery, alive", undefined, { executor: 'third', recoveringFrom: 'other' }, { kind: 'wait', afterMs: 60_000 }],
+    ["another replica's recovery, gone too", undefined, { executor: 'third', recoveringFrom: 'other', executorGone: true }, { kind: 'fail', message: EXECUTOR_GONE_MESSAGE }],
+  ])('a run claimed to be failed: %s', (_n, phase, f, expected) => {
+    expect(decideRun(run(phase), facts(f))).toMatchObject(expected);
+  });
+
+  it('never decides to execute a run claimed to be failed, whatever else it looks like', () => {
+    for (const recoveringFrom of ['', 'other']) {
+      for (const executor of ['me', 'other', undefined]) {
+        for (const started of [false, true]) {
+          for (const lostAfterMs of [-1, 0, 1, 60_000]) {
+            for (const executorGone of [false, true]) {
+              const d = decideRun(run(undefined), facts({ recoveringFrom, executor, started, lostAfterMs, executorGone }));
+              // Unclaimed (the executor annotation removed by hand) is claimed as any such run is.
+              if (executor !== undefined) expect(d.kind, JSON.stringify({ recoveringFrom, executor, started, lostAfterMs, executorGone })).not.toBe('execute');
+            }
+          }
+        }
+      }
+    }
   });
 
   it('never decides to execute a run that has a marker, whoever holds it and whatever the time', () => {
