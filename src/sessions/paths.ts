@@ -18,6 +18,9 @@ export class PathError extends Error {
  */
 export function workspacePath(input: string): string {
   if (input.includes('\0')) throw new PathError('The path contains a NUL character; use a plain file name.');
+  // A lone UTF-16 surrogate is no character: on its way to the pod (the exec URL) it merged with
+  // the next one, so a file was written under another name, or the call failed as "URI malformed".
+  if (/\p{Cs}/u.test(input)) throw new PathError('The path is not valid Unicode (it has an unpaired surrogate); use the name as list_files shows it.');
   if (input.trim() === '') throw new PathError('The path is empty; give a path relative to /workspace, e.g. data.csv.');
   if (input.split('/').includes('..')) {
     throw new PathError(`"${input}" contains "..": paths must stay inside ${WORKSPACE}; use a path relative to it.`);

@@ -77,6 +77,10 @@ function followGatewayLogs(): { stop(): string } {
   };
 }
 
+/** The chart rendered into the dry-run namespace, which is also its sandbox namespace. */
+const dryTemplate = (...args: string[]): Promise<string> =>
+  helm('template', release, CHART, '-n', dryNs, '--set', 'sandboxNamespace.create=false', '--set', `sandboxNamespace.name=${dryNs}`, ...args);
+
 async function serviceUrl(): Promise<{ ip: string; url: string }> {
   const svc = await k.core.readNamespacedService({ namespace: ns, name: 'cm-codemode-operator' });
   const ip = svc.spec?.clusterIP ?? '';
@@ -103,16 +107,7 @@ describe('charts/codemode-operator', () => {
   });
 
   it('renders manifests the API server accepts (kubectl apply --dry-run=server)', async () => {
-    const manifests = await helm(
-      'template',
-      release,
-      CHART,
-      '-n',
-      dryNs,
-      '--set',
-      'sandboxNamespace.create=false',
-      '--set',
-      `sandboxNamespace.name=${dryNs}`,
+    const manifests = await dryTemplate(
       '--set',
       'ingress.enabled=true',
       '--set',
@@ -140,21 +135,7 @@ describe('charts/codemode-operator', () => {
   // impersonation: what the gateway uses and nothing it does not (replacing a run, a session or a
   // status; SubjectAccessReviews).
   it('grants the gateway what it uses and no more (kubectl auth can-i)', async () => {
-    const rbac = await helm(
-      'template',
-      release,
-      CHART,
-      '-n',
-      dryNs,
-      '--set',
-      'sandboxNamespace.create=false',
-      '--set',
-      `sandboxNamespace.name=${dryNs}`,
-      '--set',
-      'config.authMode=kubernetes',
-      '--show-only',
-      'templates/rbac.yaml',
-    );
+    const rbac = await dryTemplate('--set', 'config.authMode=kubernetes', '--show-only', 'templates/rbac.yaml');
     const clusterWide = [...rbac.matchAll(/kind: Cluster(?:Role|RoleBinding)\nmetadata:\n  name: (\S+)/g)].map((m) => m[1] ?? '');
     expect(clusterWide).toEqual([`${dryNs}-cm-codemode-operator-tokenreview`, `${dryNs}-cm-codemode-operator-tokenreview`]);
     await kubectl(['apply', '-f', '-'], rbac);
@@ -236,20 +217,7 @@ describe('charts/codemode-operator', () => {
       [/issuer's discovery document/, /port: 443\n\s+protocol: TCP\n\s+- port: 6443\n[\s\S]*port: 443/],
     ],
   ] as const)('renders: %s', async (_what, args, present, absent) => {
-    const out = await helm(
-      'template',
-      release,
-      CHART,
-      '-n',
-      dryNs,
-      '--set',
-      'sandboxNamespace.create=false',
-      '--set',
-      `sandboxNamespace.name=${dryNs}`,
-      '--set',
-      'networkPolicy.apiServer.cidrs={10.0.0.1/32}',
-      ...args,
-    );
+    const out = await dryTemplate('--set', 'networkPolicy.apiServer.cidrs={10.0.0.1/32}', ...args);
     for (const re of present) expect(out).toMatch(re);
     for (const re of absent) expect(out).not.toMatch(re);
     // Whatever the values, the API server accepts what they render.

@@ -21,6 +21,7 @@ import { ProfileArg, ServersArg, ToolCallsOutput, codeModeDescription, toolCalls
 import { DisplayOutput, displayContent, displaySummary } from './display-content.js';
 import { progressReporter } from './progress.js';
 import { holdResult } from './result-hold.js';
+import { SessionArg } from './session-arg.js';
 
 export const EXECUTE_CODE_TOOL = 'execute_code';
 
@@ -79,14 +80,9 @@ function baseInput(options: GatewayOptions) {
     stdin: sizedText('stdin', MAX_STDIN_BYTES, 'Send less input, or embed generated data in the code.')
       .optional()
       .describe(`Data fed to the program's standard input, at most ${MAX_STDIN_BYTES} bytes.`),
-    session: z
-      .string()
-      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { error: 'session must be a session name returned by create_session.' })
-      .max(63)
-      .optional()
-      .describe(
-        'Run in this session (from create_session): variables, imports and files persist between calls, which run one at a time (a call waits while another runs). The language must match the session; without it the code runs in a fresh sandbox.',
-      ),
+    session: SessionArg.optional().describe(
+      'Run in this session (from create_session): variables, imports and files persist between calls, which run one at a time (a call waits while another runs). The language must match the session; without it the code runs in a fresh sandbox.',
+    ),
     profile: ProfileArg,
   });
 }

@@ -7,8 +7,9 @@ import { callerOf } from '../caller.js';
 import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { errorResult, okResult, toolFailure } from './result.js';
+import { SessionArg } from './session-arg.js';
 
-const session = z.string().min(1).describe('Session name from create_session.');
+const session = SessionArg.describe('Session name from create_session.');
 
 /**
  * A name as the text listing shows it: one line per entry, so a name with a control character

@@ -8,6 +8,7 @@ import type { ToolRegistry } from '../server.js';
 import type { GatewayDeps } from '../types.js';
 import { withHeartbeat } from './progress.js';
 import { errorResult, okResult, toolFailure } from './result.js';
+import { SessionArg } from './session-arg.js';
 
 const SessionInfoSchema = z.object({
   session: z.string().describe('Session name; pass it as `session` to execute_code and the file tools.'),
@@ -111,7 +112,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
     {
       title: 'Close session',
       description: 'Delete a session, its interpreter state and its /workspace files.',
-      inputSchema: z.object({ session: z.string().min(1).describe('Session name from create_session.') }),
+      inputSchema: z.object({ session: SessionArg.describe('Session name from create_session.') }),
       outputSchema: z.object({ session: z.string(), closed: z.boolean() }),
       annotations: { title: 'Close session', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
@@ -134,7 +135,7 @@ export function registerSessionTools(server: ToolRegistry, deps: GatewayDeps): v
       title: 'Install packages',
       description:
         "Install packages into a session: PyPI packages in a python session, npm packages in a node session. The sandbox stays offline: the server downloads them (the administrator decides what is allowed) and copies them in. They can be imported in the next execute_code call and stay for the session's life.",
-      inputSchema: z.object({ session: z.string().min(1).describe('Session name from create_session.'), packages: PackagesArg }),
+      inputSchema: z.object({ session: SessionArg.describe('Session name from create_session.'), packages: PackagesArg }),
       outputSchema: z.object({
         session: z.string(),
         ecosystem: z.enum(['pypi', 'npm']),

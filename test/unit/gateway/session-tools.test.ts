@@ -59,3 +59,41 @@ describe.each([
     expect(beats.map((b) => b.progress)).toEqual(beats.map((_, i) => i + 1));
   });
 });
+
+// Every tool that takes a session refuses a name create_session could not have returned before
+// anything is looked up, with a fixed sentence: a made-up name of any size is not echoed back.
+describe('the session argument', () => {
+  const looked: string[] = [];
+  const sessions: NonNullable<GatewayDeps['sessions']> = {
+    ...slowSessions,
+    close: async (name) => (looked.push(name), false),
+    readFile: async (name) => (looked.push(name), Buffer.alloc(0)),
+    writeFile: async (name) => (looked.push(name), 0),
+    listFiles: async (name) => (looked.push(name), { entries: [], truncated: false, unreadableNames: 0 }),
+    installPackages: async (name) => (looked.push(name), { session: name, ecosystem: 'pypi', installed: [], bytes: 0 }),
+  };
+  it.each([
+    ['read_file', { path: 'a.txt' }],
+    ['write_file', { path: 'a.txt', content: 'x' }],
+    ['list_files', {}],
+    ['close_session', {}],
+    ['install_packages', { packages: ['tabulate'] }],
+    ['execute_code', { code: 'print(1)' }],
+  ] as const)('%s: a long or malformed name is refused without being echoed', async (tool, args) => {
+    gateway = await startGateway({}, undefined, { sessions });
+    const client = new Client({ name: 't', version: '1' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    await client.connect(new StreamableHTTPClientTransport(gateway.url));
+    try {
+      for (const session of ['x'.repeat(100_000), 'Not_A_Name', '']) {
+        const r = await client.callTool({ name: tool, arguments: { ...args, session } });
+        const text = JSON.stringify(r);
+        expect(r.isError, text.slice(0, 300)).toBe(true);
+        expect(text).toMatch(/session must be a session name returned by create_session/);
+        expect(text.length).toBeLessThan(2_000);
+      }
+      expect(looked).toEqual([]);
+    } finally {
+      await client.close();
+    }
+  });
+});

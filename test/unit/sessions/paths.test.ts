@@ -18,6 +18,10 @@ describe('workspacePath', () => {
     expect(workspacePath(input)).toBe(out);
   });
 
+  it('takes a name with a character outside the basic plane (a surrogate pair) as it is', () => {
+    expect(workspacePath('emoji\u{1F600}.txt')).toBe('/workspace/emoji\u{1F600}.txt');
+  });
+
   it.each([
     ['../etc/passwd', /contains "\.\."/],
     ['a/../../b', /contains "\.\."/],
@@ -27,6 +31,12 @@ describe('workspacePath', () => {
     ['', /empty/],
     [' \n\t', /empty/],
     ['a\0b', /NUL/],
+    // A lone surrogate merged with the next character on its way to the pod (the exec URL): the
+    // '.' or '/' after it was swallowed and the file written under another name.
+    ['report\ud800.csv', /not valid Unicode \(it has an unpaired surrogate\)/],
+    ['dir\ud800/secret.txt', /unpaired surrogate/],
+    ['end\ud800', /unpaired surrogate/],
+    ['\udc00start', /unpaired surrogate/],
   ])('refuses %j', (input, message) => {
     expect(() => workspacePath(input)).toThrow(PathError);
     expect(() => workspacePath(input)).toThrow(message);
