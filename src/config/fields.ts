@@ -7,6 +7,9 @@ import {
   MAX_OUTPUT_BYTES_HARD,
   MAX_TIMEOUT_SECONDS_HARD,
   MAX_TTL_SECONDS_AFTER_FINISHED,
+  MIN_MEMORY,
+  MIN_MEMORY_BYTES,
+  MIN_MEMORY_HINT,
   QUANTITY_PATTERN,
   SANDBOX_CHECKS,
   ECOSYSTEMS,
@@ -127,6 +130,14 @@ function quantityField(env: string, def: string, description: string) {
   return field({ env, default: def, description, allowed: quantityAllowed }, quantity);
 }
 
+/** A sandbox's memory: a quantity of at least MIN_MEMORY. */
+function memoryField(env: string, def: string, description: string) {
+  const memory = quantity.refine((q) => !QUANTITY_PATTERN.test(q) || parseQuantity(q) === 0 || parseQuantity(q) >= MIN_MEMORY_BYTES, {
+    error: `must be ${MIN_MEMORY_HINT}`,
+  });
+  return field({ env, default: def, description, allowed: `a Kubernetes quantity of at least ${MIN_MEMORY}` }, memory);
+}
+
 function imageField(env: string, runtime: string) {
   return optionalField(
     {
@@ -213,11 +224,11 @@ export const FIELDS = {
     int(1, 262144),
   ),
   defaultCpu: quantityField('CODEMODE_DEFAULT_CPU', '1', 'CPU limit of a run that does not ask for one.'),
-  defaultMemory: quantityField('CODEMODE_DEFAULT_MEMORY', '512Mi', 'Memory limit of a run that does not ask for one.'),
+  defaultMemory: memoryField('CODEMODE_DEFAULT_MEMORY', '512Mi', 'Memory limit of a run that does not ask for one.'),
   maxCpu: quantityField('CODEMODE_MAX_CPU', '2', 'Largest CPU limit a run may ask for.'),
-  maxMemory: quantityField('CODEMODE_MAX_MEMORY', '2Gi', 'Largest memory limit a run may ask for.'),
+  maxMemory: memoryField('CODEMODE_MAX_MEMORY', '2Gi', 'Largest memory limit a run may ask for.'),
   cpuRequest: quantityField('CODEMODE_CPU_REQUEST', '100m', 'CPU request of sandbox pods (capped at the limit).'),
-  memoryRequest: quantityField('CODEMODE_MEMORY_REQUEST', '128Mi', 'Memory request of sandbox pods (capped at the limit).'),
+  memoryRequest: memoryField('CODEMODE_MEMORY_REQUEST', '128Mi', 'Memory request of sandbox pods (capped at the limit).'),
   ephemeralStorageLimit: quantityField(
     'CODEMODE_EPHEMERAL_STORAGE_LIMIT',
     '1Gi',

@@ -1,6 +1,7 @@
 // The administrator's limits on what one run may ask for, checked in one place for every way a run
 // arrives: an execute_code call (before anything is created) and a SandboxRun created with kubectl
 // (the CRD schema knows only the hard maxima, not this installation's configuration).
+import { MIN_MEMORY, MIN_MEMORY_BYTES, MIN_MEMORY_HINT } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
 
@@ -39,6 +40,9 @@ export function limitProblems(req: LimitRequest, limits: SpecLimits): LimitProbl
   const { cpu, memory } = req.resources ?? {};
   if (cpu && parseQuantity(cpu) > parseQuantity(limits.maxCpu)) {
     problems.push({ field: 'spec.resources.cpu', problem: `cpu ${cpu} is above the maximum of ${limits.maxCpu}`, hint: `ask for at most ${limits.maxCpu}` });
+  }
+  if (memory && parseQuantity(memory) < MIN_MEMORY_BYTES) {
+    problems.push({ field: 'spec.resources.memory', problem: `memory ${memory} is below the minimum of ${MIN_MEMORY}`, hint: `ask for ${MIN_MEMORY_HINT}` });
   }
   if (memory && parseQuantity(memory) > parseQuantity(limits.maxMemory)) {
     problems.push({

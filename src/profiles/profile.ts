@@ -1,7 +1,7 @@
 // What a profile decides about a sandbox, resolved from a SandboxProfile (or the gateway's own
 // settings for the built-in one): pure, so every replica resolves a profile the same way and pool
 // pods built from it hash the same. Settings a profile leaves out are the gateway's.
-import { BUILTIN_PROFILE, type PackagePolicySpec, type SandboxProfile } from '../api/v1alpha1/index.js';
+import { BUILTIN_PROFILE, MIN_MEMORY, MIN_MEMORY_BYTES, MIN_MEMORY_HINT, type PackagePolicySpec, type SandboxProfile } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
 import type { SandboxPlacement } from '../sandbox/pod.js';
@@ -61,6 +61,11 @@ export function resolveProfile(p: SandboxProfile, d: ProfileDefaults): ResolvedP
   };
   if (above(shape.defaultCpu, shape.maxCpu)) return { invalid: `its default cpu ${shape.defaultCpu} is above its maximum ${shape.maxCpu}` };
   if (above(shape.defaultMemory, shape.maxMemory)) return { invalid: `its default memory ${shape.defaultMemory} is above its maximum ${shape.maxMemory}` };
+  for (const [what, q] of [
+    ['default memory', shape.defaultMemory],
+    ['maximum memory', shape.maxMemory],
+  ] as const)
+    if (parseQuantity(q) < MIN_MEMORY_BYTES) return { invalid: `its ${what} ${q} is below the minimum of ${MIN_MEMORY}: use ${MIN_MEMORY_HINT}` };
   return {
     name: p.metadata.name,
     builtin: false,

@@ -122,6 +122,8 @@ describe('resolveProfile', () => {
   it.each<[Record<string, unknown>, RegExp]>([
     [{ image: 'ds:v1', resources: { memory: '16Gi' } }, /default memory 16Gi is above its maximum/],
     [{ image: 'ds:v1', resources: { cpu: '1' }, maxResources: { cpu: '500m' } }, /default cpu 1 is above its maximum 500m/],
+    [{ image: 'ds:v1', resources: { memory: '512m' } }, /its default memory 512m is below the minimum of 16Mi: use at least 16Mi, e\.g\. 512Mi/],
+    [{ image: 'ds:v1', resources: { memory: '1M' }, maxResources: { memory: '2M' } }, /its default memory 1M is below the minimum of 16Mi/],
   ])('refuses defaults above the maxima: %j', (spec, message) => {
     const r = resolveProfile(parsed(spec), config);
     expect('invalid' in r && r.invalid).toMatch(message);

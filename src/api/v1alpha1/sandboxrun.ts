@@ -43,6 +43,14 @@ export const QUANTITY_PATTERN = /^([0-9]+(\.[0-9]+)?|\.[0-9]+)(m|k|Ki|Mi|Gi|Ti|M
 export const POSITIVE_QUANTITY_PATTERN = /^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]*\.[0-9]*[1-9][0-9]*)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$/;
 const QUANTITY_HINT = 'a Kubernetes quantity above zero such as 500m, 1, 1.5, 512Mi or 2Gi';
 
+/**
+ * The least memory a sandbox may be given (limit or request): its interpreter needs more to start.
+ * Mostly it catches a slip of the suffix: `512m` is half a byte, `512` bytes, `512k` half a MB.
+ */
+export const MIN_MEMORY = '16Mi';
+export const MIN_MEMORY_BYTES = 16 * 2 ** 20;
+export const MIN_MEMORY_HINT = `at least ${MIN_MEMORY}, e.g. 512Mi (a lowercase m means thousandths: 512m is half a byte)`;
+
 export const LanguageSchema = z.enum(['python', 'bash', 'sh', 'node', 'javascript']);
 export type Language = z.infer<typeof LanguageSchema>;
 /** What actually runs: `javascript` is an alias of `node`. */

@@ -93,7 +93,12 @@ describe('decideRun (exactly-once from the API, not from memory)', () => {
     ['ours, claimed to fail it, with a marker', 'Running', { recoveringFrom: 'other', started: true }, { kind: 'fail', message: EXECUTOR_GONE_MESSAGE }],
     ['ours, claimed to fail it, recovering here now', undefined, { recoveringFrom: 'other', busyHere: true }, { kind: 'wait' }],
     ["another replica's recovery, alive", undefined, { executor: 'third', recoveringFrom: 'other' }, { kind: 'wait', afterMs: 60_000 }],
-    ["another replica's recovery, gone too", undefined, { executor: 'third', recoveringFrom: 'other', executorGone: true }, { kind: 'fail', message: EXECUTOR_GONE_MESSAGE }],
+    [
+      "another replica's recovery, gone too",
+      undefined,
+      { executor: 'third', recoveringFrom: 'other', executorGone: true },
+      { kind: 'fail', message: EXECUTOR_GONE_MESSAGE },
+    ],
   ])('a run claimed to be failed: %s', (_n, phase, f, expected) => {
     expect(decideRun(run(phase), facts(f))).toMatchObject(expected);
   });

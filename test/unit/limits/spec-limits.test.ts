@@ -10,6 +10,10 @@ describe('limitProblems', () => {
     ['code over the byte limit (counted in UTF-8, not characters)', { timeoutSeconds: 1, code: 'é'.repeat(51) }, ['spec.code']],
     ['cpu above the maximum', { timeoutSeconds: 1, code: 'x', resources: { cpu: '1500m' } }, ['spec.resources.cpu']],
     ['memory above the maximum', { timeoutSeconds: 1, code: 'x', resources: { memory: '1025Mi' } }, ['spec.resources.memory']],
+    // A slip of the suffix: 512m is half a byte, 512 bytes, 512k half a megabyte.
+    ['memory in thousandths of a byte', { timeoutSeconds: 1, code: 'x', resources: { memory: '512m' } }, ['spec.resources.memory']],
+    ['memory in bytes', { timeoutSeconds: 1, code: 'x', resources: { memory: '512' } }, ['spec.resources.memory']],
+    ['memory at the minimum', { timeoutSeconds: 1, code: 'x', resources: { memory: '16Mi' } }, []],
     [
       'everything at once, in field order',
       { timeoutSeconds: 99, code: 'x'.repeat(101), resources: { cpu: '2', memory: '2Gi' } },
@@ -25,5 +29,8 @@ describe('limitProblems', () => {
       'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.',
     );
     expect(invalidSpecMessage([])).toBeUndefined();
+    expect(invalidSpecMessage(limitProblems({ timeoutSeconds: 1, code: 'x', resources: { memory: '512m' } }, LIMITS))).toBe(
+      'Invalid SandboxRun: spec.resources.memory: memory 512m is below the minimum of 16Mi; ask for at least 16Mi, e.g. 512Mi (a lowercase m means thousandths: 512m is half a byte).',
+    );
   });
 });
