@@ -70,7 +70,8 @@ async function main(): Promise<void> {
 
   // SIGTERM: readiness fails at once, so the Service stops sending new requests here; requests
   // already routed here during the endpoint update are still served until they stop coming (at
-  // least ENDPOINT_DRAIN_MS, at most MAX_DRAIN_MS), then new MCP requests get 503 + Retry-After.
+  // least ENDPOINT_DRAIN_MS, at most MAX_DRAIN_MS), then new MCP requests get 503 + Retry-After
+  // (none starts a run once the operator stops: other replicas fail the runs it still holds).
   // Runs in flight get the whole time they were promised (the longest run: pod start-up plus the
   // maximum timeout); the Lease is released first.
   const shutdown = (signal: string): void => {
@@ -96,8 +97,7 @@ async function main(): Promise<void> {
       .then(() => auth.stop())
       .then(() => operator.stop())
       .then(() => closeServer(server as Server))
-      // A request that reached the server after the operator's drain (its connection outlived the
-      // endpoint update) ran a run whose status write may still be on its way: none is cut off.
+      // Whatever status write is still on its way is not cut off.
       .then(() => operator.executor.drain())
       .then(() => process.exit(0))
       .catch((err: unknown) => {

@@ -148,7 +148,12 @@ export class McpTraffic {
     }
   };
 
-  /** Resolves once the drain that begins now may end (drainSettled), polling every 100 ms; refuses MCP requests from maxMs on. */
+  /**
+   * Resolves once the drain that begins now may end (drainSettled), polling every 100 ms; refuses
+   * MCP requests from maxMs on, and from the moment it resolves: the operator stops next (its
+   * Lease released, so other replicas fail the runs it still holds), and a run a late request
+   * started then would be failed by them while it executes here.
+   */
   settled(times: DrainTimes): Promise<void> {
     const startedAt = Date.now();
     if (times.maxMs !== undefined) this.refuseFrom = startedAt + times.maxMs;
@@ -156,6 +161,7 @@ export class McpTraffic {
       const timer = setInterval(() => {
         if (!drainSettled(this.state, startedAt, Date.now(), times)) return;
         clearInterval(timer);
+        this.refuseFrom = Math.min(this.refuseFrom, Date.now());
         resolve();
       }, POLL_MS);
     });

@@ -145,6 +145,18 @@ describe('McpTraffic', () => {
     expect(statuses.slice(statuses.indexOf(503))).toEqual(statuses.slice(statuses.indexOf(503)).map(() => 503));
   });
 
+  // Once the drain settled the operator stops and releases its Lease: other replicas then fail the
+  // runs it holds, so a call arriving later must not start one here — refused, to go elsewhere.
+  it('refuses MCP calls from the moment the drain settled, before its bound; probes still answered', async () => {
+    const { url, traffic } = await serveApp(() => true);
+    expect((await fetch(`${url}/mcp`, { method: 'POST', body: 'x' })).status).toBe(200);
+    await traffic.settled({ minMs: 0, quietMs: 100, maxMs: 60_000 });
+    const late = await fetch(`${url}/mcp`, { method: 'POST', body: 'x' });
+    expect(late.status).toBe(503);
+    expect(late.headers.get('retry-after')).toBe('1');
+    expect((await fetch(`${url}/healthz`)).status).not.toBe(503);
+  });
+
   /** A server whose /mcp answers with a stream of `ms`, marked a listen when asked. */
   async function serveStream(ms: number, listen: boolean): Promise<{ url: string; traffic: McpTraffic }> {
     const app = new Hono();
