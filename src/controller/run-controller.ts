@@ -174,8 +174,9 @@ export class SandboxRunController {
         // background: the code may still run for up to its timeout, and the run is busy here
         // meanwhile (the executor's settling), so no later look decides again.
         const budget = lostAfterMs(claimed, this.d.opts.podStartupTimeoutSeconds, now, this.d.opts.packagesTimeoutSeconds);
-        // The first executor's reserved pods are the ones its early code may have started in.
-        const first = from === undefined || from === '' ? executor : from;
+        // The first executor's reserved pods are the ones its early code may have started in ('':
+        // there was none).
+        const first = from === undefined ? executor : from || undefined;
         void this.d.executor.recover(claimed, this.markerPods(claimed, first), decision.message, budget).then((ended) => {
           if (ended) this.d.metrics?.orphanEnded(ended.phase, ended.reason, normalizeLanguage(claimed.spec.language));
         });

@@ -255,22 +255,19 @@ export class Upstreams implements UpstreamRegistry {
     const index = new ToolSearch(tools);
     this.indexes.set(key, index);
     this.stale.delete(key);
-    for (const old of this.indexes.keys()) {
-      if (this.indexes.size <= MAX_INDEXES) break;
-      this.indexes.delete(old);
-    }
+    keepNewest(this.indexes);
     return index;
   }
 
   /** A catalog changed: the next searches build their indexes again (or keep the last ones, over budget). */
   private invalidate(): void {
-    for (const [key, index] of this.indexes) this.stale.set(key, index);
+    for (const [key, index] of this.indexes) {
+      this.stale.delete(key);
+      this.stale.set(key, index);
+    }
     this.indexes = new Map();
     // As many stale ones kept as current ones would be: the most recently built.
-    for (const old of this.stale.keys()) {
-      if (this.stale.size <= MAX_INDEXES) break;
-      this.stale.delete(old);
-    }
+    keepNewest(this.stale);
   }
 
   describe(caller: Caller | undefined, server: string, tool: string, level: DetailLevel): ToolDescription {
@@ -361,4 +358,12 @@ function catalogHash(tools: readonly UpstreamTool[]): string | undefined {
 function waitSignal(timeoutMs: number, signal: AbortSignal | undefined): AbortSignal {
   const limit = AbortSignal.timeout(timeoutMs);
   return signal ? AbortSignal.any([signal, limit]) : limit;
+}
+
+/** Drops the oldest entries (first inserted) of `m` beyond MAX_INDEXES. */
+function keepNewest(m: Map<string, ToolSearch>): void {
+  for (const old of m.keys()) {
+    if (m.size <= MAX_INDEXES) break;
+    m.delete(old);
+  }
 }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { invalidSpecMessage, limitProblems, type LimitRequest } from '../../../src/limits/spec-limits.js';
+import { MIN_MEMORY, MIN_MEMORY_BYTES } from '../../../src/api/v1alpha1/index.js';
+import { parseQuantity } from '../../../src/config/quantity.js';
 
 const LIMITS = { maxTimeoutSeconds: 60, maxCodeBytes: 100, maxCpu: '1', maxMemory: '1Gi' };
 
@@ -29,6 +31,7 @@ describe('limitProblems', () => {
       'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.',
     );
     expect(invalidSpecMessage([])).toBeUndefined();
+    expect(parseQuantity(MIN_MEMORY)).toBe(MIN_MEMORY_BYTES);
     expect(invalidSpecMessage(limitProblems({ timeoutSeconds: 1, code: 'x', resources: { memory: '512m' } }, LIMITS))).toBe(
       'Invalid SandboxRun: spec.resources.memory: memory 512m is below the minimum of 16Mi; ask for at least 16Mi, e.g. 512Mi (a lowercase m means thousandths: 512m is half a byte).',
     );

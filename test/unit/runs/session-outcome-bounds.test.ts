@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { sessionOutcome } from '../../../src/runs/session-outcome.js';
 import type { SessionCallResult } from '../../../src/sessions/service.js';
-import { lostTo } from '../../../src/sessions/verdict.js';
+import { NO_OUTPUT, lostTo } from '../../../src/sessions/verdict.js';
 import { parseKernelFrame, sanitizeResult, type ResultFrame } from '../../../src/exec/frames.js';
 
 const result = (r: Partial<SessionCallResult>): SessionCallResult => ({
@@ -78,12 +78,7 @@ describe('sessionOutcome', () => {
       id: 'c1',
       type: 'result',
       status: 'lost',
-      stdout: '',
-      stderr: '',
-      stdoutBytes: 0,
-      stderrBytes: 0,
-      truncated: false,
-      durationMs: 1,
+      ...NO_OUTPUT,
       error: { ename: 'OOMKilled', evalue: 'x', traceback: '' },
       memory: { limit: 'FORGED', tmpfs: ['/etc/FORGED'] },
     };
