@@ -44,10 +44,16 @@ export const missingToken = (): AuthResult => ({
 
 export const badToken = (description: string): AuthResult => ({ ok: false, failure: { error: 'invalid_token', description } });
 
-/** The token of an `Authorization: Bearer <token>` header; undefined when absent or not Bearer. */
+/**
+ * What a Bearer header can carry (RFC 6750's b64token): letters, digits and -._~+/, then `=`
+ * padding. The tokens file refuses other tokens (tokens.ts): they could never be sent.
+ */
+export const BEARER_TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/** The token of an `Authorization: Bearer <token>` header; undefined when absent, not Bearer or not a {@link BEARER_TOKEN}. */
 export function bearerToken(header: string | undefined): string | undefined {
-  const m = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i.exec(header ?? '');
-  return m?.[1];
+  const token = /^Bearer[ \t]+([^ \t]+)[ \t]*$/i.exec(header ?? '')?.[1];
+  return token !== undefined && BEARER_TOKEN.test(token) ? token : undefined;
 }
 
 /** Prepended to the names an authenticator of the gateway's own states (CODEMODE_USERNAME_PREFIX, CODEMODE_GROUPS_PREFIX). */

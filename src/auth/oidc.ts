@@ -5,6 +5,7 @@
 // `jose` loads with the first token: a gateway in another mode never loads it.
 import type * as JoseModule from 'jose';
 import type { JWTPayload, JWTVerifyGetKey } from 'jose';
+import { errorHead } from '../log/error-head.js';
 import { badToken, missingToken, type AuthResult, type Authenticator } from './identity.js';
 
 type Jose = typeof JoseModule;
@@ -17,11 +18,35 @@ export interface OidcOptions {
   jwksUrl?: string;
   usernameClaim: string;
   groupsClaim: string;
-  /** After a failed discovery, requests are refused (503) this long before it is tried again. */
-  discoveryRetryMs?: number;
+  /** After a failed discovery or JWKS fetch, requests are refused (503) this long before it is tried again. */
+  retryMs?: number;
 }
 
-const DISCOVERY_RETRY_MS = 5_000;
+const RETRY_MS = 5_000;
+
+/**
+ * The codes of the errors jose throws for a token that is at fault (malformed, expired, for another
+ * audience, signed by a key the issuer does not list or with an algorithm not allowed): answered
+ * 401. Any other error (the JWKS answered non-200, was not JSON or not a key set, timed out, the
+ * issuer is unreachable) says nothing about the token: answered 503, and the client retries.
+ */
+const TOKEN_FAULT_CODES: ReadonlySet<string> = new Set([
+  'ERR_JWT_EXPIRED',
+  'ERR_JWT_CLAIM_VALIDATION_FAILED',
+  'ERR_JWT_INVALID',
+  'ERR_JWS_INVALID',
+  'ERR_JWS_SIGNATURE_VERIFICATION_FAILED',
+  'ERR_JWKS_NO_MATCHING_KEY',
+  'ERR_JWKS_MULTIPLE_MATCHING_KEYS',
+  'ERR_JOSE_ALG_NOT_ALLOWED',
+  'ERR_JOSE_NOT_SUPPORTED',
+]);
+
+/** Pure: whether `err`, thrown while verifying a token, is the token's fault (401) rather than the issuer's (503). */
+export function isTokenFault(err: unknown): boolean {
+  const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && TOKEN_FAULT_CODES.has(code);
+}
 
 async function discoverJwks(issuer: string): Promise<URL> {
   const url = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
@@ -30,6 +55,22 @@ async function discoverJwks(issuer: string): Promise<URL> {
   const doc = (await res.json()) as { jwks_uri?: unknown };
   if (typeof doc.jwks_uri !== 'string') throw new Error(`OIDC discovery at ${url} has no jwks_uri`);
   return new URL(doc.jwks_uri);
+}
+
+/** Pure: why a JWKS answer (`status`, body `text`) gives no key set, or undefined when it does. */
+export function jwksProblem(status: number, text: string): string | undefined {
+  if (status >= 300 && status < 400) return `it answered HTTP ${status}, a redirect (not followed: set CODEMODE_OIDC_JWKS_URL to where it points)`;
+  if (status !== 200) return `it answered HTTP ${status}`;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return 'its answer is not JSON';
+  }
+  const keys = typeof doc === 'object' && doc !== null ? (doc as { keys?: unknown }).keys : undefined;
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'object' && k !== null && !Array.isArray(k)))
+    return 'its answer is not a key set ({"keys": [...]})';
+  return undefined;
 }
 
 /** Pure: the identity claims of a verified payload, or why they are unusable. */
@@ -61,21 +102,59 @@ function describe(err: unknown, errors: Jose['errors']): string {
 export class OidcAuthenticator implements Authenticator {
   readonly mode = 'oidc' as const;
   private jwks: Promise<JWTVerifyGetKey> | undefined;
+  /** The last JWKS fetch that failed, and until when (performance.now()) it is the answer. */
+  private jwksFailure: { error: Error; until: number } | undefined;
 
   constructor(private readonly o: OidcOptions) {}
 
   /**
-   * The issuer's keys (jose fetches the JWKS once and again only for an unknown key, at most every
-   * 30 s). The discovery before it is shared by the requests that wait for it, and a failed one is
-   * their answer for discoveryRetryMs: requests with made-up tokens while the issuer is down do
-   * not each make a request to it.
+   * The issuer's keys. jose fetches the JWKS with the first token, again when its copy is 10
+   * minutes old, and for a token whose key it does not hold (at most every 30 s after a fetch that
+   * worked, but after every one that failed). The discovery before it is shared by the requests
+   * that wait for it, and a failed discovery or JWKS fetch is the answer to every fetch for
+   * retryMs: requests with made-up tokens while the issuer is down do not each make a request to
+   * it. Tokens of the keys jose still holds are checked meanwhile.
    */
-  private keys({ createRemoteJWKSet }: Jose): Promise<JWTVerifyGetKey> {
-    this.jwks ??= (async () => createRemoteJWKSet(this.o.jwksUrl ? new URL(this.o.jwksUrl) : await discoverJwks(this.o.issuer)))().catch((err: unknown) => {
-      setTimeout(() => (this.jwks = undefined), this.o.discoveryRetryMs ?? DISCOVERY_RETRY_MS).unref();
+  private keys({ createRemoteJWKSet, customFetch }: Jose): Promise<JWTVerifyGetKey> {
+    this.jwks ??= (async () =>
+      createRemoteJWKSet(this.o.jwksUrl ? new URL(this.o.jwksUrl) : await discoverJwks(this.o.issuer), {
+        [customFetch]: (url: string, init: RequestInit) => this.fetchJwks(url, init),
+      }))().catch((err: unknown) => {
+      setTimeout(() => (this.jwks = undefined), this.o.retryMs ?? RETRY_MS).unref();
       throw err;
     });
     return this.jwks;
+  }
+
+  /**
+   * One fetch of the JWKS for jose: the key set, or an error that says why there is none (thrown
+   * here, it reaches authenticate as it is, not as a JOSEError), which answers every fetch for
+   * retryMs.
+   */
+  private async fetchJwks(url: string, init: RequestInit): Promise<Response> {
+    const failure = this.jwksFailure;
+    if (failure && performance.now() < failure.until) throw failure.error;
+    let problem: string | undefined;
+    let cause: unknown;
+    let text = '';
+    try {
+      const res = await fetch(url, init);
+      text = await res.text();
+      problem = jwksProblem(res.status, text);
+    } catch (err) {
+      cause = err;
+      problem = `it did not answer (${errorHead(err)}${err instanceof Error && err.cause instanceof Error ? `: ${errorHead(err.cause)}` : ''})`;
+    }
+    if (problem === undefined) {
+      this.jwksFailure = undefined;
+      return new Response(text, { status: 200, headers: { 'content-type': 'application/json' } });
+    }
+    const error = new Error(
+      `The OIDC issuer's signing keys (JWKS) at ${url} could not be fetched: ${problem}. Tokens cannot be checked until it answers; retry in a few seconds.`,
+      cause === undefined ? undefined : { cause },
+    );
+    this.jwksFailure = { error, until: performance.now() + (this.o.retryMs ?? RETRY_MS) };
+    throw error;
   }
 
   async authenticate(token: string | undefined): Promise<AuthResult> {
@@ -87,7 +166,7 @@ export class OidcAuthenticator implements Authenticator {
       ({ payload } = await j.jwtVerify(token, await this.keys(j), { issuer: this.o.issuer, audience: this.o.audience, requiredClaims: ['exp'] }));
     } catch (err) {
       // A JWKS that cannot be fetched is not the token's fault: that throws (503 with retry), never 401.
-      if (err instanceof errors.JOSEError && !(err instanceof errors.JWKSTimeout)) return badToken(describe(err, errors));
+      if (err instanceof errors.JOSEError && isTokenFault(err)) return badToken(describe(err, errors));
       throw err;
     }
     return identityFromClaims(payload, this.o.usernameClaim, this.o.groupsClaim);

@@ -5,7 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { badToken, missingToken, type AuthResult, type Authenticator, type Identity } from './identity.js';
+import { BEARER_TOKEN, badToken, missingToken, type AuthResult, type Authenticator, type Identity } from './identity.js';
 
 export const TOKENS_KEY = 'tokens.csv';
 
@@ -50,6 +50,10 @@ export function parseTokensCsv(text: string): ParsedTokens {
     if (line === '' || line.startsWith('#')) return;
     const [token = '', user = '', , groups = ''] = csvFields(line);
     if (token.length < 16) return void problems.push(`line ${i + 1}: the token is shorter than 16 characters`);
+    if (!BEARER_TOKEN.test(token))
+      return void problems.push(
+        `line ${i + 1}: the token contains characters a Bearer header cannot carry: use letters, digits and -._~+/ (and = only at the end)`,
+      );
     if (user === '') return void problems.push(`line ${i + 1}: no user name`);
     const d = digest(token);
     const key = d.toString('hex');

@@ -5,10 +5,11 @@
 // every failure is an answer the program raises as a ToolError.
 import type { Owner } from '../api/v1alpha1/index.js';
 import { checkArgs } from './args.js';
+import { callFailure, errorMessage, type CallFailure } from './call-failures.js';
 import { DescribedCatalogs, prepare, type Prepared } from './described.js';
 import { describeTool, searchTools } from './discovery.js';
 import { failure, type CallAnswer, type CallFrame, type Detail } from './frames.js';
-import type { ToolInfo, UpstreamCaller } from './types.js';
+import type { ServerInfo, ToolInfo, UpstreamCaller, UpstreamResult } from './types.js';
 import { unwrapResult } from './unwrap.js';
 
 export interface BrokerLimits {
@@ -74,7 +75,6 @@ export const SEARCHES_PER_SECOND = 20;
  */
 export const SEARCH_BURST_MS = 500;
 export const SEARCH_MS_PER_SECOND = 100;
-const MAX_ERROR_CHARS = 500;
 
 export class ToolBroker {
   /** describe(server) answers shared by this broker's runs (described.ts). */
@@ -90,7 +90,10 @@ export class ToolBroker {
     return this.up.servers(owner).map((s) => s.name);
   }
 
-  /** The servers in `requested` that `owner` may not use (or that do not exist). */
+  /**
+   * The servers in `requested` that `owner` may not use (or that do not exist). One they may use
+   * that is not connected now is not among them: its calls are answered "retry later".
+   */
   unknownServers(requested: readonly string[], owner?: Owner): string[] {
     const known = new Set(this.serverNames(owner));
     return requested.filter((s) => !known.has(s));
@@ -136,10 +139,14 @@ export class RunCalls {
     return this.opts.now ? this.opts.now() : performance.now();
   }
 
-  /** The servers this run may call: the owner's, narrowed to `servers` when given. */
+  /** The servers this run may call (connected now or not): the owner's, narrowed to `servers` when given. */
   allowed(): string[] {
-    const mine = this.up.servers(this.opts.owner).map((s) => s.name);
-    return this.opts.servers ? mine.filter((s) => this.opts.servers?.includes(s)) : mine;
+    return this.usable().map((s) => s.name);
+  }
+
+  private usable(): ServerInfo[] {
+    const mine = this.up.servers(this.opts.owner);
+    return this.opts.servers ? mine.filter((s) => this.opts.servers?.includes(s.name)) : mine;
   }
 
   async handle(frame: CallFrame): Promise<CallAnswer> {
@@ -175,8 +182,8 @@ export class RunCalls {
           this.searchMs += Math.max(0, this.clock() - started);
         }
       }
-      const denied = this.deny(frame.server);
-      if (denied) return denied;
+      const refused = this.refuse(frame.server);
+      if (refused) return refused;
       if (frame.tool === undefined) return this.describeServer(frame.server, frame.detail);
       const version = this.up.catalogVersion?.(frame.server, this.opts.owner);
       const kept = version === undefined ? undefined : this.described.get(frame.server, version, frame.detail, frame.tool);
@@ -186,8 +193,8 @@ export class RunCalls {
       return this.give(this.describeOne(frame.server, t, frame.detail, version));
     } catch (err) {
       // The user's searches took their share of the gateway's thread (all their runs' together).
-      if ((err as { code?: unknown } | undefined)?.code === 'search_limit') return failure('limit', message(err));
-      return failure('unavailable', `the gateway could not answer: ${message(err)}`);
+      if ((err as { code?: unknown } | undefined)?.code === 'search_limit') return failure('limit', errorMessage(err));
+      return failure('unavailable', `the gateway could not answer: ${errorMessage(err)}`);
     }
   }
 
@@ -215,11 +222,10 @@ export class RunCalls {
     return this.abort.signal;
   }
 
+  /** The servers the program can call now: one not connected now comes back when it is. */
   private servers(): unknown {
-    const allowed = new Set(this.allowed());
-    return this.up
-      .servers(this.opts.owner)
-      .filter((s) => allowed.has(s.name))
+    return this.usable()
+      .filter((s) => s.notReady === undefined)
       .map((s) => ({ name: s.name, tools: s.toolCount, ...(s.description && { description: s.description }) }));
   }
 
@@ -253,23 +259,38 @@ export class RunCalls {
     return prepared;
   }
 
-  private deny(server: string): CallAnswer | undefined {
-    const allowed = this.allowed();
-    if (allowed.includes(server)) return undefined;
-    return failure('denied', `server "${server}" is not available to this program (it may call: ${allowed.join(', ') || 'none'}); call servers() to list them`);
+  /**
+   * `denied` for a server the run may not use; `unavailable` for one it may that is not connected
+   * now (reconnecting, say): not the program's fault, so no Event and not counted as denied.
+   */
+  private refuse(server: string): CallAnswer | undefined {
+    const usable = this.usable();
+    const s = usable.find((u) => u.name === server);
+    if (s?.notReady !== undefined) return failure('unavailable', `server "${server}" is not connected now (${s.notReady}); retry later`);
+    if (s) return undefined;
+    const names = usable.map((u) => u.name).join(', ');
+    return failure('denied', `server "${server}" is not available to this program (it may call: ${names || 'none'}); call servers() to list them`);
   }
 
   private async call(server: string, tool: string, args: Record<string, unknown>): Promise<CallAnswer> {
     const started = performance.now();
-    const denied = this.deny(server);
+    const refused = this.refuse(server);
+    const denied = refused?.ok === false && refused.error.kind === 'denied';
     // Label only admin-defined names: a name the program made up is not one.
     const label = denied ? '' : server;
     const done = (outcome: CallOutcome, answer: CallAnswer): CallAnswer => this.count(label, outcome, started, answer);
-    if (denied) return done('denied', denied);
+    if (refused && denied) return done('denied', refused);
+    const overLimit = (): CallAnswer => failure('limit', `this run already made ${this.calls} tool calls; the limit is ${this.limits.maxCalls} per run`);
+    if (refused) {
+      // Not connected now: counted as a call, so a program that retries at once in a loop meets
+      // the run's call limit rather than spinning until its timeout.
+      if (this.calls >= this.limits.maxCalls) return done('limit', overLimit());
+      this.calls++;
+      return done('failed', refused);
+    }
     const t = findTool(this.up.tools(server, this.opts.owner), tool);
     if (!t) return done('denied', failure('denied', noTool(server, tool)));
-    if (this.calls >= this.limits.maxCalls)
-      return done('limit', failure('limit', `this run already made ${this.calls} tool calls; the limit is ${this.limits.maxCalls} per run`));
+    if (this.calls >= this.limits.maxCalls) return done('limit', overLimit());
     const problems = checkArgs(t.inputSchema, args);
     if (problems.length > 0) return done('invalid', failure('invalid', `${server}.${tool}: ${problems.join('; ')}`));
     this.calls++;
@@ -277,18 +298,22 @@ export class RunCalls {
     const timeoutMs = Math.max(0, Math.min(this.limits.callTimeoutMs, left));
     if (timeoutMs <= 0) return done('timeout', failure('timeout', `${server}.${tool}: the run has no time left for a tool call`));
     const r = await this.upstream(server, tool, args, timeoutMs);
-    if (r === 'timeout' || 'timeout' in r)
-      return done('timeout', failure('timeout', (r !== 'timeout' && r.timeout) || `${server}.${tool} did not answer within ${timeoutMs} ms`));
-    if ('error' in r) return done('failed', failure('unavailable', `${server}.${tool} failed: ${r.error}`));
+    if (r === 'timeout') return done('timeout', failure('timeout', `${server}.${tool} did not answer within ${timeoutMs} ms`));
+    if ('failed' in r) return done(r.failed.outcome, failure(r.failed.kind, r.failed.message));
     const u = unwrapResult(r.result);
     if (!u.ok) return done('tool_error', failure('tool', u.message));
     return done('ok', this.answer(u.value));
   }
 
   /** The upstream call, bounded by its timeout even if the caller ignores the signal. */
-  private async upstream(server: string, tool: string, args: Record<string, unknown>, timeoutMs: number) {
+  private async upstream(
+    server: string,
+    tool: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+  ): Promise<'timeout' | { result: UpstreamResult } | { failed: CallFailure }> {
     const ended = this.runEnded();
-    if (ended.aborted) return { error: 'the run ended' };
+    if (ended.aborted) return { failed: callFailure(new Error('the run ended'), server, tool) };
     const signal = AbortSignal.any([ended, AbortSignal.timeout(timeoutMs)]);
     let timer: NodeJS.Timeout | undefined;
     if (this.active++ === 0) this.activeSince = performance.now();
@@ -296,9 +321,20 @@ export class RunCalls {
       const late = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
       const call = this.up.call(server, tool, args, { signal, timeoutMs, ...(this.opts.owner && { owner: this.opts.owner }) }).then(
         (result) => ({ result }),
-        // A timeout the caller explains (its error's code is "timeout", e.g. the call waited in line
-        // for a place at a shared upstream) keeps its explanation for the program.
-        (err: unknown) => (signal.aborted && !ended.aborted ? { timeout: timeoutText(err) } : { error: message(err) }),
+        // The broker's own time ran out: a timeout whatever the caller made of the abort, with the
+        // caller's explanation when it gives one (its error's code is "timeout"). Otherwise the
+        // caller's error says what it was (a timeout of the server's own, a wait in line, a server
+        // not connected now): callFailure maps its code to the program's kind.
+        (err: unknown) => ({
+          failed:
+            signal.aborted && !ended.aborted
+              ? {
+                  kind: 'timeout' as const,
+                  outcome: 'timeout' as const,
+                  message: timeoutText(err) ?? `${server}.${tool} did not answer within ${timeoutMs} ms`,
+                }
+              : callFailure(err, server, tool),
+        }),
       );
       return await Promise.race([call, late]);
     } finally {
@@ -384,9 +420,5 @@ function noTool(server: string, tool: string): string {
 }
 
 function timeoutText(err: unknown): string | undefined {
-  return (err as { code?: unknown } | undefined)?.code === 'timeout' ? message(err) : undefined;
-}
-
-function message(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR_CHARS);
+  return (err as { code?: unknown } | undefined)?.code === 'timeout' ? errorMessage(err) : undefined;
 }

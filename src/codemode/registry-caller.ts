@@ -7,12 +7,16 @@ import type { ToolInfo, UpstreamCaller } from './types.js';
 
 export function registryCaller(registry: UpstreamRegistry): UpstreamCaller {
   return {
-    // Ready ones only: a program cannot call a server that is not connected.
+    // Ready or not: a server the owner may use that is reconnecting is theirs still (its calls are
+    // answered "retry later"), not a server they may not use. The program is told the condition's
+    // reason only: its message may quote the upstream's errors (hosts, paths), the administrator's
+    // to read in the UpstreamServer's status, not sandbox code's.
     servers: (owner?: Owner) =>
-      registry
-        .servers(owner)
-        .filter((s) => s.ready)
-        .map((s) => ({ name: s.name, toolCount: s.toolCount })),
+      registry.servers(owner).map((s) => ({
+        name: s.name,
+        toolCount: s.toolCount,
+        ...(!s.ready && { notReady: s.reason }),
+      })),
     tools(server: string, owner?: Owner): readonly ToolInfo[] | undefined {
       try {
         // The registry's own array (never changed in place), not a copy: copying 2,000 tools took

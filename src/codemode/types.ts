@@ -10,6 +10,11 @@ export interface ServerInfo {
   description?: string;
   /** Tools in its catalog now. */
   toolCount: number;
+  /**
+   * Why the server is not connected now (reconnecting, its Secrets being read), safe to show the
+   * program; absent while it is. Its calls fail as `unavailable` ("retry later"), not `denied`.
+   */
+  notReady?: string;
 }
 
 /** One tool of an upstream's catalog, as tools/list gave it (allow/deny lists already applied). */
@@ -36,7 +41,7 @@ export interface UpstreamResult {
 }
 
 export interface UpstreamCaller {
-  /** The ready upstreams `owner` may use (all of them without an owner). */
+  /** The upstreams `owner` may use (all of them without an owner), ready or not (`notReady`). */
   servers(owner?: Owner): ServerInfo[];
   /**
    * The tools of one server, or undefined when there is no such server (for this owner). An array
@@ -53,7 +58,8 @@ export interface UpstreamCaller {
   search?(query: string, options: { servers: readonly string[]; limit: number; owner?: Owner }): SearchHit[];
   /**
    * Calls a tool. Rejects when the upstream is unreachable or the call failed at the protocol
-   * level; a tool's own failure is a result with isError. Must honour `signal`.
+   * level, with an UpstreamError whose code says why (call-failures.ts); a tool's own failure is
+   * a result with isError. Must honour `signal`.
    */
   call(
     server: string,

@@ -123,6 +123,30 @@ const origin = z.string().transform((o, ctx) => {
   return url.origin;
 });
 
+const ONLY_BASE_URL = 'give only the scheme, host and optional port, e.g. https://mcp.example.com';
+
+/** Why `value` (an http(s) URL) is not a base URL the gateway can append /mcp to, or undefined. */
+function baseUrlProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined; // reported by z.url
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined; // reported by z.url
+  if (url.username !== '' || url.password !== '') return 'must not contain a user name or password';
+  if (url.pathname !== '/') return `must not have a path (it has ${url.pathname}); the gateway adds /mcp itself`;
+  // Checked on the text: an empty query or fragment ("https://x/?") leaves URL.search and URL.hash empty.
+  if (/[?#]/.test(value)) return 'must not have a query or fragment';
+  return undefined;
+}
+
+/** The gateway's public base URL: the metadata and 401 answers append /mcp and /.well-known/... to it. */
+const baseUrl = z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).superRefine((value, ctx) => {
+  const problem = baseUrlProblem(value);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `${problem}: ${ONLY_BASE_URL}`, input: value });
+});
+
 const timeoutAllowed = `an integer from 1 to ${MAX_TIMEOUT_SECONDS_HARD}`;
 const quantityAllowed = 'a Kubernetes quantity greater than zero (suffixes m, k, Ki, Mi, Gi, Ti, M, G, T)';
 
@@ -191,7 +215,8 @@ export const FIELDS = {
     {
       env: 'CODEMODE_DEFAULT_TIMEOUT_SECONDS',
       default: '30',
-      description: 'Timeout of a run that does not ask for one.',
+      description:
+        'Timeout of an execute_code call that does not ask for one. A SandboxRun created with kubectl that leaves spec.timeoutSeconds out gets the CRD default, 30 (refused with a message saying so where CODEMODE_MAX_TIMEOUT_SECONDS is lower).',
       allowed: `${timeoutAllowed}, not above CODEMODE_MAX_TIMEOUT_SECONDS`,
     },
     int(1, MAX_TIMEOUT_SECONDS_HARD),
@@ -506,9 +531,9 @@ export const FIELDS = {
       default: '',
       docDefault: 'the URL of each request',
       description: 'Public base URL of the gateway (e.g. https://mcp.example.com), used in the OAuth protected-resource metadata and WWW-Authenticate headers.',
-      allowed: 'an http(s) URL without a path',
+      allowed: 'an http(s) URL of scheme, host and optional port only (no path, query or fragment)',
     },
-    z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }),
+    baseUrl,
   ),
   adminGroups: optionalField(
     {

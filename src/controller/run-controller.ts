@@ -31,6 +31,7 @@ import type { ControllerMetrics } from './metrics.js';
 import type { ResilientInformer } from '../kube/informer.js';
 import type { ControllerOptions } from './options.js';
 import type { RunExecutor } from '../runs/executor.js';
+import { invalidRunStatus } from '../runs/status.js';
 import { decideRun, lostAfterMs, podsThatMayCarry, ttlRemainingMs } from './run-decision.js';
 import type { ReplicaLiveness } from './replica-liveness.js';
 import type { RunSlots } from '../limits/run-slots.js';
@@ -106,8 +107,7 @@ export class SandboxRunController {
       if (done === undefined) return this.rejectInvalid(obj, parsed.message);
       const remaining = done + this.d.opts.ttlSecondsAfterFinished * 1000 - now.getTime();
       if (remaining > 0) return { requeueAfterMs: remaining };
-      await this.deleteRun(ns, name);
-      return;
+      return this.deleteRun(obj);
     }
     const run = parsed.run;
 
@@ -135,8 +135,7 @@ export class SandboxRunController {
     });
     switch (decision.kind) {
       case 'delete':
-        await this.deleteRun(ns, name);
-        return;
+        return this.deleteRun(obj);
       case 'wait':
         return decision.afterMs === undefined ? undefined : { requeueAfterMs: decision.afterMs };
       case 'execute': {
@@ -345,7 +344,7 @@ export class SandboxRunController {
   private async rejectInvalid(obj: KubernetesObject, message: string): Promise<void> {
     const raw = obj as KubernetesObject & { status?: { phase?: string } };
     if (raw.status?.phase === 'Failed') return;
-    const now = this.now().toISOString();
+    const status = invalidRunStatus(message, this.now());
     await this.d.clients.custom
       .patchNamespacedCustomObjectStatus(
         {
@@ -354,18 +353,35 @@ export class SandboxRunController {
           namespace: obj.metadata?.namespace ?? '',
           plural: SANDBOXRUN_PLURAL,
           name: obj.metadata?.name ?? '',
-          body: { status: { phase: 'Failed', reason: Reasons.InvalidSpec, message, completionTime: now } },
+          body: { status },
         },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       )
       .catch((err: unknown) => this.d.log.warn({ err: apiErrorMessage(err) }, 'Failed to record an invalid SandboxRun'));
   }
 
-  private async deleteRun(namespace: string, name: string): Promise<void> {
+  /**
+   * Deletes the finished run judged past its TTL: that object as this cache has it (uid and
+   * resourceVersion preconditions). Another replica may have deleted it already and a run been
+   * created since under its name (kubectl, a script's fixed names): that one is not this one's to
+   * delete. A changed object (409) is judged again from the newer copy.
+   */
+  private async deleteRun(obj: KubernetesObject): Promise<{ requeueAfterMs: number } | void> {
+    const namespace = obj.metadata?.namespace ?? '';
+    const name = obj.metadata?.name ?? '';
+    const preconditions = { uid: obj.metadata?.uid, resourceVersion: obj.metadata?.resourceVersion };
     try {
-      await this.d.clients.custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOXRUN_PLURAL, name });
+      await this.d.clients.custom.deleteNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: SANDBOXRUN_PLURAL,
+        name,
+        body: { preconditions },
+      });
       this.d.log.info({ sandboxrun: `${namespace}/${name}` }, 'Deleted finished SandboxRun after its TTL');
     } catch (err) {
+      if (isConflict(err)) return { requeueAfterMs: 100 };
       if (!isNotFound(err)) throw err;
     }
   }

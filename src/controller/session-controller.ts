@@ -42,10 +42,12 @@ import { ObjectLoop } from './object-loop.js';
 import { isRefusal, type ProfileRefusal } from '../profiles/catalog.js';
 import { builtinProfile, type ResolvedProfile } from '../profiles/profile.js';
 import { PackageError } from '../packages/policy.js';
+import { InstallSlotsFull } from '../packages/slots.js';
 import { describeInstall, type SessionPackages } from '../packages/session-packages.js';
 import type { InstallResult } from '../packages/installer.js';
 import { SessionInstalls } from './session-installs.js';
 import { sessionPodSeconds } from '../sandbox/deadlines.js';
+import { podState } from '../sandbox/pod-state.js';
 
 const CONTROLLER = 'sandboxsession';
 /** How often a session whose install runs is looked at anyway (its end queues it at once). */
@@ -125,6 +127,10 @@ export class SandboxSessionController {
     const parsed = parseSandboxSession(obj);
     if (!parsed.ok) return this.invalid(obj, parsed.message);
     const session = parsed.session;
+    // The install's outcome is in the status this copy shows (Ready, or Failed with its reason): its
+    // entry goes. Not when the write lands: a reconcile from an older copy, still Pending, would find
+    // no entry and install into the Ready session again.
+    if (session.status?.phase !== undefined && session.status.phase !== 'Pending') this.installs.forget(key);
     const now = this.now();
     const { opts } = this.d;
     const exp = sessionExpiry(session, opts.sessionMaxLifetimeSeconds, now);
@@ -141,33 +147,54 @@ export class SandboxSessionController {
     const ownedPods = this.d.pods.list(ns).filter((p) => p.metadata?.ownerReferences?.some((o) => o.controller && o.uid === session.metadata.uid));
     let podName = session.status?.podName ?? ownedPods[0]?.metadata?.name ?? podNameForSession(name);
     const owned = ownedPods.find((p) => p.metadata?.name === podName);
-    if (session.status?.podName) {
-      for (const extra of ownedPods) if (extra.metadata?.name !== podName && !extra.metadata?.deletionTimestamp) this.deletePod(ns, extra.metadata?.name ?? '');
+    const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
+    const extras = session.status?.podName ? ownedPods.filter((p) => p.metadata?.name !== podName && !p.metadata?.deletionTimestamp) : [];
+    if (extras.length > 0) {
+      // This copy can be older than a status written since (the pod cache shows a claim before the
+      // session cache shows the status that recorded it): the pod it calls extra may be the one the
+      // session now runs in. Only the API server's status says which one lost.
+      const named = await this.livePodName(ns, session);
+      if (named !== podName) return { requeueAfterMs: 100 };
+      // And the pod it names must be there: gone, a reconcile elsewhere (another replica) may be
+      // claiming its replacement — one of these — with its status write still on its way.
+      // (A session Lost or Failed claims nothing any more: its extras go.)
+      const current = owned ?? (terminal ? undefined : await readPod(this.d.clients.core, ns, podName));
+      if (terminal || controls(session.metadata.uid, current)) for (const extra of extras) this.deletePod(ns, extra);
     }
     const invalid = this.checkLimits(session);
     if (invalid) {
-      if (session.status?.phase !== 'Failed') await this.patchStatus(ns, name, refusedStatus(session, exp.expiresAt, Reasons.InvalidSpec, invalid, now));
+      // Judged from this copy, written only onto it (resourceVersion): a spec edited back within
+      // the limits since, not in this cache yet, must not fail the session or lose its pod.
+      const failed = refusedStatus(session, exp.expiresAt, Reasons.InvalidSpec, invalid, now);
+      if (session.status?.phase !== 'Failed' && !(await this.patchExpiring(ns, session, failed, now, session.metadata.resourceVersion)))
+        return { requeueAfterMs: 100 };
       // A session that started before its spec was edited past the limits: a Failed session has no
       // pod (no call reaches it), and one left would hold its node's resources to the session's end.
-      for (const p of ownedPods) if (!p.metadata?.deletionTimestamp) this.deletePod(ns, p.metadata?.name ?? '');
+      for (const p of ownedPods) if (!p.metadata?.deletionTimestamp) this.deletePod(ns, p);
       return { requeueAfterMs: exp.remainingMs };
     }
     let pod = owned;
     const named = owned ? undefined : this.d.pods.get(podName, ns);
-    if (named) {
+    // A pod the status names and the cache does not show may only be behind the cache (created or
+    // claimed a moment ago): the API server says whether it exists. Taken for gone, it would be
+    // replaced by another pod, and the status's podName moved under a session about to be Ready.
+    if (named || (!owned && session.status?.podName && !terminal)) {
       // Not the session's by the cache: a claim the cache has not caught up with, or a pod of
       // someone else's under the name (sessionPod): read again before using it, never delete it.
       const found = await sessionPod(session.metadata.uid, named, () => readPod(this.d.clients.core, ns, podName));
       if (found.kind === 'own') pod = found.pod;
       else if (found.kind === 'foreign') return this.foreignPod(session, podName, exp, now);
     }
-    const terminal = session.status?.phase === 'Lost' || session.status?.phase === 'Failed';
     let overCap: string | undefined;
     if (!pod && !terminal && session.status?.phase !== 'Ready') {
       const refused = await this.d.gate?.refusal();
+      // Refusals below are written onto this copy only (resourceVersion): from an older one (a
+      // status that made the session Ready since, not in this cache yet) a refusal would fail a
+      // session its user was just told is ready.
+      const rv = session.metadata.resourceVersion;
       if (refused !== undefined) {
-        await this.patchStatus(ns, name, refusedStatus(session, exp.expiresAt, Reasons.SandboxNotEnforced, refused, now));
-        return { requeueAfterMs: exp.remainingMs };
+        const failed = refusedStatus(session, exp.expiresAt, Reasons.SandboxNotEnforced, refused, now);
+        return (await this.patchExpiring(ns, session, failed, now, rv)) ? { requeueAfterMs: exp.remainingMs } : { requeueAfterMs: 100 };
       }
       // Once, before the session first gets a phase (a limit lowered later ends no session). A
       // session refused goes on below with no pod, to its Failed status and Event.
@@ -175,8 +202,8 @@ export class SandboxSessionController {
       if (overCap === undefined) {
         const profile = this.d.profiles?.resolve(session.spec.profile) ?? builtinProfile(this.d.opts);
         if (isRefusal(profile)) {
-          await this.patchStatus(ns, name, refusedStatus(session, exp.expiresAt, Reasons.InvalidSpec, `${profile.message} ${profile.hint}`, now));
-          return { requeueAfterMs: exp.remainingMs };
+          const failed = refusedStatus(session, exp.expiresAt, Reasons.InvalidSpec, `${profile.message} ${profile.hint}`, now);
+          return (await this.patchExpiring(ns, session, failed, now, rv)) ? { requeueAfterMs: exp.remainingMs } : { requeueAfterMs: 100 };
         }
         pod = await this.claimWarm(session, profile.name);
         if (pod?.metadata?.name) podName = pod.metadata.name;
@@ -186,6 +213,12 @@ export class SandboxSessionController {
 
     const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
     const startupLeft = created + opts.podStartupTimeoutSeconds * 1000 - now.getTime();
+    if (startupLeft <= 0 && pod && session.status?.phase !== 'Ready' && podState(pod).kind === 'pending') {
+      // Failed for not starting in time is judged from the pod as the API server has it: the cache
+      // can be behind a pod that became ready (its watch restarting), and the session is then Ready.
+      const live = await readPod(this.d.clients.core, ns, podName);
+      if (controls(session.metadata.uid, live)) pod = live;
+    }
     let next = computeSessionStatus(session, pod, podName, exp.expiresAt, startupLeft <= 0, now);
     if (overCap !== undefined) next = failedStatus(next, SessionReasons.UserSessionLimit, overCap, session.metadata.generation, now);
     let installed: InstallResult | undefined;
@@ -197,13 +230,12 @@ export class SandboxSessionController {
       if (r === undefined) next = installingStatus(next, session.metadata.generation, now);
       else ({ next, installed } = r);
     }
+    next = this.expiring(session, next, now);
     if (sessionStatusChanged(session.status, next)) {
       // Guarded by resourceVersion: the gateway marks a session Lost (with its reason) while this
       // runs, and a status computed from an older copy must not overwrite that. On a conflict a
       // newer copy exists: reconcile again from it.
       if (!(await this.patchStatus(ns, name, next, session.metadata.resourceVersion))) return { requeueAfterMs: 100 };
-      // The install's outcome is in the status now (Ready, or Failed with its reason).
-      if (next.phase !== 'Pending') this.installs.forget(key);
       if (installed)
         this.d.events.record(
           { name, namespace: ns, uid: session.metadata.uid, kind: SANDBOXSESSION_KIND },
@@ -237,7 +269,7 @@ export class SandboxSessionController {
         );
       }
     }
-    if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, podName);
+    if ((next.phase === 'Lost' || next.phase === 'Failed') && pod) this.deletePod(ns, pod);
     if (installing) return { requeueAfterMs: Math.min(INSTALL_RECHECK_MS, exp.remainingMs) };
     const wake = next.phase === 'Pending' && startupLeft > 0 ? Math.min(startupLeft, exp.remainingMs) : exp.remainingMs;
     return { requeueAfterMs: wake };
@@ -262,7 +294,12 @@ export class SandboxSessionController {
     if (done === undefined) return undefined;
     if (done.ok) return { next, installed: done.result };
     const err = done.error;
-    if (!(err instanceof PackageError)) {
+    // No install slot free on this replica (other sessions' and users' installs): the packages are
+    // not at fault, so it waits and tries again as long as a start with packages may take.
+    const created = Date.parse(session.metadata.creationTimestamp ?? now.toISOString());
+    const startBudgetMs = (this.d.opts.podStartupTimeoutSeconds + this.d.opts.packagesTimeoutSeconds) * 1000;
+    const mayWait = err instanceof InstallSlotsFull && now.getTime() < created + startBudgetMs;
+    if (!(err instanceof PackageError) || mayWait) {
       // Retried with the work queue's backoff, as any reconcile that threw: a new install then.
       this.installs.forget(key);
       throw err;
@@ -373,14 +410,22 @@ export class SandboxSessionController {
   private async invalid(obj: KubernetesObject & { status?: { phase?: string; reason?: string } }, message: string): Promise<{ requeueAfterMs: number } | void> {
     const ns = obj.metadata?.namespace ?? '';
     const name = obj.metadata?.name ?? '';
-    for (const p of this.d.pods.list(ns)) if (controls(obj.metadata?.uid, p) && !p.metadata?.deletionTimestamp) this.deletePod(ns, p.metadata?.name ?? '');
+    for (const p of this.d.pods.list(ns)) if (controls(obj.metadata?.uid, p) && !p.metadata?.deletionTimestamp) this.deletePod(ns, p);
     const created = Date.parse(String(obj.metadata?.creationTimestamp ?? ''));
     const left = (Number.isFinite(created) ? created : this.now().getTime()) + this.d.opts.sessionMaxLifetimeSeconds * 1000 - this.now().getTime();
     if (left <= 0) {
       await this.d.clients.custom
-        .deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXSESSION_PLURAL, name })
+        // This object, not one made since under its name (kubectl can reuse names).
+        .deleteNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural: SANDBOXSESSION_PLURAL,
+          name,
+          ...(obj.metadata?.uid && { body: { preconditions: { uid: obj.metadata.uid } } }),
+        })
         .catch((err: unknown) => {
-          if (!isNotFound(err)) throw err;
+          if (!isNotFound(err) && !isConflict(err)) throw err;
         });
       return;
     }
@@ -412,15 +457,56 @@ export class SandboxSessionController {
       ? `Session ${name}: ${foreignPodMessage(podName)}.`
       : `Session ${name} could not start: pod ${podName}, the name of its pod, is taken by a pod it does not own.`;
     if (session.status?.phase !== 'Failed' || session.status.message !== message) {
-      await this.patchStatus(ns, name, refusedStatus(session, expiresAt, Reasons.ForeignPod, message, now), session.metadata.resourceVersion);
+      await this.patchExpiring(ns, session, refusedStatus(session, expiresAt, Reasons.ForeignPod, message, now), now, session.metadata.resourceVersion);
     }
     return { requeueAfterMs: remainingMs };
   }
 
-  private deletePod(namespace: string, name: string): void {
-    this.d.clients.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch((err: unknown) => {
-      if (!isNotFound(err)) this.d.log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
-    });
+  /** The pod the session's status names as the API server has it now (undefined: none, or the session is gone). */
+  private async livePodName(namespace: string, session: SandboxSession): Promise<string | undefined> {
+    try {
+      const live = (await this.d.clients.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: SANDBOXSESSION_PLURAL,
+        name: session.metadata.name,
+      })) as SandboxSession;
+      return live.metadata.uid === session.metadata.uid ? live.status?.podName : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Deletes the pod as this controller saw it: by name and uid, so a pod made since under its name
+   * (another session's) is never the one deleted (409 then, as gone).
+   */
+  private deletePod(namespace: string, pod: V1Pod): void {
+    const name = pod.metadata?.name ?? '';
+    const uid = pod.metadata?.uid;
+    this.d.clients.core
+      .deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0, ...(uid && { body: { preconditions: { uid } } }) })
+      .catch((err: unknown) => {
+        if (!isNotFound(err) && !isConflict(err)) this.d.log.warn({ pod: name, err: apiErrorMessage(err) }, 'Failed to delete Pod');
+      });
+  }
+
+  /**
+   * `status` with the expiry it gives the session: when the idle clock starts depends on the phase
+   * (none while starting; from the Ready condition's change after), so a status that changes the
+   * phase carries its own expiry, not the one of the copy it was computed from (which the next
+   * reconcile would otherwise write again).
+   */
+  private expiring(session: SandboxSession, status: SandboxSessionStatus, now: Date): SandboxSessionStatus {
+    const { expiresAt } = sessionExpiry({ ...session, status }, this.d.opts.sessionMaxLifetimeSeconds, now);
+    return { ...status, expiresAt: expiresAt.toISOString() };
+  }
+
+  /** patchStatus of a status computed for `session`, with the expiry it gives (expiring). */
+  private patchExpiring(namespace: string, session: SandboxSession, status: SandboxSessionStatus, now: Date, resourceVersion?: string): Promise<boolean> {
+    return this.patchStatus(namespace, session.metadata.name, this.expiring(session, status, now), resourceVersion);
   }
 
   /**

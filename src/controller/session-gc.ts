@@ -54,8 +54,16 @@ export function sessionExpiry(session: SandboxSession, defaultMaxLifetimeSeconds
   // busy as a call made now, which its owner could make).
   const stored = activityStoredAt(session);
   if (stored !== undefined) lastActivity = Math.max(lastActivity, Math.min(stored - 1000, now.getTime()));
-  const idleAt = Math.max(lastActivity, created) + session.spec.idleTimeoutSeconds * 1000;
   const lifetimeAt = created + (session.spec.maxLifetimeSeconds ?? defaultMaxLifetimeSeconds) * 1000;
+  // A session still starting (its pod, then its packages: minutes, bounded by the startup and
+  // install timeouts) is not idle: no call can reach it yet, so nothing could have kept it. Its
+  // idle time counts from when it became Ready (or ended Lost or Failed: the Ready condition's last
+  // change), so a short idle timeout does not delete a session during a long install.
+  const phase = session.status?.phase;
+  if (phase === undefined || phase === 'Pending') return { expiresAt: new Date(lifetimeAt), cause: 'lifetime', remainingMs: lifetimeAt - now.getTime() };
+  const changedAt = Date.parse(session.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime ?? '');
+  const idleFrom = Math.max(lastActivity, created, Number.isFinite(changedAt) ? Math.min(changedAt, now.getTime()) : created);
+  const idleAt = idleFrom + session.spec.idleTimeoutSeconds * 1000;
   const cause = lifetimeAt <= idleAt ? 'lifetime' : 'idle';
   const at = Math.min(idleAt, lifetimeAt);
   return { expiresAt: new Date(at), cause, remainingMs: at - now.getTime() };

@@ -124,6 +124,7 @@ export class WarmPool {
   /** When this leader first saw the pool short of pods it has not created yet. */
   private shortSince: number | undefined;
   private readonly expected = new CreateExpectations(EXPECTATION_TTL_MS);
+  /** The pool's pod as this operator makes it, for its shape; each create builds a new one (newPod). */
   private readonly template: V1Pod;
   /** The hash of this operator's pool pods: only these are claimed. */
   readonly hash: string;
@@ -138,7 +139,7 @@ export class WarmPool {
 
   constructor(private readonly d: WarmPoolDeps) {
     this.profile = d.profile ?? builtinProfile(d.opts);
-    this.template = poolPodTemplate(d.opts, d.runtime.volume, this.profile);
+    this.template = this.newPod();
     this.hash = this.template.metadata?.labels?.[LABEL_POOL_HASH] ?? '';
     this.reservation =
       d.reserve && d.max > 0
@@ -154,6 +155,15 @@ export class WarmPool {
             ...(d.now && { now: d.now }),
           })
         : undefined;
+  }
+  /**
+   * A pool pod to create: the template's shape with a user of its own. Each sandbox pod runs as its
+   * own user (sandboxUid: the kernel counts inotify instances, message queue bytes and pipe pages
+   * per user across the node); one template object for every create made all of a pool's pods one
+   * user. The hash leaves the user out, so every one of them is of this pool's shape.
+   */
+  private newPod(): V1Pod {
+    return poolPodTemplate(this.d.opts, this.d.runtime.volume, this.profile);
   }
 
   /** Reserves a ready pod for this process's next warm run, in the background (no-op when off, held or retired). */
@@ -220,7 +230,11 @@ export class WarmPool {
 
   /** Ready pods a claim or a reservation tries, best first: those whose kernel this process reached, each group from a random start. */
   private claimOrder(): V1Pod[] {
-    const all = this.readyPods().sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
+    return this.inClaimOrder(this.readyPods());
+  }
+
+  private inClaimOrder(ready: V1Pod[]): V1Pod[] {
+    const all = [...ready].sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
     // Replicas claiming at once would all start with the oldest pod; a random start spreads them.
     const rotated = (list: V1Pod[]): V1Pod[] => {
       const start = list.length > 0 ? Math.floor(Math.random() * list.length) : 0;
@@ -308,7 +322,7 @@ export class WarmPool {
       const isolatedAtStart = this.d.policies.createdAfterEnsure(ns);
       await this.d.runtime.ensure(ns);
       for (let i = 0; i < plan.create; i++) {
-        const created = await this.d.clients.core.createNamespacedPod({ namespace: ns, body: this.template });
+        const created = await this.d.clients.core.createNamespacedPod({ namespace: ns, body: this.newPod() });
         if (!created.metadata?.name) continue;
         this.expected.created(created.metadata.name, now());
         isolatedAtStart(created.metadata.name);
@@ -326,7 +340,8 @@ export class WarmPool {
    * Takes a ready pool pod of this version for `owner`: relabels it, sets its owner and deadline,
    * all in one patch guarded by resourceVersion. When none is ready but one of this version is
    * starting, waits for it (startingPodWaitMs: it is ready before a cold pod created now would be).
-   * Undefined when the pool has no pod for this claim (the caller goes cold).
+   * Undefined when the pool has no pod for this claim (the caller goes cold); when the cache may be
+   * behind (a pod it shows starting), the API server's list is tried first.
    */
   claim(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
     return this.claimSince(performance.now(), owner, labels, deadlineFromNowSeconds);
@@ -353,7 +368,18 @@ export class WarmPool {
         waitedMs: performance.now() - began,
         limitMs: STARTING_POD_WAIT_MS,
       });
-      if (wait === undefined) break;
+      if (wait === undefined) {
+        // The cache can be behind the API server: a pod it shows starting (or one this leader
+        // created that it does not show yet) may be ready there already, and a starting pod older
+        // than the wait's limit is not waited for. Before the caller goes cold, the API server is
+        // asked once; a pool with nothing starting goes cold without the request.
+        const live = this.mayBeBehind() ? await this.claimReady(owner, labels, deadlineFromNowSeconds, await this.readyLive()) : undefined;
+        if (live) {
+          this.d.onClaim?.('warm', (performance.now() - began) / 1000);
+          return live;
+        }
+        break;
+      }
       this.waiting += 1;
       try {
         await this.poolChange(wait);
@@ -365,9 +391,42 @@ export class WarmPool {
     return undefined;
   }
 
-  /** One pass over the ready pods: the first whose claim patch succeeds. */
-  private async claimReady(owner: V1OwnerReference, labels: Record<string, string>, deadlineFromNowSeconds: number): Promise<V1Pod | undefined> {
-    for (const pod of this.claimOrder()) {
+  /** Whether the cache may not show a pod of this version that is ready: one it shows starting, or one created and not seen yet. */
+  private mayBeBehind(): boolean {
+    const all = this.d.pods.list(this.d.opts.namespace);
+    if (all.some((p) => this.isCurrent(p) && podState(p).kind === 'pending')) return true;
+    return (
+      this.expected.pending(
+        all.map((p) => p.metadata?.name ?? ''),
+        (this.d.now ?? Date.now)(),
+      ) > 0
+    );
+  }
+
+  /** Ready, unclaimed pods of this version as the API server lists them now, in the claim's order. */
+  private async readyLive(): Promise<V1Pod[]> {
+    let items: V1Pod[];
+    try {
+      ({ items } = await this.d.clients.core.listNamespacedPod({
+        namespace: this.d.opts.namespace,
+        labelSelector: `${LABEL_POOL}=warm,${LABEL_POOL_HASH}=${this.hash}`,
+      }));
+    } catch (err) {
+      // Unanswered: the caller goes cold, as it would have without asking.
+      this.d.log.debug({ profile: this.name, err: apiErrorMessage(err) }, 'Could not list the pool pods');
+      return [];
+    }
+    return this.inClaimOrder(this.readyOf(items));
+  }
+
+  /** One pass over the ready pods (the cache's unless given): the first whose claim patch succeeds. */
+  private async claimReady(
+    owner: V1OwnerReference,
+    labels: Record<string, string>,
+    deadlineFromNowSeconds: number,
+    pods: V1Pod[] = this.claimOrder(),
+  ): Promise<V1Pod | undefined> {
+    for (const pod of pods) {
       const started = pod.status?.startTime ? new Date(pod.status.startTime).getTime() : Date.now();
       const age = Math.max(0, Math.ceil((Date.now() - started) / 1000));
       try {
@@ -444,7 +503,12 @@ export class WarmPool {
 
   /** Ready, unclaimed pods of this version, from the informer cache (what a claim can take). */
   readyPods(): V1Pod[] {
-    return this.d.pods.list(this.d.opts.namespace).filter((p) => this.isCurrent(p) && podState(p).kind === 'ready');
+    return this.readyOf(this.d.pods.list(this.d.opts.namespace));
+  }
+
+  /** The ready, unclaimed pods of this version among `pods` (the cache's, or the API server's list). */
+  private readyOf(pods: readonly V1Pod[]): V1Pod[] {
+    return pods.filter((p) => this.isCurrent(p) && podState(p).kind === 'ready');
   }
 }
 

@@ -9,6 +9,9 @@ export interface QueueMetrics {
   workDuration(seconds: number): void;
 }
 
+/** The longest delay a timer holds (2^31 - 1 ms). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export type Handler = (key: string) => Promise<{ requeueAfterMs?: number } | void>;
 
 export interface WorkQueueOptions {
@@ -65,10 +68,16 @@ export class WorkQueue {
     this.pump();
   }
 
-  /** Adds the key after a delay; an earlier pending delay for the key wins. */
-  addAfter(key: string, ms: number): void {
+  /**
+   * Adds the key after a delay; an earlier pending delay for the key wins. A delay past what a
+   * timer can hold (~24.8 days; Node fires a longer one after 1 ms) or not a number waits that
+   * long and is judged again then: a time computed from a far-future field (a status's
+   * completionTime, say) must not turn into a reconcile every millisecond.
+   */
+  addAfter(key: string, requestedMs: number): void {
     if (this.stopped) return;
-    if (ms <= 0) return this.add(key);
+    if (requestedMs <= 0) return this.add(key);
+    const ms = Number.isFinite(requestedMs) ? Math.min(requestedMs, MAX_TIMER_MS) : MAX_TIMER_MS;
     const due = performance.now() + ms;
     const existing = this.timers.get(key);
     if (existing) {

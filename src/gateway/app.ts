@@ -56,12 +56,15 @@ export function createApp(deps: GatewayDeps): Hono {
     const sandbox = deps.sandboxGate?.notReady();
     return sandbox === undefined ? c.text('ok') : c.text(`not ready: ${sandbox}`, 503);
   });
-  app.use('/mcp', hostValidation(deps.options));
+  const checkHost = hostValidation(deps.options);
+  app.use('/mcp', checkHost);
   if (deps.auth && deps.auth.authenticator.mode !== 'none') {
-    // OAuth protected-resource metadata (RFC 9728), where 401 answers point clients.
+    // OAuth protected-resource metadata (RFC 9728), where 401 answers point clients. Checked like
+    // /mcp: without CODEMODE_PUBLIC_URL it names the resource by the request's Host, and any Host
+    // would make the gateway name another server as its resource.
     const metadata = metadataHandler(deps.auth);
-    app.get(METADATA_PATH, metadata);
-    app.get(`${METADATA_PATH}/mcp`, metadata);
+    app.get(METADATA_PATH, checkHost, metadata);
+    app.get(`${METADATA_PATH}/mcp`, checkHost, metadata);
   }
   if (deps.auth) app.use('/mcp', authMiddleware(deps.auth));
   const budget = new BodyBudget(deps.bodyBudget);

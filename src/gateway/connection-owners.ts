@@ -27,8 +27,13 @@ export class ConnectionOwners {
   /**
    * Records `user` as the owner of `socket` (the connection their request came on). True when the
    * user now holds more than their share: the response should close this connection.
+   * A connection already destroyed (its client went away before the answer, e.g. halfway through
+   * its body) counts nothing: its 'close' may have fired already, and a listener added now would
+   * never be called (the user's share would shrink by one for good). One claimed while it was open
+   * is given back by the listener added then.
    */
   claim(socket: Socket, user: string): boolean {
+    if (socket.destroyed) return false;
     const was = this.owners.get(socket);
     if (was !== user) {
       if (was === undefined) socket.once('close', () => this.release(socket));

@@ -85,8 +85,8 @@ function refusal(header: 'Host' | 'Origin', value: string | undefined): object {
   const shown = value === undefined ? '(missing)' : JSON.stringify(value.slice(0, 200));
   const message =
     header === 'Host'
-      ? `Host header ${shown} is not allowed on /mcp. If clients reach the gateway by this name, add it to ${env} (comma-separated).`
-      : `Origin header ${shown} is not allowed on /mcp. If this web origin may call the gateway, add it to ${env} (comma-separated).`;
+      ? `Host header ${shown} is not allowed by this gateway. If clients reach the gateway by this name, add it to ${env} (comma-separated).`
+      : `Origin header ${shown} is not allowed by this gateway. If this web origin may call the gateway, add it to ${env} (comma-separated).`;
   // JSON-RPC error shape, like the SDK's own validators, so MCP clients surface the message.
   return { jsonrpc: '2.0', error: { code: -32000, message, data: { header, env } }, id: null };
 }

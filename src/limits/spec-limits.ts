@@ -1,7 +1,7 @@
 // The administrator's limits on what one run may ask for, checked in one place for every way a run
 // arrives: an execute_code call (before anything is created) and a SandboxRun created with kubectl
 // (the CRD schema knows only the hard maxima, not this installation's configuration).
-import { MIN_MEMORY, MIN_MEMORY_BYTES, MIN_MEMORY_HINT } from '../api/v1alpha1/index.js';
+import { DEFAULT_RUN_TIMEOUT_SECONDS, MIN_MEMORY, MIN_MEMORY_BYTES, MIN_MEMORY_HINT } from '../api/v1alpha1/index.js';
 import type { Config } from '../config/index.js';
 import { parseQuantity } from '../config/quantity.js';
 
@@ -20,12 +20,18 @@ export interface LimitProblem {
   hint: string;
 }
 
-export function limitProblems(req: LimitRequest, limits: SpecLimits): LimitProblem[] {
+/**
+ * `specDefaults`: the request is a SandboxRun's spec, whose omitted fields the CRD filled in: a
+ * timeout at its default may be one the user never wrote, and the message says so.
+ */
+export function limitProblems(req: LimitRequest, limits: SpecLimits, specDefaults = false): LimitProblem[] {
   const problems: LimitProblem[] = [];
   if (req.timeoutSeconds > limits.maxTimeoutSeconds) {
+    const defaulted =
+      specDefaults && req.timeoutSeconds === DEFAULT_RUN_TIMEOUT_SECONDS ? ` (${DEFAULT_RUN_TIMEOUT_SECONDS} is its default when left out)` : '';
     problems.push({
       field: 'spec.timeoutSeconds',
-      problem: `timeout ${req.timeoutSeconds}s is above the maximum of ${limits.maxTimeoutSeconds}s`,
+      problem: `timeout ${req.timeoutSeconds}s${defaulted} is above the maximum of ${limits.maxTimeoutSeconds}s`,
       hint: `use a timeout of at most ${limits.maxTimeoutSeconds} seconds, or split the work into shorter runs`,
     });
   }

@@ -269,6 +269,9 @@ export function createMetrics(): Metrics {
   });
   for (const budget of READ_BUDGET_KINDS) kernelStreamPauses.inc({ budget }, 0);
   const service = serviceMetrics(registry);
+  // The UpstreamServers that exist (told by upstreamReady): a call to a deleted one that was still
+  // in flight ends after its series were removed, and must not set them again.
+  const upstreamsKnown = new Set<string>();
 
   return {
     registry,
@@ -288,10 +291,15 @@ export function createMetrics(): Metrics {
     },
     upstreamReady(server, ready): void {
       if (ready === undefined) {
+        upstreamsKnown.delete(server);
         for (const g of [upstreamUp, upstreamInFlight, upstreamWaiting]) g.remove({ server });
-      } else upstreamUp.set({ server }, ready ? 1 : 0);
+      } else {
+        upstreamsKnown.add(server);
+        upstreamUp.set({ server }, ready ? 1 : 0);
+      }
     },
     upstreamCalls(server, calls): void {
+      if (!upstreamsKnown.has(server)) return;
       upstreamInFlight.set({ server }, calls.active);
       upstreamWaiting.set({ server }, calls.waiting);
     },

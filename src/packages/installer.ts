@@ -34,7 +34,7 @@ import {
   type ResolvedPackage,
 } from './policy.js';
 import { FETCHER_SCRIPT, SESSION_SCRIPT } from './scripts.js';
-import { InstallSlots, installSlotKey } from './slots.js';
+import { InstallSlots, InstallSlotsFull, installSlotKey } from './slots.js';
 import { cutUnits } from '../util/text.js';
 import type { PackagePolicySpec } from '../api/v1alpha1/index.js';
 
@@ -128,7 +128,7 @@ export class PackageInstaller {
     const eco = ecosystemOf(t.language);
     const reqs = checkRequested(policy, eco, t.language, requested);
     const slot = this.slots.take(installSlotKey(t));
-    if (slot instanceof PackageError) throw slot;
+    if (slot instanceof InstallSlotsFull) throw slot;
     const started = performance.now();
     let outcome: InstallOutcome = 'failed';
     try {

@@ -25,21 +25,32 @@ export function installSlotKey(t: { user?: string; namespace: string; sessionLab
   return t.user !== undefined ? `${USER_KEY}${t.user}` : `${SESSION_KEY}${t.namespace}/${t.sessionLabel}`;
 }
 
+/**
+ * An install refused for want of a slot (InstallSlots.take): nothing about the packages, only the
+ * moment. A tool call reports it as any failure; the session controller tries again later rather
+ * than failing a starting session for it.
+ */
+export class InstallSlotsFull extends PackageError {
+  constructor(message: string, hint: string) {
+    super(message, hint, 'failed');
+    this.name = 'InstallSlotsFull';
+  }
+}
+
 /** The install slots of one gateway process, by holder (installSlotKey). Pure bookkeeping. */
 export class InstallSlots {
   private running = 0;
   private readonly byHolder = new Map<string, number>();
 
   /** A slot for `key` (installSlotKey), released once; or the refusal. */
-  take(key: string): { release(): void } | PackageError {
+  take(key: string): { release(): void } | InstallSlotsFull {
     const mine = this.byHolder.get(key) ?? 0;
     if (this.running >= MAX_CONCURRENT_INSTALLS)
-      return new PackageError(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.', 'failed');
+      return new InstallSlotsFull(`${MAX_CONCURRENT_INSTALLS} installs are running on this server already.`, 'Try again in a moment.');
     if (mine >= MAX_INSTALLS_PER_USER)
-      return new PackageError(
+      return new InstallSlotsFull(
         `${MAX_INSTALLS_PER_USER} installs ${key.startsWith(SESSION_KEY) ? 'in this session' : 'of yours'} are running already (this server runs ${MAX_CONCURRENT_INSTALLS} at once, for everyone).`,
         'Wait for one of them to finish.',
-        'failed',
       );
     this.running++;
     this.byHolder.set(key, mine + 1);

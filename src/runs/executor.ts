@@ -17,6 +17,7 @@ import {
   isTerminalPhase,
   parseSandboxRun,
   normalizeLanguage,
+  sentence,
   toolCallsStatus,
   type Runtime,
   type SandboxRun,
@@ -296,7 +297,7 @@ export class RunExecutor {
       return await body();
     } catch (err) {
       log.error({ err: apiErrorMessage(err) }, 'Run failed unexpectedly');
-      return await this.finishEarly(run, Reasons.ExecFailed, `The run could not be executed: ${apiErrorMessage(err)}.`, log);
+      return await this.finishEarly(run, Reasons.ExecFailed, sentence(`The run could not be executed: ${apiErrorMessage(err)}`), log);
     } finally {
       this.warm.forget(run.metadata.uid ?? '');
       this.d.metrics?.runEnded();
@@ -392,7 +393,7 @@ export class RunExecutor {
     const profile = run.spec.session === undefined ? this.profileOf(run) : this.builtin;
     if (isRefusal(profile)) return { refusal: { reason: Reasons.InvalidSpec, message: `${profile.message} ${profile.hint}` } };
     const opts: RunEngineOptions = { ...this.d.opts, ...profile.shape };
-    const invalid = invalidSpecMessage(limitProblems(run.spec, opts));
+    const invalid = invalidSpecMessage(limitProblems(run.spec, opts, true));
     if (invalid) return { refusal: { reason: Reasons.InvalidSpec, message: invalid } };
     const refused = await this.d.gate?.refusal();
     if (refused !== undefined) return { refusal: { reason: Reasons.SandboxNotEnforced, message: refused } };

@@ -4,7 +4,18 @@
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { GROUP, SANDBOXRUN_PLURAL, VERSION, fitStatus, minimalStatus, type Runtime, type SandboxRun, type SandboxRunStatus } from '../api/v1alpha1/index.js';
+import {
+  GROUP,
+  NOT_STORED_REFUSED,
+  SANDBOXRUN_PLURAL,
+  VERSION,
+  fitStatus,
+  isMinimalStatus,
+  minimalStatus,
+  type Runtime,
+  type SandboxRun,
+  type SandboxRunStatus,
+} from '../api/v1alpha1/index.js';
 import type { EventRecorder } from '../kube/events.js';
 import { apiErrorMessage, isConflict, isNotFound, isTooLarge, retryable, type KubeClients } from '../kube/clients.js';
 import { runningStatus, type Classification } from './status.js';
@@ -61,7 +72,7 @@ export class RunRecorder {
         if (isNotFound(err)) return 'gone';
         // Larger than etcd takes (our size model missed something): record at least the outcome.
         if (isTooLarge(err)) {
-          if (status.conditions !== null) {
+          if (!isMinimalStatus(status)) {
             status = minimalStatus(status);
             continue;
           }
@@ -77,7 +88,7 @@ export class RunRecorder {
         if (!refused) {
           refused = true;
           log.warn({ err: apiErrorMessage(err) }, 'Failed to write SandboxRun status, which is not retried; writing a minimal one');
-          status = minimalStatus(status);
+          status = minimalStatus(status, NOT_STORED_REFUSED);
           continue;
         }
         log.error({ err: apiErrorMessage(err) }, 'Failed to record the status of a SandboxRun; giving up');

@@ -21,6 +21,11 @@ export interface SessionCallRequest extends SessionCall {
   session: string;
   /** The language the caller asked for; undefined means "the session's". */
   language?: Language;
+  /**
+   * Where that language was written, when the caller cannot leave it out: a SandboxRun's
+   * spec.language (the CRD fills in python). A wrong language's hint then names the field.
+   */
+  languageField?: string;
   owner?: Owner;
 }
 
@@ -83,14 +88,22 @@ export type SessionCallResult = { ok: true; outcome: RunOutcome; runtime: Kernel
  * Whether code in `requested` may run in a session of `session`'s language: the same runtime
  * (javascript is node), or sh code in a bash session; no language means the session's.
  */
-export function languageProblem(session: string, sessionLanguage: SessionLanguage, requested: Language | undefined): SessionCallProblem | undefined {
+export function languageProblem(
+  session: string,
+  sessionLanguage: SessionLanguage,
+  requested: Language | undefined,
+  field?: string,
+): SessionCallProblem | undefined {
   if (requested === undefined) return undefined;
   const runtime = normalizeLanguage(requested);
   if (kernelLanguage(sessionLanguage) === runtime || (runtime === 'sh' && sessionLanguage === 'bash')) return undefined;
   return {
     stage: 'refused',
     message: `Session ${session} runs ${sessionLanguage}, not ${requested}.`,
-    hint: `Send ${sessionLanguage} code to this session (or leave the language out), or create a ${requested} session.`,
+    hint:
+      field === undefined
+        ? `Send ${sessionLanguage} code to this session (or leave the language out), or create a ${requested} session.`
+        : `Set ${field}: ${sessionLanguage} for this session (left out, it is python), or use a ${requested} session.`,
   };
 }
 
@@ -110,7 +123,7 @@ export async function callInSession(
       hint: 'Call list_sessions to see your sessions, or create_session to start a new one (idle sessions are deleted).',
     };
   }
-  const wrongLanguage = languageProblem(req.session, info.language, req.language);
+  const wrongLanguage = languageProblem(req.session, info.language, req.language, req.languageField);
   if (wrongLanguage) return { ok: false, ...wrongLanguage };
   try {
     const { session, language: _checked, owner, ...call } = req;

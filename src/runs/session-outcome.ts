@@ -74,7 +74,7 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
  */
 function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason' | 'message' | 'memoryLimit'> | undefined {
   const lost = 'The session is lost with its state: create a new session.';
-  if (r.status === 'lost' && r.error?.ename === Reasons.OOMKilled) {
+  if (r.status === 'lost' && r.podFailure === Reasons.OOMKilled) {
     return {
       phase: 'Failed',
       reason: Reasons.OOMKilled,
@@ -82,11 +82,11 @@ function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason'
       ...(r.memory?.limit !== undefined && { memoryLimit: r.memory.limit }),
     };
   }
-  if (r.status === 'lost' && r.error?.ename === Reasons.Evicted) {
+  if (r.status === 'lost' && r.podFailure === Reasons.Evicted) {
     return {
       phase: 'Failed',
       reason: Reasons.Evicted,
-      message: `The session's pod was evicted by the kubelet (${capText(r.error.evalue, 300).text}). ${lost} Write less data to /workspace.`,
+      message: `The session's pod was evicted by the kubelet (${capText(r.error?.evalue ?? '', 300).text}). ${lost} Write less data to /workspace.`,
     };
   }
   if (r.processLimit === true) {

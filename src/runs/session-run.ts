@@ -51,8 +51,10 @@ export class SessionRuns {
     const startTime = new Date();
     // The marker that this run's code may have started (run-decision.ts): a run in a session has
     // no pod of its own, so its Running status is written before the code goes to the kernel.
-    const { podName: _none, ...running } = runningStatus(run, '', startTime, startTime);
-    const marker = { ...running, message: `The code runs in session ${session} once it is ready and any call running there has finished.` };
+    // Written once, before the code may wait its turn: it says what holds for both (no write when the wait ends).
+    const inSession = `The code runs in session ${session} once it is ready and any call running there has finished.`;
+    const { podName: _none, ...running } = runningStatus(run, '', startTime, startTime, inSession);
+    const marker = { ...running, message: inSession };
     const marked = await this.d.record.patchStatus(run, marker, log);
     // Without the marker nothing in the API says the code may have run, and a restart would run it
     // again: the code goes to the kernel only once the marker is stored.
@@ -61,13 +63,16 @@ export class SessionRuns {
     const call = await callInSession(
       this.sessions,
       ns,
-      sessionCallRequest(session, run.spec, {
-        // A busy or starting session is waited for within the start-up allowance of the run's
-        // budget (lostAfterMs): no other replica declares it lost while it waits and then runs.
-        waitUntil: Date.parse(run.metadata.creationTimestamp ?? startTime.toISOString()) + this.d.podStartupTimeoutSeconds * 1000,
-        // Its uid, not its name: a name can come back with a new run, whose outcome another's must never be taken for.
-        ...(run.metadata.uid && { key: run.metadata.uid }),
-      }),
+      {
+        ...sessionCallRequest(session, run.spec, {
+          // A busy or starting session is waited for within the start-up allowance of the run's
+          // budget (lostAfterMs): no other replica declares it lost while it waits and then runs.
+          waitUntil: Date.parse(run.metadata.creationTimestamp ?? startTime.toISOString()) + this.d.podStartupTimeoutSeconds * 1000,
+          // Its uid, not its name: a name can come back with a new run, whose outcome another's must never be taken for.
+          ...(run.metadata.uid && { key: run.metadata.uid }),
+        }),
+        languageField: 'spec.language',
+      },
       (chunk) => output.emit('chunk', chunk),
     );
     if (!call.ok) {

@@ -1,9 +1,10 @@
 // Pure status computation for SandboxRuns: what the world looks like → what .status should say.
 // No I/O and time is a parameter, so every branch is a table test.
 import {
-  CONDITION_COMPLETE,
   CONDITION_READY,
   Reasons,
+  boundMessages,
+  finishedConditions,
   setCondition,
   type Reason,
   type RunPhase,
@@ -28,7 +29,8 @@ export interface Limits {
   tmpSizeLimit: string;
 }
 
-export function runningStatus(run: SandboxRun, podName: string, startTime: Date, now: Date): SandboxRunStatus {
+/** `ready`: the Ready condition's message (a run in a session has no pod of its own to be ready). */
+export function runningStatus(run: SandboxRun, podName: string, startTime: Date, now: Date, ready = 'Sandbox pod is ready.'): SandboxRunStatus {
   const generation = run.metadata.generation;
   return {
     ...run.status,
@@ -40,7 +42,7 @@ export function runningStatus(run: SandboxRun, podName: string, startTime: Date,
     message: 'The code is executing.',
     conditions: setCondition(
       run.status?.conditions,
-      { type: CONDITION_READY, status: 'True', reason: Reasons.PodRunning, message: 'Sandbox pod is ready.', observedGeneration: generation },
+      { type: CONDITION_READY, status: 'True', reason: Reasons.PodRunning, message: ready, observedGeneration: generation },
       now,
     ),
   };
@@ -178,16 +180,7 @@ export function completedStatus(run: SandboxRun, c: Classification, out: Capture
   const generation = run.metadata.generation;
   const startTime = run.status?.startTime ?? times.start?.toISOString();
   const durationMs = startTime ? Math.max(0, times.end.getTime() - Date.parse(startTime)) : undefined;
-  let conditions = setCondition(
-    run.status?.conditions,
-    { type: CONDITION_COMPLETE, status: 'True', reason: c.reason, message: c.message, observedGeneration: generation },
-    times.end,
-  );
-  conditions = setCondition(
-    conditions,
-    { type: CONDITION_READY, status: 'False', reason: c.reason, message: 'The run is finished; its sandbox pod is released.', observedGeneration: generation },
-    times.end,
-  );
+  const conditions = finishedConditions(run.status?.conditions, { reason: c.reason, message: c.message, generation }, times.end);
   const status: SandboxRunStatus = {
     ...run.status,
     phase: c.phase,
@@ -202,6 +195,21 @@ export function completedStatus(run: SandboxRun, c: Classification, out: Capture
   if (c.exitCode !== undefined) status.exitCode = c.exitCode;
   if (out) Object.assign(status, out);
   return status;
+}
+
+/**
+ * The status of a stored run the schema refuses (written before a validation existed): Failed
+ * InvalidSpec with `message`, finished as any run is (its Complete condition), built from nothing
+ * of the object (which cannot be read as a SandboxRun).
+ */
+export function invalidRunStatus(message: string, now: Date): SandboxRunStatus {
+  return boundMessages({
+    phase: 'Failed',
+    reason: Reasons.InvalidSpec,
+    message,
+    completionTime: now.toISOString(),
+    conditions: finishedConditions(undefined, { reason: Reasons.InvalidSpec, message }, now),
+  });
 }
 
 /** A run that failed before its code could start (invalid spec, image, scheduling, pod failure). */

@@ -1,7 +1,7 @@
 // Why a sandbox pod itself stopped (an OOM kill, an eviction), read from its status when the
 // code's own report never came. Pure; the kubelet's words are bounded before anyone shows them.
 import type { V1Pod } from '@kubernetes/client-node';
-import { Reasons } from '../api/v1alpha1/index.js';
+import { Reasons, sentence } from '../api/v1alpha1/index.js';
 
 /** Why the pod itself stopped, read from its status when the code's own report never came. */
 export interface PodFailure {
@@ -56,7 +56,7 @@ export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
   const detail = (text: string | undefined, fallback: string): string => {
     const t = (text ?? '').replace(/\s+/g, ' ').trim();
     if (t === '') return fallback;
-    return t.length > POD_DETAIL_MAX_CHARS ? `${t.slice(0, POD_DETAIL_MAX_CHARS)}…` : t.endsWith('.') ? t : `${t}.`;
+    return t.length > POD_DETAIL_MAX_CHARS ? `${t.slice(0, POD_DETAIL_MAX_CHARS)}…` : sentence(t);
   };
   if (pod.status?.reason === 'Evicted') return { reason: Reasons.Evicted, detail: detail(pod.status.message, 'no details.') };
   for (const cs of pod.status?.containerStatuses ?? []) {

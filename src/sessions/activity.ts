@@ -44,7 +44,11 @@ interface SessionRef {
 const LOST_ATTEMPTS = 20;
 
 export class SessionActivity {
-  private readonly pending = new Map<string, { uid: string | undefined; calls: number; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }>();
+  /** `dirty`: activity not written yet, whether or not it added calls (a file operation, the keep-alive). */
+  private readonly pending = new Map<
+    string,
+    { uid: string | undefined; calls: number; dirty: boolean; timer?: NodeJS.Timeout; writing: boolean; lastWrite: number }
+  >();
 
   constructor(
     private readonly store: SessionStore,
@@ -61,9 +65,10 @@ export class SessionActivity {
     const name = s.metadata.name;
     const uid = s.metadata.uid;
     let a = this.pending.get(name);
-    if (!a) this.pending.set(name, (a = { uid, calls: 0, writing: false, lastWrite: 0 }));
+    if (!a) this.pending.set(name, (a = { uid, calls: 0, dirty: false, writing: false, lastWrite: 0 }));
     else if (a.uid !== uid) Object.assign(a, { uid, calls: 0 });
     a.calls += calls;
+    a.dirty = true;
     if (a.timer || a.writing) return;
     const wait = Math.max(0, a.lastWrite + ACTIVITY_WRITE_INTERVAL_MS - Date.now());
     a.timer = setTimeout(() => void this.flush(name), wait);
@@ -106,6 +111,7 @@ export class SessionActivity {
     a.writing = true;
     const { uid, calls } = a;
     a.calls = 0;
+    a.dirty = false;
     // Calls not yet added to runCount: they go back to the pending count unless written (or the
     // session is gone), so a write that kept conflicting or failed never loses them — the next
     // flush, an interval later, adds them.
@@ -123,10 +129,15 @@ export class SessionActivity {
       if (isNotFound(err)) unwritten = false;
       else this.log.warn({ err: apiErrorMessage(err), sandboxsession: name }, 'Failed to record session activity');
     } finally {
-      if (unwritten && a.uid === uid) a.calls += calls;
+      // Unwritten activity is written again an interval later, calls or not: a session whose last
+      // use was a file operation would otherwise be collected an idle timeout early.
+      if (unwritten && a.uid === uid) {
+        a.calls += calls;
+        a.dirty = true;
+      }
       a.writing = false;
       a.lastWrite = Date.now();
-      if (a.calls > 0) this.note({ metadata: { name, uid: a.uid } }, 0);
+      if (a.dirty) this.note({ metadata: { name, uid: a.uid } }, 0);
       else this.pending.delete(name);
     }
   }

@@ -1,5 +1,5 @@
 // What a call about a session could not do, and what its user should do instead.
-import type { Reason } from '../api/v1alpha1/index.js';
+import { asReason, sentence, type Reason, type SandboxSessionStatus } from '../api/v1alpha1/index.js';
 import { PackageError } from '../packages/policy.js';
 import type { GaveUp } from './turns.js';
 
@@ -28,6 +28,21 @@ export class SessionError extends Error {
 /** A package refusal as a session error (its message and hint); anything else as it is. */
 export function asSessionError(err: unknown): unknown {
   return err instanceof PackageError ? new SessionError(err.message, err.hint) : err;
+}
+
+/**
+ * A session that is over (Lost, or Failed to start): why, as its status says, and for a session
+ * that failed to start its reason (an interpreter lost is KernelLost, not passed on). The status
+ * message is one sentence already; it is not given a second full stop.
+ */
+export function goneError(name: string, status: SandboxSessionStatus | undefined): SessionError {
+  const phase = status?.phase;
+  const lost = status?.kernelLost;
+  const why = lost && phase !== 'Lost' ? `the interpreter is gone (${lost.message})` : (status?.message ?? 'its interpreter is gone');
+  const reason = phase === 'Failed' && !lost ? asReason(status?.reason) : undefined;
+  return new SessionError(sentence(`Session ${name} is ${phase === 'Failed' ? 'failed' : 'lost'}: ${why}`), 'Create a new session with create_session.', {
+    reason,
+  });
 }
 
 /** The session was still starting for as long as this call could wait: it did not run. */

@@ -5,6 +5,7 @@
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config/index.js';
+import type { PodFailure } from '../sandbox/pod-failure.js';
 import {
   API_VERSION,
   DEFAULT_IDLE_TIMEOUT_SECONDS,
@@ -14,7 +15,6 @@ import {
   SANDBOXSESSION_KIND,
   SANDBOXSESSION_PLURAL,
   VERSION,
-  asReason,
   ownerLabelValue,
   type Owner,
   type SandboxSession,
@@ -34,7 +34,7 @@ import { canSee, toolCallsFor } from './access.js';
 import { sessionCapacity } from '../limits/admission.js';
 import { quotaExceeded } from '../limits/run-slots.js';
 import { SessionTurns, type TurnResult, type WaitResult } from './turns.js';
-import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, asSessionError, busyError } from './errors.js';
+import { SessionError, SessionNotReadyError, WAITING_CALLS_PER_SESSION, asSessionError, busyError, goneError } from './errors.js';
 import { UserRate } from '../limits/user-rate.js';
 import { SessionStore } from './store.js';
 import { foreignPodMessage, readPod, sessionPod } from './session-pod.js';
@@ -123,7 +123,17 @@ export type SessionWaitCause = 'busy' | 'starting';
 
 /** `capChars`: the cap the call ran with, for whoever joins its texts (outcome.ts). */
 /** `memory`: when the interpreter was OOM-killed, its limit and the directories whose files count. */
-export type SessionCallResult = KernelResult & { session: string; capChars: number; memory?: MemoryCharge };
+export type SessionCallResult = KernelResult & {
+  session: string;
+  capChars: number;
+  memory?: MemoryCharge;
+  /**
+   * Set by the gateway only (lostTo), from the pod's own status: the interpreter was OOM-killed or
+   * its pod evicted. A kernel's frame can say `lost` with any error name (code in the kernel's
+   * process writes frames), so its words never stand for this.
+   */
+  podFailure?: PodFailure['reason'];
+};
 
 export class SessionService {
   private readonly store: SessionStore;
@@ -296,12 +306,24 @@ export class SessionService {
         );
       throw new Error(`Failed to create SandboxSession: ${apiErrorMessage(err)}`, { cause: err });
     }
+    // Not in the cache yet right after the create; gone from it once seen: deleted while it started.
+    let seen = false;
+    let gone = false;
     const s = await this.store.waitUntil(
       name,
-      (x) => x !== undefined && ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? ''),
+      (x) => {
+        if (x === undefined) return (gone = seen);
+        seen = true;
+        return ['Ready', 'Failed', 'Lost'].includes(x.status?.phase ?? '');
+      },
       (this.opts.startupTimeoutSeconds + (packages.length > 0 ? (this.opts.packagesTimeoutSeconds ?? 0) : 0)) * 1000 + 5000,
       signal,
     );
+    if (gone)
+      throw new SessionError(
+        `Session ${name} was deleted before it became ready (close_session, kubectl delete, or its maximum lifetime).`,
+        'Create a new session.',
+      );
     if (!s) throw new SessionError(`Session ${name} did not become ready in time.`, 'Try again later; the cluster may be short of capacity.');
     if (s.status?.phase !== 'Ready')
       throw new SessionError(`Session ${name} could not start: ${s.status?.message ?? 'unknown reason'}`, 'Fix the cause above or ask the administrator.');
@@ -516,14 +538,7 @@ export class SessionService {
       await this.checkPod(s);
       return s;
     }
-    if (state === 'gone') {
-      const phase = s.status?.phase;
-      const lost = s.status?.kernelLost;
-      const why = lost && phase !== 'Lost' ? `the interpreter is gone (${lost.message})` : (s.status?.message ?? 'its interpreter is gone');
-      // A session that failed to start passes its reason on (an interpreter lost is KernelLost).
-      const reason = phase === 'Failed' && !lost ? asReason(s.status?.reason) : undefined;
-      throw new SessionError(`Session ${name} is ${phase === 'Failed' ? 'failed' : 'lost'}: ${why}.`, 'Create a new session with create_session.', { reason });
-    }
+    if (state === 'gone') throw goneError(name, s.status);
     throw new SessionError(`Session ${name} is still starting.`, 'Wait a moment and call again.');
   }
 }

@@ -49,6 +49,7 @@ export function lostTo(verdict: PodFailure, session: string, capChars = 50_000):
     status: 'lost',
     ...NO_OUTPUT,
     error: { ename: verdict.reason, evalue, traceback: '' },
+    podFailure: verdict.reason,
     session,
     capChars,
     ...(verdict.memory && { memory: verdict.memory }),

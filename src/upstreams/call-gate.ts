@@ -97,6 +97,11 @@ export class CallGate {
     return release;
   }
 
+  /** The error of a call to `server` that waited (almost) its whole time for a place. */
+  timedOut(server: string): UpstreamError {
+    return waitedTooLong(server, this.limits.perUser);
+  }
+
   /** Calls in flight and waiting for `server` (for tests and metrics). */
   stats(server: string): { active: number; waiting: number } {
     const line = this.lines.get(server);
@@ -161,11 +166,13 @@ export class CallGate {
 
 function stopped(server: string, signal: AbortSignal | undefined, perUser: number): UpstreamError {
   const reason = signal?.reason as { name?: unknown } | undefined;
-  if (reason?.name === 'TimeoutError') {
-    return new UpstreamError(
-      'timeout',
-      `The call of ${server} waited its whole time for a place: at most ${perUser} of one user's calls to it run at once, and your others (or the team's) were still running. Make fewer calls at once.`,
-    );
-  }
+  if (reason?.name === 'TimeoutError') return waitedTooLong(server, perUser);
   return new UpstreamError('aborted', `The call of ${server} was cancelled while it waited for a place.`);
+}
+
+function waitedTooLong(server: string, perUser: number): UpstreamError {
+  return new UpstreamError(
+    'timeout',
+    `The call of ${server} waited its whole time for a place: at most ${perUser} of one user's calls to it run at once, and your others (or the team's) were still running. Make fewer calls at once.`,
+  );
 }

@@ -15,6 +15,7 @@ import { AnswerStreams, EVENTS_PER_SECOND, EventPace, boundedFetch } from './bou
 import { gentleReconnects, keepNothing, limitServerRequests, validateNothing } from './client-limits.js';
 import { newHttpPool, type HttpPool } from './http-pool.js';
 import { headerSchema } from './param-headers.js';
+import { removeSecrets, withoutSecrets } from './result-secrets.js';
 import { UpstreamError } from './types.js';
 
 /** Most tools kept of one upstream; a catalog beyond it is cut (and the cut logged). */
@@ -68,48 +69,13 @@ const loadClientSdk = (): Promise<typeof ClientSdk> => (clientSdk ??= import('@m
 /** How long closing a client waits for the server to end its MCP session. */
 const TERMINATE_TIMEOUT_MS = 2_000;
 
-/** An Authorization-style value: a scheme, then the credentials (`Bearer <token>`). */
-const SCHEME = /^[A-Za-z][\w!#$%&'*+.^`|~-]*\s+(\S.*)$/s;
-
 /**
  * Removes every secret value from `text` and bounds its length. A header value's credentials are
- * removed without their scheme too: the bearer token is sent as `Bearer <token>`, and an upstream
- * that quotes it in an error ("invalid token <token>") quotes the token alone.
+ * removed without their scheme too (result-secrets.ts).
  */
 export function redact(text: string, secrets: Iterable<string>): string {
   const out = removeSecrets(text, secrets);
   return out.length <= MAX_UPSTREAM_ERROR_LENGTH ? out : `${out.slice(0, MAX_UPSTREAM_ERROR_LENGTH - 1)}…`;
-}
-
-/** Removes every secret value from `text`, as redact() does, at any length. */
-export function removeSecrets(text: string, secrets: Iterable<string>): string {
-  const values = [...secrets].flatMap((s) => [s, SCHEME.exec(s)?.[1] ?? '']).filter((s) => s.length >= 4);
-  let out = text;
-  // Longest first: a value that holds another is removed whole.
-  for (const s of values.sort((a, b) => b.length - a.length)) out = out.split(s).join('[redacted]');
-  return out;
-}
-
-type ContentBlock = CallToolResult['content'][number];
-
-/** A content block with `clean` applied to its text: a text block's, an embedded resource's. */
-function withoutSecretsIn(c: ContentBlock, clean: (text: string) => string): ContentBlock {
-  if (c.type === 'text' && typeof c.text === 'string') return { ...c, text: clean(c.text) };
-  if (c.type === 'resource' && typeof c.resource === 'object' && c.resource !== null && 'text' in c.resource && typeof c.resource.text === 'string') {
-    return { ...c, resource: { ...c.resource, text: clean(c.resource.text) } };
-  }
-  return c;
-}
-
-/** `value` (parsed JSON) with `fn` applied to every string in it, keys included. */
-function mapStrings(value: unknown, fn: (s: string) => string): unknown {
-  if (typeof value === 'string') return fn(value);
-  if (Array.isArray(value)) return value.map((v) => mapStrings(v, fn));
-  if (typeof value === 'object' && value !== null) {
-    // fromEntries defines each key as its own property: a "__proto__" key stays a key.
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [fn(k), mapStrings(v, fn)]));
-  }
-  return value;
 }
 
 /**
@@ -243,9 +209,9 @@ export class UpstreamConnection {
     try {
       const result = await client.callTool({ name: tool, arguments: args }, { timeout: timeoutMs, toolDefinition, ...(signal && { signal }) });
       // The credentials the gateway sent never reach the program: a tool's error that quotes them
-      // ("invalid token …"), or a result that does (a tool echoing its request's headers), has
-      // them removed, as the gateway's own errors do.
-      return this.withoutSecrets(result);
+      // ("invalid token …"), or a result that does anywhere (a tool echoing its request's headers
+      // in a text, a link, a blob, _meta), has them removed or withheld (result-secrets.ts).
+      return withoutSecrets(result, this.secrets(), this.name);
     } catch (err) {
       if (signal?.aborted) throw new UpstreamError('aborted', `The call of ${this.name}.${tool} was cancelled.`, { cause: err });
       if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
@@ -264,21 +230,6 @@ export class UpstreamConnection {
   }
 
   private secretList: string[] | undefined;
-
-  /**
-   * `result` with the credentials removed from every text it carries: text content, embedded
-   * resources' text, and every string of its structured content (a nesting deeper than the stack
-   * allows throws, and the call fails: nothing is returned unredacted).
-   */
-  private withoutSecrets(result: CallToolResult): CallToolResult {
-    const secrets = this.secrets();
-    if (secrets.length === 0) return result;
-    const clean = (text: string): string => removeSecrets(text, secrets);
-    const out: CallToolResult = { ...result };
-    if (Array.isArray(result.content)) out.content = result.content.map((c) => withoutSecretsIn(c, clean));
-    if (result.structuredContent !== undefined) out.structuredContent = mapStrings(result.structuredContent, clean) as CallToolResult['structuredContent'];
-    return out;
-  }
 
   private redact(text: string): string {
     return redact(text, this.secrets());

@@ -46,6 +46,14 @@ export const DEFAULT_CALL_LIMITS: CallGateLimits = { perServer: 64, perUser: 16 
 const RELEASE_GRACE_MS = 1_000;
 
 /**
+ * Least time a call that waited in line must have left to be sent. With less, the upstream can
+ * hardly answer in time (a round trip to it, and the tool's own work), yet it would still do the
+ * work — a write may happen that the caller is told timed out — and then get a cancellation; the
+ * place goes to the next in line instead, and the caller hears that its wait used its time.
+ */
+export const MIN_CALL_TIME_LEFT_MS = 50;
+
+/**
  * Tool text (indexedChars) the search index may be built from per second on average, after a first
  * INDEX_BURST_CHARS. Building takes ~0.5 µs a character on the gateway's thread (2,000 tools of
  * 1 KiB: ~1 s, every server's tools are indexed together), and an upstream may change its catalog
@@ -288,7 +296,11 @@ export class Upstreams implements UpstreamRegistry {
     if (!release) {
       const started = performance.now();
       release = await this.gate.acquire(server, user, waitSignal(timeoutMs, options.signal));
-      left = Math.max(1, Math.floor(timeoutMs - (performance.now() - started)));
+      left = Math.floor(timeoutMs - (performance.now() - started));
+      if (left < MIN_CALL_TIME_LEFT_MS) {
+        release();
+        throw this.gate.timedOut(server);
+      }
     }
     // The place is given back when the call's time is up even if the call never settles (a client
     // that ignored its timeout must not hold one of the user's places for good).

@@ -8,7 +8,16 @@ import { AppsV1ApiRequestFactory, AppsV1ApiResponseProcessor } from '@kubernetes
 import { setHeaderOptions } from '@kubernetes/client-node/dist/middleware.js';
 import { PatchStrategy } from '@kubernetes/client-node/dist/patch.js';
 import type { Logger } from 'pino';
-import { LABEL_UPSTREAM_SERVER, STDIO_FIELD_MANAGER, UPSTREAMSERVER_KIND, type StdioServer, type UpstreamServer } from '../api/v1alpha1/index.js';
+import {
+  GROUP,
+  LABEL_UPSTREAM_SERVER,
+  STDIO_FIELD_MANAGER,
+  UPSTREAMSERVER_KIND,
+  UPSTREAMSERVER_PLURAL,
+  VERSION,
+  type StdioServer,
+  type UpstreamServer,
+} from '../api/v1alpha1/index.js';
 import { apiClass } from '../kube/api-client.js';
 import { LIST_PAGE_SIZE, ResilientInformer, withoutManagedFields } from '../kube/informer.js';
 import { apiErrorMessage, isNotFound, type KubeClients } from '../kube/clients.js';
@@ -69,6 +78,8 @@ export class StdioRuntime {
   private readonly informers = new Map<Kind, ResilientInformer<KubernetesObject>>();
   private readonly applyErrors = new Map<string, string>();
   private readonly inFlight = new Set<string>();
+  /** Servers whose objects a cleanup is deleting (one at a time). */
+  private readonly cleaning = new Set<string>();
   /** Label value → server name: pods are owned by a ReplicaSet, so they are matched by label. */
   private readonly byLabel = new Map<string, string>();
   /** Server → hash annotation of the Deployment its current spec asks for. */
@@ -165,18 +176,54 @@ export class StdioRuntime {
     }
   }
 
-  /** A server that is no longer stdio (now a url): the leader deletes what it had. */
+  /**
+   * A server that is no longer stdio (now a url): the leader deletes what it had. Judged from the
+   * watcher's copy of the server, which can be behind an edit back to stdio (a leader taking over
+   * with a lagging cache): the server is read from the API first, and nothing goes while it is stdio.
+   */
   cleanup(server: string): void {
     this.applyErrors.delete(server);
     this.desired.delete(server);
     if (!this.isLeader()) return;
-    for (const kind of Object.keys(this.apis) as Kind[]) {
+    const left = (Object.keys(this.apis) as Kind[]).flatMap((kind) => {
       const remove = this.apis[kind].delete;
       const obj = this.get(kind, server);
-      if (!remove || !obj || ownerOf(obj) !== server) continue;
-      remove(obj.metadata?.name ?? '', this.namespace).catch((err: unknown) => {
-        if (!isNotFound(err)) this.log.warn({ upstream: server, err: apiErrorMessage(err) }, 'Failed to delete an object of a former stdio UpstreamServer');
-      });
+      return remove && obj && ownerOf(obj) === server ? [{ remove, name: obj.metadata?.name ?? '' }] : [];
+    });
+    if (left.length === 0 || this.cleaning.has(server)) return;
+    this.cleaning.add(server);
+    void this.stillStdio(server)
+      .then((stdio) => {
+        if (stdio) return;
+        return Promise.all(
+          left.map(({ remove, name }) =>
+            remove(name, this.namespace).catch((err: unknown) => {
+              if (!isNotFound(err))
+                this.log.warn({ upstream: server, err: apiErrorMessage(err) }, 'Failed to delete an object of a former stdio UpstreamServer');
+            }),
+          ),
+        );
+      })
+      .catch((err: unknown) =>
+        this.log.warn({ upstream: server, err: apiErrorMessage(err) }, 'Could not read an UpstreamServer before deleting its stdio objects'),
+      )
+      .finally(() => this.cleaning.delete(server));
+  }
+
+  /** Whether the UpstreamServer, as the API server has it now, runs a stdio command. */
+  private async stillStdio(server: string): Promise<boolean> {
+    try {
+      const now = (await this.clients.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: this.namespace,
+        plural: UPSTREAMSERVER_PLURAL,
+        name: server,
+      })) as { spec?: { stdio?: unknown } };
+      return now.spec?.stdio !== undefined && now.spec.stdio !== null;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
     }
   }
 

@@ -118,7 +118,18 @@ describe('SandboxProfiles', () => {
     expect(created.isError ?? false, JSON.stringify(created.content)).toBe(false);
     const session = String(sc(created).session);
     const r = await mcp.callTool('execute_code', { session, code: 'import socket, sys\n(socket.gethostname().split("-")[2], "sqlite3" in sys.modules)' });
-    expect(sc(r).result).toBe("('slim', True)");
+    // Said on a failure: the slim pods as the API server has them then (which the claim missed, and why).
+    const slimPods = async (): Promise<string> =>
+      JSON.stringify(
+        (await k.core.listNamespacedPod({ namespace: ns, labelSelector: 'codemode.dev/profile=slim' })).items.map((p) => ({
+          name: p.metadata?.name,
+          created: p.metadata?.creationTimestamp,
+          labels: p.metadata?.labels,
+          reserved: isReserved(p),
+          ready: p.status?.conditions?.find((c) => c.type === 'Ready'),
+        })),
+      );
+    expect(sc(r).result, `slim pods: ${await slimPods()}`).toBe("('slim', True)");
     const withProfile = await mcp.callTool('execute_code', { session, code: '1', profile: 'other' });
     expect(withProfile.isError).toBe(true);
     expect(withProfile.content[0]?.text).toMatch(/profile cannot be combined with session/);

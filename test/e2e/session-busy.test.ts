@@ -77,8 +77,8 @@ async function session(): Promise<string> {
   return s;
 }
 
-/** A SandboxRun in the session, as kubectl would create it; resolves with its terminal status. */
-async function sessionRun(s: string, code: string): Promise<NonNullable<SandboxRun['status']>> {
+/** A SandboxRun in the session, as kubectl would create it; resolves with its terminal status (`seen`: each status read before). */
+async function sessionRun(s: string, code: string, seen: Array<SandboxRun['status']> = []): Promise<NonNullable<SandboxRun['status']>> {
   const body = {
     apiVersion: API_VERSION,
     kind: SANDBOXRUN_KIND,
@@ -90,7 +90,9 @@ async function sessionRun(s: string, code: string): Promise<NonNullable<SandboxR
   await until(
     async () => {
       status = ((await k.custom.getNamespacedCustomObject({ ...api(), name })) as SandboxRun).status;
-      return isTerminalPhase(status?.phase);
+      if (isTerminalPhase(status?.phase)) return true;
+      seen.push(status);
+      return false;
     },
     120_000,
     `SandboxRun ${name} to finish`,
@@ -128,10 +130,18 @@ describe('a busy session', () => {
     const s = await session();
     const long = viaA.callTool('execute_code', { session: s, code: `import time\ntime.sleep(${WAIT_SECONDS + 8})\n"done"`, timeout_seconds: 60 });
     await new Promise((r) => setTimeout(r, 500));
+    const waiting: Array<SandboxRun['status']> = [];
     const [viaMcp, run] = await Promise.all([
       viaB.callTool('execute_code', { session: s, code: 'calls.append("late call")' }),
-      sessionRun(s, 'calls.append("late run")'),
+      sessionRun(s, 'calls.append("late run")', waiting),
     ]);
+    // While it waited its turn its status said where its code runs, not that a pod of its own is ready.
+    const running = waiting.find((x) => x?.phase === 'Running');
+    const inSession = `The code runs in session ${s} once it is ready and any call running there has finished.`;
+    expect(running, JSON.stringify(running ?? waiting[0])).toMatchObject({
+      message: inSession,
+      conditions: expect.arrayContaining([expect.objectContaining({ type: 'Ready', status: 'True', message: inSession })]),
+    });
     expect(viaMcp.isError, text(viaMcp)).toBe(true);
     expect(text(viaMcp)).toMatch(
       new RegExp(`Session ${s} was running another call for all of the ${WAIT_SECONDS} s this call could wait; this call did not run`),

@@ -1,7 +1,8 @@
-// A SandboxSession the API server accepts and the gateway's schema refuses (here an owner name of
-// 200 astral characters: 200 characters for the CRD's maxLength, 400 UTF-16 units for zod's) is
-// Failed with the reason, and deleted at the maximum lifetime like any session: it holds no
-// ResourceQuota place for ever. Package requirements, which only zod checked, the API server checks too.
+// A SandboxSession applied with kubectl that the gateway refuses (here one past the administrator's
+// idle-timeout maximum, which the CRD cannot know) is Failed with the reason, and deleted at the
+// maximum lifetime like any session: it holds no ResourceQuota place for ever. Its owner name, 200
+// astral characters, is accepted as the API server accepts it (zod counts code points, as
+// maxLength does). Package requirements, which only zod checked, the API server checks too.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, SANDBOXSESSION_PLURAL, VERSION, type SandboxSession } from '../../src/api/v1alpha1/index.js';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
@@ -21,7 +22,7 @@ afterAll(async () => {
   await deleteNamespace(k, ns);
 });
 
-describe('a session the API server accepts and the schema refuses', () => {
+describe('a session the API server accepts and the gateway refuses', () => {
   it('is Failed with the reason, then deleted at its maximum lifetime', async () => {
     await k.custom.createNamespacedCustomObject({
       ...api,
@@ -40,6 +41,9 @@ describe('a session the API server accepts and the schema refuses', () => {
       );
     await until(async () => (await read())?.status?.phase === 'Failed', 30_000, 'the session Failed');
     expect((await read())?.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect((await read())?.status?.message).toMatch(
+      /^Invalid SandboxSession: spec\.idleTimeoutSeconds=600 is above the maximum 60 \(600 is its default when left out\)/,
+    );
     await until(async () => (await read()) === undefined, 120_000, 'the invalid session deleted at its maximum lifetime');
   }, 180_000);
 

@@ -5,9 +5,9 @@
 // pods); every delete the controller sends must carry uid and resourceVersion preconditions.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, SANDBOXRUN_KIND, SANDBOXRUN_PLURAL, SANDBOXSESSION_KIND, VERSION } from '../../src/api/v1alpha1/index.js';
-import { LABEL_MANAGED_BY, LABEL_PROFILE, LABEL_RUN, LABEL_RUNTIME, LABEL_SANDBOX, MANAGED_BY_VALUE } from '../../src/api/v1alpha1/labels.js';
+import { LABEL_MANAGED_BY, LABEL_PROFILE, LABEL_RUN, LABEL_RUNTIME, LABEL_SANDBOX, LABEL_SESSION, MANAGED_BY_VALUE } from '../../src/api/v1alpha1/labels.js';
 import { BUILTIN_PROFILE } from '../../src/api/v1alpha1/index.js';
 import { ANNOTATION_UNUSED_SINCE } from '../../src/controller/runtime-guard.js';
 import { SWEEP_GRACE_MS } from '../../src/controller/runtime-sweep.js';
@@ -16,8 +16,9 @@ import { LABEL_RUNTIME_HASH, buildRuntimeConfigMap, runtimeVolume } from '../../
 import { filesHash } from '../../src/sandbox/template-hash.js';
 import { runLabelValue } from '../../src/sandbox/names.js';
 import { RUNTIME_FILES, currentPoolPod, poolRig, type PoolRigHooks } from './helpers/pool-rig.js';
-import { changed, clients, runRow, without, type Row } from './helpers/table.js';
-import { MARKER_GATE, type MarkerSpec, type World } from './helpers/world.js';
+import { changed, clients, createNamespace, k, runRow, without, type Row } from './helpers/table.js';
+import { deleteNamespace } from '../e2e/helpers/kube.js';
+import { MARKER_GATE, buildWorld, setMarkerPhase, type MarkerSpec, type World } from './helpers/world.js';
 
 /** This checkout's pool pods: their template hash and deadline (the same for every row's pool size). */
 const { hash: HASH, deadlineSeconds: DEADLINE } = currentPoolPod();
@@ -249,4 +250,48 @@ const rows: Array<Row & { hooks?: PoolRigHooks }> = [
 
 describe('warm-pool reconcile (the leader pass) against the real API server', () => {
   for (const row of rows) it(row.name, () => runRow(row, 'int-pool', (ns, now, env) => poolRig(clients, ns, now, env, row.hooks)));
+});
+
+// Each sandbox pod runs as a user of its own (sandboxUid): the kernel counts some resources per
+// user across the node. One template object for every create gave a pool's pods all one user.
+it('creates each pool pod with a user of its own, all of the pool shape', async () => {
+  const ns = await createNamespace('int-pool-users');
+  const rig = await poolRig(clients, ns, new Date(), { CODEMODE_WARM_POOL_MIN: '3' });
+  try {
+    await rig.controller.reconcile(ns);
+    await rig.settle();
+    const pods = (await clients.core.listNamespacedPod({ namespace: ns, labelSelector: `${LABEL_POOL}=warm` })).items;
+    expect(pods.map((p) => p.metadata?.labels?.[LABEL_POOL_HASH])).toEqual([HASH, HASH, HASH]);
+    const users = pods.map((p) => p.spec?.securityContext?.runAsUser);
+    expect(new Set(users).size, `pod users ${users.join(', ')}`).toBe(3);
+    expect(pods.map((p) => p.spec?.containers[0]?.securityContext?.runAsUser)).toEqual(users);
+  } finally {
+    await rig.stop();
+    await deleteNamespace(k, ns);
+  }
+});
+
+// A claim against a cache behind the API server (CI saw a session go cold beside a ready pool pod):
+// the cache still shows the pod starting, for longer than a claim waits for one, while the API
+// server has it ready. The claim asks the API server before its caller goes cold.
+it('claims a pool pod the API server has ready while the cache still shows it starting', async () => {
+  const ns = await createNamespace('int-pool-behind');
+  // The rig's clock a minute past the pod's creation: a pod starting that long is not waited for.
+  const rig = await poolRig(clients, ns, new Date(Date.now() + 60_000), { CODEMODE_WARM_POOL_MIN: '1' });
+  try {
+    const uids = await buildWorld(clients, ns, { sessions: [{ name: 's', spec: { language: 'python' } }], pods: [warm('pool-a')] });
+    await rig.settle();
+    await rig.freezePodCache();
+    await setMarkerPhase(clients, ns, 'pool-a', 'Ready');
+    const uid = uids.get(`${SANDBOXSESSION_KIND}/s`) ?? '';
+    const owner = { apiVersion: API_VERSION, kind: SANDBOXSESSION_KIND, name: 's', uid, controller: true, blockOwnerDeletion: true };
+    const pod = await rig.pool.claim(owner, { [LABEL_SESSION]: 's' }, 600);
+    expect(pod?.metadata?.name).toBe('pool-a');
+    const live = await clients.core.readNamespacedPod({ namespace: ns, name: 'pool-a' });
+    expect(live.metadata?.labels?.[LABEL_POOL]).toBe('claimed');
+    expect(live.metadata?.ownerReferences?.map((o) => o.uid)).toEqual([uid]);
+  } finally {
+    await rig.stop();
+    await deleteNamespace(k, ns);
+  }
 });

@@ -271,6 +271,36 @@ describe('SandboxRun reconcile from a cache behind the API server', () => {
   // run in the reserved pod writes nothing before its code ends) while the gateway's own
   // execution of it ran and ended, then handed that read to the engine, which ran it again in a
   // second pod. The engine remembers what this process ran, whatever object it is handed.
+  // Another replica deleted the run at its TTL and a script created a run of the same name since;
+  // this replica's cache still holds the finished one. The new run is not the one judged.
+  it('a run past its TTL in the cache is deleted as that object, never a run created since under its name', async () => {
+    const ns = await createNamespace('int-ttl');
+    const start = Date.now();
+    const r = await runRig(clients, ns, new Date(start));
+    try {
+      const at = (s: number): string => new Date(start + s * 1000).toISOString();
+      await buildWorld(clients, ns, {
+        runs: [{ name: 'r', spec: { ...spec, ttlSecondsAfterFinished: 60 }, status: { phase: 'Succeeded', reason: 'Succeeded', completionTime: at(-120) } }],
+      });
+      await r.settle();
+      await r.freezeRunCache();
+      const api = { group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL };
+      await clients.custom.deleteNamespacedCustomObject({ ...api, name: 'r' });
+      const created = (await clients.custom.createNamespacedCustomObject({
+        ...api,
+        body: { apiVersion: `${GROUP}/${VERSION}`, kind: SANDBOXRUN_KIND, metadata: { name: 'r' }, spec },
+      })) as SandboxRun;
+
+      await r.controller.reconcile(`${ns}/r`);
+      await r.settle();
+      const left = (await clients.custom.getNamespacedCustomObject({ ...api, name: 'r' }).catch(() => undefined)) as SandboxRun | undefined;
+      expect(left?.metadata.uid, 'the run created since under the name was deleted').toBe(created.metadata.uid);
+    } finally {
+      await r.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+
   it('the engine does not start again a run this replica ran, when handed the object read before its outcome', async () => {
     const ns = await createNamespace('int-twice');
     // Ending early (the limits refuse it) is enough: the engine has started the run and recorded it.

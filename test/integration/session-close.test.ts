@@ -69,3 +69,25 @@ describe('SessionService.close with a cache behind the API server', () => {
     }
   });
 });
+
+describe('SessionService.create when the session is deleted while it starts', () => {
+  it('says the session was deleted, not that it did not start in time', async () => {
+    const ns = await createNamespace('int-create');
+    const informer = customResourceInformer(clients, ns, SANDBOXSESSION_PLURAL, log);
+    try {
+      await informer.start();
+      const kernels = { drop: () => undefined } as unknown as KernelConnections;
+      const opts = { namespace: ns, outputCapChars: 1000, maxFileBytes: 1000, sessionMaxIdleTimeoutSeconds: 3600, sessionMaxLifetimeSeconds: 86400 };
+      // No controller runs here: the session never starts, as one whose pod waits for capacity.
+      const service = new SessionService(clients, informer, kernels, { ...opts, startupTimeoutSeconds: 120 }, log);
+      const created = service.create('python', undefined, undefined, alice);
+      await until(() => informer.list(ns).length > 0, 10_000, 'the session in the cache');
+      const name = informer.list(ns)[0]?.metadata?.name ?? '';
+      await clients.custom.deleteNamespacedCustomObject({ ...api, namespace: ns, name });
+      await expect(created).rejects.toThrow(`Session ${name} was deleted before it became ready`);
+    } finally {
+      await informer.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});

@@ -2,7 +2,7 @@
 // twice each (helpers/table.ts). A session's pod is a marker pod that can never be scheduled; no
 // row makes the controller create a real kernel pod.
 import { describe, expect, it } from 'vitest';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import {
   API_VERSION,
   GATEWAY_FIELD_MANAGER,
@@ -15,10 +15,11 @@ import {
 } from '../../src/api/v1alpha1/index.js';
 import { KERNEL_LOST_NOTE } from '../../src/controller/session-controller.js';
 import type { InstallResult } from '../../src/packages/installer.js';
-import { deleteNamespace } from '../e2e/helpers/kube.js';
+import { InstallSlotsFull } from '../../src/packages/slots.js';
+import { deleteNamespace, until } from '../e2e/helpers/kube.js';
 import { sessionRig, type SessionRig } from './helpers/rig.js';
 import { changed, clients, createNamespace, k, runRow, without, type Row } from './helpers/table.js';
-import { TIME, buildWorld, snapshot, type World } from './helpers/world.js';
+import { TIME, buildWorld, markerPod, snapshot, type World } from './helpers/world.js';
 
 const key = (name: string): string => `${SANDBOXSESSION_KIND}/${name}`;
 const marker = (session: string): { name: string; owner: { kind: typeof SANDBOXSESSION_KIND; name: string } } => ({
@@ -72,6 +73,16 @@ const overCap = (): ReturnType<typeof withStatus> =>
  */
 const invalidSpec = (message: string): Row['expected'] =>
   withStatus('s', { phase: 'Failed', reason: Reasons.InvalidSpec, message, conditions: condition('False', Reasons.InvalidSpec, message) });
+
+/** Session s Pending for its pod to start (its pod named, no second one). */
+const podPending = (): Row['expected'] =>
+  withStatus('s', {
+    phase: 'Pending',
+    podName: 'sess-s',
+    reason: SessionReasons.PodPending,
+    message: expect.any(String),
+    conditions: condition('False', SessionReasons.PodPending, expect.any(String)),
+  });
 
 const rows: Row[] = [
   {
@@ -128,13 +139,17 @@ const rows: Row[] = [
     name: 'a new session whose pod exists and is not scheduled yet: Pending, no second pod',
     world: () => ({ sessions: [{ name: 's', spec }], pods: [marker('s')] }),
     key: 's',
-    expected: withStatus('s', {
-      phase: 'Pending',
-      podName: 'sess-s',
-      reason: SessionReasons.PodPending,
-      message: expect.any(String),
-      conditions: condition('False', SessionReasons.PodPending, expect.any(String)),
-    }),
+    expected: podPending(),
+    requeued: true,
+  },
+  {
+    // Its idle timeout passed while its pod started (or its packages installed): no call could
+    // have reached it, so it is not idle; the startup timeout bounds it.
+    name: 'a session starting for longer than its idle timeout: Pending, not collected',
+    clockAheadSeconds: 60,
+    world: () => ({ sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 10 } }], pods: [marker('s')] }),
+    key: 's',
+    expected: podPending(),
     requeued: true,
   },
   {
@@ -264,6 +279,11 @@ describe('SandboxSession packages installed beside the workers', () => {
 
       finish({ ecosystem: 'pypi', installed: [], bytes: 0 });
       await new Promise((done) => setTimeout(done, 10));
+      // The session cache stays behind the Ready write below: looked at again from that older
+      // copy (Pending), the session is not installed into a second time.
+      await r.freezeSessionCache();
+      await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
       await r.controller.reconcile(`${ns}/s`);
       await r.settle();
       const after = await snapshot(clients, ns);
@@ -277,6 +297,218 @@ describe('SandboxSession packages installed beside the workers', () => {
       expect(installs).toHaveLength(1);
     } finally {
       finish({ ecosystem: 'pypi', installed: [], bytes: 0 });
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
+describe('SandboxSession pod deletes against a cache behind the API server', () => {
+  it("deletes the pod it saw, never another one made since under the pod's name", async () => {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    try {
+      const start = Date.now();
+      const at = (s: number): string => new Date(start + s * 1000).toISOString();
+      await buildWorld(clients, ns, {
+        sessions: [{ name: 's', spec, status: { ...ready(at), kernelLost: { message: 'the exec stream closed', time: at(-1) } } }],
+        pods: [marker('s')],
+      });
+      r = await sessionRig(clients, ns, new Date(start));
+      await r.settle();
+      await r.freezePodCache();
+      // Behind the cache: the pod is gone, and another pod took its name.
+      await clients.core.deleteNamespacedPod({ namespace: ns, name: 'sess-s', gracePeriodSeconds: 0 });
+      await until(
+        () =>
+          clients.core.readNamespacedPod({ namespace: ns, name: 'sess-s' }).then(
+            () => false,
+            () => true,
+          ),
+        10_000,
+        'the pod to be gone',
+      );
+      await buildWorld(clients, ns, { pods: [{ name: 'sess-s' }] });
+      const other = await clients.core.readNamespacedPod({ namespace: ns, name: 'sess-s' });
+
+      await r.controller.reconcile(`${ns}/s`);
+      await r.settle();
+      await new Promise((done) => setTimeout(done, 500));
+      const left = await clients.core.readNamespacedPod({ namespace: ns, name: 'sess-s' }).catch(() => undefined);
+      expect(left?.metadata?.uid, 'another pod was deleted for session s').toBe(other.metadata?.uid);
+    } finally {
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  });
+});
+
+describe('SandboxSession pods against caches behind the API server', () => {
+  const sessionApi = { group: GROUP, version: VERSION, plural: SANDBOXSESSION_PLURAL };
+  const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  const READY_POD = { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] };
+  const start = Date.now();
+  const at = (s: number): string => new Date(start + s * 1000).toISOString();
+  const pendingIn = (podName: string): Record<string, unknown> => ({ phase: 'Pending', podName, reason: SessionReasons.PodPending });
+
+  interface Here {
+    ns: string;
+    r: SessionRig;
+    /** Session s as the API server has it. */
+    status(): Promise<Record<string, unknown> | undefined>;
+    /** A pod as the API server has it (undefined: none). */
+    pod(name: string): Promise<V1Pod | undefined>;
+    /** A ready pod session s owns, created behind the controller. */
+    readyPod(name: string): Promise<void>;
+  }
+
+  /** Session s (and `pods`) in a namespace of its own, the controller's caches filled, then `body`. */
+  async function behind(
+    session: { spec?: Record<string, unknown>; status: Record<string, unknown> },
+    pods: Parameters<typeof buildWorld>[2]['pods'],
+    opts: { now?: Date; env?: Record<string, string> },
+    body: (h: Here) => Promise<void>,
+  ): Promise<void> {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    try {
+      const uids = await buildWorld(clients, ns, { sessions: [{ name: 's', spec, ...session }], pods });
+      r = await sessionRig(clients, ns, opts.now ?? new Date(start), opts.env);
+      await r.settle();
+      await body({
+        ns,
+        r,
+        status: async () =>
+          ((await clients.custom.getNamespacedCustomObject({ ...sessionApi, namespace: ns, name: 's' })) as { status?: Record<string, unknown> }).status,
+        pod: (name) => clients.core.readNamespacedPod({ namespace: ns, name }).catch(() => undefined),
+        readyPod: async (name) => {
+          await clients.core.createNamespacedPod({ namespace: ns, body: markerPod({ name, owner: { kind: SANDBOXSESSION_KIND, name: 's' } }, uids) });
+          await clients.core.patchNamespacedPodStatus({ namespace: ns, name, body: { status: READY_POD } }, MERGE);
+        },
+      });
+    } finally {
+      await r?.stop();
+      await deleteNamespace(k, ns);
+    }
+  }
+
+  /** Reconciles session s once, and gives a delete it sent time to land. */
+  async function reconcileOnce(h: Here): Promise<void> {
+    await h.r.controller.reconcile(`${h.ns}/s`);
+    await h.r.settle();
+    await new Promise((done) => setTimeout(done, 500));
+  }
+
+  async function expectKept(h: Here, name: string, what: string): Promise<void> {
+    const kept = await h.pod(name);
+    expect(kept, what).toBeDefined();
+    expect(kept?.metadata?.deletionTimestamp, what).toBeUndefined();
+  }
+
+  // The pod cache showed the pod a reconcile had just claimed before the session cache showed the
+  // status that recorded it: from the older copy that pod looked extra, and was deleted under a
+  // session its user had just been told was ready (which then read Lost, "being deleted").
+  it('never deletes the pod a status written since names, judging from an older copy of the session', () =>
+    behind({ status: pendingIn('sess-s') }, [marker('s')], {}, async (h) => {
+      await h.r.freezeSessionCache();
+      // What another reconcile did meanwhile: a pod of the session's, recorded in its status.
+      await h.readyPod('sess-new');
+      await clients.custom.patchNamespacedCustomObjectStatus(
+        { ...sessionApi, namespace: h.ns, name: 's', body: { status: { ...ready(at), podName: 'sess-new' } } },
+        MERGE,
+      );
+      await h.r.settle();
+      await reconcileOnce(h);
+      await expectKept(h, 'sess-new', 'the pod the session runs in was deleted');
+    }));
+
+  it('neither fails a session nor deletes its pod for a spec past the limits that was edited back since', () =>
+    behind(
+      { spec: { ...spec, idleTimeoutSeconds: 1800 }, status: ready(at) },
+      [marker('s')],
+      { env: { CODEMODE_SESSION_MAX_IDLE_TIMEOUT_SECONDS: '1200' } },
+      async (h) => {
+        await h.r.freezeSessionCache();
+        // Edited back within the limits; this replica's cache still has the copy past them.
+        await clients.custom.patchNamespacedCustomObject({ ...sessionApi, namespace: h.ns, name: 's', body: { spec: { idleTimeoutSeconds: 600 } } }, MERGE);
+        await reconcileOnce(h);
+        expect(await h.status()).toMatchObject({ phase: 'Ready', podName: 'sess-s' });
+        await expectKept(h, 'sess-s', "the session's pod was deleted");
+      },
+    ));
+
+  // Another replica claims a replacement for the pod the status names, which is gone, and has not
+  // written the status that records it yet: that pod is not an extra to delete. Once the session
+  // is Lost (it claims nothing any more) its other pods go.
+  it("leaves a session's other pods alone while the pod its status names is gone, and deletes them once it is Lost", () =>
+    behind({ status: ready(at) }, [], {}, async (h) => {
+      await h.readyPod('sess-other');
+      await h.r.settle();
+      await reconcileOnce(h);
+      await expectKept(h, 'sess-other', 'the replacement being claimed was deleted');
+      expect(await h.status()).toMatchObject({ phase: 'Lost', message: GONE });
+      await h.r.controller.reconcile(`${h.ns}/s`);
+      await until(
+        async () => (await h.pod('sess-other'))?.metadata?.deletionTimestamp !== undefined || (await h.pod('sess-other')) === undefined,
+        10_000,
+        "the Lost session's other pod deleted",
+      );
+    }));
+
+  // Ten minutes on: past the start-up allowance, within the session's lifetime.
+  it('does not fail a session for its start-up time from a pod cache behind a pod that became ready', () =>
+    behind({ status: pendingIn('sess-s') }, [marker('s')], { now: new Date(start + 600_000) }, async (h) => {
+      await h.r.freezePodCache();
+      await clients.core.patchNamespacedPodStatus({ namespace: h.ns, name: 'sess-s', body: { status: READY_POD } }, MERGE);
+      await reconcileOnce(h);
+      expect(await h.status()).toMatchObject({ phase: 'Ready', podName: 'sess-s' });
+    }));
+
+  it('keeps a Ready session whose pod the pod cache does not show yet Ready, reading the pod from the API', () =>
+    behind({ status: ready(at) }, [], {}, async (h) => {
+      await h.r.freezePodCache();
+      await h.readyPod('sess-s');
+      await reconcileOnce(h);
+      expect(await h.status()).toMatchObject({ phase: 'Ready', podName: 'sess-s' });
+      await expectKept(h, 'sess-s', "the session's pod was deleted");
+    }));
+});
+
+describe('SandboxSession packages when no install slot is free', () => {
+  const full = (): InstallSlotsFull => new InstallSlotsFull('4 installs are running on this server already.', 'Try again in a moment.');
+  it.each([
+    // Other sessions' installs hold every slot of the replica: the packages are not at fault.
+    ['within its start budget: still Pending, installed on a later try', 0, { phase: 'Ready', reason: SessionReasons.KernelReady }, 2],
+    // As long as a start with packages may take (startup + packages timeouts): then it fails.
+    ['past its start budget: Failed PackagesFailed', 3600, { phase: 'Failed', reason: SessionReasons.PackagesFailed }, 1],
+  ])('%s', async (_n, aheadSeconds, outcome, tries) => {
+    const ns = await createNamespace('int-session');
+    let r: SessionRig | undefined;
+    let calls = 0;
+    const install = async (): Promise<InstallResult> => {
+      calls++;
+      if (calls === 1) throw full();
+      return { ecosystem: 'pypi', installed: [], bytes: 0 };
+    };
+    try {
+      const start = Date.now();
+      await buildWorld(clients, ns, {
+        sessions: [{ name: 's', spec: { ...spec, packages: ['tabulate'] }, status: { phase: 'Pending', podName: 'sess-s' } }],
+        pods: [{ ...marker('s'), phase: 'Ready' }],
+      });
+      r = await sessionRig(clients, ns, new Date(start + aheadSeconds * 1000), {}, { packages: { install } });
+      await r.settle();
+      const status = async (): Promise<Record<string, unknown>> => ((await snapshot(clients, ns))[key('s')] as { status: Record<string, unknown> }).status;
+      // Until a reconcile finds the session Ready or Failed: the first starts the install, the
+      // next sees it refused (and throws, to be retried with the work queue's backoff), ...
+      for (let i = 0; i < 6 && !['Ready', 'Failed'].includes(String((await status()).phase)); i++) {
+        await r.controller.reconcile(`${ns}/s`).catch((err: unknown) => expect(String(err)).toMatch(/installs are running on this server already/));
+        await r.settle();
+        await new Promise((done) => setTimeout(done, 10));
+      }
+      expect(await status()).toMatchObject(outcome);
+      expect(calls).toBe(tries);
+    } finally {
       await r?.stop();
       await deleteNamespace(k, ns);
     }
@@ -329,7 +561,11 @@ describe('SandboxSession collection with a gateway clock behind the controller',
     let r: SessionRig | undefined;
     try {
       // Older than its idle timeout (a creationTimestamp cannot be set: the row waits it out).
-      await buildWorld(clients, ns, { sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 10 } }], pods: [marker('s')] });
+      // Ready (its marker pod never runs, and a Ready session's pod that has not failed keeps it so).
+      await buildWorld(clients, ns, {
+        sessions: [{ name: 's', spec: { ...spec, idleTimeoutSeconds: 10 }, status: { phase: 'Ready', podName: 'sess-s', reason: SessionReasons.KernelReady } }],
+        pods: [marker('s')],
+      });
       await new Promise((done) => setTimeout(done, 12_000));
       // A call just now, stamped by a replica whose clock is an hour behind.
       const stamped = new Date(Date.now() - 3600_000).toISOString();

@@ -4,7 +4,7 @@
 // And a status message that quotes the sandbox is one line within its bound (boundMessages).
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { ConditionSchema, MAX_CONDITION_MESSAGE, boundMessages } from '../../src/api/v1alpha1/conditions.js';
+import { ConditionSchema, MAX_CONDITION_MESSAGE, boundMessages, sentence } from '../../src/api/v1alpha1/conditions.js';
 import { buildSandboxProfileCrd, buildSandboxRunCrd, buildSandboxSessionCrd, buildUpstreamServerCrd } from '../../src/api/v1alpha1/index.js';
 import { OwnerSchema } from '../../src/api/v1alpha1/owner.js';
 import { SandboxProfileSpecSchema } from '../../src/api/v1alpha1/sandboxprofile.js';
@@ -90,5 +90,18 @@ describe('boundMessages: what a status message quotes is one line, within the bo
     const status = fitStatus(run as never, { phase: 'Failed', reason: 'Exception', message: forged, conditions: [{ ...cond, message: forged }] });
     expect(status.message).not.toMatch(/[\n\r\u001b\u0007]/);
     expect(status.conditions?.[0]?.message).not.toMatch(/[\n\r\u001b\u0007]/);
+  });
+});
+
+describe('sentence', () => {
+  it.each<[string, string]>([
+    ['The pod is gone', 'The pod is gone.'],
+    ['The pod is gone.', 'The pod is gone.'],
+    ['Is it there?', 'Is it there?'],
+    ['Stop!', 'Stop!'],
+    ['ask about networkpolicies.', 'ask about networkpolicies.'],
+    ['', '.'],
+  ])('%j → %j', (text, expected) => {
+    expect(sentence(text)).toBe(expected);
   });
 });

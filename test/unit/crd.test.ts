@@ -123,6 +123,22 @@ describe('SandboxRun CRD', () => {
 // test/e2e/owner-policy.test.ts shows it refusing the edit).
 describe('SandboxSession CRD', () => {
   const sessionSpec = (buildSandboxSessionCrd().spec.versions[0]!.schema.openAPIV3Schema.properties as Record<string, JsonSchema>).spec!;
+
+  // A Failed or Lost session says why with -o wide, as a SandboxRun does.
+  it('has readable printer columns, its reason among the wide ones', () => {
+    const columns = buildSandboxSessionCrd().spec.versions[0]!.additionalPrinterColumns ?? [];
+    expect(columns.map((c) => [c.name, c.jsonPath, c.priority ?? 0])).toEqual([
+      ['Phase', '.status.phase', 0],
+      ['Language', '.spec.language', 0],
+      ['Owner', '.spec.owner.user', 0],
+      ['Runs', '.status.runCount', 0],
+      ['Last-Activity', '.status.lastActivityTime', 0],
+      ['Reason', '.status.reason', 1],
+      ['Expires', '.status.expiresAt', 1],
+      ['Pod', '.status.podName', 1],
+      ['Age', '.metadata.creationTimestamp', 0],
+    ]);
+  });
   const rules = (sessionSpec['x-kubernetes-validations'] ?? []) as Array<{ rule: string; message: string }>;
 
   it.each([

@@ -135,6 +135,24 @@ describe('the worst-case stored SandboxRun', () => {
     expect(jsonSize(s)).toBeLessThan(16 * 1024);
   });
 
+  it.each<[string, Parameters<typeof minimalStatus>[0], boolean]>([
+    [
+      'a finished run',
+      { phase: 'Failed', reason: Reasons.NonZeroExit, message: 'exit 1', completionTime: '2026-11-23T18:00:00Z', observedGeneration: 2 },
+      true,
+    ],
+    ['a finished run without its completion time', { phase: 'Succeeded', reason: Reasons.Succeeded, message: 'ok' }, false],
+    ['a run not finished', { phase: 'Running', reason: Reasons.PodRunning, completionTime: '2026-11-23T18:00:00Z' }, false],
+  ])('a minimal status of %s keeps the finishing conditions (kubectl wait --for=condition=Complete ends)', (_what, status, finished) => {
+    const s = minimalStatus(status);
+    if (!finished) return expect(s.conditions).toBeNull();
+    expect(s.conditions?.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime, c.observedGeneration])).toEqual([
+      ['Complete', 'True', Reasons.NonZeroExit, '2026-11-23T18:00:00.000Z', 2],
+      ['Ready', 'False', Reasons.NonZeroExit, '2026-11-23T18:00:00.000Z', 2],
+    ]);
+    expect(s.conditions?.[0]?.message).toBe(s.message);
+  });
+
   it.each<[string, number, number | undefined]>([
     ['a process exit status', 1, 1],
     ['a signal-style negative code', -9, -9],

@@ -73,6 +73,9 @@ describe('spec.stdio', () => {
     ['an unknown egress mode', { stdio: { ...fs, egress: { allow: 'Some' } } }, /spec\.stdio\.egress\.allow/],
     ['a relative working directory', { stdio: { ...fs, workingDir: 'srv' } }, /must be an absolute path/],
     ['a bad quantity', { stdio: { ...fs, resources: { limits: { memory: 'lots' } } } }, /must be a Kubernetes quantity/],
+    // The kubelet reads a limit of 0 as none at all.
+    ['a limit of zero', { stdio: { ...fs, resources: { limits: { memory: '0' } } } }, /must be a Kubernetes quantity above zero/],
+    ['a quantity past 64 characters', { stdio: { ...fs, resources: { limits: { cpu: '1'.repeat(65) } } } }, /spec\.stdio\.resources\.limits\.cpu/],
   ])('refuses %s with a message that says what to write', (_name, spec, message) => {
     const r = parseUpstreamServer(obj(spec));
     expect(r.ok).toBe(false);

@@ -148,6 +148,33 @@ export function setCondition(conditions: readonly Condition[] | undefined, next:
 }
 
 /**
+ * `text` as one sentence: a full stop added unless it ends one already (".", "!", "?"), so a
+ * message that quotes another (an API error, a pod's status) does not read "..".
+ */
+export function sentence(text: string): string {
+  return /[.!?]$/.test(text) ? text : `${text}.`;
+}
+
+/** What a finished run's Ready condition says (its pod is no longer in use). */
+export const RUN_FINISHED_READY_MESSAGE = 'The run is finished; its sandbox pod is released.';
+
+/**
+ * The conditions of a finished run: Complete True with the outcome's reason and message, Ready
+ * False. Every terminal status carries them, however it was written (the executor's, a refusal of
+ * an object the schema rejects, one cut to its minimum to fit), so `kubectl wait
+ * --for=condition=Complete` ends for every run.
+ */
+export function finishedConditions(
+  conditions: readonly Condition[] | undefined,
+  outcome: { reason: string; message: string; generation?: number | undefined },
+  now: Date,
+): Condition[] {
+  const generation = outcome.generation !== undefined ? { observedGeneration: outcome.generation } : {};
+  const complete = setCondition(conditions, { type: CONDITION_COMPLETE, status: 'True', reason: outcome.reason, message: outcome.message, ...generation }, now);
+  return setCondition(complete, { type: CONDITION_READY, status: 'False', reason: outcome.reason, message: RUN_FINISHED_READY_MESSAGE, ...generation }, now);
+}
+
+/**
  * A status with its message and its conditions' messages within MAX_CONDITION_MESSAGE and without
  * control characters (unchanged, the same object, when they are so). They quote the kubelet, the
  * scheduler, an installer or the sandbox (an exception's text, a kernel's error), none bounded at

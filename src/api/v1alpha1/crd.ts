@@ -221,6 +221,13 @@ export const SANDBOXSESSION_PRINTER_COLUMNS: PrinterColumn[] = [
   { name: 'Owner', type: 'string', jsonPath: '.spec.owner.user', description: 'Who created the session.' },
   { name: 'Runs', type: 'integer', jsonPath: '.status.runCount', description: 'Calls executed in the session.' },
   { name: 'Last-Activity', type: 'date', jsonPath: '.status.lastActivityTime', description: 'Time since the last call.' },
+  {
+    name: 'Reason',
+    type: 'string',
+    jsonPath: '.status.reason',
+    description: 'Why the session is in its phase (e.g. UserSessionLimit, KernelLost).',
+    priority: 1,
+  },
   { name: 'Expires', type: 'string', jsonPath: '.status.expiresAt', description: 'When an idle session is deleted.', priority: 1 },
   { name: 'Pod', type: 'string', jsonPath: '.status.podName', description: 'Sandbox pod.', priority: 1 },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation.' },

@@ -22,6 +22,8 @@ export const MAX_STDIN_BYTES = 262144;
  */
 export const MAX_OUTPUT_BYTES_HARD = 262144;
 export const MAX_TIMEOUT_SECONDS_HARD = 3600;
+/** spec.timeoutSeconds of a SandboxRun that leaves it out (the CRD's default; execute_code writes its own). */
+export const DEFAULT_RUN_TIMEOUT_SECONDS = 30;
 /** Longest a finished run may be kept (one week): bounds how long a full namespace stays full. */
 export const MAX_TTL_SECONDS_AFTER_FINISHED = 604800;
 /** Bounds of the short texts the controller writes (same as metav1.Condition's). */
@@ -125,7 +127,7 @@ export const SandboxRunSpecSchema = z
       .int()
       .min(1)
       .max(MAX_TIMEOUT_SECONDS_HARD)
-      .default(30)
+      .default(DEFAULT_RUN_TIMEOUT_SECONDS)
       .describe("Wall-clock limit of the execution in seconds (1-3600). The controller enforces the administrator's maximum, which may be lower."),
     stdin: byteBoundedString(MAX_STDIN_BYTES)
       .optional()

@@ -3,8 +3,8 @@
 // request above 1.5 MiB by default: a run whose final status does not fit is never recorded, so
 // its run stays unfinished and is never deleted. The schema bounds every field; what JSON escaping
 // or large metadata add on top is taken out of the stored outputs here, which are ours to cut.
-import { boundMessages } from './conditions.js';
-import { MAX_MESSAGE_LENGTH, MAX_OUTPUT_BYTES_HARD, type SandboxRunStatus } from './sandboxrun.js';
+import { boundMessages, finishedConditions } from './conditions.js';
+import { isTerminalPhase, MAX_MESSAGE_LENGTH, MAX_OUTPUT_BYTES_HARD, type SandboxRunStatus } from './sandboxrun.js';
 
 /** etcd's default --max-request-bytes: a larger object cannot be written at all. */
 export const ETCD_REQUEST_LIMIT_BYTES = 1536 * 1024;
@@ -127,24 +127,37 @@ export function fitStatus(run: StoredRun, given: SandboxRunStatus, capBytes = MA
 const isInt32 = (n: unknown): n is number => Number.isInteger(n) && (n as number) >= -(2 ** 31) && (n as number) < 2 ** 32;
 
 /**
- * The least a terminal status must say (phase, reason, a short message, completion time): small
- * enough to fit next to any object the API server accepted. Outputs and conditions are dropped
- * (merge patch null removes them from the stored object); an exit code is kept only when it is a
- * 32-bit integer (it came from the sandbox).
+ * The least a terminal status must say (phase, reason, a short message, completion time, and the
+ * Complete and Ready conditions with that short message, so `kubectl wait --for=condition=Complete`
+ * still ends): small enough to fit next to any object the API server accepted. Outputs and earlier
+ * conditions are dropped (merge patch null removes the outputs from the stored object, and the
+ * conditions list is replaced whole); an exit code is kept only when it is a 32-bit integer (it
+ * came from the sandbox).
  */
-export function minimalStatus(status: SandboxRunStatus): Record<string, unknown> & SandboxRunStatus {
-  const message = (status.message ?? '').slice(0, Math.min(MINIMAL_MESSAGE_CHARS, MAX_MESSAGE_LENGTH));
-  const note = 'The output was not stored: the SandboxRun is too large.';
+export const NOT_STORED_TOO_LARGE = 'The output was not stored: the SandboxRun is too large.';
+/** Why the output is missing when the API server refused the whole status for another reason. */
+export const NOT_STORED_REFUSED = 'The output was not stored: the API server refused the full status.';
+
+/** Whether `status` is a minimal one already (its outputs removed: nothing more to cut). */
+export const isMinimalStatus = (status: SandboxRunStatus): boolean => (status as { stdout?: unknown }).stdout === null;
+
+export function minimalStatus(status: SandboxRunStatus, note = NOT_STORED_TOO_LARGE): Record<string, unknown> & SandboxRunStatus {
+  const short = (status.message ?? '').slice(0, Math.min(MINIMAL_MESSAGE_CHARS, MAX_MESSAGE_LENGTH));
+  const message = short === '' ? note : `${short} ${note}`;
+  const at = Date.parse(status.completionTime ?? '');
+  const finished = isTerminalPhase(status.phase) && status.reason !== undefined && Number.isFinite(at);
   return {
     ...(status.phase !== undefined && { phase: status.phase }),
     ...(status.reason !== undefined && { reason: status.reason }),
-    message: message === '' ? note : `${message} ${note}`,
+    message,
     ...(status.completionTime !== undefined && { completionTime: status.completionTime }),
     ...(isInt32(status.exitCode) && { exitCode: status.exitCode }),
     ...(status.observedGeneration !== undefined && { observedGeneration: status.observedGeneration }),
     truncated: true,
     stdout: null,
     stderr: null,
-    conditions: null,
+    conditions: finished
+      ? finishedConditions(undefined, { reason: status.reason as string, message, generation: status.observedGeneration }, new Date(at))
+      : null,
   } as unknown as Record<string, unknown> & SandboxRunStatus;
 }

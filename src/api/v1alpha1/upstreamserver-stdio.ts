@@ -3,7 +3,7 @@
 // a Service, and a NetworkPolicy whose egress the admin declares here. Ingress is never declared:
 // only the gateway's pods may reach the bridge (src/upstreams/stdio-objects.ts).
 import { z } from 'zod';
-import { QUANTITY_PATTERN } from './sandboxrun.js';
+import { QuantitySchema } from './sandboxrun.js';
 
 /** Port the bridge listens on inside the server's pod and the Service exposes. */
 export const STDIO_BRIDGE_PORT = 8080;
@@ -45,7 +45,8 @@ const EnvVarSchema = z
   .refine((e) => (e.value === undefined) !== (e.secretKeyRef === undefined), { error: 'must set exactly one of value and secretKeyRef' })
   .meta({ 'x-kubernetes-validations': [{ rule: 'has(self.value) != has(self.secretKeyRef)', message: 'must set exactly one of value and secretKeyRef' }] });
 
-const quantity = z.string().regex(QUANTITY_PATTERN, { error: 'must be a Kubernetes quantity such as 500m, 1, 512Mi or 2Gi' });
+// As a SandboxRun's: above zero (the kubelet reads a limit of 0 as no limit) and bounded in length.
+const quantity = QuantitySchema;
 const cpuMemory = z.object({ cpu: quantity.optional().describe('CPU, e.g. 500m.'), memory: quantity.optional().describe('Memory, e.g. 256Mi.') }).optional();
 
 const EgressSchema = z

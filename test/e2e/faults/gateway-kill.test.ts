@@ -54,6 +54,21 @@ describe('fault: gateway SIGKILL mid-run', () => {
       await mix.start();
       phase('the mix runs');
 
+      // The victims' sessions first: a session can take long to start on a loaded node (31 s once,
+      // from the pool drained by the mix), and the transient victims' 20 s must cover only what
+      // happens between their start and the kill.
+      const heldClient = await connect(url, 'current');
+      const heldCreated = await heldClient.callTool('create_session', { language: 'python' });
+      const heldSession = String(heldCreated.structuredContent?.session ?? '');
+      expect(heldCreated.isError, JSON.stringify(heldCreated.structuredContent)).toBeFalsy();
+      // A third victim: a SandboxRun in a session of its own, whose call its session's kernel keeps
+      // under the run's uid. Each execution adds one to n: a call run twice would leave 2.
+      const owner = await connect(url, 'current');
+      const created = await owner.callTool('create_session', { language: 'python' });
+      const victimSession = String(created.structuredContent?.session ?? '');
+      expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
+      phase('the victims’ sessions are ready');
+
       // Two victims, certainly in flight when the replica dies (each sleeps 20 s: the victims after
       // them start, and wait for their first output, before the kill; on a loaded node, 8 s let a
       // victim end before it, once). Their long timeout puts their time budget (start-up + timeout
@@ -97,16 +112,6 @@ describe('fault: gateway SIGKILL mid-run', () => {
       // "Recall"), so the code ends and that call runs, instead of the session staying busy until
       // the code's timeout.
       const heldId = `t-victim-held-${Date.now()}`;
-      const heldClient = await connect(url, 'current');
-      const heldCreated = await heldClient.callTool('create_session', { language: 'python' });
-      const heldSession = String(heldCreated.structuredContent?.session ?? '');
-      expect(heldCreated.isError, JSON.stringify(heldCreated.structuredContent)).toBeFalsy();
-      // A third victim: a SandboxRun in a session of its own, whose call its session's kernel keeps
-      // under the run's uid. Each execution adds one to n: a call run twice would leave 2.
-      const owner = await connect(url, 'current');
-      const created = await owner.callTool('create_session', { language: 'python' });
-      const victimSession = String(created.structuredContent?.session ?? '');
-      expect(created.isError, JSON.stringify(created.structuredContent)).toBeFalsy();
       const sessionId = `t-victim-session-${Date.now()}`;
       const inSession = await createSessionRun(
         k,
@@ -162,7 +167,10 @@ describe('fault: gateway SIGKILL mid-run', () => {
       phase('the replica is killed');
       const orphaned = await orphanedBy(k, ns, killed);
       const [kept, podless] = victims as [(typeof victims)[number], (typeof victims)[number]];
-      for (const v of victims) expect(orphaned.has(v.name)).toBe(true);
+      // Said on a failure: how the victim's run looked after the kill (ended before it: the test's timing).
+      const atKill = await listRuns(k, ns);
+      const seen = (name: string): string => JSON.stringify(atKill.find((r) => r.metadata.name === name)?.status?.phase ?? 'gone');
+      for (const v of victims) expect(orphaned.has(v.name), `the ${v.which} victim ${v.name}: ${seen(v.name)}`).toBe(true);
       const toolsRun = (await listRuns(k, ns)).find((r) => r.spec.code?.includes(toolsId));
       expect(orphaned.has(toolsRun?.metadata.name ?? '')).toBe(true);
       // Its client's call streams progress, which the client SDK would try to resume for as long

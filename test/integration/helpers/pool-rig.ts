@@ -25,6 +25,8 @@ import { MARKER_GATE } from './world.js';
 export interface PoolRig extends Rig {
   controller: { reconcile(key: string): Promise<{ requeueAfterMs?: number }> };
   pool: WarmPool;
+  /** Stops the pod informer's watch, its cache kept as it is (see RunRig.freezeRunCache). */
+  freezePodCache(): Promise<void>;
 }
 
 const runtimeDir = findRuntimeDir();
@@ -100,7 +102,7 @@ export async function poolRig(
   await pods.start();
   // As start() does once the informer has listed, without the election.
   controller.prime();
-  const caches = [cacheOf(pods, () => clients.core.listNamespacedPod({ namespace, labelSelector: podSelector() }))];
+  let caches = [cacheOf(pods, () => clients.core.listNamespacedPod({ namespace, labelSelector: podSelector() }))];
   return {
     config,
     pool,
@@ -109,6 +111,10 @@ export async function poolRig(
       await settle(calls, caches, async () => undefined);
       const bare = deletes.filter((d) => !d.preconditions?.uid || !d.preconditions.resourceVersion);
       if (bare.length > 0) throw new Error(`deleted without uid and resourceVersion preconditions: ${bare.map((d) => d.what).join(', ')}`);
+    },
+    async freezePodCache(): Promise<void> {
+      caches = [];
+      await pods.stop();
     },
     async stop(): Promise<void> {
       await policies.stop();

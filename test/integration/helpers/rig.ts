@@ -53,6 +53,8 @@ export interface SessionRig extends Rig {
   controller: SandboxSessionController;
   /** Stops the session informer's watch, its cache kept as it is (see RunRig.freezeRunCache). */
   freezeSessionCache(): Promise<void>;
+  /** Stops the pod informer's watch, its cache kept as it is (see RunRig.freezeRunCache). */
+  freezePodCache(): Promise<void>;
 }
 
 /** `env`: CODEMODE_* settings of this row (the namespace and a pool of 0 are set here). */
@@ -143,8 +145,12 @@ export async function sessionRig(
     controller,
     settle: () => settle(calls, caches, async () => undefined),
     async freezeSessionCache(): Promise<void> {
-      caches = [podCache];
+      caches = caches.filter((c) => c === podCache);
       await sessions.stop();
+    },
+    async freezePodCache(): Promise<void> {
+      caches = caches.filter((c) => c !== podCache);
+      await pods.stop();
     },
     async stop(): Promise<void> {
       await sessions.stop();

@@ -88,11 +88,7 @@ export async function buildWorld(c: KubeClients, namespace: string, w: WorldSpec
   for (const [i, p] of (w.pods ?? []).entries()) {
     if (w.podsSecondsApart && i > 0) await new Promise((r) => setTimeout(r, 1100));
     await c.core.createNamespacedPod({ namespace, body: markerPod(p, uids) });
-    if (p.phase) {
-      const ready = { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] };
-      const status = p.phase === 'Ready' ? ready : { phase: p.phase };
-      await c.core.patchNamespacedPodStatus({ namespace, name: p.name, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-    }
+    if (p.phase) await setMarkerPhase(c, namespace, p.name, p.phase);
   }
   for (const l of w.leases ?? []) {
     await c.coordination.createNamespacedLease({
@@ -104,6 +100,13 @@ export async function buildWorld(c: KubeClients, namespace: string, w: WorldSpec
     });
   }
   return uids;
+}
+
+/** A marker pod's status, written as MarkerSpec.phase says (nothing else writes it): Failed, or Ready. */
+export async function setMarkerPhase(c: KubeClients, namespace: string, name: string, phase: NonNullable<MarkerSpec['phase']>): Promise<void> {
+  const ready = { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] };
+  const status = phase === 'Ready' ? ready : { phase };
+  await c.core.patchNamespacedPodStatus({ namespace, name, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
 }
 
 async function patchStatus(c: KubeClients, api: typeof runApi, namespace: string, name: string, status: Record<string, unknown>): Promise<void> {

@@ -1,5 +1,5 @@
 // A local OIDC issuer for the auth tests: generated RS256 keys, discovery and JWKS over HTTP.
-import { createServer } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 
@@ -12,6 +12,8 @@ export interface LocalIssuer {
   requests: string[];
   /** While true, discovery answers 503. */
   discoveryDown: boolean;
+  /** How /jwks answers: its keys, this HTTP status (a redirect to itself for 3xx), a body that is not JSON, or JSON that is not a key set. */
+  jwks: 'ok' | 'not-json' | 'not-a-set' | number;
   close(): Promise<void>;
 }
 
@@ -25,11 +27,25 @@ export async function startIssuer(): Promise<LocalIssuer> {
     res.setHeader('content-type', 'application/json');
     if (req.url === '/.well-known/openid-configuration' && issuer.discoveryDown) res.writeHead(503).end('{}');
     else if (req.url === '/.well-known/openid-configuration') res.end(JSON.stringify({ issuer: url, jwks_uri: `${url}/jwks` }));
-    else if (req.url === '/jwks') res.end(JSON.stringify({ keys: [jwk] }));
+    else if (req.url === '/jwks') answerJwks(res, issuer.jwks, jwk);
     else res.writeHead(404).end('{}');
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const issuer: LocalIssuer = { url, key: privateKey, requests, discoveryDown: false, close: () => new Promise<void>((r) => server.close(() => r())) };
+  const issuer: LocalIssuer = {
+    url,
+    key: privateKey,
+    requests,
+    discoveryDown: false,
+    jwks: 'ok',
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
   return issuer;
+}
+
+function answerJwks(res: ServerResponse, how: LocalIssuer['jwks'], jwk: object): void {
+  if (how === 'ok') res.end(JSON.stringify({ keys: [jwk] }));
+  else if (how === 'not-json') res.setHeader('content-type', 'text/html').end('<html>maintenance</html>');
+  else if (how === 'not-a-set') res.end(JSON.stringify({ error: 'maintenance' }));
+  else res.writeHead(how, how >= 300 && how < 400 ? { location: '/jwks' } : {}).end('{}');
 }

@@ -110,7 +110,7 @@ describe("the issuer's discovery", () => {
     const own = await startIssuer();
     try {
       own.discoveryDown = true;
-      const a = new OidcAuthenticator({ issuer: own.url, audience: AUDIENCE, usernameClaim: 'sub', groupsClaim: 'groups', discoveryRetryMs: 300 });
+      const a = new OidcAuthenticator({ issuer: own.url, audience: AUDIENCE, usernameClaim: 'sub', groupsClaim: 'groups', retryMs: 300 });
       const first = await authenticate(a, 20);
       expect(first.every((r) => r.status === 'rejected' && /discovery .* answered 503/.test(String(r.reason)))).toBe(true);
       expect((await authenticate(a, 5)).every((r) => r.status === 'rejected')).toBe(true);

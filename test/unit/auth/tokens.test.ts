@@ -24,6 +24,11 @@ describe('parseTokensCsv (kube-apiserver static token format)', () => {
     ['short token skipped', 'short,alice,u1', [], 1],
     ['no user skipped', `${T1},,u1`, [], 1],
     ['duplicate token skipped', `${T1},alice,u1\n${T1},mallory,u9`, [{ user: 'alice', groups: [] }], 1],
+    ['token68 characters and = padding', 'tok-A.b_c~d+e/f-0123==,alice,u1', [{ user: 'alice', groups: [] }], 0],
+    ['token with a space skipped', 'tok-aaaa bbbbbbbbbbbbbb,alice,u1', [], 1],
+    ['token with a colon skipped', 'tok-aaaa:bbbbbbbbbbbbbb,alice,u1', [], 1],
+    ['token with = inside skipped', 'tok-aaaa=bbbbbbbbbbbbbb,alice,u1', [], 1],
+    ['token with a non-ASCII letter skipped', 'tok-aaaaébbbbbbbbbbbbbb,alice,u1', [], 1],
   ])('%s', (_n, text, identities, problems) => {
     const p = parseTokensCsv(text);
     expect(p.entries.map((e) => e.identity)).toEqual(identities);
@@ -31,6 +36,22 @@ describe('parseTokensCsv (kube-apiserver static token format)', () => {
     // Problems never repeat a token.
     for (const line of p.problems) expect(line).not.toContain('tok-');
   });
+});
+
+describe('a token a Bearer header cannot carry', () => {
+  it('is skipped, saying why and what to use, without the token', () => {
+    const p = parseTokensCsv(`${T1},alice,u1\ntok-with;semicolon-xxxxxx,bob,u2`);
+    expect(p.entries.map((e) => e.identity.user)).toEqual(['alice']);
+    expect(p.problems).toEqual(['line 2: the token contains characters a Bearer header cannot carry: use letters, digits and -._~+/ (and = only at the end)']);
+  });
+
+  it.each([T1, 'tok-A.b_c~d+e/f-0123==', 'tok-aaaa bbbbbbbbbbbbbb', 'tok-aaaa:bbbbbbbbbbbbbb', 'tok-aaaaébbbbbbbbbbbbbb'])(
+    '%s loads exactly when bearerToken can read it from a header',
+    (token) => {
+      const loaded = parseTokensCsv(`${token},alice,u1`).entries.length === 1;
+      expect(loaded).toBe(bearerToken(`Bearer ${token}`) === token);
+    },
+  );
 });
 
 describe('TokensAuthenticator', () => {

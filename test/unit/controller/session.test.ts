@@ -47,8 +47,40 @@ describe('sessionExpiry (idle GC time math)', () => {
     ],
     ['admin lifetime as default', { lastActivityTime: '2026-11-22T11:59:59.000Z' }, {}, 700, '2026-11-22T12:01:40.000Z', 'lifetime', 100_000],
   ])('%s', (_n, status, spec, defaultLifetime, expiresAt, cause, remaining) => {
-    const e = sessionExpiry(session(status, spec), defaultLifetime, now);
+    const e = sessionExpiry(session({ phase: 'Ready', ...status }, spec), defaultLifetime, now);
     expect(e).toEqual({ expiresAt: new Date(expiresAt), cause, remainingMs: remaining });
+  });
+
+  // Created 11:50, idle timeout 60 s unless said, lifetime 86400 s (expires 2026-11-23T11:50).
+  const ready = (status: 'True' | 'False', at: string): NonNullable<SandboxSession['status']>['conditions'] => [
+    { type: 'Ready', status, reason: status === 'True' ? 'KernelReady' : 'PodPending', message: '', lastTransitionTime: at },
+  ];
+  it.each<[string, SandboxSession['status'], string, 'idle' | 'lifetime']>([
+    ['starting, no phase yet: only its lifetime counts', undefined, '2026-11-23T11:50:00.000Z', 'lifetime'],
+    [
+      'Pending (installing packages) ten minutes: not idle',
+      { phase: 'Pending', conditions: ready('False', '2026-11-22T11:50:00Z') },
+      '2026-11-23T11:50:00.000Z',
+      'lifetime',
+    ],
+    [
+      'Ready at 11:59:30 after a long start: idle from then',
+      { phase: 'Ready', conditions: ready('True', '2026-11-22T11:59:30Z') },
+      '2026-11-22T12:00:30.000Z',
+      'idle',
+    ],
+    [
+      'used after it became Ready: idle from the use',
+      { phase: 'Ready', lastActivityTime: '2026-11-22T11:59:45.000Z', conditions: ready('True', '2026-11-22T11:59:30Z') },
+      '2026-11-22T12:00:45.000Z',
+      'idle',
+    ],
+    ['Lost at 11:59:40: idle from the loss', { phase: 'Lost', conditions: ready('False', '2026-11-22T11:59:40Z') }, '2026-11-22T12:00:40.000Z', 'idle'],
+    ['Ready without a condition: idle from creation', { phase: 'Ready' }, '2026-11-22T11:51:00.000Z', 'idle'],
+    ['a Ready time in the future counts as now', { phase: 'Ready', conditions: ready('True', '2027-01-01T00:00:00Z') }, '2026-11-22T12:01:00.000Z', 'idle'],
+  ])('%s', (_n, status, expiresAt, cause) => {
+    const e = sessionExpiry(session(status, { idleTimeoutSeconds: 60 }), 86400, now);
+    expect(e).toEqual({ expiresAt: new Date(expiresAt), cause, remainingMs: Date.parse(expiresAt) - now.getTime() });
   });
 
   const stamp = (time: string, manager = GATEWAY_FIELD_MANAGER, subresource = 'status'): unknown => ({ manager, operation: 'Apply', subresource, time });
@@ -67,7 +99,7 @@ describe('sessionExpiry (idle GC time math)', () => {
     ],
     ['an unreadable time is ignored', '2026-11-22T11:55:00.000Z', [stamp('soon'), { manager: 7 }, null], '2026-11-22T12:05:00.000Z'],
   ])('%s', (_n, lastActivityTime, managedFields, expiresAt) => {
-    const s = session({ lastActivityTime }, {}, '2026-11-22T11:40:00.000Z');
+    const s = session({ phase: 'Ready', lastActivityTime }, {}, '2026-11-22T11:40:00.000Z');
     const e = sessionExpiry({ ...s, metadata: { ...s.metadata, managedFields } }, 86400, now);
     expect(e.expiresAt).toEqual(new Date(expiresAt));
   });

@@ -101,6 +101,28 @@ describe('WorkQueue', () => {
     q.stop();
   });
 
+  // Node fires a timer past 2^31 - 1 ms after 1 ms: such a delay would reconcile the key every millisecond.
+  it.each([
+    ['past what a timer holds', 2 ** 40],
+    ['infinite', Infinity],
+    ['not a number', NaN],
+  ])('a delay %s waits, not 1 ms', async (_n, ms) => {
+    let runs = 0;
+    const q = new WorkQueue(
+      async () => {
+        runs++;
+        return { requeueAfterMs: ms };
+      },
+      { workers: 1 },
+    );
+    q.add('t');
+    q.addAfter('u', ms);
+    await tick(60);
+    // 't' ran once and asked for the delay; 'u' waits.
+    expect(runs).toBe(1);
+    q.stop();
+  });
+
   it('ignores adds after stop', async () => {
     let runs = 0;
     const q = new WorkQueue(async () => void runs++, { workers: 1 });

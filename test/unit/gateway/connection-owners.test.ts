@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectionOwners, connectionsPerUser } from '../../../src/gateway/connection-owners.js';
-import { ALICE, BOB, sleep, twoUserGateway, type Gateway } from './harness.js';
+import { ALICE, BOB, rawMcpPost, sleep, twoUserGateway, type Gateway } from './harness.js';
 
 describe('ConnectionOwners', () => {
   const socket = (): Socket => new EventEmitter() as unknown as Socket;
@@ -69,6 +69,24 @@ describe('ConnectionOwners', () => {
     s1.emit('close');
     expect(owners.holding('a')).toBe(1);
     expect(owners.claim(s2, 'a')).toBe(false);
+  });
+
+  it('counts nothing for a connection destroyed before the claim (its close already fired)', () => {
+    const owners = new ConnectionOwners(1);
+    const gone = Object.assign(socket(), { destroyed: true });
+    expect(owners.claim(gone, 'a')).toBe(false);
+    expect(owners.holding('a')).toBe(0);
+    expect(gone.listenerCount('close')).toBe(0);
+  });
+
+  it('gives back a connection claimed while open and destroyed before its next claim, once', () => {
+    const owners = new ConnectionOwners(1);
+    const s1 = socket();
+    owners.claim(s1, 'a');
+    Object.assign(s1, { destroyed: true });
+    expect(owners.claim(s1, 'b')).toBe(false);
+    s1.emit('close');
+    expect([owners.holding('a'), owners.holding('b')]).toEqual([0, 0]);
   });
 
   it.each([
@@ -144,6 +162,21 @@ describe('kept-alive connections over HTTP', () => {
     alice[0]?.socket.destroy();
     await sleep(100);
     expect(closes(await as(ALICE))).toBe(false);
+  });
+
+  it('does not count the connections of clients that went away before their answer', async () => {
+    // Each sends half its body and leaves: the answer comes after the connection closed, so its
+    // 'close' has fired already and must not be waited for to give the connection back.
+    for (let i = 0; i < 3; i++) {
+      const gone = await rawMcpPost(gateway.port, '{"jsonrpc":"2.0",', { token: ALICE, contentLength: 100 });
+      await sleep(50);
+      gone.destroy();
+      await sleep(50);
+    }
+    await sleep(100);
+    const next = await as(ALICE);
+    expect(next.head.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    expect(closes(next)).toBe(false);
   });
 
   it.each([

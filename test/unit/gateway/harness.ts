@@ -249,9 +249,10 @@ export const MCP_POST_HEADERS = {
 /**
  * A raw connection to the gateway on `port` that has sent one MCP POST of `body` with the headers
  * a current client sends (and `token` as its bearer token), for tests that control how the answer
- * is read: `paused`, nothing is read until the test resumes the socket. Socket errors are ignored.
+ * is read: `paused`, nothing is read until the test resumes the socket; `contentLength`, the length
+ * declared (more than `body`: the rest of the body is still to come). Socket errors are ignored.
  */
-export async function rawMcpPost(port: number, body: string, options: { token?: string; paused?: boolean } = {}): Promise<Socket> {
+export async function rawMcpPost(port: number, body: string, options: { token?: string; paused?: boolean; contentLength?: number } = {}): Promise<Socket> {
   const socket = connect(port, '127.0.0.1');
   socket.on('error', () => undefined);
   await new Promise<void>((resolve) => socket.once('connect', resolve));
@@ -259,7 +260,7 @@ export async function rawMcpPost(port: number, body: string, options: { token?: 
   socket.write(
     `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n` +
       `mcp-protocol-version: 2025-06-18\r\n${options.token === undefined ? '' : `authorization: Bearer ${options.token}\r\n`}` +
-      `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      `content-length: ${options.contentLength ?? Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
   return socket;
 }

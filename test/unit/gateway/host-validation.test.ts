@@ -1,5 +1,7 @@
 // Host/Origin allow-list rules as tables, then the middleware over real HTTP.
 import { afterEach, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { TOKENS_KEY, TokensAuthenticator } from '../../../src/auth/tokens.js';
 import { isAllowedHost, isAllowedOrigin } from '../../../src/gateway/host-validation.js';
 import { INITIALIZE_BODY, MCP_POST_HEADERS, rawRequest, startGateway } from './harness.js';
 import type { Gateway } from './harness.js';
@@ -92,5 +94,31 @@ describe('Host/Origin middleware on /mcp', () => {
     gateway = await startGateway();
     const res = await rawRequest(gateway.port, '/healthz', { headers: { host: '10.244.0.17:8080' } });
     expect(res).toEqual({ status: 200, body: 'ok' });
+  });
+});
+
+describe('Host/Origin middleware on the OAuth protected-resource metadata', () => {
+  // Without CODEMODE_PUBLIC_URL the metadata names the resource by the request's Host: unchecked,
+  // anyone could make the gateway name another server as its resource (a cache in front of it
+  // would keep that answer for everyone).
+  let gateway: Gateway;
+  afterEach(async () => {
+    await gateway.close();
+  });
+  const tokens = new TokensAuthenticator(pino({ level: 'silent' }));
+  tokens.load({ data: { [TOKENS_KEY]: Buffer.from('tok-alice-aaaaaaaaaaaaaaaa,alice,1\n').toString('base64') } });
+
+  it.each([
+    ['/.well-known/oauth-protected-resource', 'evil.example.com', 403, undefined],
+    ['/.well-known/oauth-protected-resource/mcp', 'evil.example.com:443', 403, undefined],
+    ['/.well-known/oauth-protected-resource', 'mcp.example.com', 200, 'http://mcp.example.com/mcp'],
+    ['/.well-known/oauth-protected-resource/mcp', 'mcp.example.com:8443', 200, 'http://mcp.example.com:8443/mcp'],
+    ['/.well-known/oauth-protected-resource/mcp', 'localhost:3000', 200, 'http://localhost:3000/mcp'],
+  ])('%s with Host %s → %i', async (path, host, status, resource) => {
+    gateway = await startGateway({ allowedHosts: ['mcp.example.com'] }, { authenticator: tokens });
+    const res = await rawRequest(gateway.port, path, { headers: { host } });
+    expect(res.status).toBe(status);
+    if (resource === undefined) expect(JSON.parse(res.body)).toMatchObject({ error: { data: { header: 'Host', env: 'CODEMODE_ALLOWED_HOSTS' } } });
+    else expect(JSON.parse(res.body)).toMatchObject({ resource });
   });
 });

@@ -31,6 +31,13 @@ describe('limitProblems', () => {
       'Invalid SandboxRun: spec.timeoutSeconds: timeout 120s is above the maximum of 60s; use a timeout of at most 60 seconds, or split the work into shorter runs.',
     );
     expect(invalidSpecMessage([])).toBeUndefined();
+    // A SandboxRun's spec: the CRD fills a timeout left out with 30, which the user never wrote.
+    const small = { ...LIMITS, maxTimeoutSeconds: 10 };
+    expect(limitProblems({ timeoutSeconds: 30, code: 'x' }, small, true)[0]?.problem).toBe(
+      'timeout 30s (30 is its default when left out) is above the maximum of 10s',
+    );
+    expect(limitProblems({ timeoutSeconds: 30, code: 'x' }, small)[0]?.problem).toBe('timeout 30s is above the maximum of 10s');
+    expect(limitProblems({ timeoutSeconds: 31, code: 'x' }, small, true)[0]?.problem).toBe('timeout 31s is above the maximum of 10s');
     expect(parseQuantity(MIN_MEMORY)).toBe(MIN_MEMORY_BYTES);
     expect(invalidSpecMessage(limitProblems({ timeoutSeconds: 1, code: 'x', resources: { memory: '512m' } }, LIMITS))).toBe(
       'Invalid SandboxRun: spec.resources.memory: memory 512m is below the minimum of 16Mi; ask for at least 16Mi, e.g. 512Mi (a lowercase m means thousandths: 512m is half a byte).',

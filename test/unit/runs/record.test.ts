@@ -4,7 +4,14 @@
 // server here (what the API server answers is tested against a real one elsewhere).
 import type { Logger } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { MAX_MESSAGE_LENGTH, Reasons, SandboxRunStatusSchema, type SandboxRun, type SandboxRunStatus } from '../../../src/api/v1alpha1/index.js';
+import {
+  isMinimalStatus,
+  MAX_MESSAGE_LENGTH,
+  Reasons,
+  SandboxRunStatusSchema,
+  type SandboxRun,
+  type SandboxRunStatus,
+} from '../../../src/api/v1alpha1/index.js';
 import type { EventRecorder } from '../../../src/kube/events.js';
 import type { KubeClients } from '../../../src/kube/clients.js';
 import { RunRecorder, type StatusWrite } from '../../../src/runs/record.js';
@@ -122,8 +129,8 @@ describe('RunRecorder.patchStatus: what it retries, and what it gives up', () =>
     return { clients: { custom } as unknown as KubeClients, patches, deletes };
   }
 
-  /** Full: the status as asked for; minimal: outputs and conditions cut (minimalStatus). */
-  const shape = (s: SandboxRunStatus): 'full' | 'minimal' => (s.conditions === null ? 'minimal' : 'full');
+  /** Full: the status as asked for; minimal: outputs cut, only the finishing conditions (minimalStatus). */
+  const shape = (s: SandboxRunStatus): 'full' | 'minimal' => (isMinimalStatus(s) ? 'minimal' : 'full');
 
   const FOREVER = Number.POSITIVE_INFINITY;
   it.each<[string, unknown, number, StatusWrite | 'still retrying', ('full' | 'minimal')[] | 'full, over and over', boolean]>([
@@ -187,5 +194,8 @@ describe('RunRecorder.patchStatus: what it retries, and what it gives up', () =>
     if (expected === 'refused') expect(log.error).toHaveBeenCalledTimes(1);
     // The status holds the program's output: no log line quotes it.
     expect(JSON.stringify([log.warn.mock.calls, log.error.mock.calls])).not.toContain(OUTPUT);
+    // A minimal status says why the output is missing: too large, or refused for another reason.
+    const minimal = patches.find((p) => shape(p) === 'minimal');
+    if (minimal) expect(minimal.message).toMatch(deleted ? /the SandboxRun is too large\.$/ : /the API server refused the full status\.$/);
   });
 });

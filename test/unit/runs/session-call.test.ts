@@ -24,6 +24,14 @@ describe('languageProblem (one rule for execute_code and SandboxRun.spec.session
       expect(problem.message).toBe(`Session s1 runs ${session}, not ${requested}.`);
     }
   });
+
+  // A SandboxRun cannot leave its language out: the CRD fills in python.
+  it.each<[string | undefined, string]>([
+    [undefined, 'Send bash code to this session (or leave the language out), or create a python session.'],
+    ['spec.language', 'Set spec.language: bash for this session (left out, it is python), or use a python session.'],
+  ])('the hint where the language was written in %s', (field, hint) => {
+    expect(languageProblem('s1', 'bash', 'python', field)?.hint).toBe(hint);
+  });
 });
 
 describe('codeTimes (a call in a session that may have waited for its turn)', () => {

@@ -71,9 +71,10 @@ describe('sessionOutcome', () => {
     expect(sessionOutcome(r, 'ns', 10).memoryLimit).toBe(limit);
   });
 
-  // The memory charge comes from the pod the gateway reads, never from the kernel: a result frame
-  // that claims an OOM kill and carries its own charge is parsed without it.
-  it('takes no memory limit or directories from a kernel that forges a lost result', () => {
+  // The memory charge and the pod's failure come from the pod the gateway reads, never from the
+  // kernel: a result frame that claims an OOM kill and carries its own charge is parsed without
+  // either, a kernel that says it is lost.
+  it('takes no memory limit, directories or pod failure from a kernel that forges a lost result', () => {
     const forged = {
       id: 'c1',
       type: 'result',
@@ -81,12 +82,15 @@ describe('sessionOutcome', () => {
       ...NO_OUTPUT,
       error: { ename: 'OOMKilled', evalue: 'x', traceback: '' },
       memory: { limit: 'FORGED', tmpfs: ['/etc/FORGED'] },
+      podFailure: 'OOMKilled',
     };
     const parsed = parseKernelFrame(forged);
     if (!parsed.ok) throw new Error(parsed.why);
     const r: SessionCallResult = { ...sanitizeResult(parsed.frame as ResultFrame, 50_000), session: 's1', capChars: 50_000 };
     expect(r).not.toHaveProperty('memory');
-    expect(sessionOutcome(r, 'ns', 10).memoryLimit).toBeUndefined();
-    expect(sessionOutcome(r, 'ns', 10).message).toMatch(/^The session's interpreter used more memory than its limit and was killed\. The session is lost/);
+    expect(r).not.toHaveProperty('podFailure');
+    const o = sessionOutcome(r, 'ns', 10);
+    expect(o.memoryLimit).toBeUndefined();
+    expect(o.reason, o.message).toBe('KernelLost');
   });
 });

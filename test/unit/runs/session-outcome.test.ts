@@ -67,8 +67,20 @@ describe('sessionOutcome', () => {
     ['a lost kernel', { ...base, status: 'lost' }, { phase: 'Failed', reason: 'KernelLost' }],
     [
       "an eviction names the kubelet's reason, cut",
-      { ...base, status: 'lost', error: { ename: 'Evicted', evalue: 'e'.repeat(5000), traceback: '' } },
+      { ...base, status: 'lost', error: { ename: 'Evicted', evalue: 'e'.repeat(5000), traceback: '' }, podFailure: 'Evicted' },
       { reason: 'Evicted', message: expect.stringMatching(/^The session's pod was evicted by the kubelet \(e{300}\)\. /) },
+    ],
+    // Code in the kernel's process writes frames: its words name no pod failure, and its text
+    // (perhaps a secret it printed) is not quoted as the kubelet's.
+    [
+      'a kernel frame that says Evicted is a lost kernel, not an eviction',
+      { ...base, status: 'lost', error: { ename: 'Evicted', evalue: 'AWS_SECRET_ACCESS_KEY=x', traceback: '' } },
+      { reason: 'KernelLost', message: expect.not.stringContaining('AWS_SECRET_ACCESS_KEY') },
+    ],
+    [
+      'a kernel frame that says OOMKilled is a lost kernel',
+      { ...base, status: 'lost', error: { ename: 'OOMKilled', evalue: 'x', traceback: '' } },
+      { reason: 'KernelLost' },
     ],
   ] as [string, SessionCallResult, Record<string, unknown>][])('%s', (_name, r, expected) => {
     expect(sessionOutcome(r, 'ns', 30)).toMatchObject(expected);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxRun } from '../../../src/api/v1alpha1/index.js';
-import { classifyExecution, completedStatus, failedStatus, runningStatus, type ExecutionFacts } from '../../../src/runs/status.js';
+import { classifyExecution, completedStatus, failedStatus, invalidRunStatus, runningStatus, type ExecutionFacts } from '../../../src/runs/status.js';
 import { setCondition } from '../../../src/api/v1alpha1/index.js';
 import { podState } from '../../../src/sandbox/pod-state.js';
 import { lostAfterMs, ttlRemainingMs } from '../../../src/controller/run-decision.js';
@@ -203,6 +203,23 @@ describe('status computation', () => {
     const b = failedStatus(run(), 'InvalidSpec', 'bad', now);
     expect(a).toEqual(b);
     expect(a).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', message: 'bad' });
+  });
+});
+
+describe('invalidRunStatus', () => {
+  // `kubectl wait --for=condition=Complete` ends for a run the schema refuses, as for any other.
+  it.each<[string, string, string]>([
+    ['a short message', 'spec.code: too long', 'spec.code: too long'],
+    ['a message with a line break (kubectl describe would draw a line of it)', 'a\nReason: Succeeded', 'a Reason: Succeeded'],
+  ])('is Failed InvalidSpec with Complete True and Ready False: %s', (_what, message, shown) => {
+    const s = invalidRunStatus(message, now);
+    expect(s).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', completionTime: now.toISOString() });
+    expect(s.message).toBe(shown);
+    expect(s.conditions?.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime])).toEqual([
+      ['Complete', 'True', 'InvalidSpec', now.toISOString()],
+      ['Ready', 'False', 'InvalidSpec', now.toISOString()],
+    ]);
+    expect(s.conditions?.[0]?.message).toBe(shown);
   });
 });
 

@@ -79,6 +79,22 @@ describe('writes only on the session the call was in', () => {
   });
 });
 
+// A failed write is tried again an interval later: with calls to add, and without (a file
+// operation or the keep-alive), since idle collection reads only what was written.
+describe('note: activity a write failed to record', () => {
+  it.each([
+    ['a call', 1, { runCount: 1 }],
+    ['a file operation (no call)', 0, { runCount: 0 }],
+  ])('%s is written again after a 500', async (_n, calls, status) => {
+    const failed = Object.assign(new Error('etcdserver: request timed out'), { code: 500 });
+    const applyStatus = vi.fn().mockRejectedValueOnce(failed).mockResolvedValue(undefined);
+    const activity = new SessionActivity({ applyStatus, get: () => session } as unknown as SessionStore, quiet);
+    activity.note(session, calls);
+    await vi.waitFor(() => expect(applyStatus).toHaveBeenCalledTimes(2), { timeout: 3000 });
+    expect(applyStatus.mock.calls[1]?.[2]).toMatchObject(status);
+  });
+});
+
 describe('keepAliveMs: how often a call in progress renews its session', () => {
   it.each([
     [10, 2500],

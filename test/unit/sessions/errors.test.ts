@@ -1,6 +1,6 @@
 // What a call that gave up waiting for a busy session is told: why it did not run, and what to do.
 import { describe, expect, it } from 'vitest';
-import { SessionBusyError, WAITING_CALLS_PER_SESSION, busyError } from '../../../src/sessions/errors.js';
+import { SessionBusyError, WAITING_CALLS_PER_SESSION, busyError, goneError } from '../../../src/sessions/errors.js';
 
 describe('busyError', () => {
   it.each<[string, Parameters<typeof busyError>[1], boolean, RegExp, RegExp]>([
@@ -33,5 +33,35 @@ describe('busyError', () => {
     expect(err).toBeInstanceOf(SessionBusyError);
     expect(err.message).toMatch(message);
     expect(err.hint).toMatch(hint);
+  });
+});
+
+describe('goneError', () => {
+  it.each<[string, Parameters<typeof goneError>[1], string, string | undefined]>([
+    [
+      'a Lost session whose message is a sentence',
+      { phase: 'Lost', reason: 'PodDeleted', message: 'The sandbox pod is being deleted.' },
+      'Session s is lost: The sandbox pod is being deleted.',
+      undefined,
+    ],
+    ['a message without its full stop', { phase: 'Lost', message: 'gone' }, 'Session s is lost: gone.', undefined],
+    ['no message', { phase: 'Lost' }, 'Session s is lost: its interpreter is gone.', undefined],
+    [
+      'a session that failed to start passes its reason on',
+      { phase: 'Failed', reason: 'Unschedulable', message: 'The pod did not start in time.' },
+      'Session s is failed: The pod did not start in time.',
+      'Unschedulable',
+    ],
+    [
+      'an interpreter lost before the phase says so',
+      { phase: 'Failed', reason: 'Unschedulable', kernelLost: { message: 'it exited', time: '2026-12-07T00:00:00Z' } },
+      'Session s is failed: the interpreter is gone (it exited).',
+      undefined,
+    ],
+  ])('%s', (_what, status, message, reason) => {
+    const err = goneError('s', status);
+    expect(err.message).toBe(message);
+    expect(err.hint).toBe('Create a new session with create_session.');
+    expect(err.reason).toBe(reason);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ToolFilter } from '../../../src/upstreams/policy.js';
-import { Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { MIN_CALL_TIME_LEFT_MS, Upstreams, type UpstreamEntry } from '../../../src/upstreams/registry.js';
 import { UpstreamError, type UpstreamTool } from '../../../src/upstreams/types.js';
 
 const tool = (server: string, name: string): UpstreamTool => ({ server, name, description: `${name} things`, inputSchema: { type: 'object' } });
@@ -120,6 +121,33 @@ describe('Upstreams (the registry)', () => {
     // Waits behind the stuck call, which keeps its place 1 s past its 20 ms.
     await expect(r.call(bob, 'stuck', 'echo', {}, { timeoutMs: 5_000 })).resolves.toEqual({ content: [] });
     expect(reached).toBe(2);
+  });
+
+  // bob's call waits behind alice's, which ends `firstEndsAt` ms into bob's `timeoutMs`.
+  it.each<[string, number, number, boolean]>([
+    ['a few ms of its time left is not sent, and gives its place back', 280, 300, false],
+    ['enough of its time left is sent', 50, 2_000, true],
+  ])('a call that waited in line with %s', async (_name, firstEndsAt, timeoutMs, sent) => {
+    const r = new Upstreams({ perServer: 1, perUser: 1 });
+    const seen: number[] = [];
+    const first = (): Promise<CallToolResult> => new Promise((resolve) => setTimeout(() => resolve({ content: [] }), firstEndsAt));
+    r.set(entry('line', { call: (_t, _args, ms) => (seen.push(ms), seen.length === 1 ? first() : Promise.resolve({ content: [] })) }));
+    const alices = r.call(alice, 'line', 'echo', {}, { timeoutMs: 10_000 });
+    const bobs = r.call(bob, 'line', 'echo', {}, { timeoutMs }).then(
+      () => 'sent',
+      (err: unknown) => (err instanceof UpstreamError ? `${err.code}: ${err.message}` : String(err)),
+    );
+    await alices;
+    if (sent) {
+      expect(await bobs).toBe('sent');
+      expect(seen[1]).toBeGreaterThanOrEqual(MIN_CALL_TIME_LEFT_MS);
+      return;
+    }
+    expect(await bobs).toMatch(/^timeout: The call of line waited its whole time for a place: at most 1 /);
+    expect(seen).toHaveLength(1);
+    // Its place was given back: the next call is sent at once.
+    await r.call(bob, 'line', 'echo', {}, { timeoutMs: 1_000 });
+    expect(seen).toEqual([10_000, 1_000]);
   });
 
   it('does not call when the signal is already aborted', async () => {

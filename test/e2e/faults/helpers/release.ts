@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 68). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 69). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '7b933e121219a47aac8fd31d83f47350ded5c856';
+export const PREVIOUS_RELEASE = '6f7fcceb2eb058dea77b1fbb8f137fa040a51267';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
