@@ -80,11 +80,18 @@ describe('SessionService.create when the session is deleted while it starts', ()
       const opts = { namespace: ns, outputCapChars: 1000, maxFileBytes: 1000, sessionMaxIdleTimeoutSeconds: 3600, sessionMaxLifetimeSeconds: 86400 };
       // No controller runs here: the session never starts, as one whose pod waits for capacity.
       const service = new SessionService(clients, informer, kernels, { ...opts, startupTimeoutSeconds: 120 }, log);
-      const created = service.create('python', undefined, undefined, alice);
+      // Its refusal is handled from the start: it may come (the watch seeing the delete) before
+      // the delete's own answer, which an unhandled rejection would make a failed run.
+      const created = service.create('python', undefined, undefined, alice).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
       await until(() => informer.list(ns).length > 0, 10_000, 'the session in the cache');
       const name = informer.list(ns)[0]?.metadata?.name ?? '';
       await clients.custom.deleteNamespacedCustomObject({ ...api, namespace: ns, name });
-      await expect(created).rejects.toThrow(`Session ${name} was deleted before it became ready`);
+      const refusal = await created;
+      expect(refusal, 'create_session did not fail').toBeInstanceOf(Error);
+      expect(String(refusal)).toContain(`Session ${name} was deleted before it became ready`);
     } finally {
       await informer.stop();
       await deleteNamespace(k, ns);
