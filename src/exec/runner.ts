@@ -17,6 +17,14 @@ export const TMP_FULL_KIB = 256;
  * 900 MB over a 64Mi limit.
  */
 export const WORKSPACE_CHECK_SECONDS = 0.2;
+/**
+ * What each entry (file, directory, link) of a /workspace on disk counts at least against its size
+ * limit, in the runner and in the kernel (WORKSPACE_MIN_ENTRY_BYTES in
+ * runtime/python/codemode_kernel/bounds.py): one block of the node's disk. Empty files take no
+ * blocks, so without it a loop creating them used up the node's inodes (16.7 M on the test VM,
+ * ~48,000 a second from one process), which no Kubernetes limit bounds per pod.
+ */
+export const WORKSPACE_MIN_ENTRY_BYTES = 4096;
 
 /**
  * With CODEMODE_NETWORK_CHECK=1 (sandbox pods, src/sandbox/pod.ts) the runner starts the program
@@ -152,7 +160,9 @@ fi
 // container's own cgroup, which the container can read. /tmp is a tmpfs with a hard size, so a
 // write past it fails at once with ENOSPC and df shows it full. /workspace is on the node's disk by
 // default, where the kubelet enforces sizeLimit only by evicting the pod a while later: the runner
-// measures it every WORKSPACE_CHECK_SECONDS (du) and stops the program when it is over its limit.
+// measures it every WORKSPACE_CHECK_SECONDS (du, and find for the entries, each counted as at least
+// WORKSPACE_MIN_ENTRY_BYTES: empty files take no blocks, and nothing else bounds the node's inodes
+// a pod uses) and stops the program when it is over its limit.
 // Where it is a tmpfs (workspaceMedium Memory, CODEMODE_WORKSPACE_LIMIT_BYTES 0) it is full as /tmp is.
 //
 // After the program (or its deadline), every process left in the pod is killed before anything
@@ -192,6 +202,9 @@ sweep() { sig=STOP; i=0; left=0; while [ $i -lt 300 ]; do i=$((i + 1)); k=0
   done; [ $k = 0 ] && { [ $sig = KILL ] && return; sig=KILL; }; done; }
 wskib() { u=$(du -sk /workspace 2>/dev/null) && echo "\${u%%[!0-9]*}"; }
 wl=$((\${CODEMODE_WORKSPACE_LIMIT_BYTES:-0} / 1024))
+wn=$((wl / ${WORKSPACE_MIN_ENTRY_BYTES / 1024} + 1))
+wsover() { u=$(wskib); [ "\${u:-0}" -gt "$wl" ] && return 0
+  e=$(find /workspace -xdev 2>/dev/null | head -n "$((wn + 1))" | wc -l); [ "\${e:-0}" -gt "$wn" ]; }
 ${NETWORK_CHECK_SCRIPT}oom; o0=$c; forkfail; f0=$c; s0=$(date +%s)
 cd /workspace 2>/dev/null || cd /tmp
 exec 3<&0
@@ -200,7 +213,7 @@ tp=$!
 exec 3<&-
 wp=0
 if [ "$wl" -gt 0 ] && [ -d /workspace ]; then
-  ( while sleep ${WORKSPACE_CHECK_SECONDS}; do u=$(wskib) && [ "\${u:-0}" -gt "$wl" ] && { kill -9 -"$tp"; exit 3; }; done ) >/dev/null 2>&1 &
+  ( while sleep ${WORKSPACE_CHECK_SECONDS}; do wsover && { kill -9 -"$tp"; exit 3; }; done ) >/dev/null 2>&1 &
   wp=$!
 fi
 wait "$tp"; rc=$?
@@ -212,7 +225,7 @@ to=0; if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then [ $((s1 - s0)) -ge "$t" ] 
 rm -rf "$d"
 full=-
 if [ "$ws" -eq 3 ]; then full=workspace
-elif [ "$wl" -gt 0 ] && u=$(wskib) && [ "\${u:-0}" -gt "$wl" ]; then full=workspace
+elif [ "$wl" -gt 0 ] && wsover; then full=workspace
 elif [ "$wl" -eq 0 ] && set -- $(df -Pk /workspace 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ]; then full=workspace
 else set -- $(df -Pk /tmp 2>/dev/null | sed -n 2p); [ -n "$4" ] && [ "$4" -lt ${TMP_FULL_KIB} ] && full=tmp; fi
 printf '\\036%s %s %s %s %s %s %s\\n' "$nonce" "$rc" "$to" "$((o1 - o0))" "$((f1 - f0))" "$full" "$left" >&2

@@ -1,6 +1,8 @@
 // What a user reads when a run met one of the sandbox's bounds (process cap, memory, disk), and
 // why a pod stopped when the code's own report never came. Pure, like status.ts, which uses them.
 import { Reasons } from '../api/v1alpha1/index.js';
+import { parseQuantity } from '../config/quantity.js';
+import { WORKSPACE_MIN_ENTRY_BYTES } from '../exec/runner.js';
 import type { Classification, Limits } from './status.js';
 
 /** A sandbox volume with a hard size: where a run can meet DiskFull. */
@@ -26,13 +28,30 @@ export function processLimit(limits: Pick<Limits, 'maxProcesses'>, stoppedNote =
 
 const VOLUME_PATH: Record<FullVolume, string> = { workspace: '/workspace', tmp: '/tmp' };
 
+/**
+ * What a /workspace on disk of `size` holds at most in files and directories, said to the user
+ * ('' in memory or without a size): each counts at least WORKSPACE_MIN_ENTRY_BYTES there.
+ */
+function entriesNote(size: string | undefined, medium: Limits['workspaceMedium']): string {
+  if (size === undefined || medium === 'Memory') return '';
+  let entries: number;
+  try {
+    entries = Math.floor(parseQuantity(size) / WORKSPACE_MIN_ENTRY_BYTES);
+  } catch {
+    return '';
+  }
+  return ` Each file or directory in it counts at least ${String(WORKSPACE_MIN_ENTRY_BYTES / 1024)} KiB, so it holds at most ${String(entries)} of them.`;
+}
+
 /** What a user reads when a sandbox volume was full. */
-export function diskFull(volume: FullVolume, limits: Partial<Pick<Limits, 'workspaceSizeLimit' | 'tmpSizeLimit'>>): Classification {
+export function diskFull(volume: FullVolume, limits: Partial<Pick<Limits, 'workspaceSizeLimit' | 'tmpSizeLimit' | 'workspaceMedium'>>): Classification {
   const size = volume === 'workspace' ? limits.workspaceSizeLimit : limits.tmpSizeLimit;
+  const entries = volume === 'workspace' ? entriesNote(size, limits.workspaceMedium) : '';
+  const fewer = entries === '' ? '' : ', use fewer, larger files';
   return {
     phase: 'Failed',
     reason: Reasons.DiskFull,
-    message: `${VOLUME_PATH[volume]} reached its size limit${size === undefined ? '' : ` (${size})`} and the program could not write more. Write less data (stream or compress it, delete intermediate files) or ask the administrator for a larger limit.`,
+    message: `${VOLUME_PATH[volume]} reached its size limit${size === undefined ? '' : ` (${size})`} and the program could not write more.${entries} Write less data (stream or compress it, delete intermediate files${fewer}) or ask the administrator for a larger limit.`,
   };
 }
 

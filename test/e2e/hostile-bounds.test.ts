@@ -39,6 +39,14 @@ const ATTACKS = {
     timeout_seconds: 30,
     reason: 'DiskFull',
   },
+  // Empty files take no disk blocks: each counts 4 KiB against the limit instead (64Mi: 16,384
+  // files), or one sandbox could use up the node's inodes.
+  workspaceFiles: {
+    language: 'python',
+    code: 'import os\nn = 0\nwhile True:\n    os.close(os.open("/workspace/f%d" % n, os.O_CREAT | os.O_WRONLY))\n    n += 1',
+    timeout_seconds: 30,
+    reason: 'DiskFull',
+  },
   tmpFill: {
     language: 'python',
     code: 'with open("/tmp/fill", "wb") as f:\n    while True:\n        f.write(b"x" * (1 << 20))\n        f.flush()',
@@ -84,6 +92,7 @@ async function attack(client: TestClient, name: keyof typeof ATTACKS): Promise<{
   expect(r.structuredContent?.phase).toBe('Failed');
   if (reason === 'ProcessLimit') expect(text(r)).toMatch(/more processes than the sandbox allows/);
   if (name === 'workspaceFill') expect(text(r)).toMatch(/\/workspace reached its size limit \(64Mi\)/);
+  if (name === 'workspaceFiles') expect(text(r)).toMatch(/\/workspace reached its size limit \(64Mi\).*holds at most 16384 of them/);
   if (name === 'tmpFill') expect(text(r)).toMatch(/\/tmp reached its size limit \(16Mi\)/);
   return { r, ms };
 }
@@ -451,6 +460,27 @@ describe('a /workspace in memory', () => {
       expect(r.structuredContent?.reason, text(r)).toBe('OOMKilled');
       expect(String(r.structuredContent?.message)).toMatch(message);
       expect(text(r)).toMatch(/^The run was killed because it ran out of memory \(OOMKilled\)\. The (program|session's interpreter) used more memory/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+// A /workspace on disk in an image without our kernel: the runner's own watcher (du for the bytes,
+// find for the entries) stops a program past either, as the kernel's walk does above.
+describe('a /workspace on disk, the runner reporting', () => {
+  const own = ownOperator('bounds-runner-ws', { ...LIMITS, CODEMODE_WARM_POOL_SIZE: '0', CODEMODE_IMAGE_SH: 'codemode.local/datascience:v1' });
+
+  it.each([
+    ['bytes', 'exec dd if=/dev/zero of=/workspace/fill bs=1M', /\/workspace reached its size limit \(64Mi\)/],
+    ['empty files', 'i=0\nwhile :; do : > /workspace/f$i; i=$((i + 1)); done', /\/workspace reached its size limit \(64Mi\).*holds at most 16384 of them/],
+  ])(
+    'stops an sh program past its limit in %s as DiskFull',
+    async (_n, code, message) => {
+      const r = await own.client.callTool('execute_code', { language: 'sh', code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(text(r)).toMatch(message);
+      // Stopped by the watcher, not by its deadline.
+      expect(Number(r.structuredContent?.duration_ms)).toBeLessThan(30_000);
     },
     TEST_TIMEOUT_MS,
   );

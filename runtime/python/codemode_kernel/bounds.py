@@ -7,8 +7,10 @@
 - /tmp: a memory-backed emptyDir, i.e. a tmpfs with a hard size: a write past it fails with
   ENOSPC at once, and statvfs shows it full.
 - /workspace: on the node's disk by default, where the kubelet enforces sizeLimit only by evicting
-  the pod later. Its usage is measured against CODEMODE_WORKSPACE_LIMIT_BYTES (pod env), bounded in
-  cost. With workspaceMedium Memory it is a tmpfs like /tmp (and that env is 0): full as /tmp is.
+  the pod later. Its usage is measured against CODEMODE_WORKSPACE_LIMIT_BYTES (pod env), each entry
+  counted as at least WORKSPACE_MIN_ENTRY_BYTES: empty files take no blocks, and without that a
+  loop creating them would use up the node's inodes, which nothing else bounds per pod. With
+  workspaceMedium Memory it is a tmpfs like /tmp (and that env is 0): full as /tmp is.
 
 Counters that cannot be read count as 0: outside a pod nothing is reported.
 """
@@ -19,9 +21,10 @@ from . import procs
 TMP_FULL_BYTES = 256 * 1024
 WORKSPACE = "/workspace"
 TMP = "/tmp"
-# A walk of /workspace stops after this many entries (its cost is bounded; the kubelet's eviction
-# stays the backstop for a tree larger than that).
-WORKSPACE_SCAN_MAX_ENTRIES = 50000
+# What each file, directory or link in /workspace counts at least (one block of the node's disk):
+# a /workspace of limit bytes holds at most limit // WORKSPACE_MIN_ENTRY_BYTES entries, which also
+# bounds a walk's cost. src/sandbox/pod.ts and the runner (src/exec/runner.ts) use the same figure.
+WORKSPACE_MIN_ENTRY_BYTES = 4096
 
 
 # Each counter file, found once (v1 or v2 path) and kept open: a call reads it with one pread
@@ -93,9 +96,11 @@ def workspace_limit():
 
 
 def workspace_over(limit):
-    """True once /workspace holds more than `limit` bytes (allocated blocks, like du)."""
+    """True once /workspace holds more than `limit` bytes (allocated blocks, like du) or more
+    entries than `limit` // WORKSPACE_MIN_ENTRY_BYTES."""
     if limit <= 0:
         return False
+    max_entries = limit // WORKSPACE_MIN_ENTRY_BYTES
     total, seen, stack = 0, 0, [WORKSPACE]
     while stack:
         try:
@@ -105,8 +110,8 @@ def workspace_over(limit):
         with it:
             for entry in it:
                 seen += 1
-                if seen > WORKSPACE_SCAN_MAX_ENTRIES:
-                    return False
+                if seen > max_entries:
+                    return True
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)

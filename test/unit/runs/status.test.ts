@@ -126,6 +126,32 @@ describe('classifyExecution', () => {
     expect(classifyExecution(facts({ exitCode: 1, diskFull: volume }), 10, l).message).toMatch(text);
   });
 
+  // On disk each entry counts at least 4 KiB (the runner and the kernel stop a program past it):
+  // a user stopped for empty files reads why. A tmpfs charges them to memory instead.
+  it.each([
+    [
+      'workspace on disk',
+      'workspace',
+      undefined,
+      /\(64Mi\) and the program could not write more\. Each file or directory in it counts at least 4 KiB, so it holds at most 16384 of them\. .*use fewer, larger files\)/,
+    ],
+    [
+      'workspace in memory',
+      'workspace',
+      'Memory',
+      /^\/workspace reached its size limit \(64Mi\) and the program could not write more\. Write less data \(stream or compress it, delete intermediate files\) or/,
+    ],
+    [
+      'tmp',
+      'tmp',
+      undefined,
+      /^\/tmp reached its size limit \(16Mi\) and the program could not write more\. Write less data \(stream or compress it, delete intermediate files\) or/,
+    ],
+  ] as const)('says how many files a full volume holds: %s', (_n, volume, medium, text) => {
+    const l = { ...limits, workspaceSizeLimit: '64Mi', tmpSizeLimit: '16Mi', workspaceMedium: medium };
+    expect(classifyExecution(facts({ exitCode: 137, diskFull: volume }), 10, l).message).toMatch(text);
+  });
+
   it.each([
     [facts({ exitCode: 0, leftovers: 57 }), /^The program exited with code 0\. It left 57 processes running, killed when it exited.*session/],
     [facts({ exitCode: 0, leftovers: 1 }), /It left one process running/],
