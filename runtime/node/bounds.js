@@ -6,10 +6,12 @@
 // - Memory: the memory cgroup's oom_kill counter.
 // - /tmp: a memory-backed emptyDir, a tmpfs with a hard size: statfs shows it full.
 // - /workspace is not measured for a session call, as in bounds.py's `bounded`: on disk a write
-//   past its limit does not fail, and the kubelet's eviction enforces it. A tmpfs /workspace
-//   (workspaceMedium Memory) is full as /tmp is.
+//   past its limit does not fail. The watchdog's WorkspaceGuard ends a session whose /workspace on
+//   disk is past its limit, as bounds.py's does. A tmpfs /workspace (workspaceMedium Memory) is
+//   full as /tmp is.
 // Counters that cannot be read count as 0: outside a pod nothing is reported.
 const fs = require('node:fs');
+const path = require('node:path');
 
 const TMP = '/tmp';
 const WORKSPACE = '/workspace';
@@ -84,4 +86,94 @@ class Watch {
   }
 }
 
-module.exports = { Watch };
+// What each entry of /workspace counts at least (WORKSPACE_MIN_ENTRY_BYTES in bounds.py and
+// src/exec/runner.ts): empty files take no blocks, and nothing else bounds a pod's inodes.
+const WORKSPACE_MIN_ENTRY_BYTES = 4096;
+// The kernel's exit status when the guard ended it (bounds.py, src/sandbox/pod-failure.ts).
+const WORKSPACE_OVER_EXIT_CODE = 4;
+const GUARD_PERIOD_MS = 200;
+const GUARD_WALK_AT_LEAST_MS = 60_000;
+
+/** /workspace's size limit in bytes from the pod's env, 0 when unknown (a tmpfs: nothing to walk). */
+function workspaceLimit() {
+  const v = Number(process.env.CODEMODE_WORKSPACE_LIMIT_BYTES ?? '0');
+  return Number.isSafeInteger(v) && v > 0 ? v : 0;
+}
+
+/**
+ * { entries, bytes, over } of /workspace, as bounds.py's workspace_usage: its entries, the blocks
+ * they take, and whether either is past `limit` (entries at WORKSPACE_MIN_ENTRY_BYTES each).
+ * Stops as soon as it is over.
+ */
+function workspaceUsage(limit, root = WORKSPACE) {
+  const maxEntries = Math.floor(limit / WORKSPACE_MIN_ENTRY_BYTES);
+  let entries = 0;
+  let bytes = 0;
+  const stack = [root];
+  while (stack.length > 0) {
+    const dir = stack.pop();
+    let names;
+    try {
+      names = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const d of names) {
+      entries++;
+      if (entries > maxEntries) return { entries, bytes, over: true };
+      const p = path.join(dir, d.name);
+      if (d.isDirectory()) stack.push(p);
+      else {
+        try {
+          bytes += fs.lstatSync(p).blocks * 512;
+        } catch {
+          continue;
+        }
+      }
+      if (bytes > limit) return { entries, bytes, over: true };
+    }
+  }
+  return { entries, bytes, over: false };
+}
+
+/** [inodes, bytes] in use on `dir`'s filesystem, or undefined. */
+function fsUsed(dir) {
+  if (typeof fs.statfsSync !== 'function') return undefined;
+  try {
+    const s = fs.statfsSync(dir);
+    return [s.files - s.ffree, (s.blocks - s.bfree) * s.bsize];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Calls `onOver(files)` once a session's /workspace on disk is past `limit`, as bounds.py's
+ * WorkspaceGuard: a statfs five times a second, a walk only when what the filesystem gained since
+ * the last walk could have put /workspace past its limit (and at least once a minute). Runs in the
+ * watchdog's thread, which keeps running while code holds the kernel's main thread.
+ */
+function startWorkspaceGuard(limit, onOver, { root = WORKSPACE, periodMs = GUARD_PERIOD_MS, walkAtLeastMs = GUARD_WALK_AT_LEAST_MS } = {}) {
+  if (limit <= 0) return undefined;
+  const maxEntries = Math.floor(limit / WORKSPACE_MIN_ENTRY_BYTES);
+  let seen;
+  let base;
+  let walkedAt = 0;
+  const timer = setInterval(() => {
+    const now = Date.now();
+    const used = fsUsed(root);
+    if (seen && used && base && now - walkedAt < walkAtLeastMs) {
+      if (seen.entries + used[0] - base[0] <= maxEntries && seen.bytes + used[1] - base[1] <= limit) return;
+    }
+    base = used;
+    walkedAt = now;
+    seen = workspaceUsage(limit, root);
+    if (seen.over) {
+      clearInterval(timer);
+      onOver(seen.entries > maxEntries);
+    }
+  }, periodMs);
+  return timer;
+}
+
+module.exports = { Watch, workspaceLimit, workspaceUsage, startWorkspaceGuard, WORKSPACE_OVER_EXIT_CODE };

@@ -15,7 +15,7 @@ const { NodeSession, ExitRequest, safeText, thrownText, isExitRequest } = requir
 const { ToolCalls, prepareEnvironment } = require('./tools.js');
 const display = require('./display.js');
 const { Outcomes, checkKey } = require('./outcomes.js');
-const { Watch } = require('./bounds.js');
+const { Watch, WORKSPACE_OVER_EXIT_CODE } = require('./bounds.js');
 
 const DEFAULT_TIMEOUT_MS = 30000;
 const DEFAULT_CAP_CHARS = 50000;
@@ -153,8 +153,16 @@ const beat = () => Atomics.store(active, 1, Math.floor((Date.now() - startedAt) 
 beat();
 // The watchdog reads it to tell code left running between calls that holds the thread (watchdog.js).
 setInterval(beat, 1000).unref();
-const watchdog = new Worker(path.join(__dirname, 'watchdog.js'), { workerData: { shared, startedAt, graceMs: GRACE_MS } });
+const watchdog = new Worker(path.join(__dirname, 'watchdog.js'), { workerData: { shared, startedAt, graceMs: GRACE_MS, pid: process.pid } });
 watchdog.unref();
+// The session's /workspace went past its limit (watchdog.js): the kernel ends with the status the
+// gateway reads from the pod, and the container with every process in it.
+watchdog.on('message', (m) => {
+  if (m && m.op === 'workspaceOver') {
+    log('Ending the session: /workspace is over its limit', { files: m.files === true });
+    exitKernel(WORKSPACE_OVER_EXIT_CODE);
+  }
+});
 let busy = false;
 let seq = 0;
 const outcomes = new Outcomes(errorResult);

@@ -262,14 +262,14 @@ export const FIELDS = {
   workspaceSizeLimit: quantityField(
     'CODEMODE_WORKSPACE_SIZE_LIMIT',
     '512Mi',
-    'Size limit of the /workspace emptyDir. On disk: checked five times a second from inside the sandbox during a run, each file or directory counting at least 4 KiB (512Mi holds at most 131072), and the kubelet evicts past it (bytes); in memory (CODEMODE_WORKSPACE_MEDIUM=Memory): the size of the tmpfs, a hard limit.',
+    'Size limit of the /workspace emptyDir. On disk: checked from inside the sandbox five times a second during a run (which is stopped past it) and all through a session (which is ended), each file or directory counting at least 4 KiB (512Mi holds at most 131072), and the kubelet evicts past it (bytes); in memory (CODEMODE_WORKSPACE_MEDIUM=Memory): the size of the tmpfs, a hard limit.',
   ),
   workspaceMedium: field(
     {
       env: 'CODEMODE_WORKSPACE_MEDIUM',
       default: 'Disk',
       description:
-        "Where /workspace lives. Disk: an emptyDir on the node's disk, which may hold more than the memory limit; a run counts its files (CODEMODE_WORKSPACE_SIZE_LIMIT), but nothing bounds a session's files (inodes) or anyone's disk bandwidth, which etcd and every pod on that disk share. Memory: a tmpfs with a hard size (a write past it fails at once, DiskFull), its files and their inodes counted against the sandbox's memory limit, and no disk writes at all: for nodes whose disk is shared with etcd or latency-bound work. A SandboxProfile may set its own (spec.workspace.medium).",
+        "Where /workspace lives. Disk: an emptyDir on the node's disk, which may hold more than the memory limit; its files count at least 4 KiB each against CODEMODE_WORKSPACE_SIZE_LIMIT (a run past it is stopped, a session ended), measured from inside the sandbox, and nothing bounds its disk bandwidth, which etcd and every pod on that disk share. Memory: a tmpfs with a hard size (a write past it fails at once, DiskFull), its files and their inodes counted against the sandbox's memory limit, and no disk writes at all: for nodes whose disk is shared with etcd or latency-bound work. A SandboxProfile may set its own (spec.workspace.medium).",
       allowed: 'Disk or Memory',
     },
     WorkspaceMediumSchema,

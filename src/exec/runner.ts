@@ -5,6 +5,7 @@
 // infinite loop (and anything it forked) is gone from the pod when the run reports TimedOut.
 import { randomBytes } from 'node:crypto';
 import type { Runtime } from '../api/v1alpha1/index.js';
+import { WORKSPACE_MIN_ENTRY_BYTES } from '../sandbox/pod.js';
 
 /** Grace between TERM and KILL at the deadline. */
 export const KILL_GRACE_SECONDS = 1;
@@ -17,14 +18,6 @@ export const TMP_FULL_KIB = 256;
  * 900 MB over a 64Mi limit.
  */
 export const WORKSPACE_CHECK_SECONDS = 0.2;
-/**
- * What each entry (file, directory, link) of a /workspace on disk counts at least against its size
- * limit, in the runner and in the kernel (WORKSPACE_MIN_ENTRY_BYTES in
- * runtime/python/codemode_kernel/bounds.py): one block of the node's disk. Empty files take no
- * blocks, so without it a loop creating them used up the node's inodes (16.7 M on the test VM,
- * ~48,000 a second from one process), which no Kubernetes limit bounds per pod.
- */
-export const WORKSPACE_MIN_ENTRY_BYTES = 4096;
 
 /**
  * With CODEMODE_NETWORK_CHECK=1 (sandbox pods, src/sandbox/pod.ts) the runner starts the program

@@ -2,7 +2,7 @@
 // why a pod stopped when the code's own report never came. Pure, like status.ts, which uses them.
 import { Reasons } from '../api/v1alpha1/index.js';
 import { parseQuantity } from '../config/quantity.js';
-import { WORKSPACE_MIN_ENTRY_BYTES } from '../exec/runner.js';
+import { WORKSPACE_MIN_ENTRY_BYTES } from '../sandbox/pod.js';
 import type { Classification, Limits } from './status.js';
 
 /** A sandbox volume with a hard size: where a run can meet DiskFull. */

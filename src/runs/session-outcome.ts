@@ -1,7 +1,7 @@
 // A session call's kernel result as a RunOutcome (the shape execute_code and SandboxRun status use).
 import { Reasons } from '../api/v1alpha1/index.js';
 import { capText } from '../exec/frames.js';
-import { outOfMemory } from '../sandbox/pod-failure.js';
+import { outOfMemory, workspaceOverText } from '../sandbox/pod-failure.js';
 import { diskFull, processLimit } from './bounds.js';
 import type { RunOutcome } from './types.js';
 import type { SessionCallResult } from '../sessions/service.js';
@@ -80,6 +80,16 @@ function boundOutcome(r: SessionCallResult): Pick<RunOutcome, 'phase' | 'reason'
       reason: Reasons.OOMKilled,
       message: `The session's interpreter ${outOfMemory(r.memory)}. ${lost} Use less memory (or delete files): process data in smaller pieces.`,
       ...(r.memory?.limit !== undefined && { memoryLimit: r.memory.limit }),
+    };
+  }
+  // Ended by its kernel for /workspace (read from the pod's exit status, or a Node kernel's own
+  // `lost` result when code held its thread): the session's word about itself, as diskFull always is.
+  if (r.status === 'lost' && (r.podFailure === Reasons.DiskFull || r.diskFull === 'workspace')) {
+    const what = r.podFailure === Reasons.DiskFull ? (r.error?.evalue ?? '') : workspaceOverText(undefined);
+    return {
+      phase: 'Failed',
+      reason: Reasons.DiskFull,
+      message: `The session's ${capText(what.replace(/\.$/, ''), 300).text}: on the node's disk they take room every pod there shares. ${lost} Write less data, or fewer and larger files, to /workspace.`,
     };
   }
   if (r.status === 'lost' && r.podFailure === Reasons.Evicted) {

@@ -2,10 +2,11 @@
 // code's own report never came. Pure; the kubelet's words are bounded before anyone shows them.
 import type { V1Pod } from '@kubernetes/client-node';
 import { Reasons, sentence } from '../api/v1alpha1/index.js';
+import { WORKSPACE_MIN_ENTRY_BYTES, WORKSPACE_VOLUME } from './pod.js';
 
 /** Why the pod itself stopped, read from its status when the code's own report never came. */
 export interface PodFailure {
-  reason: typeof Reasons.OOMKilled | typeof Reasons.Evicted;
+  reason: typeof Reasons.OOMKilled | typeof Reasons.Evicted | typeof Reasons.DiskFull;
   /** The kubelet's own words (e.g. which volume exceeded which limit), already bounded. */
   detail: string;
   /**
@@ -66,8 +67,30 @@ export function podFailure(pod: V1Pod | undefined): PodFailure | undefined {
       const files = memoryFilesText(memory.tmpfs);
       return { reason: Reasons.OOMKilled, detail: `the container was OOM-killed${files ? `; ${files}` : ''}.`, memory };
     }
+    if (term?.exitCode === KERNEL_WORKSPACE_OVER_EXIT_CODE) return { reason: Reasons.DiskFull, detail: `${workspaceOverText(workspaceSize(pod))}.` };
   }
   return undefined;
+}
+
+/**
+ * The exit code of a session kernel that ended its session because /workspace on disk went past
+ * its size limit (bounds.py and bounds.js, WorkspaceGuard). Code in the session can make its
+ * kernel exit with any code: it can only say this of its own session.
+ */
+export const KERNEL_WORKSPACE_OVER_EXIT_CODE = 4;
+
+/** The size limit of the pod's /workspace volume, from its spec. */
+function workspaceSize(pod: V1Pod): string | undefined {
+  return pod.spec?.volumes?.find((v) => v.name === WORKSPACE_VOLUME)?.emptyDir?.sizeLimit;
+}
+
+/**
+ * "/workspace went over its size limit (512Mi: …)": what a session's user reads when its kernel
+ * ended it for that (KERNEL_WORKSPACE_OVER_EXIT_CODE, or a Node kernel's `lost` result saying so).
+ */
+export function workspaceOverText(size: string | undefined): string {
+  const each = `each file or directory counting at least ${String(WORKSPACE_MIN_ENTRY_BYTES / 1024)} KiB`;
+  return `/workspace on the node's disk went over its size limit (${size === undefined ? each : `${size}, ${each}`}), so the interpreter was stopped and the session's files deleted`;
 }
 
 /**

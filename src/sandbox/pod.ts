@@ -71,6 +71,16 @@ export function sandboxUid(seed: string): number {
 }
 /** Env var with /workspace's size limit in bytes, read inside the pod (runner and kernel). */
 export const WORKSPACE_LIMIT_ENV = 'CODEMODE_WORKSPACE_LIMIT_BYTES';
+/** The name of the /workspace volume in every sandbox pod. */
+export const WORKSPACE_VOLUME = 'workspace';
+/**
+ * What each entry (file, directory, link) of a /workspace on disk counts at least against its size
+ * limit, in the runner (src/exec/runner.ts) and the kernels (runtime/python/codemode_kernel/bounds.py,
+ * runtime/node/bounds.js): one block of the node's disk. Empty files take no
+ * blocks, so without it a loop creating them used up the node's inodes (16.7 M on the test VM,
+ * ~48,000 a second from one process), which no Kubernetes limit bounds per pod.
+ */
+export const WORKSPACE_MIN_ENTRY_BYTES = 4096;
 /**
  * Set to 1 on sandbox pods: the runner and the session kernel wait, before any code starts, until
  * the pod cannot reach the API server's Service (bounded). Some CNIs program a new pod's
@@ -306,7 +316,7 @@ function sandboxContainer(opts: PodBuildOptions, uid: number, command: string[],
         'ephemeral-storage': opts.ephemeralStorageLimit,
       },
     },
-    volumeMounts: [{ name: 'workspace', mountPath: WORKSPACE_DIR }, { name: 'tmp', mountPath: TMP_DIR }, ...extraMounts],
+    volumeMounts: [{ name: WORKSPACE_VOLUME, mountPath: WORKSPACE_DIR }, { name: 'tmp', mountPath: TMP_DIR }, ...extraMounts],
   };
 }
 
@@ -369,7 +379,7 @@ function sandboxPod(parts: SandboxPodParts, opts: PodBuildOptions): V1Pod {
       // a hard size, its files and their inodes charged to the memory limit, no disk writes.
       volumes: [
         {
-          name: 'workspace',
+          name: WORKSPACE_VOLUME,
           emptyDir: opts.workspaceMedium === 'Memory' ? { medium: 'Memory', sizeLimit: opts.workspaceSizeLimit } : { sizeLimit: opts.workspaceSizeLimit },
         },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: opts.tmpSizeLimit } },

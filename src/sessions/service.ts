@@ -27,7 +27,7 @@ import { NOT_ISOLATED_MESSAGE } from '../exec/frames.js';
 import { recallOnce, type StreamBreakOutcome } from '../exec/recall.js';
 import { apiErrorMessage, isConflict, isNotFound, statusOf, type KubeClients } from '../kube/clients.js';
 import { generateSessionName } from '../sandbox/names.js';
-import type { MemoryCharge } from '../sandbox/pod-failure.js';
+import { workspaceOverText, type MemoryCharge } from '../sandbox/pod-failure.js';
 import { listFilesInPod, readFileInPod, writeFileInPod, type Listing } from './files.js';
 import { workspacePath } from './paths.js';
 import { canSee, toolCallsFor } from './access.js';
@@ -439,7 +439,10 @@ export class SessionService {
       );
     if (result.status === 'lost') {
       this.kernels.drop(this.opts.namespace, pod);
-      await this.activity.markLost(s, 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)');
+      await this.activity.markLost(
+        s,
+        result.diskFull === 'workspace' ? workspaceOverText(undefined) : 'the interpreter is gone (it could not be interrupted at the timeout and was stopped)',
+      );
     }
     this.activity.note(s, 1);
     return { ...result, session: name, capChars: this.opts.outputCapChars };

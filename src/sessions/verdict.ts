@@ -42,9 +42,14 @@ export async function readPodState(
 /** The output part of a result the gateway makes for a call the kernel never answered. */
 export const NO_OUTPUT = { stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, truncated: false, durationMs: 0 } as const;
 
-/** A call whose interpreter was OOM-killed or evicted: a `lost` result that says so. */
+/** A call whose interpreter was OOM-killed, evicted or ended for its /workspace: a `lost` result that says so. */
 export function lostTo(verdict: PodFailure, session: string, capChars = 50_000): SessionCallResult {
-  const evalue = verdict.reason === Reasons.OOMKilled ? `the interpreter ${outOfMemory(verdict.memory)}` : `the pod was evicted: ${verdict.detail}`;
+  const evalue =
+    verdict.reason === Reasons.OOMKilled
+      ? `the interpreter ${outOfMemory(verdict.memory)}`
+      : verdict.reason === Reasons.DiskFull
+        ? verdict.detail
+        : `the pod was evicted: ${verdict.detail}`;
   return {
     status: 'lost',
     ...NO_OUTPUT,

@@ -311,6 +311,56 @@ describe('resource bounds in a session', () => {
     TEST_TIMEOUT_MS,
   );
 
+  // /workspace on disk, past its limit (64Mi, each entry counting 4 KiB: 16,384 files): the
+  // kernel's guard ends the session, whose files would use up the node's inodes otherwise.
+  const LOST_TO_WORKSPACE =
+    /^The session's \/workspace on the node's disk went over its size limit \((64Mi, )?each file or directory counting at least 4 KiB\), so the interpreter was stopped and the session's files deleted: .*create a new session/;
+  const emptyFiles = {
+    python: 'import os\nn = 0\nwhile True:\n    os.close(os.open("/workspace/f%d" % n, os.O_CREAT | os.O_WRONLY))\n    n += 1',
+    bash: 'i=0\nwhile :; do : > /workspace/f$i; i=$((i + 1)); done',
+    // Synchronous: the loop holds the kernel's thread, so its watchdog thread ends the session.
+    node: "const fs = require('fs')\nfor (let n = 0; ; n++) fs.closeSync(fs.openSync('/workspace/f' + n, 'w'))",
+  };
+  it.each(Object.entries(emptyFiles))(
+    'a %s session call that creates empty files without end ends as DiskFull, and the session is lost',
+    async (language, code) => {
+      const session = await newSession(language);
+      const r = await client.callTool('execute_code', { session, code, timeout_seconds: 60 });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(String(r.structuredContent?.message)).toMatch(LOST_TO_WORKSPACE);
+      // Well before its timeout, and the session says why it is gone.
+      const next = await client.callTool('execute_code', { session, code: emptyFiles[language as keyof typeof emptyFiles] });
+      expect(next.isError).toBe(true);
+      expect(text(next)).toMatch(/is lost: .*\/workspace on the node's disk went over its size limit/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a process a python session call left creating empty files ends the session between calls, which then says why',
+    async () => {
+      const session = await newSession('python');
+      const r = await client.callTool('execute_code', {
+        session,
+        code: 'import subprocess\nsubprocess.Popen(["sh", "-c", "i=0; while :; do : > /workspace/f$i; i=$((i + 1)); done"], start_new_session=True)\n6 * 7',
+      });
+      expect(r.structuredContent, text(r)).toMatchObject({ phase: 'Succeeded', result: '42' });
+      let last: ToolResult | undefined;
+      await until(
+        async () => {
+          last = await client.callTool('execute_code', { session, code: '1' });
+          return last.isError === true;
+        },
+        60_000,
+        'the session to be ended for its /workspace',
+      );
+      expect(text(last as ToolResult)).toMatch(
+        /is lost: .*\/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB\)/,
+      );
+    },
+    TEST_TIMEOUT_MS,
+  );
+
   it(
     'a memory bomb in the interpreter ends as OOMKilled, and the session is lost',
     async () => {

@@ -15,6 +15,8 @@
 Counters that cannot be read count as 0: outside a pod nothing is reported.
 """
 import os
+import threading
+import time
 
 from . import procs
 
@@ -95,13 +97,13 @@ def workspace_limit():
         return 0
 
 
-def workspace_over(limit):
-    """True once /workspace holds more than `limit` bytes (allocated blocks, like du) or more
-    entries than `limit` // WORKSPACE_MIN_ENTRY_BYTES."""
-    if limit <= 0:
-        return False
+def workspace_usage(limit, root=WORKSPACE):
+    """(entries, bytes, over) of /workspace: its files, directories and links, the blocks they
+    take (like du), and whether either is past `limit` (entries at WORKSPACE_MIN_ENTRY_BYTES each).
+    The walk stops as soon as it is over, so it visits at most limit // WORKSPACE_MIN_ENTRY_BYTES + 1
+    entries. A directory that cannot be read counts as its one entry."""
     max_entries = limit // WORKSPACE_MIN_ENTRY_BYTES
-    total, seen, stack = 0, 0, [WORKSPACE]
+    total, seen, stack = 0, 0, [root]
     while stack:
         try:
             it = os.scandir(stack.pop())
@@ -111,7 +113,7 @@ def workspace_over(limit):
             for entry in it:
                 seen += 1
                 if seen > max_entries:
-                    return True
+                    return seen, total, True
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
@@ -120,8 +122,78 @@ def workspace_over(limit):
                 except OSError:
                     continue
                 if total > limit:
-                    return True
-    return False
+                    return seen, total, True
+    return seen, total, False
+
+
+def workspace_over(limit):
+    """True once /workspace holds more than `limit` bytes (allocated blocks, like du) or more
+    entries than `limit` // WORKSPACE_MIN_ENTRY_BYTES."""
+    return limit > 0 and workspace_usage(limit)[2]
+
+
+# The kernel's exit status when WorkspaceGuard ended it (KERNEL_WORKSPACE_OVER_EXIT_CODE in
+# src/sandbox/pod-failure.ts): the gateway reads it from the pod and tells the session's user why.
+WORKSPACE_OVER_EXIT_CODE = 4
+# How often the guard looks (one statvfs), and how long it trusts that look before it walks anyway.
+WORKSPACE_GUARD_PERIOD_S = 0.2
+WORKSPACE_GUARD_WALK_AT_LEAST_S = 60.0
+
+
+def _fs_used(path):
+    """(inodes, bytes) in use on `path`'s filesystem (the node's disk for /workspace), or None."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_files - st.f_ffree, (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+class WorkspaceGuard:
+    """Ends a session whose /workspace on disk went past its limit, during a call or between calls
+    (background processes): a session's calls do not walk /workspace, and Kubernetes bounds
+    neither a pod's inodes nor, before the kubelet's eviction comes round, its bytes.
+
+    Looks five times a second for what costs a statvfs: the session's /workspace can have grown by
+    at most what the whole filesystem grew since the last walk, so it walks only when that could
+    have put it past the limit (and at least once a minute, in case other pods freed as much as it
+    took). Past the limit, it calls `on_over` (which ends the kernel). A thread of the kernel:
+    code in the session can stop it, as it can the kernel; it bounds what code does by mistake or
+    by the plain loop, and the kubelet's eviction and the node's stay the backstop."""
+
+    def __init__(self, limit, on_over, period_s=WORKSPACE_GUARD_PERIOD_S, walk_at_least_s=WORKSPACE_GUARD_WALK_AT_LEAST_S, root=WORKSPACE):
+        self._root = root
+        self._limit = limit
+        self._max_entries = limit // WORKSPACE_MIN_ENTRY_BYTES
+        self._on_over = on_over
+        self._period_s = period_s
+        self._walk_at_least_s = walk_at_least_s
+        self._started = False
+
+    def start(self):
+        """Starts watching (once; later calls do nothing)."""
+        if self._started or self._limit <= 0:
+            return
+        self._started = True
+        threading.Thread(target=self._watch, name="codemode-workspace-guard", daemon=True).start()
+
+    def _watch(self):
+        seen = None  # (entries, bytes) at the last walk
+        base = None  # the filesystem's use when that walk started
+        walked_at = 0.0
+        while True:
+            time.sleep(self._period_s)
+            now = time.monotonic()
+            used = _fs_used(self._root)
+            if seen is not None and used is not None and base is not None and now - walked_at < self._walk_at_least_s:
+                if seen[0] + used[0] - base[0] <= self._max_entries and seen[1] + used[1] - base[1] <= self._limit:
+                    continue
+            base, walked_at = used, now
+            entries, size, over = workspace_usage(self._limit, self._root)
+            seen = (entries, size)
+            if over:
+                self._on_over(entries > self._max_entries)
+                return
 
 
 class Watch:

@@ -18,7 +18,7 @@ import threading
 import time
 
 from . import display
-from .bounds import bounded
+from .bounds import WORKSPACE_OVER_EXIT_CODE, WorkspaceGuard, bounded, workspace_limit
 from .framing import FrameReader, ProtocolError, encode
 from .hardening import above_stdio, accept_above_stdio, make_undumpable
 from .oneshot import OneShot, check_run
@@ -211,6 +211,13 @@ def check_exec(msg):
 IDLE_WARM_UP_S = 0.5
 
 
+def _end_for_workspace(files):
+    """The session's /workspace went past its limit: the kernel ends with the status that says so
+    (the container, and every process in it, with it; the gateway reads the status from the pod)."""
+    log("Ending the session: /workspace is over its limit", files=files)
+    os._exit(WORKSPACE_OVER_EXIT_CODE)
+
+
 class KernelServer:
     def __init__(self, path, session, oneshot, undumpable=False, held_grace_ms=HELD_GRACE_MS):
         self._undumpable = undumpable
@@ -223,6 +230,8 @@ class KernelServer:
         self._display_dir = os.environ.get("CODEMODE_DISPLAY_DIR")
         self._figures = display.Figures()
         self._outcomes = Outcomes()
+        # Watches a session's /workspace on disk from its first call on (a run has its own check).
+        self._workspace_guard = WorkspaceGuard(workspace_limit(), _end_for_workspace)
 
     def serve_forever(self):
         listener = self._listen()
@@ -252,6 +261,7 @@ class KernelServer:
                     result = self._oneshot.run(msg, conn.send)
                 elif msg["op"] == "exec":
                     self._oneshot.discard()
+                    self._workspace_guard.start()
                     result = bounded(self._session.execute, msg, conn.send)
                 else:
                     self._session.reset()

@@ -35,7 +35,7 @@ export type WorkspaceMedium = z.infer<typeof WorkspaceMediumSchema>;
 
 const WorkspaceSchema = z.object({
   medium: WorkspaceMediumSchema.optional().describe(
-    "Disk: an emptyDir on the node's disk (may hold more than the memory limit; a session's inodes and disk bandwidth are not bounded). Memory: a tmpfs with a hard size whose files count against the memory limit, and no disk writes. Default: the gateway's (CODEMODE_WORKSPACE_MEDIUM).",
+    "Disk: an emptyDir on the node's disk (may hold more than the memory limit; its files are counted from inside the sandbox, each at least 4 KiB, and its disk bandwidth is not bounded). Memory: a tmpfs with a hard size whose files count against the memory limit, and no disk writes. Default: the gateway's (CODEMODE_WORKSPACE_MEDIUM).",
   ),
   sizeLimit: QuantitySchema.optional().describe("Size limit of /workspace, e.g. 2Gi (default: the gateway's, CODEMODE_WORKSPACE_SIZE_LIMIT)."),
 });

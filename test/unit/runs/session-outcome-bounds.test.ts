@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sessionOutcome } from '../../../src/runs/session-outcome.js';
 import type { SessionCallResult } from '../../../src/sessions/service.js';
 import { NO_OUTPUT, lostTo } from '../../../src/sessions/verdict.js';
+import { workspaceOverText } from '../../../src/sandbox/pod-failure.js';
 import { parseKernelFrame, sanitizeResult, type ResultFrame } from '../../../src/exec/frames.js';
 
 const result = (r: Partial<SessionCallResult>): SessionCallResult => ({
@@ -58,6 +59,10 @@ describe('sessionOutcome', () => {
       lostTo({ reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' }, 's1'),
       /evicted.*"workspace" exceeds the limit "64Mi"/,
     ],
+    [
+      lostTo({ reason: 'DiskFull', detail: `${workspaceOverText('64Mi')}.` }, 's1'),
+      /^The session's \/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB\), so the interpreter was stopped and the session's files deleted: .*The session is lost with its state: create a new session\. Write less data, or fewer and larger files/,
+    ],
   ])('says what happened and what to do (%#)', (r, text) => {
     expect(sessionOutcome(r, 'ns', 10).message).toMatch(text);
   });
@@ -92,5 +97,25 @@ describe('sessionOutcome', () => {
     const o = sessionOutcome(r, 'ns', 10);
     expect(o.memoryLimit).toBeUndefined();
     expect(o.reason, o.message).toBe('KernelLost');
+  });
+
+  // A Node kernel whose thread code held says so itself (runtime/node/watchdog.js): its word about
+  // its own session, as diskFull always is; the size is not its to say.
+  it('reads a lost result that says /workspace went over its limit as DiskFull, without a size', () => {
+    const parsed = parseKernelFrame({
+      id: 'c1',
+      type: 'result',
+      status: 'lost',
+      ...NO_OUTPUT,
+      error: { ename: 'DiskFull', evalue: '/workspace went over its limit (files)', traceback: '' },
+      diskFull: 'workspace',
+    });
+    if (!parsed.ok) throw new Error(parsed.why);
+    const r: SessionCallResult = { ...sanitizeResult(parsed.frame as ResultFrame, 50_000), session: 's1', capChars: 50_000 };
+    const o = sessionOutcome(r, 'ns', 10);
+    expect(o.reason, o.message).toBe('DiskFull');
+    expect(o.message).toMatch(
+      /^The session's \/workspace on the node's disk went over its size limit \(each file or directory counting at least 4 KiB\).*The session is lost/,
+    );
   });
 });
