@@ -87,7 +87,7 @@ class Watch {
 }
 
 // What each entry of /workspace counts at least (WORKSPACE_MIN_ENTRY_BYTES in bounds.py and
-// src/exec/runner.ts): empty files take no blocks, and nothing else bounds a pod's inodes.
+// src/sandbox/pod.ts): empty files take no blocks, and nothing else bounds a pod's inodes.
 const WORKSPACE_MIN_ENTRY_BYTES = 4096;
 // The kernel's exit status when the guard ended it (bounds.py, src/sandbox/pod-failure.ts).
 const WORKSPACE_OVER_EXIT_CODE = 4;

@@ -1,7 +1,7 @@
 // What a sandbox pod's status says: ready for exec, still starting, or never going to work. Pure.
 import type { V1Pod } from '@kubernetes/client-node';
 import { Reasons, type Reason } from '../api/v1alpha1/index.js';
-import { KERNEL_WORKSPACE_OVER_EXIT_CODE, podFailure } from './pod-failure.js';
+import { podFailure } from './pod-failure.js';
 
 export type PodState = { kind: 'ready' } | { kind: 'pending'; message: string } | { kind: 'failed'; reason: Reason; message: string };
 
@@ -18,7 +18,7 @@ export function podState(pod: V1Pod): PodState {
     if (term?.reason === 'OOMKilled') {
       return { kind: 'failed', reason: Reasons.OOMKilled, message: 'The sandbox container was killed for exceeding its memory limit.' };
     }
-    const failure = term?.exitCode === KERNEL_WORKSPACE_OVER_EXIT_CODE ? podFailure(pod) : undefined;
+    const failure = podFailure(pod);
     if (failure?.reason === Reasons.DiskFull) return { kind: 'failed', reason: Reasons.DiskFull, message: `The session's ${failure.detail}` };
     const why = pod.status?.reason === 'DeadlineExceeded' ? 'it reached its active deadline' : (pod.status?.message ?? term?.reason ?? 'the container stopped');
     return { kind: 'failed', reason: Reasons.PodFailed, message: `The sandbox pod stopped: ${why}.` };
