@@ -14,10 +14,10 @@ const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /**
- * The release an upgrade starts from: the last commit that landed (stop 71). Move it forward when a
+ * The release an upgrade starts from: the last commit that landed (stop 72). Move it forward when a
  * later one lands, so the test keeps covering the upgrade users make.
  */
-export const PREVIOUS_RELEASE = '897a42a44cbcf4bc56cc8ab70f2608546c524b75';
+export const PREVIOUS_RELEASE = '390b5e1c8cb4d237dfdb01d4de5f5fb4b2f2be06';
 
 /** The directory of `commit`'s checkout, made on first use, with its dependencies. */
 export async function releaseCheckout(commit: string): Promise<string> {
