@@ -122,6 +122,7 @@ export class InPodExecution {
     const trailer = parseTrailer(result.stderrTail, nonce);
     const stderrText = stripTrailer(result.stderr.text, nonce);
     const verdict = trailer || result.watchdogFired ? undefined : await this.podVerdict(ns, podName);
+    const stderrBytes = Math.max(0, result.stderr.byteCount - (trailer?.bytes ?? 0));
     return {
       facts: {
         exitCode: trailer?.exitCode ?? result.exitCode,
@@ -136,13 +137,14 @@ export class InPodExecution {
         codeSent: result.opened,
         watchdogFired: result.watchdogFired,
         podGone: this.podGone(ns, podName),
+        stderrBytes,
       },
       captured: {
         stdout: result.stdout.text,
         stderr: stderrText,
         stdoutBytes: result.stdout.byteCount,
-        stderrBytes: Math.max(0, result.stderr.byteCount - (trailer?.bytes ?? 0)),
-        truncated: result.stdout.truncated || (result.stderr.truncated && result.stderr.byteCount - (trailer?.bytes ?? 0) > Buffer.byteLength(stderrText)),
+        stderrBytes,
+        truncated: result.stdout.truncated || (result.stderr.truncated && stderrBytes > Buffer.byteLength(stderrText)),
       },
     };
   }
@@ -315,6 +317,7 @@ export class InPodExecution {
         execError: reported ? undefined : `${r.error?.ename ?? 'KernelError'}: ${r.error?.evalue ?? r.status}`,
         watchdogFired: false,
         podGone: this.podGone(ns, podName),
+        stderrBytes: r.stderrBytes,
       },
       captured: { stdout: r.stdout, stderr: r.stderr, stdoutBytes: r.stdoutBytes, stderrBytes: r.stderrBytes, truncated: r.truncated },
       ...(r.display !== undefined && { display: r.display }),

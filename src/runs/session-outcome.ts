@@ -3,6 +3,7 @@ import { Reasons } from '../api/v1alpha1/index.js';
 import { capText } from '../exec/frames.js';
 import { outOfMemory, workspaceOverText } from '../sandbox/pod-failure.js';
 import { diskFull, processLimit } from './bounds.js';
+import { nonZeroExit } from './status.js';
 import type { RunOutcome } from './types.js';
 import type { SessionCallResult } from '../sessions/service.js';
 
@@ -39,7 +40,7 @@ export function sessionOutcome(r: SessionCallResult, namespace: string, timeoutS
   switch (r.status) {
     case 'ok':
       return r.exitCode !== undefined && r.exitCode !== 0
-        ? { ...base, phase: 'Failed', reason: Reasons.NonZeroExit, message: `The command exited with code ${r.exitCode}.` }
+        ? { ...base, phase: 'Failed', reason: Reasons.NonZeroExit, message: nonZeroExit('command', r.exitCode, base.stderrBytes) }
         : { ...base, phase: 'Succeeded' };
     case 'error':
       // The message is a summary (it lands in status conditions); the full text is in stderr.

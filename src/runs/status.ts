@@ -16,6 +16,7 @@ import { diskFull, evicted, leftoverNote, processLimit, type FullVolume } from '
 import { outOfMemory, type PodFailure } from '../sandbox/pod-failure.js';
 import { TMP_DIR, WORKSPACE_DIR } from '../sandbox/pod.js';
 import { withoutControls } from '../util/text.js';
+import { constants } from 'node:os';
 
 export interface Limits {
   maxTimeoutSeconds: number;
@@ -76,6 +77,8 @@ export interface ExecutionFacts {
   podFailure?: PodFailure;
   /** How many of the program's processes were still running when it ended (they were killed). */
   leftovers?: number;
+  /** Bytes the program wrote to stderr (the runner's trailer not counted), when known. */
+  stderrBytes?: number;
 }
 
 export interface Classification {
@@ -97,6 +100,20 @@ export const EVENT_NOTES = {
   exception: 'The code raised an exception; status.message and status.stderr say which.',
   sessionCall: 'The call in the session could not be made or completed; status.message says why.',
 } as const;
+
+const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name]));
+
+/**
+ * What a non-zero exit says: where to look (stderr, when the program wrote any), and what a code
+ * of 128 + n means when n is a signal (a shell's code for a process that signal ended).
+ */
+export function nonZeroExit(what: 'program' | 'command', exitCode: number | undefined, stderrBytes: number | undefined): string {
+  const code = String(exitCode);
+  const signal = exitCode !== undefined && exitCode > 128 ? SIGNAL_NAMES.get(exitCode - 128) : undefined;
+  const meaning = signal ? ` (128 + ${String(exitCode! - 128)}: a shell's code for a process ended by ${signal})` : '';
+  const where = stderrBytes === 0 ? ' and wrote nothing to stderr.' : '; see stderr.';
+  return `The ${what} exited with code ${code}${meaning}${where}`;
+}
 
 export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, limits: Limits): Classification {
   const timedOut: Classification = {
@@ -129,7 +146,7 @@ export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, lim
       phase: 'Failed',
       reason: Reasons.NonZeroExit,
       exitCode: f.exitCode,
-      message: `The program exited with code ${String(f.exitCode)}; see stderr.`,
+      message: nonZeroExit('program', f.exitCode, f.stderrBytes),
     };
   }
   // No report from the pod: what the pod's status says about why its container stopped comes

@@ -60,8 +60,29 @@ describe.each(['2025', 'current'] as const)('execute_code over MCP (%s protocol 
   it('reports a non-zero exit as a normal result with the exit code', async () => {
     const r = await client(era).callTool('execute_code', { code: 'import sys\nprint("bye", file=sys.stderr)\nsys.exit(3)' });
     expect(r.isError ?? false).toBe(false);
-    expect(r.structuredContent).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', exit_code: 3, stderr: 'bye\n' });
+    expect(r.structuredContent).toMatchObject({
+      phase: 'Failed',
+      reason: 'NonZeroExit',
+      exit_code: 3,
+      stderr: 'bye\n',
+      message: 'The program exited with code 3; see stderr.',
+    });
     expect(text(r)).toContain('exit code: 3');
+  });
+
+  // Whatever ran the program (kernel or runner) reports how much went to stderr; none: no pointer to it.
+  it.each([
+    ['python', 'import sys; sys.exit(4)', 4, ''],
+    ['bash', 'kill -9 $$', 137, " (128 + 9: a shell's code for a process ended by SIGKILL)"],
+  ])('says when a %s program that failed wrote nothing to stderr', async (language, code, exit_code, meaning) => {
+    const r = await client(era).callTool('execute_code', { code, language });
+    expect(r.structuredContent).toMatchObject({
+      phase: 'Failed',
+      reason: 'NonZeroExit',
+      exit_code,
+      message: `The program exited with code ${String(exit_code)}${meaning} and wrote nothing to stderr.`,
+    });
+    expect(r.structuredContent?.stderr ?? '').toBe('');
   });
 });
 

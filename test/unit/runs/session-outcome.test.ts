@@ -20,6 +20,16 @@ describe('sessionOutcome', () => {
   it.each([
     ['an ok call', base, { phase: 'Succeeded', stderr: '', truncated: false }],
     [
+      'a command that failed and wrote to stderr',
+      { ...base, exitCode: 2, stderr: 'no such file', stderrBytes: 12 },
+      { phase: 'Failed', reason: 'NonZeroExit', message: 'The command exited with code 2; see stderr.' },
+    ],
+    [
+      'a command that failed silently',
+      { ...base, exitCode: 1 },
+      { phase: 'Failed', reason: 'NonZeroExit', message: 'The command exited with code 1 and wrote nothing to stderr.' },
+    ],
+    [
       'an exception: traceback joins stderr',
       { ...base, status: 'error', stderr: 'ab', stderrBytes: 2, error: { ename: 'E', evalue: 'v', traceback: 'tb' } },
       { phase: 'Failed', reason: 'Exception', stderr: 'abtb', stderrBytes: 4, message: 'E: v', truncated: false },

@@ -160,6 +160,23 @@ describe('classifyExecution', () => {
     expect(classifyExecution(f, 10, limits)).toMatchObject({ phase: 'Succeeded', message: expect.stringMatching(text) as string });
   });
 
+  it.each([
+    [facts({ exitCode: 3, stderrBytes: 10 }), 'The program exited with code 3; see stderr.'],
+    [facts({ exitCode: 3, stderrBytes: 0 }), 'The program exited with code 3 and wrote nothing to stderr.'],
+    // Unknown (an older report): pointing at stderr is the safe side.
+    [facts({ exitCode: 3 }), 'The program exited with code 3; see stderr.'],
+    [
+      facts({ exitCode: 137, stderrBytes: 0 }),
+      "The program exited with code 137 (128 + 9: a shell's code for a process ended by SIGKILL) and wrote nothing to stderr.",
+    ],
+    [facts({ exitCode: 143, stderrBytes: 5 }), "The program exited with code 143 (128 + 15: a shell's code for a process ended by SIGTERM); see stderr."],
+    // Above 128 but no signal's number: only the code.
+    [facts({ exitCode: 255, stderrBytes: 5 }), 'The program exited with code 255; see stderr.'],
+    [facts({ exitCode: 128, stderrBytes: 5 }), 'The program exited with code 128; see stderr.'],
+  ])('says where a non-zero exit is explained (%#)', (f, message) => {
+    expect(classifyExecution(f, 10, limits)).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', message });
+  });
+
   it('quotes the kubelet and the volume limit on eviction', () => {
     const f = facts({ runnerReported: false, podFailure: { reason: 'Evicted', detail: 'Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".' } });
     expect(classifyExecution(f, 10, { ...limits, workspaceSizeLimit: '64Mi' }).message).toMatch(
