@@ -1,11 +1,13 @@
 // Authentication modes against the real cluster (issue 9): static tokens from a watched Secret,
-// and TokenReview with a ServiceAccount token and an audience. (OIDC runs with a local issuer in
-// test/unit/auth/oidc.test.ts: it needs no cluster.)
+// TokenReview with a ServiceAccount token and an audience, and OIDC with the access tokens of a
+// real OpenID provider (the forged and broken tokens, and a broken issuer, are in
+// test/unit/auth/oidc.test.ts, against a local issuer that signs whatever a row needs).
 import { randomBytes } from 'node:crypto';
 import { GROUP, LABEL_OWNER, SANDBOXRUN_PLURAL, SANDBOXSESSION_PLURAL, VERSION, type SandboxRun, type SandboxSession } from '../../src/api/v1alpha1/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, testKube, until } from './helpers/kube.js';
 import { connect, startOperator, type RunningOperator } from './helpers/operator.js';
+import { startOpenIdProvider, type OpenIdProvider } from './helpers/openid-provider.js';
 
 const k = testKube();
 let ns = '';
@@ -177,5 +179,53 @@ describe('mode kubernetes (TokenReview)', () => {
     ['no token', async () => undefined],
   ])('refuses %s with 401', async (_n, auth) => {
     expect((await probe(op.url, await auth())).status).toBe(401);
+  });
+});
+
+describe('mode oidc (a real OpenID provider)', () => {
+  let op: RunningOperator;
+  let provider: OpenIdProvider;
+  const AUDIENCE = 'https://codemode-e2e.example/mcp';
+
+  beforeAll(async () => {
+    provider = await startOpenIdProvider({
+      address: '127.0.0.1',
+      host: '127.0.0.1',
+      audiences: [AUDIENCE, 'https://elsewhere.example/api'],
+      clients: ['ci-agent'],
+    });
+    op = await startOperator(ns, {
+      CODEMODE_AUTH_MODE: 'oidc',
+      CODEMODE_OIDC_ISSUER: provider.issuer,
+      CODEMODE_OIDC_AUDIENCE: AUDIENCE,
+      CODEMODE_USERNAME_PREFIX: 'oidc:',
+    });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await provider?.close();
+  });
+
+  it("runs code for the provider's access token (an RFC 9068 JWT) and records its subject as the owner", async () => {
+    const client = await connect(op.url, 'current', { authorization: `Bearer ${await provider.token('ci-agent')}` });
+    try {
+      const run = await client.callTool('execute_code', { code: 'print(6 * 7)' });
+      expect(run.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
+      const r = (await k.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ns,
+        plural: SANDBOXRUN_PLURAL,
+        name: String(run.structuredContent?.run),
+      })) as SandboxRun;
+      expect(r.spec.owner).toEqual({ user: 'oidc:ci-agent', groups: ['dev'] });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("refuses the same provider's token for another resource with 401", async () => {
+    const header = `Bearer ${await provider.token('ci-agent', 'https://elsewhere.example/api')}`;
+    expect((await probe(op.url, header)).status).toBe(401);
   });
 });
