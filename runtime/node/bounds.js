@@ -102,10 +102,13 @@ function workspaceLimit() {
 
 /**
  * { entries, bytes, over } of /workspace, as bounds.py's workspace_usage: its entries, the blocks
- * they take, and whether either is past `limit` (entries at WORKSPACE_MIN_ENTRY_BYTES each).
- * Stops as soon as it is over.
+ * they take, and the deleted files there that processes of the pod hold open (du cannot see them,
+ * and a program can go on writing to them); and whether either is past `limit` (entries at
+ * WORKSPACE_MIN_ENTRY_BYTES each). A directory it cannot read or search makes it over (code can
+ * create files in a directory it took read permission from; its owner, the sandbox's user, can
+ * give it back). Stops as soon as it is over.
  */
-function workspaceUsage(limit, root = WORKSPACE) {
+function workspaceUsage(limit, root = WORKSPACE, proc = '/proc') {
   const maxEntries = Math.floor(limit / WORKSPACE_MIN_ENTRY_BYTES);
   let entries = 0;
   let bytes = 0;
@@ -115,8 +118,9 @@ function workspaceUsage(limit, root = WORKSPACE) {
     let names;
     try {
       names = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
+    } catch (err) {
+      if (err.code === 'EACCES') return { entries, bytes, over: true };
+      continue; // gone since it was listed
     }
     for (const d of names) {
       entries++;
@@ -126,11 +130,49 @@ function workspaceUsage(limit, root = WORKSPACE) {
       else {
         try {
           bytes += fs.lstatSync(p).blocks * 512;
-        } catch {
+        } catch (err) {
+          if (err.code === 'EACCES') return { entries, bytes, over: true };
           continue;
         }
       }
       if (bytes > limit) return { entries, bytes, over: true };
+    }
+  }
+  return deletedOpen(limit, maxEntries, entries, bytes, root, proc);
+}
+
+/** workspaceUsage's count with the deleted files under `root` that processes hold open (/proc/<pid>/fd; each inode once). */
+function deletedOpen(limit, maxEntries, entries, bytes, root, proc) {
+  const prefix = `${root.replace(/\/+$/, '')}/`;
+  const inodes = new Set();
+  let pids;
+  try {
+    pids = fs.readdirSync(proc).filter((p) => /^[0-9]+$/.test(p));
+  } catch {
+    return { entries, bytes, over: false };
+  }
+  for (const pid of pids) {
+    let fds;
+    try {
+      fds = fs.readdirSync(`${proc}/${pid}/fd`);
+    } catch {
+      continue; // not ours to read (the pod's pause process), or gone
+    }
+    for (const fd of fds) {
+      const p = `${proc}/${pid}/fd/${fd}`;
+      let st;
+      try {
+        if (!fs.readlinkSync(p).startsWith(prefix)) continue;
+        st = fs.statSync(p, { bigint: true });
+      } catch {
+        continue;
+      }
+      const key = `${st.dev}:${st.ino}`;
+      if (st.nlink !== 0n || inodes.has(key)) continue;
+      inodes.add(key);
+      entries++;
+      bytes += Number(st.blocks) * 512;
+      if (entries > maxEntries || bytes > limit) return { entries, bytes, over: true };
     }
   }
   return { entries, bytes, over: false };

@@ -262,7 +262,7 @@ export const FIELDS = {
   workspaceSizeLimit: quantityField(
     'CODEMODE_WORKSPACE_SIZE_LIMIT',
     '512Mi',
-    'Size limit of the /workspace emptyDir. On disk: checked from inside the sandbox five times a second during a run (which is stopped past it) and all through a session (which is ended), each file or directory counting at least 4 KiB (512Mi holds at most 131072), and the kubelet evicts past it (bytes); in memory (CODEMODE_WORKSPACE_MEDIUM=Memory): the size of the tmpfs, a hard limit.',
+    'Size limit of the /workspace emptyDir. On disk: checked from inside the sandbox five times a second during a run (which is stopped past it) and all through a session (which is ended), each file or directory counting at least 4 KiB (512Mi holds at most 131072), files deleted while still open included, and the kubelet evicts past it (bytes it sees); in memory (CODEMODE_WORKSPACE_MEDIUM=Memory): the size of the tmpfs, a hard limit.',
   ),
   workspaceMedium: field(
     {

@@ -40,7 +40,7 @@ function entriesNote(size: string | undefined, medium: Limits['workspaceMedium']
   } catch {
     return '';
   }
-  return ` Each file or directory in it counts at least ${String(WORKSPACE_MIN_ENTRY_BYTES / 1024)} KiB, so it holds at most ${String(entries)} of them.`;
+  return ` Each file or directory in it counts at least ${String(WORKSPACE_MIN_ENTRY_BYTES / 1024)} KiB, so it holds at most ${String(entries)} of them; files deleted while a process still has them open count until closed, and a directory without read and search permission for its owner counts as full.`;
 }
 
 /** What a user reads when a sandbox volume was full. */

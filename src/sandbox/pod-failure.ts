@@ -89,7 +89,7 @@ function workspaceSize(pod: V1Pod): string | undefined {
  * ended it for that (KERNEL_WORKSPACE_OVER_EXIT_CODE, or a Node kernel's `lost` result saying so).
  */
 export function workspaceOverText(size: string | undefined): string {
-  const each = `each file or directory counting at least ${String(WORKSPACE_MIN_ENTRY_BYTES / 1024)} KiB`;
+  const each = `each file or directory counting at least ${String(WORKSPACE_MIN_ENTRY_BYTES / 1024)} KiB, open deleted files included, a directory it could not read as full`;
   return `/workspace on the node's disk went over its size limit (${size === undefined ? each : `${size}, ${each}`}), so the interpreter was stopped and the session's files deleted`;
 }
 

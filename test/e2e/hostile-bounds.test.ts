@@ -47,6 +47,34 @@ const ATTACKS = {
     timeout_seconds: 30,
     reason: 'DiskFull',
   },
+  // A directory without read permission still takes new files: the walk cannot count what it
+  // holds, so such a directory counts as full (its owner, the sandbox's user, can chmod it back).
+  workspaceHiddenFiles: {
+    language: 'python',
+    code: 'import os\nos.mkdir("/workspace/d", 0o300)\nn = 0\nwhile True:\n    os.close(os.open("/workspace/d/f%d" % n, os.O_CREAT | os.O_WRONLY))\n    n += 1',
+    timeout_seconds: 30,
+    reason: 'DiskFull',
+  },
+  // Files deleted while open take disk blocks du does not see, as many as the program opens (the
+  // file limit bounds each): counted from /proc/<pid>/fd. At most 640 MiB if that count failed,
+  // then the program waits for its deadline (TimedOut).
+  workspaceDeletedFill: {
+    language: 'python',
+    code: [
+      'import os, time',
+      'held = []',
+      'for i in range(20):',
+      '    f = open("/workspace/d%d" % i, "wb")',
+      '    os.unlink(f.name)',
+      '    for _ in range(32):',
+      '        f.write(b"x" * (1 << 20))',
+      '        f.flush()',
+      '    held.append(f)',
+      'time.sleep(60)',
+    ].join('\n'),
+    timeout_seconds: 30,
+    reason: 'DiskFull',
+  },
   tmpFill: {
     language: 'python',
     code: 'with open("/tmp/fill", "wb") as f:\n    while True:\n        f.write(b"x" * (1 << 20))\n        f.flush()',
@@ -93,6 +121,8 @@ async function attack(client: TestClient, name: keyof typeof ATTACKS): Promise<{
   if (reason === 'ProcessLimit') expect(text(r)).toMatch(/more processes than the sandbox allows/);
   if (name === 'workspaceFill') expect(text(r)).toMatch(/\/workspace reached its size limit \(64Mi\)/);
   if (name === 'workspaceFiles') expect(text(r)).toMatch(/\/workspace reached its size limit \(64Mi\).*holds at most 16384 of them/);
+  if (name === 'workspaceHiddenFiles') expect(text(r)).toMatch(/a directory without read and search permission for its owner counts as full/);
+  if (name === 'workspaceDeletedFill') expect(text(r)).toMatch(/files deleted while a process still has them open count until closed/);
   if (name === 'tmpFill') expect(text(r)).toMatch(/\/tmp reached its size limit \(16Mi\)/);
   return { r, ms };
 }
@@ -314,7 +344,7 @@ describe('resource bounds in a session', () => {
   // /workspace on disk, past its limit (64Mi, each entry counting 4 KiB: 16,384 files): the
   // kernel's guard ends the session, whose files would use up the node's inodes otherwise.
   const LOST_TO_WORKSPACE =
-    /^The session's \/workspace on the node's disk went over its size limit \((64Mi, )?each file or directory counting at least 4 KiB\), so the interpreter was stopped and the session's files deleted: .*create a new session/;
+    /^The session's \/workspace on the node's disk went over its size limit \((64Mi, )?each file or directory counting at least 4 KiB, open deleted files included, a directory it could not read as full\), so the interpreter was stopped and the session's files deleted: .*create a new session/;
   const emptyFiles = {
     python: 'import os\nn = 0\nwhile True:\n    os.close(os.open("/workspace/f%d" % n, os.O_CREAT | os.O_WRONLY))\n    n += 1',
     bash: 'i=0\nwhile :; do : > /workspace/f$i; i=$((i + 1)); done',
@@ -332,6 +362,32 @@ describe('resource bounds in a session', () => {
       const next = await client.callTool('execute_code', { session, code: emptyFiles[language as keyof typeof emptyFiles] });
       expect(next.isError).toBe(true);
       expect(text(next)).toMatch(/is lost: .*\/workspace on the node's disk went over its size limit/);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  // What the walk cannot see (above, workspaceHiddenFiles and workspaceDeletedFill) ends a session too.
+  const hidden = {
+    'python: files in a directory without read permission': ATTACKS.workspaceHiddenFiles.code,
+    'node: files deleted while open': [
+      "const fs = require('fs')",
+      'const held = []',
+      'for (let i = 0; i < 20; i++) {',
+      "  const fd = fs.openSync('/workspace/d' + i, 'w')",
+      "  fs.unlinkSync('/workspace/d' + i)",
+      '  for (let j = 0; j < 32; j++) fs.writeSync(fd, Buffer.alloc(1 << 20, 120))',
+      '  held.push(fd)',
+      '}',
+      'await new Promise((r) => setTimeout(r, 60000))',
+    ].join('\n'),
+  };
+  it.each(Object.entries(hidden))(
+    'a session call that hides what it writes (%s) ends as DiskFull, and the session is lost',
+    async (what, code) => {
+      const session = await newSession(what.split(':')[0] as string);
+      const r = await client.callTool('execute_code', { session, code, timeout_seconds: 30 });
+      expect(r.structuredContent?.reason, text(r)).toBe('DiskFull');
+      expect(String(r.structuredContent?.message)).toMatch(LOST_TO_WORKSPACE);
     },
     TEST_TIMEOUT_MS,
   );
@@ -356,7 +412,7 @@ describe('resource bounds in a session', () => {
       );
       // The call that found the kernel gone reads why from the pod; a later one, from the session's status.
       expect(text(last as ToolResult)).toMatch(
-        /\/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB\)/,
+        /\/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB, open deleted files included/,
       );
     },
     TEST_TIMEOUT_MS,
@@ -524,6 +580,16 @@ describe('a /workspace on disk, the runner reporting', () => {
   it.each([
     ['bytes', 'exec dd if=/dev/zero of=/workspace/fill bs=1M', /\/workspace reached its size limit \(64Mi\)/],
     ['empty files', 'i=0\nwhile :; do : > /workspace/f$i; i=$((i + 1)); done', /\/workspace reached its size limit \(64Mi\).*holds at most 16384 of them/],
+    [
+      'files in a directory without read permission',
+      'mkdir -m 300 /workspace/d\ni=0\nwhile :; do : > /workspace/d/f$i; i=$((i + 1)); done',
+      /a directory without read and search permission for its owner counts as full/,
+    ],
+    [
+      'files deleted while open',
+      'for i in 3 4 5 6 7 8 9; do eval "exec $i>/workspace/d$i"; rm /workspace/d$i; dd if=/dev/zero bs=1M count=32 >&$i 2>/dev/null; done\nsleep 60',
+      /files deleted while a process still has them open count until closed/,
+    ],
   ])(
     'stops an sh program past its limit in %s as DiskFull',
     async (_n, code, message) => {

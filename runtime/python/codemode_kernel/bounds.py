@@ -97,18 +97,24 @@ def workspace_limit():
         return 0
 
 
-def workspace_usage(limit, root=WORKSPACE):
+def workspace_usage(limit, root=WORKSPACE, proc="/proc"):
     """(entries, bytes, over) of /workspace: its files, directories and links, the blocks they
-    take (like du), and whether either is past `limit` (entries at WORKSPACE_MIN_ENTRY_BYTES each).
-    The walk stops as soon as it is over, so it visits at most limit // WORKSPACE_MIN_ENTRY_BYTES + 1
-    entries. A directory that cannot be read counts as its one entry."""
+    take (like du), and the files there deleted while a process of the pod still holds them open
+    (du cannot see those, and a program can go on writing to them: the file limit bounds each one,
+    not how many); and whether either is past `limit` (entries at WORKSPACE_MIN_ENTRY_BYTES each).
+    A directory the walk cannot read or search makes it over: what it holds cannot be counted (code
+    can create files in a directory it took read permission from). The sandbox's user owns every
+    directory there and can give the permission back. The walk stops as soon as it is over, so it
+    visits at most limit // WORKSPACE_MIN_ENTRY_BYTES + 1 entries."""
     max_entries = limit // WORKSPACE_MIN_ENTRY_BYTES
     total, seen, stack = 0, 0, [root]
     while stack:
         try:
             it = os.scandir(stack.pop())
+        except PermissionError:
+            return seen, total, True
         except OSError:
-            continue
+            continue  # gone since it was listed
         with it:
             for entry in it:
                 seen += 1
@@ -119,10 +125,45 @@ def workspace_usage(limit, root=WORKSPACE):
                         stack.append(entry.path)
                     else:
                         total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except PermissionError:
+                    return seen, total, True
                 except OSError:
                     continue
                 if total > limit:
                     return seen, total, True
+    return _deleted_open(limit, max_entries, seen, total, root, proc)
+
+
+def _deleted_open(limit, max_entries, seen, total, root, proc):
+    """workspace_usage's count with the deleted files under `root` that processes hold open
+    (/proc/<pid>/fd, as `lsof +L1` finds them; each inode once)."""
+    prefix = root.rstrip("/") + "/"
+    inodes = set()
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return seen, total, False
+    for pid in pids:
+        fds = "%s/%s/fd" % (proc, pid)
+        try:
+            names = os.listdir(fds)
+        except OSError:
+            continue  # not ours to read (the pod's pause process), or gone
+        for fd in names:
+            path = "%s/%s" % (fds, fd)
+            try:
+                if not os.readlink(path).startswith(prefix):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            if st.st_nlink != 0 or (st.st_dev, st.st_ino) in inodes:
+                continue
+            inodes.add((st.st_dev, st.st_ino))
+            seen += 1
+            total += st.st_blocks * 512
+            if seen > max_entries or total > limit:
+                return seen, total, True
     return seen, total, False
 
 

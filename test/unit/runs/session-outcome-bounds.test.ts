@@ -61,7 +61,7 @@ describe('sessionOutcome', () => {
     ],
     [
       lostTo({ reason: 'DiskFull', detail: `${workspaceOverText('64Mi')}.` }, 's1'),
-      /^The session's \/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB\), so the interpreter was stopped and the session's files deleted: .*The session is lost with its state: create a new session\. Write less data, or fewer and larger files/,
+      /^The session's \/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB, open deleted files included, a directory it could not read as full\), so the interpreter was stopped and the session's files deleted: .*The session is lost with its state: create a new session\. Write less data, or fewer and larger files/,
     ],
   ])('says what happened and what to do (%#)', (r, text) => {
     expect(sessionOutcome(r, 'ns', 10).message).toMatch(text);
@@ -115,7 +115,7 @@ describe('sessionOutcome', () => {
     const o = sessionOutcome(r, 'ns', 10);
     expect(o.reason, o.message).toBe('DiskFull');
     expect(o.message).toMatch(
-      /^The session's \/workspace on the node's disk went over its size limit \(each file or directory counting at least 4 KiB\).*The session is lost/,
+      /^The session's \/workspace on the node's disk went over its size limit \(each file or directory counting at least 4 KiB, open deleted files included, a directory it could not read as full\).*The session is lost/,
     );
   });
 });

@@ -133,7 +133,7 @@ describe('classifyExecution', () => {
       'workspace on disk',
       'workspace',
       undefined,
-      /\(64Mi\) and the program could not write more\. Each file or directory in it counts at least 4 KiB, so it holds at most 16384 of them\. .*use fewer, larger files\)/,
+      /\(64Mi\) and the program could not write more\. Each file or directory in it counts at least 4 KiB, so it holds at most 16384 of them; files deleted while a process still has them open count until closed, and a directory without read and search permission for its owner counts as full\. .*use fewer, larger files\)/,
     ],
     [
       'workspace in memory',

@@ -2,7 +2,7 @@
 // runtime/node/bounds.js): each entry counts at least 4 KiB against the limit, so empty files
 // cannot use up the node's inodes, and a session's guard ends it once the limit is passed.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,12 +37,28 @@ const usage = {
 /** Ten entries' worth: 40 KiB at 4 KiB each. */
 const LIMIT = 40 * 1024;
 
+/** Descriptors the rows keep open (deleted files): closed after each row. */
+const held: number[] = [];
+
+/** A file of `bytes` under `dir`, deleted while this process keeps it open (on `times` descriptors). */
+function deletedOpen(dir: string, name: string, bytes: number, times = 1): void {
+  const p = join(dir, name);
+  const fd = openSync(p, 'w');
+  writeSync(fd, Buffer.alloc(bytes, 1));
+  held.push(fd);
+  for (let i = 1; i < times; i++) held.push(openSync(p, 'r'));
+  unlinkSync(p);
+}
+
 describe.each(['python', 'node'] as const)('%s kernel: /workspace usage', (language) => {
   let dir = '';
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'ws-'));
   });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  afterEach(() => {
+    for (const fd of held.splice(0)) closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   const emptyFiles = (n: number, under = dir): void => {
     for (let i = 0; i < n; i++) writeFileSync(join(under, `f${String(i)}`), '');
@@ -54,6 +70,10 @@ describe.each(['python', 'node'] as const)('%s kernel: /workspace usage', (langu
     ['a directory and its files count alike', (d: string) => (mkdirSync(join(d, 'sub')), emptyFiles(9, join(d, 'sub'))), { entries: 10, over: false }],
     ['one file past the limit in bytes', (d: string) => writeFileSync(join(d, 'big'), Buffer.alloc(LIMIT + 8192, 1)), { entries: 1, over: true }],
     ['nothing', () => undefined, { entries: 0, over: false }],
+    // du does not see them, and a program can go on writing to them (found through /proc/<pid>/fd).
+    ['a deleted file still open, past the limit in bytes', (d: string) => deletedOpen(d, 'gone', LIMIT + 8192), { entries: 1, over: true }],
+    ['a deleted file still open, within it', (d: string) => deletedOpen(d, 'gone', 8192), { entries: 1, over: false }],
+    ['a deleted file open three times counts once', (d: string) => deletedOpen(d, 'gone', LIMIT / 2, 3), { entries: 1, over: false }],
   ])('%s', (_n, make, expected) => {
     make(dir);
     expect(usage[language](LIMIT, dir)).toMatchObject(expected);

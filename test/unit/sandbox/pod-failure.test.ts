@@ -17,7 +17,7 @@ const stopped = (terminated: { exitCode: number; reason?: string }, sizeLimit?: 
 });
 
 const OVER =
-  /^\/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB\), so the interpreter was stopped and the session's files deleted\.$/;
+  /^\/workspace on the node's disk went over its size limit \(64Mi, each file or directory counting at least 4 KiB, open deleted files included, a directory it could not read as full\), so the interpreter was stopped and the session's files deleted\.$/;
 
 describe('podFailure', () => {
   it.each([
@@ -26,7 +26,7 @@ describe('podFailure', () => {
       'the workspace exit code, no size limit in the spec',
       stopped({ exitCode: 4, reason: 'Error' }),
       'DiskFull',
-      /^\/workspace on the node's disk went over its size limit \(each file or directory counting at least 4 KiB\)/,
+      /^\/workspace on the node's disk went over its size limit \(each file or directory counting at least 4 KiB, open deleted files included, a directory it could not read as full\)/,
     ],
     ['an OOM kill (exit code 137)', stopped({ exitCode: 137, reason: 'OOMKilled' }, '64Mi'), 'OOMKilled', /OOM-killed/],
   ])('%s', (_n, pod, reason, detail) => {
