@@ -39,6 +39,9 @@ async function probe(url: string, authorization?: string): Promise<{ status: num
   return { status: res.status, header: res.headers.get('www-authenticate') };
 }
 
+const readRun = async (name: string): Promise<SandboxRun> =>
+  (await k.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: SANDBOXRUN_PLURAL, name })) as SandboxRun;
+
 async function runsCode(url: string, token: string): Promise<boolean> {
   const client = await connect(url, 'current', { authorization: `Bearer ${token}` });
   try {
@@ -78,13 +81,7 @@ describe('mode tokens', () => {
     try {
       const run = await client.callTool('execute_code', { code: 'print(1)' });
       const session = await client.callTool('create_session', { language: 'python' });
-      const r = (await k.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXRUN_PLURAL,
-        name: String(run.structuredContent?.run),
-      })) as SandboxRun;
+      const r = await readRun(String(run.structuredContent?.run));
       const s = (await k.custom.getNamespacedCustomObject({
         group: GROUP,
         version: VERSION,
@@ -211,13 +208,7 @@ describe('mode oidc (a real OpenID provider)', () => {
     try {
       const run = await client.callTool('execute_code', { code: 'print(6 * 7)' });
       expect(run.structuredContent).toMatchObject({ phase: 'Succeeded', stdout: '42\n' });
-      const r = (await k.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        namespace: ns,
-        plural: SANDBOXRUN_PLURAL,
-        name: String(run.structuredContent?.run),
-      })) as SandboxRun;
+      const r = await readRun(String(run.structuredContent?.run));
       expect(r.spec.owner).toEqual({ user: 'oidc:ci-agent', groups: ['dev'] });
     } finally {
       await client.close();
