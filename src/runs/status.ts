@@ -1,5 +1,6 @@
 // Pure status computation for SandboxRuns: what the world looks like → what .status should say.
 // No I/O and time is a parameter, so every branch is a table test.
+import { constants } from 'node:os';
 import {
   CONDITION_READY,
   Reasons,
@@ -16,7 +17,6 @@ import { diskFull, evicted, leftoverNote, processLimit, type FullVolume } from '
 import { outOfMemory, type PodFailure } from '../sandbox/pod-failure.js';
 import { TMP_DIR, WORKSPACE_DIR } from '../sandbox/pod.js';
 import { withoutControls } from '../util/text.js';
-import { constants } from 'node:os';
 
 export interface Limits {
   maxTimeoutSeconds: number;
@@ -108,11 +108,11 @@ const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, n]) =
  * of 128 + n means when n is a signal (a shell's code for a process that signal ended).
  */
 export function nonZeroExit(what: 'program' | 'command', exitCode: number | undefined, stderrBytes: number | undefined): string {
-  const code = String(exitCode);
-  const signal = exitCode !== undefined && exitCode > 128 ? SIGNAL_NAMES.get(exitCode - 128) : undefined;
-  const meaning = signal ? ` (128 + ${String(exitCode! - 128)}: a shell's code for a process ended by ${signal})` : '';
+  const n = exitCode !== undefined && exitCode > 128 ? exitCode - 128 : undefined;
+  const signal = n === undefined ? undefined : SIGNAL_NAMES.get(n);
+  const meaning = signal ? ` (128 + ${String(n)}: a shell's code for a process ended by ${signal})` : '';
   const where = stderrBytes === 0 ? ' and wrote nothing to stderr.' : '; see stderr.';
-  return `The ${what} exited with code ${code}${meaning}${where}`;
+  return `The ${what} exited with code ${String(exitCode)}${meaning}${where}`;
 }
 
 export function classifyExecution(f: ExecutionFacts, timeoutSeconds: number, limits: Limits): Classification {
