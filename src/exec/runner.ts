@@ -198,8 +198,8 @@ wl=$((\${CODEMODE_WORKSPACE_LIMIT_BYTES:-0} / 1024))
 wn=$((wl / ${WORKSPACE_MIN_ENTRY_BYTES / 1024} + 1))
 wsover() { u=$(wskib); [ "\${u:-0}" -gt "$wl" ] && return 0
   [ -n "$(find /workspace -xdev -type d ! -perm -500 2>/dev/null | head -n 1)" ] && return 0
-  dn=$(find /proc/[0-9]*/fd -lname '/workspace/* (deleted)' 2>/dev/null | head -n "$((wn + 1))" | wc -l); dk=0
-  [ "\${dn:-0}" -gt 0 ] && dk=$(find /proc/[0-9]*/fd -lname '/workspace/* (deleted)' -exec du -kL {} + 2>/dev/null | { s=0; while read -r k _; do s=$((s + k)); done; echo "$s"; })
+  d=$(find /proc/[0-9]*/fd -lname '/workspace/* (deleted)' -exec du -kL {} + 2>/dev/null | { n=0; s=0; while read -r k _; do n=$((n + 1)); s=$((s + k)); done; echo "$n $s"; })
+  dn=\${d% *}; dk=\${d#* }
   [ $((\${u:-0} + \${dk:-0})) -gt "$wl" ] && return 0
   e=$(find /workspace -xdev 2>/dev/null | head -n "$((wn + 1))" | wc -l); [ $((\${e:-0} + \${dn:-0})) -gt "$wn" ]; }
 ${NETWORK_CHECK_SCRIPT}oom; o0=$c; forkfail; f0=$c; s0=$(date +%s)
